@@ -1,0 +1,19 @@
+"""tcdsl: Tensor Comprehensions with sequential loops, compiled through isl to TVM.
+
+    k = tcdsl.compile(source, entry=None, target="llvm", specialize="never")
+    outputs = k(*inputs)
+"""
+from __future__ import annotations
+
+import os as _os
+
+# TVM's CPU thread pool starts with one worker on small machines unless told
+# otherwise; it reads this variable once, before the first parallel launch.
+_os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
+
+from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
+from .runtime.kernel import Kernel  # noqa: E402
+from .api import compile  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["compile", "Kernel", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]

@@ -1,0 +1,128 @@
+"""Lowering typed tcdsl expressions to TIR expressions.
+
+Rules (TC semantics, see SPEC 1.1):
+
+1. Every node is computed in its own ``dtype`` (set by sema); operands are
+   converted to the operation's type, and literals are emitted directly in
+   the type they adapt to (so ``0.1`` next to a double is the double 0.1).
+2. Integer ``/`` and ``%`` are floor division and its remainder; on floats
+   ``/`` is true division and ``%`` is ``a - floor(a / b) * b``.
+3. ``c ? a : b`` is a real branch (``if_then_else``): the untaken side is
+   never evaluated, so it may read out of bounds (``i > 0 ? A(i-1) : 0``).
+4. Builtins come from :mod:`tcdsl.sema.builtins`; float16 is computed in float32.
+5. Tensor indices are int32 (tensor values used as indices are converted).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from tvm import tirx
+
+from ..errors import InternalError
+from ..syntax import nodes as n
+from ..sema import builtins as bt
+from ..sema import types as ty
+
+INDEX = "int32"
+
+
+def dtype_of(x: tirx.PrimExpr) -> str:
+    """The scalar type of a TIR expression (``PrimExpr.ty`` in TVM 0.27)."""
+    return str(x.ty)
+
+
+def lower_expr(e: n.Expr, env: Mapping[str, tirx.PrimExpr], buffers: Mapping[str, tirx.Buffer],
+               dtype: str | None = None) -> tirx.PrimExpr:
+    """``e`` as a TIR expression of type ``dtype`` (default: ``e.dtype``)."""
+    return _Lower(env, buffers).as_type(e, dtype or e.dtype or INDEX)
+
+
+class _Lower:
+    def __init__(self, env, buffers):
+        self.env = env
+        self.buffers = buffers
+
+    def as_type(self, e: n.Expr, dtype: str) -> tirx.PrimExpr:
+        if isinstance(e, n.Const):
+            return tirx.const(_const_value(e.value, dtype), dtype)
+        if isinstance(e, n.Unary) and e.op == "-" and isinstance(e.operand, n.Const):
+            return tirx.const(_const_value(-e.operand.value, dtype), dtype)
+        x = self.lower(e)
+        return x if dtype_of(x) == dtype else tirx.Cast(dtype, x)
+
+    def lower(self, e: n.Expr) -> tirx.PrimExpr:
+        match e:
+            case n.Const(value=v):
+                return tirx.const(v, e.dtype or ("float32" if isinstance(v, float) else INDEX))
+            case n.IndexVar(name=v) | n.SizeVar(name=v):
+                x = self.env[v]
+                return x if dtype_of(x) == (e.dtype or INDEX) else tirx.Cast(e.dtype or INDEX, x)
+            case n.Access(tensor=t, indices=idx):
+                buf = self.buffers[t]
+                return tirx.BufferLoad(buf, [self.as_type(i, INDEX) for i in idx])
+            case n.Cast(to=to, operand=x):
+                return self.as_type(x, to)
+            case n.Unary(op="-", operand=x):
+                return -self.as_type(x, e.dtype or INDEX)
+            case n.Unary(op="!", operand=x):
+                return tirx.Not(self.as_type(x, "bool"))
+            case n.Binary(op=op, lhs=a, rhs=b):
+                return self._binary(e, op, a, b)
+            case n.Select(cond=c, then=a, other=b):
+                t = e.dtype or INDEX
+                return tirx.if_then_else(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
+            case n.BuiltinCall(name=name, args=args):
+                return self._builtin(e, name, args)
+        raise InternalError(f"cannot lower {type(e).__name__}")
+
+    def _binary(self, e: n.Binary, op: str, a: n.Expr, b: n.Expr) -> tirx.PrimExpr:
+        if op in ("&&", "||"):
+            x, y = self.as_type(a, "bool"), self.as_type(b, "bool")
+            return tirx.And(x, y) if op == "&&" else tirx.Or(x, y)
+        if op in _COMPARE:
+            t = _operand_type(a, b)
+            return _COMPARE[op](self.as_type(a, t), self.as_type(b, t))
+        t = e.dtype or INDEX
+        x, y = self.as_type(a, t), self.as_type(b, t)
+        match op:
+            case "+":
+                return x + y
+            case "-":
+                return x - y
+            case "*":
+                return x * y
+            case "/":
+                return tirx.floordiv(x, y) if ty.is_int(t) else tirx.Div(x, y)
+            case "%":
+                return tirx.floormod(x, y) if ty.is_int(t) else x - tirx.floor(tirx.Div(x, y)) * y
+            case "min":
+                return tirx.min(x, y)
+            case "max":
+                return tirx.max(x, y)
+        raise InternalError(f"unknown operator {op}")
+
+    def _builtin(self, e: n.BuiltinCall, name: str, args) -> tirx.PrimExpr:
+        b = bt.lookup(name)
+        if b is None:
+            raise InternalError(f"unknown builtin {name}")
+        compute = "float32" if e.dtype == "float16" else e.dtype
+        out = b.lower([self.as_type(a, compute) for a in args], compute)
+        return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
+
+
+def _operand_type(a: n.Expr, b: n.Expr) -> str:
+    ta, tb = a.dtype or INDEX, b.dtype or INDEX
+    if isinstance(a, n.Const) and not isinstance(b, n.Const):
+        return tb if not (ty.is_int(tb) and isinstance(a.value, float)) else ty.promote(ta, tb)
+    if isinstance(b, n.Const) and not isinstance(a, n.Const):
+        return ta if not (ty.is_int(ta) and isinstance(b.value, float)) else ty.promote(ta, tb)
+    return ty.promote(ta, tb)
+
+
+def _const_value(v, dtype: str):
+    if dtype == "bool":
+        return bool(v)
+    return float(v) if ty.is_float(dtype) else int(v)
+
+
+_COMPARE = {"==": tirx.EQ, "!=": tirx.NE, "<": tirx.LT, "<=": tirx.LE, ">": tirx.GT, ">=": tirx.GE}

@@ -1,0 +1,233 @@
+"""isl AST + statements -> one TVM TIR ``PrimFunc``.
+
+``lower_to_tir(model, asts, name, fixed=None, target_kind="llvm")`` is the
+stage entry point.  The function's parameters are the sizes (``int32``
+scalars, or nothing for sizes fixed to constants), then the input buffers,
+then the output buffers; temporaries are allocated inside.  Each sequential
+``for`` of the program is a serial TIR loop around its body's kernels (on
+CUDA: a host loop launching them); each kernel is its isl AST, with the
+outermost loop under a ``par`` mark made parallel (CPU).  Statement
+instances are emitted by substituting the AST's arguments for the
+statement's index variables in its right-hand side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+from tvm import tirx
+
+from ..errors import InternalError
+from ..syntax import nodes as n
+from ..sema import types as ty
+from ..sema.affine import pwaff_to_expr
+from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
+from ..polyhedral.schedule import PARALLEL
+from .expr import INDEX, lower_expr
+
+_OP = isl.ast_expr_op_type
+
+
+@dataclass
+class Signature:
+    """What the caller needs to know about the PrimFunc's parameters."""
+
+    sizes: tuple[str, ...]  # symbolic sizes passed as int32 scalars, in order
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    buffers: dict[str, tirx.Buffer] = field(default_factory=dict)
+    size_vars: dict[str, tirx.PrimExpr] = field(default_factory=dict)
+
+
+def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
+                 fixed: dict[str, int] | None = None, target_kind: str = "llvm") -> tuple[tirx.PrimFunc, Signature]:
+    """Build the PrimFunc (see the module docstring)."""
+    checked = model.ranges.checked
+    fixed = fixed or {}
+    size_vars = {s: tirx.const(int(fixed[s]), INDEX) if s in fixed else tirx.Var(s, INDEX) for s in checked.sizes}
+    sig = Signature(tuple(s for s in checked.sizes if s not in fixed), checked.inputs, checked.outputs,
+                    size_vars=size_vars)
+    for t, info in checked.tensors.items():
+        shape = [lower_expr(e, size_vars, {}, INDEX) for e in model.ranges.extent_exprs(t)]
+        elem = max(1, ty.bits(info.dtype) // 8)
+        sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
+    gen = _Gen(model, asts, sig, target_kind)
+    body = gen.block(model.body, dict(size_vars))
+    temps = [tirx.AllocBuffer(sig.buffers[t]) for t in checked.temps]
+    if temps:
+        body = tirx.SeqStmt(temps + [body])
+    params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs]
+    func = tirx.PrimFunc(params, body).with_attr("global_symbol", name).with_attr("tirx.noalias", True)
+    return func, sig
+
+
+def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
+    stmts = [s for s in stmts if s is not None]
+    if not stmts:
+        return tirx.Evaluate(tirx.const(0, INDEX))
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+class _Gen:
+    def __init__(self, model: Model, asts, sig: Signature, target_kind: str):
+        self.model = model
+        self.asts = asts
+        self.sig = sig
+        self.target_kind = target_kind
+        self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
+
+    # ---------------------------------------------------------- program tree
+    def block(self, b: Block, env: dict) -> tirx.Stmt:
+        return _seq([self.item(it, env) for it in b.items])
+
+    def item(self, it, env: dict) -> tirx.Stmt:
+        match it:
+            case Kernel():
+                return self.kernel(it, env)
+            case ForLoop(loop=lp, body=body):
+                v = tirx.Var(lp.var, INDEX)
+                lo = lower_expr(lp.lo, env, {}, INDEX)
+                hi = lower_expr(lp.hi, env, {}, INDEX)
+                inner = self.block(body, {**env, lp.var: v})
+                return tirx.For(v, lo, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
+            case Branch(cond=c, then=a, orelse=b):
+                return tirx.IfThenElse(lower_expr(c, env, {}, "bool"), self.block(a, env),
+                                       self.block(b, env) if b.items else None)
+        raise InternalError(f"unexpected item {type(it).__name__}")
+
+    def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
+        stmts = {s.name: s for s in k.stmts}
+        ast = self.asts[self.kernel_index[id(k)]]
+        return _AstLowering(self, stmts, env).node(ast, parallel_ok=True, mark=None)
+
+
+class _AstLowering:
+    def __init__(self, gen: _Gen, stmts: dict[str, IslStmt], env: dict):
+        self.gen = gen
+        self.stmts = stmts
+        self.env = dict(env)
+
+    def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
+        t = node.get_type()
+        NT = isl.ast_node_type
+        if t == NT.for_:
+            return self._for(node, parallel_ok, mark)
+        if t == NT.if_:
+            then = self.node(node.if_get_then_node(), parallel_ok, None)
+            other = self.node(node.if_get_else_node(), parallel_ok, None) if node.if_has_else_node() else None
+            return tirx.IfThenElse(self._cond(node.if_get_cond()), then, other)
+        if t == NT.block:
+            ch = node.block_get_children()
+            return _seq([self.node(ch.get_at(i), parallel_ok, None) for i in range(ch.n_ast_node())])
+        if t == NT.mark:
+            return self.node(node.mark_get_node(), parallel_ok, node.mark_get_id().get_name())
+        if t == NT.user:
+            return self._user(node.user_get_expr())
+        raise InternalError(f"unexpected isl AST node {t}")
+
+    def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
+        name = node.for_get_iterator().get_id().get_name()
+        init = self.expr(node.for_get_init())
+        inc = node.for_get_inc()
+        if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
+            raise InternalError("only unit-stride isl loops are generated")
+        cond = node.for_get_cond()
+        op = cond.get_op_type()
+        if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
+            raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
+        bound = self.expr(cond.get_op_arg(1))
+        extent = bound - init + (1 if op == _OP.le else 0)
+        v = tirx.Var(name, INDEX)
+        saved = self.env.get(name)
+        self.env[name] = v
+        parallel = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
+        body = self.node(node.for_get_body(), parallel_ok and not parallel, None)
+        if saved is None:
+            self.env.pop(name)
+        else:
+            self.env[name] = saved
+        kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
+        return tirx.For(v, init, extent, kind, body)
+
+    # --------------------------------------------------------- expressions
+    def expr(self, e: isl.AstExpr) -> tirx.PrimExpr:
+        ET = isl.ast_expr_type
+        t = e.get_type()
+        if t == ET.int:
+            return tirx.const(int(e.get_val().to_python()), INDEX)
+        if t == ET.id:
+            name = e.get_id().get_name()
+            key = name[:-1] if name not in self.env and name.endswith("_") else name
+            return self.env[key]
+        op = e.get_op_type()
+        args = [e.get_op_arg(i) for i in range(e.get_op_n_arg())]
+        if op in (_OP.and_, _OP.and_then, _OP.or_, _OP.or_else, _OP.eq, _OP.le, _OP.lt, _OP.ge, _OP.gt):
+            return self._cond(e)
+        a = [self.expr(x) for x in args]
+        match op:
+            case _OP.add:
+                return a[0] + a[1]
+            case _OP.sub:
+                return a[0] - a[1]
+            case _OP.mul:
+                return a[0] * a[1]
+            case _OP.minus:
+                return -a[0]
+            case _OP.div | _OP.fdiv_q | _OP.pdiv_q:
+                return tirx.floordiv(a[0], a[1])
+            case _OP.pdiv_r | _OP.zdiv_r:
+                return tirx.floormod(a[0], a[1])
+            case _OP.min | _OP.max:
+                out = a[0]
+                for x in a[1:]:
+                    out = tirx.min(out, x) if op == _OP.min else tirx.max(out, x)
+                return out
+            case _OP.cond | _OP.select:
+                return tirx.Select(self._cond(args[0]), a[1], a[2])
+        raise InternalError(f"unexpected isl AST expression {e.to_C_str()}")
+
+    def _cond(self, e: isl.AstExpr) -> tirx.PrimExpr:
+        op = e.get_op_type()
+        args = [e.get_op_arg(i) for i in range(e.get_op_n_arg())]
+        if op in (_OP.and_, _OP.and_then):
+            return tirx.And(self._cond(args[0]), self._cond(args[1]))
+        if op in (_OP.or_, _OP.or_else):
+            return tirx.Or(self._cond(args[0]), self._cond(args[1]))
+        a, b = self.expr(args[0]), self.expr(args[1])
+        cmp = {_OP.eq: tirx.EQ, _OP.le: tirx.LE, _OP.lt: tirx.LT, _OP.ge: tirx.GE, _OP.gt: tirx.GT}
+        if op not in cmp:
+            raise InternalError(f"unexpected isl AST condition {e.to_C_str()}")
+        return cmp[op](a, b)
+
+    # ---------------------------------------------------------- statements
+    def _user(self, call: isl.AstExpr) -> tirx.Stmt:
+        name = call.get_op_arg(0).get_id().get_name()
+        s = self.stmts[name]
+        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        env = {**self.env, **dict(zip(s.dims, args))}
+        return _statement(s, env, self.gen.sig.buffers)
+
+
+def _statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
+    c = s.info.comp
+    buf = buffers[c.tensor]
+    idx = [lower_expr(e, env, buffers, INDEX) for e in c.indices]
+    dtype = buf.dtype
+    if s.is_init:
+        return tirx.BufferStore(buf, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), idx)
+    value = lower_expr(c.rhs, env, buffers, str(dtype))
+    old = tirx.BufferLoad(buf, idx)
+    match c.reduction:
+        case None:
+            new = value
+        case "+":
+            new = old + value
+        case "*":
+            new = old * value
+        case "min":
+            new = tirx.min(old, value)
+        case "max":
+            new = tirx.max(old, value)
+        case _:
+            raise InternalError(f"unknown reduction {c.reduction}")
+    return tirx.BufferStore(buf, new, idx)

@@ -1,0 +1,113 @@
+"""The pipeline, top to bottom.
+
+    parse -> check -> infer_ranges -> build_model -> schedule -> build_ast -> lower_to_tir -> build
+
+``frontend`` runs the size-independent stages once.  ``backend`` runs the
+rest for one set of fixed sizes; the three ``specialize`` modes are three
+orders of the same calls:
+
+* ``never``:             schedule(symbolic) -> ast(symbolic) -> tir -> build       (once)
+* ``after-scheduling``:  schedule(symbolic) once; per size tuple: ast(fixed) -> tir -> build
+* ``before-scheduling``: per size tuple: schedule(fixed) -> ast(fixed) -> tir -> build
+
+``STAGES`` is the table behind ``tcdsl compile --emit``.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import islpy as isl
+
+from .errors import TcError
+from .source import Source
+from .syntax import nodes as n
+from .syntax.parse import parse
+from .syntax.printer import to_sexpr
+from .sema.check import CheckedDef, check
+from .sema.ranges import RangeInfo, infer_ranges
+from .polyhedral.model import Model, build_model
+from .polyhedral.schedule import build_ast, dump_schedules, schedule
+
+SPECIALIZE_MODES = ("never", "after-scheduling", "before-scheduling", "auto")
+
+
+@dataclass
+class Frontend:
+    source: Source
+    program: n.Program
+    checked: CheckedDef
+    ranges: RangeInfo
+    model: Model
+
+    @property
+    def name(self) -> str:
+        return self.checked.node.name
+
+
+def frontend(source: Source, entry: str | None = None) -> Frontend:
+    """parse -> check -> infer_ranges -> build_model."""
+    program = parse(source)
+    checked = check(program, entry)
+    _dump("ast", lambda: to_sexpr(checked.node))
+    ranges = infer_ranges(checked, isl.Context())
+    _dump("ranges", ranges.dump)
+    model = build_model(ranges)
+    return Frontend(source, program, checked, ranges, model)
+
+
+@dataclass
+class Backend:
+    schedules: dict[int, isl.Schedule]
+    asts: dict[int, isl.AstNode]
+    func: object  # tvm.tirx.PrimFunc
+    signature: object  # codegen.tir.Signature
+    fixed: dict[str, int]
+
+    def ast_text(self) -> str:
+        return "\n".join(a.to_C_str() for a in self.asts.values())
+
+
+def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None,
+            target_kind: str = "llvm") -> Backend:
+    """schedule (unless given) -> build_ast -> lower_to_tir, for sizes ``fixed``."""
+    from .codegen.tir import lower_to_tir
+
+    fixed = dict(fixed or {})
+    if schedules is None:
+        schedules = schedule(fe.model, fixed)
+    _dump("schedule", lambda: dump_schedules(fe.model, schedules))
+    asts = build_ast(fe.model, schedules, fixed)
+    func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind)
+    _dump("tir", func.script)
+    return Backend(schedules, asts, func, sig, fixed)
+
+
+def _dump(stage: str, text: Callable[[], str]) -> None:
+    """``TCDSL_DUMP=ranges,schedule,tir`` prints those stages to stderr."""
+    wanted = os.environ.get("TCDSL_DUMP", "")
+    if stage in wanted.split(","):
+        import sys
+
+        print(f"--- {stage}", file=sys.stderr)
+        print(text(), file=sys.stderr)
+
+
+# The --emit table: stage name -> text of that stage for a compiled kernel.
+STAGES: dict[str, Callable] = {
+    "ast": lambda k: to_sexpr(k.frontend.checked.node) + "\n",
+    "ranges": lambda k: k.frontend.ranges.dump(),
+    "schedule": lambda k: dump_schedules(k.frontend.model, k.backend().schedules),
+    "isl-ast": lambda k: k.backend().ast_text(),
+    "tir": lambda k: k.script,
+    "llvm": lambda k: k.source_code("ll"),
+    "c": lambda k: k.source_code("c"),
+    "cuda": lambda k: k.source_code("cuda"),
+}
+
+
+def emit(kernel, stage: str) -> str:
+    if stage not in STAGES:
+        raise TcError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}")
+    return STAGES[stage](kernel)

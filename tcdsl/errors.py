@@ -1,0 +1,44 @@
+"""User errors (``TcError`` and subclasses) and compiler bugs (``InternalError``).
+
+A user error is something the program or the call got wrong; it is reported
+with its location and never with a traceback.  An ``InternalError`` is a bug
+in tcdsl and is deliberately *not* a ``TcError``.
+"""
+from __future__ import annotations
+
+from .source import Span
+
+
+class TcError(Exception):
+    """Base class of every error caused by user input."""
+
+
+class _LocatedError(TcError):
+    def __init__(self, message: str, span: Span | None = None):
+        self.message = message
+        self.span = span
+        super().__init__(span.format(message) if span is not None else message)
+
+    @property
+    def line(self) -> int | None:
+        return self.span.line if self.span else None
+
+    @property
+    def col(self) -> int | None:
+        return self.span.col if self.span else None
+
+
+class TcSyntaxError(_LocatedError):
+    """The source does not follow the grammar."""
+
+
+class TcSemanticError(_LocatedError):
+    """The source parses but is not a valid program (names, types, ranges, ...)."""
+
+
+class TcShapeError(TcError):
+    """A kernel was called with inputs that disagree with the program or each other."""
+
+
+class InternalError(Exception):
+    """A broken invariant inside tcdsl: a bug, never the user's fault."""

@@ -1,0 +1,127 @@
+"""Checking call arguments and inferring sizes from them.
+
+Inputs are NumPy arrays or DLPack tensors (PyTorch CPU tensors are passed
+to TVM as they are, without a copy).  Every disagreement with the ``def``
+becomes a :class:`TcShapeError` naming the argument and the dimension, in
+the form ``argument 'h0' dim 1: size 7, but size 'Co' is 5 (from 'h2h' dim 0)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import TcShapeError
+from ..sema.check import CheckedDef
+from ..syntax import nodes as n
+
+_TORCH_DTYPES = {
+    "torch.float32": "float32", "torch.float64": "float64", "torch.float16": "float16", "torch.bool": "bool",
+    "torch.int8": "int8", "torch.int16": "int16", "torch.int32": "int32", "torch.int64": "int64",
+    "torch.uint8": "uint8", "torch.uint16": "uint16", "torch.uint32": "uint32", "torch.uint64": "uint64",
+}
+
+
+def is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+@dataclass
+class Arg:
+    value: Any  # np.ndarray or torch.Tensor, contiguous
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def prepare_input(name: str, x: Any, dtype: str, rank: int) -> Arg:
+    """Check rank and dtype; make contiguous (a copy only when needed)."""
+    if is_torch(x):
+        if x.device.type != "cpu":
+            raise TcShapeError(f"argument '{name}': tensor is on {x.device}, but the kernel runs on the CPU")
+        got = _TORCH_DTYPES.get(str(x.dtype), str(x.dtype))
+        _check_dtype(name, got, dtype)
+        if not x.is_contiguous():
+            x = x.contiguous()
+        shape = tuple(int(s) for s in x.shape)
+    else:
+        if isinstance(x, (int, float, bool, np.generic)) and rank == 0:
+            x = np.asarray(x, dtype=dtype)
+        if not isinstance(x, np.ndarray):
+            if hasattr(x, "__dlpack__"):
+                x = np.from_dlpack(x)
+            else:
+                raise TcShapeError(f"argument '{name}': expected a NumPy array or a DLPack tensor, "
+                                   f"got {type(x).__name__}")
+        _check_dtype(name, str(x.dtype), dtype)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        shape = x.shape
+    if len(shape) != rank:
+        raise TcShapeError(f"argument '{name}': expected {rank} dimension{'s' * (rank != 1)}, got {len(shape)} "
+                           f"(shape {tuple(shape)})")
+    return Arg(x, tuple(shape), dtype)
+
+
+def _check_dtype(name: str, got: str, want: str) -> None:
+    if got != want:
+        raise TcShapeError(f"argument '{name}': dtype {got}, but the kernel expects {want}")
+
+
+def bind_sizes(checked: CheckedDef, args: list[Arg], fixed: dict[str, int]) -> dict[str, int]:
+    """Sizes from the input shapes; checks repeated names, constants and ``fixed``."""
+    sizes: dict[str, int] = {}
+    origin: dict[str, tuple[str, int]] = {}
+    for p, a in zip(checked.node.params, args):
+        for k, d in enumerate(p.type.dims):
+            got = a.shape[k]
+            if isinstance(d, int):
+                if got != d:
+                    raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but the def declares {d}")
+            elif d in sizes:
+                if got != sizes[d]:
+                    t, j = origin[d]
+                    raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but size '{d}' is "
+                                       f"{sizes[d]} (from '{t}' dim {j})")
+            else:
+                if d in fixed and got != fixed[d]:
+                    raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but size '{d}' was fixed to "
+                                       f"{fixed[d]} at compile time")
+                sizes[d], origin[d] = got, (p.name, k)
+    return sizes
+
+
+def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
+    """Value of a size expression (extents, as built from isl)."""
+    match e:
+        case n.Const(value=v):
+            return int(v)
+        case n.SizeVar(name=v) | n.IndexVar(name=v):
+            return sizes[v]
+        case n.Unary(op="-", operand=x):
+            return -evaluate(x, sizes)
+        case n.Select(cond=c, then=a, other=b):
+            return evaluate(a, sizes) if _truth(c, sizes) else evaluate(b, sizes)
+        case n.Binary(op=op, lhs=a, rhs=b):
+            x, y = evaluate(a, sizes), evaluate(b, sizes)
+            return _ARITH[op](x, y)
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def _truth(c: n.Expr, sizes) -> bool:
+    match c:
+        case n.Binary(op="&&", lhs=a, rhs=b):
+            return _truth(a, sizes) and _truth(b, sizes)
+        case n.Binary(op="||", lhs=a, rhs=b):
+            return _truth(a, sizes) or _truth(b, sizes)
+        case n.Unary(op="!", operand=a):
+            return not _truth(a, sizes)
+    return bool(evaluate(c, sizes))
+
+
+_ARITH = {
+    "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": lambda x, y: x // y,
+    "%": lambda x, y: x % y, "min": min, "max": max, "==": lambda x, y: int(x == y),
+    "!=": lambda x, y: int(x != y), "<": lambda x, y: int(x < y), "<=": lambda x, y: int(x <= y),
+    ">": lambda x, y: int(x > y), ">=": lambda x, y: int(x >= y),
+}

@@ -1,0 +1,218 @@
+"""The compiled kernel users call: argument checks, output allocation,
+per-size binaries, and what the kernel shows of itself."""
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ..errors import TcError, TcShapeError
+from .. import driver
+from ..codegen import targets
+from .args import Arg, bind_sizes, evaluate, is_torch, prepare_input
+
+
+class _Binary:
+    """One compiled function and the sizes it was specialised for."""
+
+    def __init__(self, backend: driver.Backend, target):
+        self.backend = backend
+        self.executable = targets.build(backend.func, target)
+        self.fn = self.executable[backend.func.attrs["global_symbol"]]
+        self.size_params = backend.signature.sizes
+
+
+class Kernel:
+    """A compiled TC function.  Call it with the inputs, in the ``def``'s order.
+
+    Read-only views of what was made: :attr:`ir_module` (the TVM IRModule),
+    :attr:`script` (its TVMScript text), :attr:`schedule` (the isl schedule
+    trees), :attr:`isl_ast` (the isl ASTs, as C)."""
+
+    def __init__(self, fe: driver.Frontend, target: Any = "llvm", specialize: str = "never",
+                 sizes: dict[str, int] | None = None, options: dict | None = None):
+        if specialize not in driver.SPECIALIZE_MODES:
+            raise TcError(f"unknown specialize mode '{specialize}'; choose one of "
+                          f"{', '.join(driver.SPECIALIZE_MODES)}")
+        self.frontend = fe
+        self.target = targets.make_target(target)
+        self._kind = targets.target_kind(self.target)
+        if self._kind != "llvm":
+            raise TcError(f"target '{self._kind}' is not supported yet; use 'llvm'")
+        self.specialize = specialize
+        self.options = dict(options or {})
+        self.fixed = self._check_fixed(sizes or {})
+        self._auto_threshold = int(self.options.get("auto_threshold", 3))
+        self._lock = threading.Lock()
+        self._binaries: dict[tuple | None, _Binary] = {}
+        self._pending: set[tuple] = set()
+        self._seen: Counter = Counter()
+        self._stats = Counter(compiles=0, hits=0, disk_hits=0)
+        self._symbolic_schedules = None
+        if specialize in ("never", "auto"):
+            self._binaries[None] = self._compile(None)
+
+    def _check_fixed(self, sizes: dict[str, int]) -> dict[str, int]:
+        known = set(self.frontend.checked.sizes)
+        for k, v in sizes.items():
+            if k not in known:
+                raise TcError(f"sizes: '{k}' is not a size of '{self.frontend.name}' (sizes: {', '.join(known)})")
+            if not isinstance(v, (int, np.integer)) or v < 0:
+                raise TcError(f"sizes: '{k}' must be a non-negative integer, got {v!r}")
+        return {k: int(v) for k, v in sizes.items()}
+
+    # ------------------------------------------------------------ compiling
+    def backend(self, sizes: dict[str, int] | None = None) -> driver.Backend:
+        """Run the size-dependent stages for ``sizes`` (None: the symbolic ones)."""
+        fixed = {**self.fixed, **(sizes or {})}
+        if sizes is not None and self.specialize == "before-scheduling":
+            return driver.backend(self.frontend, fixed, target_kind=self._kind)
+        if self._symbolic_schedules is None:
+            from ..polyhedral.schedule import schedule
+
+            self._symbolic_schedules = schedule(self.frontend.model, self.fixed)
+        return driver.backend(self.frontend, fixed, schedules=self._symbolic_schedules, target_kind=self._kind)
+
+    def _compile(self, key: tuple | None) -> _Binary:
+        sizes = None if key is None else dict(zip(self.frontend.checked.sizes, key))
+        b = _Binary(self.backend(sizes), self.target)
+        with self._lock:
+            self._stats["compiles"] += 1
+        return b
+
+    def _binary_for(self, sizes: dict[str, int]) -> _Binary:
+        if self.specialize == "never":
+            self._stats["hits"] += 1
+            return self._binaries[None]
+        key = tuple(sizes[s] for s in self.frontend.checked.sizes)
+        b = self._binaries.get(key)
+        if b is not None:
+            self._stats["hits"] += 1
+            return b
+        if self.specialize == "auto":
+            return self._auto(key)
+        b = self._binaries[key] = self._compile(key)
+        return b
+
+    def _auto(self, key: tuple) -> _Binary:
+        """Serve from the symbolic binary; specialise hot size tuples in the background."""
+        with self._lock:
+            self._seen[key] += 1
+            start = self._seen[key] >= self._auto_threshold and key not in self._pending
+            if start:
+                self._pending.add(key)
+        if start:
+            threading.Thread(target=self._specialize_in_background, args=(key,), daemon=True).start()
+        self._stats["hits"] += 1
+        return self._binaries[None]
+
+    def _specialize_in_background(self, key: tuple) -> None:
+        try:
+            b = self._compile(key)
+        except Exception as e:  # the symbolic binary keeps serving these sizes
+            warnings.warn(f"tcdsl: specialising {self.frontend.name} for sizes {key} failed ({e}); "
+                          f"the symbolic kernel keeps serving them", RuntimeWarning)
+            return
+        with self._lock:
+            self._binaries[key] = b
+
+    # --------------------------------------------------------------- calling
+    def __call__(self, *inputs: Any, out: Any = None):
+        checked = self.frontend.checked
+        params = checked.node.params
+        if len(inputs) != len(params):
+            raise TcShapeError(f"'{self.frontend.name}' takes {len(params)} input{'s' * (len(params) != 1)} "
+                               f"({', '.join(p.name for p in params)}), but {len(inputs)} were given")
+        args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims))
+                for p, x in zip(params, inputs)]
+        sizes = bind_sizes(checked, args, self.fixed)
+        outs = self._outputs(args, sizes, out)
+        b = self._binary_for(sizes)
+        call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
+        b.fn(*call_args)
+        values = [a.value for a in outs]
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def _outputs(self, args: list[Arg], sizes: dict[str, int], out) -> list[Arg]:
+        checked = self.frontend.checked
+        use_torch = any(is_torch(a.value) for a in args)
+        shapes = {o: tuple(evaluate(e, sizes) for e in self.frontend.ranges.extent_exprs(o))
+                  for o in checked.outputs}
+        if out is None:
+            return [_zeros(shapes[o], checked.tensors[o].dtype, use_torch) for o in checked.outputs]
+        given = out if isinstance(out, (tuple, list)) else (out,)
+        if len(given) != len(checked.outputs):
+            raise TcShapeError(f"out=: expected {len(checked.outputs)} arrays, got {len(given)}")
+        result = []
+        for o, x in zip(checked.outputs, given):
+            a = prepare_input(o, x, checked.tensors[o].dtype, len(shapes[o]))
+            if a.value is not x:
+                raise TcShapeError(f"out= array for '{o}' must be C-contiguous")
+            if a.shape != shapes[o]:
+                raise TcShapeError(f"out= array for '{o}': shape {a.shape}, but the inputs give {shapes[o]}")
+            result.append(a)
+        return result
+
+    # ------------------------------------------------------------ inspection
+    def cache_info(self) -> dict[str, int]:
+        """Counts like ``functools.lru_cache``'s: binaries built (``compiles``),
+        calls served by an existing binary (``hits``), binaries loaded from
+        the on-disk cache (``disk_hits``), and binaries held (``currsize``)."""
+        return {**self._stats, "currsize": len(self._binaries)}
+
+    def _display_backend(self) -> driver.Backend:
+        b = self._binaries.get(None)
+        if b is None:
+            b = self._binaries[None] = self._compile(None)
+        return b.backend
+
+    @property
+    def ir_module(self):
+        import tvm
+
+        f = self._display_backend().func
+        return tvm.IRModule({f.attrs["global_symbol"]: f})
+
+    @property
+    def script(self) -> str:
+        return self._display_backend().func.script()
+
+    @property
+    def schedule(self) -> str:
+        from ..polyhedral.schedule import dump_schedules
+
+        return dump_schedules(self.frontend.model, self._display_backend().schedules)
+
+    @property
+    def isl_ast(self) -> str:
+        return self._display_backend().ast_text()
+
+    def source_code(self, fmt: str) -> str:
+        b = self._binaries.get(None) or self._display_backend() and self._binaries[None]
+        mod = b.executable.mod
+        if fmt == "cuda":
+            raise TcError("CUDA source needs target='cuda'")
+        return mod.inspect_source("ll" if fmt == "ll" else "c") if fmt != "c" else mod.inspect_source("ll")
+
+    def __repr__(self) -> str:
+        return f"<tcdsl.Kernel {self.frontend.name} target={self._kind} specialize={self.specialize}>"
+
+
+def _zeros(shape, dtype: str, use_torch: bool) -> Arg:
+    if use_torch:
+        import torch
+
+        return Arg(torch.zeros(shape, dtype=getattr(torch, dtype)), shape, dtype)
+    return Arg(np.zeros(shape, dtype=dtype), shape, dtype)
+
+
+def _device_arg(a: Arg):
+    """Zero-size arrays are passed as TVM tensors: TVM rejects their strides."""
+    if 0 in a.shape:
+        import tvm
+
+        return tvm.runtime.empty(a.shape, a.dtype, tvm.cpu())
+    return a.value

@@ -1,0 +1,164 @@
+"""Between tcdsl expressions and isl: affine text out, piecewise affine back.
+
+``to_isl(expr)`` prints an expression in isl's syntax, or raises
+:class:`NotAffine`; isl itself rejects products of two variables, which we
+turn into ``NotAffine`` too.  ``pwaff_to_expr`` turns an ``isl.PwAff`` (a
+range bound, an extent) into a tcdsl expression built from ``SizeVar``,
+``IndexVar``, ``Const``, ``+ - * / min max`` and ``Select``.
+"""
+from __future__ import annotations
+
+import islpy as isl
+
+from ..syntax import nodes as n
+
+# Words isl's parser reserves; a tcdsl name equal to one gets a suffix.
+_ISL_WORDS = {"and", "or", "not", "mod", "min", "max", "floor", "ceil", "floord", "exists", "infty",
+              "true", "false", "NaN", "rat", "implies", "cond", "ceild", "div"}
+
+
+class NotAffine(Exception):
+    """The expression is not affine in index variables, loop variables and sizes."""
+
+    def __init__(self, expr: n.Expr):
+        super().__init__("not affine")
+        self.expr = expr
+
+
+def isl_name(name: str) -> str:
+    return name + "_" if name in _ISL_WORDS else name
+
+
+def to_isl(e: n.Expr) -> str:
+    """isl text for an integer-valued affine expression (or a condition)."""
+    match e:
+        case n.IndexVar(name=v) | n.SizeVar(name=v):
+            return isl_name(v)
+        case n.Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        case n.Unary(op="-", operand=x):
+            return f"(-{to_isl(x)})"
+        case n.Unary(op="!", operand=x):
+            return f"(not {to_isl(x)})"
+        case n.Binary(op="/", lhs=a, rhs=n.Const(value=c)) if isinstance(c, int) and c > 0:
+            return f"floor(({to_isl(a)})/{c})"
+        case n.Binary(op="%", lhs=a, rhs=n.Const(value=c)) if isinstance(c, int) and c > 0:
+            return f"(({to_isl(a)}) mod {c})"
+        case n.Binary(op="*", lhs=a, rhs=b):
+            if not (_is_int_const(a) or _is_int_const(b)):
+                raise NotAffine(e)
+            return f"({to_isl(a)} * {to_isl(b)})"
+        case n.Binary(op=op, lhs=a, rhs=b) if op in ("min", "max"):
+            return f"{op}({to_isl(a)}, {to_isl(b)})"
+        case n.Binary(op=op, lhs=a, rhs=b) if op in _ISL_OPS:
+            return f"({to_isl(a)} {_ISL_OPS[op]} {to_isl(b)})"
+    raise NotAffine(e)
+
+
+_ISL_OPS = {"+": "+", "-": "-", "==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=",
+            "&&": "and", "||": "or"}
+
+
+def _is_int_const(e: n.Expr) -> bool:
+    return isinstance(e, n.Const) and isinstance(e.value, int) or (
+        isinstance(e, n.Unary) and e.op == "-" and _is_int_const(e.operand))
+
+
+def params_prefix(params) -> str:
+    return "[" + ", ".join(isl_name(p) for p in params) + "] -> "
+
+
+def read_pwaff(ctx: isl.Context, params, dims, e: n.Expr) -> isl.PwAff:
+    """``e`` as a PwAff on the set ``[dims]`` (raises NotAffine)."""
+    text = to_isl(e)
+    try:
+        return isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [" + ", ".join(map(isl_name, dims))
+                                       + "] -> [(" + text + ")] }")
+    except isl.Error:
+        raise NotAffine(e) from None
+
+
+def read_param_set(ctx: isl.Context, params, cond: n.Expr) -> isl.Set:
+    """A condition over parameters as an isl set (raises NotAffine)."""
+    try:
+        return isl.Set.read_from_str(ctx, params_prefix(params) + "{ : " + to_isl(cond) + " }")
+    except isl.Error:
+        raise NotAffine(cond) from None
+
+
+def lift(pa: isl.PwAff, space: isl.Space) -> isl.PwAff:
+    """A parameter-only PwAff as a function on the set space ``space``."""
+    pa = pa.align_params(space.params())
+    space = space.align_params(pa.get_space().params())
+    ma = isl.MultiAff.zero(isl.Space.map_from_domain_and_range(space, pa.get_domain_space()))
+    return pa.pullback_multi_aff(ma)
+
+
+# ------------------------------------------------------------ isl -> tcdsl
+def pwaff_to_expr(pa: isl.PwAff) -> n.Expr:
+    pieces = pa.coalesce().get_pieces()
+    if not pieces:
+        return n.Const(0)
+    out = _aff_to_expr(pieces[-1][1])
+    for s, aff in reversed(pieces[:-1]):
+        out = n.Select(set_to_cond(s), _aff_to_expr(aff), out)
+    return out
+
+
+def set_to_cond(s: isl.Set | isl.BasicSet) -> n.Expr:
+    disj = []
+    for bs in (s.get_basic_sets() if isinstance(s, isl.Set) else [s]):
+        conj = []
+        for c in bs.get_constraints():
+            e = _aff_to_expr(c.get_aff())
+            conj.append(n.Binary("==" if c.is_equality() else ">=", e, n.Const(0)))
+        disj.append(_fold("&&", conj) if conj else n.Binary("==", n.Const(0), n.Const(0)))
+    return _fold("||", disj)
+
+
+def _fold(op: str, xs: list[n.Expr]) -> n.Expr:
+    out = xs[0]
+    for x in xs[1:]:
+        out = n.Binary(op, out, x)
+    return out
+
+
+def _val(v: isl.Val) -> tuple[int, int]:
+    return v.get_num_si(), v.get_den_val().get_num_si()
+
+
+def _aff_to_expr(aff: isl.Aff) -> n.Expr:
+    den = _val(aff.get_denominator_val())[0]
+    terms: list[tuple[int, n.Expr]] = []
+    for kind, mk in ((isl.dim_type.param, n.SizeVar), (isl.dim_type.in_, n.IndexVar)):
+        for i in range(aff.dim(kind)):
+            num, d = _val(aff.get_coefficient_val(kind, i))
+            if num:
+                terms.append((num * den // d, mk(_unisl(aff.get_dim_name(kind, i)))))
+    for i in range(aff.dim(isl.dim_type.div)):
+        num, d = _val(aff.get_coefficient_val(isl.dim_type.div, i))
+        if num:
+            terms.append((num * den // d, _aff_to_expr(aff.get_div(i))))
+    num, d = _val(aff.get_constant_val())
+    const = num * den // d
+    expr = _linear(terms, const)
+    return n.Binary("/", expr, n.Const(den)) if den != 1 else expr
+
+
+def _unisl(name: str) -> str:
+    return name[:-1] if name.endswith("_") and name[:-1] in _ISL_WORDS else name
+
+
+def _linear(terms: list[tuple[int, n.Expr]], const: int) -> n.Expr:
+    out: n.Expr | None = None
+    for c, x in terms:
+        mag = x if abs(c) == 1 else n.Binary("*", n.Const(abs(c)), x)
+        if out is None:
+            out = mag if c > 0 else n.Unary("-", mag)
+        else:
+            out = n.Binary("+" if c > 0 else "-", out, mag)
+    if out is None:
+        return n.Const(const)
+    if const:
+        out = n.Binary("+" if const > 0 else "-", out, n.Const(abs(const)))
+    return out

@@ -1,0 +1,409 @@
+"""Semantic checks: names, tensors, index and reduction variables, types.
+
+``check(program, entry)`` is the stage entry point.  It returns a
+:class:`CheckedDef`: a new, typed tree in which every ``Call`` has become an
+``Access`` or a ``BuiltinCall``, every name an ``IndexVar`` or a ``SizeVar``,
+``where x = e`` bindings are substituted, and every expression carries its
+``dtype``.  The input tree is not modified.  Ranges are inferred later
+(:mod:`tcdsl.sema.ranges`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import TcSemanticError
+from ..syntax import nodes as n
+from . import builtins as bt
+from . import types as ty
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    role: str  # "input", "output" or "temp"
+    rank: int
+    dims: tuple[str | int, ...] | None  # declared dims (inputs, typed outputs)
+    span: object = None
+
+
+@dataclass(frozen=True)
+class CheckedDef:
+    node: n.Def
+    tensors: dict[str, TensorInfo]
+    sizes: tuple[str, ...]  # size names, in order of first appearance in the params
+    size_origin: dict[str, tuple[str, int]]  # size -> (tensor, dim) that first declares it
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.node.params)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.node.outputs)
+
+    @property
+    def temps(self) -> tuple[str, ...]:
+        return tuple(t for t, i in self.tensors.items() if i.role == "temp")
+
+
+def check(program: n.Program, entry: str | None = None) -> CheckedDef:
+    """Select the ``def`` to compile and check it (see the module docstring)."""
+    d = select_def(program, entry)
+    return _Checker(d).run()
+
+
+def select_def(program: n.Program, entry: str | None) -> n.Def:
+    names = [d.name for d in program.defs]
+    for d in program.defs:
+        if names.count(d.name) > 1:
+            raise TcSemanticError(f"'{d.name}' is defined more than once", d.span)
+    if not program.defs:
+        raise TcSemanticError("the source defines no function ('def')", None)
+    if entry is None:
+        if len(program.defs) > 1:
+            raise TcSemanticError(
+                f"the source defines {len(names)} functions ({', '.join(names)}); choose one with entry=", None)
+        return program.defs[0]
+    for d in program.defs:
+        if d.name == entry:
+            return d
+    raise TcSemanticError(f"no function named '{entry}'; the source defines {', '.join(names)}", None)
+
+
+class _Checker:
+    def __init__(self, d: n.Def):
+        self.d = d
+        self.tensors: dict[str, TensorInfo] = {}
+        self.sizes: dict[str, tuple[str, int]] = {}
+        self.written: set[str] = set()
+        self.write_rank: dict[str, int] = {}
+
+    # ------------------------------------------------------------- signature
+    def run(self) -> CheckedDef:
+        for p in self.d.params:
+            self._declare_param(p)
+        outputs = set()
+        for o in self.d.outputs:
+            if o.name in self.tensors or o.name in outputs:
+                raise TcSemanticError(f"'{o.name}' is already declared", o.span)
+            if o.name in self.sizes:
+                raise TcSemanticError(f"'{o.name}' is a size and cannot name an output", o.span)
+            outputs.add(o.name)
+            if o.type is not None:
+                for d in o.type.dims:
+                    if isinstance(d, str) and d not in self.sizes:
+                        raise TcSemanticError(f"unknown size '{d}' in the type of output '{o.name}'", o.type.span)
+        body = self._stmts(self.d.body, loops=())
+        for o in self.d.outputs:
+            if o.name not in self.written:
+                raise TcSemanticError(f"output '{o.name}' is never written", o.span)
+        body = _Typer(self).type_body(body)
+        node = replace(self.d, body=body)
+        return CheckedDef(node, self.tensors, tuple(self.sizes), dict(self.sizes))
+
+    def _declare_param(self, p: n.Param) -> None:
+        if p.name in self.tensors:
+            raise TcSemanticError(f"parameter '{p.name}' is declared twice", p.span)
+        if p.name in self.sizes:
+            raise TcSemanticError(f"'{p.name}' is a size and cannot name a tensor", p.span)
+        for k, d in enumerate(p.type.dims):
+            if isinstance(d, str):
+                if d in self.tensors:
+                    raise TcSemanticError(f"'{d}' is a tensor and cannot be used as a size", p.type.span)
+                self.sizes.setdefault(d, (p.name, k))
+        self.tensors[p.name] = TensorInfo(p.name, p.type.dtype, "input", len(p.type.dims), p.type.dims, p.span)
+
+    def _output_decl(self, name: str) -> n.Output | None:
+        return next((o for o in self.d.outputs if o.name == name), None)
+
+    # ------------------------------------------------------------ statements
+    def _stmts(self, stmts, loops: tuple[str, ...]) -> tuple[n.Stmt, ...]:
+        return tuple(self._stmt(s, loops) for s in stmts)
+
+    def _stmt(self, s: n.Stmt, loops: tuple[str, ...]) -> n.Stmt:
+        match s:
+            case n.For():
+                if s.var in self.sizes or s.var in self.tensors or s.var in loops:
+                    raise TcSemanticError(f"loop variable '{s.var}' hides an existing name", s.span)
+                lo = self._size_expr(s.lo, loops, "a loop bound")
+                hi = self._size_expr(s.hi, loops, "a loop bound")
+                return replace(s, lo=lo, hi=hi, body=self._stmts(s.body, loops + (s.var,)))
+            case n.If():
+                cond = self._size_expr(s.cond, loops, "an 'if' condition")
+                return replace(s, cond=cond, then=self._stmts(s.then, loops), orelse=self._stmts(s.orelse, loops))
+            case n.Comprehension():
+                return self._comprehension(s, loops)
+            case _:
+                raise AssertionError(f"unexpected statement {type(s).__name__}")
+
+    def _size_expr(self, e: n.Expr, loops: tuple[str, ...], what: str) -> n.Expr:
+        """Resolve an expression over sizes and loop variables only."""
+        def fn(x):
+            match x:
+                case n.Ident(name=name):
+                    if name in loops:
+                        return n.IndexVar(name, span=x.span)
+                    if name in self.sizes:
+                        return n.SizeVar(name, span=x.span)
+                    raise TcSemanticError(f"'{name}' is not a size or loop variable; {what} may only use those",
+                                          x.span)
+                case n.Call() | n.DimSize():
+                    raise TcSemanticError(f"{what} may only use sizes, loop variables and constants", x.span)
+            return n.map_children(x, fn)
+        return fn(e)
+
+    def _comprehension(self, s: n.Comprehension, loops: tuple[str, ...]) -> n.Comprehension:
+        info = self.tensors.get(s.tensor)
+        if info is not None and info.role == "input":
+            raise TcSemanticError(f"'{s.tensor}' is an input and cannot be written", s.span)
+        if s.tensor in self.sizes:
+            raise TcSemanticError(f"'{s.tensor}' is a size, not a tensor", s.span)
+        lets = {w.name: w.expr for w in s.wheres if isinstance(w, n.Let)}
+        lhs, own = self._lhs(s, loops)
+        if s.tensor in self.write_rank and self.write_rank[s.tensor] != len(lhs):
+            raise TcSemanticError(f"'{s.tensor}' was written with {self.write_rank[s.tensor]} indices, "
+                                  f"but {len(lhs)} are given here", s.span)
+        decl = self._output_decl(s.tensor)
+        if decl is not None and decl.type is not None and len(decl.type.dims) != len(lhs):
+            raise TcSemanticError(f"output '{s.tensor}' is declared with {len(decl.type.dims)} dimensions, "
+                                  f"but {len(lhs)} indices are given", s.span)
+        scope = _Scope(self, loops, own, lets)
+        wheres = []
+        for w in s.wheres:
+            match w:
+                case n.RangeConstraint():
+                    if w.var in loops or w.var in self.sizes:
+                        raise TcSemanticError(f"'{w.var}' is not an index variable of this statement", w.span)
+                    wheres.append(replace(w, lo=self._size_expr(w.lo, loops, "a where-range"),
+                                          hi=self._size_expr(w.hi, loops, "a where-range")))
+                case n.Exists():
+                    wheres.append(replace(w, expr=scope.resolve(w.expr)))
+                case n.Let():
+                    pass
+        rhs = scope.resolve(s.rhs)
+        reduction_vars = tuple(v for v in scope.order if v not in own)
+        if reduction_vars and s.op == "=":
+            raise TcSemanticError(
+                f"'{reduction_vars[0]}' appears only on the right-hand side, which makes it a reduction "
+                f"variable, but '=' is not a reduction; use '+=!' (or '*=!', 'min=!', 'max=!')",
+                scope.first_use[reduction_vars[0]])
+        if s.tensor not in self.tensors:
+            role = "output" if decl is not None else "temp"
+            dtype = decl.type.dtype if decl is not None and decl.type is not None else "?"
+            dims = decl.type.dims if decl is not None and decl.type is not None else None
+            self.tensors[s.tensor] = TensorInfo(s.tensor, dtype, role, len(lhs), dims, s.span)
+        self.written.add(s.tensor)
+        self.write_rank[s.tensor] = len(lhs)
+        eq = s.equivalent and replace(s.equivalent, args=tuple(scope.resolve(a) for a in s.equivalent.args))
+        return replace(s, indices=lhs, rhs=rhs, wheres=tuple(wheres), reduction_vars=reduction_vars,
+                       equivalent=eq)
+
+    def _lhs(self, s: n.Comprehension, loops) -> tuple[tuple[n.Expr, ...], dict[str, None]]:
+        own: dict[str, None] = {}
+        out = []
+        for e in s.indices:
+            if isinstance(e, n.Ident) and e.name not in loops and e.name not in self.sizes:
+                if e.name in own:
+                    raise TcSemanticError(f"index variable '{e.name}' appears twice on the left-hand side", e.span)
+                if e.name in self.tensors:
+                    raise TcSemanticError(f"'{e.name}' is a tensor, not an index variable", e.span)
+                own[e.name] = None
+                out.append(n.IndexVar(e.name, span=e.span))
+            else:
+                try:
+                    out.append(self._size_expr(e, loops, "a left-hand side index"))
+                except TcSemanticError:
+                    raise TcSemanticError("a left-hand side index must be an index variable, or an expression "
+                                          "of loop variables and sizes", e.span) from None
+        return tuple(out), own
+
+
+class _Scope:
+    """Name resolution for the right-hand side of one comprehension."""
+
+    def __init__(self, checker: _Checker, loops, own: dict[str, None], lets: dict[str, n.Expr]):
+        self.c = checker
+        self.loops = loops
+        self.own = own
+        self.lets = lets
+        self.order: list[str] = list(own)
+        self.first_use: dict[str, object] = {}
+        self._expanding: set[str] = set()
+
+    def resolve(self, e: n.Expr) -> n.Expr:
+        match e:
+            case n.Ident(name=name):
+                return self._name(name, e)
+            case n.Call(name=name, args=args):
+                return self._call(e, name, tuple(self.resolve(a) for a in args))
+            case n.DimSize(tensor=t, dim=k):
+                return self._dim_size(e, t, k)
+        return n.map_children(e, self.resolve)
+
+    def _name(self, name: str, e: n.Expr) -> n.Expr:
+        if name in self.lets:
+            if name in self._expanding:
+                raise TcSemanticError(f"'{name}' is defined in terms of itself", e.span)
+            self._expanding.add(name)
+            out = self.resolve(self.lets[name])
+            self._expanding.discard(name)
+            return out
+        if name in self.loops:
+            return n.IndexVar(name, span=e.span)
+        if name in self.c.sizes:
+            return n.SizeVar(name, span=e.span)
+        info = self.c.tensors.get(name)
+        if info is not None:
+            if info.rank != 0:
+                raise TcSemanticError(f"'{name}' has {info.rank} dimensions, but 0 indices are given", e.span)
+            self._check_readable(name, e)
+            return n.Access(name, (), span=e.span)
+        if name not in self.order:
+            self.order.append(name)
+            self.first_use[name] = e.span
+        return n.IndexVar(name, span=e.span)
+
+    def _check_readable(self, name: str, e: n.Expr) -> None:
+        info = self.c.tensors[name]
+        if info.role != "input" and name not in self.c.written:
+            raise TcSemanticError(f"'{name}' is read before it is written", e.span)
+
+    def _call(self, e: n.Call, name: str, args: tuple[n.Expr, ...]) -> n.Expr:
+        info = self.c.tensors.get(name)
+        if info is not None:
+            rank = self.c.write_rank.get(name, info.rank)
+            if len(args) != rank:
+                raise TcSemanticError(f"'{name}' has {rank} dimensions, but {len(args)} indices are given", e.span)
+            self._check_readable(name, e)
+            return n.Access(name, args, span=e.span)
+        b = bt.lookup(name)
+        if b is not None:
+            if len(args) != b.arity:
+                raise TcSemanticError(f"'{name}' takes {b.arity} argument{'s' * (b.arity != 1)}, "
+                                      f"but {len(args)} are given", e.span)
+            return n.BuiltinCall(name, args, span=e.span)
+        if name in self.c.sizes:
+            raise TcSemanticError(f"'{name}' is a size, not a tensor", e.span)
+        raise TcSemanticError(f"unknown tensor or function '{name}'", e.span)
+
+    def _dim_size(self, e: n.DimSize, t: str, k: int) -> n.Expr:
+        info = self.c.tensors.get(t)
+        if info is None:
+            raise TcSemanticError(f"unknown tensor '{t}'", e.span)
+        if info.dims is None:
+            raise TcSemanticError(f"'{t}.{k}' is not supported yet for tensors without declared sizes", e.span)
+        if not 0 <= k < len(info.dims):
+            raise TcSemanticError(f"'{t}' has {len(info.dims)} dimensions; '{t}.{k}' does not exist", e.span)
+        d = info.dims[k]
+        return n.SizeVar(d, span=e.span) if isinstance(d, str) else n.Const(d, span=e.span)
+
+
+class _Typer:
+    """Assigns dtypes: tensors first (a fixed point over the statements, so
+    an untyped output gets the promotion of everything written to it), then
+    every expression node."""
+
+    def __init__(self, checker: _Checker):
+        self.c = checker
+        self.types = {t: i.dtype for t, i in checker.tensors.items()}
+
+    def type_body(self, body):
+        comps = [s for s in _comprehensions(body)]
+        for _ in range(len(comps) + 1):
+            changed = False
+            for s in comps:
+                rhs = self.expr_type(s.rhs)
+                if rhs is None:
+                    continue
+                cur = self.types[s.tensor]
+                info = self.c.tensors[s.tensor]
+                if cur == "?" or (info.dims is None and cur != ty.promote(cur, rhs) and
+                                  not self._declared(s.tensor)):
+                    self.types[s.tensor] = rhs if cur == "?" else ty.promote(cur, rhs)
+                    changed = True
+            if not changed:
+                break
+        for t, info in list(self.c.tensors.items()):
+            dtype = self.types[t] if self.types[t] != "?" else "float32"
+            self.c.tensors[t] = replace(info, dtype=dtype)
+            self.types[t] = dtype
+        return self._annotate_stmts(body)
+
+    def _declared(self, t: str) -> bool:
+        o = self.c._output_decl(t)
+        return o is not None and o.type is not None
+
+    def expr_type(self, e: n.Expr) -> str | None:
+        match e:
+            case n.Const(value=v):
+                return "float32" if isinstance(v, float) else "int32"
+            case n.IndexVar() | n.SizeVar():
+                return "int32"
+            case n.Access(tensor=t):
+                d = self.types[t]
+                return None if d == "?" else d
+            case n.Cast(to=to):
+                return to
+            case n.Unary(op="!"):
+                return "bool"
+            case n.Unary(operand=x):
+                return self.expr_type(x)
+            case n.Binary(op=op) if op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||"):
+                return "bool"
+            case n.Binary(lhs=a, rhs=b):
+                return self._join(e, a, b)
+            case n.Select(then=a, other=b):
+                return self._join(e, a, b)
+            case n.BuiltinCall(args=args):
+                ts = [self.expr_type(a) for a in args]
+                if any(t is None for t in ts):
+                    return None
+                return max([t for t in ts if ty.is_float(t)] or ["float32"], key=ty.bits)
+        raise AssertionError(f"cannot type {type(e).__name__}")
+
+    def _join(self, e, a: n.Expr, b: n.Expr) -> str | None:
+        ta, tb = self.expr_type(a), self.expr_type(b)
+        if ta is None or tb is None:
+            return ta or tb
+        # rule 5: literals adapt to the other operand
+        if isinstance(a, n.Const) and not isinstance(b, n.Const) and not (ty.is_int(tb) and ta != "int32"):
+            return tb
+        if isinstance(b, n.Const) and not isinstance(a, n.Const) and not (ty.is_int(ta) and tb != "int32"):
+            return ta
+        return ty.promote(ta, tb)
+
+    def _annotate(self, e: n.Expr) -> n.Expr:
+        e = n.map_children(e, lambda c: self._annotate(c) if isinstance(c, n.Expr) else c)
+        return replace(e, dtype=self.expr_type(e))
+
+    def _annotate_stmts(self, stmts):
+        out = []
+        for s in stmts:
+            match s:
+                case n.For():
+                    out.append(replace(s, body=self._annotate_stmts(s.body)))
+                case n.If():
+                    out.append(replace(s, then=self._annotate_stmts(s.then), orelse=self._annotate_stmts(s.orelse)))
+                case n.Comprehension():
+                    rhs = self._annotate(s.rhs)
+                    dst = self.types[s.tensor]
+                    if self._declared(s.tensor) and ty.is_narrowing(rhs.dtype, dst):
+                        raise TcSemanticError(f"assigning a {rhs.dtype} value to '{s.tensor}', declared {dst}, "
+                                              f"narrows it; add a cast", s.rhs.span or s.span)
+                    wheres = tuple(replace(w, expr=self._annotate(w.expr)) if isinstance(w, n.Exists) else w
+                                   for w in s.wheres)
+                    out.append(replace(s, rhs=rhs, wheres=wheres))
+        return tuple(out)
+
+
+def _comprehensions(stmts):
+    for s in stmts:
+        match s:
+            case n.For():
+                yield from _comprehensions(s.body)
+            case n.If():
+                yield from _comprehensions(s.then)
+                yield from _comprehensions(s.orelse)
+            case n.Comprehension():
+                yield s

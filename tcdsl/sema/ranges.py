@@ -1,0 +1,284 @@
+"""Range inference (TC's algorithm) and tensor extents.
+
+``infer_ranges(checked)`` is the stage entry point.  For every comprehension,
+in textual order, it finds the range of each index variable:
+
+1. ``where i in lo:hi`` clauses first (TC: where ranges take precedence).
+2. Then rounds: every access ``X(..., e, ...)`` whose index expression ``e``
+   is affine with exactly one unresolved variable ``v`` yields the maximal
+   range of ``v`` for which ``e`` stays inside ``X`` for *all* values of the
+   already resolved variables.  Candidates of one round are intersected.
+   Rounds repeat until nothing changes.
+3. A variable left unresolved is an error that asks for a where clause.
+
+Then it computes each written tensor's extent: along each dimension, the
+largest index written plus one, over all statements that write it (an
+index that may be negative is an error).  Everything is kept as isl objects
+over the *parameters*: the sizes and the enclosing loop variables.  Sizes
+are assumed >= 1 while inferring (as TC does).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from ..errors import TcSemanticError
+from ..syntax import nodes as n
+from .affine import NotAffine, isl_name, lift, params_prefix, pwaff_to_expr, read_param_set, read_pwaff
+from .check import CheckedDef
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    lo: n.Expr
+    hi: n.Expr
+
+
+@dataclass
+class StmtInfo:
+    """One comprehension with everything later stages need about it."""
+
+    id: int
+    comp: n.Comprehension
+    loops: tuple[Loop, ...]
+    conds: tuple[tuple[n.Expr, bool], ...]  # enclosing if conditions and the branch taken
+    vars: tuple[str, ...]  # the statement's own dimensions: lhs index variables, then reduction variables
+    domain: isl.Set  # S<id>[vars] over the parameters (sizes and loop variables)
+    ranges: dict[str, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
+    init_domain: isl.Set | None = None  # the lhs variables' box: where an ``op=!`` initializes
+
+    @property
+    def name(self) -> str:
+        return f"S{self.id}"
+
+
+@dataclass
+class RangeInfo:
+    ctx: isl.Context
+    checked: CheckedDef
+    params: tuple[str, ...]  # sizes, then loop variables
+    stmts: list[StmtInfo]
+    extents: dict[str, tuple[isl.PwAff, ...]]  # over the sizes only
+    size_context: isl.Set  # what is known about the sizes: >= 1, constant dims
+
+    def extent_exprs(self, tensor: str) -> tuple[n.Expr, ...]:
+        info = self.checked.tensors[tensor]
+        if info.dims is not None:
+            return tuple(n.SizeVar(d) if isinstance(d, str) else n.Const(d) for d in info.dims)
+        return tuple(pwaff_to_expr(pa.gist_params(self.size_context)) for pa in self.extents[tensor])
+
+    def dump(self) -> str:
+        """One line per tensor (``hidden: [T, B, Co]``), then one per statement
+        and variable (``S0 hidden: b in [0, B)``); deterministic."""
+        from ..syntax.printer import expr_to_tc
+
+        lines = []
+        for t in sorted(self.checked.tensors):
+            lines.append(f"{t}: [" + ", ".join(expr_to_tc(e) for e in self.extent_exprs(t)) + "]")
+        for s in self.stmts:
+            for v in s.vars:
+                lo, hi = s.ranges[v]
+                lines.append(f"{s.name} {s.comp.tensor}: {v} in [{self._bound(lo, s)}, {self._bound(hi, s)})")
+        return "\n".join(lines) + "\n"
+
+    def _bound(self, pa: isl.PwAff, s: StmtInfo) -> str:
+        from ..syntax.printer import expr_to_tc
+
+        return expr_to_tc(pwaff_to_expr(pa.gist_params(s.domain.params())))
+
+
+def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeInfo:
+    """Infer ranges and extents (see the module docstring)."""
+    ctx = ctx or isl.Context()
+    loops = _loop_vars(checked.node.body)
+    params = tuple(checked.sizes) + tuple(v for v in loops if v not in checked.sizes)
+    sizes_ok = " and ".join(f"{isl_name(s)} >= 1" for s in checked.sizes) or "true"
+    size_context = isl.Set.read_from_str(ctx, params_prefix(checked.sizes) + "{ : " + sizes_ok + " }")
+    info = RangeInfo(ctx, checked, params, [], {}, size_context)
+    _Inference(info).stmts(checked.node.body, (), ())
+    return info
+
+
+def _loop_vars(stmts) -> list[str]:
+    out: list[str] = []
+    for s in stmts:
+        if isinstance(s, n.For):
+            out += [s.var] + [v for v in _loop_vars(s.body) if v != s.var]
+        elif isinstance(s, n.If):
+            out += _loop_vars(s.then) + _loop_vars(s.orelse)
+    return list(dict.fromkeys(out))
+
+
+class _Inference:
+    def __init__(self, info: RangeInfo):
+        self.info = info
+        self.ctx = info.ctx
+        self.params = info.params
+
+    def stmts(self, stmts, loops: tuple[Loop, ...], conds) -> None:
+        for s in stmts:
+            match s:
+                case n.For():
+                    self.stmts(s.body, loops + (Loop(s.var, s.lo, s.hi),), conds)
+                case n.If():
+                    self._param_set((), conds + ((s.cond, True),))  # checks the condition is affine
+                    self.stmts(s.then, loops, conds + ((s.cond, True),))
+                    self.stmts(s.orelse, loops, conds + ((s.cond, False),))
+                case n.Comprehension():
+                    self._comprehension(s, loops, conds)
+
+    # ---------------------------------------------------------------- context
+    def _param_set(self, loops: tuple[Loop, ...], conds) -> isl.Set:
+        """Sizes >= 1, loop variables in their ranges, if conditions."""
+        ps = self.info.size_context.align_params(self._param_space())
+        for lp in loops:
+            ps = ps & self._read_cond(n.Binary("<=", lp.lo, n.IndexVar(lp.var)), lp.lo)
+            ps = ps & self._read_cond(n.Binary("<", n.IndexVar(lp.var), lp.hi), lp.hi)
+        for cond, taken in conds:
+            c = self._read_cond(cond, cond)
+            ps = ps & (c if taken else c.complement())
+        return ps
+
+    def _param_space(self) -> isl.Space:
+        return isl.Space.create_from_names(self.ctx, set=[], params=[isl_name(p) for p in self.params])
+
+    def _read_cond(self, cond: n.Expr, where: n.Expr) -> isl.Set:
+        try:
+            return read_param_set(self.ctx, self.params, cond).align_params(self._param_space())
+        except NotAffine as e:
+            raise TcSemanticError("this must be an affine condition or bound over loop variables and sizes "
+                                  "(no tensor reads, no products of variables)", e.expr.span or where.span) from None
+
+    # -------------------------------------------------------- comprehensions
+    def _comprehension(self, s: n.Comprehension, loops: tuple[Loop, ...], conds) -> None:
+        own = [e.name for e in s.indices if isinstance(e, n.IndexVar) and e.name not in {lp.var for lp in loops}]
+        vars_ = tuple(own) + s.reduction_vars
+        pset = self._param_set(loops, conds)
+        space = isl.Space.create_from_names(self.ctx, set=[isl_name(v) for v in vars_],
+                                            params=[isl_name(p) for p in self.params])
+        box = isl.Set.universe(space).intersect_params(pset)
+        own_box = box  # constraints on the lhs variables only: the domain of the init statement
+        resolved: set[str] = set()
+        for w in s.wheres:
+            if isinstance(w, n.RangeConstraint) and w.var in vars_:
+                interval = self._interval(vars_, w.var, w.lo, w.hi, space)
+                box = box & interval
+                own_box = own_box & interval if w.var in own else own_box
+                resolved.add(w.var)
+        accesses = _accesses(s.rhs) + [a for w in s.wheres if isinstance(w, n.Exists) for a in _accesses(w.expr)]
+        while True:
+            found: dict[str, isl.Set] = {}
+            for acc in accesses:
+                for k, e in enumerate(acc.indices):
+                    self._candidate(acc, k, e, vars_, resolved, box, space, found)
+            if not found:
+                break
+            for v, allowed in found.items():
+                box = box & allowed
+                own_box = own_box & allowed if v in own else own_box
+                resolved.add(v)
+        for v in vars_:
+            if v not in resolved:
+                raise TcSemanticError(f"cannot infer the range of '{v}'; use a where clause "
+                                      f"('where {v} in lo:hi')", _first_use(s, v) or s.span)
+        box = box.coalesce()
+        st = StmtInfo(len(self.info.stmts), s, loops, conds, vars_, box.set_tuple_name(f"S{len(self.info.stmts)}"))
+        for k, v in enumerate(vars_):
+            lo, hi = box.dim_min(k), box.dim_max(k)
+            st.ranges[v] = (lo.coalesce(), hi.add_constant_val(1).coalesce())
+        st.init_domain = own_box.project_out(isl.dim_type.set, len(own), len(vars_) - len(own)).coalesce()
+        self.info.stmts.append(st)
+        self._extend(st)
+
+    def _interval(self, vars_, v: str, lo: n.Expr, hi: n.Expr, space) -> isl.Set:
+        cond = n.Binary("&&", n.Binary("<=", lo, n.IndexVar(v)), n.Binary("<", n.IndexVar(v), hi))
+        try:
+            text = params_prefix(self.params) + "{ [" + ", ".join(map(isl_name, vars_)) + "] : "
+            from .affine import to_isl
+            return isl.Set.read_from_str(self.ctx, text + to_isl(cond) + " }").align_params(space.params())
+        except (NotAffine, isl.Error):
+            raise TcSemanticError("a where-range bound must be affine in sizes and loop variables",
+                                  lo.span or hi.span) from None
+
+    def _candidate(self, acc: n.Access, k: int, e: n.Expr, vars_, resolved, box, space, found) -> None:
+        names = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} & set(vars_)
+        if any(isinstance(x, n.Access) for x in n.walk(e)):
+            return  # indirect index: says nothing about the range
+        unresolved = names - resolved
+        if len(unresolved) != 1:
+            return
+        extent = self._extent(acc.tensor, k)
+        if extent is None:
+            return
+        try:
+            pa = read_pwaff(self.ctx, self.params, vars_, e).align_params(space.params())
+        except NotAffine:
+            return
+        (v,) = unresolved
+        size = lift(extent, pa.get_domain_space())
+        zero = lift(isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(self._param_space())),
+                    pa.get_domain_space())
+        bad = (pa.lt_set(zero) | pa.ge_set(size)).reset_space(space) & box
+        pos = vars_.index(v)
+        for i in range(len(vars_)):
+            if i != pos:
+                bad = bad.eliminate(isl.dim_type.set, i, 1)
+        allowed = bad.complement().intersect_params(box.params())
+        found[v] = found[v] & allowed if v in found else allowed
+
+    def _extent(self, tensor: str, k: int) -> isl.PwAff | None:
+        info = self.info.checked.tensors[tensor]
+        if info.dims is not None:
+            d = info.dims[k]
+            text = isl_name(d) if isinstance(d, str) else str(d)
+            return isl.PwAff.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + text + ")] }")
+        ext = self.info.extents.get(tensor)
+        return ext[k].align_params(self._param_space()) if ext else None
+
+    # --------------------------------------------------------------- extents
+    def _extend(self, st: StmtInfo) -> None:
+        """Grow the written tensor's extent to cover this statement's writes."""
+        s = st.comp
+        info = self.info.checked.tensors[s.tensor]
+        if info.dims is not None:
+            return
+        from .affine import to_isl
+
+        text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars)) + "] -> "
+                + s.tensor + "[" + ", ".join(to_isl(e) for e in s.indices) + "] }")
+        written = st.domain.apply(isl.Map.read_from_str(self.ctx, text))
+        for lp in st.loops:
+            pos = written.find_dim_by_name(isl.dim_type.param, isl_name(lp.var))
+            if pos >= 0:
+                written = written.project_out(isl.dim_type.param, pos, 1)
+        written = written.intersect_params(self.info.size_context.align_params(written.get_space().params()))
+        ext = []
+        for k, e in enumerate(s.indices):
+            if not (written & _below_zero(written, k)).is_empty():
+                raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}",
+                                      e.span or s.span)
+            hi = written.dim_max(k).add_constant_val(1).coalesce()
+            ext.append(hi)
+        old = self.info.extents.get(s.tensor)
+        if old is not None:
+            ext = [a.union_max(b.align_params(a.get_space().params())).coalesce() for a, b in zip(old, ext)]
+        self.info.extents[s.tensor] = tuple(ext)
+
+
+def _below_zero(s: isl.Set, k: int) -> isl.Set:
+    c = isl.Constraint.inequality_alloc(isl.LocalSpace.from_space(s.get_space()))
+    c = c.set_coefficient_val(isl.dim_type.set, k, -1).set_constant_val(-1)  # -x_k - 1 >= 0
+    return isl.Set.universe(s.get_space()).add_constraint(c)
+
+
+def _accesses(e: n.Expr) -> list[n.Access]:
+    return [x for x in n.walk(e) if isinstance(x, n.Access)]
+
+
+def _first_use(s: n.Comprehension, v: str):
+    for x in n.walk(s):
+        if isinstance(x, n.IndexVar) and x.name == v and x.span is not None:
+            return x.span
+    return None

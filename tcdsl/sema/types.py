@@ -1,0 +1,76 @@
+"""Scalar types and TC's promotion rules.
+
+Rules, in the order they are applied to a binary arithmetic expression:
+
+1. If either side is a floating type, the result is the wider floating type
+   (float16 < float32 < float64); an integer side is converted to it.
+2. Otherwise both are integers (or bool): the result has the larger bit
+   width; for equal widths, unsigned wins if either side is unsigned (C).
+3. ``bool`` counts as the narrowest integer in arithmetic.
+4. Comparisons, ``&&``, ``||`` and ``!`` give ``bool``.
+5. Integer literals are ``int32`` and float literals ``float32``, but a
+   literal adapts to the other operand's type (``2 * A(i)`` stays float16
+   for a float16 ``A``; ``0.1 * D(i)`` is float64 for a double ``D``).
+"""
+from __future__ import annotations
+
+FLOATS = ("float16", "float32", "float64")
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+ALL = FLOATS + INTS + ("bool",)
+
+# Identity of each reduction, by dtype class (TC: `+=!` starts from it).
+def identity(reduction: str, dtype: str) -> int | float | bool:
+    if reduction == "+":
+        return 0
+    if reduction == "*":
+        return 1
+    import numpy as np
+
+    if is_float(dtype):
+        return float("inf") if reduction == "min" else float("-inf")
+    info = np.iinfo(np.dtype(dtype)) if dtype != "bool" else None
+    if info is None:
+        return reduction == "min"
+    return int(info.max) if reduction == "min" else int(info.min)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOATS
+
+
+def is_int(dtype: str) -> bool:
+    return dtype in INTS or dtype == "bool"
+
+
+def bits(dtype: str) -> int:
+    return 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit()))
+
+
+def promote(a: str, b: str) -> str:
+    """The type of ``a op b`` for arithmetic ``op`` (rules 1-3)."""
+    if a == b:
+        return a
+    if is_float(a) or is_float(b):
+        fa = [t for t in (a, b) if is_float(t)]
+        return max(fa, key=bits)
+    if a == "bool":
+        return b
+    if b == "bool":
+        return a
+    if bits(a) != bits(b):
+        return max((a, b), key=bits)
+    return a if a.startswith("u") else b
+
+
+def is_narrowing(src: str, dst: str) -> bool:
+    """True when storing a ``src`` value into a ``dst`` tensor may lose
+    information in the way TC rejects (float into int, wider into narrower)."""
+    if src == dst or src == "bool":
+        return False
+    if is_float(src) and not is_float(dst):
+        return True
+    if is_float(src) and is_float(dst):
+        return bits(src) > bits(dst)
+    if is_float(dst):
+        return False
+    return bits(src) > bits(dst)
