@@ -1,0 +1,46 @@
+"""The emitted code is parametric: one symbolic kernel serves every size."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import tcdsl
+from helpers import ELMAN, elman_inputs, reference
+
+
+def test_elman_tir_keeps_sizes_symbolic():
+    k = tcdsl.compile(ELMAN)
+    script = k.script
+    header = script[script.index("def elman_rnn("): script.index("):")]
+    for size in ("T", "B", "Ci", "Co"):
+        assert re.search(rf"\b{size}(_1)?: T\.int32", header), f"size {size} is not a parameter:\n{header}"
+    # the buffers are shaped by those variables, not by constants
+    assert re.search(r"input: T\.Buffer\(\(T(_1)?, B, Ci\)", script)
+    assert re.search(r"hidden: T\.Buffer\(\(T(_1)?, B, Co\)", script)
+    assert not re.search(r"T\.Buffer\(\(\d", script)
+    # t is a serial loop around a parallel kernel
+    assert re.search(r"for t in range\(", script)
+    assert "T.parallel(" in script
+
+
+def test_one_compilation_serves_all_sizes():
+    k = tcdsl.compile(ELMAN)
+    assert k.cache_info()["compiles"] == 1
+    calls = 0
+    for T in (1, 3, 17):
+        for B in (1, 4):
+            inputs = elman_inputs(np.random.default_rng(T * 10 + B), T, B, 6, 5)
+            np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+            calls += 1
+    info = k.cache_info()
+    assert info["compiles"] == 1
+    assert info["hits"] == calls
+    assert info["disk_hits"] == 0
+
+
+def test_schedule_keeps_t_outside_the_kernel():
+    k = tcdsl.compile(ELMAN)
+    sched = k.schedule
+    assert "for t (sequential)" in sched
+    assert '"par"' in sched and '"seq"' in sched  # coincident (b, co) and the serial reduction
