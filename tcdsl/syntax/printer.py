@@ -36,13 +36,11 @@ def _stmt(s: n.Stmt, depth: int) -> str:
     pad = "  " * depth
     match s:
         case n.For():
-            rng = expr_to_tc(s.hi) if s.lo == n.Const(0) else f"{expr_to_tc(s.lo)}:{expr_to_tc(s.hi)}"
+            from_zero = isinstance(s.lo, n.Const) and type(s.lo.value) is int and s.lo.value == 0
+            rng = expr_to_tc(s.hi) if from_zero else f"{expr_to_tc(s.lo)}:{expr_to_tc(s.hi)}"
             return f"{pad}for {s.var} in {rng} {{\n{_block(s.body, depth + 1)}{pad}}}\n"
         case n.If():
-            out = f"{pad}if {expr_to_tc(s.cond)} {{\n{_block(s.then, depth + 1)}{pad}}}"
-            if s.orelse:
-                out += f" else {{\n{_block(s.orelse, depth + 1)}{pad}}}"
-            return out + "\n"
+            return pad + _if(s, depth) + "\n"
         case n.Comprehension():
             lhs = s.tensor + ("(" + ", ".join(expr_to_tc(i) for i in s.indices) + ")" if s.indices else "()")
             out = f"{pad}{lhs} {s.op} {expr_to_tc(s.rhs)}"
@@ -52,6 +50,18 @@ def _stmt(s: n.Stmt, depth: int) -> str:
                 out += " where " + ", ".join(_where(w) for w in s.wheres)
             return out + "\n"
     raise InternalError(f"to_tc: {type(s).__name__}")
+
+
+def _if(s: n.If, depth: int) -> str:
+    """``if c { } else if c { } else { }``: an else-block holding just an If prints as ``else if``."""
+    pad = "  " * depth
+    out = f"if {expr_to_tc(s.cond)} {{\n{_block(s.then, depth + 1)}{pad}}}"
+    match s.orelse:
+        case ():
+            return out
+        case (n.If() as inner,):
+            return out + " else " + _if(inner, depth)
+    return out + f" else {{\n{_block(s.orelse, depth + 1)}{pad}}}"
 
 
 def _where(w: n.WhereClause) -> str:
@@ -70,7 +80,7 @@ def expr_to_tc(e: n.Expr) -> str:
         case n.Ident(name=v) | n.IndexVar(name=v) | n.SizeVar(name=v):
             return v
         case n.Const(value=v):
-            return repr(float(v)) if isinstance(v, float) else str(v)
+            return _number(v)
         case n.Call(name=f, args=args) | n.Access(tensor=f, indices=args) | n.BuiltinCall(name=f, args=args):
             return f + "(" + ", ".join(expr_to_tc(a) for a in args) + ")"
         case n.Unary(op=op, operand=x):
@@ -86,6 +96,13 @@ def expr_to_tc(e: n.Expr) -> str:
         case n.Cast(to=to, operand=x):
             return f"{_TYPE_NAMES.get(to, to)}({expr_to_tc(x)})"
     raise InternalError(f"expr_to_tc: {type(e).__name__}")
+
+
+def _number(v: int | float) -> str:
+    """A literal that reads back as ``v``; ``1e999`` for a literal too large for a double."""
+    if isinstance(v, float):
+        return "1e999" if v == float("inf") else repr(v)
+    return str(v)
 
 
 def _paren(e: n.Expr) -> str:

@@ -1,0 +1,64 @@
+"""Shared pytest setup: golden files and the ``cuda`` marker.
+
+``golden(stage, name, text)`` compares ``text`` with
+``tests/golden/<stage>/<name>.txt``; ``pytest --update-goldens`` writes the
+files instead (TC ``test_lang.cc --accept``).  Tests marked
+``@pytest.mark.cuda`` are skipped unless TVM sees a CUDA device.
+"""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", default=False,
+                     help="rewrite tests/golden/** with the current output instead of comparing")
+
+
+@pytest.fixture
+def golden(request):
+    update = request.config.getoption("--update-goldens")
+
+    def check(stage: str, name: str, text: str) -> None:
+        path = GOLDEN_DIR / stage / f"{name}.txt"
+        if not text.endswith("\n"):
+            text += "\n"
+        if update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+            return
+        if not path.exists():
+            pytest.fail(f"no golden file {path.relative_to(GOLDEN_DIR.parent.parent)}; "
+                        f"run pytest with --update-goldens to create it", pytrace=False)
+        expected = path.read_text(encoding="utf-8")
+        if expected != text:
+            diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True), text.splitlines(keepends=True),
+                                                f"{path.name} (golden)", f"{path.name} (actual)"))
+            pytest.fail(f"output differs from {path}; review and run with --update-goldens if intended:\n{diff}",
+                        pytrace=False)
+
+    return check
+
+
+def _cuda_present() -> bool:
+    try:
+        import tvm
+
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # no TVM CUDA runtime: treat as no device
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    cuda_items = [item for item in items if item.get_closest_marker("cuda")]
+    if not cuda_items or _cuda_present():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (tvm.cuda(0).exist is false)")
+    for item in cuda_items:
+        item.add_marker(skip)
