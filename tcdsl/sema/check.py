@@ -78,6 +78,10 @@ class _Checker:
         self.sizes: dict[str, tuple[str, int]] = {}
         self.written: set[str] = set()
         self.write_rank: dict[str, int] = {}
+        # Inside a `for`, a tensor written anywhere in the loop body may be read
+        # before its write (a recurrence reading the previous iteration's value).
+        self.carried: set[str] = set()
+        self.first_rank = {c.tensor: len(c.indices) for c in _comprehensions(d.body)}
 
     # ------------------------------------------------------------- signature
     def run(self) -> CheckedDef:
@@ -128,7 +132,11 @@ class _Checker:
                     raise TcSemanticError(f"loop variable '{s.var}' hides an existing name", s.span)
                 lo = self._size_expr(s.lo, loops, "a loop bound")
                 hi = self._size_expr(s.hi, loops, "a loop bound")
-                return replace(s, lo=lo, hi=hi, body=self._stmts(s.body, loops + (s.var,)))
+                saved = self.carried
+                self.carried = saved | {c.tensor for c in _comprehensions(s.body)}
+                body = self._stmts(s.body, loops + (s.var,))
+                self.carried = saved
+                return replace(s, lo=lo, hi=hi, body=body)
             case n.If():
                 cond = self._size_expr(s.cond, loops, "an 'if' condition")
                 return replace(s, cond=cond, then=self._stmts(s.then, loops), orelse=self._stmts(s.orelse, loops))
@@ -189,15 +197,19 @@ class _Checker:
                 f"variable, but '=' is not a reduction; use '+=!' (or '*=!', 'min=!', 'max=!')",
                 scope.first_use[reduction_vars[0]])
         if s.tensor not in self.tensors:
-            role = "output" if decl is not None else "temp"
-            dtype = decl.type.dtype if decl is not None and decl.type is not None else "?"
-            dims = decl.type.dims if decl is not None and decl.type is not None else None
-            self.tensors[s.tensor] = TensorInfo(s.tensor, dtype, role, len(lhs), dims, s.span)
+            self.tensors[s.tensor] = self.new_tensor(s.tensor, len(lhs), s.span)
         self.written.add(s.tensor)
         self.write_rank[s.tensor] = len(lhs)
         eq = s.equivalent and replace(s.equivalent, args=tuple(scope.resolve(a) for a in s.equivalent.args))
         return replace(s, indices=lhs, rhs=rhs, wheres=tuple(wheres), reduction_vars=reduction_vars,
                        equivalent=eq)
+
+    def new_tensor(self, name: str, rank: int, span=None) -> TensorInfo:
+        decl = self._output_decl(name)
+        role = "output" if decl is not None else "temp"
+        dtype = decl.type.dtype if decl is not None and decl.type is not None else "?"
+        dims = decl.type.dims if decl is not None and decl.type is not None else None
+        return TensorInfo(name, dtype, role, rank, dims, span)
 
     def _lhs(self, s: n.Comprehension, loops) -> tuple[tuple[n.Expr, ...], dict[str, None]]:
         own: dict[str, None] = {}
@@ -265,12 +277,15 @@ class _Scope:
         return n.IndexVar(name, span=e.span)
 
     def _check_readable(self, name: str, e: n.Expr) -> None:
-        info = self.c.tensors[name]
-        if info.role != "input" and name not in self.c.written:
+        info = self.c.tensors.get(name)
+        if info is not None and info.role != "input" and name not in self.c.written and name not in self.c.carried:
             raise TcSemanticError(f"'{name}' is read before it is written", e.span)
 
     def _call(self, e: n.Call, name: str, args: tuple[n.Expr, ...]) -> n.Expr:
         info = self.c.tensors.get(name)
+        if info is None and name in self.c.carried:
+            self.c.tensors[name] = self.c.new_tensor(name, self.c.first_rank[name])
+            info = self.c.tensors[name]
         if info is not None:
             rank = self.c.write_rank.get(name, info.rank)
             if len(args) != rank:

@@ -168,17 +168,13 @@ class _Inference:
                 own_box = own_box & interval if w.var in own else own_box
                 resolved.add(w.var)
         accesses = _accesses(s.rhs) + [a for w in s.wheres if isinstance(w, n.Exists) for a in _accesses(w.expr)]
-        while True:
-            found: dict[str, isl.Set] = {}
-            for acc in accesses:
-                for k, e in enumerate(acc.indices):
-                    self._candidate(acc, k, e, vars_, resolved, box, space, found)
-            if not found:
-                break
-            for v, allowed in found.items():
-                box = box & allowed
-                own_box = own_box & allowed if v in own else own_box
-                resolved.add(v)
+        box, own_box = self._rounds(accesses, vars_, resolved, box, own_box, own, space)
+        if resolved != set(vars_) and s.tensor in self.info.extents:
+            # Extension: a tensor already written has a size; its lhs bounds
+            # variables that no read determines.
+            lhs = n.Access(s.tensor, s.indices)
+            box, own_box = self._rounds([lhs], vars_, resolved, box, own_box, own, space)
+            box, own_box = self._rounds(accesses, vars_, resolved, box, own_box, own, space)
         for v in vars_:
             if v not in resolved:
                 raise TcSemanticError(f"cannot infer the range of '{v}'; use a where clause "
@@ -186,11 +182,29 @@ class _Inference:
         box = box.coalesce()
         st = StmtInfo(len(self.info.stmts), s, loops, conds, vars_, box.set_tuple_name(f"S{len(self.info.stmts)}"))
         for k, v in enumerate(vars_):
-            lo, hi = box.dim_min(k), box.dim_max(k)
+            try:
+                lo, hi = box.dim_min(k), box.dim_max(k)
+            except isl.Error:
+                raise TcSemanticError(f"cannot infer a bounded range for '{v}'; use a where clause "
+                                      f"('where {v} in lo:hi')", _first_use(s, v) or s.span) from None
             st.ranges[v] = (lo.coalesce(), hi.add_constant_val(1).coalesce())
         st.init_domain = own_box.project_out(isl.dim_type.set, len(own), len(vars_) - len(own)).coalesce()
         self.info.stmts.append(st)
         self._extend(st)
+
+    def _rounds(self, accesses, vars_, resolved: set, box, own_box, own, space):
+        """TC's rounds; updates ``resolved`` and returns the narrowed boxes."""
+        while True:
+            found: dict[str, isl.Set] = {}
+            for acc in accesses:
+                for k, e in enumerate(acc.indices):
+                    self._candidate(acc, k, e, vars_, resolved, box, space, found)
+            if not found:
+                return box, own_box
+            for v, allowed in found.items():
+                box = box & allowed
+                own_box = own_box & allowed if v in own else own_box
+                resolved.add(v)
 
     def _interval(self, vars_, v: str, lo: n.Expr, hi: n.Expr, space) -> isl.Set:
         cond = n.Binary("&&", n.Binary("<=", lo, n.IndexVar(v)), n.Binary("<", n.IndexVar(v), hi))
@@ -259,8 +273,11 @@ class _Inference:
             if not (written & _below_zero(written, k)).is_empty():
                 raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}",
                                       e.span or s.span)
-            hi = written.dim_max(k).add_constant_val(1).coalesce()
-            ext.append(hi)
+            hi = written.dim_max(k).add_constant_val(1)
+            # Where nothing is written (e.g. H < KH for a valid convolution) the
+            # extent is 0, not undefined: later reads must see an empty tensor.
+            zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(hi.get_domain_space()))
+            ext.append(hi.union_max(zero).coalesce())
         old = self.info.extents.get(s.tensor)
         if old is not None:
             ext = [a.union_max(b.align_params(a.get_space().params())).coalesce() for a, b in zip(old, ext)]
