@@ -44,3 +44,18 @@ def test_schedule_keeps_t_outside_the_kernel():
     sched = k.schedule
     assert "for t (sequential)" in sched
     assert '"par"' in sched and '"seq"' in sched  # coincident (b, co) and the serial reduction
+
+
+def test_innermost_stride_one_loop_is_vectorized_with_a_tail():
+    k = tcdsl.compile("def f(float(N,M) A, float(N,M) B) -> (C) { C(i,j) = A(i,j) * B(i,j) + 1 }")
+    script = k.script
+    assert "T.parallel(N)" in script
+    assert "T.vectorized(8)" in script
+    assert "M % 8" in script  # the scalar tail for symbolic M
+    A = np.random.default_rng(0).standard_normal((3, 21)).astype(np.float32)
+    np.testing.assert_allclose(k(A, A), A * A + 1, rtol=1e-6)
+
+
+def test_reduction_loop_is_not_vectorized():
+    k = tcdsl.compile("def s(float(N,K) A) -> (O) { O(n) +=! A(n,k) }")
+    assert "vectorized" not in k.script

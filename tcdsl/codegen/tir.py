@@ -137,17 +137,42 @@ class _AstLowering:
             raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
         bound = self.expr(cond.get_op_arg(1))
         extent = bound - init + (1 if op == _OP.le else 0)
-        v = tirx.Var(name, INDEX)
-        saved = self.env.get(name)
-        self.env[name] = v
         parallel = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
-        body = self.node(node.for_get_body(), parallel_ok and not parallel, None)
-        if saved is None:
-            self.env.pop(name)
-        else:
-            self.env[name] = saved
+        inner_ok = parallel_ok and not parallel
+        if mark == PARALLEL and self.gen.target_kind == "llvm" and not _has_loop(node.for_get_body()):
+            vec = self._vectorized(node, name, init, extent, parallel, inner_ok)
+            if vec is not None:
+                return vec
+        v = tirx.Var(name, INDEX)
+        body = self._body_with(node, name, v, inner_ok)
         kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
         return tirx.For(v, init, extent, kind, body)
+
+    def _body_with(self, node: isl.AstNode, name: str, value: tirx.PrimExpr, parallel_ok: bool) -> tirx.Stmt:
+        saved = self.env.get(name)
+        self.env[name] = value
+        try:
+            return self.node(node.for_get_body(), parallel_ok, None)
+        finally:
+            if saved is None:
+                self.env.pop(name)
+            else:
+                self.env[name] = saved
+
+    def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
+        """An innermost coincident loop whose stores are stride-1 in it becomes a
+        main loop of VECTOR_WIDTH-wide vector iterations plus a scalar tail (TVM
+        vectorizes constant extents only)."""
+        w = VECTOR_WIDTH
+        vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
+        main_body = self._body_with(node, name, init + vo * w + vi, parallel_ok)
+        if not _stride_one_stores(main_body, vi):
+            return None
+        n_main = tirx.floordiv(extent, w)
+        tail_body = self._body_with(node, name, init + n_main * w + vt, parallel_ok)
+        main = tirx.For(vo, 0, n_main, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
+                        tirx.For(vi, 0, w, tirx.ForKind.VECTORIZED, main_body))
+        return tirx.SeqStmt([main, tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)])
 
     # --------------------------------------------------------- expressions
     def expr(self, e: isl.AstExpr) -> tirx.PrimExpr:
@@ -206,6 +231,53 @@ class _AstLowering:
         args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
         env = {**self.env, **dict(zip(s.dims, args))}
         return _statement(s, env, self.gen.sig.buffers)
+
+
+VECTOR_WIDTH = 8
+
+
+def _has_loop(node: isl.AstNode) -> bool:
+    t = node.get_type()
+    NT = isl.ast_node_type
+    if t == NT.for_:
+        return True
+    if t == NT.if_:
+        return _has_loop(node.if_get_then_node()) or (node.if_has_else_node() and _has_loop(node.if_get_else_node()))
+    if t == NT.block:
+        ch = node.block_get_children()
+        return any(_has_loop(ch.get_at(i)) for i in range(ch.n_ast_node()))
+    if t == NT.mark:
+        return _has_loop(node.mark_get_node())
+    return False
+
+
+def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
+    """Every store's last index moves by exactly 1 with ``v``."""
+    from tvm import sym as arith
+
+    stores = list(_stores(stmt))
+    for x in stores:
+        if not x.indices:
+            return False
+        coeffs = arith.detect_linear_equation(x.indices[-1], [v])
+        if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
+            return False
+    return bool(stores)
+
+
+def _stores(stmt: tirx.Stmt):
+    """The BufferStores in a statement built by this module."""
+    if isinstance(stmt, tirx.BufferStore):
+        yield stmt
+    elif isinstance(stmt, tirx.SeqStmt):
+        for s in stmt.seq:
+            yield from _stores(s)
+    elif isinstance(stmt, tirx.IfThenElse):
+        yield from _stores(stmt.then_case)
+        if stmt.else_case is not None:
+            yield from _stores(stmt.else_case)
+    elif isinstance(stmt, tirx.For):
+        yield from _stores(stmt.body)
 
 
 def _statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
