@@ -15,6 +15,7 @@ from ..errors import TcSemanticError
 from ..syntax import nodes as n
 from . import builtins as bt
 from . import types as ty
+from .affine import NotAffine, to_isl
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,17 @@ def select_def(program: n.Program, entry: str | None) -> n.Def:
         if names.count(d.name) > 1:
             raise TcSemanticError(f"'{d.name}' is defined more than once", d.span)
     if not program.defs:
-        raise TcSemanticError("the source defines no function ('def')", None)
+        raise TcSemanticError("the source defines no function ('def')", program.span)
     if entry is None:
-        if len(program.defs) > 1:
-            raise TcSemanticError(
-                f"the source defines {len(names)} functions ({', '.join(names)}); choose one with entry=", None)
+        if len(program.defs) > 1:  # point at the second def: that is where the choice arises
+            raise TcSemanticError(f"the source defines {len(names)} functions ({', '.join(names)}); "
+                                  f"choose one with entry= (--entry on the command line)", program.defs[1].span)
         return program.defs[0]
     for d in program.defs:
         if d.name == entry:
             return d
-    raise TcSemanticError(f"no function named '{entry}'; the source defines {', '.join(names)}", None)
+    raise TcSemanticError(f"no function named '{entry}'; the source defines {', '.join(names)}",
+                          program.defs[0].span)
 
 
 class _Checker:
@@ -170,12 +172,12 @@ class _Checker:
         lets = {w.name: w.expr for w in s.wheres if isinstance(w, n.Let)}
         lhs, own = self._lhs(s, loops)
         if s.tensor in self.write_rank and self.write_rank[s.tensor] != len(lhs):
-            raise TcSemanticError(f"'{s.tensor}' was written with {self.write_rank[s.tensor]} indices, "
+            raise TcSemanticError(f"'{s.tensor}' was written with {_count(self.write_rank[s.tensor], 'index')}, "
                                   f"but {len(lhs)} are given here", s.span)
         decl = self._output_decl(s.tensor)
         if decl is not None and decl.type is not None and len(decl.type.dims) != len(lhs):
-            raise TcSemanticError(f"output '{s.tensor}' is declared with {len(decl.type.dims)} dimensions, "
-                                  f"but {len(lhs)} indices are given", s.span)
+            raise TcSemanticError(f"output '{s.tensor}' is declared with {_count(len(decl.type.dims), 'dimension')}, "
+                                  f"but {_count(len(lhs), 'index')} {_are(len(lhs))} given", s.span)
         scope = _Scope(self, loops, own, lets)
         wheres = []
         for w in s.wheres:
@@ -224,10 +226,13 @@ class _Checker:
                 out.append(n.IndexVar(e.name, span=e.span))
             else:
                 try:
-                    out.append(self._size_expr(e, loops, "a left-hand side index"))
+                    index = self._size_expr(e, loops, "a left-hand side index")
                 except TcSemanticError:
-                    raise TcSemanticError("a left-hand side index must be an index variable, or an expression "
-                                          "of loop variables and sizes", e.span) from None
+                    index = None
+                if index is None or not _is_affine_index(index):
+                    raise TcSemanticError("a left-hand side index must be an index variable, or an affine "
+                                          "expression of loop variables and sizes (like 't - 1')", e.span)
+                out.append(index)
         return tuple(out), own
 
 
@@ -266,9 +271,14 @@ class _Scope:
         if name in self.c.sizes:
             return n.SizeVar(name, span=e.span)
         info = self.c.tensors.get(name)
+        if info is None and self.c.first_rank.get(name) == 0:  # a 0-rank tensor, written later
+            if name not in self.c.carried:
+                raise TcSemanticError(f"'{name}' is read before it is written", e.span)
+            info = self.c.tensors[name] = self.c.new_tensor(name, 0)
         if info is not None:
             if info.rank != 0:
-                raise TcSemanticError(f"'{name}' has {info.rank} dimensions, but 0 indices are given", e.span)
+                raise TcSemanticError(f"'{name}' has {_count(info.rank, 'dimension')}, but 0 indices are given",
+                                      e.span)
             self._check_readable(name, e)
             return n.Access(name, (), span=e.span)
         if name not in self.order:
@@ -289,7 +299,8 @@ class _Scope:
         if info is not None:
             rank = self.c.write_rank.get(name, info.rank)
             if len(args) != rank:
-                raise TcSemanticError(f"'{name}' has {rank} dimensions, but {len(args)} indices are given", e.span)
+                raise TcSemanticError(f"'{name}' has {_count(rank, 'dimension')}, but "
+                                      f"{_count(len(args), 'index')} {_are(len(args))} given", e.span)
             self._check_readable(name, e)
             return n.Access(name, args, span=e.span)
         b = bt.lookup(name)
@@ -300,6 +311,8 @@ class _Scope:
             return n.BuiltinCall(name, args, span=e.span)
         if name in self.c.sizes:
             raise TcSemanticError(f"'{name}' is a size, not a tensor", e.span)
+        if name in self.c.first_rank:
+            raise TcSemanticError(f"'{name}' is read before it is written", e.span)
         raise TcSemanticError(f"unknown tensor or function '{name}'", e.span)
 
     def _dim_size(self, e: n.DimSize, t: str, k: int) -> n.Expr:
@@ -309,7 +322,8 @@ class _Scope:
         if info.dims is None:
             raise TcSemanticError(f"'{t}.{k}' is not supported yet for tensors without declared sizes", e.span)
         if not 0 <= k < len(info.dims):
-            raise TcSemanticError(f"'{t}' has {len(info.dims)} dimensions; '{t}.{k}' does not exist", e.span)
+            raise TcSemanticError(f"'{t}' has {_count(len(info.dims), 'dimension')}; '{t}.{k}' does not exist",
+                                  e.span)
         d = info.dims[k]
         return n.SizeVar(d, span=e.span) if isinstance(d, str) else n.Const(d, span=e.span)
 
@@ -390,7 +404,12 @@ class _Typer:
 
     def _annotate(self, e: n.Expr) -> n.Expr:
         e = n.map_children(e, lambda c: self._annotate(c) if isinstance(c, n.Expr) else c)
-        return replace(e, dtype=self.expr_type(e))
+        e = replace(e, dtype=self.expr_type(e))
+        if (isinstance(e, n.Binary) and e.op in ("/", "%") and isinstance(e.rhs, n.Const) and e.rhs.value == 0
+                and e.dtype is not None and not ty.is_float(e.dtype)):
+            what = "division" if e.op == "/" else "remainder"
+            raise TcSemanticError(f"integer {what} by zero", e.rhs.span or e.span)
+        return e
 
     def _annotate_stmts(self, stmts):
         out = []
@@ -410,6 +429,27 @@ class _Typer:
                                    for w in s.wheres)
                     out.append(replace(s, rhs=rhs, wheres=wheres))
         return tuple(out)
+
+
+def _count(k: int, word: str) -> str:
+    return f"{k} {word}" if k == 1 else f"{k} {'indices' if word == 'index' else word + 's'}"
+
+
+def _are(k: int) -> str:
+    return "is" if k == 1 else "are"
+
+
+def _is_affine_index(e: n.Expr) -> bool:
+    """An integer affine expression (isl must be able to read it as a subscript)."""
+    if any(isinstance(x, (n.Cast, n.Select)) or (isinstance(x, n.Unary) and x.op == "!")
+           or (isinstance(x, n.Binary) and x.op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||"))
+           for x in n.walk(e)):
+        return False
+    try:
+        to_isl(e)
+    except NotAffine:
+        return False
+    return True
 
 
 def _comprehensions(stmts):

@@ -8,6 +8,7 @@ Lark error becomes a :class:`TcSyntaxError` in ``_syntax_error``.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 
 import lark
@@ -43,6 +44,7 @@ def parse(source: Source | str) -> n.Program:
         tree = _parser().parse(src.text)
     except UnexpectedInput as e:
         raise _syntax_error(src, e) from None
+    _check_depth(src, tree)
     try:
         return _Build(src).transform(tree)
     except VisitError as e:
@@ -51,50 +53,164 @@ def parse(source: Source | str) -> n.Program:
         raise
 
 
-# Terminal names -> words, for "expected ..." messages.
+# The passes walk expressions recursively, a few Python frames per level; far
+# below the interpreter's recursion limit.  Real programs nest a few levels.
+MAX_DEPTH = 100
+
+
+def _check_depth(src: Source, tree: lark.Tree) -> None:
+    """Reject absurdly deep nesting here, as a user error, rather than let a
+    ``RecursionError`` out of a later pass."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise TcSyntaxError(f"nested more than {MAX_DEPTH} levels deep, which tcdsl does not support; "
+                                f"split long expressions into several statements",
+                                Span(src, node.meta.start_pos, node.meta.end_pos))
+        stack.extend((c, depth + 1) for c in reversed(node.children) if isinstance(c, lark.Tree))
+
+
+# Terminal names -> words, for "expected ..." messages.  Terminals written as
+# plain strings in the grammar ('->', 'where', ...) are quoted as they are.
 _WORDS = {
     "NAME": "a name", "INT": "an integer", "FLOAT": "a number", "SCALAR_TYPE": "a type",
     "ASSIGN_OP": "an assignment operator (=, +=, +=!, ...)", "CMP_OP": "a comparison",
-    "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "LPAR": "'('", "RPAR": "')'",
-    "LBRACE": "'{'", "RBRACE": "'}'", "COMMA": "','", "COLON": "':'", "DOT": "'.'",
-    "MINUS": "'-'", "BANG": "'!'", "QMARK": "'?'", "EQUAL": "'='", "__ANON_0": "'->'",
-    "$END": "the end of the input",
+    "ADD_OP": "'+' or '-'", "MUL_OP": "'*', '/' or '%'", "$END": "the end of the input",
 }
+# Sets of terminals that read better as one word: the terminals that can start
+# an expression or a statement, and the binary operators.
+_GROUPS = (
+    ({"INT", "FLOAT"}, {"NAME", "INT", "FLOAT", "SCALAR_TYPE", "LPAR", "MINUS", "BANG", "MIN", "MAX"},
+     "an expression"),
+    ({"ADD_OP", "MUL_OP"}, {"ADD_OP", "MUL_OP", "CMP_OP", "QMARK", "&&", "||"}, "an operator"),
+    ({"FOR", "IF"}, {"NAME", "FOR", "IF"}, "a statement"),
+)
+# Characters that are not TC, and what the user probably meant.
+_CHAR_HINTS = {
+    ";": "TC statements need no ';'",
+    "[": "tensors are indexed with parentheses, as in A(i, j)",
+    "]": "tensors are indexed with parentheses, as in A(i, j)",
+    "&": "did you mean '&&'?",
+    "|": "did you mean '||'?",
+    "'": "TC has no strings",
+    '"': "TC has no strings",
+}
+_OPEN, _CLOSE = "({", ")}"
 
 
-def _describe(terminal: str) -> str:
-    if terminal in _WORDS:
-        return _WORDS[terminal]
-    pattern = _parser().get_terminal(terminal).pattern if _has_terminal(terminal) else None
-    if pattern is not None and pattern.type == "str":
-        return f"'{pattern.value}'"
-    return terminal.lower()
-
-
-def _has_terminal(name: str) -> bool:
+def _terminal_key(name: str) -> str:
+    """The terminal's name, or its text for anonymous string terminals (``__ANON_2`` -> ``||``)."""
     try:
-        _parser().get_terminal(name)
-        return True
+        pattern = _parser().get_terminal(name).pattern
     except KeyError:
-        return False
+        return name
+    return pattern.value if name.startswith("__ANON") and pattern.type == "str" else name
+
+
+def _describe(name: str) -> str:
+    if name in _WORDS:
+        return _WORDS[name]
+    try:
+        pattern = _parser().get_terminal(name).pattern
+    except KeyError:
+        return name.lower()
+    return f"'{pattern.value}'" if pattern.type == "str" else name.lower()
+
+
+def _expected(terminals) -> str:
+    keys = {_terminal_key(t) for t in terminals}
+    words = []
+    for marker, members, word in _GROUPS:
+        if marker <= keys:
+            keys -= members
+            words.append(word)
+    names = {_terminal_key(t): t for t in terminals}
+    words += sorted({_describe(names[k]) for k in keys})
+    return _join(words)
 
 
 def _syntax_error(src: Source, e: UnexpectedInput) -> TcSyntaxError:
-    pos = getattr(e, "pos_in_stream", None)
-    if isinstance(e, UnexpectedToken):
-        tok = e.token
-        pos = tok.start_pos if tok.start_pos is not None else len(src.text)
-        found = "the end of the input" if tok.type == "$END" else f"'{tok.value}'"
-        expected = sorted({_describe(t) for t in e.expected})
-        msg = f"unexpected {found}; expected " + _join(expected)
-        end = pos + max(1, len(str(tok.value)) if tok.type != "$END" else 1)
-        return TcSyntaxError(msg, Span(src, pos, end))
+    """The one place where Lark's errors become :class:`TcSyntaxError`."""
+    text = src.text
     if isinstance(e, UnexpectedCharacters):
-        ch = src.text[e.pos_in_stream] if e.pos_in_stream < len(src.text) else ""
-        return TcSyntaxError(f"unexpected character '{ch}'", Span(src, e.pos_in_stream, e.pos_in_stream + 1))
-    if isinstance(e, UnexpectedEOF):
-        return TcSyntaxError("unexpected end of the input", Span(src, len(src.text), len(src.text)))
-    return TcSyntaxError(str(e).splitlines()[0], Span(src, pos or 0, (pos or 0) + 1))
+        pos = e.pos_in_stream
+        ch = text[pos] if pos < len(text) else ""
+        hint = _CHAR_HINTS.get(ch)
+        return TcSyntaxError(f"unexpected character '{ch}'" + (f": {hint}" if hint else ""), Span(src, pos, pos + 1))
+    if isinstance(e, UnexpectedToken) and e.token.type != "$END":
+        return _unexpected_token(src, e)
+    if isinstance(e, (UnexpectedToken, UnexpectedEOF)):
+        unclosed = _brackets(text)
+        if unclosed:
+            pos = unclosed[-1]
+            return TcSyntaxError(f"'{text[pos]}' is never closed", Span(src, pos, pos + 1))
+        pos = len(text.rstrip())
+        expected = getattr(e, "expected", None)
+        msg = "unexpected end of the input" + (f"; expected {_expected(expected)}" if expected else "")
+        return TcSyntaxError(msg, Span(src, pos, pos))
+    pos = getattr(e, "pos_in_stream", None) or 0
+    return TcSyntaxError(str(e).splitlines()[0], Span(src, pos, pos + 1))
+
+
+def _unexpected_token(src: Source, e: UnexpectedToken) -> TcSyntaxError:
+    text, tok = src.text, e.token
+    pos = tok.start_pos
+    span = Span(src, pos, pos + max(1, len(str(tok.value))))
+    if tok.value in _CLOSE:
+        unclosed = _brackets(text[:pos])
+        if not unclosed or text[unclosed[-1]] != _OPEN[_CLOSE.index(tok.value)]:
+            return TcSyntaxError(f"unmatched '{tok.value}'" + _still_open(src, unclosed), span)
+    msg = f"unexpected '{tok.value}'; expected {_expected(e.expected)}"
+    hint = _token_hint(text, tok, {_terminal_key(t) for t in e.expected})
+    return TcSyntaxError(msg + (f" ({hint})" if hint else ""), span)
+
+
+def _still_open(src: Source, unclosed: list[int]) -> str:
+    if not unclosed:
+        return ""
+    line, col = src.line_col(unclosed[-1])
+    return f" (the '{src.text[unclosed[-1]]}' at line {line}, column {col} is still open)"
+
+
+def _token_hint(text: str, tok: Token, expected: set[str]) -> str | None:
+    """A word on common mistakes, recognised by the token and what was expected."""
+    before = text[:tok.start_pos].rstrip()
+    after = text[tok.end_pos:tok.end_pos + 1]
+    if tok.value == "." and "." in (after, before[-1:]) and "COLON" in expected:
+        return "ranges are written 'lo:hi'"
+    if tok.value == "=" and "CMP_OP" in expected:
+        return "use '==' to compare"
+    if tok.value == "=" and before.endswith("=") and "INT" in expected:
+        return "assign with '='; '==' compares"
+    if tok.value == "*" and before.endswith("*"):
+        return "TC has no '**'; use pow(a, b)"
+    if tok.value in ("-", "/", "%") and after == "=" and expected == {"ASSIGN_OP"}:
+        return f"TC has no '{tok.value}='"
+    if tok.value == ":" and re.search(r"(\bwhere|,)\s*\w+\s*=[^=,]*$", before):
+        return "a range is written 'where i in lo:hi'"
+    if tok.type == "NAME" and "SCALAR_TYPE" in expected and "INT" not in expected:
+        return f"parameters are declared with a type, as in 'float(N) {tok.value}'"
+    if tok.value == "else":
+        return "'else' must follow the '}' of an 'if'"
+    return None
+
+
+def _brackets(text: str) -> list[int]:
+    """Offsets of the brackets still open at the end of ``text`` (comments skipped)."""
+    stack: list[int] = []
+    i = 0
+    while 0 <= i < len(text):
+        ch = text[i]
+        if ch == "#":
+            i = text.find("\n", i)
+            continue
+        if ch in _OPEN:
+            stack.append(i)
+        elif ch in _CLOSE and stack and text[stack[-1]] == _OPEN[_CLOSE.index(ch)]:
+            stack.pop()
+        i += 1
+    return stack
 
 
 def _join(words: list[str]) -> str:
@@ -127,7 +243,8 @@ class _Build(Transformer):
 
     # -- functions
     def start(self, meta, defs):
-        return n.Program(tuple(defs), span=self._span(meta))
+        # An empty program still gets a span, for "the source defines no function".
+        return n.Program(tuple(defs), span=self._span(meta) or Span(self.src, 0, 0))
 
     def def_(self, meta, items):
         name, *rest = items
@@ -156,7 +273,7 @@ class _Build(Transformer):
         return str(items[0])
 
     def dim_const(self, meta, items):
-        return int(items[0])
+        return self._int(items[0])
 
     def block(self, meta, stmts):
         return tuple(stmts)
@@ -238,7 +355,7 @@ class _Build(Transformer):
 
     def dim_size(self, meta, items):
         name, k = items
-        return n.DimSize(str(name), int(k), span=self._span(meta))
+        return n.DimSize(str(name), self._int(k), span=self._span(meta))
 
     def cast(self, meta, items):
         ty, e = items
@@ -248,7 +365,12 @@ class _Build(Transformer):
         return n.Ident(str(items[0]), span=self._tok_span(items[0]))
 
     def int_const(self, meta, items):
-        return n.Const(int(items[0]), span=self._tok_span(items[0]))
+        return n.Const(self._int(items[0]), span=self._tok_span(items[0]))
+
+    def _int(self, tok: Token) -> int:
+        if len(tok) > 100:  # Python refuses to convert very long digit strings
+            raise TcSyntaxError("integer literal too long", self._tok_span(tok))
+        return int(tok)
 
     def float_const(self, meta, items):
         return n.Const(_parse_number(str(items[0])), span=self._tok_span(items[0]))
