@@ -1,0 +1,64 @@
+"""The specialize modes: per-size binaries, their caching, and hot-size dispatch."""
+from __future__ import annotations
+
+import re
+import time
+
+import numpy as np
+import pytest
+
+import tcdsl
+from helpers import ELMAN, elman_inputs, reference
+
+
+@pytest.mark.parametrize("mode", ["after-scheduling", "before-scheduling"])
+def test_specialized_modes_compile_once_per_size_tuple(mode):
+    k = tcdsl.compile(ELMAN, specialize=mode)
+    assert k.cache_info()["compiles"] == 0
+    for T, B in [(3, 2), (3, 2), (5, 1), (3, 2)]:
+        inputs = elman_inputs(np.random.default_rng(T), T, B, 4, 6)
+        np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+    info = k.cache_info()
+    assert info["compiles"] == 2
+    assert info["hits"] == 2
+
+
+def test_after_scheduling_reuses_the_symbolic_schedule_and_emits_constants():
+    k = tcdsl.compile(ELMAN, specialize="after-scheduling")
+    a = k.backend({"T": 3, "B": 2, "Ci": 4, "Co": 6})
+    b = k.backend({"T": 9, "B": 5, "Ci": 7, "Co": 2})
+    assert all(a.schedules[i] is b.schedules[i] for i in a.schedules)
+    script = a.func.script()
+    assert re.search(r"input: T\.Buffer\(\(3, 2, 4\)", script)
+    assert "T.int32" not in script.split("):")[0]  # no size parameters left
+
+
+def test_before_scheduling_schedules_per_size():
+    k = tcdsl.compile(ELMAN, specialize="before-scheduling")
+    a = k.backend({"T": 3, "B": 2, "Ci": 4, "Co": 6})
+    b = k.backend({"T": 3, "B": 2, "Ci": 4, "Co": 6})
+    assert all(a.schedules[i] is not b.schedules[i] for i in a.schedules)
+    assert "Co = 6" in a.schedules[0].to_str() or "6" in a.schedules[0].get_root().to_str()
+
+
+def test_auto_serves_at_once_then_dispatches_to_a_specialized_binary():
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2})
+    assert k.cache_info()["compiles"] == 1  # the symbolic kernel
+    inputs = elman_inputs(np.random.default_rng(0), 4, 3, 5, 6)
+    want = reference.elman_rnn(*inputs)
+    for _ in range(2):
+        np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
+    deadline = time.time() + 60
+    while k.cache_info()["currsize"] < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert k.cache_info()["compiles"] == 2
+    np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
+    key = (4, 3, 5, 6)
+    assert key in k._binaries
+
+
+def test_unknown_mode_and_unknown_size_are_user_errors():
+    with pytest.raises(tcdsl.TcError, match="unknown specialize mode"):
+        tcdsl.compile(ELMAN, specialize="sometimes")
+    with pytest.raises(tcdsl.TcError, match="'X' is not a size"):
+        tcdsl.compile(ELMAN, sizes={"X": 3})
