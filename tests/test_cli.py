@@ -1,0 +1,161 @@
+"""The ``tcdsl`` command line (SPEC 3): ``check``, ``compile --emit``, ``run``,
+and user errors on stderr without a traceback (Triton ``test_compile_errors.py``)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tcdsl.cli import main
+
+MATMUL = """# a comment
+def matmul(float(N, K) A, float(K, M) B) -> (O) {
+  O(i, j) +=! A(i, k) * B(k, j)
+}
+"""
+ELMAN = (Path(__file__).resolve().parents[1] / "examples" / "rnn" / "elman.tc").read_text(encoding="utf-8")
+TWO_DEFS = MATMUL + """
+def scale(float(N) A, float s) -> (B) {
+  B(i) = A(i) * s
+}
+"""
+SYNTAX_ERROR = "def f(float(N) A) -> (B) {\n  B(i) = A(i) +\n}\n"  # 3:1
+SEMANTIC_ERROR = "def f(float(N) A) -> (B) {\n  B(i) = A(i) * Z(i)\n}\n"  # 2:17
+
+
+@pytest.fixture
+def write(tmp_path):
+    def write(text: str, name: str = "prog.tc") -> str:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+    return write
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_user_error(rc: int, out: str, err: str, prefix: str) -> None:
+    assert rc == 1
+    assert err.startswith(prefix), err
+    assert "Traceback" not in err and '.py"' not in err, err
+    assert out == ""
+
+
+# ------------------------------------------------------------------- check
+def test_check_ok(capsys, write):
+    path = write(TWO_DEFS)
+    rc, out, err = run_cli(capsys, "check", path)
+    assert (rc, err) == (0, "")
+    assert out == f"{path}: ok (matmul, scale)\n"
+
+
+@pytest.mark.parametrize("text, loc", [(SYNTAX_ERROR, "3:1"), (SEMANTIC_ERROR, "2:17")])
+def test_check_reports_located_errors(capsys, write, text, loc):
+    path = write(text)
+    rc, out, err = run_cli(capsys, "check", path)
+    assert_user_error(rc, out, err, f"{path}:{loc}: ")
+    line, col = map(int, loc.split(":"))
+    _, src_line, caret = err.rstrip("\n").split("\n")
+    assert src_line == text.splitlines()[line - 1]
+    assert caret == " " * (col - 1) + "^" * len(caret.strip())
+
+
+def test_check_finds_errors_in_every_def(capsys, write):
+    path = write(MATMUL + "\ndef bad(float(N) A) -> (B) {\n  B(i) = A(i, i)\n}\n")
+    rc, out, err = run_cli(capsys, "check", path)
+    assert_user_error(rc, out, err, f"{path}:7:10: 'A' has 1 dimension, but 2 indices are given")
+
+
+# ----------------------------------------------------------------- compile
+@pytest.mark.parametrize("emit, pattern", [
+    ("tir", r"@T\.prim_func\s+def matmul\("),
+    ("schedule", r"S0_init\[i, j\].*S0\[i, j, k\]"),
+    ("ast", r"^\(Def :name 'matmul' .*:reduction_vars \('k'\)"),
+    ("ranges", r"(?m)^O: \[N, M\]$"),
+    ("isl-ast", r"for \(int c\d = 0; c\d < [NMK]; c\d \+= 1\)"),
+])
+def test_compile_emit(capsys, write, emit, pattern):
+    rc, out, err = run_cli(capsys, "compile", write(MATMUL), "--emit", emit)
+    assert (rc, err) == (0, "")
+    assert re.search(pattern, out, re.S), out
+
+
+def test_compile_default_is_tir(capsys, write):
+    path = write(MATMUL)
+    _, default, _ = run_cli(capsys, "compile", path)
+    _, tir, _ = run_cli(capsys, "compile", path, "--emit", "tir")
+    assert default == tir and "T.prim_func" in tir
+
+
+def test_compile_entry_and_output_file(capsys, write, tmp_path):
+    out_file = tmp_path / "scale.py"
+    rc, out, err = run_cli(capsys, "compile", write(TWO_DEFS), "--entry", "scale", "-o", str(out_file))
+    assert (rc, out, err) == (0, "", "")
+    assert re.search(r"def scale\(", out_file.read_text())
+
+
+def test_compile_specialized(capsys, write):
+    rc, out, err = run_cli(capsys, "compile", write(MATMUL), "--specialize", "before-scheduling",
+                           "--sizes", "N=4,K=3,M=5", "--emit", "tir")
+    assert (rc, err) == (0, "")
+    assert "T.prim_func" in out and "N: T.int32" not in out
+
+
+def test_compile_elman_ranges(capsys, write):
+    rc, out, err = run_cli(capsys, "compile", write(ELMAN, "elman.tc"), "--emit", "ranges")
+    assert (rc, err) == (0, "")
+    assert re.search(r"(?m)^hidden: \[T, B, Co\]$", out), out
+
+
+# --------------------------------------------------------------------- run
+def test_run_prints_shapes_and_checksums(capsys, write):
+    path = write(ELMAN, "elman.tc")
+    argv = ("run", path, "--sizes", "T=4,B=2,Ci=3,Co=5", "--seed", "1")
+    rc, out, err = run_cli(capsys, *argv)
+    assert (rc, err) == (0, "")
+    assert re.fullmatch(r"hidden: shape \(4, 2, 5\) float32 sum -?[0-9.e+-]+\n", out), out
+    assert run_cli(capsys, *argv)[1] == out  # the seed fixes the inputs
+    assert run_cli(capsys, "run", path, "--sizes", "T=4,B=2,Ci=3,Co=5", "--seed", "2")[1] != out
+
+
+def test_run_with_entry(capsys, write):
+    rc, out, err = run_cli(capsys, "run", write(TWO_DEFS), "--entry", "matmul", "--sizes", "N=2,K=3,M=4")
+    assert (rc, err) == (0, "")
+    assert out.startswith("O: shape (2, 4) float32 sum ")
+
+
+# ------------------------------------------------------------- user errors
+@pytest.mark.parametrize("argv, prefix", [
+    (("compile", "{syntax}"), "{syntax}:3:1: unexpected '}}'; expected an expression"),
+    (("compile", "{semantic}", "--emit", "ast"), "{semantic}:2:17: unknown tensor or function 'Z'"),
+    (("run", "{semantic}", "--sizes", "N=3"), "{semantic}:2:17: "),
+    (("compile", "{two}"), "{two}:6:5: the source defines 2 functions (matmul, scale)"),
+    (("compile", "{two}", "--entry", "nope"), "{two}:2:5: no function named 'nope'"),
+    (("run", "{two}", "--entry", "matmul", "--sizes", "N=2,K=3"), "error: --sizes is missing M"),
+    (("run", "{two}", "--entry", "matmul", "--sizes", "N=two"), "error: --sizes: expected NAME=INT"),
+    (("check", "{missing}"), "error: {missing}: No such file or directory"),
+])
+def test_user_errors_exit_1_without_traceback(capsys, write, tmp_path, argv, prefix):
+    paths = {"syntax": write(SYNTAX_ERROR, "syntax.tc"), "semantic": write(SEMANTIC_ERROR, "semantic.tc"),
+             "two": write(TWO_DEFS, "two.tc"), "missing": str(tmp_path / "missing.tc")}
+    rc, out, err = run_cli(capsys, *(a.format(**paths) for a in argv))
+    assert_user_error(rc, out, err, prefix.format(**paths))
+
+
+def test_console_script(write):
+    """One real process: the installed entry point exits 1 with a located message."""
+    script = Path(sys.executable).with_name("tcdsl")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tcdsl"]
+    path = write(SEMANTIC_ERROR)
+    proc = subprocess.run(cmd + ["check", path], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"{path}:2:17: unknown tensor or function 'Z'\n"), proc.stderr
+    assert "Traceback" not in proc.stderr and '.py"' not in proc.stderr
+    assert proc.stdout == ""
