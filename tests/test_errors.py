@@ -116,6 +116,7 @@ SEMANTIC_ERRORS = [
     ("def f(float(N) A) -> (int32(N) o) { o(i) = A(i) }", 1, 44,
      r"assigning a float32 value to 'o', declared int32, narrows it; add a cast"),
     ("def f(float(N) A) -> (int32(N) o) { o(i) = int32(A(i)) * 1.5 }", 1, 44, r"narrows it"),
+    (SIG + "{ B(i) = A(i * 1.5) }", 1, 37, r"an index must be an integer, but this is a float32 value"),
     ("def f(int32(N) A) -> (B) { B(i) = A(i) / 0 }", 1, 42, r"integer division by zero"),
     ("def f(int32(N) A) -> (B) { B(i) = A(i) % 0 }", 1, 42, r"integer remainder by zero"),
     # choosing the def

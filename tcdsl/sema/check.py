@@ -409,6 +409,11 @@ class _Typer:
                 and e.dtype is not None and not ty.is_float(e.dtype)):
             what = "division" if e.op == "/" else "remainder"
             raise TcSemanticError(f"integer {what} by zero", e.rhs.span or e.span)
+        if isinstance(e, n.Access):
+            for i in e.indices:
+                if i.dtype is not None and ty.is_float(i.dtype):
+                    raise TcSemanticError(f"an index must be an integer, but this is a {i.dtype} value; "
+                                          f"cast it, e.g. int32(...)", i.span or e.span)
         return e
 
     def _annotate_stmts(self, stmts):
