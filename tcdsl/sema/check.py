@@ -306,8 +306,8 @@ class _Scope:
         b = bt.lookup(name)
         if b is not None:
             if len(args) != b.arity:
-                raise TcSemanticError(f"'{name}' takes {b.arity} argument{'s' * (b.arity != 1)}, "
-                                      f"but {len(args)} are given", e.span)
+                raise TcSemanticError(f"'{name}' takes {_count(b.arity, 'argument')}, "
+                                      f"but {len(args)} {_are(len(args))} given", e.span)
             return n.BuiltinCall(name, args, span=e.span)
         if name in self.c.sizes:
             raise TcSemanticError(f"'{name}' is a size, not a tensor", e.span)
