@@ -174,3 +174,18 @@ def test_torch_out_is_written_in_place(matmul):
     C = torch.zeros(2, 4)
     assert matmul(A, B, out=C) is C
     assert torch.all(C == 3)
+
+
+def test_float_division_by_a_constant_zero_follows_ieee():
+    k = tcdsl.compile("def f(float(N) A) -> (o) { o(i) = A(i) / (2 - 1 * 2) }")
+    out = k(np.array([1, -1, 0], np.float32))
+    assert out[0] == np.inf and out[1] == -np.inf and np.isnan(out[2])
+
+
+def test_bool_reductions_are_any_and_all():
+    src = "def f(float(R,C) A, float(C) x) -> (anyv, allv) { anyv(r) +=! A(r,c) && x(c)  allv(r) *=! A(r,c) || x(c) }"
+    A = np.array([[1, 0, 1], [0, 0, 0]], np.float32)
+    x = np.array([0, 1, 0], np.float32)
+    anyv, allv = tcdsl.compile(src)(A, x)
+    np.testing.assert_array_equal(anyv, np.any((A != 0) & (x != 0), axis=1))
+    np.testing.assert_array_equal(allv, np.all((A != 0) | (x != 0), axis=1))

@@ -92,7 +92,12 @@ class _Lower:
             case "*":
                 return x * y
             case "/":
-                return tirx.floordiv(x, y) if ty.is_int(t) else tirx.Div(x, y)
+                if ty.is_int(t):
+                    return tirx.floordiv(x, y)
+                if _is_zero(y):
+                    # IEEE x / 0 (TVM's constant folder refuses to divide by zero)
+                    return x * tirx.const(float("inf"), t)
+                return tirx.Div(x, y)
             case "%":
                 return tirx.floormod(x, y) if ty.is_int(t) else x - tirx.floor(tirx.Div(x, y)) * y
             case "min":
@@ -108,6 +113,13 @@ class _Lower:
         compute = "float32" if e.dtype == "float16" else e.dtype
         out = b.lower([self.as_type(a, compute) for a in args], compute)
         return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
+
+
+def _is_zero(x: tirx.PrimExpr) -> bool:
+    from tvm import sym
+
+    x = sym.Analyzer().simplify(x)
+    return isinstance(x, (tirx.FloatImm, tirx.IntImm)) and x.value == 0
 
 
 def _operand_type(a: n.Expr, b: n.Expr) -> str:

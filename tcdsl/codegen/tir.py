@@ -289,6 +289,9 @@ def _statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
         return tirx.BufferStore(buf, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), idx)
     value = lower_expr(c.rhs, env, buffers, str(dtype))
     old = tirx.BufferLoad(buf, idx)
+    if str(dtype) == "bool" and c.reduction is not None:
+        # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
+        return tirx.BufferStore(buf, tirx.Or(old, value) if c.reduction in ("+", "max") else tirx.And(old, value), idx)
     match c.reduction:
         case None:
             new = value
