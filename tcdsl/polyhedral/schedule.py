@@ -42,9 +42,82 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
     sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
           .set_validity(deps).set_coincidence(deps).set_proximity(deps))
     sched = sc.compute_schedule()
-    # A hand-written walk rather than isl's node callbacks: an exception inside
+    # Hand-written walks rather than isl's node callbacks: an exception inside
     # an islpy callback is swallowed and can corrupt the process.
-    return _mark(sched.get_root()).get_schedule()
+    root = _split(sched.get_root())
+    root = _sink_vector_bands(root, _stride_one(k))
+    return _mark(root).get_schedule()
+
+
+def _split(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Split every band below ``node`` into one-member bands (flags kept)."""
+    if node.get_type() == isl.schedule_node_type.band and node.band_n_member() > 1:
+        node = node.band_split(1)
+    for c in range(node.n_children()):
+        node = _split(node.child(c)).parent()
+    return node
+
+
+def _stride_one(k: Kernel) -> isl.UnionMap:
+    """``{ S[...] -> [d] }``: each statement to the index variable its write
+    walks with stride 1 (the last lhs index), when that is a variable of its own."""
+    from ..syntax import nodes as n
+
+    out = isl.UnionMap.empty(k.context.get_space())
+    for s in k.stmts:
+        last = s.info.comp.indices[-1] if s.info.comp.indices else None
+        if not isinstance(last, n.IndexVar) or last.name not in s.dims:
+            continue
+        dims = ", ".join(map(isl_name, s.dims))
+        m = isl.Map.read_from_str(k.context.get_ctx(), params_prefix(_params(k)) + "{ " + s.name
+                                  + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
+        out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
+    return out
+
+
+def _params(k: Kernel) -> list[str]:
+    sp = k.context.get_space()
+    return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
+
+
+def _sink_vector_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.ScheduleNode:
+    """Interchange for vectorization: a coincident loop that every statement
+    below it writes with stride 1 is sunk below the serial (reduction) loops
+    under it, so it ends up innermost (``for b, for ci, for co`` instead of
+    ``for b, for co, for ci``).  Legal because a coincident loop carries no
+    dependence, so any position is valid for it."""
+    NT = isl.schedule_node_type
+    if (node.get_type() == NT.band and node.band_member_get_coincident(0)
+            and _has_serial_band(node.child(0)) and _walks(node, stride_one)):
+        umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+        node = node.band_sink()
+        node = _set_coincident(node, umap)
+        return _sink_vector_bands(node, stride_one)
+    for c in range(node.n_children()):
+        node = _sink_vector_bands(node.child(c), stride_one).parent()
+    return node
+
+
+def _walks(band: isl.ScheduleNode, stride_one: isl.UnionMap) -> bool:
+    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    return not umap.is_empty() and umap.is_subset(stride_one)
+
+
+def _has_serial_band(node: isl.ScheduleNode) -> bool:
+    if node.get_type() == isl.schedule_node_type.band and not node.band_member_get_coincident(0):
+        return True
+    return any(_has_serial_band(node.child(c)) for c in range(node.n_children()))
+
+
+def _set_coincident(node: isl.ScheduleNode, umap: isl.UnionMap) -> isl.ScheduleNode:
+    """Mark the bands that ``band_sink`` made from ``umap`` coincident again."""
+    if node.get_type() == isl.schedule_node_type.band:
+        own = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+        if own.is_subset(umap):
+            node = node.band_member_set_coincident(0, True)
+    for c in range(node.n_children()):
+        node = _set_coincident(node.child(c), umap).parent()
+    return node
 
 
 def _mark(node: isl.ScheduleNode) -> isl.ScheduleNode:
