@@ -21,7 +21,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
+# CPU benchmarks against PyTorch and NumPy (see benchmarks/README.md).
 bench: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/rnn.py
 
 clean:

@@ -1,0 +1,230 @@
+"""CPU benchmarks: tcdsl against PyTorch and NumPy, measured in the same run.
+
+    .venv/bin/python benchmarks/rnn.py                 # all workloads
+    .venv/bin/python benchmarks/rnn.py --only elman --rounds 5
+
+Each workload runs its contenders in interleaved rounds (A, B, C, A, B, C,
+...), each round timing a few repeats; the figure reported is the median
+over all rounds, so a noisy neighbour hurts every contender alike.  Results
+go to benchmarks/results/rnn-<timestamp>.json and, when matplotlib is
+installed, a bar chart of the ratios beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples" / "rnn"))
+import reference  # noqa: E402
+
+import tcdsl  # noqa: E402
+
+
+def _time(fn, repeat: int) -> float:
+    fn()  # warm
+    best = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best.append(time.perf_counter() - t0)
+    return statistics.median(best)
+
+
+def interleaved(contenders: dict, rounds: int, repeat: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            samples[name].append(_time(fn, repeat))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _rand(rng, *shape):
+    return (rng.standard_normal(shape) / np.sqrt(shape[-2] if len(shape) > 1 else 1)).astype(np.float32)
+
+
+def elman(T, B, C, torch):
+    rng = np.random.default_rng(0)
+    x, h0, i2h, h2h = _rand(rng, T, B, C), _rand(rng, B, C), _rand(rng, C, C), _rand(rng, C, C)
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "elman.tc")
+    out = {"tcdsl": lambda: k(x, h0, i2h, h2h), "numpy loop": lambda: _numpy_elman(x, h0, i2h, h2h)}
+    if torch is not None:
+        rnn = torch.nn.RNN(C, C, bias=False, nonlinearity="tanh")
+        with torch.no_grad():
+            rnn.weight_ih_l0.copy_(torch.from_numpy(i2h.T.copy()))
+            rnn.weight_hh_l0.copy_(torch.from_numpy(h2h.T.copy()))
+        tx, th0 = torch.from_numpy(x), torch.from_numpy(h0)[None]
+
+        def run_torch():
+            with torch.no_grad():
+                return rnn(tx, th0)
+        out["torch.nn.RNN"] = run_torch
+    err = float(np.abs(k(x, h0, i2h, h2h) - reference.elman_rnn(x, h0, i2h, h2h)).max())
+    return out, err
+
+
+def _numpy_elman(x, h0, i2h, h2h):
+    h = h0
+    out = np.empty((x.shape[0],) + h0.shape, np.float32)
+    for t in range(x.shape[0]):
+        h = np.tanh(h @ h2h + x[t] @ i2h)
+        out[t] = h
+    return out
+
+
+def qrnn(T, B, C, torch):
+    rng = np.random.default_rng(1)
+    x, W0, W1, bias = _rand(rng, T, B, C), _rand(rng, 3, C, C), _rand(rng, 3, C, C), _rand(rng, 3, C)
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "qrnn.tc")
+    out = {"tcdsl": lambda: k(x, W0, W1, bias)}
+    if torch is not None:
+        tx, tW0, tW1, tb = (torch.from_numpy(a) for a in (x, W0, W1, bias))
+
+        def run_torch():
+            with torch.no_grad():
+                prev = torch.zeros_like(tx[0])
+                c = torch.zeros(B, C)
+                hs = []
+                for t in range(T):
+                    g = torch.einsum("bi,kij->kbj", tx[t], tW0) + torch.einsum("bi,kij->kbj", prev, tW1) + tb[:, None]
+                    z, f, o = torch.tanh(g[0]), torch.sigmoid(g[1]), torch.sigmoid(g[2])
+                    c = f * c + (1 - f) * z
+                    hs.append(o * c)
+                    prev = tx[t]
+                return torch.stack(hs)
+        out["torch loop"] = run_torch
+    h, _ = k(x, W0, W1, bias)
+    err = float(np.abs(h - reference.qrnn(x, W0, W1, bias)[0]).max())
+    return out, err
+
+
+def matmul(N, torch):
+    rng = np.random.default_rng(2)
+    A, B = rng.standard_normal((N, N)).astype(np.float32), rng.standard_normal((N, N)).astype(np.float32)
+    k = tcdsl.compile("def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }")
+    out = {"tcdsl": lambda: k(A, B), "numpy": lambda: A @ B}
+    if torch is not None:
+        tA, tB = torch.from_numpy(A), torch.from_numpy(B)
+        out["torch.matmul"] = lambda: torch.matmul(tA, tB)
+    err = float(np.abs(k(A, B) - A.astype(np.float64) @ B).max() / N)
+    return out, err
+
+
+def conv(torch):
+    rng = np.random.default_rng(3)
+    I, W = _rand(rng, 8, 32, 34, 34), _rand(rng, 32, 32, 3, 3)
+    k = tcdsl.compile("def conv(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) "
+                      "{ O(n,m,h,w) +=! I(n,c,h+kh,w+kw) * Wt(m,c,kh,kw) }")
+    out = {"tcdsl": lambda: k(I, W)}
+    if torch is not None:
+        tI, tW = torch.from_numpy(I), torch.from_numpy(W)
+        out["torch conv2d"] = lambda: torch.nn.functional.conv2d(tI, tW)
+    err = 0.0
+    if torch is not None:
+        err = float(np.abs(k(I, W) - torch.nn.functional.conv2d(torch.from_numpy(I), torch.from_numpy(W)).numpy()).max())
+    return out, err
+
+
+WORKLOADS = {
+    "elman (64,32,256)": ("elman", lambda torch: elman(64, 32, 256, torch)),
+    "elman batch 1 (256,1,128)": ("elman", lambda torch: elman(256, 1, 128, torch)),
+    "qrnn (512,32,512)": ("qrnn", lambda torch: qrnn(512, 32, 512, torch)),
+    "matmul 1024^3": ("matmul", lambda torch: matmul(1024, torch)),
+    "conv 8x32x34x34 * 32x32x3x3": ("conv", lambda torch: conv(torch)),
+}
+
+
+def compile_time(repeat: int = 3) -> float:
+    src = (ROOT / "examples" / "rnn" / "elman.tc").read_text()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        tcdsl.compile(src, options={"disk_cache": False})
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def call_overhead(repeat: int = 2000) -> dict[str, float]:
+    k = tcdsl.compile("def add(float(N) A, float(N) B) -> (C) { C(i) = A(i) + B(i) }")
+    A = np.ones(16, np.float32)
+    C = np.zeros(16, np.float32)
+    fn = k._binaries[None].fn
+    n = np.int32(16)
+
+    def loop(f):
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            f()
+        return (time.perf_counter() - t0) / repeat
+    return {"kernel call (16 elements)": loop(lambda: k(A, A)),
+            "kernel call with out=": loop(lambda: k(A, A, out=C)),
+            "raw TVM function": loop(lambda: fn(16, A, A, C))} if n else {}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="substring of the workload names to run")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    try:
+        import torch
+
+        torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError:
+        torch = None
+    results = {"threads": os.environ.get("TVM_NUM_THREADS"), "workloads": {}}
+    for name, (_, make) in WORKLOADS.items():
+        if a.only and a.only not in name:
+            continue
+        contenders, err = make(torch)
+        times = interleaved(contenders, a.rounds, a.repeat)
+        others = {k: v for k, v in times.items() if k != "tcdsl"}
+        best = min(others.values()) if others else float("nan")
+        results["workloads"][name] = {"ms": {k: v * 1e3 for k, v in times.items()}, "max_abs_err": err,
+                                      "tcdsl / fastest other": times["tcdsl"] / best}
+        row = "  ".join(f"{k} {v * 1e3:8.3f} ms" for k, v in times.items())
+        print(f"{name:32s} {row}  ratio {times['tcdsl'] / best:6.2f}  err {err:.1e}", flush=True)
+    if not a.only:
+        results["compile elman s"] = compile_time()
+        results["call overhead us"] = {k: v * 1e6 for k, v in call_overhead().items()}
+        print(f"compile elman: {results['compile elman s'] * 1e3:.0f} ms")
+        for k, v in results["call overhead us"].items():
+            print(f"{k}: {v:.2f} us")
+    out_dir = ROOT / "benchmarks" / "results"
+    out_dir.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out_dir / f"rnn-{stamp}.json").write_text(json.dumps(results, indent=2))
+    _chart(results, out_dir / f"rnn-{stamp}.png")
+    return 0
+
+
+def _chart(results: dict, path: pathlib.Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    names = list(results["workloads"])
+    ratios = [results["workloads"][n]["tcdsl / fastest other"] for n in names]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    ax.barh(names, ratios, color=["tab:green" if r <= 1 else "tab:red" for r in ratios])
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("tcdsl time / fastest of PyTorch and NumPy (lower is better)")
+    ax.set_xscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"chart: {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
