@@ -107,7 +107,8 @@ def pwaff_to_expr(pa: isl.PwAff) -> n.Expr:
 
 def set_to_cond(s: isl.Set | isl.BasicSet) -> n.Expr:
     disj = []
-    for bs in (s.get_basic_sets() if isinstance(s, isl.Set) else [s]):
+    # compute_divs: isl may keep a div unknown (existential), which get_aff cannot print
+    for bs in (s if isinstance(s, isl.Set) else isl.Set.from_basic_set(s)).compute_divs().get_basic_sets():
         conj = []
         for c in bs.get_constraints():
             e = _aff_to_expr(c.get_aff())
