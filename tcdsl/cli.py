@@ -1,4 +1,4 @@
-"""The ``tcdsl`` command line: ``compile``, ``check`` and ``run``.
+"""The ``tcdsl`` command line: ``compile``, ``check``, ``run`` and ``cache``.
 
 User errors print their located message on stderr and exit with 1; they
 never print a traceback.  Anything else is a bug and keeps its traceback.
@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--entry")
     r.add_argument("--sizes", required=True)
     r.add_argument("--seed", type=int, default=0)
+    ca = sub.add_parser("cache", help="the on-disk cache of compiled kernels: 'info' or 'clear'")
+    ca.add_argument("action", choices=("info", "clear"))
+    ca.add_argument("--json", action="store_true", help="info as JSON")
+    ca.set_defaults(file="tcdsl cache")
     return p
 
 
@@ -141,7 +145,29 @@ def _run(args) -> int:
     return 0
 
 
-_COMMANDS = {"compile": _compile, "check": _check, "run": _run}
+def _cache(args) -> int:
+    """``tcdsl cache info``: directory, entries, total size; ``tcdsl cache clear``: delete the entries."""
+    from .runtime import cache
+
+    if args.action == "clear":
+        d = cache.cache_dir()
+        n = cache.clear(d)
+        print(f"removed {n} entr{'y' if n == 1 else 'ies'} from {d}")
+        return 0
+    info = cache.info()
+    if args.json:
+        import json
+
+        print(json.dumps(info))
+        return 0
+    print(f"directory: {info['directory']}")
+    print(f"entries:   {info['entries']}")
+    print(f"size:      {info['bytes'] / 1024:.1f} KiB ({info['bytes']} bytes)")
+    print(f"enabled:   {'yes' if info['enabled'] else 'no (TCDSL_DISK_CACHE)'}")
+    return 0
+
+
+_COMMANDS = {"compile": _compile, "check": _check, "run": _run, "cache": _cache}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,17 +12,50 @@ import numpy as np
 from ..errors import TcError, TcShapeError
 from .. import driver
 from ..codegen import targets
+from . import cache
 from .args import Arg, bind_sizes, evaluate, is_torch, prepare_input
 
 
 class _Binary:
-    """One compiled function and the sizes it was specialised for."""
+    """One compiled function and the sizes it was specialised for.
+
+    A binary read from the disk cache has only its function: the backend
+    (schedules, TIR) and an in-memory executable are rebuilt by ``remake``
+    the first time something asks for them (the inspection views)."""
 
     def __init__(self, backend: driver.Backend, target):
-        self.backend = backend
-        self.executable = targets.build(backend.func, target)
-        self.fn = self.executable[backend.func.attrs["global_symbol"]]
+        self._backend = backend
+        self._executable = targets.build(backend.func, target)
+        self.fn = self._executable[backend.func.attrs["global_symbol"]]
         self.size_params = backend.signature.sizes
+        self.target = target
+        self.from_disk = False
+
+    @classmethod
+    def loaded(cls, module, function: str, size_params, target, remake) -> "_Binary":
+        b = cls.__new__(cls)
+        b._backend = b._executable = None
+        b.module, b.fn, b.size_params = module, module[function], tuple(size_params)
+        b.target, b.from_disk = target, True
+        b._remake, b._lazy_lock = remake, threading.Lock()
+        return b
+
+    @property
+    def backend(self) -> driver.Backend:
+        if self._backend is None:
+            with self._lazy_lock:
+                if self._backend is None:
+                    self._backend = self._remake()
+        return self._backend
+
+    @property
+    def executable(self):
+        if self._executable is None:
+            backend = self.backend
+            with self._lazy_lock:
+                if self._executable is None:
+                    self._executable = targets.build(backend.func, self.target)
+        return self._executable
 
 
 class Kernel:
@@ -52,6 +85,7 @@ class Kernel:
         self._seen: Counter = Counter()
         self._stats = Counter(compiles=0, hits=0, disk_hits=0)
         self._symbolic_schedules = None
+        self._disk_base: dict | None = None
         if specialize in ("never", "auto"):
             self._binaries[None] = self._compile(None)
 
@@ -76,12 +110,45 @@ class Kernel:
             self._symbolic_schedules = schedule(self.frontend.model, self.fixed)
         return driver.backend(self.frontend, fixed, schedules=self._symbolic_schedules, target_kind=self._kind)
 
-    def _compile(self, key: tuple | None) -> _Binary:
+    def _compile(self, key: tuple | None, *, disk_only: bool = False) -> _Binary | None:
+        """The binary for size tuple ``key`` (None: the symbolic one): from the
+        disk cache when it is there, else built (and stored there).  With
+        ``disk_only``, None instead of building."""
         sizes = None if key is None else dict(zip(self.frontend.checked.sizes, key))
+        disk = self._disk_key(sizes)
+        if disk is not None:
+            hit = cache.load(*disk)
+            if hit is not None:
+                b = _Binary.loaded(hit.module, hit.function, hit.size_params, self.target,
+                                   lambda: self.backend(sizes))
+                with self._lock:
+                    self._stats["disk_hits"] += 1
+                return b
+        if disk_only:
+            return None
         b = _Binary(self.backend(sizes), self.target)
         with self._lock:
             self._stats["compiles"] += 1
+        if disk is not None:
+            cache.store(*disk, b.executable, b.backend.func.attrs["global_symbol"], b.size_params)
         return b
+
+    def _disk_key(self, sizes: dict[str, int] | None) -> tuple[str, dict] | None:
+        """(key, key fields) of the disk cache entry for ``sizes``, or None when the disk cache is off."""
+        if not cache.enabled(self.options):
+            return None
+        if self._disk_base is None:
+            from ..syntax.printer import to_tc
+
+            self._disk_base = cache.fields(
+                program=to_tc(self.frontend.checked.node), entry=self.frontend.name, pipeline="never",
+                fixed=self.fixed, sizes=None, target=str(self.target), options=self.options)
+        if sizes is None:
+            fields = self._disk_base
+        else:
+            pipeline = "before-scheduling" if self.specialize == "before-scheduling" else "after-scheduling"
+            fields = {**self._disk_base, "pipeline": pipeline, "sizes": {k: int(v) for k, v in sorted(sizes.items())}}
+        return cache.key_of(fields), fields
 
     def _binary_for(self, sizes: dict[str, int]) -> _Binary:
         if self.specialize == "never":
@@ -101,9 +168,16 @@ class Kernel:
         """Serve from the symbolic binary; specialise hot size tuples in the background."""
         with self._lock:
             self._seen[key] += 1
+            first = self._seen[key] == 1
             start = self._seen[key] >= self._auto_threshold and key not in self._pending
             if start:
                 self._pending.add(key)
+        if first and not start:  # specialised in an earlier run? then use it at once
+            b = self._compile(key, disk_only=True)
+            if b is not None:
+                with self._lock:
+                    self._binaries[key] = b
+                return b
         if start:
             threading.Thread(target=self._specialize_in_background, args=(key,), daemon=True).start()
         self._stats["hits"] += 1
