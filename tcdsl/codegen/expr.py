@@ -5,7 +5,8 @@ Rules (TC semantics, see SPEC 1.1):
 1. Every node is computed in its own ``dtype`` (set by sema); operands are
    converted to the operation's type, and literals are emitted directly in
    the type they adapt to (so ``0.1`` next to a double is the double 0.1).
-2. Integer ``/`` and ``%`` are floor division and its remainder; on floats
+2. Integer ``/`` and ``%`` are floor division and its remainder (by a
+   run-time 0 they give 0, as NumPy does: the hardware would trap); on floats
    ``/`` is true division and ``%`` is ``a - floor(a / b) * b``.
 3. ``c ? a : b`` is a real branch (``if_then_else``): the untaken side is
    never evaluated, so it may read out of bounds (``i > 0 ? A(i-1) : 0``).
@@ -91,6 +92,8 @@ class _Lower:
                 return x - y
             case "*":
                 return x * y
+            case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):
+                return _guarded_division(op, x, y, t)
             case "/":
                 if ty.is_int(t):
                     return tirx.floordiv(x, y)
@@ -113,6 +116,24 @@ class _Lower:
         compute = "float32" if e.dtype == "float16" else e.dtype
         out = b.lower([self.as_type(a, compute) for a in args], compute)
         return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
+
+
+def _safe_divisor(y: tirx.PrimExpr) -> bool:
+    """A constant divisor that cannot trap (not 0, not -1)."""
+    return isinstance(y, tirx.IntImm) and y.value not in (0, -1)
+
+
+def _guarded_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, t: str) -> tirx.PrimExpr:
+    """Integer ``/`` and ``%`` by a run-time value, as NumPy does them: ``x / 0``
+    and ``x % 0`` are 0, and ``MIN / -1`` wraps.  The hardware traps (SIGFPE)
+    on both, which would kill the process."""
+    zero, one = tirx.const(0, t), tirx.const(1, t)
+    bad = tirx.EQ(y, zero) if t.startswith("u") or t == "bool" else tirx.Or(tirx.EQ(y, zero),
+                                                                          tirx.EQ(y, tirx.const(-1, t)))
+    safe = tirx.Select(bad, one, y)
+    if op == "%":
+        return tirx.Select(bad, zero, tirx.floormod(x, safe))
+    return tirx.Select(tirx.EQ(y, zero), zero, tirx.Select(bad, zero - x, tirx.floordiv(x, safe)))
 
 
 def _is_zero(x: tirx.PrimExpr) -> bool:

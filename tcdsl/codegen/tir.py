@@ -164,6 +164,7 @@ class _AstLowering:
         main loop of VECTOR_WIDTH-wide vector iterations plus a scalar tail (TVM
         vectorizes constant extents only)."""
         w = VECTOR_WIDTH
+        extent = tirx.max(extent, 0)  # an isl loop may run zero times with a negative extent; % would not
         vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
         main_body = self._body_with(node, name, init + vo * w + vi, parallel_ok)
         if not _stride_one_stores(main_body, vi):
