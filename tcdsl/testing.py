@@ -24,9 +24,9 @@ semantics) but executes every statement itself, without isl schedules or TVM:
    ``BUILTINS[name].numpy``; float16 math is done in float32.
 
 Outputs and temporaries start as zeros.  A read out of bounds (on a point
-that is really evaluated) raises :class:`OutOfBoundsRead`; an integer
-division by zero raises ``ZeroDivisionError``.  Both are undefined behaviour
-in compiled code.
+that is really evaluated) raises :class:`OutOfBoundsRead` (undefined
+behaviour in compiled code).  Integer ``x / 0`` and ``x % 0`` are 0, as in
+NumPy and in compiled code.
 """
 from __future__ import annotations
 
@@ -408,11 +408,9 @@ class _Eval:
         match op:
             case "+" | "-" | "*":
                 return _cast(_ARITH[op](x, y), t)
-            case "/" if ty.is_int(t):
-                self._check_divisor(y, mask, e)
+            case "/" if ty.is_int(t):  # NumPy's rules: x / 0 == x % 0 == 0, MIN / -1 wraps
                 return _cast(np.floor_divide(x, y), t)
             case "%" if ty.is_int(t):
-                self._check_divisor(y, mask, e)
                 return _cast(np.mod(x, y), t)
             case "/":
                 return _cast(np.true_divide(x, y), t)
@@ -423,13 +421,6 @@ class _Eval:
             case "max":
                 return np.where(x > y, x, y)
         raise InternalError(f"unknown operator {op}")
-
-    @staticmethod
-    def _check_divisor(y, mask, e: n.Expr) -> None:
-        zero = np.logical_and(np.equal(y, 0), mask)
-        if np.any(zero):
-            where = f"{e.span.source.name}:{e.span.line}:{e.span.col}: " if e.span is not None else ""
-            raise ZeroDivisionError(f"{where}integer division by zero")
 
 
 _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply}
