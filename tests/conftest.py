@@ -8,9 +8,15 @@ files instead (TC ``test_lang.cc --accept``).  Tests marked
 from __future__ import annotations
 
 import difflib
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# Every test session gets an empty on-disk kernel cache of its own, so tests
+# neither read nor fill the user's cache (tests/test_cache.py makes its own).
+os.environ["TCDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tcdsl-test-cache-")
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

@@ -25,7 +25,7 @@ def test_elman_tir_keeps_sizes_symbolic():
 
 
 def test_one_compilation_serves_all_sizes():
-    k = tcdsl.compile(ELMAN)
+    k = tcdsl.compile(ELMAN, options={"disk_cache": False})
     assert k.cache_info()["compiles"] == 1
     calls = 0
     for T in (1, 3, 17):
@@ -51,7 +51,7 @@ def test_innermost_stride_one_loop_is_vectorized_with_a_tail():
     script = k.script
     assert "T.parallel(N)" in script
     assert "T.vectorized(8)" in script
-    assert "M % 8" in script  # the scalar tail for symbolic M
+    assert re.search(r"M(, 0\))? % 8", script)  # the scalar tail for symbolic M
     A = np.random.default_rng(0).standard_normal((3, 21)).astype(np.float32)
     np.testing.assert_allclose(k(A, A), A * A + 1, rtol=1e-6)
 

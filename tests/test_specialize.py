@@ -13,7 +13,7 @@ from helpers import ELMAN, elman_inputs, reference
 
 @pytest.mark.parametrize("mode", ["after-scheduling", "before-scheduling"])
 def test_specialized_modes_compile_once_per_size_tuple(mode):
-    k = tcdsl.compile(ELMAN, specialize=mode)
+    k = tcdsl.compile(ELMAN, specialize=mode, options={"disk_cache": False})
     assert k.cache_info()["compiles"] == 0
     for T, B in [(3, 2), (3, 2), (5, 1), (3, 2)]:
         inputs = elman_inputs(np.random.default_rng(T), T, B, 4, 6)
@@ -42,7 +42,7 @@ def test_before_scheduling_schedules_per_size():
 
 
 def test_auto_serves_at_once_then_dispatches_to_a_specialized_binary():
-    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2})
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "disk_cache": False})
     assert k.cache_info()["compiles"] == 1  # the symbolic kernel
     inputs = elman_inputs(np.random.default_rng(0), 4, 3, 5, 6)
     want = reference.elman_rnn(*inputs)

@@ -68,11 +68,35 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         last = s.info.comp.indices[-1] if s.info.comp.indices else None
         if not isinstance(last, n.IndexVar) or last.name not in s.dims:
             continue
+        reads = [x for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Access)]
+        if not all(_unit_or_invariant(a, last.name) for a in reads):
+            continue  # a strided read (e.g. a row sum) vectorizes into gathers: not worth it
         dims = ", ".join(map(isl_name, s.dims))
         m = isl.Map.read_from_str(k.context.get_ctx(), params_prefix(_params(k)) + "{ " + s.name
                                   + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
         out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
     return out
+
+
+def _unit_or_invariant(access, d: str) -> bool:
+    """``access`` reads contiguous elements as ``d`` moves (``d`` only in
+    its last index, with coefficient 1), or the same element."""
+    from ..syntax import nodes as n
+
+    def uses(e) -> bool:
+        return any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))
+
+    *outer, last = access.indices or (n.Const(0),)
+    if any(uses(e) for e in outer):
+        return False
+    if not uses(last) or last == n.IndexVar(d):
+        return True
+    match last:
+        case n.Binary(op="+", lhs=a, rhs=b):
+            return (a == n.IndexVar(d) and not uses(b)) or (b == n.IndexVar(d) and not uses(a))
+        case n.Binary(op="-", lhs=a, rhs=b):
+            return a == n.IndexVar(d) and not uses(b)
+    return False
 
 
 def _params(k: Kernel) -> list[str]:
