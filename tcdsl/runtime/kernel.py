@@ -213,8 +213,7 @@ class Kernel:
     def _outputs(self, args: list[Arg], sizes: dict[str, int], out) -> list[Arg]:
         checked = self.frontend.checked
         use_torch = any(is_torch(a.value) for a in args)
-        shapes = {o: tuple(evaluate(e, sizes) for e in self.frontend.ranges.extent_exprs(o))
-                  for o in checked.outputs}
+        shapes = {o: tuple(evaluate(e, sizes) for e in exprs) for o, exprs in self._output_extents().items()}
         if out is None:
             return [_zeros(shapes[o], checked.tensors[o].dtype, use_torch) for o in checked.outputs]
         given = out if isinstance(out, (tuple, list)) else (out,)
@@ -229,6 +228,14 @@ class Kernel:
                 raise TcShapeError(f"out= array for '{o}': shape {a.shape}, but the inputs give {shapes[o]}")
             result.append(a)
         return result
+
+    def _output_extents(self) -> dict[str, tuple]:
+        """The outputs' extents as size expressions, made from isl once (not per call)."""
+        ext = self.__dict__.get("_extents")
+        if ext is None:
+            ranges = self.frontend.ranges
+            ext = self._extents = {o: ranges.extent_exprs(o) for o in self.frontend.checked.outputs}
+        return ext
 
     # ------------------------------------------------------------ inspection
     def cache_info(self) -> dict[str, int]:
