@@ -70,18 +70,27 @@ class Backend:
 
 
 def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None,
-            target_kind: str = "llvm") -> Backend:
+            target_kind: str = "llvm", options: dict | None = None) -> Backend:
     """schedule (unless given) -> build_ast -> lower_to_tir, for sizes ``fixed``."""
     from .codegen.tir import lower_to_tir
 
     fixed = dict(fixed or {})
     if schedules is None:
-        schedules = schedule(fe.model, fixed)
+        schedules = schedule_for(fe.model, fixed, target_kind)
     _dump("schedule", lambda: dump_schedules(fe.model, schedules))
     asts = build_ast(fe.model, schedules, fixed)
-    func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind)
+    func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind, options)
     _dump("tir", func.script)
     return Backend(schedules, asts, func, sig, fixed)
+
+
+def schedule_for(model: Model, fixed: dict[str, int] | None, target_kind: str = "llvm") -> dict[int, isl.Schedule]:
+    """The isl schedules for a target: CUDA has its own (codegen/cuda.py)."""
+    if target_kind == "cuda":
+        from .codegen import cuda
+
+        return cuda.schedule(model, fixed)
+    return schedule(model, fixed)
 
 
 def _dump(stage: str, text: Callable[[], str]) -> None:

@@ -1,13 +1,27 @@
-"""TVM targets and building a PrimFunc into a callable function."""
+"""TVM targets and building a PrimFunc into a callable function.
+
+CUDA (see docs/cuda.md): the target is ``{"kind": "cuda", "arch": ...}`` with
+the host CPU as its host (the arch of GPU 0 when there is one, else
+``sm_90``).  Before a CUDA build, :func:`verify_memory` checks that no buffer
+is touched outside thread bindings (``tvm.compile`` does not report that; it
+silently builds a host-only module).  Builds run with
+``TVM_CUDA_COMPILE_MODE=nvcc`` and ``TVM_CUDA_NVCC_NO_FAST_MATH=1``: TVM's
+default (NVRTC) and nvcc's ``--use_fast_math`` both swap ``tanhf``, ``expf``,
+division, ... for approximations that miss NumPy by more than the tests
+allow.  Without a GPU, ``tvm.compile`` only generates CUDA source;
+:func:`nvcc_compile` compiles it with nvcc to check it.
+"""
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import threading
 
 import tvm
 from tvm import tirx
 
-from ..errors import TcError
+from ..errors import InternalError, TcError
 
 _build_lock = threading.Lock()
 
@@ -24,7 +38,7 @@ def make_target(target) -> tvm.target.Target:
     if target in ("llvm", "cpu"):
         return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()})
     if target == "cuda":
-        return tvm.target.Target({"kind": "cuda", "arch": "sm_90"}, host={"kind": "llvm", "mcpu": host_cpu()})
+        return tvm.target.Target({"kind": "cuda", "arch": cuda_arch()}, host={"kind": "llvm", "mcpu": host_cpu()})
     raise TcError(f"unknown target '{target}'; use 'llvm' or 'cuda'")
 
 
@@ -35,5 +49,95 @@ def target_kind(target: tvm.target.Target) -> str:
 def build(func: tirx.PrimFunc, target: tvm.target.Target):
     """Compile one PrimFunc; returns the ``tvm.runtime.Executable``."""
     mod = tvm.IRModule({func.attrs["global_symbol"]: func})
+    if target_kind(target) == "cuda":
+        verify_memory(mod, target)
+        with _build_lock, cuda_compile_env():
+            return tvm.compile(mod, target=target)
     with _build_lock:  # LLVM codegen is not re-entrant across threads in every build
         return tvm.compile(mod, target=target)
+
+
+# ------------------------------------------------------------------ CUDA
+DEFAULT_CUDA_ARCH = "sm_90"
+
+
+@functools.cache
+def cuda_device_present() -> bool:
+    """Whether TVM sees CUDA device 0 (False when the CUDA runtime cannot load)."""
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # no libcuda: TVM's CUDA device API is not enabled
+        return False
+
+
+@functools.cache
+def cuda_arch() -> str:
+    """``sm_XY`` of GPU 0, or ``sm_90`` without a GPU."""
+    if cuda_device_present():
+        version = str(tvm.cuda(0).compute_version)  # e.g. "9.0"
+        major, _, minor = version.partition(".")
+        if major.isdigit() and minor.isdigit():
+            return f"sm_{major}{minor}"
+    return DEFAULT_CUDA_ARCH
+
+
+@contextlib.contextmanager
+def cuda_compile_env():
+    """nvcc without fast math for the CUDA builds made inside (see the module docstring)."""
+    wanted = {"TVM_CUDA_COMPILE_MODE": "nvcc", "TVM_CUDA_NVCC_NO_FAST_MATH": "1"}
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def verify_memory(mod: tvm.IRModule, target: tvm.target.Target) -> None:
+    """TVM's VerifyMemory on the module bound to ``target``: every buffer
+    access must be inside thread bindings.  A failure is a tcdsl bug (the
+    CUDA mapping left a statement on the host)."""
+    check = tvm.transform.Sequential([
+        tvm.tirx.transform.BindTarget(target),
+        tvm.s_tir.transform.LowerOpaqueBlock(),  # thread-bound For loops -> thread_extent attributes
+        tvm.tirx.transform.VerifyMemory(),
+    ])
+    try:
+        check(mod)
+    except Exception as e:  # tvm raises RuntimeError/TVMError with the list of variables
+        lines = [ln.strip() for ln in str(e).splitlines() if "directly accessed by host memory" in ln]
+        names = sorted({ln.split("`")[1] for ln in lines if ln.count("`") >= 2})
+        raise InternalError(
+            "CUDA mapping left buffer accesses on the host, outside thread bindings "
+            f"({', '.join(names) or 'see below'}); this is a tcdsl bug.\n{e}") from None
+
+
+def cuda_source(executable) -> str:
+    """The CUDA C source of a CUDA build (all its kernels)."""
+    return "\n".join(m.inspect_source() for m in executable.mod.imports if m.kind == "cuda")
+
+
+def host_tir(func: tirx.PrimFunc, target: tvm.target.Target) -> str:
+    """TVMScript of the host side of a CUDA build after TVM's host/device
+    split: the host loops and the ``T.call_ffi_kernel`` launches in them."""
+    from tvm.tirx.build import split_host_device_mods
+
+    mod = tvm.IRModule({func.attrs["global_symbol"]: func})
+    mod = tvm.tirx.transform.BindTarget(target.with_host(target.host))(mod)
+    pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
+    with _build_lock:
+        host_mod, _ = split_host_device_mods(pipeline(mod))
+    return host_mod.script()
+
+
+def nvcc_compile(source: str, target: tvm.target.Target, target_format: str = "fatbin") -> bytes:
+    """Compile CUDA source with nvcc for ``target``'s arch, as a CUDA build
+    does it on a GPU machine (no fast math).  Needs nvcc, not a GPU."""
+    from tvm.support import nvcc
+
+    with cuda_compile_env(), target:
+        return nvcc.compile_cuda(source, target_format=target_format, compiler="nvcc")

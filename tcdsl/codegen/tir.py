@@ -40,8 +40,10 @@ class Signature:
 
 
 def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
-                 fixed: dict[str, int] | None = None, target_kind: str = "llvm") -> tuple[tirx.PrimFunc, Signature]:
-    """Build the PrimFunc (see the module docstring)."""
+                 fixed: dict[str, int] | None = None, target_kind: str = "llvm",
+                 options: dict | None = None) -> tuple[tirx.PrimFunc, Signature]:
+    """Build the PrimFunc (see the module docstring).  ``options`` are the
+    ``options=`` of the kernel (the CUDA mapping reads its own from them)."""
     checked = model.ranges.checked
     fixed = fixed or {}
     size_vars = {s: tirx.const(int(fixed[s]), INDEX) if s in fixed else tirx.Var(s, INDEX) for s in checked.sizes}
@@ -51,7 +53,7 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
         shape = [lower_expr(e, size_vars, {}, INDEX) for e in model.ranges.extent_exprs(t)]
         elem = max(1, ty.bits(info.dtype) // 8)
         sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
-    gen = _Gen(model, asts, sig, target_kind)
+    gen = _Gen(model, asts, sig, target_kind, options)
     body = gen.block(model.body, dict(size_vars))
     temps = [tirx.AllocBuffer(sig.buffers[t]) for t in checked.temps]
     if temps:
@@ -69,8 +71,9 @@ def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
 
 
 class _Gen:
-    def __init__(self, model: Model, asts, sig: Signature, target_kind: str):
+    def __init__(self, model: Model, asts, sig: Signature, target_kind: str, options: dict | None = None):
         self.model = model
+        self.options = options or {}
         self.asts = asts
         self.sig = sig
         self.target_kind = target_kind
@@ -98,6 +101,10 @@ class _Gen:
     def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
         stmts = {s.name: s for s in k.stmts}
         ast = self.asts[self.kernel_index[id(k)]]
+        if self.target_kind == "cuda":  # thread-bound launches under host code: codegen/cuda.py
+            from .cuda import lower_kernel
+
+            return lower_kernel(_AstLowering(self, stmts, env), ast, self.options)
         return _AstLowering(self, stmts, env).node(ast, parallel_ok=True, mark=None)
 
 

@@ -34,11 +34,14 @@ class Arg:
     dtype: str
 
 
-def prepare_input(name: str, x: Any, dtype: str, rank: int) -> Arg:
-    """Check rank and dtype; make contiguous (a copy only when needed)."""
+def prepare_input(name: str, x: Any, dtype: str, rank: int, device: str = "cpu") -> Arg:
+    """Check rank and dtype; make contiguous (a copy only when needed).
+    ``device``: where the kernel runs ("cpu" or "cuda"); PyTorch tensors may
+    be on the CPU or on that device."""
     if is_torch(x):
-        if x.device.type != "cpu":
-            raise TcShapeError(f"argument '{name}': tensor is on {x.device}, but the kernel runs on the CPU")
+        if x.device.type not in ("cpu", device):
+            raise TcShapeError(f"argument '{name}': tensor is on {x.device}, but the kernel runs on the "
+                               f"{'CPU' if device == 'cpu' else device.upper()}")
         got = _TORCH_DTYPES.get(str(x.dtype), str(x.dtype))
         _check_dtype(name, got, dtype)
         if not x.is_contiguous():

@@ -13,6 +13,7 @@ from ..errors import TcError, TcShapeError
 from .. import driver
 from ..codegen import targets
 from . import cache
+from . import device
 from .args import Arg, bind_sizes, evaluate, is_torch, prepare_input
 
 
@@ -73,8 +74,8 @@ class Kernel:
         self.frontend = fe
         self.target = targets.make_target(target)
         self._kind = targets.target_kind(self.target)
-        if self._kind != "llvm":
-            raise TcError(f"target '{self._kind}' is not supported yet; use 'llvm'")
+        if self._kind not in ("llvm", "cuda"):
+            raise TcError(f"target '{self._kind}' is not supported; use 'llvm' or 'cuda'")
         self.specialize = specialize
         self.options = dict(options or {})
         self.fixed = self._check_fixed(sizes or {})
@@ -103,12 +104,11 @@ class Kernel:
         """Run the size-dependent stages for ``sizes`` (None: the symbolic ones)."""
         fixed = {**self.fixed, **(sizes or {})}
         if sizes is not None and self.specialize == "before-scheduling":
-            return driver.backend(self.frontend, fixed, target_kind=self._kind)
+            return driver.backend(self.frontend, fixed, target_kind=self._kind, options=self.options)
         if self._symbolic_schedules is None:
-            from ..polyhedral.schedule import schedule
-
-            self._symbolic_schedules = schedule(self.frontend.model, self.fixed)
-        return driver.backend(self.frontend, fixed, schedules=self._symbolic_schedules, target_kind=self._kind)
+            self._symbolic_schedules = driver.schedule_for(self.frontend.model, self.fixed, self._kind)
+        return driver.backend(self.frontend, fixed, schedules=self._symbolic_schedules, target_kind=self._kind,
+                              options=self.options)
 
     def _compile(self, key: tuple | None, *, disk_only: bool = False) -> _Binary | None:
         """The binary for size tuple ``key`` (None: the symbolic one): from the
@@ -200,11 +200,15 @@ class Kernel:
         if len(inputs) != len(params):
             raise TcShapeError(f"'{self.frontend.name}' takes {len(params)} input{'s' * (len(params) != 1)} "
                                f"({', '.join(p.name for p in params)}), but {len(inputs)} were given")
-        args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims))
+        args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims), self._device)
                 for p, x in zip(params, inputs)]
         sizes = bind_sizes(checked, args, self.fixed)
         outs = self._outputs(args, sizes, out)
         b = self._binary_for(sizes)
+        if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
+            values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
+                                 [p.name for p in params] + list(checked.outputs), allocated=out is None)
+            return values[0] if len(values) == 1 else tuple(values)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
         b.fn(*call_args)
         values = [a.value for a in outs]
@@ -221,7 +225,7 @@ class Kernel:
             raise TcShapeError(f"out=: expected {len(checked.outputs)} arrays, got {len(given)}")
         result = []
         for o, x in zip(checked.outputs, given):
-            a = prepare_input(o, x, checked.tensors[o].dtype, len(shapes[o]))
+            a = prepare_input(o, x, checked.tensors[o].dtype, len(shapes[o]), self._device)
             if a.value is not x:
                 raise TcShapeError(f"out= array for '{o}' must be C-contiguous")
             if a.shape != shapes[o]:
@@ -271,11 +275,20 @@ class Kernel:
     def isl_ast(self) -> str:
         return self._display_backend().ast_text()
 
+    @property
+    def _device(self) -> str:
+        return "cuda" if self._kind == "cuda" else "cpu"
+
     def source_code(self, fmt: str) -> str:
+        """Generated code: ``"ll"`` (LLVM IR of the host/CPU module), ``"c"``,
+        and for target 'cuda' also ``"cuda"`` (the kernels' CUDA C) and
+        ``"host"`` (TVMScript of the host side, with its kernel launches)."""
         b = self._binaries.get(None) or self._display_backend() and self._binaries[None]
+        if fmt in ("cuda", "host"):
+            if self._kind != "cuda":
+                raise TcError(f"{'CUDA source' if fmt == 'cuda' else 'host code'} needs target='cuda'")
+            return targets.cuda_source(b.executable) if fmt == "cuda" else targets.host_tir(b.backend.func, self.target)
         mod = b.executable.mod
-        if fmt == "cuda":
-            raise TcError("CUDA source needs target='cuda'")
         return mod.inspect_source("ll" if fmt == "ll" else "c") if fmt != "c" else mod.inspect_source("ll")
 
     def __repr__(self) -> str:

@@ -1,0 +1,290 @@
+"""Mapping a kernel's isl AST to CUDA: thread-bound launches under host code.
+
+``lower_kernel(low, ast, options)`` is called by :mod:`tcdsl.codegen.tir`
+for every kernel (an isl AST inside the program's sequential loops) when the
+target is CUDA.  It returns the TIR of the kernel's *host* side: plain
+statements and serial loops that TVM's host/device split keeps on the CPU,
+around thread-bound loop nests that become ``__global__`` functions, one per
+nest (one launch).  The program's sequential ``for`` loops are built by
+``tir.py`` around that, so they become host loops launching the kernels at
+every step.
+
+How the isl AST is walked, from the top (the "host level"):
+
+* a loop under a ``par`` mark (coincident: it carries no dependence) is a
+  **launch**.  It and the ``par`` loops perfectly nested in it whose bounds do
+  not depend on the outer ones (at most ``flatten`` of them) are flattened
+  into one index ``flat = blockIdx.x * threads + threadIdx.x`` over the
+  product of their extents, with a guard ``flat < extent`` for the partial
+  last block (and, on the host, ``extent > 0`` for the launch itself).  The
+  innermost flattened loop varies fastest across threads, so stores along it
+  are coalesced.  Everything below -- ``seq`` loops (reductions), further
+  loops, the statements -- runs serially in each thread, in the AST's order:
+  consecutive statements under one coincident loop share the launch.
+* a block's children are launched one after the other (each its own
+  launch; the kernel boundary orders them).
+* an ``if`` stays on the host: at the host level its condition can only
+  involve sizes and the loop variables of host loops.
+* a loop that carries a dependence (``seq``) and has a ``par`` loop inside
+  becomes a host loop launching its body at every step; one without any
+  ``par`` loop inside, and any statement that is under no coincident loop
+  (e.g. a 0-rank reduction ``O +=! A(i)``), is launched on a single thread
+  (grid 1 x block 1) rather than left on the host: the data is on the device.
+
+The schedules come from :func:`schedule`, not from the CPU path's: the GPU
+mapping wants the scheduler's outer coincident loops outermost (they become
+the threads), while the CPU path may interchange loops for vectorization.
+
+Options (``options=`` of :func:`tcdsl.compile`): ``threads`` (threads per
+block, default 256, at most 1024) and ``flatten`` (how many nested
+coincident loops to map at most, default: all of the perfectly nested ones).
+"""
+from __future__ import annotations
+
+import islpy as isl
+from tvm import tirx
+from tvm.tirx import ForKind, IterVar
+
+from ..errors import InternalError, TcError
+from ..polyhedral.schedule import PARALLEL, SERIAL, fixed_set
+from .expr import INDEX
+
+_NT = isl.ast_node_type
+_OP = isl.ast_expr_op_type
+
+DEFAULT_THREADS = 256
+MAX_THREADS = 1024
+
+
+def mapping_options(options: dict | None) -> dict:
+    """The CUDA mapping options out of ``options=``, checked (other keys are ignored)."""
+    options = options or {}
+    threads = options.get("threads", DEFAULT_THREADS)
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise TcError(f"options: 'threads' must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
+    flatten = options.get("flatten")
+    if flatten is not None and (isinstance(flatten, bool) or not isinstance(flatten, int) or flatten < 1):
+        raise TcError(f"options: 'flatten' must be a positive integer, got {flatten!r}")
+    return {"threads": threads, "flatten": flatten}
+
+
+def lower_kernel(low, ast: isl.AstNode, options: dict | None = None) -> tirx.Stmt:
+    """The host-side TIR of one kernel (see the module docstring).  ``low`` is
+    the ``tir._AstLowering`` that lowers expressions and the per-thread code."""
+    return _Launcher(low, mapping_options(options)).host(ast)
+
+
+def schedule(model, fixed: dict[str, int] | None = None) -> dict[int, isl.Schedule]:
+    """One isl schedule per kernel for the GPU mapping (keyed like
+    :func:`tcdsl.polyhedral.schedule.schedule`): every dependence as validity,
+    proximity and coincidence constraint, as TC does, then every band split
+    into one-member bands under ``par``/``seq`` marks."""
+    fix = fixed_set(model, fixed) if fixed else None
+    out = {}
+    for i, k in enumerate(model.kernels()):
+        dom, deps, context = k.domain, k.deps, k.context
+        if fix is not None:
+            dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
+        sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
+              .set_validity(deps).set_coincidence(deps).set_proximity(deps))
+        out[i] = _mark(sc.compute_schedule().get_root()).get_schedule()
+    return out
+
+
+def _mark(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Split every band below ``node`` into one-member bands, each under a
+    ``par``/``seq`` mark; returns the node at ``node``'s position.  (A walk by
+    hand: an exception inside an islpy callback is swallowed.)"""
+    if node.get_type() != isl.schedule_node_type.band:
+        for c in range(node.n_children()):
+            node = _mark(node.child(c)).parent()
+        return node
+    n = node.band_n_member()
+    coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
+    for _ in range(n - 1):
+        node = node.band_split(1).child(0)
+    node = _mark(node.child(0)).parent()
+    ctx = node.get_ctx()
+    for i in reversed(range(n)):
+        node = node.insert_mark(isl.Id(PARALLEL if coincident[i] else SERIAL, context=ctx))
+        if i > 0:
+            node = node.parent()
+    return node
+
+
+def thread_axis(tag: str) -> IterVar:
+    return IterVar(None, tag, IterVar.ThreadIndex, tag)
+
+
+class _Launcher:
+    def __init__(self, low, options: dict):
+        self.low = low
+        self.threads = options["threads"]
+        self.flatten = options["flatten"]
+
+    # ------------------------------------------------------------ host level
+    def host(self, node: isl.AstNode) -> tirx.Stmt:
+        t = node.get_type()
+        if not _has_par(node):
+            return self.single_thread(node)
+        if t == _NT.block:
+            ch = node.block_get_children()
+            return _seq([self.host(ch.get_at(i)) for i in range(ch.n_ast_node())])
+        if t == _NT.if_:
+            other = self.host(node.if_get_else_node()) if node.if_has_else_node() else None
+            return tirx.IfThenElse(self.low._cond(node.if_get_cond()), self.host(node.if_get_then_node()), other)
+        if t == _NT.mark:
+            inner = node.mark_get_node()
+            if node.mark_get_id().get_name() == PARALLEL and inner.get_type() == _NT.for_:
+                return self.launch(inner)
+            return self.host(inner)
+        if t == _NT.for_:
+            # a dependence-carrying loop with parallel work inside: a host loop of launches
+            name, init, extent = _header(self.low, node)
+            v = tirx.Var(name, INDEX)
+            with _Bound(self.low, {name: init + v}):
+                body = self.host(node.for_get_body())
+            return tirx.For(v, 0, extent, ForKind.SERIAL, body)
+        raise InternalError(f"unexpected isl AST node {t} at the host level of a CUDA kernel")
+
+    # --------------------------------------------------------------- launches
+    def launch(self, loop: isl.AstNode) -> tirx.Stmt:
+        """One launch for the coincident loop ``loop`` and the coincident loops
+        perfectly nested in it (a rectangular band), flattened onto threads."""
+        band = [_header(self.low, loop)]
+        body = loop.for_get_body()
+        names = {band[0][0]}
+        while self.flatten is None or len(band) < self.flatten:
+            inner = _par_loop(body)
+            if inner is None or _loop_ids(inner) & names:
+                break
+            band.append(_header(self.low, inner))
+            names.add(band[-1][0])
+            body = inner.for_get_body()
+        extents = [e for _, _, e in band]
+        total = extents[0]
+        for e in extents[1:]:
+            total = total * e
+        total = _simplify(total)
+        threads = self.threads
+        if isinstance(total, tirx.IntImm):
+            threads = max(1, min(threads, total.value))
+        bx, tx = tirx.Var("bx", INDEX), tirx.Var("tx", INDEX)
+        flat = bx * threads + tx
+        values, rest = {}, flat
+        for name, init, extent in reversed(band[1:]):
+            values[name] = init + tirx.truncmod(rest, extent)
+            rest = tirx.truncdiv(rest, extent)
+        values[band[0][0]] = band[0][1] + rest
+        with _Bound(self.low, values):
+            stmt = self.low.node(body, False, None)
+        if not (isinstance(total, tirx.IntImm) and total.value % threads == 0):
+            stmt = tirx.IfThenElse(flat < total, stmt, None)
+        nest = _bind(bx, _simplify(tirx.ceildiv(total, threads)), tx, threads, stmt)
+        positive = _simplify(_all([e > 0 for e in extents]))
+        if isinstance(positive, tirx.IntImm):
+            return nest if positive.value else tirx.Evaluate(tirx.const(0, INDEX))
+        return tirx.IfThenElse(positive, nest, None)
+
+    def single_thread(self, node: isl.AstNode) -> tirx.Stmt:
+        """Code under no coincident loop: run on the device by one thread."""
+        bx, tx = tirx.Var("bx", INDEX), tirx.Var("tx", INDEX)
+        return _bind(bx, 1, tx, 1, self.low.node(node, False, None))
+
+
+# ------------------------------------------------------------------ helpers
+def _bind(bx: tirx.Var, blocks, tx: tirx.Var, threads: int, body: tirx.Stmt) -> tirx.Stmt:
+    inner = tirx.For(tx, 0, threads, ForKind.THREAD_BINDING, body, thread_binding=thread_axis("threadIdx.x"))
+    return tirx.For(bx, 0, blocks, ForKind.THREAD_BINDING, inner, thread_binding=thread_axis("blockIdx.x"))
+
+
+class _Bound:
+    """Bind isl AST iterator names to TIR expressions for a ``with`` block."""
+
+    def __init__(self, low, values: dict):
+        self.low, self.values = low, values
+
+    def __enter__(self):
+        self.saved = {k: self.low.env.get(k) for k in self.values}
+        self.low.env.update(self.values)
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                self.low.env.pop(k, None)
+            else:
+                self.low.env[k] = v
+
+
+def _header(low, node: isl.AstNode) -> tuple[str, tirx.PrimExpr, tirx.PrimExpr]:
+    """(iterator name, first value, trip count) of an isl ``for``."""
+    name = node.for_get_iterator().get_id().get_name()
+    inc = node.for_get_inc()
+    if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
+        raise InternalError("only unit-stride isl loops are generated")
+    cond = node.for_get_cond()
+    op = cond.get_op_type()
+    if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
+        raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
+    init = low.expr(node.for_get_init())
+    extent = low.expr(cond.get_op_arg(1)) - init + (1 if op == _OP.le else 0)
+    return name, init, _simplify(extent)
+
+
+def _par_loop(node: isl.AstNode) -> isl.AstNode | None:
+    """The loop of ``node`` if ``node`` is a ``par`` mark directly over a loop."""
+    if node.get_type() != _NT.mark or node.mark_get_id().get_name() != PARALLEL:
+        return None
+    inner = node.mark_get_node()
+    return inner if inner.get_type() == _NT.for_ else None
+
+
+def _loop_ids(loop: isl.AstNode) -> set[str]:
+    """Names used by a loop's bounds."""
+    return _expr_ids(loop.for_get_init()) | _expr_ids(loop.for_get_cond().get_op_arg(1))
+
+
+def _expr_ids(e: isl.AstExpr) -> set[str]:
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if t == isl.ast_expr_type.op:
+        out: set[str] = set()
+        for i in range(e.get_op_n_arg()):
+            out |= _expr_ids(e.get_op_arg(i))
+        return out
+    return set()
+
+
+def _has_par(node: isl.AstNode) -> bool:
+    t = node.get_type()
+    if t == _NT.mark:
+        return node.mark_get_id().get_name() == PARALLEL or _has_par(node.mark_get_node())
+    if t == _NT.for_:
+        return _has_par(node.for_get_body())
+    if t == _NT.if_:
+        return _has_par(node.if_get_then_node()) or (node.if_has_else_node() and _has_par(node.if_get_else_node()))
+    if t == _NT.block:
+        ch = node.block_get_children()
+        return any(_has_par(ch.get_at(i)) for i in range(ch.n_ast_node()))
+    return False
+
+
+def _simplify(e: tirx.PrimExpr) -> tirx.PrimExpr:
+    from tvm import sym
+
+    return sym.Analyzer().simplify(e)
+
+
+def _all(conds: list[tirx.PrimExpr]) -> tirx.PrimExpr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = tirx.And(out, c)
+    return out
+
+
+def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
+    stmts = [s for s in stmts if s is not None]
+    if not stmts:
+        return tirx.Evaluate(tirx.const(0, INDEX))
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)

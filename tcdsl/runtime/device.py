@@ -1,0 +1,94 @@
+"""Calling a CUDA binary: moving the data to the GPU and back.
+
+* PyTorch CUDA tensors (DLPack) are used in place; the outputs are PyTorch
+  tensors allocated on the same device.  Inputs that are on the CPU (NumPy,
+  PyTorch CPU) are copied there.  tvm_ffi launches on PyTorch's current
+  stream for that device.
+* Otherwise (NumPy arrays, PyTorch CPU tensors) the inputs are copied to GPU
+  0 and the outputs copied back into the host arrays the kernel returns (or
+  into the ``out=`` arrays).
+
+Without a GPU, a call raises ``TcError("no CUDA device ...")``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import TcError, TcShapeError
+from ..codegen import targets
+from .args import Arg, is_torch
+
+
+def _is_cuda_tensor(x: Any) -> bool:
+    return is_torch(x) and x.device.type == "cuda"
+
+
+def call(fn, size_args: list[int], args: list[Arg], outs: list[Arg], names: list[str],
+         allocated: bool) -> list[Any]:
+    """Run ``fn`` on the GPU and return the output values.  ``outs`` are the
+    host outputs (zeros when ``allocated``, else the ``out=`` arrays);
+    ``names`` are the inputs' then the outputs' names, for messages."""
+    if not targets.cuda_device_present():
+        raise TcError("no CUDA device: this kernel was compiled for target 'cuda', but TVM sees no GPU "
+                      "(tvm.cuda(0).exist is false); its CUDA source is in kernel.source_code('cuda')")
+    import tvm
+
+    on = next((a.value.device for a in args + outs if _is_cuda_tensor(a.value)), None)
+    if on is not None:
+        return _call_torch(fn, size_args, args, outs, names, allocated, on)
+    dev = tvm.cuda(0)
+    dev_args = [_to_device(a, dev) for a in args]
+    dev_outs = [_to_device(a, dev) for a in outs]
+    fn(*size_args, *dev_args, *dev_outs)
+    for a, d in zip(outs, dev_outs):
+        if 0 not in a.shape:
+            _copy_back(d.numpy(), a.value)
+    return [a.value for a in outs]
+
+
+def _to_device(a: Arg, dev):
+    import tvm
+
+    if 0 in a.shape:
+        return tvm.runtime.empty(a.shape, a.dtype, dev)
+    host = a.value.detach().cpu().numpy() if is_torch(a.value) else np.ascontiguousarray(a.value)
+    return tvm.runtime.tensor(host, dev)
+
+
+def _copy_back(result: np.ndarray, host: Any) -> None:
+    if is_torch(host):
+        import torch
+
+        host.copy_(torch.from_numpy(result))
+    else:
+        np.copyto(host, result)
+
+
+def _call_torch(fn, size_args, args: list[Arg], outs: list[Arg], names: list[str], allocated: bool, on) -> list[Any]:
+    """Some tensor is a PyTorch CUDA tensor on device ``on``: everything runs
+    there, and allocated outputs are PyTorch tensors on ``on``."""
+    import torch
+    import tvm
+
+    dev = tvm.cuda(on.index if on.index is not None else torch.cuda.current_device())
+    results = [torch.zeros(a.shape, dtype=getattr(torch, a.dtype), device=on) if allocated else a.value
+               for a in outs]
+    values, back = [], []
+    for name, a, x in zip(names, args + outs, [a.value for a in args] + results):
+        if _is_cuda_tensor(x) and x.device != on:
+            raise TcShapeError(f"argument '{name}': tensor is on {x.device}, but other tensors are on {on}")
+        if 0 in a.shape:
+            values.append(tvm.runtime.empty(a.shape, a.dtype, dev))
+        elif _is_cuda_tensor(x):
+            values.append(x)
+        else:  # a host array: copy it over; an out= array also back after the call
+            t = (x.detach() if is_torch(x) else torch.from_numpy(np.ascontiguousarray(x))).to(on)
+            if any(x is r for r in results):
+                back.append((t, x))
+            values.append(t)
+    fn(*size_args, *values)
+    for t, host in back:
+        _copy_back(t.cpu().numpy(), host)
+    return results

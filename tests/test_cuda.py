@@ -1,0 +1,339 @@
+"""The CUDA backend (docs/cuda.md).
+
+Without a GPU (the default here): the whole corpus compiles for CUDA (TVM's
+CUDA codegen, after tcdsl's VerifyMemory check), kernels are bound to
+blockIdx/threadIdx with guards, the program's sequential loops are host
+loops launching the kernels, nvcc compiles a subset (all of the corpus under
+``-m slow``), and the Elman and QRNN kernels match golden files
+(``TCDSL_UPDATE_GOLDENS=1`` rewrites them).  Tests marked ``cuda`` compare
+with NumPy on a GPU and are skipped without one.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.codegen import targets
+from tcdsl.errors import InternalError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "tests" / "programs"
+EXAMPLES = ROOT / "examples" / "rnn"
+GOLDEN = ROOT / "tests" / "golden" / "cuda"
+sys.path.insert(0, str(PROGRAMS))
+import cases  # noqa: E402  (tests/programs/cases.py)
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+HAS_GPU = targets.cuda_device_present()
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_cache(monkeypatch):
+    # a CUDA library cannot be loaded back without a GPU: keep these tests off the disk cache
+    monkeypatch.setenv("TCDSL_DISK_CACHE", "0")
+
+
+_kernels: dict[tuple, tcdsl.Kernel] = {}
+
+
+def compiled(case: cases.Case, **kw) -> tcdsl.Kernel:
+    """The CUDA kernel of a corpus case, compiled once per test session."""
+    key = (case.name, tuple(sorted(kw.items())))
+    if key not in _kernels:
+        _kernels[key] = tcdsl.compile(PROGRAMS / case.file, case.entry, target="cuda", **kw)
+    return _kernels[key]
+
+
+def kernel_text(src: str) -> str:
+    """The CUDA source from the first kernel on (without TVM's fixed preamble)."""
+    i = src.find('extern "C" __global__')
+    assert i >= 0, "no __global__ function in the CUDA source"
+    return src[i:]
+
+
+def launches(host: str) -> list[tuple[tuple[str, ...], str, str]]:
+    """(enclosing host loop variables, kernel name, grid and block arguments)
+    of every ``T.call_ffi_kernel`` in the host TIR, from its indentation."""
+    stack: list[tuple[int, str]] = []
+    out = []
+    for line in host.splitlines():
+        s = line.lstrip()
+        if not s:
+            continue
+        indent = len(line) - len(s)
+        while stack and indent <= stack[-1][0]:
+            stack.pop()
+        m = re.match(r"for ([\w, ]+) in (range|T\.grid)\(", s)
+        if m:
+            stack.append((indent, m.group(1).replace(" ", "")))
+            continue
+        m = re.search(r'T\.call_ffi_kernel\("(\w+)", (.*), launch_params=\[([^\]]*)\]', s)
+        if m:
+            grid_block = ", ".join(m.group(2).split(", ")[-2:])
+            assert m.group(3) == '"blockIdx.x", "threadIdx.x"', s
+            out.append((tuple(v for _, v in stack), m.group(1), grid_block))
+    return out
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("TCDSL_UPDATE_GOLDENS"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return
+    assert path.exists(), f"no golden file {path}; run with TCDSL_UPDATE_GOLDENS=1 to create it"
+    expected = path.read_text(encoding="utf-8")
+    if expected != text:
+        import difflib
+
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), str(path), "actual"))
+        pytest.fail(f"CUDA source differs from {path} (TCDSL_UPDATE_GOLDENS=1 rewrites it):\n{diff}", pytrace=False)
+
+
+# ------------------------------------------------------------- the corpus
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_corpus_compiles_for_cuda(case):
+    k = compiled(case)
+    src = k.source_code("cuda")
+    assert '__global__' in src
+    script = k.script
+    bindings = re.findall(r'T\.thread_binding\((.+?), thread="(blockIdx\.x|threadIdx\.x)"\)', script)
+    assert bindings, "no thread bindings in the TIR"
+    assert {tag for _, tag in bindings} == {"blockIdx.x", "threadIdx.x"}
+    if any(extent != "1" for extent, _ in bindings):  # some launch has more than one thread
+        assert "threadIdx.x" in src
+    symbolic_grids = [e for e, tag in bindings if tag == "blockIdx.x" and not e.isdigit()]
+    if symbolic_grids:  # partial blocks under symbolic sizes are guarded
+        assert re.search(r"\n +if bx \* \d+ \+ tx < ", script), "no 'flat < extent' guard"
+
+
+RNN_CASES = [c for c in cases.CASES if "rnn" in c.tags]
+
+
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.name)
+def test_rnn_launches_are_inside_the_host_loop(case):
+    k = compiled(case)
+    found = launches(k.source_code("host"))
+    inside = [name for loops, name, _ in found if loops]
+    assert inside, "no kernel is launched inside the sequential loop"
+    # launches outside every loop come from statements outside the program's `for`s (e.g. lstm's hp = h0)
+    outside = [name for loops, name, _ in found if not loops]
+    top_level_kernels = sum(1 for it in k.frontend.model.body.items if type(it).__name__ == "Kernel")
+    assert top_level_kernels or not outside, f"{outside} launched outside the sequential loop"
+
+
+@pytest.mark.parametrize("file,per_step", [("elman.tc", 1), ("qrnn.tc", 1)])
+def test_launches_per_step_of_the_examples(file, per_step):
+    """The numbers docs/cuda.md gives: one launch per time step for both."""
+    k = tcdsl.compile(EXAMPLES / file, target="cuda")
+    found = launches(k.source_code("host"))
+    assert [loops for loops, _, _ in found] == [("t",)] * per_step
+    assert all(grid_block.endswith(", 256") for _, _, grid_block in found)
+
+
+@pytest.mark.parametrize("name", ["elman.tc", "qrnn.tc"])
+def test_golden_rnn_kernels(name):
+    k = tcdsl.compile(EXAMPLES / name, target="cuda")
+    golden(name.replace(".tc", ".cu"), kernel_text(k.source_code("cuda")))
+
+
+NVCC_SUBSET = ["elman_rnn", "qrnn_fo", "matmul", "convolution", "builtins", "lstm"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", NVCC_SUBSET)
+def test_nvcc_compiles(name):
+    k = compiled(cases.by_name(name))
+    assert targets.nvcc_compile(k.source_code("cuda"), k.target)
+
+
+@needs_nvcc
+@pytest.mark.slow
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_nvcc_compiles_the_corpus(case):
+    k = compiled(case)
+    assert targets.nvcc_compile(k.source_code("cuda"), k.target)
+
+
+@needs_nvcc
+def test_no_fast_math():
+    """tanhf stays tanhf: nvcc runs without --use_fast_math (tanh.approx.f32)."""
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda")
+    before = os.environ.get("TVM_CUDA_NVCC_NO_FAST_MATH")
+    ptx = targets.nvcc_compile(k.source_code("cuda"), k.target, target_format="ptx").decode()
+    assert ".entry elman_rnn_kernel" in ptx
+    assert "tanh.approx" not in ptx  # with --use_fast_math, tanhf becomes tanh.approx.f32
+    assert os.environ.get("TVM_CUDA_NVCC_NO_FAST_MATH") == before  # the setting does not leak
+
+
+# --------------------------------------------------------- the mapping
+def _host(src: str, **kw) -> tuple[tcdsl.Kernel, list]:
+    k = tcdsl.compile(src, target="cuda", **kw)
+    return k, launches(k.source_code("host"))
+
+
+def test_unmapped_statement_runs_on_one_device_thread():
+    k, found = _host("def s(float(N) A) -> (O) { O +=! A(i) }")
+    assert [(loops, gb) for loops, _, gb in found] == [((), "1, 1")]
+    src = k.source_code("cuda")
+    assert "for (int c0 = 0; c0 < N; ++c0)" in src  # the reduction loop, serial on the device
+
+
+def test_two_top_level_statements_get_two_launches():
+    k, found = _host("def f(float(N) A, float(M) B) -> (X, Y) { X(i) = A(i) + 1\n Y(j) = B(j) * 2 }")
+    assert len(found) == 2
+    assert len(re.findall(r"__global__ void .*\) \{", k.source_code("cuda"))) == 2  # definitions
+
+
+def test_fused_statements_share_a_launch():
+    k, found = _host("def f(float(N,K) A) -> (S, R) { S(i) +=! A(i,k)\n R(i) = S(i) * 2 }")
+    assert len(found) == 1
+
+
+def test_matmul_maps_both_parallel_loops_and_guards():
+    k = tcdsl.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }", target="cuda")
+    script = k.script
+    assert 'T.thread_binding((M * N + 255) // 256, thread="blockIdx.x")' in script
+    assert "if bx * 256 + tx < M * N:" in script
+    src = k.source_code("cuda")
+    assert "__launch_bounds__(256)" in src and "for (int c2 = 0; c2 < K; ++c2)" in src
+
+
+def test_mapping_options():
+    src = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+    k = tcdsl.compile(src, target="cuda", options={"threads": 128})
+    assert "__launch_bounds__(128)" in k.source_code("cuda")
+    k = tcdsl.compile(src, target="cuda", options={"flatten": 1})
+    assert 'T.thread_binding((M + 255) // 256, thread="blockIdx.x")' in k.script  # n stays a serial loop
+    for bad in ({"threads": 0}, {"threads": 2048}, {"threads": "64"}, {"flatten": 0}):
+        with pytest.raises(tcdsl.TcError, match="options"):
+            tcdsl.compile(src, target="cuda", options=bad)
+
+
+def test_constant_sizes_drop_the_guard():
+    k = tcdsl.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+                      target="cuda", sizes={"M": 64, "N": 32, "K": 8})
+    script = k.script
+    assert 'T.thread_binding(8, thread="blockIdx.x")' in script and "if bx" not in script
+    k = tcdsl.compile("def v(float(N) A) -> (B) { B(i) = A(i) * 2 }", target="cuda", sizes={"N": 5})
+    assert 'T.thread_binding(5, thread="threadIdx.x")' in k.script  # fewer threads than the default
+
+
+def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop():
+    """isl puts a serial loop outermost in tcg (tests/programs/inference.tc):
+    it runs on the host, launching its parallel body at every iteration."""
+    found = launches(compiled(cases.by_name("tcg")).source_code("host"))
+    assert found and all(loops for loops, _, _ in found)
+
+
+def test_statement_left_on_the_host_is_an_internal_error():
+    import tvm
+    from tvm import tirx
+
+    n = tirx.Var("n", "int32")
+    a = tirx.decl_buffer((n,), "float32", name="A")
+    i = tirx.Var("i", "int32")
+    f = tirx.PrimFunc([a], tirx.For(i, 0, n, tirx.ForKind.SERIAL,
+                                    tirx.BufferStore(a, tirx.const(1.0, "float32"), [i])))
+    f = f.with_attr("global_symbol", "k")
+    with pytest.raises(InternalError, match=r"outside thread bindings \(A\)"):
+        targets.build(f, targets.make_target("cuda"))
+    assert isinstance(targets.make_target("cuda"), tvm.target.Target)
+
+
+# ------------------------------------------------------ API and command line
+def test_compile_and_inspect_without_gpu():
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda")
+    assert repr(k) == "<tcdsl.Kernel elman_rnn target=cuda specialize=never>"
+    assert "T.thread_binding" in k.script
+    assert "extern \"C\" __global__" in k.source_code("cuda")
+    assert "T.call_ffi_kernel" in k.source_code("host")
+    with pytest.raises(tcdsl.TcError, match="target='cuda'"):
+        tcdsl.compile(EXAMPLES / "elman.tc").source_code("cuda")
+
+
+@pytest.mark.skipif(HAS_GPU, reason="a GPU is present")
+def test_call_without_gpu_is_a_clear_error():
+    k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) * 2 }", target="cuda")
+    with pytest.raises(tcdsl.TcError, match="no CUDA device"):
+        k(np.ones(4, np.float32))
+    with pytest.raises(tcdsl.TcShapeError):  # argument checks still come first
+        k(np.ones((2, 2), np.float32))
+
+
+def test_cli_emits_cuda_and_tir(capsys, tmp_path):
+    from tcdsl.cli import main
+
+    assert main(["compile", str(EXAMPLES / "qrnn.tc"), "--target", "cuda", "--emit", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "__global__ void __launch_bounds__(256) qrnn_kernel" in out and "threadIdx.x" in out
+    assert main(["compile", str(EXAMPLES / "qrnn.tc"), "--target", "cuda", "--emit", "tir"]) == 0
+    out = capsys.readouterr().out
+    assert 'thread="blockIdx.x"' in out and "for t in range" in out
+
+
+# -------------------------------------------------- numerics (need a GPU)
+@pytest.mark.cuda
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_corpus_on_gpu(case):
+    k = compiled(case)
+    for i, sizes in enumerate(case.sizes):
+        inputs = case.make_inputs(np.random.default_rng(i), **sizes)
+        got = k(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        want = case.reference(*inputs)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, err_msg=f"sizes {sizes}")
+
+
+TARGETS = ["llvm", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (5, 3, 7), (16, 4, 33)])
+def test_elman_and_qrnn(target, T, B, C):
+    sys.path.insert(0, str(EXAMPLES))
+    import reference
+
+    rng = np.random.default_rng(T * 100 + B * 10 + C)
+    r = lambda *s: (rng.standard_normal(s) / np.sqrt(max(C, 1))).astype(np.float32)  # noqa: E731
+    elman = tcdsl.compile(EXAMPLES / "elman.tc", target=target)
+    inputs = [r(T, B, C), r(B, C), r(C, C), r(C, C)]
+    np.testing.assert_allclose(elman(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+    qrnn = tcdsl.compile(EXAMPLES / "qrnn.tc", target=target)
+    inputs = [r(T, B, C), r(3, C, C), r(3, C, C), r(3, C)]
+    for got, want in zip(qrnn(*inputs), reference.qrnn(*inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_out_accumulates_and_zero_sizes(target):
+    k = tcdsl.compile("def acc(float(N) A) -> (O) { O(i) += A(i) }", target=target)
+    A = np.arange(4, dtype=np.float32)
+    out = np.full(4, 10, dtype=np.float32)
+    assert k(A, out=out) is out
+    np.testing.assert_array_equal(out, A + 10)
+    assert k(np.zeros(0, np.float32)).shape == (0,)
+
+
+@pytest.mark.cuda
+def test_torch_cuda_tensors_stay_on_the_device():
+    torch = pytest.importorskip("torch")
+    k = tcdsl.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }", target="cuda")
+    a, b = torch.randn(33, 17, device="cuda"), torch.randn(17, 9, device="cuda")
+    c = k(a, b)
+    assert c.device == a.device
+    torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
+    out = torch.zeros(33, 9, device="cuda")
+    assert k(a, b, out=out) is out
+    torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+    c = k(a.cpu(), b.cpu())  # CPU tensors: copied over and back
+    assert c.device.type == "cpu"
