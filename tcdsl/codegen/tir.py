@@ -91,8 +91,8 @@ class _Gen:
                 v = tirx.Var(lp.var, INDEX)
                 lo = lower_expr(lp.lo, env, {}, INDEX)
                 hi = lower_expr(lp.hi, env, {}, INDEX)
-                inner = self.block(body, {**env, lp.var: v})
-                return tirx.For(v, lo, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
+                inner = self.block(body, {**env, lp.var: _from_zero(lo, v)})
+                return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
             case Branch(cond=c, then=a, orelse=b):
                 return tirx.IfThenElse(lower_expr(c, env, {}, "bool"), self.block(a, env),
                                        self.block(b, env) if b.items else None)
@@ -151,9 +151,9 @@ class _AstLowering:
             if vec is not None:
                 return vec
         v = tirx.Var(name, INDEX)
-        body = self._body_with(node, name, v, inner_ok)
+        body = self._body_with(node, name, _from_zero(init, v), inner_ok)
         kind = tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL
-        return tirx.For(v, init, extent, kind, body)
+        return tirx.For(v, 0, extent, kind, body)
 
     def _body_with(self, node: isl.AstNode, name: str, value: tirx.PrimExpr, parallel_ok: bool) -> tirx.Stmt:
         saved = self.env.get(name)
@@ -242,6 +242,14 @@ class _AstLowering:
 
 
 VECTOR_WIDTH = 8
+
+
+def _from_zero(init: tirx.PrimExpr, v: tirx.Var) -> tirx.PrimExpr:
+    """The iterator of a loop emitted as ``for v in range(extent)``: ``init + v``.
+    TVM 0.27 miscompiles loops with a nonzero min: in ``for c0 in range(-2, 1):
+    for c1 in range(max(0, c0), 2)`` its loop normalisation rewrote
+    ``max(0, c0)`` wrongly (tests/test_fuzz.py), so every loop starts at 0."""
+    return v if isinstance(init, tirx.IntImm) and init.value == 0 else init + v
 
 
 def _has_loop(node: isl.AstNode) -> bool:
