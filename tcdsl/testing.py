@@ -440,11 +440,7 @@ def _operand_type(a: n.Expr, b: n.Expr) -> str:
 
 
 def _const(v: int | float, dtype: str) -> np.ndarray:
-    if dtype == "bool":
-        return np.asarray(bool(v))
-    if ty.is_float(dtype):
-        return np.asarray(float(v)).astype(dtype)
-    return np.asarray(int(v) & (2**64 - 1), dtype=np.uint64).astype(dtype)  # wraps, as C does
+    return np.asarray(ty.literal(v, dtype), dtype=dtype)
 
 
 def _cast(x, dtype: str) -> np.ndarray:

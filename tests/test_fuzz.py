@@ -399,3 +399,282 @@ def test_vectorized_loop_with_negative_extent_writes_nothing():
         k(x, np.ones(1, np.float32), out=out)
         assert (big[:32] == 7).all() and (big[32 + M * N:] == 7).all(), (M, N)
         np.testing.assert_array_equal(out, evaluate(k.frontend.source.text, [x, np.ones(1, np.float32)]))
+
+
+def test_loops_starting_below_zero():
+    # the isl schedule skewed O2's loops (c0 = l - i from 1 - N); TVM 0.27 miscompiled
+    # `for c0 in range(1 - N, N): for c1 in range(max(0, c0), ...)` (wrong values, writes
+    # out of bounds); codegen now starts every loop at 0
+    src = ("def fuzz(float(N) X0, float(K) X1, float(N, M, N) X2) -> (O2, O3) {\n"
+           "  O2(l, j, i) = X2(i, j, l)\n  O3(i) min= X1(i) - O2(k, 0, k)\n}")
+    rng = np.random.default_rng(0)
+    for mode in MODES:
+        k = tcdsl.compile(src, specialize=mode)
+        for N, M, K in [(4, 1, 3), (3, 2, 2)]:
+            inputs = [rng.standard_normal(s).astype(np.float32) for s in [(N,), (K,), (N, M, N)]]
+            for g, w in zip(k(*inputs), evaluate(src, inputs)):
+                np.testing.assert_array_equal(g, w)
+
+
+# ============================================================ mutation fuzzer
+CORPUS = sorted((ROOT / "tests" / "programs").glob("*.tc")) + sorted((ROOT / "examples" / "rnn").glob("*.tc"))
+POOL = ["(", ")", "{", "}", ",", "+", "-", "*", "/", "%", "=", "==", "!=", "<=", "+=!", "+=", "*=!", "min=!", "max=",
+        "0", "1", "2", "1.5", "-1", "t", "T", "i", "j", "k", "N", "A", "for", "if", "else", "where", "in", ":",
+        "exists", "float", "double", "half", "int32", "int8", "uint8", "bool", "int64", "->", "<=>", "!", "?", "<",
+        ".", "0:3", "def", "tanh", "exp", "pow", "fmax", "min", "max", "&&", "||", "#", "\n", "1e-3", "2.0f", ".5",
+        "X.0", "A.1", "1e999", "$", "t-1", "t+1", "T-1-t", "i-1", "float(", "int32(", "? 1 :"]
+HUGE = ["2147483647", "2147483648", "4294967296", "99999999999", "9223372036854775807", "18446744073709551616",
+        "-2147483648", "1e38", "1e39", "3.4e38f", "1e308", "1e999", "1e-45", "0", "65536", "46341"]
+_TOKEN = re.compile(r"\d+\.?\d*(?:[eE][-+]?\d+)?f?|\w+|\.\d+|[-+*/%=!<>&|]=?!?|\S")
+_NUMBER = re.compile(r"(?<![\w.])\d+\.?\d*(?:[eE][-+]?\d+)?f?")
+
+
+def corpus_defs() -> list[str]:
+    """Every def of the corpus on its own, so a mutant has one entry."""
+    out = []
+    for path in CORPUS:
+        out += [c for c in re.split(r"(?m)^(?=def )", path.read_text(encoding="utf-8")) if "def " in c]
+    return out
+
+
+def mutate(rng: random.Random, text: str) -> str:
+    tokens = [m.span() for m in _TOKEN.finditer(text)] or [(0, 0)]
+    start, end = rng.choice(tokens)
+    s2, e2 = rng.choice(tokens)
+    match rng.randrange(10):
+        case 0:
+            return text[: rng.randrange(len(text) + 1)]  # truncation
+        case 1:
+            return text[:start] + text[end:]  # a token deleted
+        case 2:
+            return text[:start] + rng.choice(POOL) + text[end:]  # a token replaced
+        case 3:
+            return text[:start] + rng.choice(POOL) + " " + text[start:]  # a token inserted
+        case 4:
+            if s2 < start:
+                start, end, s2, e2 = s2, e2, start, end
+            if end > s2:
+                return text
+            return text[:start] + text[s2:e2] + text[end:s2] + text[start:end] + text[e2:]  # two tokens swapped
+        case 5:
+            lo, hi = sorted((start, s2))
+            return text[:lo] + text[hi:]  # a stretch deleted
+        case 6:
+            nums = list(_NUMBER.finditer(text))
+            if not nums:
+                return text[:start] + rng.choice(HUGE) + text[start:]
+            m = rng.choice(nums)
+            return text[:m.start()] + rng.choice(HUGE) + text[m.end():]  # a huge number
+        case 7:
+            depth = rng.choice([5, 30, 95, 99, 100, 101, 150, 400])
+            kind = rng.choice(["(", "-(", "tanh(", "float(", "!("])
+            return text[:start] + kind * depth + text[start:end] + ")" * depth + text[end:]  # deep nesting
+        case 8:
+            lines = text.splitlines(keepends=True)
+            k = rng.randrange(len(lines))
+            return "".join(lines[:k] + [lines[k]] * rng.choice([2, 3]) + lines[k:])  # a line repeated
+        case _:
+            body = text.find("{")
+            if body < 0:
+                return text
+            depth = rng.choice([1, 3, 40, 120])  # statements nested in loops / ifs
+            head = "".join(rng.choice(["for t%d in 2 { " % d, "if 1 < 2 { "]) for d in range(depth))
+            close = text.rfind("}")
+            return text[:body + 1] + head + text[body + 1:close] + "}" * depth + text[close:]
+
+
+def mutant(seed: int, index: int, defs: list[str]) -> str:
+    rng = random.Random(seed * 1_000_003 + index)
+    text = rng.choice(defs)
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        text = mutate(rng, text)
+    return text
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def _inputs(kernel, rng: np.random.Generator, sizes: dict[str, int]) -> list[np.ndarray] | None:
+    checked = kernel.frontend.checked
+    out = []
+    for p in checked.node.params:
+        shape = tuple(sizes[d] if isinstance(d, str) else d for d in p.type.dims)
+        if int(np.prod(shape, dtype=np.float64)) > 100_000:
+            return None
+        dtype = checked.tensors[p.name].dtype
+        if dtype.startswith("float"):
+            out.append(rng.standard_normal(shape).astype(dtype))
+        elif dtype == "bool":
+            out.append(rng.integers(0, 2, shape).astype(bool))
+        else:  # small values: integer tensors are often indices
+            out.append(rng.integers(0, 2, shape).astype(dtype))
+    return out
+
+
+def run_mutant(text: str, index: int = 0) -> tuple[str, str]:
+    """Compile ``text`` and, when it compiles, call it on small random inputs.
+    Returns (outcome, detail); outcome "failure" means something other than a
+    TcError escaped, "mismatch" that the kernel and the interpreter disagree."""
+    rng = random.Random(index)
+    mode = rng.choice(MODES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            kernel = tcdsl.compile(text, specialize=mode)
+        except TcError:
+            return "rejected", ""
+        except Exception as e:  # noqa: BLE001 -- anything else is a bug
+            return "failure", f"compile ({mode}): {type(e).__name__}: {e}"
+        sizes = {s: rng.randint(1, 3) for s in kernel.frontend.checked.sizes}
+        inputs = _inputs(kernel, np.random.default_rng(index), sizes)
+        if inputs is None:
+            return "skipped", "inputs too large"
+        want = None
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        try:
+            want = evaluate(text, inputs)
+        except (OutOfBoundsRead, _Timeout, MemoryError) as e:
+            return "skipped", f"interpreter: {type(e).__name__}"  # undefined (or too long) for compiled code
+        except TcError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            return "failure", f"interpreter: {type(e).__name__}: {e}"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        try:
+            got = kernel(*inputs)
+        except TcError:
+            return "rejected", "call"
+        except Exception as e:  # noqa: BLE001
+            return "failure", f"call ({mode}, sizes {sizes}): {type(e).__name__}: {e}"
+    if want is None:
+        return "works", "(interpreter raised TcError)"
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return "mismatch", f"{mode} {sizes}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
+        if not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-3, equal_nan=True):
+            return "mismatch", f"{mode} {sizes}: values differ"
+    return "works", ""
+
+
+def fuzz_worker(seed: int, start: int, seconds: float, state: Path, results: Path) -> None:
+    defs = corpus_defs()
+    end = time.time() + seconds
+    i = start
+    while time.time() < end:
+        text = mutant(seed, i, defs)
+        state.write_text(json.dumps({"index": i, "text": text}))
+        outcome, detail = run_mutant(text, i)
+        with results.open("a") as f:
+            f.write(json.dumps({"index": i, "outcome": outcome, "detail": detail,
+                                "text": text if outcome in ("failure", "mismatch") else ""}) + "\n")
+        i += 1
+
+
+def run_fuzzer(seconds: float, seed: int) -> list[dict]:
+    """Mutants for ``seconds``, in worker processes; a worker that dies (a
+    crash) or hangs is reported with the mutant it was running."""
+    with tempfile.TemporaryDirectory() as tmp:
+        state, results = Path(tmp) / "state.json", Path(tmp) / "results.jsonl"
+        results.touch()
+        end = time.time() + seconds
+        start, records = 0, []
+        while time.time() < end - 1:
+            budget = max(1.0, end - time.time() - 6)  # the worker's import takes a few seconds
+            cmd = [sys.executable, __file__, "--worker", "--seed", str(seed), "--start", str(start),
+                   "--seconds", str(budget), "--state", str(state), "--results", str(results)]
+            try:
+                proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=budget + 120)
+                code, err = proc.returncode, proc.stderr[-3000:]
+            except subprocess.TimeoutExpired:
+                code, err = "hang", "a mutant ran for more than 2 minutes"
+            if code == 0:
+                break
+            last = json.loads(state.read_text()) if state.exists() else {"index": start, "text": "?"}
+            records.append({"index": last["index"], "outcome": "failure", "text": last["text"],
+                            "detail": f"worker died ({code}): {err}"})
+            start = last["index"] + 1
+        records += [json.loads(line) for line in results.read_text().splitlines()]
+    return records
+
+
+def _report(records: list[dict]) -> str:
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
+    return ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+
+
+# Mutants that once let a non-TcError out (or crashed), kept as regression rows:
+# (what went wrong, the mutant).  Each must now work or raise TcError, and
+# agree with the interpreter when it runs.
+REGRESSIONS = [
+    ("TVM: literal 99999999999 exceeds range of int32 (a where bound)",
+     "def test_type_uint64(uint64(N) A) -> (B) { B(k) +=! A(i) where k in 0:99999999999 }"),
+    ("TVM: literal 18446744073709551616 exceeds range of int32 (an index)",
+     "def f(float(B, C, R) Data, float(C) W) -> (O) {\n  O(b, c, r) += Data(b, c, 18446744073709551616) * W(c)\n}"),
+    ("TVM: literal 1e+308 exceeds maximum of float16", "def scale_half(half(N) A) -> (B) {\n  B(i) = A(i) * 1e308\n}"),
+    ("TVM: literal 1e+308 exceeds maximum of float32 (in a ?: under +=!)",
+     "def f(float(K, L) A) -> (P) {\n  P(k, l) +=! (l >= r) ? 0.0 : (A(k, r) > 0.0) ? 1e308 : 0.0 where r in 0:L\n}"),
+    ("TVM: literal 300 exceeds range of int8", "def f(int8(N) A) -> (B) { B(i) = A(i) + 300 }"),
+    ("OverflowError: int32(1e999)", "def f(float(N) A) -> (B) { B(i) = int32(1e999) + A(i) }"),
+]
+
+
+@pytest.mark.parametrize("text", [r[1] for r in REGRESSIONS], ids=[r[0][:50] for r in REGRESSIONS])
+def test_regression_mutants(text):
+    outcome, detail = run_mutant(text)
+    assert outcome in ("works", "rejected", "skipped"), detail
+
+
+def test_mutated_corpus_runs_or_raises_tc_errors():
+    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 30)), seed=int(time.time()) % 10_000)
+    failures = [r for r in records if r["outcome"] == "failure"]
+    print(_report(records))
+    assert len(records) > 10, _report(records)
+    assert not failures, (f"{len(failures)} mutants let a non-TcError out ({_report(records)}); first (mutant "
+                          f"{failures[0]['index']}):\n{failures[0]['detail']}\n--- source:\n{failures[0]['text']}")
+
+
+@pytest.mark.slow
+def test_mutated_corpus_long():
+    records = run_fuzzer(600, seed=1)
+    failures = [r for r in records if r["outcome"] == "failure"]
+    assert not failures, f"{len(failures)} failures; first:\n{failures[0]['detail']}\n{failures[0]['text']}"
+
+
+def main(argv: list[str]) -> int:
+    """``python tests/test_fuzz.py [--seconds S] [--seed N]``: fuzz, print what failed."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--state", type=Path)
+    ap.add_argument("--results", type=Path)
+    ap.add_argument("--mismatches", action="store_true", help="also print mutants the interpreter disagrees on")
+    args = ap.parse_args(argv)
+    if args.worker:
+        fuzz_worker(args.seed, args.start, args.seconds, args.state, args.results)
+        return 0
+    records = run_fuzzer(args.seconds, args.seed)
+    shown = ("failure", "mismatch") if args.mismatches else ("failure",)
+    for r in records:
+        if r["outcome"] in shown:
+            print(f"=== mutant {r['index']}: {r['outcome']}: {r['detail']}\n{r['text']}")
+    print(_report(records))
+    return 1 if any(r["outcome"] == "failure" for r in records) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -153,9 +153,7 @@ def _operand_type(a: n.Expr, b: n.Expr) -> str:
 
 
 def _const_value(v, dtype: str):
-    if dtype == "bool":
-        return bool(v)
-    return float(v) if ty.is_float(dtype) else int(v)
+    return ty.literal(v, dtype)  # TVM rejects literals outside the type's range
 
 
 _COMPARE = {"==": tirx.EQ, "!=": tirx.NE, "<": tirx.LT, "<=": tirx.LE, ">": tirx.GT, ">=": tirx.GE}

@@ -160,6 +160,8 @@ class _Checker:
                                           x.span)
                 case n.Call() | n.DimSize():
                     raise TcSemanticError(f"{what} may only use sizes, loop variables and constants", x.span)
+                case n.Const():
+                    _check_index_literal(x)
             return n.map_children(x, fn)
         return fn(e)
 
@@ -410,6 +412,8 @@ class _Typer:
             what = "division" if e.op == "/" else "remainder"
             raise TcSemanticError(f"integer {what} by zero", e.rhs.span or e.span)
         if isinstance(e, n.Access):
+            for c in (x for i in e.indices for x in n.walk(i) if isinstance(x, n.Const)):
+                _check_index_literal(c)
             for i in e.indices:
                 if i.dtype is not None and ty.is_float(i.dtype):
                     raise TcSemanticError(f"an index must be an integer, but this is a {i.dtype} value; "
@@ -442,6 +446,12 @@ def _count(k: int, word: str) -> str:
 
 def _are(k: int) -> str:
     return "is" if k == 1 else "are"
+
+
+def _check_index_literal(c: n.Const) -> None:
+    """Index arithmetic is int32 (SPEC: sizes beyond it are refused at the call)."""
+    if isinstance(c.value, int) and not -2**31 <= c.value < 2**31:
+        raise TcSemanticError(f"{c.value} does not fit in an index (int32)", c.span)
 
 
 def _is_affine_index(e: n.Expr) -> bool:

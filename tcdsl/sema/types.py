@@ -74,3 +74,30 @@ def is_narrowing(src: str, dst: str) -> bool:
     if is_float(dst):
         return False
     return bits(src) > bits(dst)
+
+
+def literal(value: int | float | bool, dtype: str) -> int | float | bool:
+    """A literal converted to ``dtype``, as a C cast converts it: a float
+    rounds to the nearest value of the type (infinity beyond its range), an
+    integer wraps around (two's complement), a float becomes an integer by
+    truncation (NumPy's value where that is undefined: NaN, out of range)."""
+    import numpy as np
+
+    if dtype == "bool":
+        return bool(value)
+    if is_float(dtype):
+        try:
+            v = float(value)
+        except OverflowError:  # an integer literal beyond the range of a double
+            v = float("inf") if value > 0 else float("-inf")
+        with np.errstate(over="ignore"):
+            return float(np.asarray(v).astype(dtype))
+    if isinstance(value, float):
+        import warnings
+
+        with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return int(np.asarray(value).astype(dtype))
+    n = bits(dtype)
+    value = int(value) & ((1 << n) - 1)
+    return value - (1 << n) if not dtype.startswith("u") and value >= 1 << (n - 1) else value
