@@ -5,8 +5,10 @@ CUDA codegen, after tcdsl's VerifyMemory check), kernels are bound to
 blockIdx/threadIdx with guards, the program's sequential loops are host
 loops launching the kernels, nvcc compiles a subset (all of the corpus under
 ``-m slow``), and the Elman and QRNN kernels match golden files
-(``TCDSL_UPDATE_GOLDENS=1`` rewrites them).  Tests marked ``cuda`` compare
-with NumPy on a GPU and are skipped without one.
+(``TCDSL_UPDATE_GOLDENS=1`` rewrites them).  The mapped programs also run on
+the CPU with the thread loops made serial (``options={"emulate": True}``)
+against NumPy: a subset by default, the corpus under ``-m slow``.  Tests
+marked ``cuda`` compare with NumPy on a GPU and are skipped without one.
 """
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def test_corpus_compiles_for_cuda(case):
         assert "threadIdx.x" in src
     symbolic_grids = [e for e, tag in bindings if tag == "blockIdx.x" and not e.isdigit()]
     if symbolic_grids:  # partial blocks under symbolic sizes are guarded
-        assert re.search(r"\n +if bx \* \d+ \+ tx < ", script), "no 'flat < extent' guard"
+        assert re.search(r"\n +if bx(_\d+)? \* \d+ \+ tx(_\d+)? < ", script), "no 'flat < extent' guard"
 
 
 RNN_CASES = [c for c in cases.CASES if "rnn" in c.tags]
@@ -171,6 +173,67 @@ def test_no_fast_math():
     assert ".entry elman_rnn_kernel" in ptx
     assert "tanh.approx" not in ptx  # with --use_fast_math, tanhf becomes tanh.approx.f32
     assert os.environ.get("TVM_CUDA_NVCC_NO_FAST_MATH") == before  # the setting does not leak
+
+
+# ------------------------------------- the mapping, emulated on the CPU
+class Emulated(tcdsl.Kernel):
+    """The CUDA mapping built for the CPU: thread-bound loops become serial
+    loops (threads run one after the other), everything else as on the GPU."""
+
+    def backend(self, sizes=None):
+        from tcdsl import driver
+
+        fixed = {**self.fixed, **(sizes or {})}
+        return driver.backend(self.frontend, fixed, target_kind="cuda", options={**self.options, "emulate": True})
+
+
+def run_emulated(case: cases.Case, **options) -> None:
+    from tcdsl import driver
+    from tcdsl.source import Source
+
+    fe = driver.frontend(Source((PROGRAMS / case.file).read_text(encoding="utf-8"), str(case.file)), case.entry)
+    k = Emulated(fe, target="llvm", options={"threads": 4, **options})  # 4: several blocks, partial ones
+    assert "thread_binding" not in k.script
+    for i, sizes in enumerate(case.sizes):
+        inputs = case.make_inputs(np.random.default_rng(i), **sizes)
+        got = k(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, case.reference(*inputs)):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, err_msg=f"sizes {sizes}")
+
+
+EMULATED = [c.name for c in RNN_CASES] + ["matmul", "convolution", "tcg", "scalar_reduce", "two_copies",
+                                          "softmax_fused", "builtins", "lut", "prefix_sum", "group_normalization"]
+
+
+@pytest.mark.parametrize("name", EMULATED)
+def test_mapping_emulated_on_cpu(name):
+    run_emulated(cases.by_name(name))
+
+
+@pytest.mark.parametrize("name", ["elman_rnn", "matmul", "convolution"])
+def test_mapping_emulated_without_registers(name):
+    run_emulated(cases.by_name(name), registers=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_corpus_emulated_on_cpu(case):
+    run_emulated(case)
+
+
+def test_accumulators_in_registers():
+    k = tcdsl.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }", target="cuda")
+    src = k.source_code("cuda")
+    assert "float C_acc_ptr[1];" in src
+    assert re.search(r"for \(int c2 = 0; c2 < K; \+\+c2\) \{\n\s+C_acc_ptr\[0\] = \(C_acc_ptr\[0\] \+", src)
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda")  # hidden(t-1, b, c) is provably not hidden(t, b, co)
+    assert k.script.count("hidden_acc = hidden_acc + ") == 3
+    # a read that may alias the accumulated element keeps it in memory
+    k = tcdsl.compile("def f(float(N) A, int32(N) I) -> (O) { O(i) = A(i)\n O(i) += O(I(j)) * A(j) }",
+                      target="cuda")
+    assert "O[c0] = O[c0] + O[I_1[c1]] * A[c1]" in k.script and "_acc" not in k.script
 
 
 # --------------------------------------------------------- the mapping

@@ -35,11 +35,28 @@ The schedules come from :func:`schedule`, not from the CPU path's: the GPU
 mapping wants the scheduler's outer coincident loops outermost (they become
 the threads), while the CPU path may interchange loops for vectorization.
 
+Accumulators in registers: inside a thread, a serial loop whose body
+writes a location that does not move with the loop (``C(m, n)`` in
+``for k: C(m, n) += A(m, k) * B(k, n)``) keeps that location in a local
+variable for the loop -- loaded before, stored after, guarded by
+``extent > 0`` -- when the write is unconditional in the loop body and every
+other access of that tensor in the loop is provably to another element
+(``hidden(t-1, b, c)`` against ``hidden(t, b, co)``).  Otherwise every
+iteration would load and store global memory: nvcc cannot prove the
+``__restrict__`` pointer's other accesses distinct.  ``{"registers": False}``
+turns this off.
+
 Options (``options=`` of :func:`tcdsl.compile`): ``threads`` (threads per
-block, default 256, at most 1024) and ``flatten`` (how many nested
-coincident loops to map at most, default: all of the perfectly nested ones).
+block, default 256, at most 1024), ``flatten`` (how many nested
+coincident loops to map at most, default: all of the perfectly nested ones)
+and ``registers`` (accumulators in registers, default True).  For tests,
+``{"emulate": True}`` emits the thread-bound loops as serial loops, so that
+the mapped program (guards, index arithmetic, registers, host loops) can be
+built for the CPU and checked against NumPy on a machine without a GPU.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import islpy as isl
 from tvm import tirx
@@ -47,7 +64,9 @@ from tvm.tirx import ForKind, IterVar
 
 from ..errors import InternalError, TcError
 from ..polyhedral.schedule import PARALLEL, SERIAL, fixed_set
-from .expr import INDEX
+from ..syntax import nodes as n
+from .expr import INDEX, lower_expr
+from .tir import _AstLowering, _statement
 
 _NT = isl.ast_node_type
 _OP = isl.ast_expr_op_type
@@ -65,13 +84,21 @@ def mapping_options(options: dict | None) -> dict:
     flatten = options.get("flatten")
     if flatten is not None and (isinstance(flatten, bool) or not isinstance(flatten, int) or flatten < 1):
         raise TcError(f"options: 'flatten' must be a positive integer, got {flatten!r}")
-    return {"threads": threads, "flatten": flatten}
+    registers = options.get("registers", True)
+    if not isinstance(registers, bool):
+        raise TcError(f"options: 'registers' must be True or False, got {registers!r}")
+    emulate = options.get("emulate", False)
+    if not isinstance(emulate, bool):
+        raise TcError(f"options: 'emulate' must be True or False, got {emulate!r}")
+    return {"threads": threads, "flatten": flatten, "registers": registers, "emulate": emulate}
 
 
 def lower_kernel(low, ast: isl.AstNode, options: dict | None = None) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
-    the ``tir._AstLowering`` that lowers expressions and the per-thread code."""
-    return _Launcher(low, mapping_options(options)).host(ast)
+    the ``tir._AstLowering`` of the kernel (its statements and environment)."""
+    options = mapping_options(options)
+    thread = _ThreadLowering(low.gen, low.stmts, low.env, options["registers"])
+    return _Launcher(thread, options).host(ast)
 
 
 def schedule(model, fixed: dict[str, int] | None = None) -> dict[int, isl.Schedule]:
@@ -121,6 +148,7 @@ class _Launcher:
         self.low = low
         self.threads = options["threads"]
         self.flatten = options["flatten"]
+        self.emulate = options["emulate"]
 
     # ------------------------------------------------------------ host level
     def host(self, node: isl.AstNode) -> tirx.Stmt:
@@ -180,7 +208,7 @@ class _Launcher:
             stmt = self.low.node(body, False, None)
         if not (isinstance(total, tirx.IntImm) and total.value % threads == 0):
             stmt = tirx.IfThenElse(flat < total, stmt, None)
-        nest = _bind(bx, _simplify(tirx.ceildiv(total, threads)), tx, threads, stmt)
+        nest = _bind(self.emulate, bx, _simplify(tirx.ceildiv(total, threads)), tx, threads, stmt)
         positive = _simplify(_all([e > 0 for e in extents]))
         if isinstance(positive, tirx.IntImm):
             return nest if positive.value else tirx.Evaluate(tirx.const(0, INDEX))
@@ -189,11 +217,13 @@ class _Launcher:
     def single_thread(self, node: isl.AstNode) -> tirx.Stmt:
         """Code under no coincident loop: run on the device by one thread."""
         bx, tx = tirx.Var("bx", INDEX), tirx.Var("tx", INDEX)
-        return _bind(bx, 1, tx, 1, self.low.node(node, False, None))
+        return _bind(self.emulate, bx, 1, tx, 1, self.low.node(node, False, None))
 
 
 # ------------------------------------------------------------------ helpers
-def _bind(bx: tirx.Var, blocks, tx: tirx.Var, threads: int, body: tirx.Stmt) -> tirx.Stmt:
+def _bind(emulate: bool, bx: tirx.Var, blocks, tx: tirx.Var, threads: int, body: tirx.Stmt) -> tirx.Stmt:
+    if emulate:  # the threads one after the other (see the module docstring)
+        return tirx.For(bx, 0, blocks, ForKind.SERIAL, tirx.For(tx, 0, threads, ForKind.SERIAL, body))
     inner = tirx.For(tx, 0, threads, ForKind.THREAD_BINDING, body, thread_binding=thread_axis("threadIdx.x"))
     return tirx.For(bx, 0, blocks, ForKind.THREAD_BINDING, inner, thread_binding=thread_axis("blockIdx.x"))
 
@@ -288,3 +318,181 @@ def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
     if not stmts:
         return tirx.Evaluate(tirx.const(0, INDEX))
     return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+# ------------------------------------------------- accumulators in registers
+class _ThreadLowering(_AstLowering):
+    """The AST lowering of code inside a thread, with register promotion
+    (see the module docstring): ``_for`` plans it, ``_user`` applies it by
+    renaming the promoted accesses of a statement to a local buffer."""
+
+    def __init__(self, gen, stmts, env, registers: bool = True):
+        super().__init__(gen, stmts, env)
+        self.registers = registers
+        self.promoted: dict[str, list[tuple[list, tirx.Buffer]]] = {}  # tensor -> [(indices, local)]
+
+    def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
+        plan = self._plan(node) if self.registers else []
+        if not plan:
+            return super()._for(node, parallel_ok, mark)
+        buffers = self.gen.sig.buffers
+        locals_ = []
+        for tensor, idx in plan:
+            buf = buffers[tensor]
+            local = tirx.decl_buffer((1,), buf.dtype, name=f"{tensor}_acc", scope="local")
+            self.promoted.setdefault(tensor, []).append((idx, local))
+            locals_.append((buf, idx, local))
+        try:
+            loop = super()._for(node, parallel_ok, mark)
+        finally:
+            for tensor, _ in plan:
+                self.promoted[tensor].pop()
+                if not self.promoted[tensor]:
+                    del self.promoted[tensor]
+        zero = [tirx.const(0, INDEX)]
+        stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
+        stmts += [tirx.BufferStore(local, tirx.BufferLoad(buf, idx), zero) for buf, idx, local in locals_]
+        stmts.append(loop)
+        stmts += [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
+        _, _, extent = _header(self, node)
+        positive = _simplify(extent > 0)
+        if isinstance(positive, tirx.IntImm) and positive.value:
+            return tirx.SeqStmt(stmts)
+        return tirx.IfThenElse(positive, tirx.SeqStmt(stmts), None)
+
+    def _user(self, call: isl.AstExpr) -> tirx.Stmt:
+        if not self.promoted:
+            return super()._user(call)
+        name = call.get_op_arg(0).get_id().get_name()
+        s = self.stmts[name]
+        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        env = {**self.env, **dict(zip(s.dims, args))}
+        buffers = dict(self.gen.sig.buffers)
+        zero = (n.Const(value=0, dtype=INDEX),)
+
+        def local_name(tensor: str, indices) -> str | None:
+            idx = [lower_expr(e, env, buffers, INDEX) for e in indices]
+            for k, (pidx, local) in enumerate(self.promoted.get(tensor, ())):
+                if _relation(idx, pidx) == "same":
+                    buffers[f"{tensor}#{k}"] = local
+                    return f"{tensor}#{k}"
+            return None
+
+        def rename(e):
+            if isinstance(e, n.Access):
+                e = dataclasses.replace(e, indices=tuple(rename(i) for i in e.indices))
+                to = local_name(e.tensor, e.indices)
+                return dataclasses.replace(e, tensor=to, indices=zero) if to else e
+            return _map_children(e, rename)
+
+        c = s.info.comp
+        comp = c if s.is_init else dataclasses.replace(c, rhs=rename(c.rhs))  # an init has no rhs to read
+        to = local_name(c.tensor, c.indices)
+        if to:
+            comp = dataclasses.replace(comp, tensor=to, indices=zero)
+        s2 = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=comp))
+        return _statement(s2, env, buffers)
+
+    def _plan(self, loop: isl.AstNode) -> list[tuple[str, list]]:
+        """The (tensor, indices) to keep in registers over ``loop``."""
+        inner: list[tirx.Var] = []
+        must, accesses = [], []  # (tensor, idx): unconditional writes; every access
+
+        def walk(node: isl.AstNode, direct: bool) -> None:
+            t = node.get_type()
+            if t == _NT.for_:
+                name = node.for_get_iterator().get_id().get_name()
+                v = tirx.Var(name, INDEX)
+                inner.append(v)
+                with _Bound(self, {name: v}):
+                    walk(node.for_get_body(), False)
+            elif t == _NT.if_:
+                walk(node.if_get_then_node(), False)
+                if node.if_has_else_node():
+                    walk(node.if_get_else_node(), False)
+            elif t == _NT.block:
+                ch = node.block_get_children()
+                for i in range(ch.n_ast_node()):
+                    walk(ch.get_at(i), direct)
+            elif t == _NT.mark:
+                walk(node.mark_get_node(), direct)
+            elif t == _NT.user:
+                self._accesses(node.user_get_expr(), direct, must, accesses)
+            else:
+                raise _NoPlan
+
+        name = loop.for_get_iterator().get_id().get_name()
+        v = tirx.Var(name, INDEX)
+        inner.append(v)
+        try:
+            with _Bound(self, {name: v}):
+                walk(loop.for_get_body(), True)
+        except _NoPlan:
+            return []
+        plan: list[tuple[str, list]] = []
+        for tensor, idx in must:
+            if tensor in self.promoted or any(t == tensor and _relation(idx, i) == "same" for t, i in plan):
+                continue
+            if any(_uses(e, inner) for e in idx):
+                continue
+            if all(_relation(idx, i) in ("same", "distinct") for t, i in accesses if t == tensor):
+                plan.append((tensor, idx))
+        return plan
+
+    def _accesses(self, call: isl.AstExpr, direct: bool, must: list, accesses: list) -> None:
+        s = self.stmts[call.get_op_arg(0).get_id().get_name()]
+        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        env = {**self.env, **dict(zip(s.dims, args))}
+        buffers = self.gen.sig.buffers
+        c = s.info.comp
+        write = (c.tensor, [lower_expr(e, env, buffers, INDEX) for e in c.indices])
+        accesses.append(write)
+        if direct:
+            must.append(write)
+
+        def reads(e) -> None:
+            if isinstance(e, n.Access):
+                accesses.append((e.tensor, [lower_expr(i, env, buffers, INDEX) for i in e.indices]))
+            _map_children(e, lambda x: (reads(x), x)[1])
+
+        if not s.is_init:
+            reads(c.rhs)
+
+
+class _NoPlan(Exception):
+    """Something in the loop that the promotion does not analyse."""
+
+
+def _map_children(e, f):
+    """``e`` with ``f`` applied to its direct sub-expressions (tcdsl nodes)."""
+    changes = {}
+    for fld in dataclasses.fields(e):
+        v = getattr(e, fld.name)
+        if isinstance(v, n.Expr):
+            changes[fld.name] = f(v)
+        elif isinstance(v, tuple) and v and all(isinstance(x, n.Expr) for x in v):
+            changes[fld.name] = tuple(f(x) for x in v)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def _relation(a: list, b: list) -> str:
+    """"same" (equal in every dimension), "distinct" (provably differ in
+    some dimension) or "unknown", for two index lists of one tensor."""
+    if len(a) != len(b):
+        return "unknown"
+    same = True
+    for x, y in zip(a, b):
+        d = _simplify(x - y)
+        if isinstance(d, tirx.IntImm):
+            if d.value != 0:
+                return "distinct"
+        else:
+            same = False
+    return "same" if same else "unknown"
+
+
+def _uses(e: tirx.PrimExpr, vs: list[tirx.Var]) -> bool:
+    from tvm.tirx.analysis import undefined_vars
+
+    free = undefined_vars(e)
+    return any(v.same_as(f) for v in vs for f in free)
