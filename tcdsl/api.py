@@ -21,5 +21,5 @@ def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any 
     (symbolic at once, specialised in the background for sizes seen often).
     ``sizes`` fixes some sizes at compile time.  Raises :class:`TcError`
     subclasses for bad programs."""
-    fe = driver.frontend(Source.load(source), entry)
+    fe = driver.frontend(Source.load(source), entry, strict_bounds=bool((options or {}).get("strict_bounds")))
     return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=options)

@@ -28,6 +28,7 @@ from .syntax.printer import to_sexpr
 from .sema.check import CheckedDef, check
 from .sema.ranges import RangeInfo, infer_ranges
 from .polyhedral.model import Model, build_model
+from .polyhedral.bounds import check_bounds
 from .polyhedral.schedule import build_ast, dump_schedules, schedule
 
 SPECIALIZE_MODES = ("never", "after-scheduling", "before-scheduling", "auto")
@@ -46,14 +47,16 @@ class Frontend:
         return self.checked.node.name
 
 
-def frontend(source: Source, entry: str | None = None) -> Frontend:
-    """parse -> check -> infer_ranges -> build_model."""
+def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = False) -> Frontend:
+    """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
+    for each read that may be out of bounds; an error when ``strict_bounds``)."""
     program = parse(source)
     checked = check(program, entry)
     _dump("ast", lambda: to_sexpr(checked.node))
     ranges = infer_ranges(checked, isl.Context())
     _dump("ranges", ranges.dump)
     model = build_model(ranges)
+    check_bounds(model, strict=strict_bounds)
     return Frontend(source, program, checked, ranges, model)
 
 

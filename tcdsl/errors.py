@@ -40,5 +40,10 @@ class TcShapeError(TcError):
     """A kernel was called with inputs that disagree with the program or each other."""
 
 
+class TcWarning(UserWarning):
+    """Something in the program that may be wrong but is not an error: a read
+    that may go out of bounds (TC's "unchecked precondition")."""
+
+
 class InternalError(Exception):
     """A broken invariant inside tcdsl: a bug, never the user's fault."""

@@ -1,0 +1,189 @@
+"""Static bounds checks: every affine read and write inside its tensor.
+
+``check_bounds(model, strict=False)`` is the stage entry point; it runs after
+``build_model`` and returns the reads it could not prove (also issued as
+:class:`~tcdsl.errors.TcWarning`).  For every comprehension and every
+tensor read with affine indices, isl decides whether some statement instance
+allowed by the context (sizes >= 1, loop ranges, ``if`` conditions, the
+statement's domain) reads outside the tensor's extents:
+
+* a read that may go out of bounds (TC's "unchecked precondition") is a
+  warning naming the access (``FILE:LINE:COL``) and a counterexample from
+  ``sample_point`` (sizes, loop and index variables, the index read); under
+  ``strict=True`` (``options={"strict_bounds": True}``) it is a
+  :class:`~tcdsl.errors.TcSemanticError`;
+* a read in the ``then`` branch of ``c ? a : b`` with an affine ``c`` is
+  checked on the part of the domain where ``c`` holds (and in the ``else``
+  branch where it does not): ``i > 0 ? A(i - 1) : 0`` is in bounds;
+* a write outside a declared output size (``-> (float(N) B)``) is an error;
+  writes to tensors whose sizes are inferred are inside them by construction
+  (the extents cover every write), which is asserted.
+
+Non-affine and indirect reads cannot be proved and are not reported here.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..errors import InternalError, TcSemanticError, TcWarning
+from ..sema.affine import NotAffine, isl_name, lift, params_prefix, to_isl
+from ..sema.ranges import RangeInfo, StmtInfo
+from ..syntax import nodes as n
+from .model import Model
+
+_CMP = ("==", "!=", "<", "<=", ">", ">=", "&&", "||")
+
+
+@dataclass(frozen=True)
+class OutOfBounds:
+    """A read that may go out of bounds, with a counterexample."""
+
+    access: n.Access
+    what: str  # "'A' may be read out of bounds: for sizes ...: A(-1), but ..."
+
+    @property
+    def message(self) -> str:
+        """``FILE:LINE:COL: what``, the source line and a caret."""
+        return self.access.span.format(self.what) if self.access.span is not None else self.what
+
+
+def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
+    """Check every statement of ``model`` (see the module docstring).  Warns
+    (or raises, when ``strict``) for each read that may be out of bounds and
+    returns them; raises TcSemanticError for a write out of a declared size."""
+    checker = _Checker(model.ranges)
+    found: list[OutOfBounds] = []
+    for st in model.ranges.stmts:
+        checker.writes(st)
+        found += checker.reads(st)
+    for f in found:
+        if strict:
+            raise TcSemanticError(f.what, f.access.span)
+        warnings.warn(TcWarning(f.message), stacklevel=2)
+    return found
+
+
+class _Checker:
+    def __init__(self, ranges: RangeInfo):
+        self.r = ranges
+        self.ctx = ranges.ctx
+        self.params = ranges.params
+        self._extents: dict[str, isl.Set] = {}
+
+    # ----------------------------------------------------------- extents
+    def extent_set(self, tensor: str) -> isl.Set:
+        """``{ tensor[o0, ...] : 0 <= ok < extent_k }`` over the parameters."""
+        if tensor in self._extents:
+            return self._extents[tensor]
+        info = self.r.checked.tensors[tensor]
+        dims = [f"o{k}" for k in range(info.rank)]
+        space = isl.Space.create_from_names(self.ctx, set=dims, params=[isl_name(p) for p in self.params])
+        space = space.set_tuple_name(isl.dim_type.set, isl_name(tensor))
+        box = isl.Set.universe(space)
+        ls = isl.LocalSpace.from_space(space)
+        for k in range(info.rank):
+            var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, k)
+            ext = lift(self._extent(tensor, k), space)
+            box = box & var.ge_set(isl.PwAff.zero_on_domain(ls)) & var.lt_set(ext)
+        self._extents[tensor] = box
+        return box
+
+    def _extent(self, tensor: str, k: int) -> isl.PwAff:
+        info = self.r.checked.tensors[tensor]
+        if info.dims is not None:
+            d = info.dims[k]
+            text = isl_name(d) if isinstance(d, str) else str(d)
+            return isl.PwAff.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + text + ")] }")
+        return self.r.extents[tensor][k]
+
+    def _map(self, st: StmtInfo, domain: isl.Set, tensor: str, indices) -> isl.Map:
+        text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars)) + "] -> "
+                + isl_name(tensor) + "[" + ", ".join(to_isl(e) for e in indices) + "] }")
+        try:
+            m = isl.Map.read_from_str(self.ctx, text)
+        except isl.Error:
+            raise NotAffine(indices[0] if indices else n.Const(0)) from None
+        return m.intersect_domain(domain)
+
+    def _outside(self, m: isl.Map, tensor: str) -> isl.Map:
+        ext = self.extent_set(tensor).align_params(m.get_space().params())
+        return m.subtract_range(ext)
+
+    # ------------------------------------------------------------ writes
+    def writes(self, st: StmtInfo) -> None:
+        c = st.comp
+        bad = self._outside(self._map(st, st.domain, c.tensor, c.indices), c.tensor)
+        if bad.is_empty():
+            return
+        if self.r.checked.tensors[c.tensor].dims is None:
+            raise InternalError(f"{st.name} writes '{c.tensor}' outside its inferred extent: {bad}")
+        raise TcSemanticError(f"'{c.tensor}' may be written out of its declared size: "
+                              f"{self._witness(bad, st, c.tensor)}", c.span)
+
+    # ------------------------------------------------------------- reads
+    def reads(self, st: StmtInfo) -> list[OutOfBounds]:
+        out: list[OutOfBounds] = []
+        for acc, domain in self._guarded_accesses(st, st.comp.rhs, st.domain):
+            try:
+                m = self._map(st, domain, acc.tensor, acc.indices)
+            except NotAffine:
+                continue  # indirect or non-affine: cannot be proved
+            bad = self._outside(m, acc.tensor)
+            if not bad.is_empty():
+                what = f"'{acc.tensor}' may be read out of bounds: {self._witness(bad, st, acc.tensor)}"
+                out.append(OutOfBounds(acc, what))
+        return out
+
+    def _guarded_accesses(self, st: StmtInfo, e: n.Expr, domain: isl.Set):
+        """(access, the part of the domain where it is evaluated), for every
+        tensor read in ``e``; ``c ? a : b`` narrows the domain of ``a`` to
+        ``c`` and that of ``b`` to ``!c`` when ``c`` is affine."""
+        match e:
+            case n.Select(cond=c, then=a, other=b):
+                yield from self._guarded_accesses(st, c, domain)
+                guard = self._condition(st, c)
+                yield from self._guarded_accesses(st, a, domain if guard is None else domain & guard)
+                yield from self._guarded_accesses(st, b, domain if guard is None else domain - guard)
+                return
+            case n.Access():
+                yield e, domain
+        for child in n.children(e):
+            if isinstance(child, n.Expr):
+                yield from self._guarded_accesses(st, child, domain)
+
+    def _condition(self, st: StmtInfo, c: n.Expr) -> isl.Set | None:
+        """``c`` as a set of statement instances, or None when it is not affine."""
+        if not (isinstance(c, n.Binary) and c.op in _CMP or isinstance(c, n.Unary) and c.op == "!"):
+            return None
+        try:
+            text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars))
+                    + "] : " + to_isl(c) + " }")
+            return isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
+        except (NotAffine, isl.Error):
+            return None
+
+    # ------------------------------------------------------- witnesses
+    def _witness(self, bad: isl.Map, st: StmtInfo, tensor: str) -> str:
+        """``for sizes N=1, M=2 at t=0, i=0: A(-1, 0)``, from a sample point."""
+        p = bad.wrap().sample_point()
+        space = bad.get_space()
+        val = lambda kind, k: p.get_coordinate_val(kind, k).to_python()  # noqa: E731
+        params = {space.get_dim_name(isl.dim_type.param, k): val(isl.dim_type.param, k)
+                  for k in range(space.dim(isl.dim_type.param))}
+        sizes = ", ".join(f"{s}={params[isl_name(s)]}" for s in self.r.checked.sizes if isl_name(s) in params)
+        n_in = len(st.vars)
+        loops = [f"{lp.var}={params[isl_name(lp.var)]}" for lp in st.loops if isl_name(lp.var) in params]
+        where = loops + [f"{v}={val(isl.dim_type.set, k)}" for k, v in enumerate(st.vars)]
+        index = ", ".join(str(val(isl.dim_type.set, n_in + k)) for k in range(space.dim(isl.dim_type.out)))
+        shape = ", ".join(_expr_text(e) for e in self.r.extent_exprs(tensor))
+        return (f"for sizes {sizes or '(none)'}" + (f" at {', '.join(where)}" if where else "")
+                + f": {tensor}({index}), but '{tensor}' has size ({shape})")
+
+
+def _expr_text(e: n.Expr) -> str:
+    from ..syntax.printer import expr_to_tc
+
+    return expr_to_tc(e)

@@ -1,0 +1,135 @@
+"""Static bounds checks (tcdsl/polyhedral/bounds.py): reads that may go out
+of bounds are warnings with their location and a counterexample, errors under
+``options={"strict_bounds": True}``; the corpus programs that are in bounds
+compile without a warning."""
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+import warnings
+
+import pytest
+
+import tcdsl
+from tcdsl import TcSemanticError
+from tcdsl.driver import frontend
+from tcdsl.errors import TcWarning
+from tcdsl.polyhedral.bounds import check_bounds
+from tcdsl.polyhedral.model import build_model
+from tcdsl.sema.check import check
+from tcdsl.sema.ranges import infer_ranges
+from tcdsl.source import Source
+from tcdsl.syntax.parse import parse
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "tests" / "programs"
+sys.path.insert(0, str(PROGRAMS))
+import cases  # noqa: E402  (tests/programs/cases.py)
+
+# The Elman RNN with the recurrence also at t = 0 (islpy notes, section 10)
+BROKEN_ELMAN = """def elman_rnn(float(T,B,Ci) input, float(B,Co) h0, float(Ci,Co) i2h,
+              float(Co,Co) h2h) -> (hidden) {
+  for t in T {
+    hidden(t,b,co) +=! h2h(ci,co) * h0(b,ci)
+    hidden(t,b,co) += h2h(ci,co) * hidden(t-1,b,ci)
+    hidden(t,b,co) += i2h(ci,co) * input(t,b,ci)
+  }
+}
+"""
+
+
+def bounds_warnings(source, entry=None, strict_bounds=False) -> list[str]:
+    """The TcWarnings of the front end (parse ... build_model, check_bounds)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frontend(Source.load(source), entry, strict_bounds=strict_bounds)
+    return [str(w.message) for w in caught if issubclass(w.category, TcWarning)]
+
+
+def test_compile_warns():
+    with pytest.warns(TcWarning, match=r"^<string>:5:36: 'hidden' may be read out of bounds"):
+        tcdsl.compile(BROKEN_ELMAN)
+
+
+def test_warning_names_the_access_and_a_counterexample():
+    (msg,) = bounds_warnings(BROKEN_ELMAN)
+    head, line, caret = msg.split("\n")
+    assert head.startswith("<string>:5:36: 'hidden' may be read out of bounds: ")
+    assert re.search(r"for sizes T=\d+, B=\d+, Ci=\d+, Co=\d+ at t=0, b=\d+, co=\d+, ci=\d+: "
+                     r"hidden\(-1, \d+, \d+\), but 'hidden' has size \(T, B, Co\)$", head), head
+    assert line == BROKEN_ELMAN.splitlines()[4]
+    assert caret == " " * 35 + "^" * len("hidden(t-1,b,ci)")
+
+
+def test_warning_names_the_file(tmp_path):
+    path = tmp_path / "bad.tc"
+    path.write_text("def f(float(N) A) -> (B) {\n  B(i) = A(i + 1) where i in 0:N\n}\n")
+    (msg,) = bounds_warnings(path)
+    assert msg.startswith(f"{path}:2:10: 'A' may be read out of bounds: for sizes N=1 at i=0: A(1), but 'A' has size (N)")
+
+
+def test_strict_bounds_is_an_error():
+    with pytest.raises(TcSemanticError) as info:
+        tcdsl.compile(BROKEN_ELMAN, options={"strict_bounds": True})
+    assert (info.value.line, info.value.col) == (5, 36)
+    assert "'hidden' may be read out of bounds" in info.value.message and "hidden(-1," in info.value.message
+
+
+def test_counterexample_is_a_real_one():
+    # A(2*i) with i in 0:N reads up to 2N - 2, out of bounds from N = 2 on
+    (msg,) = bounds_warnings("def f(float(N) A) -> (B) { B(i) = A(2 * i) where i in 0:N }")
+    m = re.search(r"for sizes N=(\d+) at i=(\d+): A\((\d+)\)", msg)
+    n, i, idx = map(int, m.groups())
+    assert idx == 2 * i and not 0 <= idx < n
+
+
+@pytest.mark.parametrize("source", [
+    # guarded by a select whose condition is affine (then branch, and else branch)
+    "def f(float(N) A) -> (B) { B(i) = i > 0 ? A(i - 1) : 0 where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = i == 0 ? 0 : A(i - 1) where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = (i > 0 && i < N - 1) ? A(i - 1) + A(i + 1) : A(i) where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = i > 0 ? (i > 1 ? A(i - 2) : A(i - 1)) : 0 where i in 0:N }",
+    # guarded by the program: if t == 0 ... else ..., for t in lo:hi
+    "def f(float(T, B) x) -> (y) { for t in T { if t == 0 { y(t, b) = x(t, b) } else { y(t, b) = y(t - 1, b) } } }",
+    "def f(float(T, B) x) -> (y) {\n y(i, b) = x(i, b) where i in 0:1\n for t in 1:T { y(t, b) = y(t - 1, b) } }",
+    # ranges inferred from the reads themselves
+    "def f(float(N) A) -> (B) { B(i) = A(i) + A(i + 1) }",
+])
+def test_guarded_and_inferred_reads_are_in_bounds(source):
+    assert bounds_warnings(source) == []
+
+
+def test_unguarded_or_non_affine_guard_still_warns():
+    assert len(bounds_warnings("def f(float(N) A) -> (B) { B(i) = i >= 0 ? A(i - 1) : 0 where i in 0:N }")) == 1
+    # the guard reads a tensor: not affine, so the read is checked on the whole domain
+    assert len(bounds_warnings("def f(float(N) A) -> (B) { B(i) = A(i) > 0 ? A(i - 1) : 0 where i in 0:N }")) == 1
+
+
+def test_writes_beyond_a_declared_output_size_are_errors():
+    with pytest.raises(TcSemanticError, match=r"'B' may be written out of its declared size: for sizes N=1 at i=1: "
+                                              r"B\(1\), but 'B' has size \(N\)"):
+        tcdsl.compile("def f(float(N) A) -> (float(N) B) { B(i) = A(0) where i in 0:N+1 }")
+
+
+@pytest.mark.parametrize("name", ["elman_rnn", "qrnn_fo", "lstm", "gru", "matmul", "convolution", "convolution_s2x2",
+                                  "batch_matmul", "prefix_sum", "gated_scan", "causal_mean"])
+def test_named_corpus_programs_compile_without_warnings(name):
+    case = cases.by_name(name)
+    assert bounds_warnings(PROGRAMS / case.file, entry=case.entry, strict_bounds=True) == []
+
+
+def test_corpus_warnings_are_the_known_unchecked_preconditions():
+    """Across the corpus, only reads that really depend on an unstated size
+    relation warn: `where l in 0:2` over index(L), and tum's Idx(k + 1) with
+    `where k in 0:K` over Idx(KP1)."""
+    warned = set()
+    for file in sorted({c.file for c in cases.CASES}):
+        program = parse(Source.load(PROGRAMS / file))  # parse each file once
+        for d in program.defs:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                check_bounds(build_model(infer_ranges(check(program, d.name))))
+            warned |= {(d.name, re.search(r"'(\w+)' may be read", str(w.message)).group(1)) for w in caught
+                       if issubclass(w.category, TcWarning)}
+    assert warned == {("indexing", "index"), ("dots", "Idx")}
