@@ -626,6 +626,10 @@ REGRESSIONS = [
      "def f(float(K, L) A) -> (P) {\n  P(k, l) +=! (l >= r) ? 0.0 : (A(k, r) > 0.0) ? 1e308 : 0.0 where r in 0:L\n}"),
     ("TVM: literal 300 exceeds range of int8", "def f(int8(N) A) -> (B) { B(i) = A(i) + 300 }"),
     ("OverflowError: int32(1e999)", "def f(float(N) A) -> (B) { B(i) = int32(1e999) + A(i) }"),
+    ("TVM: literal 9223372036854775806 exceeds range of int32 (a constant size)",
+     "def f(float(9223372036854775807, I) W, float(I) x) -> (y) { y(g) +=! W(g, i) * x(i) }"),
+    ("TVM: literal exceeds range of int32 (a constant output size)",
+     "def f(float(N) x) -> (float(4294967296) y) { y(i) = x(i) }"),
 ]
 
 

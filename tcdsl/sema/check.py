@@ -97,6 +97,7 @@ class _Checker:
                 raise TcSemanticError(f"'{o.name}' is a size and cannot name an output", o.span)
             outputs.add(o.name)
             if o.type is not None:
+                _check_constant_dims(o.type)
                 for d in o.type.dims:
                     if isinstance(d, str) and d not in self.sizes:
                         raise TcSemanticError(f"unknown size '{d}' in the type of output '{o.name}'", o.type.span)
@@ -113,6 +114,7 @@ class _Checker:
             raise TcSemanticError(f"parameter '{p.name}' is declared twice", p.span)
         if p.name in self.sizes:
             raise TcSemanticError(f"'{p.name}' is a size and cannot name a tensor", p.span)
+        _check_constant_dims(p.type)
         for k, d in enumerate(p.type.dims):
             if isinstance(d, str):
                 if d in self.tensors:
@@ -446,6 +448,12 @@ def _count(k: int, word: str) -> str:
 
 def _are(k: int) -> str:
     return "is" if k == 1 else "are"
+
+
+def _check_constant_dims(t: n.TensorType) -> None:
+    for d in t.dims:
+        if isinstance(d, int) and not d < 2**31:
+            raise TcSemanticError(f"size {d} does not fit in an index (int32)", t.span)
 
 
 def _check_index_literal(c: n.Const) -> None:
