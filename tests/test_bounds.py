@@ -9,10 +9,11 @@ import re
 import sys
 import warnings
 
+import numpy as np
 import pytest
 
 import tcdsl
-from tcdsl import TcSemanticError
+from tcdsl import TcSemanticError, TcShapeError
 from tcdsl.driver import frontend
 from tcdsl.errors import TcWarning
 from tcdsl.polyhedral.bounds import check_bounds
@@ -21,6 +22,7 @@ from tcdsl.sema.check import check
 from tcdsl.sema.ranges import infer_ranges
 from tcdsl.source import Source
 from tcdsl.syntax.parse import parse
+from tcdsl.testing import evaluate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tests" / "programs"
@@ -133,3 +135,54 @@ def test_corpus_warnings_are_the_known_unchecked_preconditions():
             warned |= {(d.name, re.search(r"'(\w+)' may be read", str(w.message)).group(1)) for w in caught
                        if issubclass(w.category, TcWarning)}
     assert warned == {("indexing", "index"), ("dots", "Idx")}
+
+
+# ------------------------------------------------------------- at the call
+# Tensors are indexed with int32: sizes that give any tensor more than
+# 2**31 - 1 elements are refused before anything is allocated or run.
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_sizes_overflowing_int32_indexing_are_refused(mode):
+    a = np.ones(50_000, np.float32)
+    outer = tcdsl.compile("def f(float(N) A, float(M) B) -> (C) { C(i, j) = A(i) * B(j) }", specialize=mode)
+    with pytest.raises(TcShapeError, match=r"sizes N=50000, M=50000 give 'C' shape \(50000, 50000\), "
+                                           r"2500000000 elements; .*at most 2147483647"):
+        outer(a, a)
+    via_temp = tcdsl.compile("def f(float(N) A, float(M) B) -> (C) {\n  T(i, j) = A(i) * B(j)\n  C(i) +=! T(i, j)\n}",
+                             specialize=mode)
+    with pytest.raises(TcShapeError, match=r"give 'T' shape \(50000, 50000\)"):
+        via_temp(a, a)
+    with pytest.raises(TcShapeError, match=r"give 'T' shape"):
+        evaluate(via_temp.frontend.source.text, [a, a])
+    assert outer.cache_info()["compiles"] == (1 if mode == "never" else 0)
+
+
+def test_largest_supported_tensor_is_accepted():
+    from tcdsl.runtime.args import MAX_ELEMENTS, check_index_range
+
+    fe = frontend(Source("def f(float(N) A, float(M) B) -> (C) { C(i, j) = A(i) * B(j) }"))
+    check_index_range(fe.ranges, {"N": 1, "M": MAX_ELEMENTS})
+    with pytest.raises(TcShapeError):
+        check_index_range(fe.ranges, {"N": 1, "M": MAX_ELEMENTS + 1})
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.parametrize("name, sizes", [
+    ("elman_rnn", {"T": 0, "B": 2, "Ci": 3, "Co": 4}),
+    ("qrnn_fo", {"T": 0, "B": 2, "I": 3, "H": 4}),
+    ("lstm", {"T": 0, "B": 2, "I": 3, "H": 4}),
+    ("prefix_sum", {"N": 0, "M": 3}),
+    ("matmul", {"M": 3, "N": 2, "K": 0}),
+    ("batch_matmul", {"B": 0, "N": 2, "M": 2, "K": 2}),
+])
+def test_zero_sizes_give_empty_or_identity_outputs(name, sizes, mode):
+    case = cases.by_name(name)
+    inputs = case.make_inputs(np.random.default_rng(0), **sizes)
+    got = tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode)(*inputs)
+    want = evaluate(PROGRAMS / case.file, inputs, case.entry)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    if "T" in sizes:
+        assert all(0 in g.shape for g in got if g.ndim == 3)

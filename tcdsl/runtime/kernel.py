@@ -14,7 +14,7 @@ from .. import driver
 from ..codegen import targets
 from . import cache
 from . import device
-from .args import Arg, bind_sizes, evaluate, is_torch, prepare_input
+from .args import Arg, bind_sizes, check_index_range, evaluate, is_torch, prepare_input
 
 
 class _Binary:
@@ -203,6 +203,7 @@ class Kernel:
         args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims), self._device)
                 for p, x in zip(params, inputs)]
         sizes = bind_sizes(checked, args, self.fixed)
+        check_index_range(self.frontend.ranges, sizes)
         outs = self._outputs(args, sizes, out)
         b = self._binary_for(sizes)
         if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
