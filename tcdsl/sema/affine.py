@@ -96,9 +96,15 @@ def lift(pa: isl.PwAff, space: isl.Space) -> isl.PwAff:
 
 # ------------------------------------------------------------ isl -> tcdsl
 def pwaff_to_expr(pa: isl.PwAff) -> n.Expr:
-    pieces = pa.coalesce().get_pieces()
+    pa = pa.coalesce()
+    pieces = pa.get_pieces()
     if not pieces:
         return n.Const(0)
+    if len(pieces) == 2:  # min(a, b) / max(a, b) read better than a select
+        a, b = (isl.PwAff.from_aff(aff) for _, aff in pieces)
+        for op, combined in (("min", a.min(b)), ("max", a.max(b))):
+            if combined.is_equal(pa):
+                return n.Binary(op, _aff_to_expr(pieces[0][1]), _aff_to_expr(pieces[1][1]))
     out = _aff_to_expr(pieces[-1][1])
     for s, aff in reversed(pieces[:-1]):
         out = n.Select(set_to_cond(s), _aff_to_expr(aff), out)

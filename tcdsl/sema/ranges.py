@@ -48,6 +48,8 @@ class StmtInfo:
     domain: isl.Set  # S<id>[vars] over the parameters (sizes and loop variables)
     ranges: dict[str, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
     init_domain: isl.Set | None = None  # the lhs variables' box: where an ``op=!`` initializes
+    var_sets: dict[str, isl.Set] = field(default_factory=dict)  # each variable's own constraints
+    params_set: isl.Set | None = None  # sizes, loop ranges and if conditions of this statement
 
     @property
     def name(self) -> str:
@@ -159,22 +161,23 @@ class _Inference:
         space = isl.Space.create_from_names(self.ctx, set=[isl_name(v) for v in vars_],
                                             params=[isl_name(p) for p in self.params])
         box = isl.Set.universe(space).intersect_params(pset)
-        own_box = box  # constraints on the lhs variables only: the domain of the init statement
+        # each variable's own constraints: the lhs ones make the init domain and the extents
+        var_sets = {v: box for v in vars_}
         resolved: set[str] = set()
         for w in s.wheres:
             if isinstance(w, n.RangeConstraint) and w.var in vars_:
                 interval = self._interval(vars_, w.var, w.lo, w.hi, space)
                 box = box & interval
-                own_box = own_box & interval if w.var in own else own_box
+                var_sets[w.var] = var_sets[w.var] & interval
                 resolved.add(w.var)
         accesses = _accesses(s.rhs) + [a for w in s.wheres if isinstance(w, n.Exists) for a in _accesses(w.expr)]
-        box, own_box = self._rounds(accesses, vars_, resolved, box, own_box, own, space)
+        box = self._rounds(accesses, vars_, resolved, box, var_sets, space)
         if resolved != set(vars_) and s.tensor in self.info.extents:
             # Extension: a tensor already written has a size; its lhs bounds
             # variables that no read determines.
             lhs = n.Access(s.tensor, s.indices)
-            box, own_box = self._rounds([lhs], vars_, resolved, box, own_box, own, space)
-            box, own_box = self._rounds(accesses, vars_, resolved, box, own_box, own, space)
+            box = self._rounds([lhs], vars_, resolved, box, var_sets, space)
+            box = self._rounds(accesses, vars_, resolved, box, var_sets, space)
         for v in vars_:
             if v not in resolved:
                 raise TcSemanticError(f"cannot infer the range of '{v}'; use a where clause "
@@ -188,11 +191,15 @@ class _Inference:
                 raise TcSemanticError(f"cannot infer a bounded range for '{v}'; use a where clause "
                                       f"('where {v} in lo:hi')", _first_use(s, v) or s.span) from None
             st.ranges[v] = (lo.coalesce(), hi.add_constant_val(1).coalesce())
+        own_box = isl.Set.universe(space).intersect_params(pset)
+        for v in own:
+            own_box = own_box & var_sets[v]
         st.init_domain = own_box.project_out(isl.dim_type.set, len(own), len(vars_) - len(own)).coalesce()
+        st.var_sets, st.params_set = var_sets, pset
         self.info.stmts.append(st)
         self._extend(st)
 
-    def _rounds(self, accesses, vars_, resolved: set, box, own_box, own, space):
+    def _rounds(self, accesses, vars_, resolved: set, box, var_sets, space):
         """TC's rounds; updates ``resolved`` and returns the narrowed boxes."""
         while True:
             found: dict[str, isl.Set] = {}
@@ -200,10 +207,10 @@ class _Inference:
                 for k, e in enumerate(acc.indices):
                     self._candidate(acc, k, e, vars_, resolved, box, space, found)
             if not found:
-                return box, own_box
+                return box
             for v, allowed in found.items():
                 box = box & allowed
-                own_box = own_box & allowed if v in own else own_box
+                var_sets[v] = var_sets[v] & allowed
                 resolved.add(v)
 
     def _interval(self, vars_, v: str, lo: n.Expr, hi: n.Expr, space) -> isl.Set:
@@ -252,6 +259,55 @@ class _Inference:
         return ext[k].align_params(self._param_space()) if ext else None
 
     # --------------------------------------------------------------- extents
+    def _written_along(self, st: StmtInfo, e: n.Expr) -> isl.Set:
+        """The indices written along one dimension, as a 1-D set over the sizes.
+        An lhs variable contributes its own range, whatever the other
+        dimensions do (so an empty dimension does not empty the others)."""
+        from .affine import to_isl
+
+        if isinstance(e, n.IndexVar) and e.name in st.var_sets:
+            pos = st.vars.index(e.name)
+            dim = st.var_sets[e.name]
+            dim = dim.project_out(isl.dim_type.set, pos + 1, len(st.vars) - pos - 1).project_out(isl.dim_type.set, 0, pos)
+        else:
+            dim = isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + to_isl(e) + ")] }")
+            dim = dim.intersect_params(st.params_set.align_params(dim.get_space().params()))
+        for lp in st.loops:
+            pos = dim.find_dim_by_name(isl.dim_type.param, isl_name(lp.var))
+            if pos >= 0:
+                dim = dim.project_out(isl.dim_type.param, pos, 1)
+        return dim.intersect_params(self.info.size_context.align_params(dim.get_space().params())).coalesce()
+
+    def _simplest(self, pa: isl.PwAff) -> isl.PwAff:
+        """One of ``pa``'s formulas alone, when it equals ``pa`` for all sizes
+        (``max`` over several writes is often piecewise only on paper)."""
+        ctx = self.info.size_context.align_params(pa.get_domain_space().params())
+        want = pa.intersect_params(ctx)
+        for _, aff in pa.get_pieces():
+            total = isl.PwAff.from_aff(aff)
+            if total.intersect_params(ctx).is_equal(want):
+                return total
+        return pa
+
+    def _total_extent(self, hi: isl.PwAff) -> isl.PwAff:
+        """``hi`` is defined only where something is written (e.g. not for
+        H < KH in a valid convolution).  There the extent must be 0, not
+        undefined, so that later reads see an empty tensor.  A single formula
+        is extended to all sizes as ``max(formula, 0)`` (or the formula itself
+        when it is never negative), which reads well and indexes cheaply."""
+        zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(hi.get_domain_space()))
+        pieces = hi.get_pieces()
+        if len(pieces) != 1:
+            return hi.union_max(zero).coalesce()
+        total = isl.PwAff.from_aff(pieces[0][1])
+        ctx = self.info.size_context.align_params(total.get_domain_space().params())
+        rest = ctx.subtract(hi.domain().params())
+        if not rest.is_subset(total.neg().nonneg_set().params()):
+            return hi.union_max(zero).coalesce()  # the formula is positive where nothing is written
+        if ctx.is_subset(total.nonneg_set().params()):
+            return total
+        return total.max(zero).coalesce()
+
     def _extend(self, st: StmtInfo) -> None:
         """Grow the written tensor's extent to cover this statement's writes."""
         s = st.comp
@@ -260,27 +316,17 @@ class _Inference:
             return
         from .affine import to_isl
 
-        text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars)) + "] -> "
-                + s.tensor + "[" + ", ".join(to_isl(e) for e in s.indices) + "] }")
-        written = st.domain.apply(isl.Map.read_from_str(self.ctx, text))
-        for lp in st.loops:
-            pos = written.find_dim_by_name(isl.dim_type.param, isl_name(lp.var))
-            if pos >= 0:
-                written = written.project_out(isl.dim_type.param, pos, 1)
-        written = written.intersect_params(self.info.size_context.align_params(written.get_space().params()))
         ext = []
         for k, e in enumerate(s.indices):
-            if not (written & _below_zero(written, k)).is_empty():
+            written = self._written_along(st, e)
+            if not (written & _below_zero(written, 0)).is_empty():
                 raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}",
                                       e.span or s.span)
-            hi = written.dim_max(k).add_constant_val(1)
-            # Where nothing is written (e.g. H < KH for a valid convolution) the
-            # extent is 0, not undefined: later reads must see an empty tensor.
-            zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(hi.get_domain_space()))
-            ext.append(hi.union_max(zero).coalesce())
+            ext.append(self._total_extent(written.dim_max(0).add_constant_val(1).coalesce()))
         old = self.info.extents.get(s.tensor)
         if old is not None:
-            ext = [a.union_max(b.align_params(a.get_space().params())).coalesce() for a, b in zip(old, ext)]
+            ext = [self._simplest(a.union_max(b.align_params(a.get_space().params())).coalesce())
+                   for a, b in zip(old, ext)]
         self.info.extents[s.tensor] = tuple(ext)
 
 

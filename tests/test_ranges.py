@@ -1,0 +1,74 @@
+"""Range inference (TC's algorithm): hand-worked cases and goldens for the corpus."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.driver import frontend
+from tcdsl.runtime.args import evaluate
+from tcdsl.source import Source
+from tcdsl.syntax.parse import parse
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted((ROOT / "tests" / "programs").glob("*.tc")) + sorted((ROOT / "examples" / "rnn").glob("*.tc"))
+
+
+def extents(src: str, sizes: dict[str, int], entry: str | None = None) -> dict[str, tuple[int, ...]]:
+    fe = frontend(Source(src), entry)
+    return {t: tuple(evaluate(e, sizes) for e in fe.ranges.extent_exprs(t)) for t in fe.checked.tensors}
+
+
+# (program, sizes, tensor, extent worked out by hand from TC's rules)
+CASES = [
+    # a valid convolution reads nothing out of bounds: h + kh <= H - 1 for all kh < KH
+    ("def c(float(H) I, float(KH) W) -> (O) { O(h) +=! I(h + kh) * W(kh) }", {"H": 10, "KH": 3}, "O", (8,)),
+    # stride 2: 2h + kh <= H - 1  =>  h <= (H - KH) / 2
+    ("def c(float(H) I, float(KH) W) -> (O) { O(h) +=! I(2 * h + kh) * W(kh) }", {"H": 10, "KH": 3}, "O", (4,)),
+    ("def c(float(H) I, float(KH) W) -> (O) { O(h) +=! I(2 * h + kh) * W(kh) }", {"H": 11, "KH": 3}, "O", (5,)),
+    # two reads of one variable: the intersection
+    ("def f(float(N) A, float(M) B) -> (O) { O(i) = A(i) + B(i) }", {"N": 7, "M": 4}, "O", (4,)),
+    # reversed index
+    ("def f(float(N) A) -> (O) { O(i) = A(N - 1 - i) }", {"N": 6}, "O", (6,)),
+    # where first: the clause wins over what the reads would allow
+    ("def f(float(N) A) -> (O) { O(i) = A(i) where i in 0:3 }", {"N": 6}, "O", (3,)),
+    # a written range starting above 0: the extent still starts at 0
+    ("def f(float(N) A) -> (O) { O(i) = A(i - 1) where i in 1:N }", {"N": 6}, "O", (6,)),
+    # several statements: the largest upper bound
+    ("def f(float(N) A) -> (O) { O(i) = A(i) where i in 0:2  O(i) = A(i) }", {"N": 6}, "O", (6,)),
+    # a loop variable covers its whole range
+    ("def f(float(T, N) X) -> (O) { for t in 1:T { O(t, i) = X(t - 1, i) } }", {"T": 5, "N": 3}, "O", (5, 3)),
+    # a 2-D pooling window with a where-bounded reduction
+    ("def p(float(H, W) I) -> (O) { O(h, w) max=! I(2 * h + kh, 2 * w + kw) where kh in 0:2, kw in 0:2 }",
+     {"H": 7, "W": 8}, "O", (3, 4)),
+]
+
+
+@pytest.mark.parametrize("src,sizes,tensor,want", CASES)
+def test_hand_worked_extents(src, sizes, tensor, want):
+    assert extents(src, sizes)[tensor] == want
+
+
+def test_an_unbounded_variable_asks_for_a_where_clause():
+    with pytest.raises(tcdsl.TcSemanticError, match=r"cannot infer the range of 'j'; use a where clause"):
+        tcdsl.compile("def f(float(N) A) -> (O) { O(i) +=! A(i) + j }")
+
+
+def test_inferred_extents_match_numpy_slicing():
+    """The inferred output shape is what NumPy's valid correlation gives."""
+    src = "def c(float(N) I, float(K) W) -> (O) { O(n) +=! I(n + k) * W(k) }"
+    I, W = np.arange(9, dtype=np.float32), np.array([1, 2, 3], np.float32)
+    out = tcdsl.compile(src)(I, W)
+    np.testing.assert_allclose(out, np.correlate(I, W, mode="valid"))
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_range_goldens(path, golden):
+    text = path.read_text()
+    dumps = []
+    for d in parse(Source(text, path.name)).defs:
+        dumps.append(f"## {d.name}\n" + frontend(Source(text, path.name), d.name).ranges.dump())
+    name = path.stem if path.parent.name == "programs" else f"examples_rnn_{path.stem}"
+    golden("ranges", name, "".join(dumps))
