@@ -289,11 +289,26 @@ def test_constant_sizes_drop_the_guard():
     assert 'T.thread_binding(5, thread="threadIdx.x")' in k.script  # fewer threads than the default
 
 
-def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop():
-    """isl puts a serial loop outermost in tcg (tests/programs/inference.tc):
-    it runs on the host, launching its parallel body at every iteration."""
-    found = launches(compiled(cases.by_name("tcg")).source_code("host"))
-    assert found and all(loops for loops, _, _ in found)
+def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop(monkeypatch):
+    """With isl's most fused schedule, tcg (tests/programs/inference.tc) has a
+    serial loop outermost: it runs on the host, launching its parallel body
+    at every iteration (cuda.schedule normally prefers a schedule with outer
+    parallelism for it; keeping the fused one exercises the host loop)."""
+    from tcdsl.codegen import cuda
+
+    monkeypatch.setattr(cuda, "outer_parallelism", lambda node: 2)
+    case = cases.by_name("tcg")
+    found = launches(tcdsl.compile(PROGRAMS / case.file, case.entry, target="cuda").source_code("host"))
+    assert len(found) == 2 and all(loops == ("c0",) for loops, _, _ in found)
+    run_emulated(case)
+
+
+def test_schedule_with_outer_parallelism_is_preferred():
+    """isl fuses the LSTM step into one band parallel in b only; the GPU
+    schedule splits it into launches parallel in (g, b, j) and (b, j)."""
+    found = launches(compiled(cases.by_name("lstm")).source_code("host"))
+    in_loop = [gb for loops, _, gb in found if loops == ("t",)]
+    assert len(in_loop) == 8 and not any("(B + 255) // 256" in gb for gb in in_loop)
 
 
 def test_statement_left_on_the_host_is_an_internal_error():
