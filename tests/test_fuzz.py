@@ -416,6 +416,15 @@ def test_loops_starting_below_zero():
                 np.testing.assert_array_equal(g, w)
 
 
+def test_temporary_indexed_through_skewed_loops_compiles():
+    # TVM's s_tir.CompactBufferAllocation raised "Divide by zero" estimating T3's
+    # region under the skewed schedule, for N=2, M=4 before scheduling
+    p = Program("def fuzz(float(N, M, N) X0) -> (O1, O2) {\n  O1(i, j, l) +=! X0(i, j, l) + X0(k, 0, i) + 0.5\n"
+                "  O2(i, j, l) += X0(i, j, l) + X0(i, k, i) + tanh(float(i)) + O1(l, j, 0)\n"
+                "  T3(l, j, i) = O1(i, j, l) + O2(l, j, l)\n}\n", [Tensor("X0", ("N", "M", "N"))], "float32", ("N", "M"))
+    check_against_interpreter(p, [{"N": 2, "M": 4}, {"N": 1, "M": 1}])
+
+
 # ============================================================ mutation fuzzer
 CORPUS = sorted((ROOT / "tests" / "programs").glob("*.tc")) + sorted((ROOT / "examples" / "rnn").glob("*.tc"))
 POOL = ["(", ")", "{", "}", ",", "+", "-", "*", "/", "%", "=", "==", "!=", "<=", "+=!", "+=", "*=!", "min=!", "max=",
