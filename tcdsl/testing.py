@@ -49,13 +49,21 @@ from .source import Source
 from .syntax import nodes as n
 from .syntax.parse import parse
 
-__all__ = ["evaluate", "OutOfBoundsRead"]
+__all__ = ["evaluate", "OutOfBoundsRead", "TooLarge", "MAX_POINTS"]
 
 INDEX = "int32"
 
 
 class OutOfBoundsRead(IndexError):
     """A read that the program really performs falls outside its tensor."""
+
+
+class TooLarge(MemoryError):
+    """A statement's domain has more points than :data:`MAX_POINTS`."""
+
+
+# The most points one statement may have (the interpreter holds them all at once).
+MAX_POINTS = 50_000_000
 
 
 def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entry: str | None = None):
@@ -276,6 +284,8 @@ def _points(box: _Box, env: dict[str, int]):
     full = tuple(max(0, g.shape[k]) for k, g in enumerate(grid.values()))
     if 0 in full:
         return None
+    if np.prod(full, dtype=np.float64) > MAX_POINTS:
+        raise TooLarge(f"a statement with {' x '.join(map(str, full))} points (at most {MAX_POINTS})")
     mask = np.broadcast_to(np.asarray(_int(box.member, env, grid), dtype=bool), full)
     return (grid, mask) if mask.any() else None
 
