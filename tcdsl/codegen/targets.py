@@ -51,7 +51,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
     mod = tvm.IRModule({func.attrs["global_symbol"]: func})
     if target_kind(target) == "cuda":
         verify_memory(mod, target)
-        with _build_lock, cuda_compile_env():
+        with _build_lock, cuda_compile_env(), tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES):
             return tvm.compile(mod, target=target)
     with _build_lock, tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES):  # LLVM codegen is not re-entrant
         return tvm.compile(mod, target=target)                                    # across threads in every build
@@ -135,7 +135,7 @@ def host_tir(func: tirx.PrimFunc, target: tvm.target.Target) -> str:
     mod = tvm.IRModule({func.attrs["global_symbol"]: func})
     mod = tvm.tirx.transform.BindTarget(target.with_host(target.host))(mod)
     pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
-    with _build_lock:
+    with _build_lock, tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES):
         host_mod, _ = split_host_device_mods(pipeline(mod))
     return host_mod.script()
 
