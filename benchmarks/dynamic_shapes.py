@@ -89,20 +89,21 @@ def churn(mode: str, Ts: list[int], data, args) -> tuple[dict, Kernel]:
     options = {"disk_cache": False}
     if mode == "auto":
         options["auto_threshold"] = args.auto_threshold
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     k = tcdsl.compile(ELMAN, specialize=mode, options=options)
     t_compile = time.perf_counter() - t0
     for T in Ts:
         k(full[:T], h0, i2h, h2h)
-    t_calls_done = time.perf_counter() - t0
+    t_calls_done, c_calls_done = time.perf_counter() - t0, time.process_time() - c0
     info = k.cache_info()
     wait_for_background(k)
-    t_settled = time.perf_counter() - t0
+    t_settled, c_settled = time.perf_counter() - t0, time.process_time() - c0
     T = Ts[0]  # a spot check of the results against NumPy
     ok = bool(np.allclose(k(full[:T], h0, i2h, h2h), reference.elman_rnn(full[:T], h0, i2h, h2h),
                           rtol=1e-4, atol=1e-4))
     return {"mode": mode, "first_compile_s": t_compile, "total_s": t_calls_done,
-            "total_until_background_done_s": t_settled, "cache_info_after_calls": info, "correct": ok}, k
+            "total_until_background_done_s": t_settled, "total_cpu_s": c_calls_done,
+            "total_until_background_done_cpu_s": c_settled, "cache_info_after_calls": info, "correct": ok}, k
 
 
 def settle_auto(k: Kernel, Ts: list[int], data) -> dict:
@@ -125,10 +126,10 @@ def steady(kernels: dict, Ts: list[int], data, replays: int) -> dict[str, list[f
     times = {m: [] for m in kernels}
     for _ in range(replays):
         for m, k in kernels.items():
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             for T in Ts:
                 k(full[:T], h0, i2h, h2h)
-            times[m].append(time.perf_counter() - t)
+            times[m].append((time.perf_counter() - t, time.process_time() - c))
     return times
 
 
@@ -140,14 +141,19 @@ def symbolic_vs_specialized(kernels: dict, data, Tvals: list[int], reps: int) ->
     for T in Tvals:
         x = full[:T]
         times = {m: [] for m in modes}
+        cpu = {m: [] for m in modes}
         for m in modes:
             kernels[m](x, h0, i2h, h2h)  # warm (and compiled)
         for _ in range(reps):
             for m in modes:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 kernels[m](x, h0, i2h, h2h)
                 times[m].append(time.perf_counter() - t)
-        row = {"T": T, **{f"{m}_ms": 1e3 * statistics.median(times[m]) for m in modes}}
+                cpu[m].append(time.process_time() - c)
+        row = {"T": T, **{f"{m}_ms": 1e3 * statistics.median(times[m]) for m in modes},
+               **{f"{m}_cpu_ms": 1e3 * statistics.median(cpu[m]) for m in modes}}
+        row["cpu_ratio_vs_after"] = row["never_cpu_ms"] / row["after-scheduling_cpu_ms"]
+        row["cpu_ratio_vs_before"] = row["never_cpu_ms"] / row["before-scheduling_cpu_ms"]
         row["ratio_vs_after"] = row["never_ms"] / row["after-scheduling_ms"]
         row["ratio_vs_before"] = row["never_ms"] / row["before-scheduling_ms"]
         rows.append(row)
@@ -156,22 +162,26 @@ def symbolic_vs_specialized(kernels: dict, data, Tvals: list[int], reps: int) ->
 
 def overhead(n: int, repeat: int) -> dict:
     """µs per call on tiny sizes: the kernel against its raw TVM function
-    (the best of ``repeat`` batches of ``n`` calls: the machine is shared)."""
+    (the best of ``repeat`` batches of ``n`` calls: the machine is shared).
+    ``*_cpu_us`` is the calling thread's CPU time (``time.thread_time``),
+    which a loaded machine does not inflate: the overhead is Python work on
+    this thread."""
     rng = np.random.default_rng(0)
     T, B, C = 2, 1, 2
     x, h0, i2h, h2h = (rng.standard_normal(s).astype(np.float32) for s in [(T, B, C), (B, C), (C, C), (C, C)])
     out = np.zeros((T, B, C), np.float32)
     result = {"sizes": {"T": T, "B": B, "Ci": C, "Co": C}, "calls": n, "repeat": repeat}
 
-    def best(f) -> float:
+    def best(f) -> tuple[float, float]:
         f()
-        times = []
+        wall, cpu = [], []
         for _ in range(repeat):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             for _ in range(n):
                 f()
-            times.append((time.perf_counter() - t) / n)
-        return 1e6 * min(times)
+            wall.append((time.perf_counter() - t) / n)
+            cpu.append((time.thread_time() - c) / n)
+        return 1e6 * min(wall), 1e6 * min(cpu)
 
     for mode in ("never", "after-scheduling"):
         k = tcdsl.compile(ELMAN, specialize=mode, options={"disk_cache": False})
@@ -180,45 +190,51 @@ def overhead(n: int, repeat: int) -> dict:
         sizes = {"T": T, "B": B, "Ci": C, "Co": C}
         call_args = [sizes[s] for s in b.size_params] + [x, h0, i2h, h2h, out]
         fn = b.fn
-        raw = best(lambda: fn(*call_args))
-        kern = best(lambda: k(x, h0, i2h, h2h))
-        kern_out = best(lambda: k(x, h0, i2h, h2h, out=out))
+        (raw, raw_c), (kern, kern_c), (kern_out, kern_out_c) = (
+            best(lambda: fn(*call_args)), best(lambda: k(x, h0, i2h, h2h)),
+            best(lambda: k(x, h0, i2h, h2h, out=out)))
         result[mode] = {"raw_us": raw, "kernel_us": kern, "kernel_out_us": kern_out,
-                        "overhead_us": kern - raw, "overhead_out_us": kern_out - raw}
+                        "overhead_us": kern - raw, "overhead_out_us": kern_out - raw,
+                        "raw_cpu_us": raw_c, "kernel_cpu_us": kern_c, "kernel_out_cpu_us": kern_out_c,
+                        "overhead_cpu_us": kern_c - raw_c, "overhead_out_cpu_us": kern_out_c - raw_c}
     return result
 
 
 def disk_ready(reps: int) -> dict:
-    """ms to ready a kernel from the disk cache (warm process), and a compile into an empty cache."""
+    """ms to ready a kernel from the disk cache in a warm process (``tcdsl.compile``
+    end to end, and its two parts: the front end, and the kernel made from the
+    disk entry), against a compile into an empty cache (which also exports the
+    library).  Median and best of wall time and of this thread's CPU time."""
     saved = {k: os.environ.get(k) for k in ("TCDSL_CACHE_DIR", "TCDSL_DISK_CACHE")}
     d = tempfile.mkdtemp(prefix="tcdsl-bench-cache-")
     os.environ["TCDSL_CACHE_DIR"], os.environ["TCDSL_DISK_CACHE"] = d, "1"
+    samples: dict[str, list[tuple[float, float]]] = {"compile_into_empty_cache": [], "compile_from_disk": [],
+                                                     "frontend": [], "kernel_from_disk": []}
+
+    def timed(name, f):
+        t, c = time.perf_counter(), time.thread_time()
+        r = f()
+        samples[name].append((time.perf_counter() - t, time.thread_time() - c))
+        return r
+
     try:
         src = Source.load(ELMAN)
-        cold = []
         for _ in range(max(1, reps // 4)):
             cache.clear()
-            t = time.perf_counter()
-            k = tcdsl.compile(ELMAN)
-            cold.append(time.perf_counter() - t)
+            k = timed("compile_into_empty_cache", lambda: tcdsl.compile(ELMAN))
             assert k.cache_info()["compiles"] == 1
-        end_to_end, frontend, load = [], [], []
         for _ in range(reps):
-            t = time.perf_counter()
-            k = tcdsl.compile(ELMAN)
-            end_to_end.append(time.perf_counter() - t)
+            k = timed("compile_from_disk", lambda: tcdsl.compile(ELMAN))
             assert k.cache_info()["disk_hits"] == 1
-            t = time.perf_counter()
-            fe = driver.frontend(src)
-            t1 = time.perf_counter()
-            k = Kernel(fe)
-            load.append(time.perf_counter() - t1)
-            frontend.append(t1 - t)
+            fe = timed("frontend", lambda: driver.frontend(src))
+            k = timed("kernel_from_disk", lambda: Kernel(fe))
             assert k.cache_info()["disk_hits"] == 1
-        med = lambda xs: 1e3 * statistics.median(xs)  # noqa: E731
-        return {"compile_into_empty_cache_ms": med(cold), "compile_from_disk_ms": med(end_to_end),
-                "frontend_ms": med(frontend), "kernel_from_disk_ms": med(load), "reps": reps,
-                "library_bytes": cache.info()["bytes"]}
+        result = {"reps": reps, "library_bytes": cache.info()["bytes"]}
+        for name, xs in samples.items():
+            wall, cpu = [w for w, _ in xs], [c for _, c in xs]
+            result[name] = {"median_ms": 1e3 * statistics.median(wall), "best_ms": 1e3 * min(wall),
+                            "median_cpu_ms": 1e3 * statistics.median(cpu), "best_cpu_ms": 1e3 * min(cpu)}
+        return result
     finally:
         cache.clear()
         os.rmdir(d)
@@ -227,6 +243,17 @@ def disk_ready(reps: int) -> dict:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _git_state() -> dict:
+    import subprocess
+
+    def git(*a):
+        try:
+            return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return {"head": git("rev-parse", "HEAD"), "dirty_files": git("status", "--porcelain", "--", "tcdsl").splitlines()}
 
 
 def main(argv=None) -> int:
@@ -257,6 +284,7 @@ def main(argv=None) -> int:
                     "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS"), "loadavg_at_start": os.getloadavg()},
         "versions": {"tcdsl": tcdsl.__version__, "tvm": __import__("tvm").__version__},
         "argv": sys.argv[1:],
+        "git": _git_state(),
         "modes": {},
     }
     kernels = {}
@@ -264,6 +292,7 @@ def main(argv=None) -> int:
         r, kernels[mode] = churn(mode, Ts, data, args)
         result["modes"][mode] = r
         print(f"{mode:18s} total {r['total_s']:8.2f} s (background done {r['total_until_background_done_s']:.2f} s)"
+              f"  process CPU {r['total_cpu_s']:8.2f} s ({r['total_until_background_done_cpu_s']:.2f} s)"
               f"  compiles {r['cache_info_after_calls']['compiles']:4d}  correct {r['correct']}", flush=True)
     if "auto" in kernels:
         result["auto_settle"] = st = settle_auto(kernels["auto"], Ts, data)
@@ -271,10 +300,13 @@ def main(argv=None) -> int:
     times = steady(kernels, Ts, data, args.replays)
     for mode in modes:
         r = result["modes"][mode]
-        r["replays_s"] = times[mode]
-        r["steady_per_call_ms"] = 1e3 * min(times[mode]) / len(Ts)
+        r["replays_s"] = [w for w, _ in times[mode]]
+        r["replays_cpu_s"] = [c for _, c in times[mode]]
+        r["steady_per_call_ms"] = 1e3 * min(r["replays_s"]) / len(Ts)
+        r["steady_per_call_cpu_ms"] = 1e3 * min(r["replays_cpu_s"]) / len(Ts)
         r["cache_info"] = kernels[mode].cache_info()
-        print(f"{mode:18s} steady {r['steady_per_call_ms']:8.3f} ms/call", flush=True)
+        print(f"{mode:18s} steady {r['steady_per_call_ms']:8.3f} ms/call (process CPU "
+              f"{r['steady_per_call_cpu_ms']:8.3f} ms/call)", flush=True)
 
     if all(m in kernels for m in ("never", "after-scheduling", "before-scheduling")):
         Tvals = [min(int(t), args.tmax) for t in args.ratio_T.split(",")]
@@ -283,7 +315,8 @@ def main(argv=None) -> int:
         for r in rows:
             print(f"T={r['T']:4d}  symbolic {r['never_ms']:8.3f} ms  after {r['after-scheduling_ms']:8.3f} ms"
                   f"  before {r['before-scheduling_ms']:8.3f} ms  ratio {r['ratio_vs_after']:.3f} / "
-                  f"{r['ratio_vs_before']:.3f}", flush=True)
+                  f"{r['ratio_vs_before']:.3f}  (process CPU ratio {r['cpu_ratio_vs_after']:.3f} / "
+                  f"{r['cpu_ratio_vs_before']:.3f})", flush=True)
         per_call = {m: r["steady_per_call_ms"] for m, r in result["modes"].items()}
         result["steady_ratio_never_vs_after"] = per_call["never"] / per_call["after-scheduling"]
         result["steady_ratio_never_vs_before"] = per_call["never"] / per_call["before-scheduling"]
@@ -293,11 +326,15 @@ def main(argv=None) -> int:
     for mode in ("never", "after-scheduling"):
         o = ov[mode]
         print(f"overhead ({mode}): raw {o['raw_us']:.1f} µs, kernel {o['kernel_us']:.1f} µs "
-              f"(+{o['overhead_us']:.1f}), with out= {o['kernel_out_us']:.1f} µs (+{o['overhead_out_us']:.1f})")
+              f"(+{o['overhead_us']:.1f}), with out= {o['kernel_out_us']:.1f} µs (+{o['overhead_out_us']:.1f}); "
+              f"thread CPU time: raw {o['raw_cpu_us']:.1f}, kernel {o['kernel_cpu_us']:.1f} "
+              f"(+{o['overhead_cpu_us']:.1f}), with out= {o['kernel_out_cpu_us']:.1f} "
+              f"(+{o['overhead_out_cpu_us']:.1f})")
     result["disk"] = dk = disk_ready(args.reps)
-    print(f"disk cache: compile into an empty cache {dk['compile_into_empty_cache_ms']:.1f} ms; from disk "
-          f"{dk['compile_from_disk_ms']:.1f} ms end to end (frontend {dk['frontend_ms']:.1f} ms + kernel from "
-          f"disk {dk['kernel_from_disk_ms']:.2f} ms)")
+    for name in ("compile_into_empty_cache", "compile_from_disk", "frontend", "kernel_from_disk"):
+        x = dk[name]
+        print(f"disk cache: {name:25s} median {x['median_ms']:7.2f} ms (best {x['best_ms']:7.2f}); "
+              f"thread CPU median {x['median_cpu_ms']:7.2f} ms (best {x['best_cpu_ms']:7.2f})")
 
     result["machine"]["loadavg_at_end"] = os.getloadavg()
     stamp = time.strftime("%Y%m%d-%H%M%S")
