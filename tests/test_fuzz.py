@@ -368,6 +368,41 @@ def test_random_integer_programs_agree_with_the_interpreter_long(case):
     check_against_interpreter(p, sizes)
 
 
+# ======================================================== printer round trip
+_NAMES = st.sampled_from(["A", "B", "x", "i", "j", "t", "N", "foo", "h2h"])
+_OPS = ["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "min", "max"]
+_LEAVES = st.one_of(
+    st.builds(n.Ident, _NAMES),
+    st.builds(n.Const, st.integers(0, 10**40)),
+    st.builds(n.Const, st.floats(0, 1e300) | st.just(float("inf"))),
+    st.builds(n.DimSize, _NAMES, st.integers(0, 9)),
+)
+
+
+def _extend(sub):
+    return st.one_of(
+        st.builds(n.Unary, st.sampled_from(["-", "!"]), sub),
+        st.builds(n.Binary, st.sampled_from(_OPS), sub, sub),
+        st.builds(n.Select, sub, sub, sub),
+        st.builds(n.Call, st.sampled_from(["A", "tanh", "foo", "fmax", "pow"]),
+                  st.lists(sub, min_size=1, max_size=3).map(tuple)),
+        st.builds(n.Cast, st.sampled_from(["float32", "float64", "float16", "int32", "int8", "uint8", "int64", "bool"]),
+                  sub),
+    )
+
+
+EXPRESSIONS = st.recursive(_LEAVES, _extend, max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(EXPRESSIONS)
+def test_printed_expressions_parse_back_equal(e):
+    text = f"def f(float(N) A) -> (B) {{ B(i) = {expr_to_tc(e)} }}"
+    program = parse(text)
+    assert program.defs[0].body[0].rhs == e, text
+    assert parse(to_tc(program)) == program
+
+
 # ================================================================ regressions
 # What the fuzzers found, kept as tests.
 
