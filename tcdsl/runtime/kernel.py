@@ -135,7 +135,8 @@ class Kernel:
 
     def _disk_key(self, sizes: dict[str, int] | None) -> tuple[str, dict] | None:
         """(key, key fields) of the disk cache entry for ``sizes``, or None when the disk cache is off."""
-        if not cache.enabled(self.options):
+        if not cache.enabled(self.options) or (self._kind == "cuda" and not targets.cuda_device_present()):
+            # a CUDA library cannot be loaded back where there is no GPU: nothing to reuse
             return None
         if self._disk_base is None:
             from ..syntax.printer import to_tc
