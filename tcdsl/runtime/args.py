@@ -7,6 +7,7 @@ the form ``argument 'h0' dim 1: size 7, but size 'Co' is 5 (from 'h2h' dim 0)``.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,8 @@ def prepare_input(name: str, x: Any, dtype: str, rank: int, device: str = "cpu")
         if not x.is_contiguous():
             x = x.contiguous()
         shape = tuple(int(s) for s in x.shape)
+    elif type(x) is np.ndarray and x.dtype is _np_dtype(dtype) and x.flags.c_contiguous:
+        shape = x.shape  # the common case, kept cheap: it is paid on every call
     else:
         if isinstance(x, (int, float, bool, np.generic)) and rank == 0:
             x = np.asarray(x, dtype=dtype)
@@ -64,6 +67,11 @@ def prepare_input(name: str, x: Any, dtype: str, rank: int, device: str = "cpu")
         raise TcShapeError(f"argument '{name}': expected {rank} dimension{'s' * (rank != 1)}, got {len(shape)} "
                            f"(shape {tuple(shape)})")
     return Arg(x, tuple(shape), dtype)
+
+
+@functools.cache
+def _np_dtype(dtype: str) -> np.dtype:
+    return np.dtype(dtype)
 
 
 def _check_dtype(name: str, got: str, want: str) -> None:
