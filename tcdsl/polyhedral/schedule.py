@@ -86,16 +86,19 @@ def _unit_or_invariant(access, d: str) -> bool:
     def uses(e) -> bool:
         return any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))
 
+    def is_d(e) -> bool:
+        return isinstance(e, n.IndexVar) and e.name == d
+
     *outer, last = access.indices or (n.Const(0),)
     if any(uses(e) for e in outer):
         return False
-    if not uses(last) or last == n.IndexVar(d):
+    if not uses(last) or is_d(last):
         return True
     match last:
         case n.Binary(op="+", lhs=a, rhs=b):
-            return (a == n.IndexVar(d) and not uses(b)) or (b == n.IndexVar(d) and not uses(a))
+            return (is_d(a) and not uses(b)) or (is_d(b) and not uses(a))
         case n.Binary(op="-", lhs=a, rhs=b):
-            return a == n.IndexVar(d) and not uses(b)
+            return is_d(a) and not uses(b)
     return False
 
 
