@@ -423,6 +423,24 @@ def test_integer_division_by_a_runtime_zero_does_not_trap():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def test_integer_division_guard_survives_simplification():
+    # the guard was a Select; TVM simplified its branch under `i != 0` to `x / i`
+    # and then evaluated both branches: SIGFPE again (random int program); and
+    # TVM folds `0 - u` to 0 for unsigned u, which broke a bit-trick guard
+    r = _in_subprocess(
+        "import numpy as np, tcdsl\n"
+        "from tcdsl.testing import evaluate\n"
+        "src = 'def f(int32(M, K) X) -> (O) { O(i, j) = X(i, j) * ((i == 1 ? X(0, 0) : 2) / i) }'\n"
+        "x = np.arange(12, dtype=np.int32).reshape(4, 3) - 5\n"
+        "assert (tcdsl.compile(src)(x) == evaluate(src, [x])).all()\n"
+        "for dt in ('uint8', 'uint32', 'uint64', 'int8', 'int64'):\n"
+        "    src = f'def f({dt}(N) A, {dt}(N) B) -> (Q, R) {{ Q(i) = A(i) / B(i)\\n R(i) = A(i) % B(i) }}'\n"
+        "    a = np.array([7, 7, 7, 100, 9] * 4).astype(dt); b = np.array([0, 1, 2, 3, -1] * 4).astype(dt)\n"
+        "    for g, w in zip(tcdsl.compile(src)(a, b), evaluate(src, [a, b])):\n"
+        "        assert (g == w).all(), (dt, g, w)\n")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_vectorized_loop_with_negative_extent_writes_nothing():
     # `where j in 2:N` with N = 1: the isl loop runs 2 <= j < 1, but the vector
     # tail ran (N - 2) % 8 = 7 times and wrote before the output's start
@@ -690,6 +708,9 @@ REGRESSIONS = [
     ("OverflowError: int32(1e999)", "def f(float(N) A) -> (B) { B(i) = int32(1e999) + A(i) }"),
     ("TVM: literal 9223372036854775806 exceeds range of int32 (a constant size)",
      "def f(float(9223372036854775807, I) W, float(I) x) -> (y) { y(g) +=! W(g, i) * x(i) }"),
+    ("TVM: bool arithmetic (now int32, as in C)",
+     "def f(bool(N) A, bool(N) B) -> (Q, R, S) {\n  Q(i) = A(i) + B(i) * 2\n  R(i) = -A(i) / B(i)\n"
+     "  S(i) = min(A(i), B(i)) % 2\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
      "def e15_ge(float a, float b) -> (c) { c(i) = float(a >= - b) where i in 0:2147483647 }"),
     ("TVM: literal exceeds range of int32 (a constant output size)",

@@ -126,14 +126,22 @@ def _safe_divisor(y: tirx.PrimExpr) -> bool:
 def _guarded_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, t: str) -> tirx.PrimExpr:
     """Integer ``/`` and ``%`` by a run-time value, as NumPy does them: ``x / 0``
     and ``x % 0`` are 0, and ``MIN / -1`` wraps.  The hardware traps (SIGFPE)
-    on both, which would kill the process."""
-    zero, one = tirx.const(0, t), tirx.const(1, t)
-    bad = tirx.EQ(y, zero) if t.startswith("u") or t == "bool" else tirx.Or(tirx.EQ(y, zero),
-                                                                          tirx.EQ(y, tirx.const(-1, t)))
-    safe = tirx.Select(bad, one, y)
+    on both, which would kill the process.  Only min/max arithmetic, no Select:
+    TVM simplifies a Select's branches under its condition and then evaluates
+    both, which brought the division by zero back (and it folds ``0 - u`` of
+    an unsigned ``u`` to 0, so no two's complement tricks either)."""
+    one = tirx.const(1, t)
+
+    def is_zero(v):  # 1 where v == 0, else 0
+        sign = tirx.min(v, one) if t.startswith("u") else tirx.min(tirx.max(v, tirx.const(-1, t)), one)
+        return one - sign * sign
+
+    zero = is_zero(y)
+    minus_one = tirx.const(0, t) if t.startswith("u") else is_zero(y + one)
+    safe = y + zero + minus_one + minus_one  # 1 where y is 0 or -1, else y
     if op == "%":
-        return tirx.Select(bad, zero, tirx.floormod(x, safe))
-    return tirx.Select(tirx.EQ(y, zero), zero, tirx.Select(bad, zero - x, tirx.floordiv(x, safe)))
+        return tirx.floormod(x, safe)  # x % 1 == 0, as x % 0 and x % -1 are
+    return tirx.floordiv(x, safe) * (one - zero) * (one - minus_one - minus_one)
 
 
 def _is_zero(x: tirx.PrimExpr) -> bool:

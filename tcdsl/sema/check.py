@@ -381,11 +381,11 @@ class _Typer:
             case n.Unary(op="!"):
                 return "bool"
             case n.Unary(operand=x):
-                return self.expr_type(x)
+                return _arithmetic(self.expr_type(x))
             case n.Binary(op=op) if op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||"):
                 return "bool"
             case n.Binary(lhs=a, rhs=b):
-                return self._join(e, a, b)
+                return _arithmetic(self._join(e, a, b))
             case n.Select(then=a, other=b):
                 return self._join(e, a, b)
             case n.BuiltinCall(args=args):
@@ -440,6 +440,11 @@ class _Typer:
                                    for w in s.wheres)
                     out.append(replace(s, rhs=rhs, wheres=wheres))
         return tuple(out)
+
+
+def _arithmetic(dtype: str | None) -> str | None:
+    """Arithmetic on bools is done in int32, as C promotes them (TIR has no bool arithmetic)."""
+    return "int32" if dtype == "bool" else dtype
 
 
 def _count(k: int, word: str) -> str:
