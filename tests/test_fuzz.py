@@ -711,6 +711,8 @@ REGRESSIONS = [
     ("TVM: bool arithmetic (now int32, as in C)",
      "def f(bool(N) A, bool(N) B) -> (Q, R, S) {\n  Q(i) = A(i) + B(i) * 2\n  R(i) = -A(i) / B(i)\n"
      "  S(i) = min(A(i), B(i)) % 2\n}"),
+    ("TVM: cannot make uint from negative value -1 (unary minus of an unsigned value)",
+     "def f(uint32(N) A, uint8(N) B) -> (Q, R) {\n  Q(i) = -A(i) + (0 - A(i))\n  R(i) = -(B(i) - 9)\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
      "def e15_ge(float a, float b) -> (c) { c(i) = float(a >= - b) where i in 0:2147483647 }"),
     ("TVM: literal exceeds range of int32 (a constant output size)",

@@ -64,7 +64,7 @@ class _Lower:
             case n.Cast(to=to, operand=x):
                 return self.as_type(x, to)
             case n.Unary(op="-", operand=x):
-                return -self.as_type(x, e.dtype or INDEX)
+                return _negate(self.as_type(x, e.dtype or INDEX))
             case n.Unary(op="!", operand=x):
                 return tirx.Not(self.as_type(x, "bool"))
             case n.Binary(op=op, lhs=a, rhs=b):
@@ -89,7 +89,7 @@ class _Lower:
             case "+":
                 return x + y
             case "-":
-                return x - y
+                return _negate(y) if isinstance(x, tirx.IntImm) and x.value == 0 else x - y
             case "*":
                 return x * y
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):
@@ -116,6 +116,14 @@ class _Lower:
         compute = "float32" if e.dtype == "float16" else e.dtype
         out = b.lower([self.as_type(a, compute) for a in args], compute)
         return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
+
+
+def _negate(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """``-x``; for unsigned ``x`` wrapping around as ``~x + 1``: TVM cannot make the
+    constant -1 of an unsigned type, and it folds ``0 - x`` to 0."""
+    if dtype_of(x).startswith("u"):
+        return tirx.bitwise_not(x) + tirx.const(1, dtype_of(x))
+    return -x
 
 
 def _safe_divisor(y: tirx.PrimExpr) -> bool:
