@@ -114,8 +114,18 @@ class _Checker:
 
     # ------------------------------------------------------------ writes
     def writes(self, st: StmtInfo) -> None:
+        """The update's writes and, for ``op=!``, the init's (over the lhs box)."""
         c = st.comp
-        bad = self._outside(self._map(st, st.domain, c.tensor, c.indices), c.tensor)
+        self._writes(st, st.domain, c)
+        if c.initializes:
+            own = st.vars[: len(st.vars) - len(c.reduction_vars)]
+            pad = st.init_domain.insert_dims(isl.dim_type.set, len(own), len(c.reduction_vars))
+            for k, v in enumerate(st.vars):
+                pad = pad.set_dim_name(isl.dim_type.set, k, isl_name(v))
+            self._writes(st, pad.set_tuple_name(st.name), c)
+
+    def _writes(self, st: StmtInfo, domain: isl.Set, c: n.Comprehension) -> None:
+        bad = self._outside(self._map(st, domain, c.tensor, c.indices), c.tensor)
         if bad.is_empty():
             return
         if self.r.checked.tensors[c.tensor].dims is None:
