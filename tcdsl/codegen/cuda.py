@@ -63,7 +63,7 @@ from tvm import tirx
 from tvm.tirx import ForKind, IterVar
 
 from ..errors import InternalError, TcError
-from ..polyhedral.schedule import PARALLEL, SERIAL, fixed_set
+from ..polyhedral.schedule import PARALLEL, fixed_set, mark_bands
 from ..syntax import nodes as n
 from .expr import INDEX, lower_expr
 from .tir import _AstLowering, _statement
@@ -131,7 +131,7 @@ def schedule(model, fixed: dict[str, int] | None = None) -> dict[int, isl.Schedu
                 d = outer_parallelism(other.get_root())
                 if d > depth:
                     best, depth = other, d
-        out[i] = _mark(best.get_root()).get_schedule()
+        out[i] = mark_bands(best.get_root()).get_schedule()
     return out
 
 
@@ -167,27 +167,6 @@ def _with_isl_options(ctx: isl.Context, settings: dict[str, int], f):
     finally:
         for k, v in saved.items():
             getattr(ctx, f"set_schedule_{k}")(v)
-
-
-def _mark(node: isl.ScheduleNode) -> isl.ScheduleNode:
-    """Split every band below ``node`` into one-member bands, each under a
-    ``par``/``seq`` mark; returns the node at ``node``'s position.  (A walk by
-    hand: an exception inside an islpy callback is swallowed.)"""
-    if node.get_type() != isl.schedule_node_type.band:
-        for c in range(node.n_children()):
-            node = _mark(node.child(c)).parent()
-        return node
-    n = node.band_n_member()
-    coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
-    for _ in range(n - 1):
-        node = node.band_split(1).child(0)
-    node = _mark(node.child(0)).parent()
-    ctx = node.get_ctx()
-    for i in reversed(range(n)):
-        node = node.insert_mark(isl.Id(PARALLEL if coincident[i] else SERIAL, context=ctx))
-        if i > 0:
-            node = node.parent()
-    return node
 
 
 def thread_axis(tag: str) -> IterVar:

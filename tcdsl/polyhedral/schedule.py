@@ -46,7 +46,7 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
     # an islpy callback is swallowed and can corrupt the process.
     root = _split(sched.get_root())
     root = _sink_vector_bands(root, _stride_one(k))
-    return _mark(root).get_schedule()
+    return mark_bands(root).get_schedule()
 
 
 def _split(node: isl.ScheduleNode) -> isl.ScheduleNode:
@@ -147,18 +147,18 @@ def _set_coincident(node: isl.ScheduleNode, umap: isl.UnionMap) -> isl.ScheduleN
     return node
 
 
-def _mark(node: isl.ScheduleNode) -> isl.ScheduleNode:
+def mark_bands(node: isl.ScheduleNode) -> isl.ScheduleNode:
     """Split every band below ``node`` into one-member bands, each under a
     ``par``/``seq`` mark; returns the node at ``node``'s position."""
     if node.get_type() != isl.schedule_node_type.band:
         for c in range(node.n_children()):
-            node = _mark(node.child(c)).parent()
+            node = mark_bands(node.child(c)).parent()
         return node
     n = node.band_n_member()
     coincident = [bool(node.band_member_get_coincident(i)) for i in range(n)]
     for _ in range(n - 1):
         node = node.band_split(1).child(0)
-    node = _mark(node.child(0)).parent()
+    node = mark_bands(node.child(0)).parent()
     ctx = node.get_ctx()
     for i in reversed(range(n)):
         node = node.insert_mark(isl.Id(PARALLEL if coincident[i] else SERIAL, context=ctx))
