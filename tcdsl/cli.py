@@ -126,6 +126,10 @@ def _run(args) -> int:
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:
         raise TcError(f"--sizes is missing {', '.join(missing)}")
+    unknown = [s for s in sizes if s not in fe.checked.sizes]
+    if unknown:
+        raise TcError(f"--sizes: {', '.join(unknown)} {'is not a size' if len(unknown) == 1 else 'are not sizes'} "
+                      f"of '{fe.name}' (sizes: {', '.join(fe.checked.sizes)})")
     rng = np.random.default_rng(args.seed)
     inputs = []
     for p in fe.checked.node.params:

@@ -71,3 +71,19 @@ def test_nan_and_inf_pass_through():
     k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) * 2 }")
     out = k(np.array([np.nan, np.inf, -np.inf, 1], np.float32))
     assert np.isnan(out[0]) and out[1] == np.inf and out[2] == -np.inf and out[3] == 2
+
+
+def test_out_of_range_indirect_indices_are_clamped_not_read_out_of_bounds():
+    k = tcdsl.compile("def f(float(N) B, int32(M) C) -> (A) { A(i) = B(C(i)) }")
+    B = np.arange(4, dtype=np.float32)
+    out = k(B, np.array([3, 100_000_000, -100_000_000, 1], np.int32))
+    np.testing.assert_array_equal(out, [3, 3, 0, 1])  # no crash; in-range indices read their element
+
+
+def test_run_rejects_an_unknown_size(capsys):
+    from tcdsl.cli import main
+
+    from helpers import ELMAN as path
+
+    assert main(["run", str(path), "--sizes", "T=2,B=1,Ci=2,Co=2,Z=3"]) == 1
+    assert "Z is not a size of 'elman_rnn'" in capsys.readouterr().err

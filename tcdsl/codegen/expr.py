@@ -49,7 +49,7 @@ class _Lower:
         if isinstance(e, n.Unary) and e.op == "-" and isinstance(e.operand, n.Const):
             return tirx.const(_const_value(-e.operand.value, dtype), dtype)
         x = self.lower(e)
-        return x if dtype_of(x) == dtype else tirx.Cast(dtype, x)
+        return _convert(x, dtype)
 
     def lower(self, e: n.Expr) -> tirx.PrimExpr:
         match e:
@@ -57,10 +57,10 @@ class _Lower:
                 return tirx.const(v, e.dtype or ("float32" if isinstance(v, float) else INDEX))
             case n.IndexVar(name=v) | n.SizeVar(name=v):
                 x = self.env[v]
-                return x if dtype_of(x) == (e.dtype or INDEX) else tirx.Cast(e.dtype or INDEX, x)
+                return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
-                return tirx.BufferLoad(buf, [self.as_type(i, INDEX) for i in idx])
+                return tirx.BufferLoad(buf, [self._index(i, buf.shape[k]) for k, i in enumerate(idx)])
             case n.Cast(to=to, operand=x):
                 return self.as_type(x, to)
             case n.Unary(op="-", operand=x):
@@ -75,6 +75,16 @@ class _Lower:
             case n.BuiltinCall(name=name, args=args):
                 return self._builtin(e, name, args)
         raise InternalError(f"cannot lower {type(e).__name__}")
+
+    def _index(self, e: n.Expr, extent: tirx.PrimExpr) -> tirx.PrimExpr:
+        """Affine indices are kept in bounds by range inference (and proved by
+        the bounds check); a non-affine or indirect one (``B(C(i))``, ``A(i*j)``)
+        depends on data or escapes isl, so it is clamped into the tensor rather
+        than read out of bounds (which could crash the process)."""
+        x = self.as_type(e, INDEX)
+        if _is_affine(e):
+            return x
+        return tirx.max(tirx.min(x, extent - 1), 0)
 
     def _binary(self, e: n.Binary, op: str, a: n.Expr, b: n.Expr) -> tirx.PrimExpr:
         if op in ("&&", "||"):
@@ -118,6 +128,19 @@ class _Lower:
         return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
 
 
+def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
+    """``x`` as ``dtype``.  A signed integer becomes unsigned through the signed
+    type of that width and a bit reinterpretation: TVM's simplifier pushed
+    ``uint32(-i)`` inside and then failed to make the constant ``uint32(-1)``."""
+    src = dtype_of(x)
+    if src == dtype:
+        return x
+    if dtype.startswith("u") and src.startswith("int"):
+        signed = dtype[1:]
+        return tirx.reinterpret(dtype, x if src == signed else tirx.Cast(signed, x))
+    return tirx.Cast(dtype, x)
+
+
 def _negate(x: tirx.PrimExpr) -> tirx.PrimExpr:
     """``-x``; for unsigned ``x`` wrapping around as ``~x + 1``: TVM cannot make the
     constant -1 of an unsigned type, and it folds ``0 - x`` to 0."""
@@ -150,6 +173,16 @@ def _guarded_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, t: str) -> ti
     if op == "%":
         return tirx.floormod(x, safe)  # x % 1 == 0, as x % 0 and x % -1 are
     return tirx.floordiv(x, safe) * (one - zero) * (one - minus_one - minus_one)
+
+
+def _is_affine(e: n.Expr) -> bool:
+    from ..sema.affine import NotAffine, to_isl
+
+    try:
+        to_isl(e)
+        return True
+    except NotAffine:
+        return False
 
 
 def _is_zero(x: tirx.PrimExpr) -> bool:

@@ -184,5 +184,5 @@ def dump_schedules(model: Model, schedules: dict[int, isl.Schedule]) -> str:
     for i, k in enumerate(model.kernels()):
         loops = "".join(f"for {lp.var} (sequential) > " for lp in k.loops)
         lines.append(f"# kernel {i}: {loops}{', '.join(s.name for s in k.stmts)}")
-        lines.append(schedules[i].get_root().to_str())
+        lines.append(schedules[i].get_root().to_str().replace("# YOU ARE HERE\n", ""))
     return "\n".join(lines) + "\n"

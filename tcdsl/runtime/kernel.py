@@ -94,7 +94,7 @@ class Kernel:
         known = set(self.frontend.checked.sizes)
         for k, v in sizes.items():
             if k not in known:
-                raise TcError(f"sizes: '{k}' is not a size of '{self.frontend.name}' (sizes: {', '.join(known)})")
+                raise TcError(f"sizes: '{k}' is not a size of '{self.frontend.name}' (sizes: {', '.join(self.frontend.checked.sizes)})")
             if not isinstance(v, (int, np.integer)) or v < 0:
                 raise TcError(f"sizes: '{k}' must be a non-negative integer, got {v!r}")
         return {k: int(v) for k, v in sizes.items()}
