@@ -599,12 +599,13 @@ def _elements(kernel, sizes: dict[str, int]) -> int:
     return total
 
 
-def run_mutant(text: str, index: int = 0) -> tuple[str, str]:
-    """Compile ``text`` and, when it compiles, call it on small random inputs.
-    Returns (outcome, detail); outcome "failure" means something other than a
-    TcError escaped, "mismatch" that the kernel and the interpreter disagree."""
+def run_mutant(text: str, index: int = 0, mode: str | None = None, size: int | None = None) -> tuple[str, str]:
+    """Compile ``text`` and, when it compiles, call it on small random inputs
+    (every size ``size``, or random in 1..3).  Returns (outcome, detail);
+    outcome "failure" means something other than a TcError escaped,
+    "mismatch" that the kernel and the interpreter disagree."""
     rng = random.Random(index)
-    mode = rng.choice(MODES)
+    mode = mode or rng.choice(MODES)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -613,7 +614,7 @@ def run_mutant(text: str, index: int = 0) -> tuple[str, str]:
             return "rejected", ""
         except Exception as e:  # noqa: BLE001 -- anything else is a bug
             return "failure", f"compile ({mode}): {type(e).__name__}: {e}"
-        sizes = {s: rng.randint(1, 3) for s in kernel.frontend.checked.sizes}
+        sizes = {s: size or rng.randint(1, 3) for s in kernel.frontend.checked.sizes}
         inputs = _inputs(kernel, np.random.default_rng(index), sizes)
         if inputs is None:
             return "skipped", "inputs too large"
@@ -722,6 +723,10 @@ REGRESSIONS = [
     ("TVM: cannot make uint from negative value -1 (its simplifier pushed uint32(-i) inside)",
      "def fuzz(uint32(K) X0) -> (O1) {\n  O1(i) = (X0(i)) + (-(i)) where i in 0:K\n"
      "  O1(i) = O1(i) * 2 + X0(i) where i in 0:K\n}"),
+    ("TVM: a zero reinterpret shortcut requires pointer result type (uint32(j) with j == 0)",
+     "def fuzz(uint32(M, N) X0, uint32(N, M, N) X1) -> (O2) {\n"
+     "  T1(i, j, l) = X1(i, j, l) - max(min(X1(l, j, l), uint32(j)), uint32(i) / 3) % (-X1(l, j, l) * (3 / X1(l, j, l)))\n"
+     "  O2(l, j, i) min= T1(i, j, l) * X1(i, k, i) * min((j - T1(l, j, i)) / 3, l % 3)\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
      "def e15_ge(float a, float b) -> (c) { c(i) = float(a >= - b) where i in 0:2147483647 }"),
     ("TVM: literal exceeds range of int32 (a constant output size)",
@@ -731,8 +736,10 @@ REGRESSIONS = [
 
 @pytest.mark.parametrize("text", [r[1] for r in REGRESSIONS], ids=[r[0][:50] for r in REGRESSIONS])
 def test_regression_mutants(text):
-    outcome, detail = run_mutant(text)
-    assert outcome in ("works", "rejected", "skipped"), detail
+    for mode in MODES:
+        for size in (1, 2, None):
+            outcome, detail = run_mutant(text, mode=mode, size=size)
+            assert outcome in ("works", "rejected", "skipped"), detail
 
 
 def test_mutated_corpus_runs_or_raises_tc_errors():

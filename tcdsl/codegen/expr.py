@@ -129,15 +129,16 @@ class _Lower:
 
 
 def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
-    """``x`` as ``dtype``.  A signed integer becomes unsigned through the signed
-    type of that width and a bit reinterpretation: TVM's simplifier pushed
-    ``uint32(-i)`` inside and then failed to make the constant ``uint32(-1)``."""
+    """``x`` as ``dtype``.  A signed integer becomes unsigned through a Let:
+    TVM's simplifier pushed ``uint32(-i)`` into the vector ramp of ``-i`` and
+    failed to make the constant ``uint32(-1)`` (a reinterpret instead trips
+    LLVM codegen on a constant 0)."""
     src = dtype_of(x)
     if src == dtype:
         return x
-    if dtype.startswith("u") and src.startswith("int"):
-        signed = dtype[1:]
-        return tirx.reinterpret(dtype, x if src == signed else tirx.Cast(signed, x))
+    if dtype.startswith("u") and src.startswith("int") and not isinstance(x, (tirx.IntImm, tirx.Var)):
+        v = tirx.Var("s", src)
+        return tirx.Let(v, x, tirx.Cast(dtype, v))
     return tirx.Cast(dtype, x)
 
 
