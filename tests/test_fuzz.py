@@ -727,6 +727,9 @@ REGRESSIONS = [
      "def fuzz(uint32(M, N) X0, uint32(N, M, N) X1) -> (O2) {\n"
      "  T1(i, j, l) = X1(i, j, l) - max(min(X1(l, j, l), uint32(j)), uint32(i) / 3) % (-X1(l, j, l) * (3 / X1(l, j, l)))\n"
      "  O2(l, j, i) min= T1(i, j, l) * X1(i, k, i) * min((j - T1(l, j, i)) / 3, l % 3)\n}"),
+    ("TVM: Mismatched O.strides (the extent 2147483646 * KW overflowed int32 in the kernel)",
+     "def f(float(N, H, W) I, float(KH, KW) W1) -> (O) {\n"
+     "  O(n, h, w) +=! I(n, h + kh, 2147483647 * w + kw) * W1(kh, kw)\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
      "def e15_ge(float a, float b) -> (c) { c(i) = float(a >= - b) where i in 0:2147483647 }"),
     ("TVM: literal exceeds range of int32 (a constant output size)",

@@ -104,28 +104,42 @@ def bind_sizes(checked: CheckedDef, args: list[Arg], fixed: dict[str, int]) -> d
 
 # Tensors are indexed with int32 arithmetic (flat offsets included).
 MAX_ELEMENTS = 2**31 - 1
-_EXTENTS: dict[int, tuple[Any, dict[str, tuple[n.Expr, ...]]]] = {}
+_EXTENTS: dict[int, tuple[Any, dict[str, tuple[n.Expr, ...]], set]] = {}
 
 
 def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
     """Refuse sizes for which some tensor (input, output or temporary) would
-    have more than 2**31 - 1 elements: its int32 index arithmetic would
+    have more than 2**31 - 1 elements, or whose extent formulas leave int32
+    on the way (the kernel evaluates them in int32): index arithmetic would
     overflow.  Zero-size tensors are fine (``T = 0`` gives empty outputs).
-    ``ranges`` is the kernel's RangeInfo; its extents are made once."""
+    ``ranges`` is the kernel's RangeInfo; its extents are made once, and each
+    size tuple is checked once."""
     entry = _EXTENTS.get(id(ranges))
     if entry is None or entry[0] is not ranges:
         if len(_EXTENTS) > 256:
             _EXTENTS.clear()
-        entry = _EXTENTS[id(ranges)] = (ranges, {t: ranges.extent_exprs(t) for t in ranges.checked.tensors})
+        entry = _EXTENTS[id(ranges)] = (ranges, {t: ranges.extent_exprs(t) for t in ranges.checked.tensors}, set())
+    key = tuple(sorted(sizes.items()))
+    if key in entry[2]:
+        return
+    given = ", ".join(f"{k}={v}" for k, v in sizes.items())
     for t, exprs in entry[1].items():
         shape = tuple(evaluate(e, sizes) for e in exprs)
         count = 1
         for d in shape:
             count *= max(d, 0)
         if count > MAX_ELEMENTS:
-            given = ", ".join(f"{k}={v}" for k, v in sizes.items())
             raise TcShapeError(f"sizes {given} give '{t}' shape {shape}, {count} elements; tensors are indexed "
                                f"with int32, so at most {MAX_ELEMENTS} elements are supported")
+        for e in exprs:
+            for part in n.walk(e):
+                if isinstance(part, (n.Binary, n.Unary, n.SizeVar, n.Const)) and \
+                        not -2**31 <= evaluate(part, sizes) < 2**31:
+                    raise TcShapeError(f"sizes {given}: the size of '{t}' is computed with int32 arithmetic, "
+                                       f"which overflows for these sizes")
+    if len(entry[2]) > 1024:
+        entry[2].clear()
+    entry[2].add(key)
 
 
 def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
