@@ -23,6 +23,8 @@ Non-affine and indirect reads cannot be proved and are not reported here.
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -62,8 +64,18 @@ def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
     for f in found:
         if strict:
             raise TcSemanticError(f.what, f.access.span)
-        warnings.warn(TcWarning(f.message), stacklevel=2)
+        warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
     return found
+
+
+def _caller_level() -> int:
+    """The stacklevel of the first frame outside tcdsl: the warning points at
+    the user's ``tcdsl.compile`` call, not at tcdsl's own code."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class _Checker:
