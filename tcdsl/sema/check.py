@@ -456,9 +456,14 @@ def _are(k: int) -> str:
 
 
 def _check_constant_dims(t: n.TensorType) -> None:
+    elements = 1
     for d in t.dims:
         if isinstance(d, int) and not d < 2**31:
             raise TcSemanticError(f"size {d} does not fit in an index (int32)", t.span)
+        elements *= d if isinstance(d, int) else 1
+    if elements >= 2**31:  # its strides would leave int32 index arithmetic
+        raise TcSemanticError(f"the constant sizes give {elements} elements, more than an int32 index "
+                              f"can address", t.span)
 
 
 def _check_index_literal(c: n.Const) -> None:
