@@ -107,7 +107,7 @@ def _frontend_of_text(text: str, name: str, entry: str | None):
 def _frontend(program: n.Program, entry: str | None):
     checked = check(program, entry)
     ranges = infer_ranges(checked)
-    return checked, ranges, _plan(checked.node.body, iter(ranges.stmts))
+    return checked, ranges, _plan(checked.node.body, iter(ranges.stmts), ranges.size_context)
 
 
 @dataclass
@@ -129,17 +129,21 @@ class _Stmt:
     init: _Box | None
 
 
-def _box(s, vars_: tuple[str, ...]) -> _Box:
+def _box(s, vars_: tuple[str, ...], context) -> _Box:
+    """The box of ``s``.  Conditions implied by ``context`` (sizes >= 1) are
+    left out, as the compiled code leaves them out: a size of 0 at a call
+    empties loops and tensors, it does not switch off unrelated statements."""
     if s.is_empty():
         return _Box(vars_, (), None, None)
+    context = context.align_params(s.get_space().params())
     bounds, defined = [], None
     for k in range(len(vars_)):
-        lo, hi = s.dim_min(k), s.dim_max(k).add_constant_val(1)
+        lo, hi = s.dim_min(k).gist_params(context), s.dim_max(k).add_constant_val(1).gist_params(context)
         dom = lo.domain() & hi.domain()
         defined = dom if defined is None else defined & dom
         bounds.append((pwaff_to_expr(lo), pwaff_to_expr(hi)))
     params = s.params() if defined is None else defined
-    return _Box(vars_, tuple(bounds), _cond(params), _cond(s))
+    return _Box(vars_, tuple(bounds), _cond(params.gist(context)), _cond(s.gist_params(context)))
 
 
 def _cond(s) -> n.Expr | None:
@@ -147,19 +151,19 @@ def _cond(s) -> n.Expr | None:
     return None if s.is_empty() else set_to_cond(s)
 
 
-def _plan(stmts, infos) -> list:
+def _plan(stmts, infos, context) -> list:
     out = []
     for s in stmts:
         match s:
             case n.For():
-                out.append(("for", s, _plan(s.body, infos)))
+                out.append(("for", s, _plan(s.body, infos, context)))
             case n.If():
-                out.append(("if", s, _plan(s.then, infos), _plan(s.orelse, infos)))
+                out.append(("if", s, _plan(s.then, infos, context), _plan(s.orelse, infos, context)))
             case n.Comprehension():
                 info = next(infos)
                 own = info.vars[: len(info.vars) - len(info.comp.reduction_vars)]
-                init = _box(info.init_domain, own) if info.comp.initializes else None
-                out.append(("stmt", _Stmt(info, _box(info.domain, info.vars), init)))
+                init = _box(info.init_domain, own, context) if info.comp.initializes else None
+                out.append(("stmt", _Stmt(info, _box(info.domain, info.vars, context), init)))
             case _:
                 raise InternalError(f"unexpected statement {type(s).__name__}")
     return out

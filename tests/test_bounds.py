@@ -171,7 +171,7 @@ def test_largest_supported_tensor_is_accepted():
     ("elman_rnn", {"T": 0, "B": 2, "Ci": 3, "Co": 4}),
     ("qrnn_fo", {"T": 0, "B": 2, "I": 3, "H": 4}),
     ("lstm", {"T": 0, "B": 2, "I": 3, "H": 4}),
-    ("prefix_sum", {"N": 0, "M": 3}),
+    ("prefix_sum", {"N": 1, "M": 0}),
     ("matmul", {"M": 3, "N": 2, "K": 0}),
     ("batch_matmul", {"B": 0, "N": 2, "M": 2, "K": 2}),
 ])
@@ -186,3 +186,22 @@ def test_zero_sizes_give_empty_or_identity_outputs(name, sizes, mode):
         np.testing.assert_array_equal(g, w)
     if "T" in sizes:
         assert all(0 in g.shape for g in got if g.ndim == 3)
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_zero_sizes_that_would_access_out_of_bounds_are_refused(mode):
+    # proved for sizes >= 1, the compiled code leaves out what that implies: with
+    # N = 0, `where i in 0:1` still writes row 0 of the empty s, and x(0) reads
+    # the empty x; such calls are refused before running
+    case = cases.by_name("prefix_sum")
+    k = tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode)
+    with pytest.raises(TcShapeError, match=r"sizes N=0, M=3: .*scans.tc:3:3: 's' would be written out of bounds"):
+        k(*case.make_inputs(np.random.default_rng(0), N=0, M=3))
+    src = "def f(float(N) x, float(M) y) -> (o) { o(j) = y(j) + x(0) }"
+    k = tcdsl.compile(src, specialize=mode)
+    y = np.ones(3, np.float32)
+    with pytest.raises(TcShapeError, match=r"sizes N=0, M=3: <string>:1:54: 'x' would be read out of bounds: "
+                                           r"for sizes N=0, M=3 at j=\d: x\(0\), but 'x' has size \(N\)"):
+        k(np.ones(0, np.float32), y)
+    np.testing.assert_array_equal(k(np.full(1, 2, np.float32), y), y + 2)
+    assert k(np.ones(1, np.float32), np.ones(0, np.float32)).shape == (0,)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -122,7 +122,7 @@ class _Gen:
         guards = not temp and self.chance(0.5)
         red = {}
         if self.chance(0.4):
-            red_src = self.pick([t for t in self.avail if t.dims and t.exact] or [base])
+            red_src = self.pick([t for t in self.avail if t.dims and t.exact and "T" not in t.dims] or [base])
             if red_src.dims:
                 red = {"k": self.pick(red_src.dims)}
         scope = {**vars_, **red}
@@ -193,8 +193,9 @@ class _Gen:
 
     def readable(self, t: Tensor, scope: dict[str, str]) -> bool:
         """A tensor whose extents may be smaller than its dims (a where clause,
-        a guarded read) is only read through variables: inference narrows them."""
-        return t.exact or all(d in scope.values() for d in t.dims)
+        a guarded read), or may be 0 (T), is only read through variables:
+        inference narrows them."""
+        return all(d in scope.values() for d in t.dims) or t.exact and "T" not in t.dims
 
     def read(self, t: Tensor, scope: dict[str, str], exact: bool = False, must=None) -> str:
         """A read of ``t``: each index a variable of that size (or 0)."""
@@ -207,7 +208,7 @@ class _Gen:
                 used_must = True
             elif exact:
                 idx.append(next(v for v, s in scope.items() if s == d and v not in idx))
-            elif cands and (not t.exact or not self.chance(0.15)):
+            elif cands and (not t.exact or d == "T" or not self.chance(0.15)):
                 idx.append(self.pick(cands))
             else:
                 idx.append("0")
@@ -215,7 +216,7 @@ class _Gen:
 
     def guarded(self, scope: dict[str, str]) -> str | None:
         """``i > 0 ? X(i - 1) : e`` or ``i < N - 1 ? X(i + 1) : e``."""
-        ts = [t for t in self.inputs if any(s in t.dims for s in scope.values())]
+        ts = [t for t in self.inputs if any(s in t.dims for s in scope.values()) and self.readable(t, scope)]
         if not ts:
             return None
         t = self.pick(ts)
@@ -259,8 +260,8 @@ class _Gen:
         match self.pick(kinds):
             case "read":
                 ts = [t for t in self.avail if all(d in scope.values() for d in t.dims)
-                      or t.exact and self.chance(0.3)]
-                return self.read(self.pick(ts or self.inputs), scope)
+                      or self.readable(t, scope) and self.chance(0.3)]
+                return self.read(self.pick(ts), scope) if ts else self.const()
             case "index":
                 v = self.pick(sorted(scope))
                 return f"{self.type}({v})" if self.chance(0.5) else v
@@ -301,7 +302,7 @@ def programs(draw, dtype: str = "float32") -> Program:
 
 @st.composite
 def size_settings(draw, names: tuple[str, ...]) -> dict[str, int]:
-    return {s: draw(st.integers(1, 4)) for s in names}
+    return {s: draw(st.integers(0 if s == "T" else 1, 4)) for s in names}  # T = 0: no steps
 
 
 def make_inputs(p: Program, sizes: dict[str, int], seed: int) -> list[np.ndarray]:
@@ -483,6 +484,18 @@ def test_temporary_indexed_through_skewed_loops_compiles():
                 "  O2(i, j, l) += X0(i, j, l) + X0(i, k, i) + tanh(float(i)) + O1(l, j, 0)\n"
                 "  T3(l, j, i) = O1(i, j, l) + O2(l, j, l)\n}\n", [Tensor("X0", ("N", "M", "N"))], "float32", ("N", "M"))
     check_against_interpreter(p, [{"N": 2, "M": 4}, {"N": 1, "M": 1}])
+
+
+def test_zero_size_keeps_unrelated_statements():
+    # with T = 0 the specialized modes substituted T into a context of sizes >= 1,
+    # which left no statement at all: O3, independent of T, stayed zero
+    p = Program("def fuzz(float(N, N) X0, float X2, float(T, M) X3) -> (H1, O3, O4) {\n"
+                "  for t in T {\n    if t == 0 { H1(t, b) = X3(t, b) * min(b, X2) }\n"
+                "    else { H1(t, b) = 3.0f * H1(t - 1, b) }\n  }\n"
+                "  O3(i, j) min=! X0(i, j) * X0(k, 0) * i where j in 2:N\n"
+                "  O4(i, j) = H1(i, j) - fabs(float(i))\n}\n",
+                [Tensor("X0", ("N", "N")), Tensor("X2", ()), Tensor("X3", ("T", "M"))], "float32", ("T", "N", "M"))
+    check_against_interpreter(p, [{"T": 0, "N": 3, "M": 1}, {"T": 1, "N": 4, "M": 2}])
 
 
 # ============================================================ mutation fuzzer

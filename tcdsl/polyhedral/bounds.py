@@ -68,6 +68,31 @@ def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
     return found
 
 
+def check_call_sizes(ranges: RangeInfo, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]]) -> None:
+    """At a call with sizes outside the context the program was checked in (a
+    size of 0), prove the accesses again for these sizes and the tensors'
+    ``shapes``: the compiled code leaves out conditions implied by sizes >= 1,
+    so a statement unrelated to the empty size still runs, and may read or
+    write an empty tensor (``where i in 0:1`` reading ``x(i, j)`` with N = 0).
+    Raises TcShapeError for the first access that would leave its tensor."""
+    checker = _CallChecker(ranges, sizes, shapes)
+    for st in ranges.stmts:
+        try:
+            checker.writes(st)
+        except (TcSemanticError, InternalError):
+            raise _call_error(sizes, st.comp, f"'{st.comp.tensor}' would be written out of bounds") from None
+        for f in checker.reads(st):
+            raise _call_error(sizes, f.access, f.what.replace("may be read", "would be read"))
+
+
+def _call_error(sizes: dict[str, int], node: n.Node, what: str) -> TcShapeError:
+    from ..errors import TcShapeError
+
+    where = f"{node.span.source.name}:{node.span.line}:{node.span.col}: " if node.span is not None else ""
+    given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    return TcShapeError(f"sizes {given}: {where}{what}")
+
+
 def _caller_level() -> int:
     """The stacklevel of the first frame outside tcdsl: the warning points at
     the user's ``tcdsl.compile`` call, not at tcdsl's own code."""
@@ -128,13 +153,17 @@ class _Checker:
     def writes(self, st: StmtInfo) -> None:
         """The update's writes and, for ``op=!``, the init's (over the lhs box)."""
         c = st.comp
-        self._writes(st, st.domain, c)
+        self._writes(st, self.domain(st, st.domain), c)
         if c.initializes:
             own = st.vars[: len(st.vars) - len(c.reduction_vars)]
             pad = st.init_domain.insert_dims(isl.dim_type.set, len(own), len(c.reduction_vars))
             for k, v in enumerate(st.vars):
                 pad = pad.set_dim_name(isl.dim_type.set, k, isl_name(v))
-            self._writes(st, pad.set_tuple_name(st.name), c)
+            self._writes(st, self.domain(st, pad.set_tuple_name(st.name)), c)
+
+    def domain(self, st: StmtInfo, s: isl.Set) -> isl.Set:
+        """The instances of ``st`` to check (overridden for concrete sizes)."""
+        return s
 
     def _writes(self, st: StmtInfo, domain: isl.Set, c: n.Comprehension) -> None:
         bad = self._outside(self._map(st, domain, c.tensor, c.indices), c.tensor)
@@ -148,7 +177,7 @@ class _Checker:
     # ------------------------------------------------------------- reads
     def reads(self, st: StmtInfo) -> list[OutOfBounds]:
         out: list[OutOfBounds] = []
-        for acc, domain in self._guarded_accesses(st, st.comp.rhs, st.domain):
+        for acc, domain in self._guarded_accesses(st, st.comp.rhs, self.domain(st, st.domain)):
             try:
                 m = self._map(st, domain, acc.tensor, acc.indices)
             except NotAffine:
@@ -183,7 +212,8 @@ class _Checker:
         try:
             text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars))
                     + "] : " + to_isl(c) + " }")
-            return isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
+            guard = isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
+            return self.domain(st, guard)
         except (NotAffine, isl.Error):
             return None
 
@@ -209,3 +239,37 @@ def _expr_text(e: n.Expr) -> str:
     from ..syntax.printer import expr_to_tc
 
     return expr_to_tc(e)
+
+
+class _CallChecker(_Checker):
+    """The checks for concrete sizes: statement domains as the compiled code
+    iterates them (gisted by sizes >= 1, then the sizes fixed), tensors as
+    allocated (``shapes``)."""
+
+    def __init__(self, ranges: RangeInfo, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]]):
+        super().__init__(ranges)
+        self.sizes = sizes
+        self.shapes = shapes
+
+    def domain(self, st: StmtInfo, s: isl.Set) -> isl.Set:
+        # the program's loops run with these sizes: their ranges hold, sizes >= 1 need not
+        loops = isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ : }")
+        for lp in st.loops:
+            cond = n.Binary("&&", n.Binary("<=", lp.lo, n.IndexVar(lp.var)), n.Binary("<", n.IndexVar(lp.var), lp.hi))
+            loops = loops & isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ : " + to_isl(cond) + " }")
+        loops = loops.align_params(s.get_space().params())
+        context = self.r.size_context.align_params(s.get_space().params()) & loops
+        s = s.gist_params(context).intersect_params(loops)
+        for k in range(s.dim(isl.dim_type.param)):
+            name = s.get_dim_name(isl.dim_type.param, k)
+            size = next((v for p, v in self.sizes.items() if isl_name(p) == name), None)
+            if size is not None:
+                s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(self.ctx, size))
+        return s
+
+    def extent_set(self, tensor: str) -> isl.Set:
+        shape = self.shapes[tensor]
+        dims = [f"o{k}" for k in range(len(shape))]
+        cond = " and ".join(f"0 <= {d} < {e}" for d, e in zip(dims, shape)) or "true"
+        return isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ " + isl_name(tensor)
+                                     + "[" + ", ".join(dims) + "] : " + cond + " }")

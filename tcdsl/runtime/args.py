@@ -123,8 +123,9 @@ def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
     if key in entry[2]:
         return
     given = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    shapes = {}
     for t, exprs in entry[1].items():
-        shape = tuple(evaluate(e, sizes) for e in exprs)
+        shape = shapes[t] = tuple(max(0, evaluate(e, sizes)) for e in exprs)
         count = 1
         for d in shape:
             count *= max(d, 0)
@@ -133,10 +134,15 @@ def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
                                f"with int32, so at most {MAX_ELEMENTS} elements are supported")
         for e in exprs:
             for part in n.walk(e):
-                if isinstance(part, (n.Binary, n.Unary, n.SizeVar, n.Const)) and \
-                        not -2**31 <= evaluate(part, sizes) < 2**31:
+                arithmetic = isinstance(part, n.Binary) and part.op in ("+", "-", "*", "/", "%", "min", "max")
+                if (arithmetic or isinstance(part, (n.SizeVar, n.Const)) or isinstance(part, n.Unary) and part.op == "-") \
+                        and not -2**31 <= evaluate(part, sizes) < 2**31:
                     raise TcShapeError(f"sizes {given}: the size of '{t}' is computed with int32 arithmetic, "
                                        f"which overflows for these sizes")
+    if 0 in sizes.values():  # outside the context sizes >= 1 the program was proved in
+        from ..polyhedral.bounds import check_call_sizes
+
+        check_call_sizes(ranges, sizes, shapes)
     if len(entry[2]) > 1024:
         entry[2].clear()
     entry[2].add(key)

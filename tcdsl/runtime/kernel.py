@@ -156,6 +156,8 @@ class Kernel:
             self._stats["hits"] += 1
             return self._binaries[None]
         key = tuple(sizes[s] for s in self.frontend.checked.sizes)
+        if 0 in key:  # specialising assumes sizes >= 1: a 0 switched off every statement; the symbolic binary serves
+            key = None
         b = self._binaries.get(key)
         if b is not None:
             self._stats["hits"] += 1
