@@ -448,6 +448,15 @@ def test_integer_division_guard_survives_simplification():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+def test_int32_min_constant():
+    # TVM failed on floor division by the constant INT_MIN and folded x == INT_MIN to false
+    a = np.array([5, -5, -2**31, 0, -2**31 + 1, 2**31 - 1] * 3, np.int32)
+    for e in ["a(i) == -2147483648", "a(i) <= -2147483648", "a(i) / -2147483648", "a(i) % -2147483648"]:
+        src = f"def f(int32(N) a) -> (q) {{ q(i) = {e} }}"
+        for mode in ("never", "before-scheduling"):
+            np.testing.assert_array_equal(tcdsl.compile(src, specialize=mode)(a), evaluate(src, [a]), err_msg=e)
+
+
 def test_vectorized_loop_with_negative_extent_writes_nothing():
     # `where j in 2:N` with N = 1: the isl loop runs 2 <= j < 1, but the vector
     # tail ran (N - 2) % 8 = 7 times and wrote before the output's start
@@ -743,6 +752,10 @@ REGRESSIONS = [
     ("TVM: Mismatched O.strides (the extent 2147483646 * KW overflowed int32 in the kernel)",
      "def f(float(N, H, W) I, float(KH, KW) W1) -> (O) {\n"
      "  O(n, h, w) +=! I(n, h + kh, 2147483647 * w + kw) * W1(kh, kw)\n}"),
+    ("TVM: literal 2147483648 exceeds range of int32 (floor division by the constant INT_MIN)",
+     "def divmod_const(int32(N) a) -> (q, r) {\n  q(i) = a(i) / -2147483648\n  r(i) = a(i) % -2147483648\n}"),
+    ("TVM folded x == -2147483648 on int32 to false",
+     "def f(int32(N) a) -> (q, r) {\n  q(i) = a(i) == -2147483648\n  r(i) = a(i) <= -2147483648 ? 1 : 2\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
      "def e15_ge(float a, float b) -> (c) { c(i) = float(a >= - b) where i in 0:2147483647 }"),
     ("TVM: literal exceeds range of int32 (a constant output size)",

@@ -92,7 +92,10 @@ class _Lower:
             return tirx.And(x, y) if op == "&&" else tirx.Or(x, y)
         if op in _COMPARE:
             t = _operand_type(a, b)
-            return _COMPARE[op](self.as_type(a, t), self.as_type(b, t))
+            x, y = self.as_type(a, t), self.as_type(b, t)
+            if t == "int32" and any(isinstance(v, tirx.IntImm) and v.value == -2**31 for v in (x, y)):
+                x, y = tirx.Cast("int64", x), tirx.Cast("int64", y)  # TVM folds x == -2147483648 to false
+            return _COMPARE[op](x, y)
         t = e.dtype or INDEX
         x, y = self.as_type(a, t), self.as_type(b, t)
         match op:
@@ -102,6 +105,8 @@ class _Lower:
                 return _negate(y) if isinstance(x, tirx.IntImm) and x.value == 0 else x - y
             case "*":
                 return x * y
+            case "/" | "%" if ty.is_int(t) and _is_min(y):
+                return _division_by_min(op, x, t)
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):
                 return _guarded_division(op, x, y, t)
             case "/":
@@ -140,6 +145,23 @@ def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
         v = tirx.Var("s", src)
         return tirx.Let(v, x, tirx.Cast(dtype, v))
     return tirx.Cast(dtype, x)
+
+
+def _is_min(y: tirx.PrimExpr) -> bool:
+    """The constant MIN of a signed type (TVM's floordiv lowering negates it and fails)."""
+    t = dtype_of(y)
+    return isinstance(y, tirx.IntImm) and t.startswith("int") and y.value == -(1 << (ty.bits(t) - 1))
+
+
+def _division_by_min(op: str, x: tirx.PrimExpr, t: str) -> tirx.PrimExpr:
+    """Floor ``x / MIN`` is 1 for MIN, -1 for x > 0, else 0; ``x % MIN`` is ``x - q * MIN``.
+    ``x == MIN`` is tested in int64: TVM folded ``x <= -2147483648`` on int32 to false."""
+    lowest, zero, one = tirx.const(-(1 << (ty.bits(t) - 1)), t), tirx.const(0, t), tirx.const(1, t)
+    wide = "int64"
+    is_min = tirx.EQ(tirx.Cast(wide, x) if t != wide else x, tirx.const(-(1 << (ty.bits(t) - 1)), wide))
+    if op == "/":
+        return tirx.Select(is_min, one, tirx.Select(tirx.GT(x, zero), zero - one, zero))
+    return tirx.Select(is_min, zero, tirx.Select(tirx.GT(x, zero), x + lowest, x))
 
 
 def _negate(x: tirx.PrimExpr) -> tirx.PrimExpr:
