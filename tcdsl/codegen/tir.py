@@ -23,7 +23,7 @@ from ..sema import types as ty
 from ..sema.affine import pwaff_to_expr
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.schedule import PARALLEL
-from .expr import INDEX, lower_expr
+from .expr import INDEX, dtype_of, lower_expr
 
 _OP = isl.ast_expr_op_type
 
@@ -134,7 +134,7 @@ class _AstLowering:
 
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         name = node.for_get_iterator().get_id().get_name()
-        init = self.expr(node.for_get_init())
+        init = _index(self.expr(node.for_get_init()))
         inc = node.for_get_inc()
         if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
             raise InternalError("only unit-stride isl loops are generated")
@@ -142,7 +142,7 @@ class _AstLowering:
         op = cond.get_op_type()
         if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
             raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
-        bound = self.expr(cond.get_op_arg(1))
+        bound = _index(self.expr(cond.get_op_arg(1)))
         extent = bound - init + (1 if op == _OP.le else 0)
         parallel = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
         inner_ok = parallel_ok and not parallel
@@ -186,8 +186,9 @@ class _AstLowering:
     def expr(self, e: isl.AstExpr) -> tirx.PrimExpr:
         ET = isl.ast_expr_type
         t = e.get_type()
-        if t == ET.int:
-            return tirx.const(int(e.get_val().to_python()), INDEX)
+        if t == ET.int:  # isl may combine constants beyond int32 (t >= T - 2147483647): those in int64
+            v = int(e.get_val().to_python())
+            return tirx.const(v, INDEX if -2**31 <= v < 2**31 else "int64")
         if t == ET.id:
             name = e.get_id().get_name()
             key = name[:-1] if name not in self.env and name.endswith("_") else name
@@ -216,7 +217,7 @@ class _AstLowering:
                     out = tirx.min(out, x) if op == _OP.min else tirx.max(out, x)
                 return out
             case _OP.cond | _OP.select:
-                return tirx.Select(self._cond(args[0]), a[1], a[2])
+                return tirx.Select(self._cond(args[0]), _index(a[1]), _index(a[2]))
         raise InternalError(f"unexpected isl AST expression {e.to_C_str()}")
 
     def _cond(self, e: isl.AstExpr) -> tirx.PrimExpr:
@@ -230,18 +231,26 @@ class _AstLowering:
         cmp = {_OP.eq: tirx.EQ, _OP.le: tirx.LE, _OP.lt: tirx.LT, _OP.ge: tirx.GE, _OP.gt: tirx.GT}
         if op not in cmp:
             raise InternalError(f"unexpected isl AST condition {e.to_C_str()}")
+        if dtype_of(a) != dtype_of(b):
+            a, b = tirx.Cast("int64", a), tirx.Cast("int64", b)
         return cmp[op](a, b)
 
     # ---------------------------------------------------------- statements
     def _user(self, call: isl.AstExpr) -> tirx.Stmt:
         name = call.get_op_arg(0).get_id().get_name()
         s = self.stmts[name]
-        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        args = [_index(self.expr(call.get_op_arg(i + 1))) for i in range(call.get_op_n_arg() - 1)]
         env = {**self.env, **dict(zip(s.dims, args))}
         return _statement(s, env, self.gen.sig.buffers)
 
 
 VECTOR_WIDTH = 8
+
+
+def _index(x: tirx.PrimExpr) -> tirx.PrimExpr:
+    """An isl AST value used as a loop bound or index: int32 (it fits there, or the
+    tensor would be too large; only intermediate constants may need int64)."""
+    return x if dtype_of(x) == INDEX else tirx.Cast(INDEX, x)
 
 
 def _from_zero(init: tirx.PrimExpr, v: tirx.Var) -> tirx.PrimExpr:
