@@ -762,6 +762,7 @@ REGRESSIONS = [
      "def f(int32(N) a) -> (q, r) {\n  q(i) = a(i) == -2147483648\n  r(i) = a(i) <= -2147483648 ? 1 : 2\n}"),
     ("TVM: literal 2147483648 exceeds range of int32 (an isl AST guard combining constants)",
      "def g(float(T, B) x) -> (y) {\n  for t in T {\n    if t == 0 { y(t, b) = x(t, b) }\n"
+     "    else if t < 3 && t != 1 { y(t, b) = 0.5 * y(t-1, b) }\n"
      "    else if t >= T - 2147483647 || t == 1 { y(t, b) = y(t-1, b) - x(t, b) }\n"
      "    else { y(t, b) = fmin(y(t-1, b), x(t, b)) }\n  }\n}"),
     ("hang: an output of 2**31 - 1 elements (8 GB) in the interpreter",
