@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tcdsl
-from helpers import ELMAN
+from helpers import ELMAN, ROOT
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +87,121 @@ def test_run_rejects_an_unknown_size(capsys):
 
     assert main(["run", str(path), "--sizes", "T=2,B=1,Ci=2,Co=2,Z=3"]) == 1
     assert "Z is not a size of 'elman_rnn'" in capsys.readouterr().err
+
+
+# ------------------------------------------------ the fast path (issue 4)
+# A call with shapes checked before goes through a plan (runtime/fastcall.py);
+# everything it does not take must still meet the general checks.
+
+def planned(k, inputs):
+    """Call once so that ``k`` has a plan for these shapes; then forbid the general path."""
+    first = k(*inputs)
+    k._call = lambda *a: pytest.fail("the general path ran for a planned call")
+    return first
+
+
+def test_errors_are_the_same_once_the_shapes_have_a_plan():
+    k = tcdsl.compile(ELMAN, sizes={"Co": 5})
+    x = ok_inputs()
+    k(*x)
+    assert len(k._plans) == 1
+    bad_dtype = x[:2] + [x[2].astype(np.float64), x[3]]
+    with pytest.raises(tcdsl.TcShapeError, match="argument 'i2h': dtype float64, but the kernel expects float32"):
+        k(*bad_dtype)
+    with pytest.raises(tcdsl.TcShapeError, match="takes 4 inputs .* but 3 were given"):
+        k(*x[:3])
+    with pytest.raises(tcdsl.TcShapeError, match=r"argument 'i2h' dim 1: size 6, but size 'Co' is 5"):
+        k(*x[:2], np.zeros((4, 6), np.float32), x[3])
+    with pytest.raises(tcdsl.TcShapeError, match="size 'Co' was fixed to 5"):
+        k(*ok_inputs(Co=6))
+    with pytest.raises(tcdsl.TcShapeError, match=r"out= array for 'hidden': shape \(3, 2, 4\), but the inputs give"):
+        k(*x, out=np.zeros((3, 2, 4), np.float32))
+    with pytest.raises(tcdsl.TcShapeError, match="out= array for 'hidden' must be C-contiguous"):
+        k(*x, out=np.zeros((3, 2, 10), np.float32)[:, :, ::2])
+    with pytest.raises(tcdsl.TcShapeError, match="argument 'hidden': dtype float64, but the kernel expects float32"):
+        k(*x, out=np.zeros((3, 2, 5)))
+    big = np.zeros((5, 10), np.float32)
+    big[:, ::2] = x[3]
+    np.testing.assert_array_equal(k(*x[:3], big[:, ::2]), k(*x))  # non-contiguous: copied, same result
+
+
+def test_planned_calls_give_fresh_zero_filled_outputs():
+    k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) where i in 1:N }")  # B(0) is never written
+    a = np.arange(1, 5, dtype=np.float32)
+    first = planned(k, [a])
+    second, third = k(a), k(a)
+    assert second is not first and third is not second
+    np.testing.assert_array_equal(second, [0, 2, 3, 4])
+    second[0] = 7  # the next output must not reuse this array
+    np.testing.assert_array_equal(k(a), [0, 2, 3, 4])
+    out = np.full(4, 9, np.float32)
+    assert k(a, out=out) is out
+    np.testing.assert_array_equal(out, [9, 2, 3, 4])  # with out=, unwritten elements keep what they hold
+    assert k(a, out=[out]) is out
+    assert k.cache_info()["hits"] == 6
+
+
+def test_planned_calls_with_several_outputs_and_a_scalar_input():
+    src = "def f(float(N) A, float s) -> (B, C) { B(i) = A(i) * s\n C(i) = A(i) + s }"
+    k = tcdsl.compile(src)
+    a, s = np.arange(3, dtype=np.float32), np.float32(2)
+    k(a, np.array(s))
+    k._call = lambda *x: pytest.fail("the general path ran for a planned call")
+    b, c = k(a, np.array(s))
+    np.testing.assert_array_equal(b, a * 2)
+    np.testing.assert_array_equal(c, a + 2)
+    del k._call  # a Python number is converted by the general path, every time
+    b, c = k(a, 2.0)
+    np.testing.assert_array_equal(c, a + 2)
+
+
+def test_planned_calls_with_torch_tensors():
+    torch = pytest.importorskip("torch")
+    k = tcdsl.compile("def f(float(N, M) A, float(M) B) -> (C) { C(i, j) = A(i, j) * B(j) }")
+    a, b = torch.randn(3, 5), torch.randn(5)
+    planned(k, [a, b])
+    c = k(a, b)
+    assert isinstance(c, torch.Tensor) and c.shape == (3, 5)
+    torch.testing.assert_close(c, a * b)
+    out = torch.full((3, 5), 9.0)
+    assert k(a, b, out=out) is out
+    torch.testing.assert_close(out, a * b)
+    del k._call
+    assert isinstance(k(a.numpy(), b.numpy()), np.ndarray)  # NumPy arrays of the same shapes: their own plan
+
+
+def test_zero_size_calls_are_never_planned():
+    k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) + 1 }")
+    assert k(np.zeros(0, np.float32)).shape == (0,)
+    assert k(np.zeros(0, np.float32)).shape == (0,)
+    assert k._plans == {}
+
+
+def test_output_shape_functions_agree_with_evaluate():
+    """The compiled shape formulas (one Python function per kernel) against the interpreter of size expressions."""
+    from tcdsl import driver
+    from tcdsl.runtime.args import evaluate, shape_function
+    from tcdsl.source import Source
+    from tcdsl.syntax.parse import parse
+
+    rng = np.random.default_rng(0)
+    programs = sorted((ROOT / "tests" / "programs").glob("*.tc"))
+    tried = 0
+    for path in programs:
+        src = Source.load(path)
+        for d in parse(src).defs:
+            try:
+                fe = driver.frontend(src, d.name)
+            except tcdsl.TcError:
+                continue
+            shapes = [fe.ranges.extent_exprs(t) for t in fe.checked.tensors]
+            fn = shape_function(shapes)
+            for _ in range(3):
+                sizes = {s: int(rng.integers(1, 9)) for s in fe.checked.sizes}
+                try:
+                    want = tuple(tuple(evaluate(e, sizes) for e in shape) for shape in shapes)
+                except ZeroDivisionError:
+                    continue
+                assert fn(sizes) == want, (path.name, d.name, sizes)
+                tried += 1
+    assert tried > 100

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -165,6 +165,41 @@ def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
     raise AssertionError(f"cannot evaluate {e!r}")
 
 
+def shape_function(shapes: list[tuple[n.Expr, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
+    """``evaluate`` of every extent of ``shapes``, compiled once into one
+    Python function of the sizes (a call evaluates them per size tuple)."""
+    body = "".join("(" + "".join(_python(e) + ", " for e in shape) + "), " for shape in shapes)
+    return eval(f"lambda s: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307 (our own text)
+
+
+def _python(e: n.Expr) -> str:
+    """Python text of a size expression over the dict ``s``, with ``evaluate``'s meaning."""
+    match e:
+        case n.Const(value=v):
+            return repr(int(v))
+        case n.SizeVar(name=v) | n.IndexVar(name=v):
+            return f"s[{v!r}]"
+        case n.Unary(op="-", operand=x):
+            return f"(-{_python(x)})"
+        case n.Select(cond=c, then=a, other=b):
+            return f"({_python(a)} if {_python_truth(c)} else {_python(b)})"
+        case n.Binary(op="min" | "max" as op, lhs=a, rhs=b):
+            return f"{op}({_python(a)}, {_python(b)})"
+        case n.Binary(op=op, lhs=a, rhs=b) if op in _ARITH:
+            text = f"{_python(a)} {_PY_OPS.get(op, op)} {_python(b)}"
+            return f"int({text})" if op in _COMPARISONS else f"({text})"
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def _python_truth(c: n.Expr) -> str:
+    match c:
+        case n.Binary(op="&&" | "||" as op, lhs=a, rhs=b):
+            return f"({_python_truth(a)} {'and' if op == '&&' else 'or'} {_python_truth(b)})"
+        case n.Unary(op="!", operand=a):
+            return f"(not {_python_truth(a)})"
+    return f"({_python(c)} != 0)"
+
+
 def _truth(c: n.Expr, sizes) -> bool:
     match c:
         case n.Binary(op="&&", lhs=a, rhs=b):
@@ -182,3 +217,5 @@ _ARITH = {
     "!=": lambda x, y: int(x != y), "<": lambda x, y: int(x < y), "<=": lambda x, y: int(x <= y),
     ">": lambda x, y: int(x > y), ">=": lambda x, y: int(x >= y),
 }
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+_PY_OPS = {"/": "//"}  # floor division, as TC's integer / (and Python's %)

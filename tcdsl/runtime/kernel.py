@@ -14,7 +14,12 @@ from .. import driver
 from ..codegen import targets
 from . import cache
 from . import device
-from .args import Arg, bind_sizes, check_index_range, evaluate, is_torch, prepare_input
+from .args import Arg, bind_sizes, check_index_range, is_torch, prepare_input, shape_function
+from .fastcall import MISS, make_fast_call
+
+# Plans kept per kernel: a workload that keeps making new shapes starts over
+# beyond this many (a plan is remade by one general call).
+_MAX_PLANS = 4096
 
 
 class _Binary:
@@ -84,9 +89,11 @@ class Kernel:
         self._binaries: dict[tuple | None, _Binary] = {}
         self._pending: set[tuple] = set()
         self._seen: Counter = Counter()
-        self._stats = Counter(compiles=0, hits=0, disk_hits=0)
+        self._stats = Counter(compiles=0, disk_hits=0)
+        self._hits = [0]  # a cell: the fast calls count here too
         self._symbolic_schedules = None
         self._disk_base: dict | None = None
+        self._init_fast_calls()
         if specialize in ("never", "auto"):
             self._binaries[None] = self._compile(None)
 
@@ -151,40 +158,45 @@ class Kernel:
             fields = {**self._disk_base, "pipeline": pipeline, "sizes": {k: int(v) for k, v in sorted(sizes.items())}}
         return cache.key_of(fields), fields
 
-    def _binary_for(self, sizes: dict[str, int]) -> _Binary:
+    def _binary_for(self, sizes: dict[str, int]) -> tuple[_Binary, tuple, bool]:
+        """The binary for these sizes, their size tuple, and whether later
+        calls with them may go straight to that binary (through a plan)."""
+        key = tuple(sizes[s] for s in self._size_names)
         if self.specialize == "never":
-            self._stats["hits"] += 1
-            return self._binaries[None]
-        key = tuple(sizes[s] for s in self.frontend.checked.sizes)
-        if 0 in key:  # specialising assumes sizes >= 1: a 0 switched off every statement; the symbolic binary serves
-            key = None
-        b = self._binaries.get(key)
+            self._hits[0] += 1
+            return self._binaries[None], key, True
+        # specialising assumes sizes >= 1: a 0 switched off every statement; the symbolic binary serves
+        lookup = None if 0 in key else key
+        b = self._binaries.get(lookup)
         if b is not None:
-            self._stats["hits"] += 1
-            return b
-        if self.specialize == "auto":
+            self._hits[0] += 1
+            return b, key, lookup is not None
+        if self.specialize == "auto" and lookup is not None:
             return self._auto(key)
-        b = self._binaries[key] = self._compile(key)
-        return b
+        b = self._binaries[lookup] = self._compile(lookup)
+        return b, key, lookup is not None
 
-    def _auto(self, key: tuple) -> _Binary:
-        """Serve from the symbolic binary; specialise hot size tuples in the background."""
+    def _auto(self, key: tuple) -> tuple[_Binary, tuple, bool]:
+        """Serve from the symbolic binary; specialise hot size tuples in the background.
+        Calls are counted here until a size tuple is hot; from then on a plan
+        serves it (the symbolic binary, then the specialised one)."""
         with self._lock:
             self._seen[key] += 1
             first = self._seen[key] == 1
             start = self._seen[key] >= self._auto_threshold and key not in self._pending
             if start:
                 self._pending.add(key)
+            hot = key in self._pending
         if first and not start:  # specialised in an earlier run? then use it at once
             b = self._compile(key, disk_only=True)
             if b is not None:
                 with self._lock:
                     self._binaries[key] = b
-                return b
+                return b, key, True
         if start:
             threading.Thread(target=self._specialize_in_background, args=(key,), daemon=True).start()
-        self._stats["hits"] += 1
-        return self._binaries[None]
+        self._hits[0] += 1
+        return self._binaries[None], key, hot
 
     def _specialize_in_background(self, key: tuple) -> None:
         try:
@@ -195,9 +207,20 @@ class Kernel:
             return
         with self._lock:
             self._binaries[key] = b
+            self._plans.pop(self._plan_shapes.pop(key, None), None)  # the next call makes a plan with b
 
     # --------------------------------------------------------------- calling
     def __call__(self, *inputs: Any, out: Any = None):
+        fast_call = self._fast_calls.get(type(inputs[0])) if inputs else None
+        if fast_call is not None:
+            result = fast_call(inputs, out)
+            if result is not MISS:
+                return result
+        return self._call(inputs, out)
+
+    def _call(self, inputs: tuple, out: Any):
+        """The general path: every check, the binary, and a plan so that the
+        fast call serves these input shapes from now on (runtime/fastcall.py)."""
         checked = self.frontend.checked
         params = checked.node.params
         if len(inputs) != len(params):
@@ -207,50 +230,87 @@ class Kernel:
                 for p, x in zip(params, inputs)]
         sizes = bind_sizes(checked, args, self.fixed)
         check_index_range(self.frontend.ranges, sizes)
-        outs = self._outputs(args, sizes, out)
-        b = self._binary_for(sizes)
+        shapes = self._output_shapes(sizes)
+        outs = self._outputs(args, shapes, out)
+        b, key, settled = self._binary_for(sizes)
         if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
-                                 [p.name for p in params] + list(checked.outputs), allocated=out is None)
+                                 [p.name for p in params] + list(self._output_names), allocated=out is None)
             return values[0] if len(values) == 1 else tuple(values)
+        if settled:
+            self._remember(args, key, b, sizes, shapes)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
         b.fn(*call_args)
         values = [a.value for a in outs]
         return values[0] if len(values) == 1 else tuple(values)
 
-    def _outputs(self, args: list[Arg], sizes: dict[str, int], out) -> list[Arg]:
+    def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out) -> list[Arg]:
         checked = self.frontend.checked
-        use_torch = any(is_torch(a.value) for a in args)
-        shapes = {o: tuple(evaluate(e, sizes) for e in exprs) for o, exprs in self._output_extents().items()}
+        names = self._output_names
         if out is None:
-            return [_zeros(shapes[o], checked.tensors[o].dtype, use_torch) for o in checked.outputs]
+            use_torch = any(is_torch(a.value) for a in args)
+            return [_zeros(s, checked.tensors[o].dtype, use_torch) for o, s in zip(names, shapes)]
         given = out if isinstance(out, (tuple, list)) else (out,)
-        if len(given) != len(checked.outputs):
-            raise TcShapeError(f"out=: expected {len(checked.outputs)} arrays, got {len(given)}")
+        if len(given) != len(names):
+            raise TcShapeError(f"out=: expected {len(names)} arrays, got {len(given)}")
         result = []
-        for o, x in zip(checked.outputs, given):
-            a = prepare_input(o, x, checked.tensors[o].dtype, len(shapes[o]), self._device)
+        for o, s, x in zip(names, shapes, given):
+            a = prepare_input(o, x, checked.tensors[o].dtype, len(s), self._device)
             if a.value is not x:
                 raise TcShapeError(f"out= array for '{o}' must be C-contiguous")
-            if a.shape != shapes[o]:
-                raise TcShapeError(f"out= array for '{o}': shape {a.shape}, but the inputs give {shapes[o]}")
+            if a.shape != s:
+                raise TcShapeError(f"out= array for '{o}': shape {a.shape}, but the inputs give {s}")
             result.append(a)
         return result
 
-    def _output_extents(self) -> dict[str, tuple]:
-        """The outputs' extents as size expressions, made from isl once (not per call)."""
-        ext = self.__dict__.get("_extents")
-        if ext is None:
-            ranges = self.frontend.ranges
-            ext = self._extents = {o: ranges.extent_exprs(o) for o in self.frontend.checked.outputs}
-        return ext
+    # ------------------------------------------------------- the fast path
+    def _init_fast_calls(self) -> None:
+        """Per-kernel tables for the fast call: the size order, the outputs'
+        shape formulas compiled to one Python function, and the plans."""
+        checked = self.frontend.checked
+        ranges = self.frontend.ranges
+        self._size_names = tuple(checked.sizes)
+        self._output_names = tuple(checked.outputs)
+        self._output_shapes = shape_function([ranges.extent_exprs(o) for o in self._output_names])
+        self._plans: dict[tuple, tuple] = {}  # input shapes -> (fn, size arguments, output shapes)
+        self._plan_shapes: dict[tuple, tuple] = {}  # size tuple -> input shapes of its plan
+        self._fast_calls: dict[type, Any] = {}
+        if self._kind == "llvm":
+            self._fast_calls[np.ndarray] = self._make_fast_call("numpy")
+
+    def _make_fast_call(self, library: str):
+        checked = self.frontend.checked
+        return make_fast_call(library, [checked.tensors[p.name].dtype for p in checked.node.params],
+                              [checked.tensors[o].dtype for o in self._output_names], self._plans, self._hits)
+
+    def _remember(self, args: list[Arg], key: tuple, b: _Binary, sizes: dict[str, int],
+                  shapes: tuple[tuple[int, ...], ...]) -> None:
+        """The plan for these input shapes: a later call with them goes straight to ``b``."""
+        in_shapes = tuple(a.shape for a in args)
+        if any(0 in s for s in in_shapes + shapes):  # zero-size arrays are passed as TVM tensors: general path
+            return
+        plan = (b.fn, tuple(sizes[s] for s in b.size_params), shapes)
+        with self._lock:
+            if self._binaries.get(key, b) is not b:  # a specialised binary arrived meanwhile
+                return
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()
+                self._plan_shapes.clear()
+            self._plans[in_shapes] = plan
+            self._plan_shapes[key] = in_shapes
+        if type(args[0].value) not in self._fast_calls and is_torch(args[0].value):
+            import torch
+
+            if type(args[0].value) is torch.Tensor:
+                self._fast_calls[torch.Tensor] = self._make_fast_call("torch")
 
     # ------------------------------------------------------------ inspection
     def cache_info(self) -> dict[str, int]:
         """Counts like ``functools.lru_cache``'s: binaries built (``compiles``),
         calls served by an existing binary (``hits``), binaries loaded from
         the on-disk cache (``disk_hits``), and binaries held (``currsize``)."""
-        return {**self._stats, "currsize": len(self._binaries)}
+        return {"compiles": self._stats["compiles"], "hits": self._hits[0], "disk_hits": self._stats["disk_hits"],
+                "currsize": len(self._binaries)}
 
     def _display_backend(self) -> driver.Backend:
         b = self._binaries.get(None)

@@ -1,0 +1,119 @@
+"""The hot path of a kernel call: a function generated once per kernel.
+
+A call whose inputs are C-contiguous CPU arrays of the declared dtypes, all
+NumPy or all PyTorch, with shapes that an earlier call already checked,
+needs none of the general checks again: the input shapes decide the sizes,
+the binary, its size arguments and the output shapes.  Those are kept as a
+*plan* per tuple of input shapes (``Kernel._plans``), and the generated
+function checks only types, dtypes and layout, then looks the shapes up.
+Anything else (another type or dtype, a non-contiguous array, shapes not
+seen yet, an ``out=`` that is not exactly right) returns :data:`MISS`, and
+the general path (``Kernel._call``) runs: it raises the documented
+``TcShapeError``s and makes the plan.
+
+For ``elman_rnn(input, h0, i2h, h2h) -> (hidden)`` and NumPy the function is::
+
+    def fast_call(inputs, out):
+        if len(inputs) != 4:
+            return MISS
+        a0, a1, a2, a3 = inputs
+        if not (type(a0) is ndarray and a0.dtype is d0 and a0.flags.c_contiguous
+                and type(a1) is ndarray and ...):
+            return MISS
+        plan = plans.get((a0.shape, a1.shape, a2.shape, a3.shape))
+        if plan is None:
+            return MISS
+        fn, size_args, (s0,) = plan
+        if out is None:
+            o0 = zeros(s0, dtype=t0)
+        elif type(out) is ndarray and out.dtype is t0 and out.flags.c_contiguous and out.shape == s0:
+            o0 = out
+        elif (type(out) is tuple or type(out) is list) and len(out) == 1:
+            o0, = out
+            if not (type(o0) is ndarray and ... and o0.shape == s0):
+                return MISS
+        else:
+            return MISS
+        hits[0] += 1
+        fn(*size_args, a0, a1, a2, a3, o0)
+        return o0
+
+Outputs the kernel allocates start as zeros (SPEC 1.1), so they are made
+with ``zeros``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+MISS = object()
+"""Returned by a fast call that cannot serve the call: the general path must."""
+
+# For each array library: when the fast call takes an array {a} of dtype {d}
+# (the dtype object), and how it allocates one of shape {s}.
+_LIBRARIES = {
+    "numpy": {"takes": "type({a}) is ndarray and {a}.dtype is {d} and {a}.flags.c_contiguous",
+              "zeros": "zeros({s}, dtype={d})"},
+    "torch": {"takes": "type({a}) is Tensor and {a}.dtype is {d} and {a}.is_cpu and {a}.is_contiguous()",
+              "zeros": "torch_zeros({s}, dtype={d})"},
+}
+
+
+def make_fast_call(library: str, dtypes: list[str], out_dtypes: list[str], plans: dict, hits: list[int]) -> Callable:
+    """The fast call for inputs of ``dtypes`` and outputs of ``out_dtypes``,
+    all arrays of ``library`` ("numpy" or "torch"); ``plans`` maps a tuple
+    of input shapes to ``(fn, size_args, output_shapes)``, and ``hits[0]``
+    counts the calls served."""
+    lib = _LIBRARIES[library]
+    names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits}
+    if library == "numpy":
+        names.update(ndarray=np.ndarray, zeros=np.zeros)
+        dtype_object = np.dtype
+    else:
+        import torch
+
+        names.update(Tensor=torch.Tensor, torch_zeros=torch.zeros)
+        dtype_object = lambda d: getattr(torch, d)  # noqa: E731
+    a = [f"a{i}" for i in range(len(dtypes))]
+    o = [f"o{i}" for i in range(len(out_dtypes))]
+    names.update({f"d{i}": dtype_object(d) for i, d in enumerate(dtypes)})
+    names.update({f"t{i}": dtype_object(d) for i, d in enumerate(out_dtypes)})
+    takes = " and ".join(lib["takes"].format(a=x, d=f"d{i}") for i, x in enumerate(a)) or "True"
+    shapes = "".join(f"{x}.shape, " for x in a)
+    lines = [
+        "def fast_call(inputs, out):",
+        f"    if len(inputs) != {len(a)}:",
+        "        return MISS",
+        f"    {''.join(x + ', ' for x in a)}= inputs",
+        f"    if not ({takes}):",
+        "        return MISS",
+        f"    plan = plans.get(({shapes}))",
+        "    if plan is None:",
+        "        return MISS",
+        f"    fn, size_args, ({''.join(f's{i}, ' for i in range(len(o)))}) = plan",
+        "    if out is None:",
+        *[f"        {x} = {lib['zeros'].format(s=f's{i}', d=f't{i}')}" for i, x in enumerate(o)],
+    ]
+    if len(o) == 1:  # out= one array
+        lines += [f"    elif {_taken(lib, 'out', 't0', 's0')}:",
+                  "        o0 = out"]
+    lines += [f"    elif (type(out) is tuple or type(out) is list) and len(out) == {len(o)}:",
+              f"        {''.join(x + ', ' for x in o)}= out",
+              f"        if not ({' and '.join(_taken(lib, x, f't{i}', f's{i}') for i, x in enumerate(o))}):",
+              "            return MISS",
+              "    else:",
+              "        return MISS",
+              "    hits[0] += 1",
+              f"    fn(*size_args, {', '.join(a + o)})",
+              f"    return {o[0] if len(o) == 1 else '(' + ''.join(x + ', ' for x in o) + ')'}"]
+    code = "\n".join(lines) + "\n"
+    exec(compile(code, f"<tcdsl fast call ({library})>", "exec"), names)
+    fast_call = names["fast_call"]
+    fast_call.source = code
+    return fast_call
+
+
+def _taken(lib: dict, a: str, d: str, s: str) -> str:
+    """``a`` is an ``out=`` array the fast call takes: of dtype ``d``, shape ``s``, contiguous."""
+    return f"{lib['takes'].format(a=a, d=d)} and {a}.shape == {s}"
