@@ -107,19 +107,25 @@ def _dump(stage: str, text: Callable[[], str]) -> None:
 
 
 # The --emit table: stage name -> text of that stage for a compiled kernel.
+# ``sizes`` (every size of the def) asks for the stage as the kernel's
+# specialize mode makes it for those sizes: before-scheduling schedules them,
+# after-scheduling schedules symbolically and builds the AST, TIR and code for
+# them.  None: the symbolic (or compile-time ``sizes=``) version.
 STAGES: dict[str, Callable] = {
-    "ast": lambda k: to_sexpr(k.frontend.checked.node) + "\n",
-    "ranges": lambda k: k.frontend.ranges.dump(),
-    "schedule": lambda k: dump_schedules(k.frontend.model, k.backend().schedules),
-    "isl-ast": lambda k: k.backend().ast_text(),
-    "tir": lambda k: k.script,
-    "llvm": lambda k: k.source_code("ll"),
-    "c": lambda k: k.source_code("c"),
-    "cuda": lambda k: k.source_code("cuda"),
+    "ast": lambda k, sizes=None: to_sexpr(k.frontend.checked.node) + "\n",
+    "ranges": lambda k, sizes=None: k.frontend.ranges.dump(),
+    "schedule": lambda k, sizes=None: dump_schedules(k.frontend.model, k.backend(sizes).schedules),
+    "isl-ast": lambda k, sizes=None: k.backend(sizes).ast_text(),
+    "tir": lambda k, sizes=None: k.script if sizes is None else k.backend(sizes).func.script(),
+    "llvm": lambda k, sizes=None: k.source_code("ll", sizes),
+    "c": lambda k, sizes=None: k.source_code("c", sizes),
+    "cuda": lambda k, sizes=None: k.source_code("cuda", sizes),
 }
 
 
-def emit(kernel, stage: str) -> str:
+def emit(kernel, stage: str, sizes: dict[str, int] | None = None) -> str:
+    """The text of ``stage`` for ``kernel``; with ``sizes``, specialised for
+    them as the kernel's mode does (see ``STAGES``)."""
     if stage not in STAGES:
         raise TcError(f"unknown stage '{stage}'; choose one of {', '.join(STAGES)}")
-    return STAGES[stage](kernel)
+    return STAGES[stage](kernel, sizes)

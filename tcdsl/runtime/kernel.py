@@ -312,11 +312,24 @@ class Kernel:
         return {"compiles": self._stats["compiles"], "hits": self._hits[0], "disk_hits": self._stats["disk_hits"],
                 "currsize": len(self._binaries)}
 
-    def _display_backend(self) -> driver.Backend:
-        b = self._binaries.get(None)
+    def _binary_of(self, sizes: dict[str, int] | None) -> _Binary:
+        """The binary a call with ``sizes`` would use, once specialised (None: the symbolic one)."""
+        key = None
+        if sizes is not None and self.specialize != "never":
+            missing = [s for s in self._size_names if s not in sizes]
+            if missing:
+                raise TcError(f"sizes: {', '.join(missing)} missing; a specialised binary needs every size")
+            key = tuple(int(sizes[s]) for s in self._size_names)
+            key = None if 0 in key else key
+        b = self._binaries.get(key)
         if b is None:
-            b = self._binaries[None] = self._compile(None)
-        return b.backend
+            b = self._compile(key)
+            with self._lock:
+                b = self._binaries.setdefault(key, b)
+        return b
+
+    def _display_backend(self) -> driver.Backend:
+        return self._binary_of(None).backend
 
     @property
     def ir_module(self):
@@ -343,11 +356,13 @@ class Kernel:
     def _device(self) -> str:
         return "cuda" if self._kind == "cuda" else "cpu"
 
-    def source_code(self, fmt: str) -> str:
+    def source_code(self, fmt: str, sizes: dict[str, int] | None = None) -> str:
         """Generated code: ``"ll"`` (LLVM IR of the host/CPU module), ``"c"``,
         and for target 'cuda' also ``"cuda"`` (the kernels' CUDA C) and
-        ``"host"`` (TVMScript of the host side, with its kernel launches)."""
-        b = self._binaries.get(None) or self._display_backend() and self._binaries[None]
+        ``"host"`` (TVMScript of the host side, with its kernel launches).
+        ``sizes`` (every size): the binary this kernel's mode makes for them
+        (built now if it has none yet); None: the symbolic binary."""
+        b = self._binary_of(sizes)
         if fmt in ("cuda", "host"):
             if self._kind != "cuda":
                 raise TcError(f"{'CUDA source' if fmt == 'cuda' else 'host code'} needs target='cuda'")
