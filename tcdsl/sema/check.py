@@ -91,6 +91,7 @@ class _Checker:
             self._declare_param(p)
         outputs = set()
         for o in self.d.outputs:
+            _not_builtin(o.name, o.span, "an output")
             if o.name in self.tensors or o.name in outputs:
                 raise TcSemanticError(f"'{o.name}' is already declared", o.span)
             if o.name in self.sizes:
@@ -110,6 +111,7 @@ class _Checker:
         return CheckedDef(node, self.tensors, tuple(self.sizes), dict(self.sizes))
 
     def _declare_param(self, p: n.Param) -> None:
+        _not_builtin(p.name, p.span, "a tensor")
         if p.name in self.tensors:
             raise TcSemanticError(f"parameter '{p.name}' is declared twice", p.span)
         if p.name in self.sizes:
@@ -117,6 +119,7 @@ class _Checker:
         _check_constant_dims(p.type)
         for k, d in enumerate(p.type.dims):
             if isinstance(d, str):
+                _not_builtin(d, p.type.span, "a size")
                 if d in self.tensors:
                     raise TcSemanticError(f"'{d}' is a tensor and cannot be used as a size", p.type.span)
                 self.sizes.setdefault(d, (p.name, k))
@@ -162,6 +165,8 @@ class _Checker:
                                           x.span)
                 case n.Call() | n.DimSize():
                     raise TcSemanticError(f"{what} may only use sizes, loop variables and constants", x.span)
+                case n.Const(value=float()):  # TC: 'expected integral type'
+                    raise TcSemanticError(f"{what} may only use integers, but {x.value:g} is a float", x.span)
                 case n.Const():
                     _check_index_literal(x)
             return n.map_children(x, fn)
@@ -173,7 +178,8 @@ class _Checker:
             raise TcSemanticError(f"'{s.tensor}' is an input and cannot be written", s.span)
         if s.tensor in self.sizes:
             raise TcSemanticError(f"'{s.tensor}' is a size, not a tensor", s.span)
-        lets = {w.name: w.expr for w in s.wheres if isinstance(w, n.Let)}
+        _not_builtin(s.tensor, s.span, "a tensor")
+        lets = _lets(s)
         lhs, own = self._lhs(s, loops)
         if s.tensor in self.write_rank and self.write_rank[s.tensor] != len(lhs):
             raise TcSemanticError(f"'{s.tensor}' was written with {_count(self.write_rank[s.tensor], 'index')}, "
@@ -187,8 +193,7 @@ class _Checker:
         for w in s.wheres:
             match w:
                 case n.RangeConstraint():
-                    if w.var in loops or w.var in self.sizes:
-                        raise TcSemanticError(f"'{w.var}' is not an index variable of this statement", w.span)
+                    self._range_var(w, loops, lets)
                     wheres.append(replace(w, lo=self._size_expr(w.lo, loops, "a where-range"),
                                           hi=self._size_expr(w.hi, loops, "a where-range")))
                 case n.Exists():
@@ -196,6 +201,10 @@ class _Checker:
                 case n.Let():
                     pass
         rhs = scope.resolve(s.rhs)
+        for w in s.wheres:  # TC: a variable only constrained by a where-range is a reduction variable
+            if isinstance(w, n.RangeConstraint) and w.var not in scope.order:
+                scope.order.append(w.var)
+                scope.first_use[w.var] = w.span
         reduction_vars = tuple(v for v in scope.order if v not in own)
         if reduction_vars and s.op == "=":
             raise TcSemanticError(
@@ -209,6 +218,17 @@ class _Checker:
         eq = s.equivalent and replace(s.equivalent, args=tuple(scope.resolve(a) for a in s.equivalent.args))
         return replace(s, indices=lhs, rhs=rhs, wheres=tuple(wheres), reduction_vars=reduction_vars,
                        equivalent=eq)
+
+    def _range_var(self, w: n.RangeConstraint, loops, lets) -> None:
+        """``where v in lo:hi`` must name an index variable (TC: 'undefined variable')."""
+        if w.var in loops or w.var in self.sizes:
+            raise TcSemanticError(f"'{w.var}' is not an index variable of this statement", w.span)
+        if w.var in lets:
+            raise TcSemanticError(f"'{w.var}' is bound by 'where {w.var} = ...', so it is not an index variable "
+                                  f"and has no range", w.span)
+        if w.var in self.tensors or w.var in self.first_rank:
+            raise TcSemanticError(f"'{w.var}' is a tensor, not an index variable", w.span)
+        _not_builtin(w.var, w.span, "an index variable")
 
     def new_tensor(self, name: str, rank: int, span=None) -> TensorInfo:
         decl = self._output_decl(name)
@@ -226,6 +246,7 @@ class _Checker:
                     raise TcSemanticError(f"index variable '{e.name}' appears twice on the left-hand side", e.span)
                 if e.name in self.tensors:
                     raise TcSemanticError(f"'{e.name}' is a tensor, not an index variable", e.span)
+                _not_builtin(e.name, e.span, "an index variable")
                 own[e.name] = None
                 out.append(n.IndexVar(e.name, span=e.span))
             else:
@@ -286,6 +307,7 @@ class _Scope:
             self._check_readable(name, e)
             return n.Access(name, (), span=e.span)
         if name not in self.order:
+            _not_builtin(name, e.span, "an index variable")
             self.order.append(name)
             self.first_use[name] = e.span
         return n.IndexVar(name, span=e.span)
@@ -445,6 +467,24 @@ class _Typer:
 def _arithmetic(dtype: str | None) -> str | None:
     """Arithmetic on bools is done in int32, as C promotes them (TIR has no bool arithmetic)."""
     return "int32" if dtype == "bool" else dtype
+
+
+def _lets(s: n.Comprehension) -> dict[str, n.Expr]:
+    """The ``where x = e`` bindings of a statement; TC: a name is bound once."""
+    lets: dict[str, n.Expr] = {}
+    for w in s.wheres:
+        if isinstance(w, n.Let):
+            if w.name in lets:
+                raise TcSemanticError(f"'{w.name}' is bound twice in the where clauses of this statement", w.span)
+            _not_builtin(w.name, w.span, "a where binding")
+            lets[w.name] = w.expr
+    return lets
+
+
+def _not_builtin(name: str, span, what: str) -> None:
+    """TC: a builtin function's name cannot be redefined (it would hide the function)."""
+    if bt.lookup(name) is not None:
+        raise TcSemanticError(f"'{name}' is a builtin function and cannot name {what}", span)
 
 
 def _count(k: int, word: str) -> str:
