@@ -20,6 +20,7 @@ are assumed >= 1 while inferring (as TC does).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import islpy as isl
 
@@ -69,7 +70,7 @@ class RangeInfo:
         info = self.checked.tensors[tensor]
         if info.dims is not None:
             return tuple(n.SizeVar(d) if isinstance(d, str) else n.Const(d) for d in info.dims)
-        return tuple(pwaff_to_expr(pa.gist_params(self.size_context)) for pa in self.extents[tensor])
+        return tuple(readable(pa, self.size_context) for pa in self.extents[tensor])
 
     def dump(self) -> str:
         """One line per tensor (``hidden: [T, B, Co]``), then one per statement
@@ -88,7 +89,7 @@ class RangeInfo:
     def _bound(self, pa: isl.PwAff, s: StmtInfo) -> str:
         from ..syntax.printer import expr_to_tc
 
-        return expr_to_tc(pwaff_to_expr(pa.gist_params(s.domain.params())))
+        return expr_to_tc(readable(pa, s.domain.params()))
 
 
 def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeInfo:
@@ -205,7 +206,7 @@ class _Inference:
             found: dict[str, isl.Set] = {}
             for acc in accesses:
                 for k, e in enumerate(acc.indices):
-                    self._candidate(acc, k, e, vars_, resolved, box, space, found)
+                    self._candidate(acc, k, e, vars_, resolved, var_sets, space, found)
             if not found:
                 return box
             for v, allowed in found.items():
@@ -223,7 +224,11 @@ class _Inference:
             raise TcSemanticError("a where-range bound must be affine in sizes and loop variables",
                                   lo.span or hi.span) from None
 
-    def _candidate(self, acc: n.Access, k: int, e: n.Expr, vars_, resolved, box, space, found) -> None:
+    def _candidate(self, acc: n.Access, k: int, e: n.Expr, vars_, resolved, var_sets, space, found) -> None:
+        """The range of the one unresolved variable of ``e`` for which ``e`` stays
+        inside ``acc.tensor`` for all values of the resolved variables *of e*:
+        variables that ``e`` does not use (an empty reduction range, say) do not
+        narrow it (TC solves each access on its own)."""
         names = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} & set(vars_)
         if any(isinstance(x, n.Access) for x in n.walk(e)):
             return  # indirect index: says nothing about the range
@@ -238,6 +243,9 @@ class _Inference:
         except NotAffine:
             return
         (v,) = unresolved
+        box = var_sets[v]  # the statement's parameter context, plus v's where-range if any
+        for u in names & resolved:
+            box = box & var_sets[u]
         size = lift(extent, pa.get_domain_space())
         zero = lift(isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(self._param_space())),
                     pa.get_domain_space())
@@ -328,6 +336,59 @@ class _Inference:
             ext = [self._simplest(a.union_max(b.align_params(a.get_space().params())).coalesce())
                    for a, b in zip(old, ext)]
         self.info.extents[s.tensor] = tuple(ext)
+
+
+def readable(pa: isl.PwAff, context: isl.Set) -> n.Expr:
+    """``pa`` as an expression, for the sizes (and loop variables) in ``context``.
+
+    isl splits a ``min``/``max`` of several bounds (several statements writing
+    one tensor, two reads bounding one variable) into pieces, which would print
+    as nested selects.  When a ``min``/``max`` of the pieces' formulas (and 0)
+    equals ``pa`` on ``context``, that formula is returned instead; isl decides
+    the equality.  Otherwise the pieces are printed as selects."""
+    pa = pa.gist_params(context.align_params(pa.get_domain_space().params())).coalesce()
+    pieces = pa.get_pieces()
+    if len(pieces) < 2:
+        return pwaff_to_expr(pa)
+    ctx = context.align_params(pa.get_domain_space().params())
+    want = pa.intersect_params(ctx)
+    terms: list[tuple[isl.PwAff, n.Expr]] = []
+    for _, aff in pieces + [(None, isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space())))]:
+        term = isl.PwAff.from_aff(aff)
+        if not any(term.is_equal(t) for t, _ in terms):
+            terms.append((term, pwaff_to_expr(term)))
+    if len(terms) <= _MAX_TERMS:
+        for cand, expr in _min_max_formulas(terms):
+            if cand.intersect_params(ctx).is_equal(want):
+                return expr
+    return pwaff_to_expr(pa)
+
+
+_MAX_TERMS = 5  # candidates grow quickly with the number of formulas; beyond this, print the pieces
+
+
+def _min_max_formulas(terms):
+    """``min``/``max`` combinations of the terms, simplest first: one term,
+    then ``min``/``max`` of 2..all terms, then one level of nesting
+    (``max(a, min(b, c))``, ``min(a, max(b, c))``)."""
+    def fold(op, group):
+        pa, e = group[0]
+        for p2, e2 in group[1:]:
+            pa, e = (pa.min(p2) if op == "min" else pa.max(p2)), n.Binary(op, e, e2)
+        return pa, e
+
+    yield from terms
+    for k in range(2, len(terms) + 1):
+        for group in combinations(terms, k):
+            yield fold("min", group)
+            yield fold("max", group)
+    for outer, inner in (("max", "min"), ("min", "max")):
+        for k in range(2, len(terms)):
+            for group in combinations(terms, k):
+                folded = fold(inner, group)
+                for t in terms:
+                    if t not in group:
+                        yield fold(outer, (t, folded))
 
 
 def _below_zero(s: isl.Set, k: int) -> isl.Set:
