@@ -43,6 +43,8 @@ CASES = [
     # a 2-D pooling window with a where-bounded reduction
     ("def p(float(H, W) I) -> (O) { O(h, w) max=! I(2 * h + kh, 2 * w + kw) where kh in 0:2, kw in 0:2 }",
      {"H": 7, "W": 8}, "O", (3, 4)),
+    # an empty reduction range does not empty the output: +=! still writes N zeros
+    ("def f(float(N, K) A) -> (O) { O(i) +=! A(i, k) where k in 1:K }", {"N": 3, "K": 1}, "O", (3,)),
 ]
 
 
@@ -72,3 +74,15 @@ def test_range_goldens(path, golden):
         dumps.append(f"## {d.name}\n" + frontend(Source(text, path.name), d.name).ranges.dump())
     name = path.stem if path.parent.name == "programs" else f"examples_rnn_{path.stem}"
     golden("ranges", name, "".join(dumps))
+
+
+@pytest.mark.parametrize("src,tensor,text", [
+    # several statements and reads: min/max, not nested selects (TC test_inference.cc TCF)
+    ("def f(float(A_0, A_1, A_2) A, float(B_0, B_1, B_2) B, float(C_0, C_1, C_2) C) -> (O2, O3) {\n"
+     "  O2(j, k, l) +=! B(j, k, l) + A(i, j, k)\n  O3(k, l, m) +=! C(k, l, m) + O2(j, k, l)\n}",
+     "O3", "O3: [min(min(A_2, B_1), C_0), min(B_2, C_1), C_2]"),
+    ("def f(float(N) A) -> (O) { O(i) = 1 where i in 0:5  O(i) = A(i) }", "O", "O: [max(5, N)]"),
+])
+def test_extents_print_as_min_max(src, tensor, text):
+    dump = frontend(Source(src)).ranges.dump()
+    assert text in dump.splitlines()
