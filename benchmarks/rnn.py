@@ -105,6 +105,50 @@ def qrnn(T, B, C, torch):
     return out, err
 
 
+FO_POOL = """
+def fo_pool(float(T,B,C) F, float(T,B,C) Z, float(T,B,C) O) -> (h, c) {
+  for t in T {
+    if t == 0 { c(t,b,j) = (1 - F(t,b,j)) * Z(t,b,j) }
+    else      { c(t,b,j) = F(t,b,j) * c(t-1,b,j) + (1 - F(t,b,j)) * Z(t,b,j) }
+    h(t,b,j) = O(t,b,j) * c(t,b,j)
+  }
+}
+"""
+
+
+def fo_pool(T, B, C, torch):
+    """QRNN fo-pooling alone (the gates given): the recurrence of the QRNN."""
+    rng = np.random.default_rng(4)
+    F = (1 / (1 + np.exp(-rng.standard_normal((T, B, C))))).astype(np.float32)
+    Z = np.tanh(rng.standard_normal((T, B, C))).astype(np.float32)
+    O = (1 / (1 + np.exp(-rng.standard_normal((T, B, C))))).astype(np.float32)
+    k = tcdsl.compile(FO_POOL)
+    out = {"tcdsl": lambda: k(F, Z, O)}
+
+    def numpy_loop():
+        c = np.zeros((B, C), np.float32)
+        h = np.empty_like(F)
+        for t in range(T):
+            c = F[t] * c + (1 - F[t]) * Z[t]
+            h[t] = O[t] * c
+        return h
+    out["numpy loop"] = numpy_loop
+    if torch is not None:
+        tF, tZ, tO = (torch.from_numpy(a) for a in (F, Z, O))
+
+        def run_torch():
+            with torch.no_grad():
+                c = torch.zeros(B, C)
+                hs = []
+                for t in range(T):
+                    c = tF[t] * c + (1 - tF[t]) * tZ[t]
+                    hs.append(tO[t] * c)
+                return torch.stack(hs)
+        out["torch loop"] = run_torch
+    err = float(np.abs(k(F, Z, O)[0] - numpy_loop()).max())
+    return out, err
+
+
 def matmul(N, torch):
     rng = np.random.default_rng(2)
     A, B = rng.standard_normal((N, N)).astype(np.float32), rng.standard_normal((N, N)).astype(np.float32)
@@ -135,7 +179,8 @@ def conv(torch):
 WORKLOADS = {
     "elman (64,32,256)": ("elman", lambda torch: elman(64, 32, 256, torch)),
     "elman batch 1 (256,1,128)": ("elman", lambda torch: elman(256, 1, 128, torch)),
-    "qrnn (512,32,512)": ("qrnn", lambda torch: qrnn(512, 32, 512, torch)),
+    "qrnn fo-pooling (512,32,512)": ("qrnn", lambda torch: fo_pool(512, 32, 512, torch)),
+    "qrnn with gates (512,32,512)": ("qrnn", lambda torch: qrnn(512, 32, 512, torch)),
     "matmul 1024^3": ("matmul", lambda torch: matmul(1024, torch)),
     "conv 8x32x34x34 * 32x32x3x3": ("conv", lambda torch: conv(torch)),
 }

@@ -14,6 +14,7 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
 from .runtime.kernel import Kernel  # noqa: E402
 from .api import compile  # noqa: E402
+from .options import MappingOptions  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["compile", "Kernel", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
+__all__ = ["compile", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]

@@ -6,12 +6,13 @@ from typing import Any
 
 from .source import Source
 from . import driver
+from .options import MappingOptions, as_dict
 from .runtime.kernel import Kernel
 
 
 def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any = "llvm",
             specialize: str = "never", sizes: dict[str, int] | None = None,
-            options: dict | None = None) -> Kernel:
+            options: dict | MappingOptions | None = None) -> Kernel:
     """Compile the ``def`` named ``entry`` of ``source`` (TC text or a path to a
     ``.tc`` file) for ``target`` ("llvm" or "cuda").
 
@@ -20,6 +21,8 @@ def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any 
     ``"before-scheduling"`` (a binary per size tuple, cached) or ``"auto"``
     (symbolic at once, specialised in the background for sizes seen often).
     ``sizes`` fixes some sizes at compile time.  Raises :class:`TcError`
-    subclasses for bad programs."""
+    subclasses for bad programs.  ``options`` is a dict or a
+    :class:`tcdsl.MappingOptions` (see docs/api.md)."""
+    options = as_dict(options)
     fe = driver.frontend(Source.load(source), entry, strict_bounds=bool((options or {}).get("strict_bounds")))
     return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=options)

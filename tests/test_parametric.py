@@ -59,12 +59,3 @@ def test_innermost_stride_one_loop_is_vectorized_with_a_tail():
 def test_reduction_loop_is_not_vectorized():
     k = tcdsl.compile("def s(float(N,K) A) -> (O) { O(n) +=! A(n,k) }")
     assert "vectorized" not in k.script
-
-
-def test_rnn_and_matmul_vectorize_their_output_dimension():
-    """The coincident loop over the last output index is moved inside the
-    reduction and vectorized (b, ci, co for Elman; m, k, n for matmul)."""
-    mm = tcdsl.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }")
-    assert re.search(r"for c\d in range\(K\):\s+for c\d_o in range\(.*N.*// 8\):\s+for c\d_v in T\.vectorized\(8\)",
-                     mm.script)
-    assert "T.vectorized(8)" in tcdsl.compile(ELMAN).script

@@ -12,6 +12,7 @@ statement's index variables in its right-hand side.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -22,7 +23,8 @@ from ..syntax import nodes as n
 from ..sema import types as ty
 from ..sema.affine import pwaff_to_expr
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
-from ..polyhedral.schedule import PARALLEL
+from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
+from .cpu import ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, strip_marks
 from .expr import INDEX, dtype_of, lower_expr
 
 _OP = isl.ast_expr_op_type
@@ -78,6 +80,14 @@ class _Gen:
         self.sig = sig
         self.target_kind = target_kind
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
+        self.cpu = cpu_mapping(self.options) if target_kind == "llvm" else None
+        self._private: dict[str, bool] = {}
+
+    def private_accumulator(self, s: IslStmt) -> bool:
+        """See :func:`tcdsl.codegen.cpu.accumulates_privately` (cached per statement)."""
+        if s.name not in self._private:
+            self._private[s.name] = accumulates_privately(s)
+        return self._private[s.name]
 
     # ---------------------------------------------------------- program tree
     def block(self, b: Block, env: dict) -> tirx.Stmt:
@@ -88,6 +98,9 @@ class _Gen:
             case Kernel():
                 return self.kernel(it, env)
             case ForLoop(loop=lp, body=body):
+                inside = self._steps_inside(lp, body, env)
+                if inside is not None:
+                    return inside
                 v = tirx.Var(lp.var, INDEX)
                 lo = lower_expr(lp.lo, env, {}, INDEX)
                 hi = lower_expr(lp.hi, env, {}, INDEX)
@@ -98,21 +111,88 @@ class _Gen:
                                        self.block(b, env) if b.items else None)
         raise InternalError(f"unexpected item {type(it).__name__}")
 
-    def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
+    def kernel(self, k: Kernel, env: dict, wrap=None) -> tirx.Stmt:
         stmts = {s.name: s for s in k.stmts}
         ast = self.asts[self.kernel_index[id(k)]]
         if self.target_kind == "cuda":  # thread-bound launches under host code: codegen/cuda.py
             from .cuda import lower_kernel
 
             return lower_kernel(_AstLowering(self, stmts, env), ast, self.options)
-        return _AstLowering(self, stmts, env).node(ast, parallel_ok=True, mark=None)
+        low = _AstLowering(self, stmts, env, k)
+        low.wrap = wrap
+        return low.node(ast, parallel_ok=True, mark=None)
+
+    def _steps_inside(self, lp, body: Block, env: dict) -> tirx.Stmt | None:
+        """The ``for`` run inside its body's parallel loop (codegen/cpu.py), when
+        the body is one kernel whose outer loop the schedule marked
+        ``par_steps`` and whose bounds do not depend on the step."""
+        if self.cpu is None or not self.cpu.steps_inside or len(body.items) != 1 \
+                or not isinstance(body.items[0], Kernel):
+            return None
+        k = body.items[0]
+        top, mark = strip_marks(self.asts[self.kernel_index[id(k)]])
+        if mark != PARALLEL_STEPS or top.get_type() != isl.ast_node_type.for_ or lp.var in loop_ids(top):
+            return None
+        lo = lower_expr(lp.lo, env, {}, INDEX)
+        hi = lower_expr(lp.hi, env, {}, INDEX)
+        holder: list[_AstLowering] = []
+
+        def wrap(make):
+            v = tirx.Var(lp.var, INDEX)
+            with holder[0].bound({lp.var: _from_zero(lo, v)}):
+                inner = make()
+            return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
+
+        stmts = {s.name: s for s in k.stmts}
+        low = _AstLowering(self, stmts, env, k)
+        low.wrap = wrap
+        holder.append(low)
+        return low.node(self.asts[self.kernel_index[id(k)]], parallel_ok=True, mark=None)
 
 
 class _AstLowering:
-    def __init__(self, gen: _Gen, stmts: dict[str, IslStmt], env: dict):
+    wrap = None  # the enclosing sequential loop, when it runs inside the parallel one
+
+    def __init__(self, gen: _Gen, stmts: dict[str, IslStmt], env: dict, kernel: Kernel | None = None):
         self.gen = gen
         self.stmts = stmts
         self.env = dict(env)
+        self.kernel = kernel
+
+    def independent(self, names: list[str]) -> bool:
+        """No dependence of the kernel goes between two of these statements."""
+        if self.kernel is None or self.kernel.deps is None:
+            return False
+        doms = [isl.UnionSet.from_set(self.stmts[x].domain) for x in names]
+        for i, a in enumerate(doms):
+            for j, b in enumerate(doms):
+                if i != j and not self.kernel.deps.intersect_domain(a).intersect_range(b).is_empty():
+                    return False
+        return True
+
+    @contextlib.contextmanager
+    def bound(self, values: dict):
+        """``self.env`` with ``values`` bound, restored afterwards."""
+        saved = {k: self.env.get(k) for k in values}
+        self.env.update(values)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    self.env.pop(k, None)
+                else:
+                    self.env[k] = v
+
+    def loop_range(self, node: isl.AstNode) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:
+        """(first value, number of iterations) of an isl ``for``."""
+        init = _index(self.expr(node.for_get_init()))
+        cond = node.for_get_cond()
+        op = cond.get_op_type()
+        if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
+            raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
+        bound = _index(self.expr(cond.get_op_arg(1)))
+        return init, bound - init + (1 if op == _OP.le else 0)
 
     def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         t = node.get_type()
@@ -134,18 +214,19 @@ class _AstLowering:
 
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         name = node.for_get_iterator().get_id().get_name()
-        init = _index(self.expr(node.for_get_init()))
         inc = node.for_get_inc()
         if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
             raise InternalError("only unit-stride isl loops are generated")
-        cond = node.for_get_cond()
-        op = cond.get_op_type()
-        if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
-            raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
-        bound = _index(self.expr(cond.get_op_arg(1)))
-        extent = bound - init + (1 if op == _OP.le else 0)
-        parallel = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
-        inner_ok = parallel_ok and not parallel
+        init, extent = self.loop_range(node)
+        if mark == PARALLEL_STEPS:
+            mark = PARALLEL
+        outer = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
+        if outer:
+            chunked = ChunkedLoop(self, self.gen.cpu, self.wrap).emit(node, name, init, extent)
+            if chunked is not None:
+                return chunked
+        parallel = outer and self.gen.cpu.parallel
+        inner_ok = parallel_ok and not outer
         if mark == PARALLEL and self.gen.target_kind == "llvm" and not _has_loop(node.for_get_body()):
             vec = self._vectorized(node, name, init, extent, parallel, inner_ok)
             if vec is not None:
@@ -243,6 +324,14 @@ class _AstLowering:
         env = {**self.env, **dict(zip(s.dims, args))}
         return _statement(s, env, self.gen.sig.buffers)
 
+    def statement_parts(self, call: isl.AstExpr):
+        """(buffer, indices, value, combine) of an update statement instance:
+        it stores ``combine(buffer[indices], value)``."""
+        s = self.stmts[call.get_op_arg(0).get_id().get_name()]
+        args = [_index(self.expr(call.get_op_arg(i + 1))) for i in range(call.get_op_n_arg() - 1)]
+        env = {**self.env, **dict(zip(s.dims, args))}
+        return _parts(s, env, self.gen.sig.buffers)
+
 
 VECTOR_WIDTH = 8
 
@@ -306,28 +395,45 @@ def _stores(stmt: tirx.Stmt):
 
 
 def _statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
+    buf, idx, value, combine = _parts(s, env, buffers)
+    return tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
+
+
+def _parts(s: IslStmt, env: dict, buffers: dict):
+    """(buffer, indices, value, combine(old, value)) of a statement instance."""
     c = s.info.comp
     buf = buffers[c.tensor]
     idx = [lower_expr(e, env, buffers, INDEX) for e in c.indices]
     dtype = buf.dtype
     if s.is_init:
-        return tirx.BufferStore(buf, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), idx)
+        return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v
     value = lower_expr(c.rhs, env, buffers, str(dtype))
-    old = tirx.BufferLoad(buf, idx)
     if str(dtype) == "bool" and c.reduction is not None:
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
-        return tirx.BufferStore(buf, tirx.Or(old, value) if c.reduction in ("+", "max") else tirx.And(old, value), idx)
+        return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)
     match c.reduction:
         case None:
-            new = value
+            combine = _replace
         case "+":
-            new = old + value
+            combine = _add
         case "*":
-            new = old * value
+            combine = _mul
         case "min":
-            new = tirx.min(old, value)
+            combine = tirx.min
         case "max":
-            new = tirx.max(old, value)
+            combine = tirx.max
         case _:
             raise InternalError(f"unknown reduction {c.reduction}")
-    return tirx.BufferStore(buf, new, idx)
+    return buf, idx, value, combine
+
+
+def _replace(old, value):
+    return value
+
+
+def _add(old, value):
+    return old + value
+
+
+def _mul(old, value):
+    return old * value

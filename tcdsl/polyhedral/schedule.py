@@ -20,6 +20,10 @@ from ..sema.affine import isl_name, params_prefix
 from .model import Kernel, Model
 
 PARALLEL, SERIAL = "par", "seq"
+# The mark of an outermost parallel loop that no dependence crosses between
+# steps of the enclosing sequential ``for``: the code generator may run that
+# ``for`` inside it, so no step waits for the others (``par`` otherwise).
+PARALLEL_STEPS = "par_steps"
 
 
 def fixed_set(model: Model, fixed: dict[str, int] | None) -> isl.Set:
@@ -46,7 +50,71 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
     # an islpy callback is swallowed and can corrupt the process.
     root = _split(sched.get_root())
     root = _sink_vector_bands(root, _stride_one(k))
-    return mark_bands(root).get_schedule()
+    root = mark_bands(root)
+    if k.loops:
+        root = _mark_steps(root, k, fix)
+    return root.get_schedule()
+
+
+def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.ScheduleNode:
+    """Rename the outermost ``par`` mark to ``par_steps`` when the steps of the
+    innermost enclosing ``for`` only depend on each other at equal values of
+    that loop (see PARALLEL_STEPS)."""
+    NT = isl.schedule_node_type
+    node = root.child(0) if root.get_type() == NT.domain else root
+    if node.get_type() != NT.mark or node.mark_get_id().get_name() != PARALLEL:
+        return root
+    band = node.child(0)
+    phi = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    if not _steps_independent(k, phi, fix):
+        return root
+    node = node.delete().insert_mark(isl.Id(PARALLEL_STEPS, context=node.get_ctx()))
+    return node.parent() if root.get_type() == NT.domain else node
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    ml = umap.get_map_list()
+    return [ml.get_at(i) for i in range(ml.n_map())]
+
+
+def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> bool:
+    """Every pair of accesses to one element at two different steps, one of
+    them a write, has the same value of ``phi`` (the outer band)."""
+    t = isl_name(k.loops[-1].var)
+    writes = k.accesses("writes")
+    every = writes.union(k.accesses("reads")).union(k.accesses("may_reads"))
+    if fix is not None:
+        writes, every, phi = writes.intersect_params(fix), every.intersect_params(fix), phi.intersect_params(fix)
+
+    def lift(umap: isl.UnionMap) -> isl.UnionMap:  # parameter t becomes the first input dim
+        out = None
+        for m in _maps(umap):
+            i = m.find_dim_by_name(isl.dim_type.param, t)
+            if i < 0:
+                return None
+            m = m.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, i, 1)
+            um = isl.UnionMap.from_map(m)
+            out = um if out is None else out.union(um)
+        return out
+
+    W, A, P = lift(writes), lift(every), lift(phi)
+    if W is None or A is None or P is None:
+        return False
+    stamped = None  # S[t, ...] -> [t, phi]
+    for m in _maps(P):
+        d = m.domain()
+        tdim = (isl.Map.identity(d.get_space().map_from_set()).intersect_domain(d)
+                .project_out(isl.dim_type.out, 1, d.dim(isl.dim_type.set) - 1))
+        um = isl.UnionMap.from_map(tdim.flat_range_product(m).reset_tuple_id(isl.dim_type.out))
+        stamped = um if stamped is None else stamped.union(um)
+    pairs = W.apply_range(A.reverse())
+    pairs = pairs.union(pairs.reverse())
+    rel = pairs.apply_domain(stamped).apply_range(stamped)
+    if rel.is_empty():
+        return True
+    deltas = rel.deltas()
+    bad = isl.UnionSet.from_set(isl.Set.read_from_str(k.context.get_ctx(), "{ [dt, dc] : dt != 0 and dc != 0 }"))
+    return deltas.intersect(bad.align_params(deltas.get_space())).is_empty()
 
 
 def _split(node: isl.ScheduleNode) -> isl.ScheduleNode:

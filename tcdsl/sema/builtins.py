@@ -53,6 +53,7 @@ from fractions import Fraction
 from typing import Callable, Sequence
 
 import numpy as np
+import tvm
 from tvm import tirx
 
 __all__ = ["Builtin", "BUILTINS", "FORMULAS", "lookup", "float_const"]
@@ -159,6 +160,82 @@ def _formula(fn: Callable[..., "tirx.PrimExpr"]) -> Lower:
         return fn(*args, dtype)
 
     return lower
+
+
+# --------------------------------------------------------------------------- #
+# Vectorizable exp, tanh and sigmoid (float32)
+# --------------------------------------------------------------------------- #
+# LLVM turns ``llvm.exp`` and ``tanhf`` on a vector into one scalar libm call per
+# lane, which made every recurrent kernel's activation the bottleneck.  These
+# float32 formulas (Cephes' ``expf`` and ``tanhf``, about 1 ulp) use only
+# arithmetic, comparisons and bit casts, so a vectorized loop stays vectorized.
+# They are used where the argument contains no call or ``Let`` of its own:
+# nesting them multiplies the size of the expression TVM's code generator
+# analyses (see the module docstring), so an inner call falls back to libm.
+
+_EXP_P = (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
+          1.3981999507e-3, 1.9875691500e-4)
+_TANH_P = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2,
+           -5.70498872745e-3)
+
+
+def _simple(x: "tirx.PrimExpr") -> bool:
+    """No call, ``Let`` or ``Select`` inside ``x`` (see above)."""
+    if isinstance(x, (tvm.ir.expr.Call, tirx.Let, tirx.Select)):
+        return False
+    return all(_simple(getattr(x, f)) for f in ("a", "b", "value") if hasattr(x, f))
+
+
+def _exp2i(k: "tirx.PrimExpr") -> "tirx.PrimExpr":
+    """2**k for an int32 ``k`` in [-126, 127], as a float32 built from its bits."""
+    return tirx.reinterpret("float32", (k + 127) * (1 << 23))
+
+
+def _fast_exp_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
+    f32 = "float32"
+
+    def body(v):
+        xc = tirx.max(tirx.min(v, _c(89.0, f32)), _c(-104.0, f32))  # keeps 2**n finite below
+        return _let(f32, tirx.floor(xc * _c(1.44269504088896341, f32) + _c(0.5, f32)), lambda n: _let(
+            f32, xc - n * _c(0.693359375, f32) + n * _c(2.12194440e-4, f32), lambda r: _let(
+                "int32", tirx.Cast("int32", n), lambda k: _select(
+                    v != v, v,
+                    (_horner(_EXP_P, r, f32) * r * r + r + _c(1.0, f32))
+                    # 2**n in two halves: n spans [-150, 129], beyond a float32 exponent
+                    * _exp2i(tirx.shift_right(k, 1)) * _exp2i(k - tirx.shift_right(k, 1))))))
+    return _let(f32, x, body)
+
+
+def _exp(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+    if dtype == "float32" and _simple(x):
+        return _fast_exp_f32(x)
+    return tirx.exp(x)
+
+
+def _tanh(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+    if dtype != "float32" or not _simple(x):
+        return _libm("tanh")([x], dtype)
+    f32 = "float32"
+
+    def body(v):
+        def both(a):
+            small = _let(f32, v * v, lambda z: v + v * z * _horner(_TANH_P, z, f32))
+            large = _c(1.0, f32) - _c(2.0, f32) / (_fast_exp_f32(a + a) + _c(1.0, f32))
+            return _select(a < _c(0.625, f32), small, _select(v < _c(0.0, f32), -large, large))
+        return _let(f32, tirx.abs(v), both)
+    return _let(f32, x, body)
+
+
+def _sigmoid(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+    if dtype != "float32" or not _simple(x):
+        return tirx.sigmoid(x)
+    f32 = "float32"
+
+    def body(v):
+        one = _c(1.0, f32)
+        return _let(f32, _fast_exp_f32(-tirx.abs(v)), lambda e: _select(
+            v >= _c(0.0, f32), one / (one + e), e / (one + e)))
+    return _let(f32, x, body)
 
 
 def _erfc(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
@@ -720,7 +797,7 @@ _TABLE: tuple[Builtin, ...] = (
     # tirx.exp10 is exp(x*ln10) on llvm: 1.2e-11 relative error in float64.
     _b("exp10", 1, _ref(lambda x: np.power(10.0, x)), _libm("exp10")),
     _b("exp2", 1, _ref(np.exp2), _intrin(tirx.exp2)),
-    _b("exp", 1, _ref(np.exp), _intrin(tirx.exp)),
+    _b("exp", 1, _ref(np.exp), _formula(_exp)),
     _b("expm1", 1, _ref(np.expm1), _libm("expm1")),
     _b("fabs", 1, _ref(np.abs), _intrin(tirx.abs)),
     _b("fdim", 2, _ref(_fdim_ref), _libm("fdim")),
@@ -770,13 +847,14 @@ _TABLE: tuple[Builtin, ...] = (
     # Not tirx.tanh: its llvm formula loses small arguments (relative error > 1e-6 below
     # |x| = 0.01 in float32, 1.0 below 1e-8; 2.7e-5 in float64) and, repeating its
     # argument after CSE, makes nested tanh compile in exponential time.
-    _b("tanh", 1, _ref(np.tanh), _libm("tanh")),
+    # float32: a vectorizable formula (see _tanh); float64 and nested calls: libm.
+    _b("tanh", 1, _ref(np.tanh), _formula(_tanh)),
     _b("tgamma", 1, _ref(np.vectorize(_tgamma_scalar, otypes=[np.float64])), _libm("tgamma")),
     _b("trunc", 1, _ref(np.trunc), _intrin(tirx.trunc)),
     _b("y0", 1, _libm_ref("y0"), _libm("y0")),
     _b("y1", 1, _libm_ref("y1"), _libm("y1")),
-    # Not in TC; 1/(1+exp(-x)) on both targets.
-    _b("sigmoid", 1, _ref(_sigmoid_ref), _intrin(tirx.sigmoid)),
+    # Not in TC; 1/(1+exp(-x)), computed from exp(-|x|) so that it never overflows.
+    _b("sigmoid", 1, _ref(_sigmoid_ref), _formula(_sigmoid)),
 )
 
 BUILTINS: dict[str, Builtin] = {b.name: b for b in _TABLE}

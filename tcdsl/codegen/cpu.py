@@ -1,0 +1,368 @@
+"""CPU code generation for a kernel's outermost parallel loop.
+
+The isl AST says which loops are parallel (``par`` marks) and in what order
+the statements run; :mod:`tcdsl.codegen.tir` turns it into TIR loop by loop.
+For the outermost parallel loop of a kernel on the CPU this module does more,
+the work a hand-written CPU kernel does:
+
+* **Chunks of rows.**  The parallel loop (call its iterations *rows*) is cut
+  into one chunk per thread (at most ``chunk_rows`` rows each), and inside a
+  chunk every part of the loop body runs for all the chunk's rows before the
+  next part.  That is legal because the loop is coincident: no dependence
+  goes from one row to another.
+* **Register tiles for reductions.**  A part of the body of the form
+  ``for k { for j (parallel) { S } }`` where ``S`` accumulates into an
+  element that does not move with ``k`` and is stride-1 in ``j`` becomes a
+  micro-kernel: for each tile of ``tile_rows`` rows x ``tile_cols`` columns
+  the accumulators live in a local buffer (registers after unrolling) for the
+  whole ``k`` loop, loaded before it and stored after it.  Column tiles run
+  outermost in the chunk, so a tile of the right-hand matrix is reused by all
+  of the chunk's rows while it is in cache.  Legal when ``S`` reads no element
+  that the part writes except through its accumulator (checked with isl in
+  :func:`accumulates_privately`); ``j`` is coincident, so its iterations may
+  be reordered, and each accumulator still sums ``k`` in order.
+* **The sequential loop inside.**  When the schedule marks the loop
+  ``par_steps`` (no dependence between steps of the enclosing ``for``
+  crosses rows, see :mod:`tcdsl.polyhedral.schedule`), that ``for`` runs
+  inside each chunk, so the steps need no barrier between threads: one
+  parallel region for the whole recurrence instead of one per step.
+
+Column tiles are cut at three widths (``tile_cols``, one vector, one
+element), so symbolic sizes need no guards in the main tiles.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import islpy as isl
+from tvm import tirx
+
+from ..errors import TcError
+from ..polyhedral.model import IslStmt
+from .expr import INDEX
+
+_OP = isl.ast_expr_op_type
+NT = isl.ast_node_type
+
+# Local accumulator buffers stay on the stack (TVM moves larger ones to the heap).
+_MAX_TILE_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class CpuMapping:
+    """The CPU mapping options (see :class:`tcdsl.MappingOptions`)."""
+
+    tile_rows: int = 4
+    tile_cols: int = 32
+    vector_width: int = 8
+    chunk_rows: int = 64
+    cpu_threads: int = 0  # 0: TVM_NUM_THREADS, or the number of cores
+    parallel: bool = True
+    steps_inside: bool = True
+    register_tiles: bool = True
+
+    @property
+    def threads(self) -> int:
+        if self.cpu_threads:
+            return self.cpu_threads
+        env = os.environ.get("TVM_NUM_THREADS", "")
+        return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+
+
+CPU_KEYS = {f for f in CpuMapping.__dataclass_fields__}
+
+
+def cpu_mapping(options: dict | None) -> CpuMapping:
+    """The CPU mapping of ``options=`` (unknown keys belong to other stages)."""
+    given = {k: v for k, v in (options or {}).items() if k in CPU_KEYS}
+    for k, v in given.items():
+        if k in ("parallel", "steps_inside", "register_tiles"):
+            if not isinstance(v, bool):
+                raise TcError(f"options: '{k}' must be True or False, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "cpu_threads" else 1):
+            raise TcError(f"options: '{k}' must be a positive integer, got {v!r}")
+    m = CpuMapping(**given)
+    if m.tile_cols % m.vector_width:
+        raise TcError(f"options: 'tile_cols' ({m.tile_cols}) must be a multiple of 'vector_width' ({m.vector_width})")
+    if m.tile_rows * m.tile_cols * 8 > _MAX_TILE_BYTES:
+        raise TcError(f"options: a register tile of {m.tile_rows} x {m.tile_cols} elements is too large "
+                      f"(at most {_MAX_TILE_BYTES // 8} elements)")
+    return m
+
+
+# ----------------------------------------------------------------- isl side
+def accumulates_privately(s: IslStmt) -> bool:
+    """``S`` reads no element it writes except the one it accumulates into
+    (its first read, added for the reduction): the accumulator may then live
+    in registers while ``S`` runs over its reduction variables."""
+    if s.is_init or s.info.comp.reduction is None or not s.writes:
+        return False
+    tensor = s.writes[0].get_tuple_name(isl.dim_type.out)
+    if any(m.get_tuple_name(isl.dim_type.out) == tensor for m in s.may_reads):
+        return False
+    written = s.writes[0].range()
+    for m in s.reads[1:]:
+        if m.get_tuple_name(isl.dim_type.out) == tensor and not m.range().intersect(written).is_empty():
+            return False
+    return True
+
+
+def ast_ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers (iterators and parameters) in an isl AST expression."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if t == isl.ast_expr_type.op:
+        out: set[str] = set()
+        for i in range(e.get_op_n_arg()):
+            out |= ast_ids(e.get_op_arg(i))
+        return out
+    return set()
+
+
+def loop_ids(node: isl.AstNode) -> set[str]:
+    """The identifiers in a for node's bounds."""
+    return ast_ids(node.for_get_init()) | ast_ids(node.for_get_cond())
+
+
+def strip_marks(node: isl.AstNode) -> tuple[isl.AstNode, str | None]:
+    mark = None
+    while node.get_type() == NT.mark:
+        mark = node.mark_get_id().get_name()
+        node = node.mark_get_node()
+    return node, mark
+
+
+# ---------------------------------------------------------------- TIR side
+class ChunkedLoop:
+    """Emits the outermost parallel loop of a kernel (see the module docstring).
+
+    ``low`` is the kernel's ``tir._AstLowering``; ``wrap(make)`` wraps the
+    body made by ``make()`` in the enclosing sequential loop when that loop
+    runs inside (and binds its variable while ``make`` runs)."""
+
+    def __init__(self, low, mapping: CpuMapping, wrap: Callable | None):
+        self.low = low
+        self.m = mapping
+        self.wrap = wrap
+
+    def emit(self, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
+        body = node.for_get_body()
+        if self.wrap is None and not self._has_micro(body, name):
+            return None
+        m = self.m
+        extent = tirx.max(extent, 0)
+        per_thread = tirx.floordiv(tirx.floordiv(extent + m.tile_rows - 1, m.tile_rows) + m.threads - 1, m.threads)
+        chunk = tirx.max(tirx.min(per_thread * m.tile_rows, m.chunk_rows), 1)
+        if m.chunk_rows < m.tile_rows:
+            chunk = tirx.const(m.chunk_rows, INDEX)
+        ch = tirx.Var(name + "_chunk", INDEX)
+        lo = init + ch * chunk
+        rows = tirx.min(chunk, extent - ch * chunk)
+
+        def make():
+            return self.rows(body, name, lo, rows)
+        inner = self.wrap(make) if self.wrap is not None else make()
+        kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
+        return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, inner)
+
+    # ------------------------------------------------------------ body parts
+    def _has_micro(self, node: isl.AstNode, row: str) -> bool:
+        node, _ = strip_marks(node)
+        t = node.get_type()
+        if t == NT.block:
+            ch = node.block_get_children()
+            return any(self._has_micro(ch.get_at(i), row) for i in range(ch.n_ast_node()))
+        if t == NT.if_:
+            return self._has_micro(node.if_get_then_node(), row) or (
+                node.if_has_else_node() and self._has_micro(node.if_get_else_node(), row))
+        return t == NT.for_ and self._micro_parts(node, row) is not None
+
+    def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr) -> tirx.Stmt:
+        """``node`` for rows lo .. lo+n-1: micro-kernels for all rows at once,
+        runs of other parts in a loop over the rows."""
+        from .tir import _seq
+
+        out: list[tirx.Stmt] = []
+        plain: list[isl.AstNode] = []
+
+        def flush():
+            if plain:
+                out.append(self._plain(list(plain), row, lo, n))
+                plain.clear()
+
+        for part in self._parts(node):
+            bare, _ = strip_marks(part)
+            micro = self._micro_parts(bare, row) if bare.get_type() == NT.for_ else None
+            if micro is not None:
+                flush()
+                out.append(self._micro(bare, micro, row, lo, n))
+            elif bare.get_type() == NT.if_ and row not in ast_ids(bare.if_get_cond()) and self._has_micro(bare, row):
+                flush()
+                then = self.rows(bare.if_get_then_node(), row, lo, n)
+                other = self.rows(bare.if_get_else_node(), row, lo, n) if bare.if_has_else_node() else None
+                out.append(tirx.IfThenElse(self.low._cond(bare.if_get_cond()), then, other))
+            else:
+                plain.append(part)
+        flush()
+        return _seq(out)
+
+    def _parts(self, node: isl.AstNode) -> list[isl.AstNode]:
+        bare, _ = strip_marks(node)
+        if bare.get_type() == NT.block:
+            ch = bare.block_get_children()
+            return [p for i in range(ch.n_ast_node()) for p in self._parts(ch.get_at(i))]
+        return [node]
+
+    def _plain(self, parts: list[isl.AstNode], row: str, lo, n) -> tirx.Stmt:
+        from .tir import _seq
+
+        r = tirx.Var(row + "_r", INDEX)
+        with self.low.bound({row: lo + r}):
+            body = _seq([self.low.node(p, False, None) for p in parts])
+        return tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
+
+    # ---------------------------------------------------------- micro-kernel
+    def _micro_parts(self, outer: isl.AstNode, row: str):
+        """[(column loop, statement call)] when ``outer`` is ``for k { for j
+        (par) { S } ... }``, every ``S`` fit for a register tile and no
+        dependence between two of them (so the ``k`` loop can be split into
+        one per statement), else None."""
+        if not self.m.register_tiles or row in loop_ids(outer):
+            return None
+        body, _ = strip_marks(outer.for_get_body())
+        loops = self._parts(body) if body.get_type() == NT.block else [outer.for_get_body()]
+        out = []
+        for node in loops:
+            one = self._micro_one(outer, node, row)
+            if one is None:
+                return None
+            out.append(one)
+        if len(out) > 1 and not self.low.independent([c.get_op_arg(0).get_id().get_name() for _, c in out]):
+            return None
+        return out
+
+    def _micro_one(self, outer: isl.AstNode, node: isl.AstNode, row: str):
+        k_name = outer.for_get_iterator().get_id().get_name()
+        inner, mark = strip_marks(node)
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & {row, k_name}:
+            return None
+        user, _ = strip_marks(inner.for_get_body())
+        if user.get_type() != NT.user:
+            return None
+        call = user.user_get_expr()
+        s = self.low.stmts[call.get_op_arg(0).get_id().get_name()]
+        if str(self.low.gen.sig.buffers[s.info.comp.tensor].dtype) == "bool":
+            return None
+        if not self.low.gen.private_accumulator(s):
+            return None
+        j_name = inner.for_get_iterator().get_id().get_name()
+        # the accumulated element must not move with k, and must move by 1 with j
+        from tvm import sym as arith
+
+        probe = {row: tirx.Var("r", INDEX), k_name: tirx.Var("k", INDEX), j_name: tirx.Var("j", INDEX)}
+        with self.low.bound(probe):
+            buf, idx, _, _ = self.low.statement_parts(call)
+        if not idx:
+            return None
+        for x in idx:
+            if _uses(x, probe[k_name]):
+                return None
+        coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
+        if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
+            return None
+        if any(_uses(x, probe[j_name]) for x in idx[:-1]):
+            return None
+        return inner, call
+
+    def _micro(self, outer: isl.AstNode, parts, row: str, lo, n) -> tirx.Stmt:
+        from .tir import _seq
+
+        return _seq([self._micro_one_stmt(outer, p, row, lo, n) for p in parts])
+
+    def _micro_one_stmt(self, outer: isl.AstNode, parts, row: str, lo, n) -> tirx.Stmt:
+        inner, call = parts
+        low = self.low
+        m = self.m
+        k_name = outer.for_get_iterator().get_id().get_name()
+        j_name = inner.for_get_iterator().get_id().get_name()
+        k_init, k_ext = low.loop_range(outer)
+        j_init, j_ext = low.loop_range(inner)
+        j_ext = tirx.max(j_ext, 0)
+        k_ext = tirx.max(k_ext, 0)
+        stmts = []
+        start = tirx.const(0, INDEX)
+        widths = [w for w in dict.fromkeys((m.tile_cols, m.vector_width, 1))]
+        for w in widths:
+            if w == 1:
+                count = j_ext - start
+            else:
+                count = tirx.floordiv(j_ext - start, w)
+            jt = tirx.Var(f"{j_name}_w{w}", INDEX)
+            col0 = j_init + start + jt * w
+            tiles = self._row_tiles(call, row, lo, n, k_name, k_init, k_ext, j_name, col0, w)
+            stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tiles))
+            start = start + count * w
+        from .tir import _seq
+
+        return _seq(stmts)
+
+    def _row_tiles(self, call, row, lo, n, k_name, k_init, k_ext, j_name, col0, w) -> tirx.Stmt:
+        m = self.m
+        rb = m.tile_rows
+        sb = tirx.Var(row + "_b", INDEX)
+        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL,
+                        self._tile(call, row, lo + sb * rb, rb, k_name, k_init, k_ext, j_name, col0, w))
+        if rb == 1:
+            return full
+        r = tirx.Var(row + "_t", INDEX)
+        rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
+                        self._tile(call, row, lo + tirx.floordiv(n, rb) * rb + r, 1, k_name, k_init, k_ext,
+                                   j_name, col0, w))
+        return tirx.SeqStmt([full, rest])
+
+    def _tile(self, call, row, r0, nr, k_name, k_init, k_ext, j_name, col0, w) -> tirx.Stmt:
+        """One register tile: rows r0 .. r0+nr-1 x columns col0 .. col0+w-1."""
+        low = self.low
+        vw = self.m.vector_width if w % self.m.vector_width == 0 else 1
+        dtype = low.gen.sig.buffers[low.stmts[call.get_op_arg(0).get_id().get_name()].info.comp.tensor].dtype
+        acc = tirx.decl_buffer((nr, w), dtype, name="acc", scope="local")
+
+        def lanes(body_of: Callable) -> tirx.Stmt:
+            """for r (unrolled) for u (unrolled) for v (vectorized): body_of(r, col)"""
+            r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
+            body = body_of(r, u * vw + v)
+            inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
+            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED,
+                            tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+
+        def load(r, c):
+            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init}):
+                buf, idx, _, _ = low.statement_parts(call)
+            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [r, c])
+
+        def store(r, c):
+            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init}):
+                buf, idx, _, _ = low.statement_parts(call)
+            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [r, c]), idx)
+
+        k = tirx.Var(k_name + "_k", INDEX)
+
+        def update(r, c):
+            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init + k}):
+                _, _, value, combine = low.statement_parts(call)
+            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
+
+        loop = tirx.For(k, 0, k_ext, tirx.ForKind.SERIAL, lanes(update))
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), loop, lanes(store)])
+
+
+def _uses(x: tirx.PrimExpr, v: tirx.Var) -> bool:
+    from tvm import sym as arith
+
+    coeffs = arith.detect_linear_equation(x, [v])
+    if len(coeffs) != 2:
+        return True  # not linear in v: assume it depends on it
+    return not (isinstance(coeffs[0], tirx.IntImm) and coeffs[0].value == 0)

@@ -1,0 +1,128 @@
+"""The CPU code generator's mapping (tcdsl/codegen/cpu.py): chunks of rows,
+register tiles for reductions, the sequential loop inside the parallel one.
+Each structural check comes with a NumPy check of the code it describes."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from helpers import ELMAN, QRNN, elman_inputs, qrnn_inputs, rand, reference
+
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+# Every step reads all of the previous step's x: the rows depend on each other.
+MIXING = """def mix(float(T,N) x0, float(N,N) W) -> (x) {
+  for t in T {
+    if t == 0 { x(t,i) = x0(t,i) } else { x(t,i) +=! x(t-1,j) * W(j,i) }
+  }
+}"""
+
+
+def _mixing_reference(x0, W):
+    x = np.zeros_like(x0, dtype=np.float64)
+    x[0] = x0[0]
+    for t in range(1, x0.shape[0]):
+        x[t] = x[t - 1] @ W
+    return x
+
+
+def test_matmul_accumulates_in_a_register_tile():
+    k = tcdsl.compile(MATMUL)
+    # a 4 x 32 tile of accumulators, loaded before the k loop, updated as 8-wide vectors
+    assert "T.alloc_local((4, 32))" in k.script
+    assert re.search(r"for c\d_k in range\(.*K.*\):\s+for r in T\.unroll\(4\):\s+for u in T\.unroll\(4\):"
+                     r"\s+for v in T\.vectorized\(8\):\s+acc\[r, u \* 8 \+ v\] = acc\[r, u \* 8 \+ v\] \+", k.script)
+    # the columns left over by the 32-wide tiles: 8-wide tiles, then single columns
+    assert "T.alloc_local((4, 8))" in k.script and "T.alloc_local((1, 1))" in k.script
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (5, 3, 37), (4, 8, 32), (9, 17, 71), (33, 2, 40), (3, 0, 9)])
+def test_matmul_tiles_and_tails(M, K, N):
+    """Sizes around the tile edges: rows in 4s plus 1..3, columns in 32s,
+    8s and single ones, an empty reduction."""
+    rng = np.random.default_rng(M * 100 + N)
+    A, B = rand(rng, M, K), rand(rng, K, N)
+    k = tcdsl.compile(MATMUL)
+    np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [
+    {"cpu_threads": 1}, {"cpu_threads": 3}, {"chunk_rows": 1}, {"chunk_rows": 5, "tile_rows": 2},
+    {"tile_cols": 16, "vector_width": 4}, {"parallel": False}, {"register_tiles": False},
+])
+def test_mapping_options_keep_results(options):
+    rng = np.random.default_rng(1)
+    A, B = rand(rng, 11, 13), rand(rng, 13, 45)
+    k = tcdsl.compile(MATMUL, options=options)
+    np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+    x = elman_inputs(rng, 5, 7, 9, 20)
+    np.testing.assert_allclose(tcdsl.compile(ELMAN, options=options)(*x), reference.elman_rnn(*x),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_register_tiles_option():
+    assert "alloc_local" not in tcdsl.compile(MATMUL, options={"register_tiles": False}).script
+    assert "T.alloc_local((2, 16))" in tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 16}).script
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"tile_rows": 0}, "'tile_rows' must be a positive integer"),
+    ({"tile_cols": 12}, "multiple of 'vector_width'"),
+    ({"tile_rows": 16, "tile_cols": 64}, "too large"),
+    ({"parallel": 1}, "'parallel' must be True or False"),
+    ({"cpu_threads": -1}, "'cpu_threads' must be a positive integer"),
+])
+def test_bad_mapping_options(bad, message):
+    with pytest.raises(tcdsl.TcError, match=message):
+        tcdsl.compile(MATMUL, options=bad)
+
+
+def test_rnn_steps_run_inside_the_parallel_loop():
+    """Elman and QRNN rows (batch entries) never depend on each other across
+    steps, so the schedule marks the parallel loop par_steps and the time loop
+    runs inside each thread's chunk: one parallel region per call."""
+    for path in (ELMAN, QRNN):
+        k = tcdsl.compile(path)
+        assert "par_steps" in tcdsl.driver.emit(k, "schedule")
+        assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+for t in range\(", k.script), path
+        assert k.script.count("T.parallel") == 1
+    rng = np.random.default_rng(2)
+    for T, B, C, H in [(1, 1, 1, 1), (6, 5, 3, 9), (4, 9, 8, 33)]:
+        x = qrnn_inputs(rng, T, B, C, H)
+        h, c = tcdsl.compile(QRNN)(*x)
+        rh, rc = reference.qrnn(*x)
+        np.testing.assert_allclose(h, rh, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(c, rc, rtol=1e-5, atol=1e-5)
+
+
+def test_steps_inside_option_puts_the_loop_back_outside():
+    k = tcdsl.compile(ELMAN, options={"steps_inside": False})
+    assert re.search(r"for t in range\(.*\):\s+for c0_chunk in T\.parallel", k.script)
+    x = elman_inputs(np.random.default_rng(3), 4, 6, 5, 12)
+    np.testing.assert_allclose(k(*x), reference.elman_rnn(*x), rtol=1e-5, atol=1e-5)
+
+
+def test_rows_that_depend_on_each_other_keep_one_parallel_region_per_step():
+    k = tcdsl.compile(MIXING)
+    assert "par_steps" not in tcdsl.driver.emit(k, "schedule")
+    assert re.search(r"for t in range\(.*\):", k.script)
+    assert not re.search(r"T\.parallel\(.*\):\s+for t in range", k.script)
+    rng = np.random.default_rng(4)
+    for T, N in [(1, 3), (5, 9), (7, 40)]:
+        x0, W = rand(rng, T, N), rand(rng, N, N)
+        np.testing.assert_allclose(k(x0, W), _mixing_reference(x0, W), rtol=1e-4, atol=1e-5)
+
+
+def test_mapping_options_object():
+    opts = tcdsl.MappingOptions(tile_rows=2, tile_cols=16)
+    assert opts.to_dict() == {"tile_rows": 2, "tile_cols": 16}
+    assert tcdsl.MappingOptions.from_dict({"tile_rows": 2, "tile_cols": 16, "disk_cache": False}) == opts
+    assert opts.replace(tile_rows=4).to_dict() == {"tile_cols": 16}
+    k = tcdsl.compile(MATMUL, options=opts)
+    assert "T.alloc_local((2, 16))" in k.script
+    A, B = rand(np.random.default_rng(5), 7, 5), rand(np.random.default_rng(6), 5, 19)
+    np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+    with pytest.raises(tcdsl.TcError, match="expected a dict or tcdsl.MappingOptions"):
+        tcdsl.compile(MATMUL, options=[("tile_rows", 2)])
