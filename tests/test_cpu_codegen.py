@@ -126,3 +126,29 @@ def test_mapping_options_object():
     np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
     with pytest.raises(tcdsl.TcError, match="expected a dict or tcdsl.MappingOptions"):
         tcdsl.compile(MATMUL, options=[("tile_rows", 2)])
+
+
+CONV = ("def conv(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) "
+        "{ O(n,m,h,w) +=! I(n,c,h+kh,w+kw) * Wt(m,c,kh,kw) }")
+
+
+def _conv_reference(I, W):
+    N, C, H, Wd = I.shape
+    M, _, KH, KW = W.shape
+    out = np.zeros((N, M, H - KH + 1, Wd - KW + 1))
+    for kh in range(KH):
+        for kw in range(KW):
+            out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
+    return out
+
+
+def test_convolution_tiles_rows_of_an_inner_parallel_loop():
+    """Convolution: the register tile sits below the parallel n and m loops,
+    over output rows h x columns w, accumulating over the c, kh, kw nest."""
+    k = tcdsl.compile(CONV)
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
+                     r"\s+for r in T\.unroll\(4\):", k.script)
+    rng = np.random.default_rng(7)
+    for ishape, wshape in [((2, 3, 7, 40), (5, 3, 2, 3)), ((1, 1, 1, 1), (1, 1, 1, 1)), ((3, 2, 9, 9), (4, 2, 3, 3))]:
+        I, W = rand(rng, *ishape), rand(rng, *wshape)
+        np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)

@@ -150,7 +150,7 @@ class ChunkedLoop:
 
     def emit(self, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
         body = node.for_get_body()
-        if self.wrap is None and not self._has_micro(body, name):
+        if self.wrap is None and not self.has_micro(body, name):
             return None
         m = self.m
         extent = tirx.max(extent, 0)
@@ -169,15 +169,15 @@ class ChunkedLoop:
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, inner)
 
     # ------------------------------------------------------------ body parts
-    def _has_micro(self, node: isl.AstNode, row: str) -> bool:
+    def has_micro(self, node: isl.AstNode, row: str) -> bool:
         node, _ = strip_marks(node)
         t = node.get_type()
         if t == NT.block:
             ch = node.block_get_children()
-            return any(self._has_micro(ch.get_at(i), row) for i in range(ch.n_ast_node()))
+            return any(self.has_micro(ch.get_at(i), row) for i in range(ch.n_ast_node()))
         if t == NT.if_:
-            return self._has_micro(node.if_get_then_node(), row) or (
-                node.if_has_else_node() and self._has_micro(node.if_get_else_node(), row))
+            return self.has_micro(node.if_get_then_node(), row) or (
+                node.if_has_else_node() and self.has_micro(node.if_get_else_node(), row))
         return t == NT.for_ and self._micro_parts(node, row) is not None
 
     def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr) -> tirx.Stmt:
@@ -199,7 +199,7 @@ class ChunkedLoop:
             if micro is not None:
                 flush()
                 out.append(self._micro(bare, micro, row, lo, n))
-            elif bare.get_type() == NT.if_ and row not in ast_ids(bare.if_get_cond()) and self._has_micro(bare, row):
+            elif bare.get_type() == NT.if_ and row not in ast_ids(bare.if_get_cond()) and self.has_micro(bare, row):
                 flush()
                 then = self.rows(bare.if_get_then_node(), row, lo, n)
                 other = self.rows(bare.if_get_else_node(), row, lo, n) if bare.if_has_else_node() else None
@@ -226,28 +226,39 @@ class ChunkedLoop:
 
     # ---------------------------------------------------------- micro-kernel
     def _micro_parts(self, outer: isl.AstNode, row: str):
-        """[(column loop, statement call)] when ``outer`` is ``for k { for j
-        (par) { S } ... }``, every ``S`` fit for a register tile and no
-        dependence between two of them (so the ``k`` loop can be split into
-        one per statement), else None."""
+        """(reduction loops, [(column loop, statement call)]) when ``outer`` is
+        ``for k1 { for k2 ... { for j (par) { S } ... } }`` with every ``S``
+        fit for a register tile and no dependence between two of them (so the
+        ``k`` loops can be split into one nest per statement), else None."""
         if not self.m.register_tiles or row in loop_ids(outer):
             return None
+        chain = [outer]
         body, _ = strip_marks(outer.for_get_body())
-        loops = self._parts(body) if body.get_type() == NT.block else [outer.for_get_body()]
+        while body.get_type() == NT.for_ and not self._column_loop(body):
+            if row in loop_ids(body):
+                return None
+            chain.append(body)
+            body, _ = strip_marks(body.for_get_body())
+        leaves = self._parts(body) if body.get_type() == NT.block else [chain[-1].for_get_body()]
+        names = {n.for_get_iterator().get_id().get_name() for n in chain}
         out = []
-        for node in loops:
-            one = self._micro_one(outer, node, row)
+        for node in leaves:
+            one = self._micro_one(names, node, row)
             if one is None:
                 return None
             out.append(one)
         if len(out) > 1 and not self.low.independent([c.get_op_arg(0).get_id().get_name() for _, c in out]):
             return None
-        return out
+        return chain, out
 
-    def _micro_one(self, outer: isl.AstNode, node: isl.AstNode, row: str):
-        k_name = outer.for_get_iterator().get_id().get_name()
+    @staticmethod
+    def _column_loop(node: isl.AstNode) -> bool:
+        user, _ = strip_marks(node.for_get_body())
+        return user.get_type() == NT.user
+
+    def _micro_one(self, k_names: set[str], node: isl.AstNode, row: str):
         inner, mark = strip_marks(node)
-        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & {row, k_name}:
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names):
             return None
         user, _ = strip_marks(inner.for_get_body())
         if user.get_type() != NT.user:
@@ -259,17 +270,14 @@ class ChunkedLoop:
         if not self.low.gen.private_accumulator(s):
             return None
         j_name = inner.for_get_iterator().get_id().get_name()
-        # the accumulated element must not move with k, and must move by 1 with j
+        # the accumulated element must not move with any k, and must move by 1 with j
         from tvm import sym as arith
 
-        probe = {row: tirx.Var("r", INDEX), k_name: tirx.Var("k", INDEX), j_name: tirx.Var("j", INDEX)}
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in k_names | {row, j_name}}
         with self.low.bound(probe):
             buf, idx, _, _ = self.low.statement_parts(call)
-        if not idx:
+        if not idx or any(_uses(x, probe[k]) for x in idx for k in k_names):
             return None
-        for x in idx:
-            if _uses(x, probe[k_name]):
-                return None
         coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
             return None
@@ -280,83 +288,106 @@ class ChunkedLoop:
     def _micro(self, outer: isl.AstNode, parts, row: str, lo, n) -> tirx.Stmt:
         from .tir import _seq
 
-        return _seq([self._micro_one_stmt(outer, p, row, lo, n) for p in parts])
+        chain, leaves = parts
+        return _seq([self._micro_one_stmt(chain, leaf, row, lo, n) for leaf in leaves])
 
-    def _micro_one_stmt(self, outer: isl.AstNode, parts, row: str, lo, n) -> tirx.Stmt:
-        inner, call = parts
-        low = self.low
-        m = self.m
-        k_name = outer.for_get_iterator().get_id().get_name()
-        j_name = inner.for_get_iterator().get_id().get_name()
-        k_init, k_ext = low.loop_range(outer)
-        j_init, j_ext = low.loop_range(inner)
-        j_ext = tirx.max(j_ext, 0)
-        k_ext = tirx.max(k_ext, 0)
-        stmts = []
-        start = tirx.const(0, INDEX)
-        widths = [w for w in dict.fromkeys((m.tile_cols, m.vector_width, 1))]
-        for w in widths:
-            if w == 1:
-                count = j_ext - start
-            else:
-                count = tirx.floordiv(j_ext - start, w)
-            jt = tirx.Var(f"{j_name}_w{w}", INDEX)
-            col0 = j_init + start + jt * w
-            tiles = self._row_tiles(call, row, lo, n, k_name, k_init, k_ext, j_name, col0, w)
-            stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tiles))
-            start = start + count * w
+    def _micro_one_stmt(self, chain, leaf, row: str, lo, n) -> tirx.Stmt:
         from .tir import _seq
 
+        inner, call = leaf
+        m = self.m
+        j_name = inner.for_get_iterator().get_id().get_name()
+        # the reduction loops' names bound to 0 while the column loop's range is
+        # read (it does not depend on them) and while the accumulated element is
+        # (it does not move with them)
+        zeros = {n.for_get_iterator().get_id().get_name(): tirx.const(0, INDEX) for n in chain}
+        with self.low.bound(zeros):
+            j_init, j_ext = self.low.loop_range(inner)
+        j_ext = tirx.max(j_ext, 0)
+        stmts = []
+        start = tirx.const(0, INDEX)
+        for w in dict.fromkeys((m.tile_cols, m.vector_width, 1)):
+            count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+            jt = tirx.Var(f"{j_name}_w{w}", INDEX)
+            tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
+            stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.rows(lo, n)))
+            start = start + count * w
         return _seq(stmts)
 
-    def _row_tiles(self, call, row, lo, n, k_name, k_init, k_ext, j_name, col0, w) -> tirx.Stmt:
-        m = self.m
-        rb = m.tile_rows
-        sb = tirx.Var(row + "_b", INDEX)
-        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL,
-                        self._tile(call, row, lo + sb * rb, rb, k_name, k_init, k_ext, j_name, col0, w))
+
+class _Tile:
+    """Register tiles of one statement for one column tile (``w`` columns from
+    ``col0``) over a run of rows."""
+
+    def __init__(self, gen: ChunkedLoop, chain, call, row: str, j_name: str, col0, w: int, zeros: dict):
+        self.low = gen.low
+        self.m = gen.m
+        self.chain = chain
+        self.call = call
+        self.row = row
+        self.j_name = j_name
+        self.col0 = col0
+        self.w = w
+        self.zeros = zeros
+
+    def rows(self, lo, n) -> tirx.Stmt:
+        rb = self.m.tile_rows
+        sb = tirx.Var(self.row + "_b", INDEX)
+        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb))
         if rb == 1:
             return full
-        r = tirx.Var(row + "_t", INDEX)
+        r = tirx.Var(self.row + "_t", INDEX)
         rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
-                        self._tile(call, row, lo + tirx.floordiv(n, rb) * rb + r, 1, k_name, k_init, k_ext,
-                                   j_name, col0, w))
+                        self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1))
         return tirx.SeqStmt([full, rest])
 
-    def _tile(self, call, row, r0, nr, k_name, k_init, k_ext, j_name, col0, w) -> tirx.Stmt:
-        """One register tile: rows r0 .. r0+nr-1 x columns col0 .. col0+w-1."""
-        low = self.low
+    def tile(self, r0, nr: int) -> tirx.Stmt:
+        """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
+        low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
         vw = self.m.vector_width if w % self.m.vector_width == 0 else 1
-        dtype = low.gen.sig.buffers[low.stmts[call.get_op_arg(0).get_id().get_name()].info.comp.tensor].dtype
-        acc = tirx.decl_buffer((nr, w), dtype, name="acc", scope="local")
+        s = low.stmts[self.call.get_op_arg(0).get_id().get_name()]
+        acc = tirx.decl_buffer((nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc", scope="local")
 
         def lanes(body_of: Callable) -> tirx.Stmt:
             """for r (unrolled) for u (unrolled) for v (vectorized): body_of(r, col)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
             body = body_of(r, u * vw + v)
             inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
-            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED,
-                            tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+
+        def element(r, c):
+            with low.bound({**self.zeros, row: r0 + r, j_name: col0 + c}):
+                buf, idx, _, _ = low.statement_parts(self.call)
+            return buf, idx
 
         def load(r, c):
-            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init}):
-                buf, idx, _, _ = low.statement_parts(call)
+            buf, idx = element(r, c)
             return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [r, c])
 
         def store(r, c):
-            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init}):
-                buf, idx, _, _ = low.statement_parts(call)
+            buf, idx = element(r, c)
             return tirx.BufferStore(buf, tirx.BufferLoad(acc, [r, c]), idx)
 
-        k = tirx.Var(k_name + "_k", INDEX)
-
         def update(r, c):
-            with low.bound({row: r0 + r, j_name: col0 + c, k_name: k_init + k}):
-                _, _, value, combine = low.statement_parts(call)
+            with low.bound({row: r0 + r, j_name: col0 + c}):
+                _, _, value, combine = low.statement_parts(self.call)
             return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
 
-        loop = tirx.For(k, 0, k_ext, tirx.ForKind.SERIAL, lanes(update))
-        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), loop, lanes(store)])
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), self._nest(0, lambda: lanes(update)), lanes(store)])
+
+    def _nest(self, i: int, innermost: Callable) -> tirx.Stmt:
+        """The reduction loops chain[i:], in their order, around ``innermost()``."""
+        if i == len(self.chain):
+            return innermost()
+        node = self.chain[i]
+        name = node.for_get_iterator().get_id().get_name()
+        init, ext = self.low.loop_range(node)
+        k = tirx.Var(name + "_k", INDEX)
+        from .tir import _from_zero
+
+        with self.low.bound({name: _from_zero(init, k)}):
+            body = self._nest(i + 1, innermost)
+        return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
 
 
 def _uses(x: tirx.PrimExpr, v: tirx.Var) -> bool:

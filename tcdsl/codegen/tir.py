@@ -225,6 +225,10 @@ class _AstLowering:
             chunked = ChunkedLoop(self, self.gen.cpu, self.wrap).emit(node, name, init, extent)
             if chunked is not None:
                 return chunked
+        elif mark == PARALLEL and self.gen.target_kind == "llvm":
+            rows = ChunkedLoop(self, self.gen.cpu, None)
+            if rows.has_micro(node.for_get_body(), name):  # register tiles below an inner parallel loop
+                return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
         parallel = outer and self.gen.cpu.parallel
         inner_ok = parallel_ok and not outer
         if mark == PARALLEL and self.gen.target_kind == "llvm" and not _has_loop(node.for_get_body()):
