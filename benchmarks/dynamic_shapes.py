@@ -41,7 +41,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -72,14 +71,9 @@ def inputs_for(rng, tmax: int, B: int, C: int):
 
 
 def wait_for_background(k: Kernel, timeout: float = 600.0) -> None:
-    """Until every size tuple ``auto`` started compiling has its binary (or failed)."""
+    """Until the background compiler has finished every size tuple ``auto`` handed it (built or failed)."""
     deadline = time.perf_counter() + timeout
-    while time.perf_counter() < deadline:
-        with k._lock:
-            pending = [key for key in k._pending if key not in k._binaries]
-        busy = [t for t in threading.enumerate() if "_specialize_in_background" in t.name and t.is_alive()]
-        if not pending or not busy:
-            return
+    while k._in_flight and time.perf_counter() < deadline:
         time.sleep(0.02)
 
 

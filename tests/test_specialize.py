@@ -115,3 +115,52 @@ def test_cli_emits_the_specialized_stage(capsys, tmp_path, stage, expect):
         assert expect in out
     else:
         assert "i32 %N" not in _compute_signature(out)
+
+
+# ------------------------------------------------ auto: dispatch and the background compiler
+def _wait_for_background(k, seconds=120):
+    deadline = time.time() + seconds
+    while k._in_flight and time.time() < deadline:
+        time.sleep(0.02)
+    assert k._in_flight == 0
+
+
+def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binary():
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "disk_cache": False})
+    inputs = elman_inputs(np.random.default_rng(1), 3, 2, 4, 5)
+    want = reference.elman_rnn(*inputs)
+    shapes = tuple(x.shape for x in inputs)
+    k(*inputs)
+    assert shapes not in k._plans  # not hot yet: the general path counts the calls
+    k(*inputs)  # hot: handed to the background compiler, served by the symbolic binary through a plan
+    plan = k._plans.get(shapes)  # (unless the specialised binary is already there)
+    assert (plan is not None and plan[0] is k._binaries[None].fn) or (3, 2, 4, 5) in k._binaries
+    _wait_for_background(k)
+    np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)  # remakes the plan
+    k._call = lambda *a: pytest.fail("the general path ran for a planned call")
+    np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
+    fn, size_args, _ = k._plans[shapes]
+    assert fn is k._binaries[(3, 2, 4, 5)].fn and size_args == ()
+    assert k.cache_info()["hits"] == 4 and k.cache_info()["compiles"] == 2
+
+
+def test_auto_compiles_in_one_background_thread_and_survives_a_failed_compile(monkeypatch):
+    import threading
+
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 1, "disk_cache": False})
+    real = k._compile
+
+    def compile_or_fail(key, **kw):
+        if key == (2, 1, 2, 2):
+            raise RuntimeError("no luck")
+        return real(key, **kw)
+
+    monkeypatch.setattr(k, "_compile", compile_or_fail)
+    with pytest.warns(RuntimeWarning, match=r"specialising elman_rnn for sizes \(2, 1, 2, 2\) failed \(no luck\)"):
+        for T in (2, 3, 4, 5):
+            k(*elman_inputs(np.random.default_rng(T), T, 1, 2, 2))
+        assert len([t for t in threading.enumerate() if t.name == "tcdsl-specialize"]) == 1
+        _wait_for_background(k)
+    assert set(k._binaries) == {None, (3, 1, 2, 2), (4, 1, 2, 2), (5, 1, 2, 2)}
+    inputs = elman_inputs(np.random.default_rng(0), 2, 1, 2, 2)  # the failed sizes: still served, symbolically
+    np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)

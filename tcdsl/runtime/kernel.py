@@ -2,6 +2,7 @@
 per-size binaries, and what the kernel shows of itself."""
 from __future__ import annotations
 
+import queue
 import threading
 import warnings
 from collections import Counter
@@ -87,7 +88,8 @@ class Kernel:
         self._auto_threshold = int(self.options.get("auto_threshold", 3))
         self._lock = threading.Lock()
         self._binaries: dict[tuple | None, _Binary] = {}
-        self._pending: set[tuple] = set()
+        self._pending: set[tuple] = set()  # auto: size tuples handed to the background compiler
+        self._in_flight = 0  # of those, how many it has not finished (built or failed)
         self._seen: Counter = Counter()
         self._stats = Counter(compiles=0, disk_hits=0)
         self._hits = [0]  # a cell: the fast calls count here too
@@ -186,6 +188,7 @@ class Kernel:
             start = self._seen[key] >= self._auto_threshold and key not in self._pending
             if start:
                 self._pending.add(key)
+                self._in_flight += 1
             hot = key in self._pending
         if first and not start:  # specialised in an earlier run? then use it at once
             b = self._compile(key, disk_only=True)
@@ -194,20 +197,22 @@ class Kernel:
                     self._binaries[key] = b
                 return b, key, True
         if start:
-            threading.Thread(target=self._specialize_in_background, args=(key,), daemon=True).start()
+            _BACKGROUND.submit(self._specialize_in_background, key)
         self._hits[0] += 1
         return self._binaries[None], key, hot
 
     def _specialize_in_background(self, key: tuple) -> None:
         try:
             b = self._compile(key)
+            with self._lock:
+                self._binaries[key] = b
+                self._plans.pop(self._plan_shapes.pop(key, None), None)  # the next call makes a plan with b
         except Exception as e:  # the symbolic binary keeps serving these sizes
             warnings.warn(f"tcdsl: specialising {self.frontend.name} for sizes {key} failed ({e}); "
                           f"the symbolic kernel keeps serving them", RuntimeWarning)
-            return
-        with self._lock:
-            self._binaries[key] = b
-            self._plans.pop(self._plan_shapes.pop(key, None), None)  # the next call makes a plan with b
+        finally:
+            with self._lock:
+                self._in_flight -= 1
 
     # --------------------------------------------------------------- calling
     def __call__(self, *inputs: Any, out: Any = None):
@@ -372,6 +377,37 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<tcdsl.Kernel {self.frontend.name} target={self._kind} specialize={self.specialize}>"
+
+
+class _Background:
+    """The one thread that compiles the hot size tuples of every ``auto``
+    kernel, one at a time, in the order they became hot.  Lowering and isl
+    run Python and hold the GIL (TVM's passes and LLVM release it): the
+    threads that call kernels then compete with one compile, never with one
+    per hot size tuple.  Idle, the thread waits on its queue without the GIL."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, job, *args) -> None:
+        self._queue.put((job, args))
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="tcdsl-specialize", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job, args = self._queue.get()
+            try:
+                job(*args)
+            except Exception as e:  # reported as any thread's exception; the next job still runs
+                threading.excepthook(threading.ExceptHookArgs((type(e), e, e.__traceback__, threading.current_thread())))
+
+
+_BACKGROUND = _Background()
 
 
 def _zeros(shape, dtype: str, use_torch: bool) -> Arg:
