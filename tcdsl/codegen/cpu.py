@@ -54,7 +54,7 @@ _MAX_TILE_BYTES = 1024
 class CpuMapping:
     """The CPU mapping options (see :class:`tcdsl.MappingOptions`)."""
 
-    tile_rows: int = 4
+    tile_rows: int = 6
     tile_cols: int = 32
     vector_width: int = 8
     chunk_rows: int = 64
@@ -86,9 +86,9 @@ def cpu_mapping(options: dict | None) -> CpuMapping:
     m = CpuMapping(**given)
     if m.tile_cols % m.vector_width:
         raise TcError(f"options: 'tile_cols' ({m.tile_cols}) must be a multiple of 'vector_width' ({m.vector_width})")
-    if m.tile_rows * m.tile_cols * 8 > _MAX_TILE_BYTES:
+    if m.tile_rows * m.tile_cols * 4 > _MAX_TILE_BYTES:
         raise TcError(f"options: a register tile of {m.tile_rows} x {m.tile_cols} elements is too large "
-                      f"(at most {_MAX_TILE_BYTES // 8} elements)")
+                      f"(at most {_MAX_TILE_BYTES // 4} elements)")
     return m
 
 
@@ -304,16 +304,60 @@ class ChunkedLoop:
         with self.low.bound(zeros):
             j_init, j_ext = self.low.loop_range(inner)
         j_ext = tirx.max(j_ext, 0)
-        stmts = []
-        start = tirx.const(0, INDEX)
-        for w in dict.fromkeys((m.tile_cols, m.vector_width, 1)):
-            count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
-            jt = tirx.Var(f"{j_name}_w{w}", INDEX)
-            tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
-            stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.rows(lo, n)))
-            start = start + count * w
-        return _seq(stmts)
+        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 else []
 
+        def columns(pack: bool) -> tirx.Stmt:
+            stmts = []
+            start = tirx.const(0, INDEX)
+            for w in dict.fromkeys((m.tile_cols, m.vector_width, 1)):
+                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_w{w}", INDEX)
+                col0 = j_init + start + jt * w
+                tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
+                if pack and w == m.tile_cols:
+                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(lambda: tile.rows(lo, n))
+                else:
+                    body = tile.rows(lo, n)
+                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
+                start = start + count * w
+            return _seq(stmts)
+
+        if not packed:
+            return columns(False)
+        # a panel is worth copying when several row tiles read it
+        return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
+
+    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, int]]:
+        """The tensors read as a k x columns panel shared by all rows
+        (``B(k, n)`` of a matmul): one read of the tensor in the statement,
+        its last index moving with the column by 1 and one other index with
+        k by 1, no index moving with the row.  Their tiles are copied to a
+        contiguous panel before the row tiles use them: rows of a big matrix
+        at a power-of-two stride fall into a few cache sets otherwise.
+        Returns (tensor, index of its k dimension)."""
+        k_name = chain[0].for_get_iterator().get_id().get_name()
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in (row, j_name, k_name)}
+        with self.low.bound(probe):
+            buf, _, value, _ = self.low.statement_parts(call)
+        loads: dict[str, list] = {}
+        for ld in _loads(value):
+            loads.setdefault(ld.source.name, []).append(ld)
+        out = []
+        for name, lds in loads.items():
+            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < 2:
+                continue
+            idx = list(lds[0].indices)
+            if any(_uses(x, probe[row]) for x in idx):
+                continue
+            if _coefficient(idx[-1], probe[j_name]) != 1 or _uses(idx[-1], probe[k_name]):
+                continue
+            kdims = [d for d, x in enumerate(idx[:-1]) if _uses(x, probe[k_name])]
+            if len(kdims) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
+                continue
+            if any(_uses(x, probe[j_name]) for x in idx[:-1]):
+                continue
+            out.append((name, kdims[0]))
+        return out
 
 class _Tile:
     """Register tiles of one statement for one column tile (``w`` columns from
@@ -388,6 +432,98 @@ class _Tile:
         with self.low.bound({name: _from_zero(init, k)}):
             body = self._nest(i + 1, innermost)
         return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
+
+
+class _Panels:
+    """Copies of the panels of :meth:`ChunkedLoop._packable` for one column
+    tile, and the statement reading them instead of the tensors."""
+
+    def __init__(self, gen: ChunkedLoop, k_loop, call, row: str, j_name: str, col0, w: int, packed):
+        self.low = gen.low
+        self.m = gen.m
+        self.k_loop = k_loop
+        self.call = call
+        self.row = row
+        self.j_name = j_name
+        self.col0 = col0
+        self.w = w
+        self.packed = packed
+
+    def around(self, make: Callable) -> tirx.Stmt:
+        low, w = self.low, self.w
+        k_name = self.k_loop.for_get_iterator().get_id().get_name()
+        k_init, k_ext = low.loop_range(self.k_loop)
+        k_ext = tirx.max(k_ext, 0)
+        vw = self.m.vector_width
+        k = tirx.Var(k_name + "_pk", INDEX)
+        u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
+        # the tensors' reads at (k, column): rows do not matter (bound to any value)
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, k_name: k_init + k}):
+            _, _, value, _ = low.statement_parts(self.call)
+        reads = {ld.source.name: ld for ld in _loads(value)}
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init}):
+            _, _, first, _ = low.statement_parts(self.call)
+        origin = {ld.source.name: ld for ld in _loads(first)}
+        head, fills, views = [], [], {}
+        for name, kdim in self.packed:
+            src = reads[name]
+            tensor = low.gen.sig.buffers[name]
+            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel")
+            head.append(tirx.AllocBuffer(panel))
+            fills.append(tirx.BufferStore(panel, src, [k * w + u * vw + v]))
+            # the tensor seen through the panel: element (.., k-index, .., col) at
+            # (k-index - its value at k = 0) * w + (col - col0)
+            rank = len(src.indices)
+            strides = [w if d == kdim else 1 if d == rank - 1 else 0 for d in range(rank)]
+            o = origin[name].indices
+            offset = -(o[kdim] * w + o[rank - 1])
+            view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=panel.data,
+                                    strides=strides, elem_offset=offset)
+            head.append(tirx.DeclBuffer(view, data=panel.data))
+            views[name] = view
+        fill = tirx.For(k, 0, k_ext, tirx.ForKind.SERIAL, tirx.For(
+            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, _seq_of(fills))))
+        saved = low.buffer_override
+        low.buffer_override = {**saved, **views}
+        try:
+            body = make()
+        finally:
+            low.buffer_override = saved
+        return tirx.SeqStmt(head + [fill, body])
+
+
+def _seq_of(stmts: list) -> tirx.Stmt:
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+def _loads(e) -> list:
+    """The BufferLoads in a TIR expression, in a fixed order."""
+    out = []
+
+    def walk(x):
+        if isinstance(x, _LOAD):
+            out.append(x)
+            return
+        for f in ("a", "b", "value", "condition", "true_value", "false_value", "body"):
+            if hasattr(x, f):
+                walk(getattr(x, f))
+        if hasattr(x, "args"):
+            for y in x.args:
+                walk(y)
+    walk(e)
+    return out
+
+
+_LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
+
+
+def _coefficient(x: tirx.PrimExpr, v: tirx.Var) -> int | None:
+    from tvm import sym as arith
+
+    coeffs = arith.detect_linear_equation(x, [v])
+    if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm):
+        return None
+    return coeffs[0].value
 
 
 def _uses(x: tirx.PrimExpr, v: tirx.Var) -> bool:

@@ -152,6 +152,7 @@ class _Gen:
 
 class _AstLowering:
     wrap = None  # the enclosing sequential loop, when it runs inside the parallel one
+    buffer_override: dict = {}  # tensor -> Buffer read instead (packed panels, codegen/cpu.py)
 
     def __init__(self, gen: _Gen, stmts: dict[str, IslStmt], env: dict, kernel: Kernel | None = None):
         self.gen = gen
@@ -334,7 +335,10 @@ class _AstLowering:
         s = self.stmts[call.get_op_arg(0).get_id().get_name()]
         args = [_index(self.expr(call.get_op_arg(i + 1))) for i in range(call.get_op_n_arg() - 1)]
         env = {**self.env, **dict(zip(s.dims, args))}
-        return _parts(s, env, self.gen.sig.buffers)
+        buffers = self.gen.sig.buffers
+        if self.buffer_override:
+            buffers = {**buffers, **self.buffer_override}
+        return _parts(s, env, buffers)
 
 
 VECTOR_WIDTH = 8
