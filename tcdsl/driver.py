@@ -30,6 +30,7 @@ from .sema.ranges import RangeInfo, infer_ranges
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
 from .polyhedral.schedule import build_ast, dump_schedules, schedule
+from .codegen import checks  # also registers checked mode's callback for kernels from the disk cache
 
 SPECIALIZE_MODES = ("never", "after-scheduling", "before-scheduling", "auto")
 
@@ -82,7 +83,9 @@ def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None
         schedules = schedule_for(fe.model, fixed, target_kind)
     _dump("schedule", lambda: dump_schedules(fe.model, schedules))
     asts = build_ast(fe.model, schedules, fixed)
-    func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind, options)
+    checked, options = checks.codegen_options(options, target_kind)
+    with checks.checking(checked):
+        func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind, options)
     _dump("tir", func.script)
     return Backend(schedules, asts, func, sig, fixed)
 

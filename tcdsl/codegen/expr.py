@@ -23,6 +23,7 @@ from ..errors import InternalError
 from ..syntax import nodes as n
 from ..sema import builtins as bt
 from ..sema import types as ty
+from . import checks
 
 INDEX = "int32"
 
@@ -60,7 +61,7 @@ class _Lower:
                 return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
-                return tirx.BufferLoad(buf, [self._index(i, buf.shape[k]) for k, i in enumerate(idx)])
+                return tirx.BufferLoad(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)])
             case n.Cast(to=to, operand=x):
                 return self.as_type(x, to)
             case n.Unary(op="-", operand=x):
@@ -76,14 +77,18 @@ class _Lower:
                 return self._builtin(e, name, args)
         raise InternalError(f"cannot lower {type(e).__name__}")
 
-    def _index(self, e: n.Expr, extent: tirx.PrimExpr) -> tirx.PrimExpr:
+    def _index(self, e: n.Expr, extent: tirx.PrimExpr, tensor: str = "", dim: int = 0) -> tirx.PrimExpr:
         """Affine indices are kept in bounds by range inference (and proved by
         the bounds check); a non-affine or indirect one (``B(C(i))``, ``A(i*j)``)
         depends on data or escapes isl, so it is clamped into the tensor rather
-        than read out of bounds (which could crash the process)."""
+        than read out of bounds (which could crash the process), or, in checked
+        mode (codegen/checks.py), compared with the extent: out of range, the
+        kernel raises a TcError naming dimension ``dim`` of ``tensor``."""
         x = self.as_type(e, INDEX)
         if _is_affine(e):
             return x
+        if checks.enabled():
+            return checks.guard(x, extent, tensor, dim, e.span)
         return tirx.max(tirx.min(x, extent - 1), 0)
 
     def _binary(self, e: n.Binary, op: str, a: n.Expr, b: n.Expr) -> tirx.PrimExpr:

@@ -1,0 +1,104 @@
+"""Checked mode: ``tcdsl.compile(..., options={"checked": True})``.
+
+Affine reads are proved in bounds before code generation (or reported, see
+``polyhedral/bounds.py``).  Non-affine and indirect indices (``B(C(i))``,
+``A(i * j)``) escape isl: by default ``codegen/expr.py`` clamps them into the
+tensor, so bad data never reads outside a buffer but gives a quiet wrong
+answer.  In checked mode such an index is compared with its extent instead;
+out of range, the generated code calls back into Python, which raises a
+``TcError`` naming the file, line and column of the index, the tensor, the
+dimension and its size.  The check costs a comparison and a branch per
+non-affine index; the callback runs only on the error path.
+
+How it is wired:
+
+1. ``driver.backend`` lowers to TIR under :func:`checking` (a context
+   variable, so that ``lower_expr``'s signature stays as it is) with the
+   options of :func:`codegen_options`.
+2. ``_Lower._index`` (``codegen/expr.py``) calls :func:`guard` for each
+   non-affine index when :func:`enabled`.
+3. The callback is a global TVM function registered when this module is
+   imported (``tcdsl.driver`` imports it, so also kernels loaded from the
+   disk cache find it).
+
+Limits: CPU (``llvm``) only.  A checked kernel runs on one thread: TVM's
+thread pool turns an error raised in a worker into a ``RuntimeError``
+("Task 1 error: ...") and loses the ``TcError`` type.  The callback gets
+only values that are safe to compute anywhere (the message and the extent,
+a size expression), not the bad index itself: TVM evaluates a packed call's
+arguments ahead of the whole statement, also where the index sits in the
+untaken branch of ``c ? a : b``.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Iterator
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from ..errors import TcError
+from ..source import Span
+
+OPTION = "checked"
+CALLBACK = "tcdsl.index_out_of_range"
+
+_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("tcdsl_checked", default=False)
+_MARK = "\x00"  # where the message goes inside the formatted span
+
+
+def enabled() -> bool:
+    """Is TIR being generated for a checked kernel?"""
+    return _ENABLED.get()
+
+
+@contextlib.contextmanager
+def checking(on: bool) -> Iterator[None]:
+    """Generate checked (``on``) or clamped indices inside the ``with``."""
+    token = _ENABLED.set(bool(on))
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+def codegen_options(options: dict | None, target_kind: str) -> tuple[bool, dict]:
+    """(checked?, the options code generation gets).  A checked kernel is
+    serial on the CPU (see the module docstring)."""
+    options = dict(options or {})
+    on = options.get(OPTION, False)
+    if not isinstance(on, bool):
+        raise TcError(f"options: '{OPTION}' must be True or False, got {on!r}")
+    if on and target_kind != "llvm":
+        raise TcError(f"options: '{OPTION}' is supported for target 'llvm' only, not '{target_kind}'")
+    if on:
+        options["parallel"] = False
+    return on, options
+
+
+def guard(index: tirx.PrimExpr, extent: tirx.PrimExpr, tensor: str, dim: int,
+          span: Span | None) -> tirx.PrimExpr:
+    """``index`` where ``0 <= index < extent``, else the call that raises."""
+    head, tail = _message_parts(tensor, dim, span)
+    fail = tirx.call_packed(CALLBACK, tvm.ir.StringImm(head), tvm.ir.StringImm(tail), extent)
+    ok = tirx.And(tirx.GE(index, 0), tirx.LT(index, extent))
+    return tirx.if_then_else(ok, index, fail)
+
+
+def _message_parts(tensor: str, dim: int, span: Span | None) -> tuple[str, str]:
+    """The error message before and after the size (only known at run time)."""
+    what = f"'{tensor}' is read out of bounds: its index along dimension {dim} is not in [0, "
+    if span is None or _MARK in span.source.text:
+        return what, ")"
+    before, after = span.format(_MARK).split(_MARK, 1)
+    return before + what, ")" + after
+
+
+@tvm_ffi.register_global_func(CALLBACK, override=True)
+def _index_out_of_range(head: str, tail: str, extent: int) -> int:
+    raise TcError(f"{head}{extent}{tail}")
+
+
+tvm_ffi.register_error(TcError)
