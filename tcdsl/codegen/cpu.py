@@ -159,14 +159,16 @@ class ChunkedLoop:
         if m.chunk_rows < m.tile_rows:
             chunk = tirx.const(m.chunk_rows, INDEX)
         ch = tirx.Var(name + "_chunk", INDEX)
-        lo = init + ch * chunk
-        rows = tirx.min(chunk, extent - ch * chunk)
+        # the chunk's first row and row count, bound once (TVM's simplifier and
+        # LLVM would otherwise meet the whole formula in every index)
+        lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
+        bind = [tirx.Bind(lo, init + ch * chunk), tirx.Bind(rows, tirx.min(chunk, extent - ch * chunk))]
 
         def make():
             return self.rows(body, name, lo, rows)
         inner = self.wrap(make) if self.wrap is not None else make()
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
-        return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, inner)
+        return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
 
     # ------------------------------------------------------------ body parts
     def has_micro(self, node: isl.AstNode, row: str) -> bool:
@@ -304,7 +306,11 @@ class ChunkedLoop:
         with self.low.bound(zeros):
             j_init, j_ext = self.low.loop_range(inner)
         j_ext = tirx.max(j_ext, 0)
-        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 else []
+        # Panels are copied outside sequential loops only: inside one, every
+        # step would copy them again for the few rows of a batch (measured on
+        # the Elman RNN: no gain, twice the code to compile).
+        in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
+        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop else []
 
         def columns(pack: bool) -> tirx.Stmt:
             stmts = []
