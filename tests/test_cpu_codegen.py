@@ -97,7 +97,7 @@ def test_rnn_steps_run_inside_the_parallel_loop():
     for path in (ELMAN, QRNN):
         k = tcdsl.compile(path)
         assert "par_steps" in tcdsl.driver.emit(k, "schedule")
-        assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+for t in range\(", k.script), path
+        assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+c0_lo: T\.let\[T\.int32\] = .*\s+c0_rows: T\.let\[T\.int32\] = .*\s+for t in range\(", k.script), path
         assert k.script.count("T.parallel") == 1
     rng = np.random.default_rng(2)
     for T, B, C, H in [(1, 1, 1, 1), (6, 5, 3, 9), (4, 9, 8, 33)]:
