@@ -47,8 +47,50 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .args import is_torch
+
 MISS = object()
 """Returned by a fast call that cannot serve the call: the general path must."""
+
+# Plans kept per kernel: a workload that keeps making new shapes starts over
+# beyond this many (a plan is remade by one general call).
+MAX_PLANS = 4096
+
+
+class FastPath:
+    """One kernel's plans and fast calls.  ``plans`` maps a tuple of input
+    shapes to ``(fn, size_args, output_shapes)``; ``calls`` maps an array
+    type to its fast call; ``hits[0]`` counts the calls they served."""
+
+    def __init__(self, dtypes: list[str], out_dtypes: list[str], enabled: bool = True):
+        self.plans: dict[tuple, tuple] = {}
+        self.hits = [0]
+        self.calls: dict[type, Callable] = {}
+        self._shapes_of: dict[tuple, tuple] = {}  # size tuple -> the input shapes of its plan
+        self._dtypes, self._out_dtypes, self._enabled = list(dtypes), list(out_dtypes), enabled
+        if enabled:
+            self.calls[np.ndarray] = make_fast_call("numpy", self._dtypes, self._out_dtypes, self.plans, self.hits)
+
+    def add(self, in_shapes: tuple, key: tuple, plan: tuple) -> None:
+        """Serve ``in_shapes`` (those of size tuple ``key``) with ``plan`` from now on."""
+        if len(self.plans) >= MAX_PLANS:
+            self.plans.clear()
+            self._shapes_of.clear()
+        self.plans[in_shapes] = plan
+        self._shapes_of[key] = in_shapes
+
+    def drop(self, key: tuple) -> None:
+        """Forget the plan of size tuple ``key`` (its binary changed)."""
+        self.plans.pop(self._shapes_of.pop(key, None), None)
+
+    def add_library_of(self, value: Any) -> None:
+        """A fast call for PyTorch tensors too, once a call with them made a plan (no torch import before)."""
+        if self._enabled and type(value) not in self.calls and is_torch(value):
+            import torch
+
+            if type(value) is torch.Tensor:
+                self.calls[torch.Tensor] = make_fast_call("torch", self._dtypes, self._out_dtypes, self.plans,
+                                                          self.hits)
 
 # For each array library: when the fast call takes an array {a} of dtype {d}
 # (the dtype object), and how it allocates one of shape {s}.

@@ -16,11 +16,7 @@ from ..codegen import targets
 from . import cache
 from . import device
 from .args import Arg, bind_sizes, check_index_range, is_torch, prepare_input, shape_function
-from .fastcall import MISS, make_fast_call
-
-# Plans kept per kernel: a workload that keeps making new shapes starts over
-# beyond this many (a plan is remade by one general call).
-_MAX_PLANS = 4096
+from .fastcall import MISS, FastPath
 
 
 class _Binary:
@@ -92,7 +88,6 @@ class Kernel:
         self._in_flight = 0  # of those, how many it has not finished (built or failed)
         self._seen: Counter = Counter()
         self._stats = Counter(compiles=0, disk_hits=0)
-        self._hits = [0]  # a cell: the fast calls count here too
         self._symbolic_schedules = None
         self._disk_base: dict | None = None
         self._init_fast_calls()
@@ -206,7 +201,7 @@ class Kernel:
             b = self._compile(key)
             with self._lock:
                 self._binaries[key] = b
-                self._plans.pop(self._plan_shapes.pop(key, None), None)  # the next call makes a plan with b
+                self._fast.drop(key)  # the next call makes a plan with b
         except Exception as e:  # the symbolic binary keeps serving these sizes
             warnings.warn(f"tcdsl: specialising {self.frontend.name} for sizes {key} failed ({e}); "
                           f"the symbolic kernel keeps serving them", RuntimeWarning)
@@ -270,23 +265,15 @@ class Kernel:
 
     # ------------------------------------------------------- the fast path
     def _init_fast_calls(self) -> None:
-        """Per-kernel tables for the fast call: the size order, the outputs'
-        shape formulas compiled to one Python function, and the plans."""
+        """Per-kernel tables for the calls: the size order, the outputs'
+        shape formulas compiled to one Python function, the fast path."""
         checked = self.frontend.checked
-        ranges = self.frontend.ranges
         self._size_names = tuple(checked.sizes)
         self._output_names = tuple(checked.outputs)
-        self._output_shapes = shape_function([ranges.extent_exprs(o) for o in self._output_names])
-        self._plans: dict[tuple, tuple] = {}  # input shapes -> (fn, size arguments, output shapes)
-        self._plan_shapes: dict[tuple, tuple] = {}  # size tuple -> input shapes of its plan
-        self._fast_calls: dict[type, Any] = {}
-        if self._kind == "llvm":
-            self._fast_calls[np.ndarray] = self._make_fast_call("numpy")
-
-    def _make_fast_call(self, library: str):
-        checked = self.frontend.checked
-        return make_fast_call(library, [checked.tensors[p.name].dtype for p in checked.node.params],
-                              [checked.tensors[o].dtype for o in self._output_names], self._plans, self._hits)
+        self._output_shapes = shape_function([self.frontend.ranges.extent_exprs(o) for o in self._output_names])
+        self._fast = FastPath([checked.tensors[p.name].dtype for p in checked.node.params],
+                              [checked.tensors[o].dtype for o in self._output_names], enabled=self._kind == "llvm")
+        self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
 
     def _remember(self, args: list[Arg], key: tuple, b: _Binary, sizes: dict[str, int],
                   shapes: tuple[tuple[int, ...], ...]) -> None:
@@ -294,20 +281,10 @@ class Kernel:
         in_shapes = tuple(a.shape for a in args)
         if any(0 in s for s in in_shapes + shapes):  # zero-size arrays are passed as TVM tensors: general path
             return
-        plan = (b.fn, tuple(sizes[s] for s in b.size_params), shapes)
         with self._lock:
-            if self._binaries.get(key, b) is not b:  # a specialised binary arrived meanwhile
-                return
-            if len(self._plans) >= _MAX_PLANS:
-                self._plans.clear()
-                self._plan_shapes.clear()
-            self._plans[in_shapes] = plan
-            self._plan_shapes[key] = in_shapes
-        if type(args[0].value) not in self._fast_calls and is_torch(args[0].value):
-            import torch
-
-            if type(args[0].value) is torch.Tensor:
-                self._fast_calls[torch.Tensor] = self._make_fast_call("torch")
+            if self._binaries.get(key, b) is b:  # else a specialised binary arrived meanwhile
+                self._fast.add(in_shapes, key, (b.fn, tuple(sizes[s] for s in b.size_params), shapes))
+        self._fast.add_library_of(args[0].value)
 
     # ------------------------------------------------------------ inspection
     def cache_info(self) -> dict[str, int]:
