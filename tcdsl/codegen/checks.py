@@ -15,19 +15,21 @@ How it is wired:
 1. ``driver.backend`` lowers to TIR under :func:`checking` (a context
    variable, so that ``lower_expr``'s signature stays as it is) with the
    options of :func:`codegen_options`.
-2. ``_Lower._index`` (``codegen/expr.py``) calls :func:`guard` for each
-   non-affine index when :func:`enabled`.
-3. The callback is a global TVM function registered when this module is
+2. ``_Lower._index`` (``codegen/expr.py``) calls :meth:`Guards.guard` for
+   each non-affine index when :func:`enabled` (one :class:`Guards` per
+   ``_Lower``, i.e. per right-hand side).
+3. The callbacks are global TVM functions registered when this module is
    imported (``tcdsl.driver`` imports it, so also kernels loaded from the
    disk cache find it).
 
 Limits: CPU (``llvm``) only.  A checked kernel runs on one thread: TVM's
 thread pool turns an error raised in a worker into a ``RuntimeError``
-("Task 1 error: ...") and loses the ``TcError`` type.  The callback gets
-only values that are safe to compute anywhere (the message and the extent,
-a size expression), not the bad index itself: TVM evaluates a packed call's
-arguments ahead of the whole statement, also where the index sits in the
-untaken branch of ``c ? a : b``.
+("Task 1 error: ...") and loses the ``TcError`` type.  The callbacks get
+only values that are safe to compute anywhere (messages and extents, which
+are size expressions), not the bad index itself: TVM evaluates a packed
+call's arguments ahead of the whole statement, also where the index sits in
+the untaken branch of ``c ? a : b`` (see :class:`Guards` for the other
+consequence).
 """
 from __future__ import annotations
 
@@ -78,27 +80,58 @@ def codegen_options(options: dict | None, target_kind: str) -> tuple[bool, dict]
     return on, options
 
 
-def guard(index: tirx.PrimExpr, extent: tirx.PrimExpr, tensor: str, dim: int,
-          span: Span | None) -> tirx.PrimExpr:
-    """``index`` where ``0 <= index < extent``, else the call that raises."""
-    head, tail = _message_parts(tensor, dim, span)
-    fail = tirx.call_packed(CALLBACK, tvm.ir.StringImm(head), tvm.ir.StringImm(tail), extent)
-    ok = tirx.And(tirx.GE(index, 0), tirx.LT(index, extent))
-    return tirx.if_then_else(ok, index, fail)
+class Guards:
+    """The guards of one right-hand side, in the order they are made.
+
+    TVM evaluates the arguments of every packed call of a statement ahead of
+    it, into ONE argument stack that each call overwrites from slot 0 (its
+    LowerTVMBuiltin): a call then sees the arguments of the statement's last
+    call.  So the k-th guard calls the k-th callback (``CALLBACK.k``, the
+    number in the function name, not on the stack) with the messages and
+    extents of guards 0..k: every call's arguments begin the same way, and
+    the k-th callback finds its own entry in whichever it gets."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.extents: list[tirx.PrimExpr] = []
+
+    def guard(self, index: tirx.PrimExpr, extent: tirx.PrimExpr, tensor: str, dim: int,
+              span: Span | None) -> tirx.PrimExpr:
+        """``index`` where ``0 <= index < extent``, else the call that raises."""
+        k = len(self.extents)
+        self.parts += _message_parts(tensor, dim, span)
+        self.extents.append(extent)
+        messages = tvm.ir.StringImm(_SEPARATOR.join(self.parts))
+        fail = tirx.call_packed(f"{CALLBACK}.{k if k < _CALLBACKS else 'more'}", messages, *self.extents)
+        ok = tirx.And(tirx.GE(index, 0), tirx.LT(index, extent))
+        return tirx.if_then_else(ok, index, fail)
 
 
-def _message_parts(tensor: str, dim: int, span: Span | None) -> tuple[str, str]:
+def _message_parts(tensor: str, dim: int, span: Span | None) -> list[str]:
     """The error message before and after the size (only known at run time)."""
     what = f"'{tensor}' is read out of bounds: its index along dimension {dim} is not in [0, "
-    if span is None or _MARK in span.source.text:
-        return what, ")"
+    if span is None or _MARK in span.source.text or _SEPARATOR in span.source.text:
+        return [what, ")"]
     before, after = span.format(_MARK).split(_MARK, 1)
-    return before + what, ")" + after
+    return [before + what, ")" + after]
 
 
-@tvm_ffi.register_global_func(CALLBACK, override=True)
-def _index_out_of_range(head: str, tail: str, extent: int) -> int:
-    raise TcError(f"{head}{extent}{tail}")
+_CALLBACKS = 64  # guards per statement with their own message (later ones share a vaguer one)
+_SEPARATOR = "\x01"
+
+
+def _raiser(k: int | None):
+    def index_out_of_range(messages: str, *extents) -> int:
+        parts = messages.split(_SEPARATOR)
+        if k is not None and k < len(extents) and 2 * k + 1 < len(parts) and extents[k] is not None:
+            raise TcError(f"{parts[2 * k]}{extents[k]}{parts[2 * k + 1]}")
+        raise TcError("a non-affine or indirect index is out of bounds (checked mode)")
+    return index_out_of_range
+
+
+for _k in range(_CALLBACKS):
+    tvm_ffi.register_global_func(f"{CALLBACK}.{_k}", _raiser(_k), override=True)
+tvm_ffi.register_global_func(f"{CALLBACK}.more", _raiser(None), override=True)
 
 
 tvm_ffi.register_error(TcError)

@@ -88,7 +88,9 @@ class _Lower:
         if _is_affine(e):
             return x
         if checks.enabled():
-            return checks.guard(x, extent, tensor, dim, e.span)
+            if not hasattr(self, "_guards"):  # the guards of this right-hand side (see checks.Guards)
+                self._guards = checks.Guards()
+            return self._guards.guard(x, extent, tensor, dim, e.span)
         return tirx.max(tirx.min(x, extent - 1), 0)
 
     def _binary(self, e: n.Binary, op: str, a: n.Expr, b: n.Expr) -> tirx.PrimExpr:
