@@ -205,3 +205,104 @@ def test_zero_sizes_that_would_access_out_of_bounds_are_refused(mode):
         k(np.ones(0, np.float32), y)
     np.testing.assert_array_equal(k(np.full(1, 2, np.float32), y), y + 2)
     assert k(np.ones(1, np.float32), np.ones(0, np.float32)).shape == (0,)
+
+
+# ================================================================ checked mode
+# options={"checked": True}: a non-affine or indirect index out of range raises
+# TcError (codegen/checks.py) instead of being clamped into the tensor.
+LUT = "def lut(float(M) T, int32(N) I) -> (O) {\n  O(i) = T(I(i)) * 2\n}"
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.parametrize("bad", [5, -1, 2**31 - 1])
+def test_checked_mode_reports_an_indirect_read_out_of_bounds(mode, bad):
+    t = np.arange(5, dtype=np.float32)
+    idx = np.array([0, 4, 2] * 7 + [bad] + [1] * 9, np.int32)  # past a vector of 8 and the scalar tail
+    k = tcdsl.compile(LUT, specialize=mode, options={"checked": True})
+    with pytest.raises(tcdsl.TcError) as e:
+        k(t, idx)
+    assert type(e.value) is tcdsl.TcError
+    assert str(e.value) == ("<string>:2:12: 'T' is read out of bounds: its index along dimension 0 is not in [0, 5)\n"
+                            "  O(i) = T(I(i)) * 2\n           ^^^^")
+    ok = np.array([0, 4, 2] * 10, np.int32)
+    np.testing.assert_array_equal(k(t, ok), evaluate(LUT, [t, ok]))
+    # unchecked, the same index is clamped into T
+    clamped = tcdsl.compile(LUT, specialize=mode)(t, idx)
+    assert clamped[21] == 2 * min(max(bad, 0), 4)
+
+
+def test_checked_mode_names_the_file_and_the_dimension(tmp_path):
+    path = tmp_path / "gather.tc"
+    path.write_text("def gather(float(N, M) A, int32(K) I) -> (B) {\n  B(k, j) = A(k % N, I(k)) + A(I(k) % N, j)\n}\n")
+    k = tcdsl.compile(path, options={"checked": True})
+    a = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(k(a, np.array([0, 3, 1], np.int32)), np.full((3, 4), 2, np.float32))
+    with pytest.raises(tcdsl.TcError, match=rf"^{re.escape(str(path))}:2:22: 'A' is read out of bounds: "
+                                            r"its index along dimension 1 is not in \[0, 4\)\n"):
+        k(a, np.array([0, 4, 1], np.int32))
+
+
+def test_checked_mode_leaves_untaken_branches_alone():
+    # `c ? T(I(i)) : ...` reads T only where c holds; at i = 0 the untaken
+    # branch's I(i - 1) is not read either
+    src = ("def f(float(M) T, int32(N) I) -> (O, P) {\n  O(i) = I(i) >= 0 && I(i) < M ? T(I(i)) : -1.0\n"
+           "  P(i) = i > 0 ? T(I(i - 1)) : 0.5 where i in 0:N\n}")
+    t = np.arange(4, dtype=np.float32)
+    k = tcdsl.compile(src, options={"checked": True})
+    good = np.array([0, 1, 3, 3, 0, 2, 2, 2, 1, 0, 3], np.int32)
+    for g, w in zip(k(t, good), evaluate(src, [t, good])):
+        np.testing.assert_array_equal(g, w)
+    for bad in (-3, 7):
+        with pytest.raises(tcdsl.TcError, match=r"^<string>:3:20: 'T' is read out of bounds"):
+            k(t, np.array([0, 1, bad, 3, 0, 2, 2, 2, 1, 0, 3], np.int32))
+    o = tcdsl.compile(src.replace("O, P", "O").replace("\n  P(i) = i > 0 ? T(I(i - 1)) : 0.5 where i in 0:N", ""),
+                      options={"checked": True})
+    bad = np.array([0, -1, 7, 3, 0, 2, 2, 2, 1, 0, 3], np.int32)
+    np.testing.assert_array_equal(o(t, bad), [0, -1, -1, 3, 0, 2, 2, 2, 1, 0, 3])
+
+
+def test_checked_mode_covers_non_affine_indices():
+    src = "def f(float(N) A) -> (B) {\n  B(i, j) +=! A(i * j + k) where i in 0:N, j in 0:N, k in 0:2\n}"
+    a = np.arange(10, dtype=np.float32)
+    plain = tcdsl.compile(src)(a)  # clamped
+    assert plain.shape == (10, 10) and plain[9, 9] == 18
+    with pytest.raises(tcdsl.TcError, match=r"<string>:2:17: 'A' is read out of bounds: .* not in \[0, 10\)"):
+        tcdsl.compile(src, options={"checked": True})(a)
+
+
+def test_checked_mode_on_many_rows_raises_tc_error_not_runtime_error():
+    # checked kernels are serial: TVM's thread pool reports a worker's exception
+    # as a RuntimeError ("Task 1 error: ...")
+    src = "def f(float(M) T, int32(N, K) I) -> (O) {\n  O(n, k) = T(I(n, k))\n}"
+    idx = np.zeros((4096, 16), np.int32)
+    idx[3001, 5] = 99
+    k = tcdsl.compile(src, options={"checked": True})
+    assert "T.parallel" not in k.script
+    with pytest.raises(tcdsl.TcError, match="'T' is read out of bounds"):
+        k(np.ones(8, np.float32), idx)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_checked_mode_option_must_be_a_bool(value):
+    with pytest.raises(tcdsl.TcError, match="'checked' must be True or False"):
+        tcdsl.compile(LUT, options={"checked": value})(np.ones(2, np.float32), np.zeros(2, np.int32))
+
+
+def _reads_indirectly(case) -> bool:
+    return "indirect" in case.tags
+
+
+@pytest.mark.parametrize("case", [c for c in cases.CASES if _reads_indirectly(c)], ids=lambda c: c.name)
+def test_corpus_with_indirect_reads_runs_checked(case):
+    from test_corpus import run_case
+
+    run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry, options={"checked": True}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+def test_corpus_runs_checked(case, mode):
+    from test_corpus import run_case
+
+    run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode, options={"checked": True}))
