@@ -306,3 +306,23 @@ def test_corpus_runs_checked(case, mode):
     from test_corpus import run_case
 
     run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode, options={"checked": True}))
+
+
+def test_checked_kernel_from_the_disk_cache_still_raises(tmp_path):
+    # the callbacks are registered by `import tcdsl`, not by compiling: a fresh
+    # process that loads the binary from the disk cache gets the same TcError
+    import os
+    import subprocess
+
+    code = ("import numpy as np, tcdsl\n"
+            f"k = tcdsl.compile({LUT!r}, options={{'checked': True}})\n"
+            "try:\n    k(np.ones(3, np.float32), np.array([0, 3], np.int32))\n"
+            "except tcdsl.TcError as e:\n    print(type(e).__name__, str(e).splitlines()[0])\n"
+            "print(k.cache_info())\n")
+    env = {**os.environ, "TCDSL_CACHE_DIR": str(tmp_path), "TCDSL_DISK_CACHE": "1"}
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert "TcError <string>:2:12: 'T' is read out of bounds" in r.stdout, r.stdout
+    assert "disk_hits=1" in runs[1].stdout or "'disk_hits': 1" in runs[1].stdout, runs[1].stdout
