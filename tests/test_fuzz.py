@@ -337,10 +337,17 @@ def check_against_interpreter(p: Program, settings_: list[dict[str, int]], modes
                     np.testing.assert_array_equal(g, w, err_msg=msg)
 
 
-def _with_sizes(kind: str = "float32"):
+INT_TYPES = ("int32", "int64", "int16", "uint32")
+
+
+def _with_sizes(kind: str | tuple[str, ...] = "float32"):
+    """A random program of dtype ``kind`` ("int": one of INT_TYPES, or a tuple
+    of dtypes to pick from) and two random size settings."""
+    dtypes = INT_TYPES if kind == "int" else (kind,) if isinstance(kind, str) else kind
+
     @st.composite
     def draw_all(draw):
-        p = draw(programs(kind if kind == "float32" else draw(st.sampled_from(["int32", "int64", "int16", "uint32"]))))
+        p = draw(programs(draw(st.sampled_from(dtypes))))
         return p, [draw(size_settings(p.sizes)) for _ in range(2)]
     return draw_all()
 
@@ -352,15 +359,39 @@ def test_random_programs_agree_with_the_interpreter(case):
     check_against_interpreter(p, sizes)
 
 
-# Out of the default run for now: at the end of session 1 hypothesis found an
-# integer program on which the compiled kernel and the interpreter disagree
-# (reproduce with `pytest -m slow tests/test_fuzz.py`); tracked in issue 7's notes.
-@pytest.mark.slow
-@FAST
-@given(_with_sizes("int"))
+# Unsigned programs disagree with the interpreter (the compiled code is wrong,
+# see test_unsigned_arithmetic_wraps_around): the default run draws the signed
+# types, from a fixed seed; the slow runs draw all of INT_TYPES.
+@settings(max_examples=12, derandomize=True, database=None, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(_with_sizes(("int32", "int64", "int16")))
 def test_random_integer_programs_agree_with_the_interpreter(case):
     p, sizes = case
     check_against_interpreter(p, sizes)
+
+
+@pytest.mark.slow
+@FAST
+@given(_with_sizes("int"))
+def test_random_integer_programs_agree_with_the_interpreter_all_types(case):
+    p, sizes = case
+    check_against_interpreter(p, sizes)
+
+
+# Fails until the code generator stops letting LLVM assume that unsigned
+# arithmetic does not wrap: TVM 0.27's LLVM backend emits `add nuw`, `sub nuw`
+# and `mul nuw` for uint32/uint64 (and `nsw` for int32/int64), so a wrapping
+# uint32 expression is poison and LLVM folds it (found by the random integer
+# program test; the interpreter wraps, as NumPy and C unsigned arithmetic do).
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_unsigned_arithmetic_wraps_around(mode):
+    src = ("def f(uint32(K) X0, uint32(K, N, N) X2) -> (O1) {\n  O1(i) +=! X0(i) * X2(k, 0, 0) + 1\n"
+           "  O1(i) = O1(i) * -1 + X0(i)\n}")
+    x0, x2 = np.array([5], np.uint32), np.array([[[2, 3], [4, 5]]], np.uint32)
+    want = evaluate(src, [x0, x2])
+    assert want[0] == np.uint32(2**32 - 6)  # -(5 * 2 + 1) + 5
+    np.testing.assert_array_equal(tcdsl.compile(src, specialize=mode)(x0, x2), want)
 
 
 @pytest.mark.slow
