@@ -104,7 +104,7 @@ def bind_sizes(checked: CheckedDef, args: list[Arg], fixed: dict[str, int]) -> d
 
 # Tensors are indexed with int32 arithmetic (flat offsets included).
 MAX_ELEMENTS = 2**31 - 1
-_EXTENTS: dict[int, tuple[Any, dict[str, tuple[n.Expr, ...]], set]] = {}
+_CHECKS: dict[int, tuple[Any, dict[str, tuple[Callable, Callable]], set]] = {}
 
 
 def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
@@ -112,33 +112,29 @@ def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
     have more than 2**31 - 1 elements, or whose extent formulas leave int32
     on the way (the kernel evaluates them in int32): index arithmetic would
     overflow.  Zero-size tensors are fine (``T = 0`` gives empty outputs).
-    ``ranges`` is the kernel's RangeInfo; its extents are made once, and each
-    size tuple is checked once."""
-    entry = _EXTENTS.get(id(ranges))
+    ``ranges`` is the kernel's RangeInfo; its extents are compiled to Python
+    once (``_range_checks``), and each size tuple is checked once."""
+    entry = _CHECKS.get(id(ranges))
     if entry is None or entry[0] is not ranges:
-        if len(_EXTENTS) > 256:
-            _EXTENTS.clear()
-        entry = _EXTENTS[id(ranges)] = (ranges, {t: ranges.extent_exprs(t) for t in ranges.checked.tensors}, set())
+        if len(_CHECKS) > 256:
+            _CHECKS.clear()
+        entry = _CHECKS[id(ranges)] = (ranges, _range_checks(ranges), set())
     key = tuple(sorted(sizes.items()))
     if key in entry[2]:
         return
     given = ", ".join(f"{k}={v}" for k, v in sizes.items())
     shapes = {}
-    for t, exprs in entry[1].items():
-        shape = shapes[t] = tuple(max(0, evaluate(e, sizes)) for e in exprs)
+    for t, (shape_of, parts_of) in entry[1].items():
+        shape = shapes[t] = tuple(max(0, d) for d in shape_of(sizes)[0])
         count = 1
         for d in shape:
-            count *= max(d, 0)
+            count *= d
         if count > MAX_ELEMENTS:
             raise TcShapeError(f"sizes {given} give '{t}' shape {shape}, {count} elements; tensors are indexed "
                                f"with int32, so at most {MAX_ELEMENTS} elements are supported")
-        for e in exprs:
-            for part in n.walk(e):
-                arithmetic = isinstance(part, n.Binary) and part.op in ("+", "-", "*", "/", "%", "min", "max")
-                if (arithmetic or isinstance(part, (n.SizeVar, n.Const)) or isinstance(part, n.Unary) and part.op == "-") \
-                        and not -2**31 <= evaluate(part, sizes) < 2**31:
-                    raise TcShapeError(f"sizes {given}: the size of '{t}' is computed with int32 arithmetic, "
-                                       f"which overflows for these sizes")
+        if not all(-2**31 <= v < 2**31 for v in parts_of(sizes)):
+            raise TcShapeError(f"sizes {given}: the size of '{t}' is computed with int32 arithmetic, "
+                               f"which overflows for these sizes")
     if 0 in sizes.values():  # outside the context sizes >= 1 the program was proved in
         from ..polyhedral.bounds import check_call_sizes
 
@@ -146,6 +142,26 @@ def check_index_range(ranges: Any, sizes: dict[str, int]) -> None:
     if len(entry[2]) > 1024:
         entry[2].clear()
     entry[2].add(key)
+
+
+def _range_checks(ranges: Any) -> dict[str, tuple[Callable, Callable]]:
+    """Per tensor: its shape as a function of the sizes, and the values of
+    every part of its extent formulas that the kernel computes in int32
+    (sizes, constants, negations and arithmetic), in the order of ``n.walk``."""
+    checks = {}
+    for t in ranges.checked.tensors:
+        exprs = ranges.extent_exprs(t)
+        parts = [part for e in exprs for part in n.walk(e) if _in_int32(part)]
+        values = "".join(_python(part) + ", " for part in parts)
+        checks[t] = (shape_function([exprs]), eval(f"lambda s: ({values})", {"min": min, "max": max, "int": int}))
+    return checks
+
+
+def _in_int32(part: n.Expr) -> bool:
+    match part:
+        case n.Binary(op="+" | "-" | "*" | "/" | "%" | "min" | "max") | n.SizeVar() | n.Const() | n.Unary(op="-"):
+            return True
+    return False
 
 
 def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
