@@ -25,6 +25,38 @@ def _parse_sizes(text: str | None) -> dict[str, int]:
     return out
 
 
+def _parse_options(text: str | None) -> dict:
+    """``--options``: a JSON object, or NAME=VALUE[,NAME=VALUE...] where a value
+    is an integer, true/false or none (see tcdsl.MappingOptions)."""
+    if not text:
+        return {}
+    import json
+
+    if text.lstrip().startswith("{"):
+        try:
+            out = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise TcError(f"--options: not a JSON object: {e.msg} at column {e.colno}") from None
+        if not isinstance(out, dict):
+            raise TcError("--options: expected a JSON object")
+        return out
+    out = {}
+    for item in text.split(","):
+        name, sep, value = (x.strip() for x in item.partition("="))
+        if not sep or not name or not value:
+            raise TcError(f"--options: expected NAME=VALUE[,NAME=VALUE...] or a JSON object, got '{item}'")
+        low = value.lower()
+        if low in ("true", "false"):
+            out[name] = low == "true"
+        elif low == "none":
+            out[name] = None
+        elif value.lstrip("-").isdigit():
+            out[name] = int(value)
+        else:
+            raise TcError(f"--options: {name}: expected an integer, true, false or none, got '{value}'")
+    return out
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcdsl", description="Compile Tensor Comprehensions with loops to TVM.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -35,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--specialize", default="never", choices=("never", "before-scheduling", "after-scheduling"))
     c.add_argument("--sizes", help="fix sizes, e.g. T=16,B=8")
     c.add_argument("--emit", default="tir", choices=EMIT_CHOICES)
+    c.add_argument("--options", help="mapping and other options, e.g. tile_rows=4,steps_inside=false "
+                                     "or a JSON object (see tcdsl.MappingOptions)")
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     k = sub.add_parser("check", help="parse and check a .tc file")
     k.add_argument("file")
@@ -43,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--entry")
     r.add_argument("--sizes", required=True)
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--options", help="as for compile")
     ca = sub.add_parser("cache", help="the on-disk cache of compiled kernels: 'info' or 'clear'")
     ca.add_argument("action", choices=("info", "clear"))
     ca.add_argument("--json", action="store_true", help="info as JSON")
@@ -73,21 +108,20 @@ def _compile(args) -> int:
     from . import driver
     from .runtime.kernel import Kernel
 
-    fe = driver.frontend(_load(args.file), args.entry)
+    options = _parse_options(args.options)
+    fe = driver.frontend(_load(args.file), args.entry, strict_bounds=bool(options.get("strict_bounds")))
     sizes = _parse_sizes(args.sizes)
     if args.emit in ("ast", "ranges"):
         text = driver.STAGES[args.emit](_FrontendOnly(fe))
     else:
         mode = "never" if args.specialize == "never" else args.specialize
         kernel = Kernel(fe, target=args.target, specialize="never" if mode == "never" else mode,
-                        sizes=sizes if mode == "never" else {})
+                        sizes=sizes if mode == "never" else {}, options=options)
         if mode != "never":
             if set(sizes) != set(fe.checked.sizes):
                 missing = sorted(set(fe.checked.sizes) - set(sizes))
                 raise TcError(f"--specialize {mode} needs every size in --sizes; missing: {', '.join(missing)}")
-            b = kernel.backend(sizes)
-            text = {"tir": lambda: b.func.script(), "isl-ast": b.ast_text}.get(
-                args.emit, lambda: driver.emit(kernel, args.emit))()
+            text = driver.emit(kernel, args.emit, sizes)
         else:
             text = driver.emit(kernel, args.emit)
     if args.output:
@@ -141,7 +175,7 @@ def _run(args) -> int:
             inputs.append(rng.integers(0, 2, shape).astype(bool))
         else:
             inputs.append(rng.standard_normal(shape).astype(dtype))
-    k = Kernel(fe)
+    k = Kernel(fe, options=_parse_options(args.options))
     outs = k(*inputs)
     outs = outs if isinstance(outs, tuple) else (outs,)
     for name, o in zip(fe.checked.outputs, outs):

@@ -108,6 +108,24 @@ def test_compile_specialized(capsys, write):
     assert "T.prim_func" in out and "N: T.int32" not in out
 
 
+@pytest.mark.parametrize("options", ["tile_rows=2,tile_cols=16,steps_inside=false",
+                                     '{"tile_rows": 2, "tile_cols": 16, "steps_inside": false}'])
+def test_compile_options(capsys, write, options):
+    rc, out, err = run_cli(capsys, "compile", write(ELMAN, "elman.tc"), "--options", options)
+    assert (rc, err) == (0, "")
+    assert "T.alloc_local((2, 16))" in out
+    assert re.search(r"for t in range\(.*\):\s+for c0_chunk in T\.parallel", out)
+
+
+def test_run_options_keep_results(capsys, write):
+    path = write(ELMAN, "elman.tc")
+    argv = ("run", path, "--sizes", "T=4,B=7,Ci=3,Co=37")
+    plain = run_cli(capsys, *argv)[1]
+    rc, out, err = run_cli(capsys, *argv, "--options", "tile_rows=1,register_tiles=false,parallel=false")
+    assert (rc, err) == (0, "")
+    assert out == plain
+
+
 def test_compile_elman_ranges(capsys, write):
     rc, out, err = run_cli(capsys, "compile", write(ELMAN, "elman.tc"), "--emit", "ranges")
     assert (rc, err) == (0, "")
@@ -141,6 +159,12 @@ def test_run_with_entry(capsys, write):
     (("run", "{two}", "--entry", "matmul", "--sizes", "N=2,K=3"), "error: --sizes is missing M"),
     (("run", "{two}", "--entry", "matmul", "--sizes", "N=two"), "error: --sizes: expected NAME=INT"),
     (("check", "{missing}"), "error: {missing}: No such file or directory"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "tile_rows"), "error: --options: expected NAME=VALUE"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "tile_rows=big"),
+     "error: --options: tile_rows: expected an integer, true, false or none, got 'big'"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "{{bad"), "error: --options: not a JSON object"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "tile_cols=12"),
+     "error: options: 'tile_cols' (12) must be a multiple of 'vector_width' (8)"),
 ])
 def test_user_errors_exit_1_without_traceback(capsys, write, tmp_path, argv, prefix):
     paths = {"syntax": write(SYNTAX_ERROR, "syntax.tc"), "semantic": write(SEMANTIC_ERROR, "semantic.tc"),

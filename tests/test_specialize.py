@@ -100,8 +100,6 @@ def test_emit_with_sizes_after_scheduling_keeps_the_symbolic_schedule():
     assert "i32 %N" not in _compute_signature(driver.emit(k, "llvm", MM_SIZES))
 
 
-@pytest.mark.xfail(reason="tcdsl/cli.py (owned elsewhere) does not pass --sizes to driver.emit for "
-                          "--emit schedule/llvm/c yet", strict=False)
 @pytest.mark.parametrize("stage, expect", [("schedule", "N = 4 and K = 3 and M = 5"), ("llvm", None)])
 def test_cli_emits_the_specialized_stage(capsys, tmp_path, stage, expect):
     from tcdsl.cli import main
