@@ -145,14 +145,18 @@ def test_planned_calls_with_several_outputs_and_a_scalar_input():
     src = "def f(float(N) A, float s) -> (B, C) { B(i) = A(i) * s\n C(i) = A(i) + s }"
     k = tcdsl.compile(src)
     a, s = np.arange(3, dtype=np.float32), np.float32(2)
+    general = k._call
     k(a, np.array(s))
     k._call = lambda *x: pytest.fail("the general path ran for a planned call")
     b, c = k(a, np.array(s))
     np.testing.assert_array_equal(b, a * 2)
     np.testing.assert_array_equal(c, a + 2)
-    del k._call  # a Python number is converted by the general path, every time
-    b, c = k(a, 2.0)
-    np.testing.assert_array_equal(c, a + 2)
+    for s in (2.0, 2, np.float64(2), np.float32(2)):  # scalars for a 0-rank input are converted, as in general
+        b, c = k(a, s)
+        np.testing.assert_array_equal(c, a + 2)
+    k._call = general
+    with pytest.raises(tcdsl.TcShapeError, match="argument 's': dtype float64"):
+        k(a, np.array(2.0))
 
 
 def test_planned_calls_with_torch_tensors():

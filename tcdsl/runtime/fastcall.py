@@ -62,14 +62,15 @@ class FastPath:
     shapes to ``(fn, size_args, output_shapes)``; ``calls`` maps an array
     type to its fast call; ``hits[0]`` counts the calls they served."""
 
-    def __init__(self, dtypes: list[str], out_dtypes: list[str], enabled: bool = True):
+    def __init__(self, dtypes: list[str], ranks: list[int], out_dtypes: list[str], enabled: bool = True):
         self.plans: dict[tuple, tuple] = {}
         self.hits = [0]
         self.calls: dict[type, Callable] = {}
         self._shapes_of: dict[tuple, tuple] = {}  # size tuple -> the input shapes of its plan
-        self._dtypes, self._out_dtypes, self._enabled = list(dtypes), list(out_dtypes), enabled
+        self._signature = (list(dtypes), list(ranks), list(out_dtypes))
+        self._enabled = enabled
         if enabled:
-            self.calls[np.ndarray] = make_fast_call("numpy", self._dtypes, self._out_dtypes, self.plans, self.hits)
+            self.calls[np.ndarray] = make_fast_call("numpy", *self._signature, self.plans, self.hits)
 
     def add(self, in_shapes: tuple, key: tuple, plan: tuple) -> None:
         """Serve ``in_shapes`` (those of size tuple ``key``) with ``plan`` from now on."""
@@ -89,8 +90,8 @@ class FastPath:
             import torch
 
             if type(value) is torch.Tensor:
-                self.calls[torch.Tensor] = make_fast_call("torch", self._dtypes, self._out_dtypes, self.plans,
-                                                          self.hits)
+                self.calls[torch.Tensor] = make_fast_call("torch", *self._signature, self.plans, self.hits)
+
 
 # For each array library: when the fast call takes an array {a} of dtype {d}
 # (the dtype object), and how it allocates one of shape {s}.
@@ -102,13 +103,16 @@ _LIBRARIES = {
 }
 
 
-def make_fast_call(library: str, dtypes: list[str], out_dtypes: list[str], plans: dict, hits: list[int]) -> Callable:
-    """The fast call for inputs of ``dtypes`` and outputs of ``out_dtypes``,
-    all arrays of ``library`` ("numpy" or "torch"); ``plans`` maps a tuple
-    of input shapes to ``(fn, size_args, output_shapes)``, and ``hits[0]``
-    counts the calls served."""
+def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes: list[str], plans: dict,
+                   hits: list[int]) -> Callable:
+    """The fast call for inputs of ``dtypes`` and ``ranks`` and outputs of
+    ``out_dtypes``, all arrays of ``library`` ("numpy" or "torch"), except
+    that a 0-rank input may also be a Python or NumPy scalar (converted as
+    ``prepare_input`` does); ``plans`` maps a tuple of input shapes to
+    ``(fn, size_args, output_shapes)``, and ``hits[0]`` counts the calls served."""
     lib = _LIBRARIES[library]
-    names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits}
+    names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits, "asarray": np.asarray,
+                             "SCALARS": (int, float, bool, np.generic)}
     if library == "numpy":
         names.update(ndarray=np.ndarray, zeros=np.zeros)
         dtype_object = np.dtype
@@ -121,7 +125,13 @@ def make_fast_call(library: str, dtypes: list[str], out_dtypes: list[str], plans
     o = [f"o{i}" for i in range(len(out_dtypes))]
     names.update({f"d{i}": dtype_object(d) for i, d in enumerate(dtypes)})
     names.update({f"t{i}": dtype_object(d) for i, d in enumerate(out_dtypes)})
-    takes = " and ".join(lib["takes"].format(a=x, d=f"d{i}") for i, x in enumerate(a)) or "True"
+    names.update({f"n{i}": np.dtype(d) for i, d in enumerate(dtypes) if ranks[i] == 0})
+    takes = " and ".join(lib["takes"].format(a=x, d=f"d{i}") for i, x in enumerate(a) if ranks[i]) or "True"
+    scalars = [line for i, x in enumerate(a) if ranks[i] == 0 for line in (
+        f"    if not ({lib['takes'].format(a=x, d=f'd{i}')}):",
+        f"        if not isinstance({x}, SCALARS):",
+        "            return MISS",
+        f"        {x} = asarray({x}, dtype=n{i})")]
     shapes = "".join(f"{x}.shape, " for x in a)
     lines = [
         "def fast_call(inputs, out):",
@@ -130,6 +140,7 @@ def make_fast_call(library: str, dtypes: list[str], out_dtypes: list[str], plans
         f"    {''.join(x + ', ' for x in a)}= inputs",
         f"    if not ({takes}):",
         "        return MISS",
+        *scalars,
         f"    plan = plans.get(({shapes}))",
         "    if plan is None:",
         "        return MISS",

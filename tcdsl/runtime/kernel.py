@@ -271,7 +271,8 @@ class Kernel:
         self._size_names = tuple(checked.sizes)
         self._output_names = tuple(checked.outputs)
         self._output_shapes = shape_function([self.frontend.ranges.extent_exprs(o) for o in self._output_names])
-        self._fast = FastPath([checked.tensors[p.name].dtype for p in checked.node.params],
+        params = checked.node.params
+        self._fast = FastPath([checked.tensors[p.name].dtype for p in params], [len(p.type.dims) for p in params],
                               [checked.tensors[o].dtype for o in self._output_names], enabled=self._kind == "llvm")
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
 
