@@ -176,6 +176,15 @@ def conv(torch):
     return out, err
 
 
+# Issue 6's targets: tcdsl's time over the named contender's (or the fastest
+# of them), at most this.
+TARGETS = {
+    "elman (64,32,256)": (("torch.nn.RNN", "numpy loop"), 0.9),
+    "elman batch 1 (256,1,128)": (("numpy loop",), 0.45),
+    "qrnn fo-pooling (512,32,512)": (("torch loop",), 0.15),
+    "matmul 1024^3": (("torch.matmul",), 1.25),
+}
+
 WORKLOADS = {
     "elman (64,32,256)": ("elman", lambda torch: elman(64, 32, 256, torch)),
     "elman batch 1 (256,1,128)": ("elman", lambda torch: elman(256, 1, 128, torch)),
@@ -218,6 +227,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="substring of the workload names to run")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--chart", help="also write the chart here (e.g. benchmarks/rnn.png)")
     a = ap.parse_args(argv)
     try:
         import torch
@@ -225,7 +235,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(os.cpu_count() or 1)
     except ImportError:
         torch = None
-    results = {"threads": os.environ.get("TVM_NUM_THREADS"), "workloads": {}}
+    results = {"threads": os.environ.get("TVM_NUM_THREADS"), "load average": os.getloadavg(), "workloads": {}}
     for name, (_, make) in WORKLOADS.items():
         if a.only and a.only not in name:
             continue
@@ -236,7 +246,13 @@ def main(argv=None) -> int:
         results["workloads"][name] = {"ms": {k: v * 1e3 for k, v in times.items()}, "max_abs_err": err,
                                       "tcdsl / fastest other": times["tcdsl"] / best}
         row = "  ".join(f"{k} {v * 1e3:8.3f} ms" for k, v in times.items())
-        print(f"{name:32s} {row}  ratio {times['tcdsl'] / best:6.2f}  err {err:.1e}", flush=True)
+        target = ""
+        if name in TARGETS and all(c in times for c in TARGETS[name][0]):
+            against, limit = TARGETS[name]
+            r = times["tcdsl"] / min(times[c] for c in against)
+            results["workloads"][name]["target"] = {"against": against, "at most": limit, "ratio": r}
+            target = f"  target <= {limit} x {' / '.join(against)}: {r:.2f} {'met' if r <= limit else 'NOT met'}"
+        print(f"{name:32s} {row}  ratio {times['tcdsl'] / best:6.2f}  err {err:.1e}{target}", flush=True)
     if not a.only:
         results["compile elman s"] = compile_time()
         results["call overhead us"] = {k: v * 1e6 for k, v in call_overhead().items()}
@@ -248,6 +264,8 @@ def main(argv=None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (out_dir / f"rnn-{stamp}.json").write_text(json.dumps(results, indent=2))
     _chart(results, out_dir / f"rnn-{stamp}.png")
+    if a.chart:
+        _chart(results, pathlib.Path(a.chart))
     return 0
 
 
@@ -264,7 +282,11 @@ def _chart(results: dict, path: pathlib.Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 3.5))
     ax.barh(names, ratios, color=["tab:green" if r <= 1 else "tab:red" for r in ratios])
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("tcdsl time / fastest of PyTorch and NumPy (lower is better)")
+    for i, n in enumerate(names):  # issue 6's target, where there is one
+        t = results["workloads"][n].get("target")
+        if t:
+            ax.plot([t["at most"]] * 2, [i - 0.4, i + 0.4], color="tab:blue", linewidth=2)
+    ax.set_xlabel("tcdsl time / fastest of PyTorch and NumPy (lower is better; blue: target)")
     ax.set_xscale("log")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
