@@ -121,9 +121,20 @@ STAGES: dict[str, Callable] = {
     "isl-ast": lambda k, sizes=None: k.backend(sizes).ast_text(),
     "tir": lambda k, sizes=None: k.script if sizes is None else k.backend(sizes).func.script(),
     "llvm": lambda k, sizes=None: k.source_code("ll", sizes),
-    "c": lambda k, sizes=None: k.source_code("c", sizes),
+    "c": lambda k, sizes=None: _c_source(k, sizes),
     "cuda": lambda k, sizes=None: k.source_code("cuda", sizes),
 }
+
+
+def _c_source(kernel, sizes: dict[str, int] | None) -> str:
+    """The kernel's TIR through TVM's C code generator (codegen/csource.py);
+    the binary that runs is LLVM's."""
+    from .codegen import targets
+    from .codegen.csource import c_source
+
+    if targets.target_kind(kernel.target) != "llvm":
+        raise TcError("C source needs target='llvm' (for 'cuda', see --emit cuda)")
+    return c_source(kernel.ir_module if sizes is None else kernel.backend(sizes).func)
 
 
 def emit(kernel, stage: str, sizes: dict[str, int] | None = None) -> str:
