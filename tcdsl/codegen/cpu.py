@@ -365,19 +365,27 @@ class ChunkedLoop:
             out.append((name, kdims[0]))
         return out
 
-class _Tile:
-    """Register tiles of one statement for one column tile (``w`` columns from
-    ``col0``) over a run of rows."""
+class _Column:
+    """One statement (``call``) on one column tile: ``w`` columns of the loop
+    ``j_name`` from ``col0``, for rows of the loop ``row``."""
 
-    def __init__(self, gen: ChunkedLoop, chain, call, row: str, j_name: str, col0, w: int, zeros: dict):
+    def __init__(self, gen: ChunkedLoop, call, row: str, j_name: str, col0, w: int):
         self.low = gen.low
         self.m = gen.m
-        self.chain = chain
         self.call = call
         self.row = row
         self.j_name = j_name
         self.col0 = col0
         self.w = w
+
+
+class _Tile(_Column):
+    """Register tiles of a column tile over a run of rows; ``chain`` are the
+    reduction loops, ``zeros`` binds their names to 0."""
+
+    def __init__(self, gen: ChunkedLoop, chain, call, row: str, j_name: str, col0, w: int, zeros: dict):
+        super().__init__(gen, call, row, j_name, col0, w)
+        self.chain = chain
         self.zeros = zeros
 
     def rows(self, lo, n) -> tirx.Stmt:
@@ -440,19 +448,13 @@ class _Tile:
         return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
 
 
-class _Panels:
+class _Panels(_Column):
     """Copies of the panels of :meth:`ChunkedLoop._packable` for one column
     tile, and the statement reading them instead of the tensors."""
 
     def __init__(self, gen: ChunkedLoop, k_loop, call, row: str, j_name: str, col0, w: int, packed):
-        self.low = gen.low
-        self.m = gen.m
+        super().__init__(gen, call, row, j_name, col0, w)
         self.k_loop = k_loop
-        self.call = call
-        self.row = row
-        self.j_name = j_name
-        self.col0 = col0
-        self.w = w
         self.packed = packed
 
     def around(self, make: Callable) -> tirx.Stmt:

@@ -65,6 +65,7 @@ from tvm.tirx import ForKind, IterVar
 from ..errors import InternalError, TcError
 from ..polyhedral.schedule import PARALLEL, fixed_set, mark_bands
 from ..syntax import nodes as n
+from .cpu import ast_ids
 from .expr import INDEX, lower_expr
 from .tir import _AstLowering, _statement
 
@@ -301,19 +302,7 @@ def _par_loop(node: isl.AstNode) -> isl.AstNode | None:
 
 def _loop_ids(loop: isl.AstNode) -> set[str]:
     """Names used by a loop's bounds."""
-    return _expr_ids(loop.for_get_init()) | _expr_ids(loop.for_get_cond().get_op_arg(1))
-
-
-def _expr_ids(e: isl.AstExpr) -> set[str]:
-    t = e.get_type()
-    if t == isl.ast_expr_type.id:
-        return {e.get_id().get_name()}
-    if t == isl.ast_expr_type.op:
-        out: set[str] = set()
-        for i in range(e.get_op_n_arg()):
-            out |= _expr_ids(e.get_op_arg(i))
-        return out
-    return set()
+    return ast_ids(loop.for_get_init()) | ast_ids(loop.for_get_cond().get_op_arg(1))
 
 
 def _has_par(node: isl.AstNode) -> bool:
