@@ -132,13 +132,13 @@ def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binar
     assert shapes not in k._plans  # not hot yet: the general path counts the calls
     k(*inputs)  # hot: handed to the background compiler, served by the symbolic binary through a plan
     plan = k._plans.get(shapes)  # (unless the specialised binary is already there)
-    assert (plan is not None and plan[0] is k._binaries[None].fn) or (3, 2, 4, 5) in k._binaries
+    assert (plan is not None and plan[0] is k._binaries[None].fn_keeping_gil) or (3, 2, 4, 5) in k._binaries
     _wait_for_background(k)
     np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)  # remakes the plan
     k._call = lambda *a: pytest.fail("the general path ran for a planned call")
     np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
     fn, size_args, _ = k._plans[shapes]
-    assert fn is k._binaries[(3, 2, 4, 5)].fn and size_args == ()
+    assert fn is k._binaries[(3, 2, 4, 5)].fn_keeping_gil and size_args == ()  # a short call: keeps the GIL
     assert k.cache_info()["hits"] == 4 and k.cache_info()["compiles"] == 2
 
 
@@ -162,3 +162,32 @@ def test_auto_compiles_in_one_background_thread_and_survives_a_failed_compile(mo
     assert set(k._binaries) == {None, (3, 1, 2, 2), (4, 1, 2, 2), (5, 1, 2, 2)}
     inputs = elman_inputs(np.random.default_rng(0), 2, 1, 2, 2)  # the failed sizes: still served, symbolically
     np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_short_planned_calls_keep_the_gil_while_another_thread_runs_python():
+    """tvm_ffi releases the GIL for each call; taking it back from a thread
+    running Python (auto's background compiler) waits for a switch interval
+    (5 ms).  Planned calls of a kernel that runs in microseconds keep it."""
+    import threading
+
+    k = tcdsl.compile("def add(float(N) A, float(N) B) -> (C) { C(i) = A(i) + B(i) }")
+    a = np.ones(16, np.float32)
+    k(a, a)
+    assert k._plans[((16,), (16,))][0].release_gil is False
+    stop = threading.Event()
+
+    def python_loop():
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=python_loop, daemon=True)
+    busy.start()
+    try:
+        started = time.perf_counter()
+        for _ in range(500):
+            k(a, a)
+        elapsed = time.perf_counter() - started
+    finally:
+        stop.set()
+        busy.join()
+    assert elapsed < 2.0  # releasing the GIL at every call: 500 x 5 to 10 ms

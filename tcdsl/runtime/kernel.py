@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import warnings
 from collections import Counter
 from typing import Any
@@ -18,6 +19,14 @@ from . import device
 from .args import Arg, bind_sizes, check_index_range, is_torch, prepare_input, shape_function
 from .fastcall import MISS, FastPath
 
+# tvm_ffi releases the GIL for every call.  Taking it back waits, while
+# another thread runs Python (auto's background compiler), for that thread's
+# switch interval (5 ms): a 2 us kernel called in a loop then ran 100 times a
+# second instead of 50000.  Planned calls whose first run took less than this
+# (CPU time of the calling thread) keep the GIL; longer ones let other
+# threads run meanwhile.
+_KEEP_GIL_BELOW = 1e-3
+
 
 class _Binary:
     """One compiled function and the sizes it was specialised for.
@@ -29,7 +38,8 @@ class _Binary:
     def __init__(self, backend: driver.Backend, target):
         self._backend = backend
         self._executable = targets.build(backend.func, target)
-        self.fn = self._executable[backend.func.attrs["global_symbol"]]
+        symbol = backend.func.attrs["global_symbol"]
+        self.fn, self.fn_keeping_gil = self._executable[symbol], _keeping_gil(self._executable[symbol])
         self.size_params = backend.signature.sizes
         self.target = target
         self.from_disk = False
@@ -39,6 +49,7 @@ class _Binary:
         b = cls.__new__(cls)
         b._backend = b._executable = None
         b.module, b.fn, b.size_params = module, module[function], tuple(size_params)
+        b.fn_keeping_gil = _keeping_gil(module[function])
         b.target, b.from_disk = target, True
         b._remake, b._lazy_lock = remake, threading.Lock()
         return b
@@ -237,10 +248,11 @@ class Kernel:
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
                                  [p.name for p in params] + list(self._output_names), allocated=out is None)
             return values[0] if len(values) == 1 else tuple(values)
-        if settled:
-            self._remember(args, key, b, sizes, shapes)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
+        started = time.thread_time()  # CPU time: not the wait for the GIL after the call
         b.fn(*call_args)
+        if settled:
+            self._remember(args, key, b, sizes, shapes, time.thread_time() - started)
         values = [a.value for a in outs]
         return values[0] if len(values) == 1 else tuple(values)
 
@@ -277,14 +289,16 @@ class Kernel:
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
 
     def _remember(self, args: list[Arg], key: tuple, b: _Binary, sizes: dict[str, int],
-                  shapes: tuple[tuple[int, ...], ...]) -> None:
-        """The plan for these input shapes: a later call with them goes straight to ``b``."""
+                  shapes: tuple[tuple[int, ...], ...], seconds: float) -> None:
+        """The plan for these input shapes: a later call with them goes straight to ``b``.
+        If this call took ``seconds`` < ``_KEEP_GIL_BELOW``, later ones keep the GIL."""
         in_shapes = tuple(a.shape for a in args)
         if any(0 in s for s in in_shapes + shapes):  # zero-size arrays are passed as TVM tensors: general path
             return
+        fn = b.fn_keeping_gil if seconds < _KEEP_GIL_BELOW else b.fn
         with self._lock:
             if self._binaries.get(key, b) is b:  # else a specialised binary arrived meanwhile
-                self._fast.add(in_shapes, key, (b.fn, tuple(sizes[s] for s in b.size_params), shapes))
+                self._fast.add(in_shapes, key, (fn, tuple(sizes[s] for s in b.size_params), shapes))
         self._fast.add_library_of(args[0].value)
 
     # ------------------------------------------------------------ inspection
@@ -386,6 +400,12 @@ class _Background:
 
 
 _BACKGROUND = _Background()
+
+
+def _keeping_gil(fn):
+    """``fn`` (a handle of its own) set to keep the GIL while it runs."""
+    fn.release_gil = False
+    return fn
 
 
 def _zeros(shape, dtype: str, use_torch: bool) -> Arg:
