@@ -209,3 +209,15 @@ def test_output_shape_functions_agree_with_evaluate():
                 assert fn(sizes) == want, (path.name, d.name, sizes)
                 tried += 1
     assert tried > 100
+
+
+def test_kernel_without_inputs_called_repeatedly():
+    """A def with no inputs: every call takes the general path (the fast call
+    dispatches on the first input's type) and gives fresh outputs."""
+    k = tcdsl.compile("def f() -> (b) { b(i) = 4 where i in 0:10 }")
+    first = k()
+    np.testing.assert_array_equal(first, np.full(10, 4, np.int32))
+    first[:] = 0
+    np.testing.assert_array_equal(k(), np.full(10, 4, np.int32))
+    out = np.zeros(10, np.int32)  # the literal 4 makes b an int32 tensor
+    assert k(out=out) is out and (out == 4).all()

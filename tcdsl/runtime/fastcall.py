@@ -137,7 +137,7 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
         "def fast_call(inputs, out):",
         f"    if len(inputs) != {len(a)}:",
         "        return MISS",
-        f"    {''.join(x + ', ' for x in a)}= inputs",
+        f"    {''.join(x + ', ' for x in a)}= inputs" if a else "    pass  # no inputs",
         f"    if not ({takes}):",
         "        return MISS",
         *scalars,

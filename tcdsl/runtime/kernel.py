@@ -299,7 +299,8 @@ class Kernel:
         with self._lock:
             if self._binaries.get(key, b) is b:  # else a specialised binary arrived meanwhile
                 self._fast.add(in_shapes, key, (fn, tuple(sizes[s] for s in b.size_params), shapes))
-        self._fast.add_library_of(args[0].value)
+        if args:  # (a call without inputs always takes the general path)
+            self._fast.add_library_of(args[0].value)
 
     # ------------------------------------------------------------ inspection
     def cache_info(self) -> dict[str, int]:
