@@ -9,7 +9,10 @@
    then a call on small random inputs): every mutant works or raises
    ``TcError``.  It runs in a worker process, so that a crash is reported
    with its mutant instead of killing pytest.  ``python tests/test_fuzz.py
-   --seconds 600`` runs it longer.  What it found is kept in ``REGRESSIONS``.
+   --seconds 600 [--seed N] [--mismatches]`` runs it longer;
+   ``TCDSL_FUZZ_SECONDS`` (default 30) is the default test's budget,
+   ``TCDSL_FUZZ_LONG_SECONDS`` (default 600) the slow one's.  What it found
+   is kept in ``REGRESSIONS`` (fixed) and ``PENDING`` (not yet, under slow).
 
 The default run is bounded (~90 s on two cores); ``-m slow`` runs more.
 """
@@ -803,6 +806,22 @@ REGRESSIONS = [
 ]
 
 
+# Found by longer fuzzing runs and not fixed yet, in code outside the fuzzer's
+# reach (runtime/fastcall.py): each moves to REGRESSIONS once it passes.
+PENDING = [
+    ("IndentationError from the generated fast call (a def without outputs)",
+     "def f(float(N) a) -> () { c(i) = a(i) }"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", [r[1] for r in PENDING], ids=[r[0][:50] for r in PENDING])
+def test_pending_mutants(text):
+    for mode in MODES:
+        outcome, detail = run_mutant(text, mode=mode, size=2)
+        assert outcome in ("works", "rejected", "skipped"), detail
+
+
 @pytest.mark.parametrize("text", [r[1] for r in REGRESSIONS], ids=[r[0][:50] for r in REGRESSIONS])
 def test_regression_mutants(text):
     for mode in MODES:
@@ -822,7 +841,7 @@ def test_mutated_corpus_runs_or_raises_tc_errors():
 
 @pytest.mark.slow
 def test_mutated_corpus_long():
-    records = run_fuzzer(600, seed=1)
+    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_LONG_SECONDS", 600)), seed=1)
     failures = [r for r in records if r["outcome"] == "failure"]
     assert not failures, f"{len(failures)} failures; first:\n{failures[0]['detail']}\n{failures[0]['text']}"
 
