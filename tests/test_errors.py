@@ -59,6 +59,11 @@ SYNTAX_ERRORS = [
 
 SEMANTIC_ERRORS = [
     (SIG + "{ B(i) = Z(i) }", 1, 35, r"^unknown tensor or function 'Z'$"),
+    # TC's expectBool (sema.h): ! && || and the condition of ?: take bools
+    (SIG + "{ B(i) = !A(i) ? 1.0 : 0.0 }", 1, 36, r"^'!' needs a bool \(a comparison or a bool tensor\), not float32"),
+    (SIG + "{ B(i) = A(i) ? 1.0 : 0.0 }", 1, 35, r"^the condition of '\?:' needs a bool.*not float32; compare it"),
+    (SIG + "{ B(i) = (A(i) > 0 && i) ? 1.0 : 0.0 }", 1, 48, r"^'&&' needs a bool .*not int32"),
+    (SIG + "{ B(i) = (A(i) || A(i) > 0) ? 1.0 : 0.0 }", 1, 36, r"^'\|\|' needs a bool .*not float32"),
     (SIG + "{ B(i) = Q.0 }", 1, 35, r"unknown tensor 'Q'"),
     (SIG + "{ B(i) = tanh(A(i), A(i)) }", 1, 35, r"'tanh' takes 1 argument, but 2 are given"),
     (SIG + "{ B(i) = pow(A(i)) }", 1, 35, r"'pow' takes 2 arguments, but 1 is given"),

@@ -183,7 +183,8 @@ def test_float_division_by_a_constant_zero_follows_ieee():
 
 
 def test_bool_reductions_are_any_and_all():
-    src = "def f(float(R,C) A, float(C) x) -> (anyv, allv) { anyv(r) +=! A(r,c) && x(c)  allv(r) *=! A(r,c) || x(c) }"
+    src = ("def f(float(R,C) A, float(C) x) -> (anyv, allv) { anyv(r) +=! A(r,c) != 0 && x(c) != 0 "
+           " allv(r) *=! A(r,c) != 0 || x(c) != 0 }")
     A = np.array([[1, 0, 1], [0, 0, 0]], np.float32)
     x = np.array([0, 1, 0], np.float32)
     anyv, allv = tcdsl.compile(src)(A, x)

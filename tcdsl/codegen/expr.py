@@ -34,15 +34,18 @@ def dtype_of(x: tirx.PrimExpr) -> str:
 
 
 def lower_expr(e: n.Expr, env: Mapping[str, tirx.PrimExpr], buffers: Mapping[str, tirx.Buffer],
-               dtype: str | None = None) -> tirx.PrimExpr:
-    """``e`` as a TIR expression of type ``dtype`` (default: ``e.dtype``)."""
-    return _Lower(env, buffers).as_type(e, dtype or e.dtype or INDEX)
+               dtype: str | None = None, wrap: bool = False) -> tirx.PrimExpr:
+    """``e`` as a TIR expression of type ``dtype`` (default: ``e.dtype``).
+    ``wrap``: integer ``+ - *`` of 8 to 32 bits wrap around (two's complement)
+    as in C and NumPy -- for values; index and size arithmetic stays plain."""
+    return _Lower(env, buffers, wrap).as_type(e, dtype or e.dtype or INDEX)
 
 
 class _Lower:
-    def __init__(self, env, buffers):
+    def __init__(self, env, buffers, wrap: bool = False):
         self.env = env
         self.buffers = buffers
+        self.wrap = wrap
 
     def as_type(self, e: n.Expr, dtype: str) -> tirx.PrimExpr:
         if isinstance(e, n.Const):
@@ -65,7 +68,11 @@ class _Lower:
             case n.Cast(to=to, operand=x):
                 return self.as_type(x, to)
             case n.Unary(op="-", operand=x):
-                return _negate(self.as_type(x, e.dtype or INDEX))
+                t = e.dtype or INDEX
+                v = self.as_type(x, t)
+                if self._wraps(t) and not t.startswith("u") and not isinstance(v, tirx.IntImm):
+                    return _wrap_to(-tirx.Cast("int64", v), t)
+                return _negate(v)
             case n.Unary(op="!", operand=x):
                 return tirx.Not(self.as_type(x, "bool"))
             case n.Binary(op=op, lhs=a, rhs=b):
@@ -84,7 +91,11 @@ class _Lower:
         than read out of bounds (which could crash the process), or, in checked
         mode (codegen/checks.py), compared with the extent: out of range, the
         kernel raises a TcError naming dimension ``dim`` of ``tensor``."""
-        x = self.as_type(e, INDEX)
+        saved, self.wrap = self.wrap, False
+        try:
+            x = self.as_type(e, INDEX)
+        finally:
+            self.wrap = saved
         if _is_affine(e):
             return x
         if checks.enabled():
@@ -105,6 +116,14 @@ class _Lower:
             return _COMPARE[op](x, y)
         t = e.dtype or INDEX
         x, y = self.as_type(a, t), self.as_type(b, t)
+        if op in ("+", "-", "*") and self._wraps(t):
+            # TVM's LLVM backend marks integer + - * nsw/nuw (no wrap): an
+            # overflow would be poison that LLVM folds away.  In 64 bits these
+            # cannot overflow; the result wraps back into t.
+            wide = "uint64" if t.startswith("u") and op != "-" else "int64"
+            xw, yw = tirx.Cast(wide, x), tirx.Cast(wide, y)
+            r = xw + yw if op == "+" else xw - yw if op == "-" else xw * yw
+            return _wrap_to(r, t)
         match op:
             case "+":
                 return x + y
@@ -131,6 +150,9 @@ class _Lower:
                 return tirx.max(x, y)
         raise InternalError(f"unknown operator {op}")
 
+    def _wraps(self, t: str) -> bool:
+        return self.wrap and ty.is_int(t) and ty.bits(t) <= 32
+
     def _builtin(self, e: n.BuiltinCall, name: str, args) -> tirx.PrimExpr:
         b = bt.lookup(name)
         if b is None:
@@ -148,10 +170,41 @@ def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
     src = dtype_of(x)
     if src == dtype:
         return x
-    if dtype.startswith("u") and src.startswith("int") and not isinstance(x, (tirx.IntImm, tirx.Var)):
+    if dtype.startswith("u") and src.startswith("int"):
+        if isinstance(x, tirx.IntImm):
+            return tirx.const(x.value % (1 << ty.bits(dtype)), dtype)
+        if isinstance(x, tirx.Var):
+            return _to_unsigned(x, dtype)
         v = tirx.Var("s", src)
-        return tirx.Let(v, x, tirx.Cast(dtype, v))
+        return tirx.Let(v, x, _to_unsigned(v, dtype))
     return tirx.Cast(dtype, x)
+
+
+def _wrap_to(v: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
+    """A 64-bit integer ``v`` wrapped into the 8 to 32-bit integer ``dtype``,
+    through non-negative masks (TVM cannot fold a narrowing cast of a
+    constant out of the target's range)."""
+    bits = ty.bits(dtype)
+    if dtype_of(v) == "uint64":
+        return tirx.Cast(dtype, tirx.bitwise_and(v, tirx.const((1 << bits) - 1, "uint64"))) if dtype.startswith("u") \
+            else _wrap_to(tirx.Cast("int64", tirx.bitwise_and(v, tirx.const((1 << bits) - 1, "uint64"))), dtype)
+    low = tirx.bitwise_and(v, tirx.const((1 << bits) - 1, "int64"))
+    if dtype.startswith("u"):
+        return tirx.Cast(dtype, low)
+    sign = tirx.const(1 << (bits - 1), "int64")
+    return tirx.Cast(dtype, tirx.bitwise_xor(low, sign) - sign)
+
+
+def _to_unsigned(v: tirx.Var, dtype: str) -> tirx.PrimExpr:
+    """A signed ``v`` wrapped into ``dtype`` (two's complement) through values
+    that are never negative: TVM's constant folder cannot make a negative
+    constant of an unsigned type (``x * min(-1, 3)`` on uint32 failed to build)."""
+    bits = ty.bits(dtype)
+    wide = v if dtype_of(v) == "int64" else tirx.Cast("int64", v)
+    if bits < 64:
+        return tirx.Cast(dtype, tirx.bitwise_and(wide, tirx.const((1 << bits) - 1, "int64")))
+    low = tirx.Cast(dtype, tirx.bitwise_and(wide, tirx.const((1 << 63) - 1, "int64")))
+    return low + tirx.Select(wide < tirx.const(0, "int64"), tirx.const(1 << 63, dtype), tirx.const(0, dtype))
 
 
 def _is_min(y: tirx.PrimExpr) -> bool:

@@ -415,7 +415,7 @@ def _parts(s: IslStmt, env: dict, buffers: dict):
     dtype = buf.dtype
     if s.is_init:
         return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v
-    value = lower_expr(c.rhs, env, buffers, str(dtype))
+    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True)
     if str(dtype) == "bool" and c.reduction is not None:
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
         return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)

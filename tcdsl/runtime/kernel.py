@@ -285,7 +285,8 @@ class Kernel:
         self._output_shapes = shape_function([self.frontend.ranges.extent_exprs(o) for o in self._output_names])
         params = checked.node.params
         self._fast = FastPath([checked.tensors[p.name].dtype for p in params], [len(p.type.dims) for p in params],
-                              [checked.tensors[o].dtype for o in self._output_names], enabled=self._kind == "llvm")
+                              [checked.tensors[o].dtype for o in self._output_names],
+                              enabled=self._kind == "llvm" and bool(params) and bool(self._output_names))
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
 
     def _remember(self, args: list[Arg], key: tuple, b: _Binary, sizes: dict[str, int],

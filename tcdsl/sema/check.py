@@ -428,6 +428,24 @@ class _Typer:
             return ta
         return ty.promote(ta, tb)
 
+    @staticmethod
+    def _expect_bool(e: n.Expr) -> None:
+        """TC's rule (sema.h, expectBool): the operands of ``! && ||`` and the
+        condition of ``?:`` are bool -- comparisons, bool tensors, or these."""
+        match e:
+            case n.Unary(op="!", operand=x):
+                operands, what = [x], "'!'"
+            case n.Binary(op=op, lhs=a, rhs=b) if op in ("&&", "||"):
+                operands, what = [a, b], f"'{op}'"
+            case n.Select(cond=c):
+                operands, what = [c], "the condition of '?:'"
+            case _:
+                return
+        for x in operands:
+            if x.dtype is not None and x.dtype != "bool":
+                raise TcSemanticError(f"{what} needs a bool (a comparison or a bool tensor), not {x.dtype}; "
+                                      f"compare it, e.g. 'x != 0'", x.span or e.span)
+
     def _annotate(self, e: n.Expr) -> n.Expr:
         e = n.map_children(e, lambda c: self._annotate(c) if isinstance(c, n.Expr) else c)
         e = replace(e, dtype=self.expr_type(e))
@@ -435,6 +453,7 @@ class _Typer:
                 and e.dtype is not None and not ty.is_float(e.dtype)):
             what = "division" if e.op == "/" else "remainder"
             raise TcSemanticError(f"integer {what} by zero", e.rhs.span or e.span)
+        self._expect_bool(e)
         if isinstance(e, n.Access):
             for c in (x for i in e.indices for x in n.walk(i) if isinstance(x, n.Const)):
                 _check_index_literal(c)
