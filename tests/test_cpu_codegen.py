@@ -163,3 +163,13 @@ def test_convolution_tiles_rows_of_an_inner_parallel_loop():
     for ishape, wshape in [((2, 3, 7, 40), (5, 3, 2, 3)), ((1, 1, 1, 1), (1, 1, 1, 1)), ((3, 2, 9, 9), (4, 2, 3, 3))]:
         I, W = rand(rng, *ishape), rand(rng, *wshape)
         np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
+
+
+def test_source_code_formats():
+    k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) * 2 }")
+    assert "define" in k.source_code("ll")
+    assert re.search(r"\bv(mul|add)ps\b", k.source_code("asm"))  # AVX: the host CPU target
+    c = k.source_code("c")  # TVM's C code generator, not LLVM IR
+    assert "int32_t" in c and "#include" in c and "define void" not in c
+    with pytest.raises(tcdsl.TcError, match="unknown format 'x'"):
+        k.source_code("x")

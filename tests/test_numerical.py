@@ -190,3 +190,12 @@ def test_bool_reductions_are_any_and_all():
     anyv, allv = tcdsl.compile(src)(A, x)
     np.testing.assert_array_equal(anyv, np.any((A != 0) & (x != 0), axis=1))
     np.testing.assert_array_equal(allv, np.all((A != 0) | (x != 0), axis=1))
+
+
+def test_indirect_read_of_an_empty_tensor_gives_zero():
+    """An indirect index is clamped into its tensor; an empty tensor has no
+    element to clamp to, so the read gives 0 (and never touches memory)."""
+    k = tcdsl.compile("def f(float(M) T, int32(N) I) -> (O) { O(i) = T(I(i)) }")
+    np.testing.assert_array_equal(k(np.zeros(0, np.float32), np.array([0, 3, -1], np.int32)), np.zeros(3))
+    np.testing.assert_array_equal(k(np.arange(4, dtype=np.float32), np.array([0, 3, -1, 9], np.int32)),
+                                  [0, 3, 0, 3])

@@ -64,7 +64,16 @@ class _Lower:
                 return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
-                return tirx.BufferLoad(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)])
+                load = tirx.BufferLoad(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)])
+                clamped = [buf.shape[k] for k, i in enumerate(idx)
+                           if not _is_affine(i) and not isinstance(buf.shape[k], tirx.IntImm)]
+                if clamped and not checks.enabled():
+                    # clamping cannot keep a read inside an empty tensor: such a read gives 0
+                    nonempty = clamped[0] > 0
+                    for x in clamped[1:]:
+                        nonempty = tirx.And(nonempty, x > 0)
+                    return tirx.if_then_else(nonempty, load, tirx.const(0, str(buf.dtype)))
+                return load
             case n.Cast(to=to, operand=x):
                 return self.as_type(x, to)
             case n.Unary(op="-", operand=x):

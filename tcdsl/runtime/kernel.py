@@ -356,8 +356,10 @@ class Kernel:
         return "cuda" if self._kind == "cuda" else "cpu"
 
     def source_code(self, fmt: str, sizes: dict[str, int] | None = None) -> str:
-        """Generated code: ``"ll"`` (LLVM IR of the host/CPU module), ``"c"``,
-        and for target 'cuda' also ``"cuda"`` (the kernels' CUDA C) and
+        """Generated code: ``"ll"`` (LLVM IR of the host/CPU module), ``"asm"``
+        (its assembly), ``"c"`` (C from TVM's C code generator, target 'llvm'
+        only; the binary that runs is LLVM's), and for target 'cuda' also
+        ``"cuda"`` (the kernels' CUDA C) and
         ``"host"`` (TVMScript of the host side, with its kernel launches).
         ``sizes`` (every size): the binary this kernel's mode makes for them
         (built now if it has none yet); None: the symbolic binary."""
@@ -366,8 +368,13 @@ class Kernel:
             if self._kind != "cuda":
                 raise TcError(f"{'CUDA source' if fmt == 'cuda' else 'host code'} needs target='cuda'")
             return targets.cuda_source(b.executable) if fmt == "cuda" else targets.host_tir(b.backend.func, self.target)
-        mod = b.executable.mod
-        return mod.inspect_source("ll" if fmt == "ll" else "c") if fmt != "c" else mod.inspect_source("ll")
+        if fmt == "c":
+            from .. import driver
+
+            return driver.emit(self, "c", sizes)
+        if fmt not in ("ll", "asm"):
+            raise TcError(f"source_code: unknown format '{fmt}' (ll, asm, c, cuda, host)")
+        return b.executable.mod.inspect_source(fmt)
 
     def __repr__(self) -> str:
         return f"<tcdsl.Kernel {self.frontend.name} target={self._kind} specialize={self.specialize}>"
