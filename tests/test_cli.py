@@ -219,7 +219,7 @@ def test_run_checked(capsys, write):
     (("compile", "{two}", "--entry", "matmul", "--options", "tile_rows=big"),
      "error: --options: tile_rows: expected an integer, true, false or none, got 'big'"),
     (("compile", "{two}", "--entry", "matmul", "--options", "{{bad"), "error: --options: not a JSON object"),
-    (("compile", "{two}", "--entry", "matmul", "--options", "tile_cols=12"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "tile_cols=12,vector_width=8"),
      "error: options: 'tile_cols' (12) must be a multiple of 'vector_width' (8)"),
 ])
 def test_user_errors_exit_1_without_traceback(capsys, write, tmp_path, argv, prefix):

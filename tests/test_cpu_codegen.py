@@ -28,9 +28,12 @@ def _mixing_reference(x0, W):
     return x
 
 
+TILE = {"tile_rows": 6, "tile_cols": 32, "vector_width": 8}  # fixed here: the defaults depend on the host
+
+
 def test_matmul_accumulates_in_a_register_tile():
-    k = tcdsl.compile(MATMUL)
-    # a 4 x 32 tile of accumulators, loaded before the k loop, updated as 8-wide vectors
+    k = tcdsl.compile(MATMUL, options=TILE)
+    # a 6 x 32 tile of accumulators, loaded before the k loop, updated as 8-wide vectors
     assert "T.alloc_local((6, 32))" in k.script
     assert re.search(r"for c\d_k in range\(.*K.*\):\s+for r in T\.unroll\(6\):\s+for u in T\.unroll\(4\):"
                      r"\s+for v in T\.vectorized\(8\):\s+acc\[r, u \* 8 \+ v\] = acc\[r, u \* 8 \+ v\] \+", k.script)
@@ -38,11 +41,24 @@ def test_matmul_accumulates_in_a_register_tile():
     assert "T.alloc_local((6, 8))" in k.script and "T.alloc_local((1, 1))" in k.script
 
 
+def test_default_tiles_fit_the_host():
+    from tcdsl.codegen import cpu, targets
+
+    m = cpu.cpu_mapping({})
+    assert (m.tile_rows, m.tile_cols, m.vector_width) == tuple(cpu.host_defaults().values())
+    assert m.vector_width == (16 if targets.host_avx512() else 8)
+    assert f"T.alloc_local(({m.tile_rows}, {m.tile_cols}))" in tcdsl.compile(MATMUL).script
+    # a vector width alone keeps the tile's number of vectors
+    assert cpu.cpu_mapping({"vector_width": 4}).tile_cols == m.tile_cols // m.vector_width * 4
+    if targets.host_avx512():  # LLVM may use zmm registers for the 16-lane vectors
+        assert "-prefer-256-bit" in str(targets.make_target("llvm"))
+
+
 def test_matmul_copies_the_shared_panel():
     """B's k x 32 panel is copied to contiguous memory when at least two row
     tiles of a chunk use it (rows of B at a power-of-two stride share cache
     sets); A, which moves with the rows, is read in place."""
-    k = tcdsl.compile(MATMUL)
+    k = tcdsl.compile(MATMUL, options=TILE)
     assert re.search(r"B_panel\[c\d_pk \* 32 \+ u \* 8 \+ v\] = B\[c\d_pk, ", k.script)
     assert re.search(r"acc\[r, u \* 8 \+ v\] \+ A\[.*\] \* B_packed\[", k.script)
     assert "A_panel" not in k.script
@@ -75,11 +91,12 @@ def test_mapping_options_keep_results(options):
 
 def test_register_tiles_option():
     assert "alloc_local" not in tcdsl.compile(MATMUL, options={"register_tiles": False}).script
-    assert "T.alloc_local((2, 16))" in tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 16}).script
+    assert "T.alloc_local((2, 16))" in tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 16,
+                                                                       "vector_width": 8}).script
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"tile_rows": 0}, "'tile_rows' must be a positive integer"),
+    ({"tile_rows": -1}, "'tile_rows' must be a positive integer"),
     ({"tile_cols": 12}, "multiple of 'vector_width'"),
     ({"tile_rows": 16, "tile_cols": 32}, "too large"),
     ({"parallel": 1}, "'parallel' must be True or False"),
@@ -130,7 +147,7 @@ def test_mapping_options_object():
     opts = tcdsl.MappingOptions(tile_rows=2, tile_cols=16)
     assert opts.to_dict() == {"tile_rows": 2, "tile_cols": 16}
     assert tcdsl.MappingOptions.from_dict({"tile_rows": 2, "tile_cols": 16, "disk_cache": False}) == opts
-    assert opts.replace(tile_rows=6).to_dict() == {"tile_cols": 16}
+    assert opts.replace(tile_rows=0).to_dict() == {"tile_cols": 16}  # 0: the host default
     k = tcdsl.compile(MATMUL, options=opts)
     assert "T.alloc_local((2, 16))" in k.script
     A, B = rand(np.random.default_rng(5), 7, 5), rand(np.random.default_rng(6), 5, 19)
@@ -156,7 +173,7 @@ def _conv_reference(I, W):
 def test_convolution_tiles_rows_of_an_inner_parallel_loop():
     """Convolution: the register tile sits below the parallel n and m loops,
     over output rows h x columns w, accumulating over the c, kh, kw nest."""
-    k = tcdsl.compile(CONV)
+    k = tcdsl.compile(CONV, options=TILE)
     assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
                      r"\s+for r in T\.unroll\(6\):", k.script)
     rng = np.random.default_rng(7)

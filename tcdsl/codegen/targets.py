@@ -31,11 +31,26 @@ def host_cpu() -> str:
     return tvm.target.codegen.llvm_get_system_cpu()
 
 
+@functools.cache
+def host_avx512() -> bool:
+    """The host CPU has AVX-512 (512-bit vectors, 32 vector registers)."""
+    try:
+        with tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()}):
+            return bool(tvm.target.codegen.llvm_cpu_has_features("avx512f"))
+    except Exception:  # an LLVM without the query: assume not
+        return False
+
+
 def make_target(target) -> tvm.target.Target:
-    """``"llvm"`` means the host CPU model (plain ``llvm`` emits SSE-only code)."""
+    """``"llvm"`` means the host CPU model (plain ``llvm`` emits SSE-only code).
+    With AVX-512, LLVM is told not to prefer 256-bit vectors, so that the
+    16-lane vectors of the register tiles (codegen/cpu.py) use zmm registers
+    instead of pairs of ymm."""
     if isinstance(target, tvm.target.Target):
         return target
     if target in ("llvm", "cpu"):
+        if host_avx512():
+            return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "mattr": ["-prefer-256-bit"]})
         return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()})
     if target == "cuda":
         return tvm.target.Target({"kind": "cuda", "arch": cuda_arch()}, host={"kind": "llvm", "mcpu": host_cpu()})
