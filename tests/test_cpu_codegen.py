@@ -190,3 +190,12 @@ def test_source_code_formats():
     assert "int32_t" in c and "#include" in c and "define void" not in c
     with pytest.raises(tcdsl.TcError, match="unknown format 'x'"):
         k.source_code("x")
+
+
+def test_statements_of_one_step_get_no_register_tiles():
+    """The t == 0 branch of the Elman RNN (h0 . h2h) runs in one step of the
+    time loop: plain loops, no register-tile code to compile; the other steps'
+    h2h product is tiled."""
+    s = tcdsl.compile(ELMAN).script
+    assert not re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* h0\[", s)
+    assert re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* hidden\[t - 1", s)

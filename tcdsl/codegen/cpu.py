@@ -126,6 +126,18 @@ def accumulates_privately(s: IslStmt) -> bool:
     return True
 
 
+def runs_in_one_step(s: IslStmt, loop_var: str) -> bool:
+    """``S`` runs at a single value of the enclosing sequential loop's variable
+    (the ``t == 0`` branch of a recurrence): not worth a register tile's code."""
+    d = s.domain.params()
+    i = d.find_dim_by_name(isl.dim_type.param, loop_var)
+    if i < 0:
+        return False
+    d = d.move_dims(isl.dim_type.set, 0, isl.dim_type.param, i, 1)
+    d = d.project_out(isl.dim_type.param, 0, d.dim(isl.dim_type.param))
+    return d.is_singleton()
+
+
 def ast_ids(e: isl.AstExpr) -> set[str]:
     """The identifiers (iterators and parameters) in an isl AST expression."""
     t = e.get_type()
@@ -286,7 +298,7 @@ class ChunkedLoop:
         s = self.low.stmts[call.get_op_arg(0).get_id().get_name()]
         if str(self.low.gen.sig.buffers[s.info.comp.tensor].dtype) == "bool":
             return None
-        if not self.low.gen.private_accumulator(s):
+        if not self.low.gen.private_accumulator(s) or self.low.gen.one_step(s):
             return None
         j_name = inner.for_get_iterator().get_id().get_name()
         # the accumulated element must not move with any k, and must move by 1 with j

@@ -21,10 +21,10 @@ from tvm import tirx
 from ..errors import InternalError
 from ..syntax import nodes as n
 from ..sema import types as ty
-from ..sema.affine import pwaff_to_expr
+from ..sema.affine import isl_name, pwaff_to_expr
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
-from .cpu import ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, strip_marks
+from .cpu import ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step, strip_marks
 from .expr import INDEX, dtype_of, lower_expr
 
 _OP = isl.ast_expr_op_type
@@ -82,6 +82,11 @@ class _Gen:
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
         self.cpu = cpu_mapping(self.options) if target_kind == "llvm" else None
         self._private: dict[str, bool] = {}
+
+    def one_step(self, s: IslStmt) -> bool:
+        """See :func:`tcdsl.codegen.cpu.runs_in_one_step` (inside a sequential loop)."""
+        loops = next((k.loops for k in self.model.kernels() if s in k.stmts), ())
+        return bool(loops) and runs_in_one_step(s, isl_name(loops[-1].var))
 
     def private_accumulator(self, s: IslStmt) -> bool:
         """See :func:`tcdsl.codegen.cpu.accumulates_privately` (cached per statement)."""
