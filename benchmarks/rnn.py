@@ -38,10 +38,18 @@ def _time(fn, repeat: int) -> float:
     return statistics.median(best)
 
 
+SETTLE = 0.2  # seconds between contenders (see interleaved)
+
+
 def interleaved(contenders: dict, rounds: int, repeat: int) -> dict[str, float]:
+    """Medians over rounds of every contender in turn.  Before each contender
+    the process sleeps SETTLE seconds: the previous one's thread pool (OpenMP
+    in PyTorch and NumPy's BLAS, TVM's) spins for a while after its work, and
+    on two cores a spinning pool takes a core from the next contender."""
     samples: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(rounds):
         for name, fn in contenders.items():
+            time.sleep(SETTLE)
             samples[name].append(_time(fn, repeat))
     return {k: statistics.median(v) for k, v in samples.items()}
 
@@ -228,7 +236,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--chart", help="also write the chart here (e.g. benchmarks/rnn.png)")
+    ap.add_argument("--settle", type=float, default=SETTLE, help="seconds of sleep before each contender")
     a = ap.parse_args(argv)
+    globals()["SETTLE"] = a.settle
     try:
         import torch
 

@@ -44,12 +44,16 @@ def test_matmul_accumulates_in_a_register_tile():
 def test_default_tiles_fit_the_host():
     from tcdsl.codegen import cpu, targets
 
-    m = cpu.cpu_mapping({})
+    m = cpu.cpu_mapping({}).resolved(in_loop=False)
     assert (m.tile_rows, m.tile_cols, m.vector_width) == tuple(cpu.host_defaults().values())
     assert m.vector_width == (16 if targets.host_avx512() else 8)
     assert f"T.alloc_local(({m.tile_rows}, {m.tile_cols}))" in tcdsl.compile(MATMUL).script
+    # inside a sequential loop (an RNN's batch rows): fewer rows, wider tiles
+    r = cpu.cpu_mapping({}).resolved(in_loop=True)
+    assert r.tile_cols > m.tile_cols and r.tile_rows < m.tile_rows
+    assert f"T.alloc_local(({r.tile_rows}, {r.tile_cols}))" in tcdsl.compile(ELMAN).script
     # a vector width alone keeps the tile's number of vectors
-    assert cpu.cpu_mapping({"vector_width": 4}).tile_cols == m.tile_cols // m.vector_width * 4
+    assert cpu.cpu_mapping({"vector_width": 4}).resolved(False).tile_cols == m.tile_cols // m.vector_width * 4
     if targets.host_avx512():  # LLVM may use zmm registers for the 16-lane vectors
         assert "-prefer-256-bit" in str(targets.make_target("llvm"))
 

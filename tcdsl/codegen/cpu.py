@@ -32,6 +32,7 @@ element), so symbolic sizes need no guards in the main tiles.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -65,6 +66,16 @@ class CpuMapping:
     steps_inside: bool = True
     register_tiles: bool = True
 
+    def resolved(self, in_loop: bool) -> "CpuMapping":
+        """The tile fields that are 0 filled in with :func:`host_defaults` for a
+        kernel inside a sequential loop or not (a vector width alone keeps the
+        default tile's number of vectors per row)."""
+        auto = host_defaults(in_loop)
+        if self.vector_width and not self.tile_cols:
+            auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * self.vector_width
+        given = {k: getattr(self, k) for k in auto if getattr(self, k)}
+        return dataclasses.replace(self, **{**auto, **given})
+
     @property
     def threads(self) -> int:
         if self.cpu_threads:
@@ -76,15 +87,20 @@ class CpuMapping:
 CPU_KEYS = {f for f in CpuMapping.__dataclass_fields__}
 
 
-def host_defaults() -> dict[str, int]:
-    """Register tiles that fit the host's vector registers: with AVX-512 (32
-    registers of 16 floats) 6 x 32 floats in 12 registers; else (16 registers
-    of 8) 4 x 24 in 12.  Measured on the 1024^3 matmul and the Elman RNN."""
+def host_defaults(in_loop: bool = False) -> dict[str, int]:
+    """Register tiles that fit the host's vector registers.  With AVX-512 (32
+    registers of 16 floats): 6 x 32 (12 registers) for a kernel on its own,
+    4 x 64 (16 registers) for one inside a sequential loop, whose rows are few
+    (a batch; batch 1 keeps 4 independent sums per row).  Without (16
+    registers of 8): 4 x 24 and 2 x 48.  Measured on the 1024^3 matmul and
+    the Elman RNN at batch 32 and 1."""
     from .targets import host_avx512
 
     if host_avx512():
-        return {"tile_rows": 6, "tile_cols": 32, "vector_width": 16}
-    return {"tile_rows": 4, "tile_cols": 24, "vector_width": 8}
+        rows, cols, vw = (4, 64, 16) if in_loop else (6, 32, 16)
+    else:
+        rows, cols, vw = (2, 48, 8) if in_loop else (4, 24, 8)
+    return {"tile_rows": rows, "tile_cols": cols, "vector_width": vw}
 
 
 def cpu_mapping(options: dict | None) -> CpuMapping:
@@ -97,15 +113,15 @@ def cpu_mapping(options: dict | None) -> CpuMapping:
                 raise TcError(f"options: '{k}' must be True or False, got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "cpu_threads" else 1):
             raise TcError(f"options: '{k}' must be a positive integer, got {v!r}")
-    auto = host_defaults()
-    if "vector_width" in given and not ("tile_cols" in given):
-        auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * given["vector_width"]
-    m = CpuMapping(**{**auto, **given})
-    if m.tile_cols % m.vector_width:
-        raise TcError(f"options: 'tile_cols' ({m.tile_cols}) must be a multiple of 'vector_width' ({m.vector_width})")
-    if m.tile_rows * m.tile_cols * 4 > _MAX_TILE_BYTES:
-        raise TcError(f"options: a register tile of {m.tile_rows} x {m.tile_cols} elements is too large "
-                      f"(at most {_MAX_TILE_BYTES // 4} elements)")
+    m = CpuMapping(**given)
+    for in_loop in (False, True):
+        r = m.resolved(in_loop)
+        if r.tile_cols % r.vector_width:
+            raise TcError(f"options: 'tile_cols' ({r.tile_cols}) must be a multiple of 'vector_width' "
+                          f"({r.vector_width})")
+        if r.tile_rows * r.tile_cols * 4 > _MAX_TILE_BYTES:
+            raise TcError(f"options: a register tile of {r.tile_rows} x {r.tile_cols} elements is too large "
+                          f"(at most {_MAX_TILE_BYTES // 4} elements)")
     return m
 
 
@@ -174,7 +190,8 @@ class ChunkedLoop:
 
     def __init__(self, low, mapping: CpuMapping, wrap: Callable | None):
         self.low = low
-        self.m = mapping
+        in_loop = low.kernel is not None and bool(low.kernel.loops)
+        self.m = mapping.resolved(in_loop)
         self.wrap = wrap
 
     def emit(self, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
