@@ -42,7 +42,7 @@ def test_before_scheduling_schedules_per_size():
 
 
 def test_auto_serves_at_once_then_dispatches_to_a_specialized_binary():
-    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "disk_cache": False})
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "auto_payback": 0, "disk_cache": False})
     assert k.cache_info()["compiles"] == 1  # the symbolic kernel
     inputs = elman_inputs(np.random.default_rng(0), 4, 3, 5, 6)
     want = reference.elman_rnn(*inputs)
@@ -124,7 +124,7 @@ def _wait_for_background(k, seconds=120):
 
 
 def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binary():
-    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "disk_cache": False})
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "auto_payback": 0, "disk_cache": False})
     inputs = elman_inputs(np.random.default_rng(1), 3, 2, 4, 5)
     want = reference.elman_rnn(*inputs)
     shapes = tuple(x.shape for x in inputs)
@@ -142,10 +142,29 @@ def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binar
     assert k.cache_info()["hits"] == 4 and k.cache_info()["compiles"] == 2
 
 
+def test_auto_specialises_only_sizes_whose_calls_would_pay_for_the_build():
+    """Short calls at one size do not pay back a build (about as long as the
+    symbolic binary's): with the default auto_payback they stay symbolic;
+    once their time adds up to auto_payback x that build, the size is built."""
+    inputs = elman_inputs(np.random.default_rng(2), 3, 2, 4, 5)
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "disk_cache": False})
+    for _ in range(20):
+        k(*inputs)
+    _wait_for_background(k)
+    assert k.cache_info()["compiles"] == 1 and (3, 2, 4, 5) not in k._binaries
+    k._compile_estimate = sum(k._spent.values()) / 2  # as if the build had been this quick
+    k(*inputs)
+    _wait_for_background(k)
+    assert (3, 2, 4, 5) in k._binaries
+    np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+    with pytest.raises(tcdsl.TcError, match="'auto_payback' must be a number >= 0"):
+        tcdsl.compile(ELMAN, specialize="auto", options={"auto_payback": -1})
+
+
 def test_auto_compiles_in_one_background_thread_and_survives_a_failed_compile(monkeypatch):
     import threading
 
-    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 1, "disk_cache": False})
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 1, "auto_payback": 0, "disk_cache": False})
     real = k._compile
 
     def compile_or_fail(key, **kw):

@@ -37,7 +37,7 @@ from typing import Any
 FORMAT = 1
 
 # Kernel options that change how a kernel is run, not the code it is made of.
-RUNTIME_OPTIONS = frozenset({"disk_cache", "auto_threshold"})
+RUNTIME_OPTIONS = frozenset({"disk_cache", "auto_threshold", "auto_payback"})
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _ENTRY_FILE = re.compile(r"^([0-9a-f]{64})(?:\.json|-[0-9a-f]{16}\.so)$")

@@ -26,6 +26,9 @@ from .fastcall import MISS, FastPath
 # (CPU time of the calling thread) keep the GIL; longer ones let other
 # threads run meanwhile.
 _KEEP_GIL_BELOW = 1e-3
+# auto: the assumed cost of a specialised build when the symbolic binary came
+# from the disk cache (a build of the Elman RNN takes about 1 s here).
+_COMPILE_ESTIMATE = 0.5
 
 
 class _Binary:
@@ -93,6 +96,12 @@ class Kernel:
         self.options = dict(options or {})
         self.fixed = self._check_fixed(sizes or {})
         self._auto_threshold = int(self.options.get("auto_threshold", 3))
+        self._auto_payback = self.options.get("auto_payback", 1.0)
+        if isinstance(self._auto_payback, bool) or not isinstance(self._auto_payback, (int, float)) \
+                or not self._auto_payback >= 0:
+            raise TcError(f"options: 'auto_payback' must be a number >= 0, got {self._auto_payback!r}")
+        self._spent: Counter = Counter()  # auto: seconds of calls per size tuple, until it is hot
+        self._compile_estimate = _COMPILE_ESTIMATE
         self._lock = threading.Lock()
         self._binaries: dict[tuple | None, _Binary] = {}
         self._pending: set[tuple] = set()  # auto: size tuples handed to the background compiler
@@ -103,7 +112,10 @@ class Kernel:
         self._disk_base: dict | None = None
         self._init_fast_calls()
         if specialize in ("never", "auto"):
+            disk_hits, started = self._stats["disk_hits"], time.perf_counter()
             self._binaries[None] = self._compile(None)
+            if self._stats["disk_hits"] == disk_hits:  # built here: what a specialised build will cost
+                self._compile_estimate = time.perf_counter() - started
 
     def _check_fixed(self, sizes: dict[str, int]) -> dict[str, int]:
         known = set(self.frontend.checked.sizes)
@@ -191,7 +203,8 @@ class Kernel:
         with self._lock:
             self._seen[key] += 1
             first = self._seen[key] == 1
-            start = self._seen[key] >= self._auto_threshold and key not in self._pending
+            start = (self._seen[key] >= self._auto_threshold and key not in self._pending
+                     and self._spent[key] >= self._auto_payback * self._compile_estimate)
             if start:
                 self._pending.add(key)
                 self._in_flight += 1
@@ -249,10 +262,12 @@ class Kernel:
                                  [p.name for p in params] + list(self._output_names), allocated=out is None)
             return values[0] if len(values) == 1 else tuple(values)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
-        started = time.thread_time()  # CPU time: not the wait for the GIL after the call
+        started, wall = time.thread_time(), time.perf_counter()  # CPU time: not the wait for the GIL after the call
         b.fn(*call_args)
         if settled:
             self._remember(args, key, b, sizes, shapes, time.thread_time() - started)
+        elif self.specialize == "auto":
+            self._spent[key] += time.perf_counter() - wall
         values = [a.value for a in outs]
         return values[0] if len(values) == 1 else tuple(values)
 
