@@ -50,7 +50,15 @@ class Kernel:
     loops: tuple[Loop, ...]
     context: isl.Set  # parameters: sizes >= 1 and the enclosing loop ranges
     order: isl.UnionMap  # textual (program) order within one step
-    deps: isl.UnionMap | None = None
+    _deps: isl.UnionMap | None = None
+
+    @property
+    def deps(self) -> isl.UnionMap:
+        """The dependences (see the module docstring), computed when first
+        needed: a kernel loaded from the disk cache is never scheduled."""
+        if self._deps is None:
+            self._deps = _dependences(self)
+        return self._deps
 
     @property
     def domain(self) -> isl.UnionSet:
@@ -166,9 +174,7 @@ class _Builder:
             stmts.append(self._update_stmt(info))
         context = self._context(loops)
         order = self._order(stmts)
-        k = Kernel(stmts, loops, context, order)
-        k.deps = _dependences(k)
-        return k
+        return Kernel(stmts, loops, context, order)
 
     def _context(self, loops) -> isl.Set:
         space = isl.Space.create_from_names(self.ctx, set=[], params=[isl_name(p) for p in self.r.params])
