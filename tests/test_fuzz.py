@@ -763,6 +763,9 @@ def _report(records: list[dict]) -> str:
 # (what went wrong, the mutant).  Each must now work or raise TcError, and
 # agree with the interpreter when it runs.
 REGRESSIONS = [
+    ("TVM: binding of variable s conflicts (a Let of a signed-to-unsigned cast, repeated by a guarded division)",
+     "def fuzz(uint32(N) X0) -> (O1) {\n  O1(i) += ((X0(i)) + (X0(k))) + (X0(0)) where i in 1:N\n"
+     "  O1(i) = O1(i) * 1 + X0(i) where i in 1:N\n  T2(i) = (X0(i)) + ((uint32(i) / O1(i)))\n}\n"),
     ("TVM: cannot make uint from negative value -1 (a negative constant into uint32)",
      "def f(uint32(N) X) -> (O) { O(i) = X(i) * min(-1, 3) }"),
     ("TVM: literal 4294967296 exceeds range of int32 (constants folded across a wrapping product)",

@@ -172,20 +172,20 @@ class _Lower:
 
 
 def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
-    """``x`` as ``dtype``.  A signed integer becomes unsigned through a Let:
-    TVM's simplifier pushed ``uint32(-i)`` into the vector ramp of ``-i`` and
-    failed to make the constant ``uint32(-1)`` (a reinterpret instead trips
-    LLVM codegen on a constant 0)."""
+    """``x`` as ``dtype``.  A signed integer becomes unsigned through
+    non-negative masks (:func:`_to_unsigned`): TVM's simplifier pushed a plain
+    ``uint32(-i)`` into the vector ramp of ``-i`` and failed to make the
+    constant ``uint32(-1)`` (a reinterpret instead trips LLVM codegen on a
+    constant 0)."""
     src = dtype_of(x)
     if src == dtype:
         return x
     if dtype.startswith("u") and src.startswith("int"):
         if isinstance(x, tirx.IntImm):
             return tirx.const(x.value % (1 << ty.bits(dtype)), dtype)
-        if isinstance(x, tirx.Var):
-            return _to_unsigned(x, dtype)
-        v = tirx.Var("s", src)
-        return tirx.Let(v, x, _to_unsigned(v, dtype))
+        # No Let here: a caller may repeat the expression (a guarded division
+        # uses its operands twice), and two Lets of one variable are rejected.
+        return _to_unsigned(x, dtype)
     return tirx.Cast(dtype, x)
 
 
@@ -204,7 +204,7 @@ def _wrap_to(v: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
     return tirx.Cast(dtype, tirx.bitwise_xor(low, sign) - sign)
 
 
-def _to_unsigned(v: tirx.Var, dtype: str) -> tirx.PrimExpr:
+def _to_unsigned(v: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
     """A signed ``v`` wrapped into ``dtype`` (two's complement) through values
     that are never negative: TVM's constant folder cannot make a negative
     constant of an unsigned type (``x * min(-1, 3)`` on uint32 failed to build)."""
