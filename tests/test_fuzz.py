@@ -763,6 +763,8 @@ def _report(records: list[dict]) -> str:
 # (what went wrong, the mutant).  Each must now work or raise TcError, and
 # agree with the interpreter when it runs.
 REGRESSIONS = [
+    ("TVM: binding of variable rmod conflicts (floor remainder in an unrolled register tile)",
+     "def fuzz(int32(K, M, K) X0) -> (O1) {\n  O1(i, j, l) max=! ((X0(i, j, l)) * (X0(k, j, i))) + (j % -2)\n}\n"),
     ("TVM: binding of variable s conflicts (a Let of a signed-to-unsigned cast, repeated by a guarded division)",
      "def fuzz(uint32(N) X0) -> (O1) {\n  O1(i) += ((X0(i)) + (X0(k))) + (X0(0)) where i in 1:N\n"
      "  O1(i) = O1(i) * 1 + X0(i) where i in 1:N\n  T2(i) = (X0(i)) + ((uint32(i) / O1(i)))\n}\n"),

@@ -323,8 +323,10 @@ class ChunkedLoop:
 
         probe = {x: tirx.Var(x + "_p", INDEX) for x in k_names | {row, j_name}}
         with self.low.bound(probe):
-            buf, idx, _, _ = self.low.statement_parts(call)
+            buf, idx, value, _ = self.low.statement_parts(call)
         if not idx or any(_uses(x, probe[k]) for x in idx for k in k_names):
+            return None
+        if _has_node(value, _UNROLL_UNSAFE) or any(_has_node(x, _UNROLL_UNSAFE) for x in idx):
             return None
         coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
@@ -548,6 +550,25 @@ class _Panels(_Column):
 
 def _seq_of(stmts: list) -> tirx.Stmt:
     return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
+
+
+# Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
+# constants) or that are one: in an unrolled register tile the same Let
+# variable ends up bound once per copy, which its simplifier rejects
+# ("Binding of variable rmod ... conflicts"; found by the random programs).
+_UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)
+
+
+def _has_node(e, types: tuple) -> bool:
+    if isinstance(e, types):
+        return True
+    for f in ("a", "b", "value", "condition", "true_value", "false_value", "body"):
+        if hasattr(e, f) and _has_node(getattr(e, f), types):
+            return True
+    for f in ("args", "indices"):
+        if hasattr(e, f) and any(_has_node(y, types) for y in getattr(e, f)):
+            return True
+    return False
 
 
 def _loads(e) -> list:
