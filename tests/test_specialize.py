@@ -202,11 +202,12 @@ def test_short_planned_calls_keep_the_gil_while_another_thread_runs_python():
     busy = threading.Thread(target=python_loop, daemon=True)
     busy.start()
     try:
-        started = time.perf_counter()
-        for _ in range(500):
-            k(a, a)
-        elapsed = time.perf_counter() - started
+        for _ in range(50):
+            np.testing.assert_array_equal(k(a, a), a + a)
     finally:
         stop.set()
         busy.join()
-    assert elapsed < 2.0  # releasing the GIL at every call: 500 x 5 to 10 ms
+    # (how much faster that is -- 500 calls in ~0.01 s instead of 500 x 5 ms --
+    # is measured by benchmarks/call_overhead.py, not asserted here: timings
+    # on a shared machine are not a test)
+    assert k._plans[((16,), (16,))][0].release_gil is False
