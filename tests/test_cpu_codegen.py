@@ -203,3 +203,22 @@ def test_statements_of_one_step_get_no_register_tiles():
     s = tcdsl.compile(ELMAN).script
     assert not re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* h0\[", s)
     assert re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* hidden\[t - 1", s)
+
+
+def test_strided_isl_loops():
+    """With sizes fixed before scheduling isl may find a stride (a convolution
+    with strides 2 and 3 over a padded input): such a loop runs over its
+    values (it raised 'only unit-stride isl loops are generated')."""
+    import pathlib
+    import sys
+
+    programs = pathlib.Path(__file__).resolve().parent / "programs"
+    sys.path.insert(0, str(programs))
+    import cases
+
+    case = cases.by_name("padded_conv")
+    sizes = {"N": 2, "C": 3, "H": 6, "W": 5, "M": 2, "KH": 3, "KW": 2}
+    k = tcdsl.compile(programs / case.file, case.entry, specialize="before-scheduling")
+    inputs = case.make_inputs(np.random.default_rng(8), **sizes)
+    for got, want in zip(k(*inputs), case.reference(*inputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -167,6 +167,11 @@ def ast_ids(e: isl.AstExpr) -> set[str]:
     return set()
 
 
+def unit_stride(node: isl.AstNode) -> bool:
+    inc = node.for_get_inc()
+    return inc.get_type() == isl.ast_expr_type.int and inc.get_val().to_python() == 1
+
+
 def loop_ids(node: isl.AstNode) -> set[str]:
     """The identifiers in a for node's bounds."""
     return ast_ids(node.for_get_init()) | ast_ids(node.for_get_cond())
@@ -278,12 +283,12 @@ class ChunkedLoop:
         ``for k1 { for k2 ... { for j (par) { S } ... } }`` with every ``S``
         fit for a register tile and no dependence between two of them (so the
         ``k`` loops can be split into one nest per statement), else None."""
-        if not self.m.register_tiles or row in loop_ids(outer):
+        if not self.m.register_tiles or row in loop_ids(outer) or not unit_stride(outer):
             return None
         chain = [outer]
         body, _ = strip_marks(outer.for_get_body())
         while body.get_type() == NT.for_ and not self._column_loop(body):
-            if row in loop_ids(body):
+            if row in loop_ids(body) or not unit_stride(body):
                 return None
             chain.append(body)
             body, _ = strip_marks(body.for_get_body())
@@ -306,7 +311,8 @@ class ChunkedLoop:
 
     def _micro_one(self, k_names: set[str], node: isl.AstNode, row: str):
         inner, mark = strip_marks(node)
-        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names):
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names) \
+                or not unit_stride(inner):
             return None
         user, _ = strip_marks(inner.for_get_body())
         if user.get_type() != NT.user:

@@ -24,7 +24,8 @@ from ..sema import types as ty
 from ..sema.affine import isl_name, pwaff_to_expr
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
-from .cpu import ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step, strip_marks
+from .cpu import (ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step, strip_marks,
+                  unit_stride)
 from .expr import INDEX, dtype_of, lower_expr
 
 _OP = isl.ast_expr_op_type
@@ -136,7 +137,8 @@ class _Gen:
             return None
         k = body.items[0]
         top, mark = strip_marks(self.asts[self.kernel_index[id(k)]])
-        if mark != PARALLEL_STEPS or top.get_type() != isl.ast_node_type.for_ or lp.var in loop_ids(top):
+        if mark != PARALLEL_STEPS or top.get_type() != isl.ast_node_type.for_ or lp.var in loop_ids(top) \
+                or not unit_stride(top):
             return None
         lo = lower_expr(lp.lo, env, {}, INDEX)
         hi = lower_expr(lp.hi, env, {}, INDEX)
@@ -221,9 +223,18 @@ class _AstLowering:
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         name = node.for_get_iterator().get_id().get_name()
         inc = node.for_get_inc()
-        if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
-            raise InternalError("only unit-stride isl loops are generated")
+        if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() < 1:
+            raise InternalError(f"unexpected isl loop increment {inc.to_C_str()}")
+        step = int(inc.get_val().to_python())
         init, extent = self.loop_range(node)
+        if step != 1:  # isl found a stride (sizes fixed before scheduling): a plain loop over its values
+            if mark == PARALLEL_STEPS:
+                mark = PARALLEL
+            v = tirx.Var(name, INDEX)
+            count = tirx.floordiv(tirx.max(extent, 0) + step - 1, step)
+            parallel = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm" and self.gen.cpu.parallel
+            body = self._body_with(node, name, init + v * step, parallel_ok and not parallel)
+            return tirx.For(v, 0, count, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
         if mark == PARALLEL_STEPS:
             mark = PARALLEL
         outer = parallel_ok and mark == PARALLEL and self.gen.target_kind == "llvm"
