@@ -65,12 +65,11 @@ from tvm.tirx import ForKind, IterVar
 from ..errors import InternalError, TcError
 from ..polyhedral.schedule import PARALLEL, fixed_set, mark_bands
 from ..syntax import nodes as n
-from .cpu import ast_ids
+from .cpu import ast_ids, unit_stride
 from .expr import INDEX, lower_expr
 from .tir import _AstLowering, _statement
 
 _NT = isl.ast_node_type
-_OP = isl.ast_expr_op_type
 
 DEFAULT_THREADS = 256
 MAX_THREADS = 1024
@@ -201,7 +200,7 @@ class _Launcher:
             # a dependence-carrying loop with parallel work inside: a host loop of launches
             name, init, extent = _header(self.low, node)
             v = tirx.Var(name, INDEX)
-            with _Bound(self.low, {name: init + v}):
+            with self.low.bound({name: init + v}):
                 body = self.host(node.for_get_body())
             return tirx.For(v, 0, extent, ForKind.SERIAL, body)
         raise InternalError(f"unexpected isl AST node {t} at the host level of a CUDA kernel")
@@ -235,7 +234,7 @@ class _Launcher:
             values[name] = init + tirx.truncmod(rest, extent)
             rest = tirx.truncdiv(rest, extent)
         values[band[0][0]] = band[0][1] + rest
-        with _Bound(self.low, values):
+        with self.low.bound(values):
             stmt = self.low.node(body, False, None)
         if not (isinstance(total, tirx.IntImm) and total.value % threads == 0):
             stmt = tirx.IfThenElse(flat < total, stmt, None)
@@ -259,37 +258,12 @@ def _bind(emulate: bool, bx: tirx.Var, blocks, tx: tirx.Var, threads: int, body:
     return tirx.For(bx, 0, blocks, ForKind.THREAD_BINDING, inner, thread_binding=thread_axis("blockIdx.x"))
 
 
-class _Bound:
-    """Bind isl AST iterator names to TIR expressions for a ``with`` block."""
-
-    def __init__(self, low, values: dict):
-        self.low, self.values = low, values
-
-    def __enter__(self):
-        self.saved = {k: self.low.env.get(k) for k in self.values}
-        self.low.env.update(self.values)
-
-    def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                self.low.env.pop(k, None)
-            else:
-                self.low.env[k] = v
-
-
 def _header(low, node: isl.AstNode) -> tuple[str, tirx.PrimExpr, tirx.PrimExpr]:
     """(iterator name, first value, trip count) of an isl ``for``."""
-    name = node.for_get_iterator().get_id().get_name()
-    inc = node.for_get_inc()
-    if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() != 1:
-        raise InternalError("only unit-stride isl loops are generated")
-    cond = node.for_get_cond()
-    op = cond.get_op_type()
-    if cond.get_op_arg(0).get_type() != isl.ast_expr_type.id or op not in (_OP.lt, _OP.le):
-        raise InternalError(f"unexpected loop condition {cond.to_C_str()}")
-    init = low.expr(node.for_get_init())
-    extent = low.expr(cond.get_op_arg(1)) - init + (1 if op == _OP.le else 0)
-    return name, init, _simplify(extent)
+    if not unit_stride(node):
+        raise InternalError("only unit-stride isl loops are mapped to threads")
+    init, extent = low.loop_range(node)
+    return node.for_get_iterator().get_id().get_name(), init, _simplify(extent)
 
 
 def _par_loop(node: isl.AstNode) -> isl.AstNode | None:
@@ -423,7 +397,7 @@ class _ThreadLowering(_AstLowering):
                 name = node.for_get_iterator().get_id().get_name()
                 v = tirx.Var(name, INDEX)
                 inner.append(v)
-                with _Bound(self, {name: v}):
+                with self.bound({name: v}):
                     walk(node.for_get_body(), False)
             elif t == _NT.if_:
                 walk(node.if_get_then_node(), False)
@@ -444,7 +418,7 @@ class _ThreadLowering(_AstLowering):
         v = tirx.Var(name, INDEX)
         inner.append(v)
         try:
-            with _Bound(self, {name: v}):
+            with self.bound({name: v}):
                 walk(loop.for_get_body(), True)
         except _NoPlan:
             return []

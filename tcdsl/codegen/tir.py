@@ -258,15 +258,8 @@ class _AstLowering:
         return tirx.For(v, 0, extent, kind, body)
 
     def _body_with(self, node: isl.AstNode, name: str, value: tirx.PrimExpr, parallel_ok: bool) -> tirx.Stmt:
-        saved = self.env.get(name)
-        self.env[name] = value
-        try:
+        with self.bound({name: value}):
             return self.node(node.for_get_body(), parallel_ok, None)
-        finally:
-            if saved is None:
-                self.env.pop(name)
-            else:
-                self.env[name] = saved
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
         """An innermost coincident loop whose stores are stride-1 in it becomes a
