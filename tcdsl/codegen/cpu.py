@@ -512,6 +512,8 @@ class _Panels(_Column):
         self.packed = packed
 
     def around(self, make: Callable) -> tirx.Stmt:
+        from .tir import _seq
+
         low, w = self.low, self.w
         k_name = self.k_loop.for_get_iterator().get_id().get_name()
         k_init, k_ext = low.loop_range(self.k_loop)
@@ -544,7 +546,7 @@ class _Panels(_Column):
             head.append(tirx.DeclBuffer(view, data=panel.data))
             views[name] = view
         fill = tirx.For(k, 0, k_ext, tirx.ForKind.SERIAL, tirx.For(
-            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, _seq_of(fills))))
+            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, _seq(fills))))
         saved = low.buffer_override
         low.buffer_override = {**saved, **views}
         try:
@@ -552,10 +554,6 @@ class _Panels(_Column):
         finally:
             low.buffer_override = saved
         return tirx.SeqStmt(head + [fill, body])
-
-
-def _seq_of(stmts: list) -> tirx.Stmt:
-    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
 
 
 # Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
@@ -599,6 +597,7 @@ _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
 
 def _coefficient(x: tirx.PrimExpr, v: tirx.Var) -> int | None:
+    """The constant coefficient of ``v`` in ``x``; None if ``x`` is not linear in it."""
     from tvm import sym as arith
 
     coeffs = arith.detect_linear_equation(x, [v])
@@ -608,9 +607,5 @@ def _coefficient(x: tirx.PrimExpr, v: tirx.Var) -> int | None:
 
 
 def _uses(x: tirx.PrimExpr, v: tirx.Var) -> bool:
-    from tvm import sym as arith
-
-    coeffs = arith.detect_linear_equation(x, [v])
-    if len(coeffs) != 2:
-        return True  # not linear in v: assume it depends on it
-    return not (isinstance(coeffs[0], tirx.IntImm) and coeffs[0].value == 0)
+    """``x`` may depend on ``v`` (not linear in it counts as depending)."""
+    return _coefficient(x, v) != 0
