@@ -389,10 +389,10 @@ def test_random_integer_programs_agree_with_the_interpreter_all_types(case):
 @pytest.mark.parametrize("mode", MODES)
 def test_unsigned_arithmetic_wraps_around(mode):
     src = ("def f(uint32(K) X0, uint32(K, N, N) X2) -> (O1) {\n  O1(i) +=! X0(i) * X2(k, 0, 0) + 1\n"
-           "  O1(i) = O1(i) * -1 + X0(i)\n}")
+           "  O1(i) = O1(i) * uint32(-1) + X0(i)\n}")
     x0, x2 = np.array([5], np.uint32), np.array([[[2, 3], [4, 5]]], np.uint32)
     want = evaluate(src, [x0, x2])
-    assert want[0] == np.uint32(2**32 - 6)  # -(5 * 2 + 1) + 5
+    assert want[0] == np.uint32(2**32 - 6) and want[0].dtype == np.uint32  # -(5 * 2 + 1) + 5
     np.testing.assert_array_equal(tcdsl.compile(src, specialize=mode)(x0, x2), want)
 
 

@@ -477,6 +477,29 @@ def test_tc_accepts(name):
         np.testing.assert_allclose(np.asarray(g, dtype=F64), w.astype(F64), rtol=1e-4, atol=1e-5)
 
 
+# TC's match_types (sema.h), written out pair by pair: the type of `A(i) + B(i)`.
+# (bool + bool is TC's bool; tcdsl computes arithmetic on two bools in int32, as C does.)
+MATCH_TYPES = [
+    ("uint32", "int32", "int32"), ("int32", "uint32", "int32"), ("uint64", "int32", "int64"),
+    ("int32", "uint64", "int64"), ("uint8", "int16", "int16"), ("int8", "uint16", "int16"),
+    ("uint8", "uint32", "uint32"), ("int8", "int64", "int64"), ("bool", "uint8", "uint8"),
+    ("bool", "int8", "int8"), ("int64", "float32", "float32"),
+    ("uint64", "float64", "float64"), ("float32", "float64", "float64"), ("uint16", "uint16", "uint16"),
+]
+
+
+@pytest.mark.parametrize("ta, tb, want", MATCH_TYPES)
+def test_tc_match_types(ta, tb, want):
+    src = f"def f({ta}(N) A, {tb}(N) B) -> (O) {{ O(i) = A(i) + B(i) }}"
+    rng = np.random.default_rng(1)
+    a, b = (rng.integers(0, 2 if t == "bool" else 50, 7).astype(t) for t in (ta, tb))
+    got = tcdsl.compile(src)(a, b)
+    assert got.dtype == np.dtype(want)
+    np.testing.assert_array_equal(got, a.astype(want) + b.astype(want))
+    # what TC accepts as a declared output: exactly the promoted type (and wider ones)
+    tcdsl.compile(f"def f({ta}(N) A, {tb}(N) B) -> ({want}(N) O) {{ O(i) = A(i) + B(i) }}")
+
+
 # --------------------------------------------------------- the sema dumps
 def test_sema_dump_conv():
     """sema.expected / sema-env.expected: the Apply nodes become Accesses, the
@@ -687,6 +710,16 @@ def foo(float(N) A) -> (B) {
     "sema_narrowing": Reject(f"{SEMA}: 'to narrower type ... without an explicit cast'",
                              "def f(double(N) A) -> (float(N) B) { B(i) = A(i) }", 1, 45,
                              r"assigning a float64 value to 'B', declared float32, narrows it"),
+    # match_types: a signed and an unsigned integer give the signed type of the larger width
+    "sema_narrowing_signed": Reject(f"{SEMA}: match_types (int(a) * uint(b) -> int) then 'narrower type'",
+                                    "def f(uint32(N) A, int32(N) C) -> (uint32(N) B) { B(i) = A(i) + C(i) }",
+                                    1, 58, r"assigning a int32 value to 'B', declared uint32, narrows it"),
+    "sema_narrowing_int8_uint16": Reject(f"{SEMA}: match_types (int8 stored into uint16 is int16)",
+                                         "def f(int8(N) A) -> (uint16(N) B) { B(i) = A(i) }", 1, 44,
+                                         r"assigning a int8 value to 'B', declared uint16, narrows it"),
+    "sema_narrowing_index": Reject(f"{SEMA}: match_types (an index is int32)",
+                                   "def f(uint32(N) A) -> (uint32(N) B) { B(i) = A(i) + i }", 1, 46,
+                                   r"assigning a int32 value to 'B', declared uint32, narrows it"),
     "sema_output_dims": Reject(f"{SEMA}: 'tensor defined with 1 dimensions but declared as an output with 2'",
                                "def f(float(N) A) -> (float(N, N) B) { B(i) = A(i) }", 1, 40,
                                r"output 'B' is declared with 2 dimensions, but 1 index is given"),

@@ -4,9 +4,12 @@ Rules, in the order they are applied to a binary arithmetic expression:
 
 1. If either side is a floating type, the result is the wider floating type
    (float16 < float32 < float64); an integer side is converted to it.
-2. Otherwise both are integers (or bool): the result has the larger bit
-   width; for equal widths, unsigned wins if either side is unsigned (C).
-3. ``bool`` counts as the narrowest integer in arithmetic.
+2. Otherwise both are integers (or bool). With the same signedness the
+   result is the wider type; a signed and an unsigned integer give the
+   signed type of the larger width (TC's ``match_types``: ``uint32 +
+   int32`` is ``int32``, ``uint64 + int32`` is ``int64``).
+3. ``bool`` counts as a 1-bit unsigned integer (``bool + uint8`` is
+   ``uint8``, ``bool + int8`` is ``int8``).
 4. Comparisons, ``&&``, ``||`` and ``!`` give ``bool``.
 5. Integer literals are ``int32`` and float literals ``float32``, but a
    literal adapts to the other operand's type (``2 * A(i)`` stays float16
@@ -57,23 +60,17 @@ def promote(a: str, b: str) -> str:
         return b
     if b == "bool":
         return a
-    if bits(a) != bits(b):
+    n = max(bits(a), bits(b))
+    if a.startswith("u") == b.startswith("u"):
         return max((a, b), key=bits)
-    return a if a.startswith("u") else b
+    return f"int{n}"
 
 
 def is_narrowing(src: str, dst: str) -> bool:
-    """True when storing a ``src`` value into a ``dst`` tensor may lose
-    information in the way TC rejects (float into int, wider into narrower)."""
-    if src == dst or src == "bool":
-        return False
-    if is_float(src) and not is_float(dst):
-        return True
-    if is_float(src) and is_float(dst):
-        return bits(src) > bits(dst)
-    if is_float(dst):
-        return False
-    return bits(src) > bits(dst)
+    """True when storing a ``src`` value into a tensor declared ``dst`` is
+    rejected, as TC rejects it: unless ``promote(src, dst)`` is ``dst``
+    (float into int, wider into narrower, signed into unsigned)."""
+    return promote(src, dst) != dst
 
 
 def literal(value: int | float | bool, dtype: str) -> int | float | bool:
