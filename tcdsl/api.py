@@ -24,5 +24,5 @@ def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any 
     subclasses for bad programs.  ``options`` is a dict or a
     :class:`tcdsl.MappingOptions` (see docs/api.md)."""
     options = as_dict(options)
-    fe = driver.frontend(Source.load(source), entry, strict_bounds=bool((options or {}).get("strict_bounds")))
+    fe = driver.frontend_with(Source.load(source), entry, options)
     return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=options)

@@ -109,7 +109,7 @@ def _compile(args) -> int:
     from .runtime.kernel import Kernel
 
     options = _parse_options(args.options)
-    fe = driver.frontend(_load(args.file), args.entry, strict_bounds=bool(options.get("strict_bounds")))
+    fe = driver.frontend_with(_load(args.file), args.entry, options)
     sizes = _parse_sizes(args.sizes)
     if args.emit in ("ast", "ranges"):
         text = driver.STAGES[args.emit](_FrontendOnly(fe))
@@ -144,7 +144,7 @@ def _check(args) -> int:
     src = _load(args.file)
     names = [d.name for d in parse(src).defs]
     for name in names:
-        driver.frontend(src, name)
+        driver.frontend(src, name, hoist=False)
     print(f"{args.file}: ok ({', '.join(names)})")
     return 0
 
@@ -155,7 +155,8 @@ def _run(args) -> int:
     from . import driver
     from .runtime.kernel import Kernel
 
-    fe = driver.frontend(_load(args.file), args.entry)
+    options = _parse_options(args.options)
+    fe = driver.frontend_with(_load(args.file), args.entry, options)
     sizes = _parse_sizes(args.sizes)
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:
@@ -175,7 +176,7 @@ def _run(args) -> int:
             inputs.append(rng.integers(0, 2, shape).astype(bool))
         else:
             inputs.append(rng.standard_normal(shape).astype(dtype))
-    k = Kernel(fe, options=_parse_options(args.options))
+    k = Kernel(fe, options=options)
     outs = k(*inputs)
     outs = outs if isinstance(outs, tuple) else (outs,)
     for name, o in zip(fe.checked.outputs, outs):

@@ -25,7 +25,7 @@ from .source import Source
 from .syntax import nodes as n
 from .syntax.parse import parse
 from .syntax.printer import to_sexpr
-from .sema.check import CheckedDef, check
+from .sema.check import CheckedDef, check, select_def
 from .sema.ranges import RangeInfo, infer_ranges
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
@@ -48,9 +48,12 @@ class Frontend:
         return self.checked.node.name
 
 
-def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = False) -> Frontend:
+def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = False,
+             hoist: bool = True) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
-    for each read that may be out of bounds; an error when ``strict_bounds``)."""
+    for each read that may be out of bounds; an error when ``strict_bounds``)
+    -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
+    ``hoist`` is False."""
     program = parse(source)
     checked = check(program, entry)
     _dump("ast", lambda: to_sexpr(checked.node))
@@ -58,7 +61,48 @@ def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = 
     _dump("ranges", ranges.dump)
     model = build_model(ranges)
     check_bounds(model, strict=strict_bounds)
+    if hoist:
+        checked, ranges, model = _hoisted(program, entry, checked, ranges, model)
     return Frontend(source, program, checked, ranges, model)
+
+
+def frontend_with(source: Source, entry: str | None, options: dict | None) -> Frontend:
+    """``frontend`` with the options that concern it: ``strict_bounds`` and
+    ``hoist`` (see tcdsl.MappingOptions)."""
+    options = options or {}
+    hoist = options.get("hoist", True)
+    if not isinstance(hoist, bool):
+        raise TcError(f"options: 'hoist' must be True or False, got {hoist!r}")
+    return frontend(source, entry, strict_bounds=bool(options.get("strict_bounds")), hoist=hoist)
+
+
+def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program with its loop-invariant statements before their loops,
+    checked and inferred again; the original when there are none, or when
+    the rewritten program does not run exactly the same instances (see
+    hoist.same_domains) -- a safety net, not an expected outcome."""
+    import warnings
+
+    from .polyhedral import hoist
+
+    plan = hoist.plan(model)
+    if not plan:
+        return checked, ranges, model
+    new_def = hoist.rewrite(select_def(program, entry), plan)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the original program's warnings were given
+            new_checked = check(n.Program((new_def,)), new_def.name)
+            new_ranges = infer_ranges(new_checked, ranges.ctx)
+            if not hoist.same_domains(ranges, new_ranges, plan):
+                return checked, ranges, model
+            new_model = build_model(new_ranges)
+    except TcError:
+        return checked, ranges, model
+    for k in new_model.kernels():
+        k.serialize = all(s.info.comp.span in plan.ranges for s in k.stmts)
+    _dump("hoisted", lambda: to_sexpr(new_checked.node))
+    return new_checked, new_ranges, new_model
 
 
 @dataclass

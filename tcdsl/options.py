@@ -41,6 +41,9 @@ class MappingOptions:
       the dependences allow it (no barrier between steps); ``False`` keeps it
       outside, one parallel region per step.
     * ``register_tiles``: use register tiles for reductions.
+    * ``hoist``: compute the statements of a sequential ``for`` that depend on
+      nothing else the loop computes (an RNN's input projection) for all
+      steps before the loop, as one parallel kernel (polyhedral/hoist.py).
 
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
     ``registers``, ``emulate``.
@@ -54,6 +57,7 @@ class MappingOptions:
     parallel: bool = CpuMapping.parallel
     steps_inside: bool = CpuMapping.steps_inside
     register_tiles: bool = CpuMapping.register_tiles
+    hoist: bool = True
     threads: int = 256
     flatten: int | None = None
     registers: bool = True

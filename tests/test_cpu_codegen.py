@@ -115,11 +115,16 @@ def test_rnn_steps_run_inside_the_parallel_loop():
     """Elman and QRNN rows (batch entries) never depend on each other across
     steps, so the schedule marks the parallel loop par_steps and the time loop
     runs inside each thread's chunk: one parallel region per call."""
+    steps_inside = (r"for c0_chunk in T\.parallel\(.*\):\s+c0_lo: T\.let\[T\.int32\] = .*\s+"
+                    r"c0_rows: T\.let\[T\.int32\] = .*\s+for t(, c0_r in T\.grid| in range)\(")
     for path in (ELMAN, QRNN):
-        k = tcdsl.compile(path)
+        k = tcdsl.compile(path, options={"hoist": False})
         assert "par_steps" in tcdsl.driver.emit(k, "schedule")
-        assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+c0_lo: T\.let\[T\.int32\] = .*\s+c0_rows: T\.let\[T\.int32\] = .*\s+for t in range\(", k.script), path
+        assert re.search(steps_inside, k.script), path
         assert k.script.count("T.parallel") == 1
+    # with the QRNN's gates hoisted (test_hoist.py), the loop that is left runs inside
+    k = tcdsl.compile(QRNN)
+    assert re.search(steps_inside, k.script) and k.script.count("T.parallel") > 1
     rng = np.random.default_rng(2)
     for T, B, C, H in [(1, 1, 1, 1), (6, 5, 3, 9), (4, 9, 8, 33)]:
         x = qrnn_inputs(rng, T, B, C, H)

@@ -51,6 +51,11 @@ class Kernel:
     context: isl.Set  # parameters: sizes >= 1 and the enclosing loop ranges
     order: isl.UnionMap  # textual (program) order within one step
     _deps: isl.UnionMap | None = None
+    # Statements hoisted out of a loop (polyhedral/hoist.py): scheduled one
+    # after the other (isl's serialize_sccs), so that each is a clean nest --
+    # statements of different step ranges fused into one band would each sit
+    # under a condition, and lose their register tiles.
+    serialize: bool = False
 
     @property
     def deps(self) -> isl.UnionMap:

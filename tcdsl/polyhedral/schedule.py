@@ -45,7 +45,13 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
         dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
     sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
           .set_validity(deps).set_coincidence(deps).set_proximity(deps))
-    sched = sc.compute_schedule()
+    ctx = dom.get_ctx()
+    serialize = ctx.get_schedule_serialize_sccs()
+    ctx.set_schedule_serialize_sccs(1 if k.serialize else serialize)
+    try:
+        sched = sc.compute_schedule()
+    finally:
+        ctx.set_schedule_serialize_sccs(serialize)
     # Hand-written walks rather than isl's node callbacks: an exception inside
     # an islpy callback is swallowed and can corrupt the process.
     root = _split(sched.get_root())

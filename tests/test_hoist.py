@@ -1,0 +1,218 @@
+"""Loop-invariant statements hoisted out of sequential loops (polyhedral/hoist.py).
+
+Each program is compiled with hoisting (the default) and without, and both
+are compared with NumPy or with the reference interpreter (tcdsl.testing),
+which runs the program as written; the tests also say which statements moved.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.syntax import nodes as n
+from tcdsl.testing import evaluate
+
+from helpers import QRNN, qrnn_inputs, rand, reference
+
+NO_HOIST = {"hoist": False}
+
+
+def hoisted(kernel) -> list[str]:
+    """The tensors written by statements before the first loop of the compiled program."""
+    out = []
+    for s in kernel.frontend.checked.node.body:
+        if isinstance(s, n.For):
+            break
+        if isinstance(s, n.Comprehension):
+            out.append(s.tensor)
+    return out
+
+
+def loop_body(kernel) -> list[str]:
+    loops = [s for s in kernel.frontend.checked.node.body if isinstance(s, n.For)]
+    return [c.tensor for c in n.walk(loops[0]) if isinstance(c, n.Comprehension)] if loops else []
+
+
+def assert_same(src, inputs, entry=None, **kw):
+    """Hoisted and not hoisted agree with the interpreter; returns the hoisted kernel."""
+    want = evaluate(src, inputs, entry)
+    want = want if isinstance(want, tuple) else (want,)
+    kernels = [tcdsl.compile(src, entry, options=o, **kw) for o in ({}, NO_HOIST)]
+    for k in kernels:
+        got = k(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    return kernels[0]
+
+
+# ------------------------------------------------------------- hoisted
+RNN_PROJ = """
+def rnn(float(T,B,I) x, float(B,H) h0, float(I,H) Wx, float(H,H) Wh) -> (h) {
+  for t in T {
+    xw(b, j) +=! x(t, b, i) * Wx(i, j)
+    if t == 0 { h(t, b, j) +=! h0(b, k) * Wh(k, j) }
+    else      { h(t, b, j) +=! h(t - 1, b, k) * Wh(k, j) }
+    h(t, b, j) = tanh(h(t, b, j) + xw(b, j))
+  }
+}"""
+
+
+def _rnn_numpy(x, h0, Wx, Wh):
+    h, out = h0.astype(np.float64), []
+    for t in range(x.shape[0]):
+        h = np.tanh(h @ Wh + x[t].astype(np.float64) @ Wx)
+        out.append(h)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("T,B,I,H", [(5, 3, 7, 9), (1, 1, 1, 1), (17, 4, 16, 33)])
+def test_input_projection_runs_for_all_steps_before_the_loop(T, B, I, H):
+    rng = np.random.default_rng(T)
+    inputs = [rand(rng, T, B, I), rand(rng, B, H), rand(rng, I, H), rand(rng, H, H)]
+    k = tcdsl.compile(RNN_PROJ)
+    # xw expanded to xw(t, b, j) and computed before the loop, and h(0) (which
+    # reads only inputs); the recurrence stays
+    assert hoisted(k) == ["xw", "h"]
+    assert k.frontend.checked.tensors["xw"].rank == 3
+    assert loop_body(k) == ["h", "h"]
+    np.testing.assert_allclose(k(*inputs), _rnn_numpy(*inputs), rtol=1e-4, atol=1e-5)
+    assert_same(RNN_PROJ, inputs)
+
+
+def test_qrnn_gates_are_hoisted_and_expanded():
+    k = tcdsl.compile(QRNN)
+    # the gates (both branches of `if t == 0`), their activations and cell(0)
+    assert sorted(set(hoisted(k))) == ["cell", "f", "o", "z"]
+    assert [k.frontend.checked.tensors[g].rank for g in "zfo"] == [3, 3, 3]
+    assert sorted(set(loop_body(k))) == ["cell", "h"]
+    for T, B, C, H in [(7, 3, 5, 6), (1, 2, 3, 4), (2, 1, 1, 1)]:
+        inputs = qrnn_inputs(np.random.default_rng(T), T, B, C, H)
+        for got, want in zip(k(*inputs), reference.qrnn(*inputs)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_hoisting_keeps_every_specialization_mode_and_options_object():
+    rng = np.random.default_rng(3)
+    inputs = [rand(rng, 6, 2, 5), rand(rng, 2, 4), rand(rng, 5, 4), rand(rng, 4, 4)]
+    want = _rnn_numpy(*inputs)
+    for mode in ("never", "after-scheduling", "before-scheduling"):
+        np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode)(*inputs), want, rtol=1e-4, atol=1e-5)
+    k = tcdsl.compile(RNN_PROJ, options=tcdsl.MappingOptions(hoist=False))
+    assert hoisted(k) == [] and "xw" in loop_body(k)
+    np.testing.assert_allclose(k(*inputs), want, rtol=1e-4, atol=1e-5)
+
+
+def test_hoisting_out_of_the_inner_of_two_loops():
+    src = """
+    def layers(float(L,T,B,I) x, float(L,I,H) W, float(H,H) U) -> (h) {
+      for l in L {
+        for t in T {
+          p(b, j) +=! x(l, t, b, i) * W(l, i, j)
+          if t == 0 { h(l, t, b, j) = p(b, j) }
+          else      { h(l, t, b, j) +=! h(l, t - 1, b, k) * U(k, j) }
+        }
+      }
+    }"""
+    rng = np.random.default_rng(5)
+    inputs = [rand(rng, 2, 4, 3, 5), rand(rng, 2, 5, 6), rand(rng, 6, 6)]
+    k = assert_same(src, inputs)
+    outer = [s for s in k.frontend.checked.node.body if isinstance(s, n.For)]
+    # p (and h at t == 0) moved out of `for t` only
+    assert len(outer) == 1 and [type(s).__name__ for s in outer[0].body] == ["Comprehension", "Comprehension", "For"]
+    assert [s.tensor for s in outer[0].body[:2]] == ["p", "h"]
+
+
+# ------------------------------------------------------- kept in the loop
+@pytest.mark.parametrize("name, src", [
+    # reads what the loop writes at the step before (a recurrence)
+    ("recurrence", """
+    def f(float(T,N) x, float(N,N) W) -> (y) {
+      for t in T {
+        if t == 0 { y(t, j) = x(t, j) }
+        else      { y(t, j) +=! y(t - 1, k) * W(k, j) }
+      }
+    }"""),
+    # reads X(t) before the statement writing it (so reads 0): hoisting would change that
+    ("anti-dependence", """
+    def f(float(T,N) x, float(N,N) W) -> (r, X) {
+      for t in T {
+        r(t, j) = 2 * X(t, j) where j in 0:N
+        X(t, j) +=! x(t, k) * W(k, j)
+      }
+    }"""),
+    # runs on every other step: not one interval of t
+    ("not an interval", """
+    def f(float(T,N) x, float(N,N) W) -> (y) {
+      for t in T {
+        if t % 2 == 0 { y(t, j) +=! x(t, k) * W(k, j) }
+      }
+    }"""),
+    # accumulates into the same element at every step
+    ("across steps", """
+    def f(float(T,N) x, float(N,N) W) -> (acc) {
+      for t in T {
+        acc(j) += x(t, k) * W(k, j)
+      }
+    }"""),
+    # the temporary carries a value from one step to the next
+    ("carried temporary", """
+    def f(float(T,N) x, float(N,N) W) -> (y) {
+      for t in T {
+        if t == 0 { s(j) +=! x(t, k) * W(k, j) }
+        y(t, j) = s(j) + x(t, j)
+      }
+    }"""),
+])
+def test_statements_that_must_stay_in_the_loop(name, src):
+    rng = np.random.default_rng(7)
+    inputs = [rand(rng, 6, 5), rand(rng, 5, 5)]
+    k = assert_same(src, inputs)
+    assert hoisted(k) == [], name
+
+
+def test_a_statement_before_its_hoisted_neighbour_keeps_the_loop():
+    # y reads xw at the same step, after it: xw moves, and y(0); the recurrence stays
+    src = """
+    def f(float(T,B,N) x, float(N,N) W) -> (y) {
+      for t in T {
+        xw(b, j) +=! x(t, b, k) * W(k, j)
+        if t == 0 { y(t, b, j) = xw(b, j) }
+        else      { y(t, b, j) = xw(b, j) + 0.5 * y(t - 1, b, j) }
+      }
+    }"""
+    rng = np.random.default_rng(11)
+    k = assert_same(src, [rand(rng, 5, 3, 4), rand(rng, 4, 4)])
+    assert hoisted(k) == ["xw", "y"] and loop_body(k) == ["y"]
+
+
+def test_an_index_variable_named_like_a_loop_variable_elsewhere():
+    # the loop variable t is a parameter of the polyhedral model; the index
+    # variable t of the other statements is renamed internally
+    src = """
+    def f(float(T,N) x) -> (y, z, w) {
+      y(t, j) +=! x(t, k) * x(j, k)
+      for t in T { z(t, j) = y(t, j) + 1 }
+      w(j) +=! z(t, j)
+    }"""
+    x = rand(np.random.default_rng(2), 4, 3)
+    y, z, w = tcdsl.compile(src)(x)
+    np.testing.assert_allclose(y, x @ x.T, rtol=1e-5)
+    np.testing.assert_allclose(z, x @ x.T + 1, rtol=1e-5)
+    np.testing.assert_allclose(w, (x @ x.T + 1).sum(0), rtol=1e-5)
+
+
+def test_cli_option(tmp_path, capsys):
+    from tcdsl.cli import main
+
+    path = tmp_path / "rnn.tc"
+    path.write_text(RNN_PROJ)
+    assert main(["compile", str(path), "--emit", "ast"]) == 0
+    with_hoist = capsys.readouterr().out
+    assert main(["compile", str(path), "--emit", "ast", "--options", "hoist=false"]) == 0
+    without = capsys.readouterr().out
+    assert with_hoist != without and "t_1" in with_hoist and "t_1" not in without
+    with pytest.raises(tcdsl.TcError, match="hoist"):
+        tcdsl.compile(RNN_PROJ, options={"hoist": "yes"})
