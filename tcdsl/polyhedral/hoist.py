@@ -124,6 +124,8 @@ class _Loop:
         for s in k.stmts:
             if s.info not in infos:
                 infos.append(s.info)
+        if not any(self._worth_it(i, infos) for i in infos):
+            return
         self.order = _union(self.stamp(s).flat_range_product(self.lift(m)).reset_tuple_id(NT.out)
                             for s in k.stmts for m in _maps(k.order.intersect_domain(
                                 isl.UnionSet.from_set(s.domain))))
@@ -234,6 +236,17 @@ class _Loop:
             bare += 1
         ranges = [w for w in c.wheres if isinstance(w, n.RangeConstraint)]
         return bare == 1 and not inside and not any(self._uses_t(w.lo) or self._uses_t(w.hi) for w in ranges)
+
+    def _worth_it(self, info: StmtInfo, infos: list[StmtInfo]) -> bool:
+        """A quick look before the analysis: a reduction that runs at several
+        steps and reads nothing the loop writes."""
+        if not info.comp.reduction_vars or not self._steps(info):
+            return False
+        if not info.comp.initializes and any(i.comp.tensor == info.comp.tensor for i in infos if i is not info):
+            return False  # accumulates into what another statement of the loop writes
+        written = {i.comp.tensor for i in infos}
+        read = {x.tensor for x in n.walk(info.comp.rhs) if isinstance(x, n.Access)}
+        return not read & written
 
     def _steps(self, info: StmtInfo) -> bool:
         """Whether the statement may run at two or more steps."""
