@@ -45,13 +45,16 @@ def make_target(target) -> tvm.target.Target:
     """``"llvm"`` means the host CPU model (plain ``llvm`` emits SSE-only code).
     With AVX-512, LLVM is told not to prefer 256-bit vectors, so that the
     16-lane vectors of the register tiles (codegen/cpu.py) use zmm registers
-    instead of pairs of ymm."""
+    instead of pairs of ymm.  LLVM runs at -O2: the code is vectorized in TIR
+    already, and -O3 only unrolled the remainder loops (up to 7 copies of a
+    tanh tail), which cost compile time and no run time."""
     if isinstance(target, tvm.target.Target):
         return target
     if target in ("llvm", "cpu"):
         if host_avx512():
-            return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "mattr": ["-prefer-256-bit"]})
-        return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()})
+            return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "mattr": ["-prefer-256-bit"],
+                                      "opt-level": 2})
+        return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "opt-level": 2})
     if target == "cuda":
         return tvm.target.Target({"kind": "cuda", "arch": cuda_arch()}, host={"kind": "llvm", "mcpu": host_cpu()})
     raise TcError(f"unknown target '{target}'; use 'llvm' or 'cuda'")
@@ -68,8 +71,12 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
         verify_memory(mod, target)
         with _build_lock, cuda_compile_env(), tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES):
             return tvm.compile(mod, target=target)
-    with _build_lock, tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES):  # LLVM codegen is not re-entrant
-        return tvm.compile(mod, target=target)                                    # across threads in every build
+    # LLVM codegen is not re-entrant across threads in every build.  TIR's
+    # common subexpression elimination is left to LLVM (its CSE), which is
+    # cheaper on the unrolled register tiles.
+    with _build_lock, tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES,
+                                                config={"tirx.disable_cse_tir": True}):
+        return tvm.compile(mod, target=target)
 
 
 # s_tir.CompactBufferAllocation raised "Divide by zero" (its region estimate) on a

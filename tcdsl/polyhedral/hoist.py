@@ -288,9 +288,22 @@ class _Loop:
         box = box.align_params(st.get_space()).intersect_params(known.align_params(st.get_space()))
         if not box.is_equal(st.intersect_params(known.align_params(st.get_space()))):
             return None
-        names = {isl_name(p): p for p in self.r.params}
+        # Equal for sizes >= 1; a size may be 0 at run time, where the loop
+        # runs no step: the interval must lie in the loop's range for every
+        # size (`0:1` for `if t == 0` does not; the code, generated for sizes
+        # >= 1, could not clamp it).
+        start = bounds[0]
         end = _aff_to_expr(affs[1].add_constant_val(isl.Val.one(self.ctx)))
-        return _parsed(bounds[0], names), _parsed(end, names)
+        loop = self.k.loops[-1]
+        if not (self._never(f"{to_isl(start)} < {to_isl(loop.lo)}")
+                and self._never(f"{to_isl(end)} > {to_isl(loop.hi)} and {to_isl(end)} > {to_isl(start)}")):
+            return None
+        names = {isl_name(p): p for p in self.r.params}
+        return _parsed(start, names), _parsed(end, names)
+
+    def _never(self, cond: str) -> bool:
+        """``cond`` over the parameters holds for no values of them (sizes 0 included)."""
+        return isl.Set.read_from_str(self.ctx, params_prefix(self.r.params) + "{ : " + cond + " }").is_empty()
 
 
 def _parsed(e: n.Expr, names: dict[str, str]) -> n.Expr:
