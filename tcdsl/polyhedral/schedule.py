@@ -45,21 +45,81 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
         dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
     sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
           .set_validity(deps).set_coincidence(deps).set_proximity(deps))
-    ctx = dom.get_ctx()
-    serialize = ctx.get_schedule_serialize_sccs()
-    ctx.set_schedule_serialize_sccs(1 if k.serialize else serialize)
-    try:
-        sched = sc.compute_schedule()
-    finally:
-        ctx.set_schedule_serialize_sccs(serialize)
-    # Hand-written walks rather than isl's node callbacks: an exception inside
-    # an islpy callback is swallowed and can corrupt the process.
-    root = _split(sched.get_root())
-    root = _sink_vector_bands(root, _stride_one(k))
-    root = mark_bands(root)
+    sched = _compute(sc, k.serialize)
+    stride_one = _stride_one(k)
+    root = _finish(sched, stride_one)
+    if k.loops and not k.serialize:
+        other = _outer_then_serialized(sched, sc)
+        if other is not None:
+            other = _finish(other, stride_one)
+            if _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
+                root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
     return root.get_schedule()
+
+
+def _compute(sc: isl.ScheduleConstraints, serialize: bool) -> isl.Schedule:
+    ctx = sc.get_ctx()
+    before = ctx.get_schedule_serialize_sccs()
+    ctx.set_schedule_serialize_sccs(1 if serialize else before)
+    try:
+        return sc.compute_schedule()
+    finally:
+        ctx.set_schedule_serialize_sccs(before)
+
+
+def _finish(sched: isl.Schedule, stride_one: isl.UnionMap) -> isl.ScheduleNode:
+    """Split the bands, sink the vector loops, mark par/seq."""
+    # Hand-written walks rather than isl's node callbacks: an exception inside
+    # an islpy callback is swallowed and can corrupt the process.
+    root = _split(sched.get_root())
+    root = _sink_vector_bands(root, stride_one)
+    return mark_bands(root)
+
+
+def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
+    """The outermost loop of ``sched`` when it is parallel (the rows of a
+    step: an RNN's batch), and below it each statement in a nest of its own
+    (isl's serialize_sccs).  isl fuses the statements of an LSTM step into one
+    band that the reductions make serial, so its ``j`` loop cannot be
+    vectorized; this schedule keeps the outer parallel loop (and with it the
+    time loop inside it, see PARALLEL_STEPS) and gives every statement its
+    own vector loop.  Valid: the outer loop is coincident (no dependence
+    between its iterations) and the inner schedule respects every dependence."""
+    NT = isl.schedule_node_type
+    node = sched.get_root().child(0)
+    if node.get_type() != NT.band or not node.band_member_get_coincident(0):
+        return None
+    if node.band_n_member() > 1:
+        node = node.band_split(1)
+    outer = node.band_get_partial_schedule()
+    inner = _compute(sc, True).get_root().child(0)
+    return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
+
+
+def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap) -> int:
+    """How many statements end in a parallel loop over their stride-one dimension."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, mark: str | None) -> None:
+        nonlocal count
+        t = node.get_type()
+        if t == NT.band:
+            below = node.child(0)
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one):
+                count += node.get_domain().n_set()
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None)
+    visit(root, None)
+    return count
+
+
+def _has_band(node: isl.ScheduleNode) -> bool:
+    if node.get_type() == isl.schedule_node_type.band:
+        return True
+    return any(_has_band(node.child(c)) for c in range(node.n_children()))
 
 
 def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.ScheduleNode:
