@@ -173,6 +173,17 @@ class _Gen:
             step, op = f"{self.const()} * {h}(t - 1, b)", "="
         rest = self.expr(v, 1, False)
         lines = ["  for t in T {\n"]
+        if self.chance(0.4):  # an input projection: hoisted before the loop (polyhedral/hoist.py)
+            w = Tensor(f"X{len(self.inputs)}", (s, s))
+            self.inputs.append(w)
+            proj = self.fresh("P")
+            if self.chance(0.5):  # a temporary, expanded by t when hoisted
+                lines.append(f"{pad}{proj}(b) +=! {x.name}(t, k) * {w.name}(k, b)\n")
+                rest = f"({rest}) + {proj}(b)"
+            else:
+                lines.append(f"{pad}{proj}(t, b) +=! {x.name}(t, k) * {w.name}(k, b)\n")
+                rest = f"({rest}) + {proj}(t, b)"
+                self.outputs.append(proj)
         if self.chance(0.5):
             tmp = self.fresh("T")
             lines.append(f"{pad}{tmp}(b) = {self.read_t(x, 't')} * {self.const()}\n")
