@@ -610,6 +610,8 @@ def mutate(rng: random.Random, text: str) -> str:
             return text[:start] + kind * depth + text[start:end] + ")" * depth + text[end:]  # deep nesting
         case 8:
             lines = text.splitlines(keepends=True)
+            if not lines:
+                return text
             k = rng.randrange(len(lines))
             return "".join(lines[:k] + [lines[k]] * rng.choice([2, 3]) + lines[k:])  # a line repeated
         case _:

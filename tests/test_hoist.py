@@ -217,3 +217,59 @@ def test_cli_option(tmp_path, capsys):
     assert with_hoist != without and "t_1" in with_hoist and "t_1" not in without
     with pytest.raises(tcdsl.TcError, match="hoist"):
         tcdsl.compile(RNN_PROJ, options={"hoist": "yes"})
+
+
+MORE = {
+    # x read backwards
+    "reverse": ("""def f(float(T,B,I) x, float(I,H) W, float(H,H) U) -> (h) {
+      for t in T {
+        p(b, j) +=! x(T - 1 - t, b, i) * W(i, j)
+        if t == 0 { h(t, b, j) = tanh(p(b, j)) }
+        else { h(t, b, j) = tanh(p(b, j) + h(t - 1, b, j)) }
+      }
+    }""", [(5, 3, 4), (4, 6), (6, 6)], ["p"]),
+    # a where-range on the reduction
+    "where": ("""def f(float(T,N) x, float(N,N) W) -> (y) {
+      for t in T {
+        q(j) +=! x(t, k) * W(k, j) where k in 0:2
+        y(t, j) = q(j) + (t == 0 ? 0 : y(t - 1, j))
+      }
+    }""", [(5, 4), (4, 4)], ["q"]),
+    # an embedding lookup: an indirect read (a may-read of all of E)
+    "lookup": ("""def f(float(V,H) E, int32(T,B) tok, float(H,H) W) -> (h) {
+      for t in T {
+        e(b, j) +=! E(tok(t, b), k) * W(k, j)
+        if t == 0 { h(t, b, j) = e(b, j) }
+        else { h(t, b, j) = e(b, j) + h(t - 1, b, j) }
+      }
+    }""", [(7, 4), "tok", (4, 4)], ["e"]),
+    # t in the middle of the left-hand side; the whole body moves
+    "t in the middle": ("""def f(float(T,B,I) x, float(I,H) W) -> (xw, h) {
+      for t in T {
+        xw(b, t, j) +=! x(t, b, i) * W(i, j)
+        h(t, b) +=! xw(b, t, j)
+      }
+    }""", [(5, 3, 4), (4, 6)], ["xw", "h"]),
+    # two loops, each entirely hoisted
+    "two loops": ("""def f(float(T,N) x, float(N,N) W) -> (y, z) {
+      for t in T { y(t, j) +=! x(t, k) * W(k, j) }
+      for t in T { z(t, j) +=! y(t, k) * W(k, j) }
+    }""", [(5, 4), (4, 4)], ["y", "z"]),
+    # `for t in 1:T`: hoisted, h would be (0, B, H) for T = 1 instead of the
+    # loop's (0, 0, 0) (nothing written): the rewrite is dropped
+    "shapes would change": ("""def f(float(T,B,I) x, float(I,H) W) -> (h) {
+      for t in 1:T {
+        p(b, j) +=! x(t, b, i) * W(i, j) + x(t - 1, b, i) * W(i, j)
+        h(t, b, j) = p(b, j) * 2
+      }
+    }""", [(5, 3, 4), (4, 6)], []),
+}
+
+
+@pytest.mark.parametrize("name", MORE)
+def test_more_programs(name):
+    src, shapes, moved = MORE[name]
+    rng = np.random.default_rng(13)
+    inputs = [rng.integers(0, 7, (5, 3)).astype(np.int32) if s == "tok" else rand(rng, *s) for s in shapes]
+    k = assert_same(src, inputs)
+    assert hoisted(k) == moved

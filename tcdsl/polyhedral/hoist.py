@@ -54,6 +54,7 @@ class Plan:
 
     ranges: dict[object, tuple[str, n.Expr, n.Expr]] = field(default_factory=dict)  # span -> (t, lo, hi)
     expanded: dict[str, str] = field(default_factory=dict)  # tensor -> t
+    position: dict[str, int] = field(default_factory=dict)  # tensor -> where t goes in its indices
     hoisted_ids: dict[int, str] = field(default_factory=dict)  # StmtInfo.id -> t
     renamed: dict[object, str] = field(default_factory=dict)  # span -> t's name in the hoisted statement
 
@@ -145,6 +146,7 @@ class _Loop:
             self.out.hoisted_ids[info.id] = self.t
         for z in expand & {i.comp.tensor for i in hoisted}:
             self.out.expanded[z] = self.t
+            self.out.position[z] = self._position(z)
 
     def _greedy(self, expand: set[str]):
         """The statements that can be hoisted, in textual order, with their
@@ -197,6 +199,18 @@ class _Loop:
         steps = flow.get_may_dependence().apply_domain(stamps).apply_range(stamps)
         return steps.is_empty() or steps.deltas().is_subset(
             isl.UnionSet.from_set(isl.Set.read_from_str(self.ctx, "{ [0] }")).align_params(steps.get_space()))
+
+    def _position(self, z: str) -> int:
+        """Where ``t`` goes among the indices of the expanded ``z``: before the
+        last one, so that the hoisted nest's rows are the steps (a matmul of
+        ``T`` rows per batch row, which keeps its register tiles with one
+        batch row) and the last index stays the contiguous one -- but first
+        when a leading dimension has a constant extent (an LSTM's 4 gates): as
+        the outermost parallel loop it would leave cores idle."""
+        extents = self.r.extents[z]
+        if len(extents) < 2 or any(pa.is_cst() for pa in extents[:-1]):
+            return 0
+        return len(extents) - 1
 
     def _accesses(self, expand: set[str]) -> tuple[isl.UnionMap, isl.UnionMap]:
         """Lifted reads (with may-reads) and writes, expanded tensors with ``t``."""
@@ -371,11 +385,15 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
 
     def expand(node, t: str):
         """The temporaries expanded for the loop over ``t`` indexed by ``t``."""
+        def with_t(name: str, indices: tuple, span) -> tuple:
+            k = p.position[name]
+            return indices[:k] + (n.Ident(t, span=span),) + indices[k:]
+
         def fn(x):
             if isinstance(x, n.Comprehension) and p.expanded.get(x.tensor) == t:
-                x = replace(x, indices=(n.Ident(t, span=x.span),) + x.indices)
+                x = replace(x, indices=with_t(x.tensor, x.indices, x.span))
             if isinstance(x, n.Call) and p.expanded.get(x.name) == t:
-                return replace(x, args=(n.Ident(t, span=x.span),) + tuple(fn(a) for a in x.args))
+                return replace(x, args=with_t(x.name, tuple(fn(a) for a in x.args), x.span))
             if isinstance(x, n.Ident) and p.expanded.get(x.name) == t:
                 return n.Call(x.name, (n.Ident(t, span=x.span),), span=x.span)
             return n.map_children(x, fn)
