@@ -222,20 +222,35 @@ class ChunkedLoop:
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
 
     # ------------------------------------------------------------ body parts
-    def has_micro(self, node: isl.AstNode, row: str) -> bool:
-        node, _ = strip_marks(node)
+    def has_micro(self, node: isl.AstNode, row: str, inherited: str | None = None) -> bool:
+        node, mark = strip_marks(node)
+        mark = mark or inherited
         t = node.get_type()
         if t == NT.block:
             ch = node.block_get_children()
             return any(self.has_micro(ch.get_at(i), row) for i in range(ch.n_ast_node()))
         if t == NT.if_:
-            return self.has_micro(node.if_get_then_node(), row) or (
-                node.if_has_else_node() and self.has_micro(node.if_get_else_node(), row))
-        return t == NT.for_ and self._micro_parts(node, row) is not None
+            return self.has_micro(node.if_get_then_node(), row, mark) or (
+                node.if_has_else_node() and self.has_micro(node.if_get_else_node(), row, mark))
+        return t == NT.for_ and (self._micro_parts(node, row) is not None or self._outside_rows(node, mark, row))
 
-    def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr) -> tirx.Stmt:
+    def _outside_rows(self, node: isl.AstNode, mark: str | None, row: str) -> bool:
+        """A parallel loop between the rows and micro-kernels (an LSTM's gate
+        loop ``g`` in ``for b { for g { for k { for j`` ...): it may run
+        outside the row tiles, ``for g { tiles over b { for k { for j``,
+        since both loops carry no dependence."""
+        if mark != "par" or row in loop_ids(node) or not unit_stride(node):
+            return False
+        name = node.for_get_iterator().get_id().get_name()
+        with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):
+            return self.has_micro(node.for_get_body(), row)
+
+    def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr,
+             inherited: str | None = None) -> tirx.Stmt:
         """``node`` for rows lo .. lo+n-1: micro-kernels for all rows at once,
-        runs of other parts in a loop over the rows."""
+        runs of other parts in a loop over the rows.  ``inherited``: the mark
+        above an ``if`` whose branch ``node`` is (isl puts a condition on the
+        parameters between a band's mark and its loop)."""
         from .tir import _seq
 
         out: list[tirx.Stmt] = []
@@ -246,16 +261,26 @@ class ChunkedLoop:
                 out.append(self._plain(list(plain), row, lo, n))
                 plain.clear()
 
-        for part in self._parts(node):
-            bare, _ = strip_marks(part)
+        parts = self._parts(node)
+        for part in parts:
+            bare, mark = strip_marks(part)
+            mark = mark or (inherited if len(parts) == 1 else None)
             micro = self._micro_parts(bare, row) if bare.get_type() == NT.for_ else None
             if micro is not None:
                 flush()
                 out.append(self._micro(bare, micro, row, lo, n))
+            elif bare.get_type() == NT.for_ and self._outside_rows(bare, mark, row):
+                flush()
+                name = bare.for_get_iterator().get_id().get_name()
+                init, extent = self.low.loop_range(bare)
+                v = tirx.Var(name, INDEX)
+                with self.low.bound({name: init + v}):
+                    body = self.rows(bare.for_get_body(), row, lo, n)
+                out.append(tirx.For(v, 0, extent, tirx.ForKind.SERIAL, body))
             elif bare.get_type() == NT.if_ and row not in ast_ids(bare.if_get_cond()) and self.has_micro(bare, row):
                 flush()
-                then = self.rows(bare.if_get_then_node(), row, lo, n)
-                other = self.rows(bare.if_get_else_node(), row, lo, n) if bare.if_has_else_node() else None
+                then = self.rows(bare.if_get_then_node(), row, lo, n, mark)
+                other = self.rows(bare.if_get_else_node(), row, lo, n, mark) if bare.if_has_else_node() else None
                 out.append(tirx.IfThenElse(self.low._cond(bare.if_get_cond()), then, other))
             else:
                 plain.append(part)
