@@ -30,7 +30,7 @@ class MappingOptions:
     * ``tile_rows`` x ``tile_cols``: the register tile of a reduction (rows of
       the outer parallel loop x columns of the innermost stride-1 loop).
     * ``vector_width``: elements per vector instruction (``tile_cols`` is a
-      multiple of it).  0 in these three: the host's defaults (6 x 32 in
+      multiple of it).  0 in these three: the host's defaults (4 x 64 in
       16-lane vectors with AVX-512, else 4 x 24 in 8-lane vectors).
     * ``chunk_rows``: at most this many rows of the parallel loop per chunk
       (a chunk's columns tiles reuse the same right-hand data from cache).
