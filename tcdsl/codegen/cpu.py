@@ -224,17 +224,18 @@ class ChunkedLoop:
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
 
     # ------------------------------------------------------------ body parts
-    def has_micro(self, node: isl.AstNode, row: str, inherited: str | None = None) -> bool:
+    def has_micro(self, node: isl.AstNode, row: str, inherited: str | None = None, outside: bool = True) -> bool:
         node, mark = strip_marks(node)
         mark = mark or inherited
         t = node.get_type()
         if t == NT.block:
             ch = node.block_get_children()
-            return any(self.has_micro(ch.get_at(i), row) for i in range(ch.n_ast_node()))
+            return any(self.has_micro(ch.get_at(i), row, None, outside) for i in range(ch.n_ast_node()))
         if t == NT.if_:
-            return self.has_micro(node.if_get_then_node(), row, mark) or (
-                node.if_has_else_node() and self.has_micro(node.if_get_else_node(), row, mark))
-        return t == NT.for_ and (self._micro_parts(node, row) is not None or self._outside_rows(node, mark, row))
+            return self.has_micro(node.if_get_then_node(), row, mark, outside) or (
+                node.if_has_else_node() and self.has_micro(node.if_get_else_node(), row, mark, outside))
+        return t == NT.for_ and (self._micro_parts(node, row) is not None
+                                 or outside and self._outside_rows(node, mark, row))
 
     def _outside_rows(self, node: isl.AstNode, mark: str | None, row: str) -> bool:
         """A parallel loop between the rows and micro-kernels (an LSTM's gate
@@ -244,8 +245,8 @@ class ChunkedLoop:
         if mark != "par" or row in loop_ids(node) or not unit_stride(node):
             return False
         name = node.for_get_iterator().get_id().get_name()
-        with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):
-            return self.has_micro(node.for_get_body(), row)
+        with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # one such loop, not a nest of them
+            return self.has_micro(node.for_get_body(), row, outside=False)   # (a convolution's m, h: see below)
 
     def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr,
              inherited: str | None = None) -> tirx.Stmt:
@@ -396,7 +397,10 @@ class ChunkedLoop:
         def columns(pack: bool) -> tirx.Stmt:
             stmts = []
             start = tirx.const(0, INDEX)
-            for w in dict.fromkeys((m.tile_cols, m.vector_width, 1)):
+            # outside sequential loops also half-width tiles: a 4 x 64 tile
+            # leaves 32 columns (a convolution's output rows) to 16-wide ones
+            half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
+            for w in dict.fromkeys((m.tile_cols,) + half + (m.vector_width, 1)):
                 count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_w{w}", INDEX)
                 col0 = j_init + start + jt * w
