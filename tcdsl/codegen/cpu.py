@@ -197,8 +197,8 @@ class ChunkedLoop:
 
     def __init__(self, low, mapping: CpuMapping, wrap: Callable | None):
         self.low = low
-        in_loop = low.kernel is not None and bool(low.kernel.loops)
-        self.m = mapping.resolved(in_loop)
+        self.in_loop = low.kernel is not None and bool(low.kernel.loops)
+        self.m = mapping.resolved(self.in_loop)
         self.wrap = wrap
 
     def emit(self, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
@@ -242,8 +242,8 @@ class ChunkedLoop:
         loop ``g`` in ``for b { for g { for k { for j`` ...): it may run
         outside the row tiles, ``for g { tiles over b { for k { for j``,
         since both loops carry no dependence."""
-        if mark != "par" or row in loop_ids(node) or not unit_stride(node):
-            return False
+        if mark != "par" or row in loop_ids(node) or not unit_stride(node) or not self.in_loop:
+            return False  # (outside sequential loops the rows are many: measured slower there)
         name = node.for_get_iterator().get_id().get_name()
         with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # one such loop, not a nest of them
             return self.has_micro(node.for_get_body(), row, outside=False)   # (a convolution's m, h: see below)
