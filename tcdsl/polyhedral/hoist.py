@@ -183,8 +183,9 @@ class _Loop:
         k = self.k
         if any(m.get_tuple_name(NT.out) == isl_name(z) for s in k.stmts for m in s.may_reads):
             return False
-        never_negative = isl.Set.read_from_str(self.ctx, params_prefix(self.r.params) + "{ : " + self.tn + " < 0 }")
-        if not (k.context & never_negative.align_params(k.context.get_space())).is_empty():
+        # t becomes an index of z: it must never be negative (`for t in -1:T`)
+        negative = isl.Set.read_from_str(self.ctx, params_prefix(self.r.params) + "{ : " + self.tn + " < 0 }")
+        if not (k.context & negative.align_params(k.context.get_space())).is_empty():
             return False
         zn = isl_name(z)
         sinks = _union(self.lift(m) for s in k.stmts for m in s.reads if m.get_tuple_name(NT.out) == zn)
