@@ -20,7 +20,7 @@ from typing import Callable
 
 import islpy as isl
 
-from .errors import TcError
+from .errors import InternalError, TcError
 from .source import Source
 from .syntax import nodes as n
 from .syntax.parse import parse
@@ -85,11 +85,11 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
 
     from .polyhedral import hoist
 
-    plan = hoist.plan(model)
-    if not plan:
-        return checked, ranges, model
-    new_def = hoist.rewrite(select_def(program, entry), plan)
     try:
+        plan = hoist.plan(model)
+        if not plan:
+            return checked, ranges, model
+        new_def = hoist.rewrite(select_def(program, entry), plan)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the original program's warnings were given
             new_checked = check(n.Program((new_def,)), new_def.name)
@@ -97,7 +97,8 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
             if not hoist.same_domains(ranges, new_ranges, plan):
                 return checked, ranges, model
             new_model = build_model(new_ranges)
-    except TcError:
+    except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
+        _dump("hoisted", lambda: f"not hoisted: {type(e).__name__}: {e}")
         return checked, ranges, model
     for k in new_model.kernels():
         k.serialize = all(s.info.comp.span in plan.ranges for s in k.stmts)

@@ -273,3 +273,18 @@ def test_more_programs(name):
     inputs = [rng.integers(0, 7, (5, 3)).astype(np.int32) if s == "tok" else rand(rng, *s) for s in shapes]
     k = assert_same(src, inputs)
     assert hoisted(k) == moved
+
+
+def test_a_failure_inside_hoisting_keeps_the_original_program(monkeypatch):
+    import islpy as isl
+
+    from tcdsl.polyhedral import hoist
+
+    def broken(model):
+        raise isl.Error("simulated")
+    monkeypatch.setattr(hoist, "plan", broken)
+    rng = np.random.default_rng(17)
+    inputs = [rand(rng, 4, 2, 3), rand(rng, 2, 5), rand(rng, 3, 5), rand(rng, 5, 5)]
+    k = tcdsl.compile(RNN_PROJ, options={"disk_cache": False})
+    assert hoisted(k) == [] and "xw" in loop_body(k)
+    np.testing.assert_allclose(k(*inputs), _rnn_numpy(*inputs), rtol=1e-4, atol=1e-5)
