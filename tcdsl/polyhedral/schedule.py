@@ -158,7 +158,8 @@ def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> boo
             i = m.find_dim_by_name(isl.dim_type.param, t)
             if i < 0:
                 return None
-            m = m.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, i, 1)
+            name = m.get_tuple_name(isl.dim_type.in_)  # move_dims drops it
+            m = m.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, i, 1).set_tuple_name(isl.dim_type.in_, name)
             um = isl.UnionMap.from_map(m)
             out = um if out is None else out.union(um)
         return out
