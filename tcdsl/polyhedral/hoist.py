@@ -42,7 +42,7 @@ import islpy as isl
 from ..sema.affine import _aff_to_expr, isl_name, params_prefix, to_isl
 from ..sema.ranges import RangeInfo, StmtInfo
 from ..syntax import nodes as n
-from .model import Block, ForLoop, IslStmt, Kernel, Model
+from .model import Block, ForLoop, IslStmt, Kernel, Model, lift_param, maps
 
 NT = isl.dim_type
 
@@ -81,11 +81,6 @@ def _loops(b: Block):
             yield from _loops(it.orelse)
 
 
-def _maps(um: isl.UnionMap) -> list[isl.Map]:
-    ml = um.get_map_list()
-    return [ml.get_at(i) for i in range(ml.n_map())]
-
-
 def _union(maps) -> isl.UnionMap | None:
     out = None
     for m in maps:
@@ -104,9 +99,7 @@ class _Loop:
     # ---------------------------------------------------------------- lifting
     def lift(self, m: isl.Map) -> isl.Map:
         """The loop variable (a parameter) as the first input dimension."""
-        i = m.find_dim_by_name(NT.param, self.tn)
-        name = m.get_tuple_name(NT.in_)
-        return m.move_dims(NT.in_, 0, NT.param, i, 1).set_tuple_name(NT.in_, name)
+        return lift_param(m, self.tn)
 
     def stamp(self, s: IslStmt) -> isl.Map:
         """``S[t, vars] -> [t]``."""
@@ -128,7 +121,7 @@ class _Loop:
         if not any(self._worth_it(i, infos) for i in infos):
             return
         self.order = _union(self.stamp(s).flat_range_product(self.lift(m)).reset_tuple_id(NT.out)
-                            for s in k.stmts for m in _maps(k.order.intersect_domain(
+                            for s in k.stmts for m in maps(k.order.intersect_domain(
                                 isl.UnionSet.from_set(s.domain))))
         self.infos = infos
         self.lt = self.order.lex_lt_union_map(self.order)  # p -> q: p runs before q

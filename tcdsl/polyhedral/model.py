@@ -256,5 +256,22 @@ def _dependences(k: Kernel) -> isl.UnionMap:
     return raw.union(false).coalesce()
 
 
+def maps(umap: isl.UnionMap) -> list[isl.Map]:
+    """The maps of a union map."""
+    ml = umap.get_map_list()
+    return [ml.get_at(i) for i in range(ml.n_map())]
+
+
+def lift_param(m: isl.Map, param: str) -> isl.Map | None:
+    """``m`` with the parameter ``param`` (isl name; a loop variable) moved to
+    the first input dimension, the statement's name kept (move_dims drops
+    it); None when ``m`` has no such parameter."""
+    i = m.find_dim_by_name(isl.dim_type.param, param)
+    if i < 0:
+        return None
+    name = m.get_tuple_name(isl.dim_type.in_)
+    return m.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, i, 1).set_tuple_name(isl.dim_type.in_, name)
+
+
 def _accesses(e: n.Expr) -> list[n.Access]:
     return [x for x in n.walk(e) if isinstance(x, n.Access)]

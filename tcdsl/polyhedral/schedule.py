@@ -17,7 +17,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..sema.affine import isl_name, params_prefix
-from .model import Kernel, Model
+from .model import Kernel, Model, lift_param, maps
 
 PARALLEL, SERIAL = "par", "seq"
 # The mark of an outermost parallel loop that no dependence crosses between
@@ -138,11 +138,6 @@ def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.S
     return node.parent() if root.get_type() == NT.domain else node
 
 
-def _maps(umap: isl.UnionMap) -> list[isl.Map]:
-    ml = umap.get_map_list()
-    return [ml.get_at(i) for i in range(ml.n_map())]
-
-
 def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> bool:
     """Every pair of accesses to one element at two different steps, one of
     them a write, has the same value of ``phi`` (the outer band)."""
@@ -152,14 +147,12 @@ def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> boo
     if fix is not None:
         writes, every, phi = writes.intersect_params(fix), every.intersect_params(fix), phi.intersect_params(fix)
 
-    def lift(umap: isl.UnionMap) -> isl.UnionMap:  # parameter t becomes the first input dim
+    def lift(umap: isl.UnionMap) -> isl.UnionMap | None:  # parameter t becomes the first input dim
         out = None
-        for m in _maps(umap):
-            i = m.find_dim_by_name(isl.dim_type.param, t)
-            if i < 0:
+        for m in maps(umap):
+            m = lift_param(m, t)
+            if m is None:
                 return None
-            name = m.get_tuple_name(isl.dim_type.in_)  # move_dims drops it
-            m = m.move_dims(isl.dim_type.in_, 0, isl.dim_type.param, i, 1).set_tuple_name(isl.dim_type.in_, name)
             um = isl.UnionMap.from_map(m)
             out = um if out is None else out.union(um)
         return out
@@ -168,7 +161,7 @@ def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> boo
     if W is None or A is None or P is None:
         return False
     stamped = None  # S[t, ...] -> [t, phi]
-    for m in _maps(P):
+    for m in maps(P):
         d = m.domain()
         tdim = (isl.Map.identity(d.get_space().map_from_set()).intersect_domain(d)
                 .project_out(isl.dim_type.out, 1, d.dim(isl.dim_type.set) - 1))
