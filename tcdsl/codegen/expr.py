@@ -28,6 +28,42 @@ from . import checks
 INDEX = "int32"
 
 
+class Folded:
+    """A temporary kept in ``size`` slots along dimension ``dim``
+    (polyhedral/contract.py): ``buffer`` is what is allocated, element
+    ``(.., i, ..)`` of the tensor lives at ``(.., i % size, ..)``.  Stands in
+    for the tensor's buffer in the code generator's ``buffers`` maps; the
+    places that build a load or a store of a tensor call :func:`physical`."""
+
+    def __init__(self, buffer: tirx.Buffer, dim: int, size: int):
+        self.buffer, self.dim, self.size = buffer, dim, size
+
+    @property
+    def dtype(self):
+        return self.buffer.dtype
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def shape(self):
+        return self.buffer.shape
+
+
+def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
+    """The buffer and indices a load or store of ``buf[indices]`` uses: the
+    slot of a :class:`Folded` temporary (its indices are never negative:
+    range inference and the bounds check keep them in the tensor, so the
+    truncating ``%`` is the remainder, and lowers without TVM's floor-mod
+    ``Let``, which unrolled register tiles cannot hold twice)."""
+    if not isinstance(buf, Folded):
+        return buf, indices
+    idx = list(indices)
+    idx[buf.dim] = tirx.truncmod(idx[buf.dim], buf.size) if buf.size > 1 else tirx.const(0, INDEX)
+    return buf.buffer, idx
+
+
 def dtype_of(x: tirx.PrimExpr) -> str:
     """The scalar type of a TIR expression (``PrimExpr.ty`` in TVM 0.27)."""
     return str(x.ty)
@@ -64,7 +100,7 @@ class _Lower:
                 return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
-                load = tirx.BufferLoad(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)])
+                load = tirx.BufferLoad(*physical(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)]))
                 clamped = [buf.shape[k] for k, i in enumerate(idx)
                            if not _is_affine(i) and not isinstance(buf.shape[k], tirx.IntImm)]
                 if clamped and not checks.enabled():

@@ -22,11 +22,12 @@ from ..errors import InternalError
 from ..syntax import nodes as n
 from ..sema import types as ty
 from ..sema.affine import isl_name, pwaff_to_expr
+from ..polyhedral.contract import plan_folds
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
 from .cpu import (ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step, strip_marks,
                   unit_stride)
-from .expr import INDEX, dtype_of, lower_expr
+from .expr import INDEX, Folded, dtype_of, lower_expr, physical
 
 _OP = isl.ast_expr_op_type
 
@@ -52,13 +53,21 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
     size_vars = {s: tirx.const(int(fixed[s]), INDEX) if s in fixed else tirx.Var(s, INDEX) for s in checked.sizes}
     sig = Signature(tuple(s for s in checked.sizes if s not in fixed), checked.inputs, checked.outputs,
                     size_vars=size_vars)
+    # temporaries folded into a few slots (polyhedral/contract.py); on the CPU
+    # only: the CUDA generator's register promotion builds its own accesses
+    folds = plan_folds(model) if target_kind == "llvm" and (options or {}).get("fold", True) else {}
     for t, info in checked.tensors.items():
         shape = [lower_expr(e, size_vars, {}, INDEX) for e in model.ranges.extent_exprs(t)]
         elem = max(1, ty.bits(info.dtype) // 8)
-        sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
+        if t in folds:
+            f = folds[t]
+            shape[f.dim] = tirx.const(f.size, INDEX)
+            sig.buffers[t] = Folded(tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem), f.dim, f.size)
+        else:
+            sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
     gen = _Gen(model, asts, sig, target_kind, options)
     body = gen.block(model.body, dict(size_vars))
-    temps = [tirx.AllocBuffer(sig.buffers[t]) for t in checked.temps]
+    temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in checked.temps)]
     if temps:
         body = tirx.SeqStmt(temps + [body])
     params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs]
@@ -419,8 +428,7 @@ def _statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
 def _parts(s: IslStmt, env: dict, buffers: dict):
     """(buffer, indices, value, combine(old, value)) of a statement instance."""
     c = s.info.comp
-    buf = buffers[c.tensor]
-    idx = [lower_expr(e, env, buffers, INDEX) for e in c.indices]
+    buf, idx = physical(buffers[c.tensor], [lower_expr(e, env, buffers, INDEX) for e in c.indices])
     dtype = buf.dtype
     if s.is_init:
         return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v

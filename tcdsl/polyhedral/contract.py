@@ -1,0 +1,186 @@
+"""Storage contraction: a temporary indexed by a sequential loop's variable
+kept in a few slots instead of one per step.
+
+A recurrence written the natural way stores every step's state::
+
+    for t in T {
+      if t == 0 { c(t, b, j) = (1 - F(t, b, j)) * Z(t, b, j) }
+      else      { c(t, b, j) = F(t, b, j) * c(t - 1, b, j) + (1 - F(t, b, j)) * Z(t, b, j) }
+      h(t, b, j) = O(t, b, j) * c(t, b, j)
+    }
+
+When ``c`` is a temporary, only ``c(t)`` and ``c(t - 1)`` are ever live: the
+code generator allocates ``c`` as ``(2, B, C)`` and reads and writes
+``c(t % 2, b, j)`` (a ``T``-fold smaller buffer that stays in cache instead
+of a stream to memory).  The classic polyhedral storage-mapping
+optimisation, for its most common case:
+
+* every statement that reads or writes the temporary is in a kernel directly
+  in the body of the same sequential ``for`` (none outside it, none in a
+  nested ``for``: each step's accesses are then all the accesses);
+* along one dimension every access is ``t - k`` with ``k`` a constant
+  between ``kmin`` and ``kmax`` (all its instances, for all sizes), so at step
+  ``t`` only indices ``t - kmax .. t - kmin`` are live and ``kmax - kmin + 1``
+  slots hold them without collision;
+* every read reads a value written before it (isl's dataflow over the loop's
+  steps, with ``t`` a schedule dimension), so no read could see a slot's
+  older occupant where the full tensor would have held something else.
+
+``plan_folds(model)`` returns the temporaries to fold; codegen/tir.py
+allocates them with ``size`` slots along ``dim`` and takes that index
+modulo ``size``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..sema.affine import isl_name
+from .model import Block, Branch, ForLoop, Kernel, Model, lift_param, maps
+
+# More slots than this: not worth folding (a window this wide is rare).
+MAX_SLOTS = 8
+
+
+@dataclass(frozen=True)
+class Fold:
+    tensor: str
+    dim: int  # the dimension indexed by the loop variable
+    size: int  # slots kept along it
+
+
+def plan_folds(model: Model) -> dict[str, Fold]:
+    """The temporaries to store in a few slots (see the module docstring)."""
+    checked = model.ranges.checked
+    users: dict[str, list[Kernel]] = {}
+    for k in model.kernels():
+        for s in k.stmts:
+            for m in s.writes + s.reads + s.may_reads:
+                mine = users.setdefault(m.get_tuple_name(isl.dim_type.out), [])
+                if not any(x is k for x in mine):
+                    mine.append(k)
+    owner = _direct_loops(model.body)
+    out: dict[str, Fold] = {}
+    for t in checked.temps:
+        kernels = users.get(isl_name(t), [])
+        loops = {id(owner.get(id(k))) for k in kernels}
+        if not kernels or len(loops) != 1 or owner.get(id(kernels[0])) is None:
+            continue
+        # kernels come in program order (model.kernels())
+        loop, position = owner[id(kernels[0])], {id(k): i for i, k in enumerate(kernels)}
+        fold = _fold(t, loop, kernels, position, len(model.ranges.extent_exprs(t)))
+        if fold is not None:
+            out[t] = fold
+    return out
+
+
+def _direct_loops(body: Block) -> dict[int, ForLoop | None]:
+    """id(kernel) -> the ``for`` whose body holds it directly (None: top level,
+    or under a branch)."""
+    out: dict[int, ForLoop | None] = {}
+
+    def visit(b: Block, loop: ForLoop | None) -> None:
+        for it in b.items:
+            if isinstance(it, Kernel):
+                out[id(it)] = loop
+            elif isinstance(it, ForLoop):
+                visit(it.body, it)
+            elif isinstance(it, Branch):
+                visit(it.then, None)
+                visit(it.orelse, None)
+    visit(body, None)
+    return out
+
+
+def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], position: dict[int, int], rank: int) -> Fold | None:
+    name, var = isl_name(tensor), isl_name(loop.loop.var)
+    writes, reads = [], []
+    for k in kernels:
+        for s in k.stmts:
+            if any(m.get_tuple_name(isl.dim_type.out) == name for m in s.may_reads):
+                return None  # a non-affine read: it may read any element
+            for kind, into in (("writes", writes), ("reads", reads)):
+                for m in getattr(s, kind):
+                    if m.get_tuple_name(isl.dim_type.out) == name:
+                        lifted = lift_param(m.intersect_params(k.context), var)
+                        if lifted is None:
+                            return None
+                        into.append((k, lifted))
+    accesses = [m for _, m in writes + reads]
+    best: Fold | None = None
+    for d in range(rank):
+        window = _window(accesses, d)
+        if window is None:
+            continue
+        size = window[1] - window[0] + 1
+        if size <= MAX_SLOTS and (best is None or size < best.size):
+            best = Fold(tensor, d, size)
+    if best is None or not _reads_have_sources(writes, reads, position, var):
+        return None
+    return best
+
+
+def _window(accesses: list[isl.Map], d: int) -> tuple[int, int] | None:
+    """(min, max) of ``index_d - t`` over every instance of every access
+    (``t`` is input dimension 0), for all sizes; None when unbounded."""
+    lo = hi = None
+    for m in accesses:
+        n_in, n_out = m.dim(isl.dim_type.in_), m.dim(isl.dim_type.out)
+        x = m.project_out(isl.dim_type.in_, 1, n_in - 1)
+        x = x.project_out(isl.dim_type.out, d + 1, n_out - d - 1).project_out(isl.dim_type.out, 0, d)
+        x = x.reset_tuple_id(isl.dim_type.in_).reset_tuple_id(isl.dim_type.out)
+        delta = x.deltas()
+        delta = delta.project_out(isl.dim_type.param, 0, delta.dim(isl.dim_type.param))
+        if delta.is_empty():
+            continue
+        if not delta.is_bounded():
+            return None
+        a = _value(delta.lexmin())
+        b = _value(delta.lexmax())
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+    return None if lo is None else (lo, hi)
+
+
+def _value(point_set: isl.Set) -> int:
+    return point_set.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+
+
+def _reads_have_sources(writes, reads, position: dict[int, int], var: str) -> bool:
+    """Every read instance reads a value some earlier write produced: isl's
+    dataflow with the schedule [t, kernel, program order within the step]."""
+    if not reads:
+        return True
+    width = 0
+    for k, _ in writes + reads:
+        for om in maps(k.order):
+            width = max(width, om.dim(isl.dim_type.out))
+    sched = None
+    for k in {id(k): k for k, _ in writes + reads}.values():
+        for om in maps(k.order):
+            m = lift_param(om.intersect_params(k.context), var)
+            m = m.insert_dims(isl.dim_type.out, 0, 2).equate(isl.dim_type.in_, 0, isl.dim_type.out, 0)
+            m = m.fix_val(isl.dim_type.out, 1, isl.Val.int_from_si(m.get_ctx(), position[id(k)]))
+            extra = width - om.dim(isl.dim_type.out)
+            if extra:
+                base = m.dim(isl.dim_type.out)
+                m = m.add_dims(isl.dim_type.out, extra)
+                for i in range(extra):
+                    m = m.fix_val(isl.dim_type.out, base + i, isl.Val.zero(m.get_ctx()))
+            um = isl.UnionMap.from_map(m)
+            sched = um if sched is None else sched.union(um)
+
+    def union(ms):
+        out = None
+        for _, m in ms:
+            um = isl.UnionMap.from_map(m)
+            out = um if out is None else out.union(um)
+        return out
+
+    sinks, sources = union(reads), union(writes)
+    if sources is None:
+        return False
+    flow = (isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
+            .set_schedule_map(sched).compute_flow())
+    return flow.get_may_no_source().is_empty()

@@ -1,0 +1,187 @@
+"""Temporaries indexed by a sequential loop's variable kept in a few slots
+(polyhedral/contract.py, codegen/tir.py).
+
+Each program runs folded (the default) and with ``fold=False``, for symbolic
+and specialized sizes, against the reference interpreter (tcdsl.testing),
+which runs the program as written; the tests also check which temporaries
+fold, into how many slots, and that the emitted buffer has that size.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.driver import frontend
+from tcdsl.polyhedral.contract import plan_folds
+from tcdsl.source import Source
+from tcdsl.testing import evaluate
+
+from helpers import rand
+
+
+def folds(src: str) -> dict[str, tuple[int, int]]:
+    return {t: (f.dim, f.size) for t, f in plan_folds(frontend(Source(src, "<test>")).model).items()}
+
+
+def alloc_shape(kernel, tensor: str) -> str:
+    m = re.search(rf"\b{tensor} = T\.alloc_buffer\(\(([^)]*)\)", kernel.script)
+    assert m, kernel.script
+    return m.group(1)
+
+
+def assert_runs_like_the_interpreter(src: str, inputs, modes=("never", "after-scheduling")):
+    want = evaluate(src, inputs)
+    want = want if isinstance(want, tuple) else (want,)
+    for mode in modes:
+        for options in ({}, {"fold": False}):
+            got = tcdsl.compile(src, specialize=mode, options=options | {"disk_cache": False})(*inputs)
+            got = got if isinstance(got, tuple) else (got,)
+            for g, w in zip(got, want):
+                assert g.shape == w.shape and g.dtype == w.dtype
+                np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
+FO_POOL = """
+def fo_pool(float(T,B,C) F, float(T,B,C) Z, float(T,B,C) O) -> (h) {
+  for t in T {
+    if t == 0 { c(t, b, j) = (1 - F(t, b, j)) * Z(t, b, j) }
+    else      { c(t, b, j) = F(t, b, j) * c(t - 1, b, j) + (1 - F(t, b, j)) * Z(t, b, j) }
+    h(t, b, j) = O(t, b, j) * c(t, b, j)
+  }
+}"""
+
+
+@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (2, 3, 5), (9, 4, 37), (16, 8, 64)])
+def test_a_recurrent_state_keeps_two_steps(T, B, C):
+    assert folds(FO_POOL) == {"c": (0, 2)}
+    rng = np.random.default_rng(T * 100 + C)
+    inputs = [rng.random((T, B, C), dtype=np.float32) for _ in range(3)]
+    assert_runs_like_the_interpreter(FO_POOL, inputs)
+    # the buffer: 2 slots of (B, C), whatever T is; T slots without folding
+    assert alloc_shape(tcdsl.compile(FO_POOL), "c").startswith("2, B, C")
+    assert alloc_shape(tcdsl.compile(FO_POOL, options={"fold": False}), "c").startswith("T")
+
+
+WINDOW = """
+def window(float(T,B) X) -> (y) {
+  for t in T {
+    s(t, b) = X(t, b) * 2
+    if t >= 2 { y(t, b) = s(t, b) + s(t - 1, b) + s(t - 2, b) }
+    else      { y(t, b) = s(t, b) }
+  }
+}"""
+
+
+def test_a_window_of_three_steps_keeps_three_slots():
+    assert folds(WINDOW) == {"s": (0, 3)}
+    rng = np.random.default_rng(1)
+    assert_runs_like_the_interpreter(WINDOW, [rand(rng, 11, 5)])
+
+
+INNER = """
+def layers(float(L,T,B) X) -> (h) {
+  for l in L {
+    for t in T {
+      if t == 0 { c(l, t, b) = X(l, t, b) } else { c(l, t, b) = 0.5 * c(l, t - 1, b) + X(l, t, b) }
+      h(l, t, b) = c(l, t, b)
+    }
+  }
+}"""
+
+
+def test_the_state_of_an_inner_loop_folds_along_its_variable():
+    assert folds(INNER) == {"c": (1, 2)}
+    rng = np.random.default_rng(2)
+    assert_runs_like_the_interpreter(INNER, [rand(rng, 3, 7, 4)])
+
+
+# The state read by a reduction in the next step (a register-tiled matmul
+# inside the loop reads the folded buffer).
+MATMUL_STATE = """
+def rnn(float(T,B,C) X, float(C,C) W) -> (h) {
+  for t in T {
+    if t == 0 { c(t, b, j) = X(t, b, j) }
+    else      { c(t, b, j) +=! c(t - 1, b, i) * W(i, j) }
+    h(t, b, j) = tanh(c(t, b, j))
+  }
+}"""
+
+
+@pytest.mark.parametrize("T,B,C", [(4, 3, 5), (6, 9, 70)])
+def test_a_state_read_by_a_reduction(T, B, C):
+    assert folds(MATMUL_STATE) == {"c": (0, 2)}
+    rng = np.random.default_rng(C)
+    assert_runs_like_the_interpreter(MATMUL_STATE, [rand(rng, T, B, C), rand(rng, C, C)])
+
+
+STATE_ONLY_NOW = """
+def f(float(T,B) X) -> (h) {
+  for t in T {
+    s(t, b) = X(t, b) + 1
+    h(t, b) = s(t, b) * s(t, b)
+  }
+}"""
+
+
+def test_a_temporary_of_one_step_keeps_one_slot():
+    assert folds(STATE_ONLY_NOW) == {"s": (0, 1)}
+    rng = np.random.default_rng(3)
+    assert_runs_like_the_interpreter(STATE_ONLY_NOW, [rand(rng, 5, 6)])
+    assert alloc_shape(tcdsl.compile(STATE_ONLY_NOW), "s").startswith("1, B")
+
+
+# What must not fold: the full tensor is needed, or folding could change
+# what a read sees.
+@pytest.mark.parametrize("src", [
+    # read after the loop: every step's value is needed
+    """def f(float(T,B) X) -> (h, w) {
+         for t in T { c(t, b) = X(t, b)
+                      h(t, b) = c(t, b) }
+         w(b) +=! c(t, b)
+       }""",
+    # written in one loop, read in another
+    """def f(float(T,B) X) -> (h) {
+         for t in T { c(t, b) = X(t, b) }
+         for t in T { h(t, b) = c(t, b) }
+       }""",
+    # some steps read an element no step wrote
+    """def f(float(T,B) X) -> (h) {
+         for t in T { if t > 2 { c(t, b) = X(t, b) }
+                      h(t, b) = c(t, b) }
+       }""",
+    # read through a data-dependent index
+    """def f(float(T,B) X, int32(T) P) -> (h) {
+         for t in T { c(t, b) = X(t, b)
+                      h(t, b) = c(P(t), b) }
+       }""",
+    # indexed by the loop variable scaled: no fixed window
+    """def f(float(T,B) X) -> (h) {
+         for t in T { c(2 * t, b) = X(t, b)
+                      h(t, b) = c(2 * t, b) + c(t, b) }
+       }""",
+    # an output is never folded
+    """def f(float(T,B) X) -> (c) {
+         for t in T { if t == 0 { c(t, b) = X(t, b) } else { c(t, b) = c(t - 1, b) + X(t, b) } }
+       }""",
+])
+def test_what_does_not_fold(src):
+    assert folds(src) == {}
+
+
+def test_not_folded_programs_still_run():
+    src = """def f(float(T,B) X) -> (h, w) {
+               for t in T { c(t, b) = X(t, b) * 3
+                            h(t, b) = c(t, b) }
+               w(b) +=! c(t, b)
+             }"""
+    rng = np.random.default_rng(4)
+    assert_runs_like_the_interpreter(src, [rand(rng, 7, 3)], modes=("never",))
+
+
+def test_cuda_keeps_whole_buffers():
+    # the CUDA generator's register promotion builds accesses of its own
+    k = tcdsl.compile(FO_POOL, target="cuda", options={"disk_cache": False})
+    assert alloc_shape(k, "c").startswith("T")
