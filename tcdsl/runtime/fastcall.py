@@ -25,7 +25,7 @@ For ``elman_rnn(input, h0, i2h, h2h) -> (hidden)`` and NumPy the function is::
             return MISS
         fn, size_args, (s0,) = plan
         if out is None:
-            o0 = zeros(s0, dtype=t0)
+            o0 = alloc0(s0, dtype=t0)
         elif type(out) is ndarray and out.dtype is t0 and out.flags.c_contiguous and out.shape == s0:
             o0 = out
         elif (type(out) is tuple or type(out) is list) and len(out) == 1:
@@ -38,8 +38,10 @@ For ``elman_rnn(input, h0, i2h, h2h) -> (hidden)`` and NumPy the function is::
         fn(*size_args, a0, a1, a2, a3, o0)
         return o0
 
-Outputs the kernel allocates start as zeros (SPEC 1.1), so they are made
-with ``zeros``.
+Outputs the kernel allocates start as zeros (SPEC 1.1): ``alloc0`` is
+``np.zeros``, unless the kernel writes every element of the output before
+it reads any (polyhedral/dataflow.py): then the zeros would never be seen,
+and the output comes from the kernel's pool (runtime/pool.py).
 """
 from __future__ import annotations
 
@@ -62,12 +64,13 @@ class FastPath:
     shapes to ``(fn, size_args, output_shapes)``; ``calls`` maps an array
     type to its fast call; ``hits[0]`` counts the calls they served."""
 
-    def __init__(self, dtypes: list[str], ranks: list[int], out_dtypes: list[str], enabled: bool = True):
+    def __init__(self, dtypes: list[str], ranks: list[int], out_dtypes: list[str], allocators: dict,
+                 enabled: bool = True):
         self.plans: dict[tuple, tuple] = {}
         self.hits = [0]
         self.calls: dict[type, Callable] = {}
         self._shapes_of: dict[tuple, tuple] = {}  # size tuple -> the input shapes of its plan
-        self._signature = (list(dtypes), list(ranks), list(out_dtypes))
+        self._signature = (list(dtypes), list(ranks), list(out_dtypes), allocators)
         self._enabled = enabled
         if enabled:
             self.calls[np.ndarray] = make_fast_call("numpy", *self._signature, self.plans, self.hits)
@@ -94,19 +97,21 @@ class FastPath:
 
 
 # For each array library: when the fast call takes an array {a} of dtype {d}
-# (the dtype object), and how it allocates one of shape {s}.
+# (the dtype object).
 _LIBRARIES = {
-    "numpy": {"takes": "type({a}) is ndarray and {a}.dtype is {d} and {a}.flags.c_contiguous",
-              "zeros": "zeros({s}, dtype={d})"},
-    "torch": {"takes": "type({a}) is Tensor and {a}.dtype is {d} and {a}.is_cpu and {a}.is_contiguous()",
-              "zeros": "torch_zeros({s}, dtype={d})"},
+    "numpy": {"takes": "type({a}) is ndarray and {a}.dtype is {d} and {a}.flags.c_contiguous"},
+    "torch": {"takes": "type({a}) is Tensor and {a}.dtype is {d} and {a}.is_cpu and {a}.is_contiguous()"},
 }
 
 
-def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes: list[str], plans: dict,
-                   hits: list[int]) -> Callable:
+def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes: list[str], allocators: dict,
+                   plans: dict, hits: list[int]) -> Callable:
     """The fast call for inputs of ``dtypes`` and ``ranks`` and outputs of
-    ``out_dtypes``, all arrays of ``library`` ("numpy" or "torch"), except
+    ``out_dtypes``, all arrays of ``library`` ("numpy" or "torch"); output
+    ``i`` is allocated by ``allocators["numpy"][i]`` (``np.zeros``, or
+    ``np.empty`` or the kernel's output pool when the kernel writes every
+    element) or, for torch, by ``torch.empty`` where ``allocators["torch"][i]``
+    is true, else ``torch.zeros``; all inputs are arrays of the library, except
     that a 0-rank input may also be a Python or NumPy scalar (converted as
     ``prepare_input`` does); ``plans`` maps a tuple of input shapes to
     ``(fn, size_args, output_shapes)``, and ``hits[0]`` counts the calls served."""
@@ -114,12 +119,14 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits, "asarray": np.asarray,
                              "SCALARS": (int, float, bool, np.generic)}
     if library == "numpy":
-        names.update(ndarray=np.ndarray, zeros=np.zeros)
+        names.update(ndarray=np.ndarray)
+        names.update({f"alloc{i}": f for i, f in enumerate(allocators["numpy"])})
         dtype_object = np.dtype
     else:
         import torch
 
-        names.update(Tensor=torch.Tensor, torch_zeros=torch.zeros)
+        names.update(Tensor=torch.Tensor)
+        names.update({f"alloc{i}": torch.empty if e else torch.zeros for i, e in enumerate(allocators["torch"])})
         dtype_object = lambda d: getattr(torch, d)  # noqa: E731
     a = [f"a{i}" for i in range(len(dtypes))]
     o = [f"o{i}" for i in range(len(out_dtypes))]
@@ -146,7 +153,7 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
         "        return MISS",
         f"    fn, size_args, ({''.join(f's{i}, ' for i in range(len(o)))}) = plan",
         "    if out is None:",
-        *[f"        {x} = {lib['zeros'].format(s=f's{i}', d=f't{i}')}" for i, x in enumerate(o)],
+        *[f"        {x} = alloc{i}(s{i}, dtype=t{i})" for i, x in enumerate(o)],
     ]
     if len(o) == 1:  # out= one array
         lines += [f"    elif {_taken(lib, 'out', 't0', 's0')}:",

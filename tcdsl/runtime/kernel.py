@@ -18,6 +18,8 @@ from . import cache
 from . import device
 from .args import Arg, bind_sizes, check_index_range, is_torch, prepare_input, shape_function
 from .fastcall import MISS, FastPath
+from .pool import OutputPool
+from ..polyhedral.dataflow import overwritten_outputs
 
 # tvm_ffi releases the GIL for every call.  Taking it back waits, while
 # another thread runs Python (auto's background compiler), for that thread's
@@ -255,7 +257,7 @@ class Kernel:
         sizes = bind_sizes(checked, args, self.fixed)
         check_index_range(self.frontend.ranges, sizes)
         shapes = self._output_shapes(sizes)
-        outs = self._outputs(args, shapes, out)
+        outs = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))
         b, key, settled = self._binary_for(sizes)
         if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
@@ -271,12 +273,16 @@ class Kernel:
         values = [a.value for a in outs]
         return values[0] if len(values) == 1 else tuple(values)
 
-    def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out) -> list[Arg]:
+    def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out, zero_size: bool) -> list[Arg]:
+        """The output arrays: ``out``'s, checked, or new ones; ``zero_size``:
+        some size is 0 (the proof that an output needs no zero fill assumes
+        sizes >= 1, as range inference does: a loop of 0 steps writes nothing)."""
         checked = self.frontend.checked
         names = self._output_names
         if out is None:
             use_torch = any(is_torch(a.value) for a in args)
-            return [_zeros(s, checked.tensors[o].dtype, use_torch) for o, s in zip(names, shapes)]
+            return [_new_output(s, checked.tensors[o].dtype, use_torch, self._allocators, i, zero_size)
+                    for i, (o, s) in enumerate(zip(names, shapes))]
         given = out if isinstance(out, (tuple, list)) else (out,)
         if len(given) != len(names):
             raise TcShapeError(f"out=: expected {len(names)} arrays, got {len(given)}")
@@ -299,8 +305,17 @@ class Kernel:
         self._output_names = tuple(checked.outputs)
         self._output_shapes = shape_function([self.frontend.ranges.extent_exprs(o) for o in self._output_names])
         params = checked.node.params
+        # outputs that need no zero fill come from the pool (runtime/pool.py)
+        reuse = self.options.get("reuse_outputs", True)
+        if not isinstance(reuse, bool):
+            raise TcError(f"options: 'reuse_outputs' must be True or False, got {reuse!r}")
+        overwritten = overwritten_outputs(self.frontend.model) if self._kind == "llvm" else frozenset()
+        self.output_pool = OutputPool()
+        self._allocators = {"numpy": [(self.output_pool.empty if reuse else np.empty) if o in overwritten
+                                      else np.zeros for o in self._output_names],
+                            "torch": [o in overwritten for o in self._output_names]}
         self._fast = FastPath([checked.tensors[p.name].dtype for p in params], [len(p.type.dims) for p in params],
-                              [checked.tensors[o].dtype for o in self._output_names],
+                              [checked.tensors[o].dtype for o in self._output_names], self._allocators,
                               enabled=self._kind == "llvm" and bool(params) and bool(self._output_names))
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
 
@@ -432,12 +447,16 @@ def _keeping_gil(fn):
     return fn
 
 
-def _zeros(shape, dtype: str, use_torch: bool) -> Arg:
+def _new_output(shape, dtype: str, use_torch: bool, allocators: dict, i: int, zero_size: bool) -> Arg:
+    """Output ``i``: zeros, or (the kernel writes every element before
+    reading any, and no size is 0) uninitialised memory, from the pool for NumPy."""
     if use_torch:
         import torch
 
-        return Arg(torch.zeros(shape, dtype=getattr(torch, dtype)), shape, dtype)
-    return Arg(np.zeros(shape, dtype=dtype), shape, dtype)
+        make = torch.empty if allocators["torch"][i] and not zero_size else torch.zeros
+        return Arg(make(shape, dtype=getattr(torch, dtype)), shape, dtype)
+    make = np.zeros if zero_size else allocators["numpy"][i]
+    return Arg(make(shape, dtype=np.dtype(dtype)), shape, dtype)
 
 
 def _device_arg(a: Arg):

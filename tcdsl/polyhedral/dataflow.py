@@ -1,0 +1,138 @@
+"""Dataflow over the whole program: which outputs need no zero fill.
+
+Outputs the kernel allocates start as zeros (SPEC 1.1).  When every element
+of an output is written, and no read of it -- an update's ``+=``, a later
+statement, the next step of a loop -- can see a value that no write produced,
+the zeros are never seen: the runtime then allocates the output without
+filling it, and may hand back the memory of an earlier call's output that
+nobody holds any more (runtime/pool.py).  For a 32 MiB output that is the
+difference between streaming it once and touching every page of fresh
+memory first.
+
+The whole program's schedule is the isl map of every statement instance to
+``[item, t0, item, t1, ..., kernel's program order]``: the position of the
+enclosing items in their blocks, interleaved with the enclosing loops'
+variables (lifted from parameters to dimensions), then the order of the
+statements within one step (Kernel.order).  A program with a branch around
+loops (a :class:`Branch`) is not analysed: its outputs keep the zero fill.
+"""
+from __future__ import annotations
+
+import islpy as isl
+
+from ..sema.affine import NotAffine, isl_name, params_prefix, to_isl
+from .model import Block, Branch, ForLoop, Kernel, Model, lift_param, maps
+
+
+def overwritten_outputs(model: Model) -> frozenset[str]:
+    """The outputs whose initial contents no read can see (see the module docstring)."""
+    placed = _placed_kernels(model.body)
+    if placed is None:
+        return frozenset()
+    sched = _schedule(placed)
+    if sched is None:
+        return frozenset()
+    out = set()
+    for tensor in model.ranges.checked.outputs:
+        try:
+            if _overwritten(model, placed, sched, tensor):
+                out.add(tensor)
+        except (isl.Error, NotAffine):
+            continue  # not analysable here: keep the zero fill
+    return frozenset(out)
+
+
+def _placed_kernels(body: Block) -> list[tuple[Kernel, tuple[int, ...]]] | None:
+    """Every kernel with the positions of its enclosing items (outermost
+    first, its own last); None when the program has a branch around loops."""
+    out: list[tuple[Kernel, tuple[int, ...]]] = []
+
+    def visit(b: Block, path: tuple[int, ...]) -> bool:
+        for i, it in enumerate(b.items):
+            if isinstance(it, Kernel):
+                out.append((it, path + (i,)))
+            elif isinstance(it, ForLoop):
+                if not visit(it.body, path + (i,)):
+                    return False
+            elif isinstance(it, Branch):
+                return False
+        return True
+    return out if visit(body, ()) else None
+
+
+def _lift(m: isl.Map, k: Kernel) -> isl.Map | None:
+    """``m`` (over kernel ``k``'s parameters) with the enclosing loops'
+    variables as its first input dimensions, outermost first."""
+    m = m.intersect_params(k.context)
+    for lp in reversed(k.loops):
+        m = lift_param(m, isl_name(lp.var))
+        if m is None:
+            return None
+    return m
+
+
+def _schedule(placed) -> isl.UnionMap | None:
+    parts = []
+    for k, path in placed:
+        depth = len(k.loops)
+        for om in maps(k.order):
+            m = _lift(om, k)
+            if m is None:
+                return None
+            m = m.insert_dims(isl.dim_type.out, 0, 2 * depth + 1)
+            for j in range(depth):
+                m = m.equate(isl.dim_type.in_, j, isl.dim_type.out, 2 * j + 1)
+            for j, p in enumerate(path):
+                m = m.fix_val(isl.dim_type.out, 2 * j, isl.Val.int_from_si(m.get_ctx(), p))
+            parts.append(m)
+    if not parts:
+        return None
+    width = max(m.dim(isl.dim_type.out) for m in parts)
+    sched = None
+    for m in parts:
+        base = m.dim(isl.dim_type.out)
+        if base < width:
+            m = m.add_dims(isl.dim_type.out, width - base)
+            for i in range(base, width):
+                m = m.fix_val(isl.dim_type.out, i, isl.Val.zero(m.get_ctx()))
+        um = isl.UnionMap.from_map(m)
+        sched = um if sched is None else sched.union(um)
+    return sched
+
+
+def _overwritten(model: Model, placed, sched: isl.UnionMap, tensor: str) -> bool:
+    name = isl_name(tensor)
+    writes = reads = None
+    for k, _ in placed:
+        for s in k.stmts:
+            for kind in ("writes", "reads", "may_reads"):
+                for m in getattr(s, kind):
+                    if m.get_tuple_name(isl.dim_type.out) != name:
+                        continue
+                    lifted = _lift(m, k)
+                    if lifted is None:
+                        return False
+                    um = isl.UnionMap.from_map(lifted)
+                    if kind == "writes":
+                        writes = um if writes is None else writes.union(um)
+                    else:
+                        reads = um if reads is None else reads.union(um)
+    if writes is None:
+        return False
+    # every element written, for all sizes
+    r = model.ranges
+    exts = r.extent_exprs(tensor)
+    idx = [f"i{d}" for d in range(len(exts))]
+    cond = " and ".join(f"0 <= {i} < {to_isl(e)}" for i, e in zip(idx, exts)) or "true"
+    box = isl.Set.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ " + name + "[" + ", ".join(idx)
+                                + "] : " + cond + " }").intersect_params(r.size_context)
+    written = writes.range()
+    box_u = isl.UnionSet.from_set(box.align_params(written.get_space()))
+    written = written.align_params(box_u.get_space())
+    if not box_u.is_subset(written):
+        return False
+    if reads is None:
+        return True
+    flow = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+            .set_schedule_map(sched).compute_flow())
+    return flow.get_may_no_source().is_empty()
