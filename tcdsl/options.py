@@ -33,7 +33,9 @@ class MappingOptions:
       multiple of it).  0 in these three: the host's defaults (4 x 64 in
       16-lane vectors with AVX-512, else 4 x 24 in 8-lane vectors).
     * ``chunk_rows``: at most this many rows of the parallel loop per chunk
-      (a chunk's columns tiles reuse the same right-hand data from cache).
+      (a chunk's columns tiles reuse the same right-hand data from cache, and
+      its copied panels, see ``k_block``); every thread gets as many chunks,
+      of equal size.
     * ``cpu_threads``: threads the chunks are cut for (0: ``TVM_NUM_THREADS``,
       or the number of cores).
     * ``parallel``: run the outermost coincident loop on all cores.
@@ -41,9 +43,19 @@ class MappingOptions:
       the dependences allow it (no barrier between steps); ``False`` keeps it
       outside, one parallel region per step.
     * ``register_tiles``: use register tiles for reductions.
+    * ``k_block``: steps of the reduction loop per block when a right-hand
+      panel is copied (a matmul's ``B(k, n)`` outside sequential loops): each
+      block of the panel is copied once and stays in L1 while all row tiles
+      of the chunk use it.  The results do not depend on it (every element
+      still sums in ``k`` order).  0 (the default): one block, the whole loop
+      (on a 2 MiB L2 the whole ``K x 64`` panel stays in cache; blocks
+      measured no faster at 1024^3 and slower at 1536^3).
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
+    * ``fold``: keep a temporary indexed by a sequential loop's variable in
+      as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
+      ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
 
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
     ``registers``, ``emulate``.
@@ -57,7 +69,9 @@ class MappingOptions:
     parallel: bool = CpuMapping.parallel
     steps_inside: bool = CpuMapping.steps_inside
     register_tiles: bool = CpuMapping.register_tiles
+    k_block: int = CpuMapping.k_block
     hoist: bool = True
+    fold: bool = True
     threads: int = 256
     flatten: int | None = None
     registers: bool = True

@@ -185,3 +185,11 @@ def test_cuda_keeps_whole_buffers():
     # the CUDA generator's register promotion builds accesses of its own
     k = tcdsl.compile(FO_POOL, target="cuda", options={"disk_cache": False})
     assert alloc_shape(k, "c").startswith("T")
+
+
+def test_the_option():
+    assert tcdsl.MappingOptions(fold=False).to_dict() == {"fold": False}
+    k = tcdsl.compile(FO_POOL, options=tcdsl.MappingOptions(fold=False))
+    assert alloc_shape(k, "c").startswith("T")
+    with pytest.raises(tcdsl.TcError, match="'fold' must be True or False"):
+        tcdsl.compile(FO_POOL, options={"fold": 1})

@@ -21,6 +21,10 @@ the work a hand-written CPU kernel does:
   that the part writes except through its accumulator (checked with isl in
   :func:`accumulates_privately`); ``j`` is coincident, so its iterations may
   be reordered, and each accumulator still sums ``k`` in order.
+* **Blocks of the reduction loop.**  When a panel of the right-hand matrix
+  is copied (``_Panels``), the ``k`` loop is cut into blocks of ``k_block``
+  steps outside the row tiles, so the block's panel stays in L1 while all
+  of the chunk's rows use it; each accumulator still sums ``k`` in order.
 * **The sequential loop inside.**  When the schedule marks the loop
   ``par_steps`` (no dependence between steps of the enclosing ``for``
   crosses rows, see :mod:`tcdsl.polyhedral.schedule`), that ``for`` runs
@@ -55,16 +59,18 @@ _MAX_TILE_BYTES = 448 * 4  # 28 of the 32 AVX-512 registers
 class CpuMapping:
     """The CPU mapping options (see :class:`tcdsl.MappingOptions`).  A 0 in
     ``tile_rows``, ``tile_cols`` or ``vector_width`` means the host's default
-    (:func:`host_defaults`)."""
+    (:func:`host_defaults`); in ``k_block``, no blocks (:data:`DEFAULT_K_BLOCK`)."""
 
     tile_rows: int = 0
     tile_cols: int = 0
     vector_width: int = 0
-    chunk_rows: int = 64
+    chunk_rows: int = 256
     cpu_threads: int = 0  # 0: TVM_NUM_THREADS, or the number of cores
     parallel: bool = True
     steps_inside: bool = True
     register_tiles: bool = True
+    k_block: int = 0  # 0: DEFAULT_K_BLOCK, the whole reduction loop in one block
+
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -74,7 +80,7 @@ class CpuMapping:
         if self.vector_width and not self.tile_cols:
             auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * self.vector_width
         given = {k: getattr(self, k) for k in auto if getattr(self, k)}
-        return dataclasses.replace(self, **{**auto, **given})
+        return dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
 
     @property
     def threads(self) -> int:
@@ -85,6 +91,13 @@ class CpuMapping:
 
 
 CPU_KEYS = {f for f in CpuMapping.__dataclass_fields__}
+
+# Steps of the reduction loop per block when a panel is packed (see
+# _Panels); 0: one block.  Blocks of 128 (a 128 x 64 fp32 panel block is 32
+# KiB, in the 48 KiB L1) gained 9% on the 1024^3 matmul with 64-row chunks,
+# nothing with the 256-row chunks (the whole K x 64 panel stays in the 2 MiB
+# L2), and lost 5-8% at 1536^3: see docs/internals.md ("CPU mapping").
+DEFAULT_K_BLOCK = 0
 
 
 def host_defaults(in_loop: bool = False) -> dict[str, int]:
@@ -108,11 +121,14 @@ def host_defaults(in_loop: bool = False) -> dict[str, int]:
 def cpu_mapping(options: dict | None) -> CpuMapping:
     """The CPU mapping of ``options=`` (unknown keys belong to other stages)."""
     given = {k: v for k, v in (options or {}).items() if k in CPU_KEYS
-             and not (k in ("tile_rows", "tile_cols", "vector_width") and v == 0 and not isinstance(v, bool))}
+             and not (k in ("tile_rows", "tile_cols", "vector_width", "k_block") and v == 0
+                      and not isinstance(v, bool))}
     for k, v in given.items():
         if k in ("parallel", "steps_inside", "register_tiles"):
             if not isinstance(v, bool):
                 raise TcError(f"options: '{k}' must be True or False, got {v!r}")
+        elif k == "k_block" and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise TcError(f"options: 'k_block' must be a positive integer (0: the default), got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "cpu_threads" else 1):
             raise TcError(f"options: '{k}' must be a positive integer, got {v!r}")
     m = CpuMapping(**given)
@@ -208,7 +224,11 @@ class ChunkedLoop:
         m = self.m
         extent = tirx.max(extent, 0)
         per_thread = tirx.floordiv(tirx.floordiv(extent + m.tile_rows - 1, m.tile_rows) + m.threads - 1, m.threads)
-        chunk = tirx.max(tirx.min(per_thread * m.tile_rows, m.chunk_rows), 1)
+        # as many chunks per thread as chunk_rows requires, of equal size (in
+        # whole tiles), so that every thread gets as many
+        tiles = max(m.chunk_rows // m.tile_rows, 1)
+        count = tirx.max(tirx.floordiv(per_thread + tiles - 1, tiles), 1)
+        chunk = tirx.max(tirx.floordiv(per_thread + count - 1, count) * m.tile_rows, 1)
         if m.chunk_rows < m.tile_rows:
             chunk = tirx.const(m.chunk_rows, INDEX)
         ch = tirx.Var(name + "_chunk", INDEX)
@@ -406,7 +426,8 @@ class ChunkedLoop:
                 col0 = j_init + start + jt * w
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
                 if pack and w == m.tile_cols:
-                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(lambda: tile.rows(lo, n))
+                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(
+                        lambda ks, tile=tile: tile.rows(lo, n, ks))
                 else:
                     body = tile.rows(lo, n)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
@@ -473,18 +494,20 @@ class _Tile(_Column):
         self.chain = chain
         self.zeros = zeros
 
-    def rows(self, lo, n) -> tirx.Stmt:
+    def rows(self, lo, n, ks=None) -> tirx.Stmt:
+        """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
+        steps of the (single) reduction loop, counted from its first value."""
         rb = self.m.tile_rows
         sb = tirx.Var(self.row + "_b", INDEX)
-        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb))
+        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb, ks))
         if rb == 1:
             return full
         r = tirx.Var(self.row + "_t", INDEX)
         rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
-                        self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1))
+                        self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1, ks))
         return tirx.SeqStmt([full, rest])
 
-    def tile(self, r0, nr: int) -> tirx.Stmt:
+    def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
         """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
         low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
         vw = self.m.vector_width if w % self.m.vector_width == 0 else 1
@@ -516,10 +539,12 @@ class _Tile(_Column):
                 _, _, value, combine = low.statement_parts(self.call)
             return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
 
-        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), self._nest(0, lambda: lanes(update)), lanes(store)])
+        nest = self._nest(0, lambda: lanes(update), ks)
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
 
-    def _nest(self, i: int, innermost: Callable) -> tirx.Stmt:
-        """The reduction loops chain[i:], in their order, around ``innermost()``."""
+    def _nest(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt:
+        """The reduction loops chain[i:], in their order, around ``innermost()``;
+        ``ks``: see :meth:`rows` (for chain[0])."""
         if i == len(self.chain):
             return innermost()
         node = self.chain[i]
@@ -528,6 +553,11 @@ class _Tile(_Column):
         k = tirx.Var(name + "_k", INDEX)
         from .tir import _from_zero
 
+        if i == 0 and ks is not None:
+            first, ext = ks
+            with self.low.bound({name: init + first + k}):
+                body = self._nest(i + 1, innermost)
+            return tirx.For(k, 0, ext, tirx.ForKind.SERIAL, body)
         with self.low.bound({name: _from_zero(init, k)}):
             body = self._nest(i + 1, innermost)
         return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
@@ -535,7 +565,13 @@ class _Tile(_Column):
 
 class _Panels(_Column):
     """Copies of the panels of :meth:`ChunkedLoop._packable` for one column
-    tile, and the statement reading them instead of the tensors."""
+    tile, and the statement reading them instead of the tensors.
+
+    The reduction loop is cut into blocks of ``k_block`` steps, outside the
+    row tiles: for each block, its ``k_block x w`` panel is copied (it stays
+    in L1 while all row tiles use it), then every row tile loads its
+    accumulators, adds the block's steps and stores them.  Each element still
+    sums ``k`` in order, so the results do not depend on the block size."""
 
     def __init__(self, gen: ChunkedLoop, k_loop, call, row: str, j_name: str, col0, w: int, packed):
         super().__init__(gen, call, row, j_name, col0, w)
@@ -543,48 +579,64 @@ class _Panels(_Column):
         self.packed = packed
 
     def around(self, make: Callable) -> tirx.Stmt:
-        from .tir import _seq
+        """The panels' copies around ``make((first, count))``, the row tiles for
+        ``count`` steps of the reduction loop from its ``first``-th."""
+        from .tir import _from_zero, _seq
 
         low, w = self.low, self.w
+        kc = self.m.k_block
         k_name = self.k_loop.for_get_iterator().get_id().get_name()
         k_init, k_ext = low.loop_range(self.k_loop)
         k_ext = tirx.max(k_ext, 0)
         vw = self.m.vector_width
-        k = tirx.Var(k_name + "_pk", INDEX)
+        kb = tirx.Var(k_name + "_kb", INDEX)
+        kn = tirx.Var(k_name + "_kn", INDEX)  # steps in this block
+        k0 = kb * kc if kc else tirx.const(0, INDEX)  # k_block 0: one block, the whole loop
+        q = tirx.Var(k_name + "_q", INDEX)  # the step in the block
+        k = tirx.Var(k_name + "_pk", INDEX)  # the step, k0 + q
         u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
         # the tensors' reads at (k, column): rows do not matter (bound to any value)
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, k_name: k_init + k}):
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v,
+                        k_name: _from_zero(k_init, k)}):
             _, _, value, _ = low.statement_parts(self.call)
         reads = {ld.source.name: ld for ld in _loads(value)}
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init}):
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init + k0}):
             _, _, first, _ = low.statement_parts(self.call)
         origin = {ld.source.name: ld for ld in _loads(first)}
-        head, fills, views = [], [], {}
+        head, decls, fills, views = [], [], [], {}
         for name, kdim in self.packed:
             src = reads[name]
             tensor = low.gen.sig.buffers[name]
-            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel")
-            head.append(tirx.AllocBuffer(panel))
+            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if kc else k_ext) * w,), tensor.dtype,
+                                     name=name + "_block")
+            head.append(tirx.AllocBuffer(block))
+            # the block seen as the whole k_ext x w panel: step k at k * w
+            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel", data=block.data,
+                                     elem_offset=-(k0 * w))
+            decls.append(tirx.DeclBuffer(panel, data=block.data))
             fills.append(tirx.BufferStore(panel, src, [k * w + u * vw + v]))
             # the tensor seen through the panel: element (.., k-index, .., col) at
-            # (k-index - its value at k = 0) * w + (col - col0)
+            # (k-index - its value at the block's first k) * w + (col - col0)
             rank = len(src.indices)
             strides = [w if d == kdim else 1 if d == rank - 1 else 0 for d in range(rank)]
             o = origin[name].indices
             offset = -(o[kdim] * w + o[rank - 1])
-            view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=panel.data,
+            view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
                                     strides=strides, elem_offset=offset)
-            head.append(tirx.DeclBuffer(view, data=panel.data))
+            decls.append(tirx.DeclBuffer(view, data=block.data))
             views[name] = view
-        fill = tirx.For(k, 0, k_ext, tirx.ForKind.SERIAL, tirx.For(
-            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, _seq(fills))))
+        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), tirx.For(
+            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, _seq(fills)))]))
         saved = low.buffer_override
         low.buffer_override = {**saved, **views}
         try:
-            body = make()
+            body = make((k0, kn))
         finally:
             low.buffer_override = saved
-        return tirx.SeqStmt(head + [fill, body])
+        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if kc else k_ext)] + decls + [fill, body])
+        if kc:
+            block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
+        return tirx.SeqStmt(head + [block])
 
 
 # Nodes that TVM 0.27 lowers to a Let (floor division and remainder by

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import islpy as isl
 from tvm import tirx
 
-from ..errors import InternalError
+from ..errors import InternalError, TcError
 from ..syntax import nodes as n
 from ..sema import types as ty
 from ..sema.affine import isl_name, pwaff_to_expr
@@ -55,7 +55,10 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
                     size_vars=size_vars)
     # temporaries folded into a few slots (polyhedral/contract.py); on the CPU
     # only: the CUDA generator's register promotion builds its own accesses
-    folds = plan_folds(model) if target_kind == "llvm" and (options or {}).get("fold", True) else {}
+    fold = (options or {}).get("fold", True)
+    if not isinstance(fold, bool):
+        raise TcError(f"options: 'fold' must be True or False, got {fold!r}")
+    folds = plan_folds(model) if target_kind == "llvm" and fold else {}
     for t, info in checked.tensors.items():
         shape = [lower_expr(e, size_vars, {}, INDEX) for e in model.ranges.extent_exprs(t)]
         elem = max(1, ty.bits(info.dtype) // 8)

@@ -1,0 +1,100 @@
+"""k-blocking of packed reductions on the CPU (tcdsl/codegen/cpu.py, ``_Panels``):
+with ``k_block`` > 0 the reduction loop of a matmul-like kernel is cut into
+blocks of ``k_block`` steps (the default, 0, keeps it whole), each block of the right-hand panel copied once and used by all row
+tiles.  Sizes around the block edges and tails, symbolic and specialized,
+and the ``k_block`` option."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from helpers import rand
+
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+
+
+def _check(k, M, K, N, seed=0):
+    rng = np.random.default_rng(seed + M * 10007 + K * 101 + N)
+    A, B = rand(rng, M, K), rand(rng, K, N)
+    got = k(A, B)
+    want = A.astype(np.float64) @ B.astype(np.float64)
+    # fp32 sums of K products of inputs of magnitude <= 1
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6 * max(K, 1) ** 0.5 + 1e-6)
+    return A, B, got
+
+
+SIZES = [(9, 1, 65), (17, 7, 64), (33, 100, 129), (8, 127, 64), (8, 128, 64), (8, 129, 64),
+         (41, 300, 67), (65, 1000, 130), (13, 257, 193), (3, 300, 64), (10, 0, 64)]
+
+
+@pytest.mark.parametrize("M,K,N", SIZES)
+def test_symbolic_sizes(M, K, N):
+    _check(tcdsl.compile(MATMUL), M, K, N)
+
+
+@pytest.mark.parametrize("M,K,N", [(33, 100, 129), (8, 129, 64), (41, 300, 67), (24, 1, 64)])
+def test_specialized_sizes(M, K, N):
+    _check(tcdsl.compile(MATMUL, specialize="before-scheduling"), M, K, N)
+    _check(tcdsl.compile(MATMUL, sizes={"K": K}), M, K, N)
+
+
+@pytest.mark.parametrize("k_block", [1, 7, 64, 1 << 20])
+def test_block_size_keeps_results_bitwise(k_block):
+    """Each element still sums its products in k order: the block size
+    changes no bit of the result."""
+    base = tcdsl.compile(MATMUL)
+    k = tcdsl.compile(MATMUL, options={"k_block": k_block})
+    for M, K, N in [(41, 300, 67), (16, 129, 128), (9, 5, 64)]:
+        A, B, got = _check(k, M, K, N)
+        np.testing.assert_array_equal(got, base(A, B))
+
+
+def test_mapping_options_field():
+    opts = tcdsl.MappingOptions(k_block=32)
+    assert opts.to_dict() == {"k_block": 32}
+    assert tcdsl.MappingOptions.from_dict({"k_block": 32}) == opts
+    assert tcdsl.MappingOptions().k_block == 0
+    k = tcdsl.compile(MATMUL, options=opts)
+    assert "(T.max(K, 0) + 32 - 1) // 32" in k.script
+    _check(k, 20, 70, 64)
+
+
+def test_default_block_size():
+    from tcdsl.codegen import cpu
+
+    assert cpu.cpu_mapping({}).resolved(False).k_block == cpu.DEFAULT_K_BLOCK
+    assert cpu.cpu_mapping({"k_block": 0}).resolved(False).k_block == cpu.DEFAULT_K_BLOCK
+    assert cpu.cpu_mapping({"k_block": 5}).resolved(True).k_block == 5
+    # the default: the whole reduction loop in one block (no block loop)
+    script = tcdsl.compile(MATMUL).script
+    assert "B_block" in script and "_kb in range" not in script
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "64"])
+def test_bad_block_size(bad):
+    with pytest.raises(tcdsl.TcError, match="'k_block' must be a positive integer"):
+        tcdsl.compile(MATMUL, options={"k_block": bad})(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+
+
+def test_block_loop_in_the_code():
+    """With a packed panel: for each column tile, a loop over the k blocks
+    around the block's copy and all row tiles, each reading only its block."""
+    script = tcdsl.compile(MATMUL, options={"k_block": 96}).script
+    kb = re.search(r"for (c\d_kb) in range\(\(T\.max\(K, 0\) \+ 96 - 1\) // 96\):\s+"
+                   r"(c\d_kn): T\.let\[T\.int32\] = T\.min\(96, T\.max\(K, 0\) - \1 \* 96\)", script)
+    assert kb, script
+    assert re.search(r"B_block = T\.alloc_buffer\(\(T\.min\(T\.max\(K, 0\), 96\) \* \d+,\)\)", script)
+    assert re.search(rf"for c\d_q in range\({kb.group(2)}\):", script)  # the block's copy
+    assert re.search(rf"for c\d_k in range\({kb.group(2)}\):\s+for r in T\.unroll", script)  # the row tiles
+
+
+def test_no_blocks_without_packing():
+    """Inside a sequential loop no panel is copied and the reduction loop
+    stays whole (an RNN's kernels)."""
+    from helpers import ELMAN
+
+    script = tcdsl.compile(ELMAN).script
+    assert "_kb in range" not in script and "_panel" not in script
