@@ -98,3 +98,40 @@ def test_no_blocks_without_packing():
 
     script = tcdsl.compile(ELMAN).script
     assert "_kb in range" not in script and "_panel" not in script
+
+
+# ------------------------------------------------- transposed operands
+# A right-hand operand read as B(n, k) (contiguous along the reduction) is
+# copied to the same contiguous k x columns panel; the schedule puts the
+# column loop innermost for it (polyhedral/schedule.py, _transposed).
+TRANSPOSED = {
+    "nt": ("def mm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }", lambda A, B: A @ B.T),
+    "tt": ("def mm(float(K,M) A, float(N,K) B) -> (C) { C(m,n) +=! A(k,m) * B(n,k) }", lambda A, B: A.T @ B.T),
+    "batched_nt": ("def mm(float(G,M,K) A, float(G,N,K) B) -> (C) { C(g,m,n) +=! A(g,m,k) * B(g,n,k) }",
+                   lambda A, B: A @ B.transpose(0, 2, 1)),
+}
+
+
+@pytest.mark.parametrize("name", TRANSPOSED)
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_transposed_right_hand_operand(name, mode):
+    src, ref = TRANSPOSED[name]
+    k = tcdsl.compile(src, specialize=mode)
+    rng = np.random.default_rng(len(name))
+    for M, K, N in [(37, 129, 70), (8, 1, 64), (64, 300, 129)]:
+        if name == "batched_nt":
+            A, B = rand(rng, 3, M, K), rand(rng, 3, N, K)
+        elif name == "tt":
+            A, B = rand(rng, K, M), rand(rng, N, K)
+        else:
+            A, B = rand(rng, M, K), rand(rng, N, K)
+        want = ref(A.astype(np.float64), B.astype(np.float64))
+        np.testing.assert_allclose(k(A, B), want, rtol=1e-5, atol=2e-6 * K ** 0.5 + 1e-6)
+
+
+def test_transposed_operand_is_copied_to_a_panel():
+    script = tcdsl.compile(TRANSPOSED["nt"][0]).script
+    # the copy reads B(n, k) along the column n into the panel, and the
+    # register tiles read the panel (16-wide vectors), not B
+    assert re.search(r"B_panel\[.*\] = B\[c\d_w64 \* 64 \+ u \* 16 \+ v", script), script
+    assert "B_packed[" in script

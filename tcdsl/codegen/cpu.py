@@ -441,12 +441,13 @@ class ChunkedLoop:
 
     def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, int]]:
         """The tensors read as a k x columns panel shared by all rows
-        (``B(k, n)`` of a matmul): one read of the tensor in the statement,
-        its last index moving with the column by 1 and one other index with
-        k by 1, no index moving with the row.  Their tiles are copied to a
-        contiguous panel before the row tiles use them: rows of a big matrix
-        at a power-of-two stride fall into a few cache sets otherwise.
-        Returns (tensor, index of its k dimension)."""
+        (``B(k, n)`` of a matmul, or ``B(n, k)``): one read of the tensor in
+        the statement, one index moving with the column by 1 and another with
+        k by 1, none with the row.  Their tiles are copied to a contiguous
+        panel before the row tiles use them: rows of a big matrix at a
+        power-of-two stride fall into a few cache sets otherwise, and a
+        transposed operand would be a gather per vector.
+        Returns (tensor, index of its k dimension, index of its column dimension)."""
         k_name = chain[0].for_get_iterator().get_id().get_name()
         probe = {x: tirx.Var(x + "_p", INDEX) for x in (row, j_name, k_name)}
         with self.low.bound(probe):
@@ -461,14 +462,13 @@ class ChunkedLoop:
             idx = list(lds[0].indices)
             if any(_uses(x, probe[row]) for x in idx):
                 continue
-            if _coefficient(idx[-1], probe[j_name]) != 1 or _uses(idx[-1], probe[k_name]):
+            jdims = [d for d, x in enumerate(idx) if _uses(x, probe[j_name])]
+            kdims = [d for d, x in enumerate(idx) if _uses(x, probe[k_name])]
+            if len(jdims) != 1 or len(kdims) != 1 or jdims == kdims:
                 continue
-            kdims = [d for d, x in enumerate(idx[:-1]) if _uses(x, probe[k_name])]
-            if len(kdims) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
+            if _coefficient(idx[jdims[0]], probe[j_name]) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
                 continue
-            if any(_uses(x, probe[j_name]) for x in idx[:-1]):
-                continue
-            out.append((name, kdims[0]))
+            out.append((name, kdims[0], jdims[0]))
         return out
 
 class _Column:
@@ -604,7 +604,7 @@ class _Panels(_Column):
             _, _, first, _ = low.statement_parts(self.call)
         origin = {ld.source.name: ld for ld in _loads(first)}
         head, decls, fills, views = [], [], [], {}
-        for name, kdim in self.packed:
+        for name, kdim, jdim in self.packed:
             src = reads[name]
             tensor = low.gen.sig.buffers[name]
             block = tirx.decl_buffer(((tirx.min(k_ext, kc) if kc else k_ext) * w,), tensor.dtype,
@@ -618,9 +618,9 @@ class _Panels(_Column):
             # the tensor seen through the panel: element (.., k-index, .., col) at
             # (k-index - its value at the block's first k) * w + (col - col0)
             rank = len(src.indices)
-            strides = [w if d == kdim else 1 if d == rank - 1 else 0 for d in range(rank)]
+            strides = [w if d == kdim else 1 if d == jdim else 0 for d in range(rank)]
             o = origin[name].indices
-            offset = -(o[kdim] * w + o[rank - 1])
+            offset = -(o[kdim] * w + o[jdim])
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
                                     strides=strides, elem_offset=offset)
             decls.append(tirx.DeclBuffer(view, data=block.data))

@@ -197,8 +197,15 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         if not isinstance(last, n.IndexVar) or last.name not in s.dims:
             continue
         reads = [x for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Access)]
-        if not all(_unit_or_invariant(a, last.name) for a in reads):
-            continue  # a strided read (e.g. a row sum) vectorizes into gathers: not worth it
+        # a strided read (e.g. a row sum) vectorizes into gathers: not worth
+        # it, except the k x columns operand of a matmul-like reduction
+        # outside sequential loops (``B(n, k)``), which the CPU generator
+        # copies to a contiguous panel (codegen/cpu.py, _packable)
+        red = s.info.comp.reduction_vars
+        packs = not k.loops and len(red) == 1
+        if not all(_unit_or_invariant(a, last.name) or packs and _transposed(a, last.name, red[0], s.dims)
+                   for a in reads):
+            continue
         dims = ", ".join(map(isl_name, s.dims))
         m = isl.Map.read_from_str(k.context.get_ctx(), params_prefix(_params(k)) + "{ " + s.name
                                   + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
@@ -228,6 +235,24 @@ def _unit_or_invariant(access, d: str) -> bool:
         case n.Binary(op="-", lhs=a, rhs=b):
             return is_d(a) and not uses(b)
     return False
+
+
+def _transposed(access, d: str, r: str, dims: tuple[str, ...]) -> bool:
+    """``access`` is ``X(.., d, .., r)``: ``d`` alone in one index that is not
+    the last, the reduction variable ``r`` alone in the last one, and some
+    other variable of the statement (``dims``) not in it -- a matmul's
+    ``B(n, k)`` next to ``A(m, k)``: contiguous along ``r``, copied to a
+    panel contiguous along ``d`` that all rows ``m`` share."""
+    from ..syntax import nodes as n
+
+    idx = access.indices
+    if len(idx) < 2 or not (isinstance(idx[-1], n.IndexVar) and idx[-1].name == r):
+        return False
+    used = {x.name for e in idx for x in n.walk(e) if isinstance(x, n.IndexVar)}
+    if not set(dims) - used - {d, r}:
+        return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
+    uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name in (d, r) for x in n.walk(e))]
+    return len(uses) == 1 and isinstance(uses[0], n.IndexVar) and uses[0].name == d
 
 
 def _params(k: Kernel) -> list[str]:
