@@ -80,6 +80,20 @@ def test_matmul_tiles_and_tails(M, K, N):
     np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
 
 
+def test_rows_after_the_last_full_tile_get_wider_tiles():
+    """The rows left after the last full row tile (all of them at batch 1)
+    run one at a time in tiles tile_rows (then 2) times as wide, so that a
+    row still has as many accumulators as a full tile."""
+    k = tcdsl.compile(MATMUL, options=TILE)
+    assert "T.alloc_local((1, 192))" in k.script and "T.alloc_local((1, 64))" in k.script
+    rng = np.random.default_rng(7)
+    for M, N in [(1, 500), (3, 192), (7, 257), (2, 63)]:  # 192-, 64-, 32-, 8-wide and single columns
+        A, B = rand(rng, M, 19), rand(rng, 19, N)
+        np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+    x = elman_inputs(rng, 6, 1, 9, 300)  # batch 1: every row is left over
+    np.testing.assert_allclose(tcdsl.compile(ELMAN)(*x), reference.elman_rnn(*x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("options", [
     {"cpu_threads": 1}, {"cpu_threads": 3}, {"chunk_rows": 1}, {"chunk_rows": 5, "tile_rows": 2},
     {"tile_cols": 16, "vector_width": 4}, {"parallel": False}, {"register_tiles": False},
@@ -248,5 +262,6 @@ def test_lstm_and_gru_steps_keep_their_vector_loops(file, entry):
         assert re.search(r"// par\n\s*for \(int (c\d+)[^\n]*\n\s*" + s + r"\(", ast), s
     assert re.search(r"T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows: .*\s+for t(, c0_r in T\.grid| in range)\(", k.script)
     # the LSTM's gate loop g runs outside the register tiles over the batch rows (both loops are parallel)
-    assert entry != "lstm" or re.search(r"for c1 in range\([34]\):\s+for c4_w64 in range\(.*\):\s+for c0_b in range\(c0_rows // 4\):"
-                     r"\s+acc = T\.alloc_local\(\(4, 64\)\)", k.script)
+    assert entry != "lstm" or re.search(r"for c1 in range\([34]\):\s+(for c4_w64 in range\(.*\):\s+for c0_b in range"
+                                        r"\(c0_rows // 4\)|for c4_w64, c0_b in T\.grid\(.*, c0_rows // 4\)):"
+                                        r"\s+acc = T\.alloc_local\(\(4, 64\)\)", k.script)

@@ -427,12 +427,33 @@ class ChunkedLoop:
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
                 if pack and w == m.tile_cols:
                     body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(
-                        lambda ks, tile=tile: tile.rows(lo, n, ks))
+                        lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
                 else:
-                    body = tile.rows(lo, n)
+                    body = tile.rows(lo, n, rest=False)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
                 start = start + count * w
-            return _seq(stmts)
+            return _seq(stmts + [leftover_rows()])
+
+        def leftover_rows() -> tirx.Stmt | None:
+            """The rows after the last full row tile (all of them for a batch
+            of 1), one at a time, in tiles ``tile_rows`` (then 2) times as
+            wide: a 1 x 64 tile has 4 accumulators, too few to hide the FMA
+            latency; 1 x 256 has 16, as many as a 4 x 64 one."""
+            rb = m.tile_rows
+            if rb == 1:
+                return None
+            r = tirx.Var(row + "_t", INDEX)
+            r0 = lo + tirx.floordiv(n, rb) * rb + r
+            stmts = []
+            start = tirx.const(0, INDEX)
+            wide = (m.tile_cols * rb, m.tile_cols * 2) if rb > 2 else (m.tile_cols * rb,)
+            for w in dict.fromkeys(wide + (m.tile_cols, m.vector_width, 1)):
+                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_v{w}", INDEX)
+                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
+                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.tile(r0, 1)))
+                start = start + count * w
+            return tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL, _seq(stmts))
 
         if not packed:
             return columns(False)
@@ -494,13 +515,14 @@ class _Tile(_Column):
         self.chain = chain
         self.zeros = zeros
 
-    def rows(self, lo, n, ks=None) -> tirx.Stmt:
+    def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
         """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
-        steps of the (single) reduction loop, counted from its first value."""
+        steps of the (single) reduction loop, counted from its first value;
+        ``rest`` False: the full row tiles only."""
         rb = self.m.tile_rows
         sb = tirx.Var(self.row + "_b", INDEX)
         full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb, ks))
-        if rb == 1:
+        if rb == 1 or not rest:
             return full
         r = tirx.Var(self.row + "_t", INDEX)
         rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
