@@ -31,7 +31,8 @@ class MappingOptions:
       the outer parallel loop x columns of the innermost stride-1 loop).
     * ``vector_width``: elements per vector instruction (``tile_cols`` is a
       multiple of it).  0 in these three: the host's defaults (4 x 64 in
-      16-lane vectors with AVX-512, else 4 x 24 in 8-lane vectors).
+      16-lane vectors with AVX-512, 8 x 48 inside a sequential loop; else
+      4 x 24 in 8-lane vectors, 2 x 48 inside a sequential loop).
     * ``chunk_rows``: at most this many rows of the parallel loop per chunk
       (a chunk's columns tiles reuse the same right-hand data from cache, and
       its copied panels, see ``k_block``); every thread gets as many chunks,

@@ -102,17 +102,20 @@ DEFAULT_K_BLOCK = 0
 
 def host_defaults(in_loop: bool = False) -> dict[str, int]:
     """Register tiles that fit the host's vector registers.  With AVX-512 (32
-    registers of 16 floats): 4 x 64 (16 registers; batch 1 keeps 4
-    independent sums per row).  Measured, interleaved, on this machine: the
-    1024^3 matmul 9.3 ms against 11.4 ms for 6 x 32 (8 x 48: 9.4, 7 x 64:
-    9.6, 12 x 32: 11.7), a 3x3 convolution 2.20 against 2.38 ms, a batch
-    matmul with 100 columns 0.91 against 1.52 ms, and the Elman RNN at batch
-    32 and 1.  Without AVX-512 (16 registers of 8): 4 x 24 for a kernel on
-    its own, 2 x 48 inside a sequential loop, whose rows are few."""
+    registers of 16 floats): 4 x 64 (16 registers) for a kernel on its own,
+    8 x 48 (24) inside a sequential loop.  Measured, interleaved, on this
+    machine: the 1024^3 matmul 9.3 ms against 11.4 ms for 6 x 32 (8 x 48:
+    9.4, 7 x 64: 9.6, 12 x 32: 11.7), a 3x3 convolution 2.20 against 2.38
+    ms, a batch matmul with 100 columns 0.91 against 1.52 ms; inside the
+    time loop of the Elman RNN at (64, 32, 256) 2.31 ms with 8 x 48 against
+    2.71 with 4 x 64 (batch 12: 2.45 against 2.76; the LSTM 10.7 against
+    11.4; batch 1 and 3 and the QRNN alike: their rows are left over, see
+    ``leftover_rows``).  Without AVX-512 (16 registers of 8): 4 x 24 for a
+    kernel on its own, 2 x 48 inside a sequential loop, whose rows are few."""
     from .targets import host_avx512
 
     if host_avx512():
-        rows, cols, vw = (4, 64, 16)
+        rows, cols, vw = (8, 48, 16) if in_loop else (4, 64, 16)
     else:
         rows, cols, vw = (2, 48, 8) if in_loop else (4, 24, 8)
     return {"tile_rows": rows, "tile_cols": cols, "vector_width": vw}
@@ -436,9 +439,9 @@ class ChunkedLoop:
 
         def leftover_rows() -> tirx.Stmt | None:
             """The rows after the last full row tile (all of them for a batch
-            of 1), one at a time, in tiles ``tile_rows`` (then 2) times as
-            wide: a 1 x 64 tile has 4 accumulators, too few to hide the FMA
-            latency; 1 x 256 has 16, as many as a 4 x 64 one."""
+            of 1), one at a time, in tiles of 16 vectors, then 8, then the
+            usual widths: a 1 x 64 tile has 4 accumulators, too few to hide
+            the FMA latency; 1 x 256 has 16, as many as a 4 x 64 one."""
             rb = m.tile_rows
             if rb == 1:
                 return None
@@ -446,8 +449,9 @@ class ChunkedLoop:
             r0 = lo + tirx.floordiv(n, rb) * rb + r
             stmts = []
             start = tirx.const(0, INDEX)
-            wide = (m.tile_cols * rb, m.tile_cols * 2) if rb > 2 else (m.tile_cols * rb,)
-            for w in dict.fromkeys(wide + (m.tile_cols, m.vector_width, 1)):
+            vw = m.vector_width
+            wide = tuple(w for w in (16 * vw, 8 * vw) if w * 4 <= _MAX_TILE_BYTES and w > m.tile_cols)
+            for w in dict.fromkeys(wide + (m.tile_cols, vw, 1)):
                 count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_v{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
