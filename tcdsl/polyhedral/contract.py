@@ -22,9 +22,10 @@ optimisation, for its most common case:
   between ``kmin`` and ``kmax`` (all its instances, for all sizes), so at step
   ``t`` only indices ``t - kmax .. t - kmin`` are live and ``kmax - kmin + 1``
   slots hold them without collision;
-* every read reads a value written before it (isl's dataflow over the loop's
-  steps, with ``t`` a schedule dimension), so no read could see a slot's
-  older occupant where the full tensor would have held something else.
+* every read reads a value written before it (isl's dataflow over the whole
+  program's schedule, polyhedral/dataflow.py, with the loops' variables as
+  schedule dimensions), so no read could see a slot's older occupant where
+  the full tensor would have held something else.
 
 ``plan_folds(model)`` returns the temporaries to fold; codegen/tir.py
 allocates them with ``size`` slots along ``dim`` and takes that index
@@ -37,7 +38,8 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..sema.affine import isl_name
-from .model import Block, Branch, ForLoop, Kernel, Model, lift_param, maps
+from .dataflow import program_schedule
+from .model import Block, Branch, ForLoop, Kernel, Model, lift_param
 
 # More slots than this: not worth folding (a window this wide is rare).
 MAX_SLOTS = 8
@@ -62,15 +64,18 @@ def plan_folds(model: Model) -> dict[str, Fold]:
                     mine.append(k)
     owner = _direct_loops(model.body)
     out: dict[str, Fold] = {}
+    program = None
     for t in checked.temps:
         kernels = users.get(isl_name(t), [])
         loops = {id(owner.get(id(k))) for k in kernels}
         if not kernels or len(loops) != 1 or owner.get(id(kernels[0])) is None:
             continue
-        # kernels come in program order (model.kernels())
-        loop, position = owner[id(kernels[0])], {id(k): i for i, k in enumerate(kernels)}
-        fold = _fold(t, loop, kernels, position, len(model.ranges.extent_exprs(t)))
-        if fold is not None:
+        fold = _fold(t, owner[id(kernels[0])], kernels, len(model.ranges.extent_exprs(t)))
+        if fold is None:
+            continue
+        program = program or program_schedule(model)
+        accesses = program.accesses(t) if program is not None else None
+        if accesses is not None and program.reads_have_sources(*accesses):
             out[t] = fold
     return out
 
@@ -93,21 +98,21 @@ def _direct_loops(body: Block) -> dict[int, ForLoop | None]:
     return out
 
 
-def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], position: dict[int, int], rank: int) -> Fold | None:
+def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], rank: int) -> Fold | None:
+    """The dimension and slots to fold ``tensor`` into, from the window of
+    ``t - k`` of its accesses (the reads' sources are checked after)."""
     name, var = isl_name(tensor), isl_name(loop.loop.var)
-    writes, reads = [], []
+    accesses = []
     for k in kernels:
         for s in k.stmts:
             if any(m.get_tuple_name(isl.dim_type.out) == name for m in s.may_reads):
                 return None  # a non-affine read: it may read any element
-            for kind, into in (("writes", writes), ("reads", reads)):
-                for m in getattr(s, kind):
-                    if m.get_tuple_name(isl.dim_type.out) == name:
-                        lifted = lift_param(m.intersect_params(k.context), var)
-                        if lifted is None:
-                            return None
-                        into.append((k, lifted))
-    accesses = [m for _, m in writes + reads]
+            for m in s.writes + s.reads:
+                if m.get_tuple_name(isl.dim_type.out) == name:
+                    lifted = lift_param(m.intersect_params(k.context), var)
+                    if lifted is None:
+                        return None
+                    accesses.append(lifted)
     best: Fold | None = None
     for d in range(rank):
         window = _window(accesses, d)
@@ -116,8 +121,6 @@ def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], position: dict[int,
         size = window[1] - window[0] + 1
         if size <= MAX_SLOTS and (best is None or size < best.size):
             best = Fold(tensor, d, size)
-    if best is None or not _reads_have_sources(writes, reads, position, var):
-        return None
     return best
 
 
@@ -145,42 +148,3 @@ def _window(accesses: list[isl.Map], d: int) -> tuple[int, int] | None:
 
 def _value(point_set: isl.Set) -> int:
     return point_set.sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
-
-
-def _reads_have_sources(writes, reads, position: dict[int, int], var: str) -> bool:
-    """Every read instance reads a value some earlier write produced: isl's
-    dataflow with the schedule [t, kernel, program order within the step]."""
-    if not reads:
-        return True
-    width = 0
-    for k, _ in writes + reads:
-        for om in maps(k.order):
-            width = max(width, om.dim(isl.dim_type.out))
-    sched = None
-    for k in {id(k): k for k, _ in writes + reads}.values():
-        for om in maps(k.order):
-            m = lift_param(om.intersect_params(k.context), var)
-            m = m.insert_dims(isl.dim_type.out, 0, 2).equate(isl.dim_type.in_, 0, isl.dim_type.out, 0)
-            m = m.fix_val(isl.dim_type.out, 1, isl.Val.int_from_si(m.get_ctx(), position[id(k)]))
-            extra = width - om.dim(isl.dim_type.out)
-            if extra:
-                base = m.dim(isl.dim_type.out)
-                m = m.add_dims(isl.dim_type.out, extra)
-                for i in range(extra):
-                    m = m.fix_val(isl.dim_type.out, base + i, isl.Val.zero(m.get_ctx()))
-            um = isl.UnionMap.from_map(m)
-            sched = um if sched is None else sched.union(um)
-
-    def union(ms):
-        out = None
-        for _, m in ms:
-            um = isl.UnionMap.from_map(m)
-            out = um if out is None else out.union(um)
-        return out
-
-    sinks, sources = union(reads), union(writes)
-    if sources is None:
-        return False
-    flow = (isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
-            .set_schedule_map(sched).compute_flow())
-    return flow.get_may_no_source().is_empty()

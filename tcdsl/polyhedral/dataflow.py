@@ -26,38 +26,86 @@ from .model import Block, Branch, ForLoop, Kernel, Model, lift_param, maps
 
 def overwritten_outputs(model: Model) -> frozenset[str]:
     """The outputs whose initial contents no read can see (see the module docstring)."""
-    placed = _placed_kernels(model.body)
-    if placed is None:
-        return frozenset()
-    sched = _schedule(placed)
-    if sched is None:
+    program = program_schedule(model)
+    if program is None:
         return frozenset()
     out = set()
     for tensor in model.ranges.checked.outputs:
         try:
-            if _overwritten(model, placed, sched, tensor):
+            if _overwritten(model, program, tensor):
                 out.add(tensor)
         except (isl.Error, NotAffine):
             continue  # not analysable here: keep the zero fill
     return frozenset(out)
 
 
-def _placed_kernels(body: Block) -> list[tuple[Kernel, tuple[int, ...]]] | None:
-    """Every kernel with the positions of its enclosing items (outermost
-    first, its own last); None when the program has a branch around loops."""
-    out: list[tuple[Kernel, tuple[int, ...]]] = []
+class Program:
+    """The kernels of a program with their place in it, and the schedule of
+    every statement instance (see the module docstring)."""
 
-    def visit(b: Block, path: tuple[int, ...]) -> bool:
+    def __init__(self, placed: list[tuple[Kernel, tuple[int, ...]]], unplaced: list[Kernel],
+                 schedule: isl.UnionMap):
+        self.placed = placed  # (kernel, positions of its enclosing items, its own last)
+        self.unplaced = unplaced  # kernels under a branch around loops: not in the schedule
+        self.schedule = schedule
+
+    def accesses(self, tensor: str) -> tuple[isl.UnionMap | None, isl.UnionMap | None] | None:
+        """(writes, reads) of ``tensor`` over the scheduled instances (reads
+        include the may-reads of non-affine indices); None when a kernel
+        under a branch accesses it."""
+        name = isl_name(tensor)
+
+        def touches(s) -> bool:
+            return any(m.get_tuple_name(isl.dim_type.out) == name for m in s.writes + s.reads + s.may_reads)
+
+        if any(touches(s) for k in self.unplaced for s in k.stmts):
+            return None
+        writes = reads = None
+        for k, _ in self.placed:
+            for s in k.stmts:
+                for kind in ("writes", "reads", "may_reads"):
+                    for m in getattr(s, kind):
+                        if m.get_tuple_name(isl.dim_type.out) != name:
+                            continue
+                        lifted = _lift(m, k)
+                        if lifted is None:
+                            return None
+                        um = isl.UnionMap.from_map(lifted)
+                        if kind == "writes":
+                            writes = um if writes is None else writes.union(um)
+                        else:
+                            reads = um if reads is None else reads.union(um)
+        return writes, reads
+
+    def reads_have_sources(self, writes: isl.UnionMap | None, reads: isl.UnionMap | None) -> bool:
+        """Every read instance reads a value some earlier write produced."""
+        if reads is None:
+            return True
+        if writes is None:
+            return False
+        flow = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+                .set_schedule_map(self.schedule).compute_flow())
+        return flow.get_may_no_source().is_empty()
+
+
+def program_schedule(model: Model) -> Program | None:
+    """The :class:`Program` of ``model``; None when it has no kernel, or a
+    loop variable could not be lifted."""
+    placed: list[tuple[Kernel, tuple[int, ...]]] = []
+    unplaced: list[Kernel] = []
+
+    def visit(b: Block, path: tuple[int, ...], under_branch: bool) -> None:
         for i, it in enumerate(b.items):
             if isinstance(it, Kernel):
-                out.append((it, path + (i,)))
+                (unplaced.append(it) if under_branch else placed.append((it, path + (i,))))
             elif isinstance(it, ForLoop):
-                if not visit(it.body, path + (i,)):
-                    return False
+                visit(it.body, path + (i,), under_branch)
             elif isinstance(it, Branch):
-                return False
-        return True
-    return out if visit(body, ()) else None
+                visit(it.then, path, True)
+                visit(it.orelse, path, True)
+    visit(model.body, (), False)
+    sched = _schedule(placed)
+    return None if sched is None else Program(placed, unplaced, sched)
 
 
 def _lift(m: isl.Map, k: Kernel) -> isl.Map | None:
@@ -100,39 +148,19 @@ def _schedule(placed) -> isl.UnionMap | None:
     return sched
 
 
-def _overwritten(model: Model, placed, sched: isl.UnionMap, tensor: str) -> bool:
-    name = isl_name(tensor)
-    writes = reads = None
-    for k, _ in placed:
-        for s in k.stmts:
-            for kind in ("writes", "reads", "may_reads"):
-                for m in getattr(s, kind):
-                    if m.get_tuple_name(isl.dim_type.out) != name:
-                        continue
-                    lifted = _lift(m, k)
-                    if lifted is None:
-                        return False
-                    um = isl.UnionMap.from_map(lifted)
-                    if kind == "writes":
-                        writes = um if writes is None else writes.union(um)
-                    else:
-                        reads = um if reads is None else reads.union(um)
-    if writes is None:
+def _overwritten(model: Model, program: Program, tensor: str) -> bool:
+    accesses = program.accesses(tensor)
+    if accesses is None or accesses[0] is None:
         return False
+    writes, reads = accesses
     # every element written, for all sizes
     r = model.ranges
     exts = r.extent_exprs(tensor)
     idx = [f"i{d}" for d in range(len(exts))]
     cond = " and ".join(f"0 <= {i} < {to_isl(e)}" for i, e in zip(idx, exts)) or "true"
-    box = isl.Set.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ " + name + "[" + ", ".join(idx)
-                                + "] : " + cond + " }").intersect_params(r.size_context)
+    box = isl.Set.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ " + isl_name(tensor) + "["
+                                + ", ".join(idx) + "] : " + cond + " }").intersect_params(r.size_context)
     written = writes.range()
     box_u = isl.UnionSet.from_set(box.align_params(written.get_space()))
     written = written.align_params(box_u.get_space())
-    if not box_u.is_subset(written):
-        return False
-    if reads is None:
-        return True
-    flow = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
-            .set_schedule_map(sched).compute_flow())
-    return flow.get_may_no_source().is_empty()
+    return box_u.is_subset(written) and program.reads_have_sources(writes, reads)
