@@ -75,8 +75,9 @@ def window(float(T,B) X) -> (y) {
 }"""
 
 
-def test_a_window_of_three_steps_keeps_three_slots():
-    assert folds(WINDOW) == {"s": (0, 3)}
+def test_a_window_of_three_steps_keeps_four_slots():
+    # slots come in powers of two: the slot is the index & (slots - 1)
+    assert folds(WINDOW) == {"s": (0, 4)}
     rng = np.random.default_rng(1)
     assert_runs_like_the_interpreter(WINDOW, [rand(rng, 11, 5)])
 
@@ -108,6 +109,26 @@ def rnn(float(T,B,C) X, float(C,C) W) -> (h) {
     h(t, b, j) = tanh(c(t, b, j))
   }
 }"""
+
+
+# Found by the random programs: the state read in a 1-row register tile,
+# unrolled, where a remainder (lowered through a Let) could not be bound twice.
+FUZZ_STATE = """def fuzz(float(T, K) X3, float(K, K) X4, float(K, K) X5) -> (Y4) {
+  for t in T {
+    P2(b) +=! X3(t, k) * X5(k, b)
+    if t == 0 { H1(t, b) = X3(t, b) * 1.5 }
+    else { H1(t, b) +=! X4(k, b) * H1(t - 1, k) }
+    H1(t, b) = tanh(H1(t, b) + P2(b))
+    Y4(t, b) = H1(t, b) * -0.25
+  }
+}"""
+
+
+@pytest.mark.parametrize("T,K", [(1, 2), (5, 3), (9, 300)])
+def test_a_state_in_an_unrolled_register_tile(T, K):
+    assert folds(FUZZ_STATE) == {"H1": (0, 2)}
+    rng = np.random.default_rng(K)
+    assert_runs_like_the_interpreter(FUZZ_STATE, [rand(rng, T, K), rand(rng, K, K), rand(rng, K, K)])
 
 
 @pytest.mark.parametrize("T,B,C", [(4, 3, 5), (6, 9, 70)])

@@ -196,6 +196,10 @@ class _Gen:
             acc = self.fresh("A")
             lines.append(f"{pad}if t < {self.pick(['1', '2', 'T - 1'])} {{ {acc}(b) += {h}(t, b) }}\n")
             self.outputs.append(acc)
+        if self.chance(0.3):  # the state a temporary: kept in two slots (polyhedral/contract.py)
+            y = self.fresh("Y")
+            lines.append(f"{pad}{y}(t, b) = {h}(t, b) * {self.const()}\n")
+            h = y
         lines.append("  }\n")
         self.lines += lines
         self.outputs.append(h)
@@ -553,6 +557,25 @@ def test_zero_size_keeps_unrelated_statements():
                 "  O4(i, j) = H1(i, j) - fabs(float(i))\n}\n",
                 [Tensor("X0", ("N", "N")), Tensor("X2", ()), Tensor("X3", ("T", "M"))], "float32", ("T", "N", "M"))
     check_against_interpreter(p, [{"T": 0, "N": 3, "M": 1}, {"T": 1, "N": 4, "M": 2}])
+
+
+def test_an_extent_below_zero_at_size_zero():
+    # O5's rows are where `i + 1` stays in X3: T - 1 of them, -1 at T = 0; the
+    # output is then empty (was: NumPy's "negative dimensions" from the runtime)
+    p = Program("def fuzz(float(T, K) X3) -> (O5) {\n"
+                "  O5(j, i) = X3(i, j) + (i < T - 1 ? X3(i + 1, 0) : 0.5)\n}\n",
+                [Tensor("X3", ("T", "K"))], "float32", ("T", "K"))
+    check_against_interpreter(p, [{"T": 0, "K": 2}, {"T": 1, "K": 3}, {"T": 5, "K": 2}])
+
+
+def test_a_select_beside_a_formula_with_lets_compiles():
+    # TVM 0.27's vectorizer rejected a Let (the tanh formula) beside an
+    # if_then_else in one vectorized loop ("Let cannot bind the same var to
+    # two different values"): that loop now stays scalar (codegen/tir.py)
+    p = Program("def fuzz(float(T, K) X3) -> (O5) {\n"
+                "  O5(j, i) = (i >= T - 1 ? 2 : tanh(X3(i, j))) * tanh(tanh(float(j)))\n}\n",
+                [Tensor("X3", ("T", "K"))], "float32", ("T", "K"))
+    check_against_interpreter(p, [{"T": 3, "K": 2}, {"T": 20, "K": 3}])
 
 
 # ============================================================ mutation fuzzer

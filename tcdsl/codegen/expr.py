@@ -53,14 +53,15 @@ class Folded:
 
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     """The buffer and indices a load or store of ``buf[indices]`` uses: the
-    slot of a :class:`Folded` temporary (its indices are never negative:
-    range inference and the bounds check keep them in the tensor, so the
-    truncating ``%`` is the remainder, and lowers without TVM's floor-mod
-    ``Let``, which unrolled register tiles cannot hold twice)."""
+    slot of a :class:`Folded` temporary, ``i & (size - 1)`` (``size`` is a
+    power of two, and its indices are never negative: range inference and
+    the bounds check keep them in the tensor).  Not ``%``: TVM lowers a
+    remainder through a ``Let``, which an unrolled register tile cannot bind
+    twice ("Let cannot bind the same var to two different values")."""
     if not isinstance(buf, Folded):
         return buf, indices
     idx = list(indices)
-    idx[buf.dim] = tirx.truncmod(idx[buf.dim], buf.size) if buf.size > 1 else tirx.const(0, INDEX)
+    idx[buf.dim] = tirx.bitwise_and(idx[buf.dim], buf.size - 1) if buf.size > 1 else tirx.const(0, INDEX)
     return buf.buffer, idx
 
 

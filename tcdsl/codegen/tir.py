@@ -16,6 +16,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 import islpy as isl
+import tvm
 from tvm import tirx
 
 from ..errors import InternalError, TcError
@@ -60,7 +61,9 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str,
         raise TcError(f"options: 'fold' must be True or False, got {fold!r}")
     folds = plan_folds(model) if target_kind == "llvm" and fold else {}
     for t, info in checked.tensors.items():
-        shape = [lower_expr(e, size_vars, {}, INDEX) for e in model.ranges.extent_exprs(t)]
+        # an extent is at least 0 (range inference assumes sizes >= 1: `T - 1` is -1 at T = 0)
+        shape = [lower_expr(e, size_vars, {}, INDEX) if isinstance(e, (n.SizeVar, n.Const))
+                 else tirx.max(lower_expr(e, size_vars, {}, INDEX), 0) for e in model.ranges.extent_exprs(t)]
         elem = max(1, ty.bits(info.dtype) // 8)
         if t in folds:
             f = folds[t]
@@ -283,6 +286,11 @@ class _AstLowering:
         main_body = self._body_with(node, name, init + vo * w + vi, parallel_ok)
         if not _stride_one_stores(main_body, vi):
             return None
+        if _has(main_body, _is_if_then_else) and _has(main_body, lambda x: isinstance(x, tirx.Let)):
+            # TVM 0.27's vectorizer fails on a Let beside an if_then_else ("Let
+            # cannot bind the same var to two different values"; found by the
+            # random programs: `(i >= T - 1 ? 2 : X(i, j)) * tanh(tanh(float(j)))`)
+            return None
         n_main = tirx.floordiv(extent, w)
         tail_body = self._body_with(node, name, init + n_main * w + vt, parallel_ok)
         main = tirx.For(vo, 0, n_main, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
@@ -406,6 +414,31 @@ def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
             return False
     return bool(stores)
+
+
+def _is_if_then_else(x) -> bool:
+    return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "prim.if_then_else"
+
+
+_CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "body", "then_case", "else_case",
+             "args", "seq", "indices")
+
+
+def _has(x, pred) -> bool:
+    """Some node of the statement or expression ``x`` satisfies ``pred``."""
+    if pred(x):
+        return True
+    for f in _CHILDREN:
+        child = getattr(x, f, None)
+        if child is None or isinstance(child, (str, int, float)):
+            continue
+        if isinstance(child, (tirx.Stmt, tvm.ir.expr.Expr)):
+            if _has(child, pred):
+                return True
+        elif hasattr(child, "__len__"):
+            if any(isinstance(c, (tirx.Stmt, tvm.ir.expr.Expr)) and _has(c, pred) for c in child):
+                return True
+    return False
 
 
 def _stores(stmt: tirx.Stmt):

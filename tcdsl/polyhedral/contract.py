@@ -11,7 +11,7 @@ A recurrence written the natural way stores every step's state::
 
 When ``c`` is a temporary, only ``c(t)`` and ``c(t - 1)`` are ever live: the
 code generator allocates ``c`` as ``(2, B, C)`` and reads and writes
-``c(t % 2, b, j)`` (a ``T``-fold smaller buffer that stays in cache instead
+``c(t & 1, b, j)`` (a ``T``-fold smaller buffer that stays in cache instead
 of a stream to memory).  The classic polyhedral storage-mapping
 optimisation, for its most common case:
 
@@ -21,7 +21,8 @@ optimisation, for its most common case:
 * along one dimension every access is ``t - k`` with ``k`` a constant
   between ``kmin`` and ``kmax`` (all its instances, for all sizes), so at step
   ``t`` only indices ``t - kmax .. t - kmin`` are live and ``kmax - kmin + 1``
-  slots hold them without collision;
+  slots hold them without collision (rounded up to a power of two, so that
+  the slot is ``index & (slots - 1)``);
 * every read reads a value written before it (isl's dataflow over the whole
   program's schedule, polyhedral/dataflow.py, with the loops' variables as
   schedule dimensions), so no read could see a slot's older occupant where
@@ -29,7 +30,7 @@ optimisation, for its most common case:
 
 ``plan_folds(model)`` returns the temporaries to fold; codegen/tir.py
 allocates them with ``size`` slots along ``dim`` and takes that index
-modulo ``size``.
+modulo ``size`` (codegen/expr.py, ``physical``).
 """
 from __future__ import annotations
 
@@ -118,7 +119,8 @@ def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], rank: int) -> Fold 
         window = _window(accesses, d)
         if window is None:
             continue
-        size = window[1] - window[0] + 1
+        live = window[1] - window[0] + 1
+        size = 1 << (live - 1).bit_length()  # a power of two: the slot is index & (size - 1)
         if size <= MAX_SLOTS and (best is None or size < best.size):
             best = Fold(tensor, d, size)
     return best

@@ -183,8 +183,11 @@ def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
 
 def shape_function(shapes: list[tuple[n.Expr, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
     """``evaluate`` of every extent of ``shapes``, compiled once into one
-    Python function of the sizes (a call evaluates them per size tuple)."""
-    body = "".join("(" + "".join(_python(e) + ", " for e in shape) + "), " for shape in shapes)
+    Python function of the sizes (a call evaluates them per size tuple).  An
+    extent is at least 0: range inference assumes sizes >= 1, so ``T - 1``
+    (a tensor written where ``i + 1`` stays in a size-T input) is -1 at T = 0,
+    where nothing is written."""
+    body = "".join("(" + "".join(f"max({_python(e)}, 0), " for e in shape) + "), " for shape in shapes)
     return eval(f"lambda s: ({body})", {"min": min, "max": max, "int": int})  # noqa: S307 (our own text)
 
 
