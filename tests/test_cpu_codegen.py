@@ -87,7 +87,8 @@ def test_rows_after_the_last_full_tile_get_wider_tiles():
     k = tcdsl.compile(MATMUL, options=TILE)  # 6 x 32 tiles of 8-wide vectors
     assert "T.alloc_local((1, 128))" in k.script and "T.alloc_local((1, 64))" in k.script
     rng = np.random.default_rng(7)
-    for M, N in [(1, 500), (3, 192), (7, 257), (2, 63)]:  # 128-, 64-, 32-, 8-wide and single columns
+    assert "T.alloc_local((1, 4))" in k.script  # half a vector before single columns
+    for M, N in [(1, 500), (3, 192), (7, 257), (2, 63), (1, 13)]:  # 128-, 64-, 32-, 8-, 4-wide and single columns
         A, B = rand(rng, M, 19), rand(rng, 19, N)
         np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
     x = elman_inputs(rng, 6, 1, 9, 300)  # batch 1: every row is left over

@@ -439,9 +439,11 @@ class ChunkedLoop:
 
         def leftover_rows() -> tirx.Stmt | None:
             """The rows after the last full row tile (all of them for a batch
-            of 1), one at a time, in tiles of 16 vectors, then 8, then the
-            usual widths: a 1 x 64 tile has 4 accumulators, too few to hide
-            the FMA latency; 1 x 256 has 16, as many as a 4 x 64 one."""
+            of 1), one at a time, in tiles of 16 vectors, then 8 (as many
+            accumulators as a full tile holds at most), then one vector, half
+            a vector and single columns: a 1 x 64 tile has 4 accumulators,
+            too few to hide the FMA latency; 1 x 256 has 16, as many as a
+            4 x 64 one."""
             rb = m.tile_rows
             if rb == 1:
                 return None
@@ -450,8 +452,13 @@ class ChunkedLoop:
             stmts = []
             start = tirx.const(0, INDEX)
             vw = m.vector_width
-            wide = tuple(w for w in (16 * vw, 8 * vw) if w * 4 <= _MAX_TILE_BYTES and w > m.tile_cols)
-            for w in dict.fromkeys(wide + (m.tile_cols, vw, 1)):
+            # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
+            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w <= m.tile_rows * m.tile_cols)[:2]
+            # narrower vectors before single columns: a single column's sum is
+            # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
+            # 8 of them took 4 of its 6 us per step)
+            narrow = tuple(w for w in (vw // 2,) if w >= 4)
+            for w in dict.fromkeys(wide + (vw,) + narrow + (1,)):
                 count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_v{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
@@ -536,7 +543,7 @@ class _Tile(_Column):
     def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
         """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
         low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
-        vw = self.m.vector_width if w % self.m.vector_width == 0 else 1
+        vw = self.m.vector_width if w % self.m.vector_width == 0 else w if w in (2, 4, 8) else 1
         s = low.stmts[self.call.get_op_arg(0).get_id().get_name()]
         acc = tirx.decl_buffer((nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc", scope="local")
 
