@@ -184,3 +184,23 @@ def test_outputs_beside_a_branch_around_loops():
         else:  # nothing written: z's inferred extent is empty
             assert z.size == 0
         del y, z
+
+
+TWO = "def two(float(N) A) -> (B, C) { B(i) = A(i) + 1\n C(i) = A(i) * 2 }"
+
+
+def test_two_outputs_of_one_shape_are_reused_while_the_last_pair_is_held():
+    # a loop that still holds the previous call's pair while it makes the next
+    k = tcdsl.compile(TWO)
+    rng = np.random.default_rng(9)
+    a = rand(rng, 2 * BIG)
+    b, c = k(a)
+    addresses = set()
+    for _ in range(4):
+        x = rand(rng, 2 * BIG)
+        b, c = k(x)  # the pair before is dropped only after this call
+        np.testing.assert_array_equal(b, x + 1)
+        np.testing.assert_array_equal(c, x * 2)
+        addresses.update((b.ctypes.data, c.ctypes.data))
+    assert len(addresses) == 4  # two pairs of memory, taking turns
+    assert k.output_pool.kept_bytes() == 4 * a.nbytes  # 2 per output

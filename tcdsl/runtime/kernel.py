@@ -18,7 +18,7 @@ from . import cache
 from . import device
 from .args import Arg, bind_sizes, check_index_range, is_torch, prepare_input, shape_function
 from .fastcall import MISS, FastPath
-from .pool import OutputPool
+from .pool import KEEP, OutputPool
 from ..polyhedral.dataflow import overwritten_outputs
 
 # tvm_ffi releases the GIL for every call.  Taking it back waits, while
@@ -310,7 +310,7 @@ class Kernel:
         if not isinstance(reuse, bool):
             raise TcError(f"options: 'reuse_outputs' must be True or False, got {reuse!r}")
         overwritten = overwritten_outputs(self.frontend.model) if self._kind == "llvm" else frozenset()
-        self.output_pool = OutputPool()
+        self.output_pool = OutputPool(keep=KEEP * max(len(self._output_names), 1))
         self._allocators = {"numpy": [(self.output_pool.empty if reuse else np.empty) if o in overwritten
                                       else np.zeros for o in self._output_names],
                             "torch": [o in overwritten for o in self._output_names]}

@@ -13,9 +13,10 @@ An array is free when the only reference to it is the pool's own: the
 caller dropped it and no view, ``torch.from_numpy`` tensor, memoryview or
 DLPack capsule of it is alive (each of those holds a reference to it).  So
 reusing it is exactly what freeing and allocating the memory again would
-have done, without the page faults.  The pool keeps at most :data:`KEEP`
-arrays per shape and dtype (a loop that still holds the previous result
-while it makes the next one reuses the one before), for at most
+have done, without the page faults.  The pool keeps at most ``keep``
+arrays per shape and dtype (the kernel asks for :data:`KEEP` per output: a
+loop that still holds the previous results while it makes the next ones
+reuses the ones before), for at most
 :data:`MAX_SHAPES` shapes, and only arrays of :data:`MIN_BYTES` or more
 (smaller ones are recycled quickly by NumPy and malloc).
 ``options={"reuse_outputs": False}`` turns it off; :meth:`OutputPool.clear`
@@ -37,7 +38,8 @@ _getrefcount = sys.getrefcount
 
 
 class OutputPool:
-    def __init__(self) -> None:
+    def __init__(self, keep: int = KEEP) -> None:
+        self._keep = keep
         self._kept: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -63,7 +65,7 @@ class OutputPool:
                 if _getrefcount(a) == 3:
                     return a
             a = np.empty(shape, dtype)
-            if len(kept) < KEEP:
+            if len(kept) < self._keep:
                 kept.append(a)
             return a
 
