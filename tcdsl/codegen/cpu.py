@@ -383,7 +383,7 @@ class ChunkedLoop:
             buf, idx, value, _ = self.low.statement_parts(call)
         if not idx or any(_uses(x, probe[k]) for x in idx for k in k_names):
             return None
-        if _has_node(value, _UNROLL_UNSAFE) or any(_has_node(x, _UNROLL_UNSAFE) for x in idx):
+        if has_node(value, _UNROLL_UNSAFE) or any(has_node(x, _UNROLL_UNSAFE) for x in idx):
             return None
         coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
@@ -679,14 +679,17 @@ class _Panels(_Column):
 _UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)
 
 
-def _has_node(e, types: tuple) -> bool:
-    if isinstance(e, types):
+def has_node(e, match) -> bool:
+    """Some node of the expression or statement ``e`` (as this package builds
+    them) is an instance of ``match`` (a tuple of types) or satisfies it (a
+    predicate)."""
+    if isinstance(match, tuple) and isinstance(e, match) or not isinstance(match, tuple) and match(e):
         return True
-    for f in ("a", "b", "value", "condition", "true_value", "false_value", "body"):
-        if hasattr(e, f) and _has_node(getattr(e, f), types):
+    for f in ("a", "b", "value", "condition", "true_value", "false_value", "body", "then_case", "else_case"):
+        if getattr(e, f, None) is not None and has_node(getattr(e, f), match):
             return True
-    for f in ("args", "indices"):
-        if hasattr(e, f) and any(_has_node(y, types) for y in getattr(e, f)):
+    for f in ("args", "indices", "seq"):
+        if hasattr(e, f) and any(has_node(y, match) for y in getattr(e, f)):
             return True
     return False
 

@@ -26,8 +26,8 @@ from ..sema.affine import isl_name, pwaff_to_expr
 from ..polyhedral.contract import plan_folds
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
-from .cpu import (ChunkedLoop, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step, strip_marks,
-                  unit_stride)
+from .cpu import (ChunkedLoop, has_node, accumulates_privately, cpu_mapping, loop_ids, runs_in_one_step,
+                  strip_marks, unit_stride)
 from .expr import INDEX, Folded, dtype_of, lower_expr, physical
 
 _OP = isl.ast_expr_op_type
@@ -286,7 +286,7 @@ class _AstLowering:
         main_body = self._body_with(node, name, init + vo * w + vi, parallel_ok)
         if not _stride_one_stores(main_body, vi):
             return None
-        if _has(main_body, _is_if_then_else) and _has(main_body, lambda x: isinstance(x, tirx.Let)):
+        if has_node(main_body, _is_if_then_else) and has_node(main_body, (tirx.Let,)):
             # TVM 0.27's vectorizer fails on a Let beside an if_then_else ("Let
             # cannot bind the same var to two different values"; found by the
             # random programs: `(i >= T - 1 ? 2 : X(i, j)) * tanh(tanh(float(j)))`)
@@ -418,27 +418,6 @@ def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
 
 def _is_if_then_else(x) -> bool:
     return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "prim.if_then_else"
-
-
-_CHILDREN = ("a", "b", "value", "condition", "true_value", "false_value", "body", "then_case", "else_case",
-             "args", "seq", "indices")
-
-
-def _has(x, pred) -> bool:
-    """Some node of the statement or expression ``x`` satisfies ``pred``."""
-    if pred(x):
-        return True
-    for f in _CHILDREN:
-        child = getattr(x, f, None)
-        if child is None or isinstance(child, (str, int, float)):
-            continue
-        if isinstance(child, (tirx.Stmt, tvm.ir.expr.Expr)):
-            if _has(child, pred):
-                return True
-        elif hasattr(child, "__len__"):
-            if any(isinstance(c, (tirx.Stmt, tvm.ir.expr.Expr)) and _has(c, pred) for c in child):
-                return True
-    return False
 
 
 def _stores(stmt: tirx.Stmt):
