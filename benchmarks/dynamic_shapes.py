@@ -54,7 +54,7 @@ import tcdsl  # noqa: E402
 import reference  # noqa: E402  (examples/rnn/reference.py)
 from tcdsl import driver  # noqa: E402
 from tcdsl.runtime import cache  # noqa: E402
-from tcdsl.runtime.kernel import Kernel  # noqa: E402
+from tcdsl.dispatch import Kernel  # noqa: E402
 from tcdsl.source import Source  # noqa: E402
 
 ELMAN = ROOT / "examples" / "rnn" / "elman.tc"

@@ -2,6 +2,11 @@
 
     k = tcdsl.compile(source, entry=None, target="llvm", specialize="never")
     outputs = k(*inputs)
+
+``compile``, ``Kernel`` and ``MappingOptions`` are imported on first use
+(they bring in TVM), so that ``import tcdsl`` and the command line's
+``--help`` and ``check`` start quickly, and a kernel loaded from the disk
+cache (``tcdsl.runtime.kernel.load``) needs no compiler module.
 """
 from __future__ import annotations
 
@@ -12,9 +17,24 @@ import os as _os
 _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
 
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
-from .runtime.kernel import Kernel  # noqa: E402
-from .api import compile  # noqa: E402
-from .options import MappingOptions  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["compile", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
+
+_LAZY = {"compile": ("api", "compile"), "Kernel": ("dispatch", "Kernel"),
+         "MappingOptions": ("options", "MappingOptions")}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tcdsl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -6,8 +6,8 @@ from typing import Any
 
 from .source import Source
 from . import driver
-from .options import MappingOptions, as_dict
-from .runtime.kernel import Kernel
+from .options import MappingOptions, parse as parse_options
+from .dispatch import Kernel
 
 
 def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any = "llvm",
@@ -23,6 +23,6 @@ def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any 
     ``sizes`` fixes some sizes at compile time.  Raises :class:`TcError`
     subclasses for bad programs.  ``options`` is a dict or a
     :class:`tcdsl.MappingOptions` (see docs/api.md)."""
-    options = as_dict(options)
-    fe = driver.frontend_with(Source.load(source), entry, options)
+    options = parse_options(options)
+    fe = driver.frontend(Source.load(source), entry, options.frontend)
     return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=options)

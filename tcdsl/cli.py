@@ -106,10 +106,11 @@ def _load(path: str):
 
 def _compile(args) -> int:
     from . import driver
-    from .runtime.kernel import Kernel
+    from .options import parse as parse_options
+    from .dispatch import Kernel
 
-    options = _parse_options(args.options)
-    fe = driver.frontend_with(_load(args.file), args.entry, options)
+    options = parse_options(_parse_options(args.options))
+    fe = driver.frontend(_load(args.file), args.entry, options.frontend)
     sizes = _parse_sizes(args.sizes)
     if args.emit in ("ast", "ranges"):
         text = driver.STAGES[args.emit](_FrontendOnly(fe))
@@ -153,10 +154,11 @@ def _run(args) -> int:
     import numpy as np
 
     from . import driver
-    from .runtime.kernel import Kernel
+    from .options import parse as parse_options
+    from .dispatch import Kernel
 
-    options = _parse_options(args.options)
-    fe = driver.frontend_with(_load(args.file), args.entry, options)
+    options = parse_options(_parse_options(args.options))
+    fe = driver.frontend(_load(args.file), args.entry, options.frontend)
     sizes = _parse_sizes(args.sizes)
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:

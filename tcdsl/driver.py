@@ -1,19 +1,28 @@
 """The pipeline, top to bottom.
 
-    parse -> check -> infer_ranges -> build_model -> schedule -> build_ast -> lower_to_tir -> build
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist
+    backend:   schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
-``frontend`` runs the size-independent stages once.  ``backend`` runs the
-rest for one set of fixed sizes; the three ``specialize`` modes are three
-orders of the same calls:
+:func:`frontend` runs the size-independent stages once per ``compile()``.
+The rest runs for one set of fixed sizes (none: all symbolic); the
+``specialize`` modes are three orders of the same stages, one function each:
 
-* ``never``:             schedule(symbolic) -> ast(symbolic) -> tir -> build       (once)
-* ``after-scheduling``:  schedule(symbolic) once; per size tuple: ast(fixed) -> tir -> build
-* ``before-scheduling``: per size tuple: schedule(fixed) -> ast(fixed) -> tir -> build
+* :func:`never`:             schedule(symbolic) -> fold plan -> ast(symbolic) -> tir         (once)
+* :func:`after_scheduling`:  schedule(symbolic) once; per size tuple: fold plan -> ast(fixed) -> tir
+* :func:`before_scheduling`: per size tuple: schedule(fixed) -> fold plan -> ast(fixed) -> tir
+
+and :func:`build` makes the binary.  Every stage is a function of the
+previous stage's value (and of its own options record, tcdsl/options.py).
+Each target schedules and lowers in its own way (:func:`target`: the CPU's
+schedule and ``codegen/cpu.py``, the GPU's schedule and ``codegen/cuda.py``);
+``dispatch.py`` decides which order runs when, and keeps the binaries.
 
 ``STAGES`` is the table behind ``tcdsl compile --emit``.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -21,6 +30,7 @@ from typing import Callable
 import islpy as isl
 
 from .errors import InternalError, TcError
+from .options import FrontendOptions, LoweringOptions, Options, parse as parse_options
 from .source import Source
 from .syntax import nodes as n
 from .syntax.parse import parse
@@ -29,8 +39,9 @@ from .sema.check import CheckedDef, check, select_def
 from .sema.ranges import RangeInfo, infer_ranges
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
-from .polyhedral.schedule import build_ast, dump_schedules, schedule
-from .codegen import checks  # also registers checked mode's callback for kernels from the disk cache
+from .polyhedral.contract import Fold, plan_folds
+from .polyhedral.isl_ast import build_ast
+from .polyhedral.schedule import dump_schedules
 
 SPECIALIZE_MODES = ("never", "after-scheduling", "before-scheduling", "auto")
 
@@ -48,12 +59,15 @@ class Frontend:
         return self.checked.node.name
 
 
-def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = False,
-             hoist: bool = True) -> Frontend:
+def frontend(source: Source, entry: str | None = None, options: FrontendOptions | None = None,
+             **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
     for each read that may be out of bounds; an error when ``strict_bounds``)
     -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
-    ``hoist`` is False."""
+    ``hoist`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``) change
+    ``options``."""
+    options = dataclasses.replace(options or FrontendOptions(), **fields)
+    strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
     checked = check(program, entry)
     _dump("ast", lambda: to_sexpr(checked.node))
@@ -64,16 +78,6 @@ def frontend(source: Source, entry: str | None = None, *, strict_bounds: bool = 
     if hoist:
         checked, ranges, model = _hoisted(program, entry, checked, ranges, model)
     return Frontend(source, program, checked, ranges, model)
-
-
-def frontend_with(source: Source, entry: str | None, options: dict | None) -> Frontend:
-    """``frontend`` with the options that concern it: ``strict_bounds`` and
-    ``hoist`` (see tcdsl.MappingOptions)."""
-    options = options or {}
-    hoist = options.get("hoist", True)
-    if not isinstance(hoist, bool):
-        raise TcError(f"options: 'hoist' must be True or False, got {hoist!r}")
-    return frontend(source, entry, strict_bounds=bool(options.get("strict_bounds")), hoist=hoist)
 
 
 def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
@@ -108,40 +112,108 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
 
 @dataclass
 class Backend:
+    """The size-dependent stages' values for the sizes ``fixed``."""
+
     schedules: dict[int, isl.Schedule]
+    folds: dict[str, Fold]
     asts: dict[int, isl.AstNode]
     func: object  # tvm.tirx.PrimFunc
-    signature: object  # codegen.tir.Signature
+    signature: object  # codegen.lower.Signature
     fixed: dict[str, int]
 
     def ast_text(self) -> str:
         return "\n".join(a.to_C_str() for a in self.asts.values())
 
 
-def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None,
-            target_kind: str = "llvm", options: dict | None = None) -> Backend:
-    """schedule (unless given) -> build_ast -> lower_to_tir, for sizes ``fixed``."""
-    from .codegen.tir import lower_to_tir
+# ----------------------------------------------------------- the orders
+def never(fe: Frontend, fixed: dict[str, int], target_kind: str, options: Options) -> Backend:
+    """The symbolic kernel (sizes ``fixed`` at compile time are constants)."""
+    schedules = schedule_for(fe.model, fixed, target_kind)
+    return _lower(fe, schedules, fixed, target_kind, options)
 
-    fixed = dict(fixed or {})
-    if schedules is None:
-        schedules = schedule_for(fe.model, fixed, target_kind)
-    _dump("schedule", lambda: dump_schedules(fe.model, schedules))
+
+def after_scheduling(fe: Frontend, schedules: dict[int, isl.Schedule], sizes: dict[str, int], target_kind: str,
+                     options: Options) -> Backend:
+    """A kernel for ``sizes`` from the symbolic ``schedules`` (those of :func:`never`)."""
+    return _lower(fe, schedules, sizes, target_kind, options)
+
+
+def before_scheduling(fe: Frontend, sizes: dict[str, int], target_kind: str, options: Options) -> Backend:
+    """A kernel for ``sizes``, scheduled with them substituted."""
+    schedules = schedule_for(fe.model, sizes, target_kind)
+    return _lower(fe, schedules, sizes, target_kind, options)
+
+
+def _lower(fe: Frontend, schedules: dict[int, isl.Schedule], fixed: dict[str, int], target_kind: str,
+           options: Options) -> Backend:
+    """The stages after scheduling: fold plan -> build_ast -> lower_to_tir."""
+    folds = fold_plan(fe.model, target_kind, options.lowering)
     asts = build_ast(fe.model, schedules, fixed)
-    checked, options = checks.codegen_options(options, target_kind)
-    with checks.checking(checked):
-        func, sig = lower_to_tir(fe.model, asts, fe.name, fixed, target_kind, options)
-    _dump("tir", func.script)
-    return Backend(schedules, asts, func, sig, fixed)
+    func, sig = lower(fe.model, asts, fe.name, fixed, folds, target_kind, options)
+    return Backend(schedules, folds, asts, func, sig, fixed)
+
+
+def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None, target_kind: str = "llvm",
+            options: Options | dict | None = None) -> Backend:
+    """:func:`before_scheduling` for the sizes ``fixed``, or
+    :func:`after_scheduling` when their ``schedules`` are given."""
+    options, fixed = parse_options(options), dict(fixed or {})
+    if schedules is None:
+        return before_scheduling(fe, fixed, target_kind, options)
+    return after_scheduling(fe, schedules, fixed, target_kind, options)
+
+
+# ----------------------------------------------------------- the stages
+@dataclass(frozen=True)
+class Target:
+    """How a target schedules (``schedule(model, fixed)``) and lowers (a
+    ``codegen.lower.ProgramLowering``), and whether its temporaries fold."""
+
+    schedule: Callable
+    program: type
+    folds: bool
+
+
+@functools.cache
+def target(kind: str) -> Target:
+    """The target table: ``llvm`` (the CPU) and ``cuda``.  Built at first use:
+    the code generators import TVM, which ``tcdsl check`` does not need."""
+    from .codegen import cpu, cuda
+    from .polyhedral import gpu_schedule, schedule
+
+    # the CUDA generator's register promotion builds its own accesses: no folding there
+    table = {"llvm": Target(schedule.schedule, cpu.CpuProgram, True),
+             "cuda": Target(gpu_schedule.schedule, cuda.CudaProgram, False)}
+    if kind not in table:
+        raise TcError(f"target '{kind}' is not supported; use 'llvm' or 'cuda'")
+    return table[kind]
 
 
 def schedule_for(model: Model, fixed: dict[str, int] | None, target_kind: str = "llvm") -> dict[int, isl.Schedule]:
-    """The isl schedules for a target: CUDA has its own (codegen/cuda.py)."""
-    if target_kind == "cuda":
-        from .codegen import cuda
+    """The isl schedules for a target (polyhedral/schedule.py, gpu_schedule.py)."""
+    schedules = target(target_kind).schedule(model, fixed)
+    _dump("schedule", lambda: dump_schedules(model, schedules))
+    return schedules
 
-        return cuda.schedule(model, fixed)
-    return schedule(model, fixed)
+
+def fold_plan(model: Model, target_kind: str, options: LoweringOptions) -> dict[str, Fold]:
+    """The temporaries kept in a few slots (polyhedral/contract.py)."""
+    return plan_folds(model) if options.fold and target(target_kind).folds else {}
+
+
+def lower(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: dict[str, int], folds: dict[str, Fold],
+          target_kind: str, options: Options):
+    """isl ASTs -> a TIR PrimFunc and its signature (codegen/lower.py, with the
+    target's lowering); checked mode guards the non-affine indices."""
+    from .codegen import checks
+    from .codegen.lower import lower_to_tir
+
+    if options.lowering.checked and target_kind != "llvm":
+        raise TcError(f"options: 'checked' is supported for target 'llvm' only, not '{target_kind}'")
+    with checks.checking(options.lowering.checked):
+        func, sig = lower_to_tir(model, asts, name, fixed, folds, target(target_kind).program, options)
+    _dump("tir", func.script)
+    return func, sig
 
 
 def _dump(stage: str, text: Callable[[], str]) -> None:

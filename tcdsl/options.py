@@ -1,4 +1,20 @@
-"""``tcdsl.MappingOptions``: how a kernel is mapped onto the machine.
+"""Kernel options: ``tcdsl.MappingOptions`` and the ``options=`` of :func:`tcdsl.compile`.
+
+``options=`` (a dict, a :class:`MappingOptions` or None) is parsed and
+checked once, by :func:`parse`, into an :class:`Options`: one frozen record
+per stage that reads options, and each stage receives its record only::
+
+    frontend   FrontendOptions  strict_bounds, hoist              (driver.frontend)
+    lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
+    cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
+    cuda       CudaMapping      threads, flatten, registers, emulate (codegen/cuda.py)
+    dispatch   DispatchOptions  disk_cache, auto_threshold, auto_payback (dispatch.py)
+    runtime    RuntimeOptions   reuse_outputs                     (runtime/kernel.py)
+
+A key that no record has is a :class:`tcdsl.TcError` naming the nearest
+known key (``tile_rowz`` -> ``tile_rows``), and so is a value of the wrong
+type or range.  :meth:`Options.cache_fields` is the part of the disk cache
+key that the options and the host decide.
 
 The counterpart of Tensor Comprehensions' ``MappingOptions``: the schedule
 (what may run in parallel, in which order) comes from isl; these options say
@@ -8,17 +24,260 @@ gets good code without any options; every field can be changed::
     opts = tcdsl.MappingOptions(tile_rows=6, tile_cols=16)
     k = tcdsl.compile(src, options=opts)
     k = tcdsl.compile(src, options=opts.to_dict() | {"disk_cache": False})
-
-``options=`` also takes a plain dict with the same keys (and the keys of the
-other stages: ``disk_cache``, ``auto_threshold``, ``strict_bounds``, ...).
-Invalid values raise :class:`tcdsl.TcError` when the kernel is compiled.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass
+from typing import Any, Callable
 
-from .codegen.cpu import CpuMapping
+from . import host
+from .errors import TcError
+
+# Local accumulator buffers stay on the stack (TVM moves larger ones to the heap).
+MAX_TILE_BYTES = 448 * 4  # 28 of the 32 AVX-512 registers
+
+# Steps of the reduction loop per block when a panel is packed (codegen/cpu.py,
+# _Panels); 0: one block.  Blocks of 128 (a 128 x 64 fp32 panel block is 32
+# KiB, in the 48 KiB L1) gained 9% on the 1024^3 matmul with 64-row chunks,
+# nothing with the 256-row chunks (the whole K x 64 panel stays in the 2 MiB
+# L2), and lost 5-8% at 1536^3: see docs/internals.md ("CPU mapping").
+DEFAULT_K_BLOCK = 0
+
+MAX_CUDA_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class FrontendOptions:
+    """``driver.frontend``: bounds reads that may leave their tensor are errors
+    (``strict_bounds``) instead of warnings; loop-invariant statements are
+    hoisted out of sequential loops (``hoist``, polyhedral/hoist.py)."""
+
+    strict_bounds: bool = False
+    hoist: bool = True
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """The fold plan and the TIR: temporaries folded into a few slots
+    (``fold``, polyhedral/contract.py); non-affine indices checked at run time
+    (``checked``, codegen/checks.py; such a kernel runs on one thread)."""
+
+    fold: bool = True
+    checked: bool = False
+
+
+@dataclass(frozen=True)
+class CpuMapping:
+    """The CPU mapping (see :class:`MappingOptions`).  A 0 in ``tile_rows``,
+    ``tile_cols`` or ``vector_width`` means the host's default
+    (:func:`host_defaults`); in ``k_block``, :data:`DEFAULT_K_BLOCK`."""
+
+    tile_rows: int = 0
+    tile_cols: int = 0
+    vector_width: int = 0
+    chunk_rows: int = 256
+    cpu_threads: int = 0  # 0: TVM_NUM_THREADS, or the number of cores
+    parallel: bool = True
+    steps_inside: bool = True
+    register_tiles: bool = True
+    k_block: int = 0
+
+    def resolved(self, in_loop: bool) -> "CpuMapping":
+        """The tile fields that are 0 filled in with :func:`host_defaults` for a
+        kernel inside a sequential loop or not (a vector width alone keeps the
+        default tile's number of vectors per row)."""
+        auto = host_defaults(in_loop)
+        if self.vector_width and not self.tile_cols:
+            auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * self.vector_width
+        given = {k: getattr(self, k) for k in auto if getattr(self, k)}
+        return dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
+
+    @property
+    def threads(self) -> int:
+        return self.cpu_threads or host.threads()
+
+
+@dataclass(frozen=True)
+class CudaMapping:
+    """The CUDA mapping (codegen/cuda.py, docs/cuda.md): ``threads`` per block,
+    at most ``flatten`` nested coincident loops on the threads (None: all),
+    accumulators in ``registers``; ``emulate`` builds the thread loops as
+    serial loops (tests on the CPU)."""
+
+    threads: int = 256
+    flatten: int | None = None
+    registers: bool = True
+    emulate: bool = False
+
+
+@dataclass(frozen=True)
+class DispatchOptions:
+    """``dispatch.Kernel``: the on-disk cache, and when ``auto`` specialises."""
+
+    disk_cache: bool = True
+    auto_threshold: int = 3
+    auto_payback: float = 1.0
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """Calling a kernel: outputs that need no zero fill reuse the memory of
+    earlier results that nobody holds (runtime/pool.py)."""
+
+    reuse_outputs: bool = True
+
+
+def host_defaults(in_loop: bool = False) -> dict[str, int]:
+    """Register tiles that fit the host's vector registers.  With AVX-512 (32
+    registers of 16 floats): 4 x 64 (16 registers) for a kernel on its own,
+    8 x 48 (24) inside a sequential loop.  Measured, interleaved, on this
+    machine: the 1024^3 matmul 9.3 ms against 11.4 ms for 6 x 32 (8 x 48:
+    9.4, 7 x 64: 9.6, 12 x 32: 11.7), a 3x3 convolution 2.20 against 2.38
+    ms, a batch matmul with 100 columns 0.91 against 1.52 ms; inside the
+    time loop of the Elman RNN at (64, 32, 256) 2.31 ms with 8 x 48 against
+    2.71 with 4 x 64 (batch 12: 2.45 against 2.76; the LSTM 10.7 against
+    11.4; batch 1 and 3 and the QRNN alike: their rows are left over, see
+    ``leftover_rows`` in codegen/cpu_tiles.py).  Without AVX-512 (16
+    registers of 8): 4 x 24 for a kernel on its own, 2 x 48 inside a
+    sequential loop, whose rows are few."""
+    if host.avx512():
+        rows, cols, vw = (8, 48, 16) if in_loop else (4, 64, 16)
+    else:
+        rows, cols, vw = (2, 48, 8) if in_loop else (4, 24, 8)
+    return {"tile_rows": rows, "tile_cols": cols, "vector_width": vw}
+
+
+# ------------------------------------------------------------------ checks
+def _bool(key: str, v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise TcError(f"options: '{key}' must be True or False, got {v!r}")
+    return v
+
+
+def _int(low: int, message: str = "a positive integer") -> Callable[[str, Any], int]:
+    def check(key: str, v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise TcError(f"options: '{key}' must be {message}, got {v!r}")
+        return v
+    return check
+
+
+def _cuda_threads(key: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_CUDA_THREADS:
+        raise TcError(f"options: '{key}' must be an integer from 1 to {MAX_CUDA_THREADS}, got {v!r}")
+    return v
+
+
+def _flatten(key: str, v: Any) -> int | None:
+    return None if v is None else _int(1)(key, v)
+
+
+def _payback(key: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+        raise TcError(f"options: '{key}' must be a number >= 0, got {v!r}")
+    return v
+
+
+# key -> (record, check); a 0 in the tile fields means "the host's default"
+_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
+    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool),
+    "fold": ("lowering", _bool), "checked": ("lowering", _bool),
+    "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
+    "chunk_rows": ("cpu", _int(1)), "cpu_threads": ("cpu", _int(0)),
+    "parallel": ("cpu", _bool), "steps_inside": ("cpu", _bool), "register_tiles": ("cpu", _bool),
+    "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
+    "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
+    "emulate": ("cuda", _bool),
+    "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
+    "reuse_outputs": ("runtime", _bool),
+}
+_RECORDS = {"frontend": FrontendOptions, "lowering": LoweringOptions, "cpu": CpuMapping, "cuda": CudaMapping,
+            "dispatch": DispatchOptions, "runtime": RuntimeOptions}
+# Records that decide the generated code (the disk cache key); the others say how it is run.
+_CODE_RECORDS = ("frontend", "lowering", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Options:
+    """``options=`` parsed (see the module docstring).  ``given`` keeps the
+    keys as the user gave them; ``keys()`` and ``[key]`` read those, so
+    ``{**kernel.options, "hoist": False}`` makes a new ``options=``."""
+
+    frontend: FrontendOptions = FrontendOptions()
+    lowering: LoweringOptions = LoweringOptions()
+    cpu: CpuMapping = CpuMapping()
+    cuda: CudaMapping = CudaMapping()
+    dispatch: DispatchOptions = DispatchOptions()
+    runtime: RuntimeOptions = RuntimeOptions()
+    given: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.given)
+
+    def keys(self):
+        return self.to_dict().keys()
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def cache_fields(self, target_kind: str) -> dict[str, Any]:
+        """What of the options and the host the generated code depends on: the
+        code records (with the CPU tiles resolved), and for the CPU the host's
+        CPU model, its AVX-512 and the threads the parallel loops are cut for
+        (``per_thread`` in codegen/cpu.py).  Two processes with equal fields
+        make the same code; any difference makes a new disk cache entry."""
+        out: dict[str, Any] = {r: dataclasses.asdict(getattr(self, r)) for r in _CODE_RECORDS}
+        if target_kind == "llvm":
+            out["cpu"] = {**dataclasses.asdict(self.cpu.resolved(False)), "in_loop":
+                          dataclasses.asdict(self.cpu.resolved(True)), "threads": self.cpu.threads}
+            out["host"] = {"cpu": host.cpu(), "avx512": host.avx512()}
+        return out
+
+
+def parse(options: Options | MappingOptions | dict | None) -> Options:
+    """``options=`` of :func:`tcdsl.compile` checked and split into the stages'
+    records (see the module docstring); an :class:`Options` is returned as it is."""
+    if isinstance(options, Options):
+        return options
+    if options is None:
+        given: dict[str, Any] = {}
+    elif isinstance(options, MappingOptions):
+        given = options.to_dict()
+    elif isinstance(options, dict):
+        given = dict(options)
+    else:
+        raise TcError(f"options: expected a dict or tcdsl.MappingOptions, got {type(options).__name__}")
+    fields: dict[str, dict[str, Any]] = {r: {} for r in _RECORDS}
+    for key, value in given.items():
+        if key not in _KEYS:
+            raise TcError(f"options: unknown option {key!r}{_nearest(key)}")
+        record, check = _KEYS[key]
+        fields[record][key] = check(key, value)
+    if fields["lowering"].get("checked"):
+        fields["cpu"]["parallel"] = False  # a checked kernel runs on one thread (codegen/checks.py)
+    records = {r: cls(**fields[r]) for r, cls in _RECORDS.items()}
+    _check_tiles(records["cpu"])
+    return Options(**records, given=tuple(sorted(given.items())))
+
+
+def _nearest(key: Any) -> str:
+    close = difflib.get_close_matches(str(key), list(_KEYS), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; the options are {', '.join(sorted(_KEYS))}"
+
+
+def _check_tiles(m: CpuMapping) -> None:
+    for in_loop in (False, True):
+        r = m.resolved(in_loop)
+        if r.tile_cols % r.vector_width:
+            raise TcError(f"options: 'tile_cols' ({r.tile_cols}) must be a multiple of 'vector_width' "
+                          f"({r.vector_width})")
+        if r.tile_rows * r.tile_cols * 4 > MAX_TILE_BYTES:
+            raise TcError(f"options: a register tile of {r.tile_rows} x {r.tile_cols} elements is too large "
+                          f"(at most {MAX_TILE_BYTES // 4} elements)")
 
 
 @dataclass(frozen=True)
@@ -71,38 +330,24 @@ class MappingOptions:
     steps_inside: bool = CpuMapping.steps_inside
     register_tiles: bool = CpuMapping.register_tiles
     k_block: int = CpuMapping.k_block
-    hoist: bool = True
-    fold: bool = True
-    threads: int = 256
-    flatten: int | None = None
-    registers: bool = True
-    emulate: bool = False
+    hoist: bool = FrontendOptions.hoist
+    fold: bool = LoweringOptions.fold
+    threads: int = CudaMapping.threads
+    flatten: int | None = CudaMapping.flatten
+    registers: bool = CudaMapping.registers
+    emulate: bool = CudaMapping.emulate
 
     def to_dict(self) -> dict:
-        """The fields that differ from the defaults (the form ``options=`` keeps
-        and the disk cache keys on)."""
+        """The fields that differ from the defaults (the form ``options=`` keeps)."""
         default = MappingOptions()
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                 if getattr(self, f.name) != getattr(default, f.name)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "MappingOptions":
-        """The mapping options of an ``options=`` dict (other keys ignored)."""
+        """The mapping options of an ``options=`` dict (the other stages' keys ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
     def replace(self, **changes) -> "MappingOptions":
         return dataclasses.replace(self, **changes)
-
-
-def as_dict(options) -> dict:
-    """``options=`` of :func:`tcdsl.compile` as a plain dict."""
-    if options is None:
-        return {}
-    if isinstance(options, MappingOptions):
-        return options.to_dict()
-    if not isinstance(options, dict):
-        from .errors import TcError
-
-        raise TcError(f"options: expected a dict or tcdsl.MappingOptions, got {type(options).__name__}")
-    return dict(options)

@@ -39,7 +39,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import InternalError
-from .runtime.args import bind_sizes, check_index_range, evaluate as evaluate_size, prepare_input
+from .codegen.signature import check_index_range, evaluate as evaluate_size, signature
+from .runtime.args import bind_sizes, prepare_input
 from .sema import builtins as bt
 from .sema import types as ty
 from .sema.affine import pwaff_to_expr, set_to_cond
@@ -84,7 +85,7 @@ def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entr
         raise TcShapeError(f"'{checked.node.name}' takes {len(params)} inputs, but {len(inputs)} were given")
     args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims))
             for p, x in zip(params, inputs)]
-    sizes = bind_sizes(checked, args, {})
+    sizes = bind_sizes(signature(checked, ranges, "llvm").inputs, args, {})
     check_index_range(ranges, sizes)
     tensors: dict[str, np.ndarray] = {p.name: np.asarray(a.value) for p, a in zip(params, args)}
     for t, info in checked.tensors.items():

@@ -158,7 +158,7 @@ def test_sizes_overflowing_int32_indexing_are_refused(mode):
 
 
 def test_largest_supported_tensor_is_accepted():
-    from tcdsl.runtime.args import MAX_ELEMENTS, check_index_range
+    from tcdsl.codegen.signature import MAX_ELEMENTS, check_index_range
 
     fe = frontend(Source("def f(float(N) A, float(M) B) -> (C) { C(i, j) = A(i) * B(j) }"))
     check_index_range(fe.ranges, {"N": 1, "M": MAX_ELEMENTS})

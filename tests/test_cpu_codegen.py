@@ -42,20 +42,21 @@ def test_matmul_accumulates_in_a_register_tile():
 
 
 def test_default_tiles_fit_the_host():
-    from tcdsl.codegen import cpu, targets
+    from tcdsl import host, options
+    from tcdsl.codegen import targets
 
-    m = cpu.cpu_mapping({}).resolved(in_loop=False)
-    assert (m.tile_rows, m.tile_cols, m.vector_width) == tuple(cpu.host_defaults().values())
-    assert m.vector_width == (16 if targets.host_avx512() else 8)
+    m = options.parse({}).cpu.resolved(in_loop=False)
+    assert (m.tile_rows, m.tile_cols, m.vector_width) == tuple(options.host_defaults().values())
+    assert m.vector_width == (16 if host.avx512() else 8)
     assert f"T.alloc_local(({m.tile_rows}, {m.tile_cols}))" in tcdsl.compile(MATMUL).script
     # inside a sequential loop (an RNN's batch rows): the loop's own default, within the registers
-    r = cpu.cpu_mapping({}).resolved(in_loop=True)
-    assert r.tile_rows * r.tile_cols * 4 <= cpu._MAX_TILE_BYTES and r.tile_cols % r.vector_width == 0
-    assert (r.tile_rows, r.tile_cols) == tuple(cpu.host_defaults(in_loop=True).values())[:2]
+    r = options.parse({}).cpu.resolved(in_loop=True)
+    assert r.tile_rows * r.tile_cols * 4 <= options.MAX_TILE_BYTES and r.tile_cols % r.vector_width == 0
+    assert (r.tile_rows, r.tile_cols) == tuple(options.host_defaults(in_loop=True).values())[:2]
     assert f"T.alloc_local(({r.tile_rows}, {r.tile_cols}))" in tcdsl.compile(ELMAN).script
     # a vector width alone keeps the tile's number of vectors
-    assert cpu.cpu_mapping({"vector_width": 4}).resolved(False).tile_cols == m.tile_cols // m.vector_width * 4
-    if targets.host_avx512():  # LLVM may use zmm registers for the 16-lane vectors
+    assert options.parse({"vector_width": 4}).cpu.resolved(False).tile_cols == m.tile_cols // m.vector_width * 4
+    if host.avx512():  # LLVM may use zmm registers for the 16-lane vectors
         assert "-prefer-256-bit" in str(targets.make_target("llvm"))
 
 
@@ -263,9 +264,9 @@ def test_lstm_and_gru_steps_keep_their_vector_loops(file, entry):
         assert re.search(r"// par\n\s*for \(int (c\d+)[^\n]*\n\s*" + s + r"\(", ast), s
     assert re.search(r"T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows: .*\s+for t(, c0_r in T\.grid| in range)\(", k.script)
     # the LSTM's gate loop g runs outside the register tiles over the batch rows (both loops are parallel)
-    from tcdsl.codegen import cpu
+    from tcdsl.options import host_defaults
 
-    rows, cols = tuple(cpu.host_defaults(in_loop=True).values())[:2]
+    rows, cols = tuple(host_defaults(in_loop=True).values())[:2]
     assert entry != "lstm" or re.search(
         rf"for c1 in range\([34]\):\s+(for c4_w{cols} in range\(.*\):\s+for c0_b in range\(c0_rows // {rows}\)"
         rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows // {rows}\)):\s+acc = T\.alloc_local\(\({rows}, {cols}\)\)",

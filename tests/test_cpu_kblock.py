@@ -63,11 +63,11 @@ def test_mapping_options_field():
 
 
 def test_default_block_size():
-    from tcdsl.codegen import cpu
+    from tcdsl.options import DEFAULT_K_BLOCK, parse
 
-    assert cpu.cpu_mapping({}).resolved(False).k_block == cpu.DEFAULT_K_BLOCK
-    assert cpu.cpu_mapping({"k_block": 0}).resolved(False).k_block == cpu.DEFAULT_K_BLOCK
-    assert cpu.cpu_mapping({"k_block": 5}).resolved(True).k_block == 5
+    assert parse({}).cpu.resolved(False).k_block == DEFAULT_K_BLOCK
+    assert parse({"k_block": 0}).cpu.resolved(False).k_block == DEFAULT_K_BLOCK
+    assert parse({"k_block": 5}).cpu.resolved(True).k_block == 5
     # the default: the whole reduction loop in one block (no block loop)
     script = tcdsl.compile(MATMUL).script
     assert "B_block" in script and "_kb in range" not in script

@@ -298,11 +298,11 @@ def test_constant_sizes_drop_the_guard():
 def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop(monkeypatch):
     """With isl's most fused schedule, tcg (tests/programs/inference.tc) has a
     serial loop outermost: it runs on the host, launching its parallel body
-    at every iteration (cuda.schedule normally prefers a schedule with outer
-    parallelism for it; keeping the fused one exercises the host loop)."""
-    from tcdsl.codegen import cuda
+    at every iteration (gpu_schedule.schedule normally prefers a schedule with
+    outer parallelism for it; keeping the fused one exercises the host loop)."""
+    from tcdsl.polyhedral import gpu_schedule
 
-    monkeypatch.setattr(cuda, "outer_parallelism", lambda node: 2)
+    monkeypatch.setattr(gpu_schedule, "outer_parallelism", lambda node: 2)
     case = cases.by_name("tcg")
     found = launches(tcdsl.compile(PROGRAMS / case.file, case.entry, target="cuda").source_code("host"))
     assert len(found) == 2 and all(loops == ("c0",) for loops, _, _ in found)

@@ -682,7 +682,7 @@ def _inputs(kernel, rng: np.random.Generator, sizes: dict[str, int]) -> list[np.
 
 def _elements(kernel, sizes: dict[str, int]) -> int:
     """How many elements all tensors have together (0 when some size is refused)."""
-    from tcdsl.runtime.args import evaluate as size_value
+    from tcdsl.codegen.signature import evaluate as size_value
 
     ranges = kernel.frontend.ranges
     total = 0

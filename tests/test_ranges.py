@@ -8,7 +8,7 @@ import pytest
 
 import tcdsl
 from tcdsl.driver import frontend
-from tcdsl.runtime.args import evaluate
+from tcdsl.codegen.signature import evaluate
 from tcdsl.source import Source
 from tcdsl.syntax.parse import parse
 

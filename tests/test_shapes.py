@@ -184,7 +184,7 @@ def test_zero_size_calls_are_never_planned():
 def test_output_shape_functions_agree_with_evaluate():
     """The compiled shape formulas (one Python function per kernel) against the interpreter of size expressions."""
     from tcdsl import driver
-    from tcdsl.runtime.args import evaluate, shape_function
+    from tcdsl.codegen.signature import evaluate, shape_function
     from tcdsl.source import Source
     from tcdsl.syntax.parse import parse
 

@@ -35,7 +35,7 @@ import pytest
 import tcdsl
 from tcdsl import TcSemanticError, TcShapeError, TcSyntaxError
 from tcdsl.driver import frontend
-from tcdsl.runtime.args import evaluate
+from tcdsl.codegen.signature import evaluate
 from tcdsl.sema.affine import pwaff_to_expr
 from tcdsl.source import Source
 from tcdsl.syntax.parse import parse

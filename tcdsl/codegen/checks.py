@@ -12,15 +12,15 @@ non-affine index; the callback runs only on the error path.
 
 How it is wired:
 
-1. ``driver.backend`` lowers to TIR under :func:`checking` (a context
-   variable, so that ``lower_expr``'s signature stays as it is) with the
-   options of :func:`codegen_options`.
+1. ``driver`` lowers to TIR under :func:`checking` (a context variable, so
+   that ``lower_expr``'s signature stays as it is); ``options.parse`` made
+   the CPU mapping of a checked kernel serial.
 2. ``_Lower._index`` (``codegen/expr.py``) calls :meth:`Guards.guard` for
    each non-affine index when :func:`enabled` (one :class:`Guards` per
    ``_Lower``, i.e. per right-hand side).
-3. The callbacks are global TVM functions registered when this module is
-   imported (``tcdsl.driver`` imports it, so also kernels loaded from the
-   disk cache find it).
+3. The callbacks are global TVM functions that ``runtime/checked.py``
+   registers (the runtime imports it, so a kernel loaded from the disk cache
+   finds them too).
 
 Limits: CPU (``llvm``) only.  A checked kernel runs on one thread: TVM's
 thread pool turns an error raised in a worker into a ``RuntimeError``
@@ -38,14 +38,10 @@ import contextvars
 from typing import Iterator
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
-from ..errors import TcError
+from ..runtime.checked import CALLBACK, CALLBACKS as _CALLBACKS, SEPARATOR as _SEPARATOR
 from ..source import Span
-
-OPTION = "checked"
-CALLBACK = "tcdsl.index_out_of_range"
 
 _ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("tcdsl_checked", default=False)
 _MARK = "\x00"  # where the message goes inside the formatted span
@@ -64,20 +60,6 @@ def checking(on: bool) -> Iterator[None]:
         yield
     finally:
         _ENABLED.reset(token)
-
-
-def codegen_options(options: dict | None, target_kind: str) -> tuple[bool, dict]:
-    """(checked?, the options code generation gets).  A checked kernel is
-    serial on the CPU (see the module docstring)."""
-    options = dict(options or {})
-    on = options.get(OPTION, False)
-    if not isinstance(on, bool):
-        raise TcError(f"options: '{OPTION}' must be True or False, got {on!r}")
-    if on and target_kind != "llvm":
-        raise TcError(f"options: '{OPTION}' is supported for target 'llvm' only, not '{target_kind}'")
-    if on:
-        options["parallel"] = False
-    return on, options
 
 
 class Guards:
@@ -114,24 +96,3 @@ def _message_parts(tensor: str, dim: int, span: Span | None) -> list[str]:
         return [what, ")"]
     before, after = span.format(_MARK).split(_MARK, 1)
     return [before + what, ")" + after]
-
-
-_CALLBACKS = 64  # guards per statement with their own message (later ones share a vaguer one)
-_SEPARATOR = "\x01"
-
-
-def _raiser(k: int | None):
-    def index_out_of_range(messages: str, *extents) -> int:
-        parts = messages.split(_SEPARATOR)
-        if k is not None and k < len(extents) and 2 * k + 1 < len(parts) and extents[k] is not None:
-            raise TcError(f"{parts[2 * k]}{extents[k]}{parts[2 * k + 1]}")
-        raise TcError("a non-affine or indirect index is out of bounds (checked mode)")
-    return index_out_of_range
-
-
-for _k in range(_CALLBACKS):
-    tvm_ffi.register_global_func(f"{CALLBACK}.{_k}", _raiser(_k), override=True)
-tvm_ffi.register_global_func(f"{CALLBACK}.more", _raiser(None), override=True)
-
-
-tvm_ffi.register_error(TcError)

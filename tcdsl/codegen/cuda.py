@@ -1,12 +1,12 @@
 """Mapping a kernel's isl AST to CUDA: thread-bound launches under host code.
 
-``lower_kernel(low, ast, options)`` is called by :mod:`tcdsl.codegen.tir`
-for every kernel (an isl AST inside the program's sequential loops) when the
-target is CUDA.  It returns the TIR of the kernel's *host* side: plain
+``lower_kernel(low, ast, options)`` is called by :class:`CudaProgram` (the
+driver's lowering for target ``cuda``, :mod:`tcdsl.codegen.lower`) for
+every kernel (an isl AST inside the program's sequential loops).  It returns the TIR of the kernel's *host* side: plain
 statements and serial loops that TVM's host/device split keeps on the CPU,
 around thread-bound loop nests that become ``__global__`` functions, one per
 nest (one launch).  The program's sequential ``for`` loops are built by
-``tir.py`` around that, so they become host loops launching the kernels at
+``lower.py`` around that, so they become host loops launching the kernels at
 every step.
 
 How the isl AST is walked, from the top (the "host level"):
@@ -31,9 +31,10 @@ How the isl AST is walked, from the top (the "host level"):
   (e.g. a 0-rank reduction ``O +=! A(i)``), is launched on a single thread
   (grid 1 x block 1) rather than left on the host: the data is on the device.
 
-The schedules come from :func:`schedule`, not from the CPU path's: the GPU
-mapping wants the scheduler's outer coincident loops outermost (they become
-the threads), while the CPU path may interchange loops for vectorization.
+The schedules come from :mod:`tcdsl.polyhedral.gpu_schedule`, not from the
+CPU path's: the GPU mapping wants the scheduler's outer coincident loops
+outermost (they become the threads), while the CPU path may interchange
+loops for vectorization.
 
 Accumulators in registers: inside a thread, a serial loop whose body
 writes a location that does not move with the loop (``C(m, n)`` in
@@ -62,111 +63,30 @@ import islpy as isl
 from tvm import tirx
 from tvm.tirx import ForKind, IterVar
 
-from ..errors import InternalError, TcError
-from ..polyhedral.schedule import PARALLEL, fixed_set, mark_bands
+from ..errors import InternalError
+from ..options import CudaMapping
+from ..polyhedral import isl_ast
+from ..polyhedral.isl_ast import NT as _NT, iterator, loop_ids, unit_stride
+from ..polyhedral.model import Kernel
+from ..polyhedral.schedule import PARALLEL
 from ..syntax import nodes as n
-from .cpu import ast_ids, unit_stride
 from .expr import INDEX, lower_expr
-from .tir import _AstLowering, _statement
-
-_NT = isl.ast_node_type
-
-DEFAULT_THREADS = 256
-MAX_THREADS = 1024
+from .lower import AstLowering, ProgramLowering, emit_statement, seq as _seq
 
 
-def mapping_options(options: dict | None) -> dict:
-    """The CUDA mapping options out of ``options=``, checked (other keys are ignored)."""
-    options = options or {}
-    threads = options.get("threads", DEFAULT_THREADS)
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-        raise TcError(f"options: 'threads' must be an integer from 1 to {MAX_THREADS}, got {threads!r}")
-    flatten = options.get("flatten")
-    if flatten is not None and (isinstance(flatten, bool) or not isinstance(flatten, int) or flatten < 1):
-        raise TcError(f"options: 'flatten' must be a positive integer, got {flatten!r}")
-    registers = options.get("registers", True)
-    if not isinstance(registers, bool):
-        raise TcError(f"options: 'registers' must be True or False, got {registers!r}")
-    emulate = options.get("emulate", False)
-    if not isinstance(emulate, bool):
-        raise TcError(f"options: 'emulate' must be True or False, got {emulate!r}")
-    return {"threads": threads, "flatten": flatten, "registers": registers, "emulate": emulate}
+class CudaProgram(ProgramLowering):
+    """The program on CUDA: its ``for`` loops on the host (serial loops
+    around the launches); each kernel through :func:`lower_kernel`."""
 
+    def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
+        low = AstLowering(self, {s.name: s for s in k.stmts}, env)
+        return lower_kernel(low, self.ast_of(k), self.options.cuda)
 
-def lower_kernel(low, ast: isl.AstNode, options: dict | None = None) -> tirx.Stmt:
+def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
-    the ``tir._AstLowering`` of the kernel (its statements and environment)."""
-    options = mapping_options(options)
-    thread = _ThreadLowering(low.gen, low.stmts, low.env, options["registers"])
+    the ``lower.AstLowering`` of the kernel (its statements and environment)."""
+    thread = _ThreadLowering(low.gen, low.stmts, low.env, options.registers)
     return _Launcher(thread, options).host(ast)
-
-
-def schedule(model, fixed: dict[str, int] | None = None) -> dict[int, isl.Schedule]:
-    """One isl schedule per kernel for the GPU mapping (keyed like
-    :func:`tcdsl.polyhedral.schedule.schedule`): every dependence as validity,
-    proximity and coincidence constraint, as TC does, then every band split
-    into one-member bands under ``par``/``seq`` marks.
-
-    isl fuses as much as it can; when that leaves fewer than two outer
-    coincident loops over some part of the kernel (the LSTM's gates and
-    state update fused into one band parallel in ``b`` only), the kernel is
-    also scheduled with outer coincidence and with each strongly connected
-    component apart (isl's ``schedule_outer_coincidence`` and
-    ``schedule_serialize_sccs``), and the schedule with the most outer
-    parallelism (see :func:`outer_parallelism`) wins, the most fused on ties
-    -- the spirit of TC's ``Preserve3Coincident`` fusion strategy."""
-    fix = fixed_set(model, fixed) if fixed else None
-    out = {}
-    for i, k in enumerate(model.kernels()):
-        dom, deps, context = k.domain, k.deps, k.context
-        if fix is not None:
-            dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
-        sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
-              .set_validity(deps).set_coincidence(deps).set_proximity(deps))
-        best = sc.compute_schedule()
-        depth = outer_parallelism(best.get_root())
-        if depth < 2:
-            for settings in ({"outer_coincidence": 1}, {"outer_coincidence": 1, "serialize_sccs": 1}):
-                other = _with_isl_options(model.ctx, settings, sc.compute_schedule)
-                d = outer_parallelism(other.get_root())
-                if d > depth:
-                    best, depth = other, d
-        out[i] = mark_bands(best.get_root()).get_schedule()
-    return out
-
-
-def outer_parallelism(node: isl.ScheduleNode) -> int:
-    """The number of outer coincident loops that the mapping can flatten onto
-    threads, at the worst place of the schedule tree (sequence and set
-    children are launched apart; a band counts its leading coincident
-    members, and goes on into a child band when all of its are)."""
-    t = node.get_type()
-    T = isl.schedule_node_type
-    if t == T.band:
-        n = node.band_n_member()
-        k = 0
-        while k < n and node.band_member_get_coincident(k):
-            k += 1
-        if k == n and node.n_children() and node.child(0).get_type() == T.band:
-            return k + outer_parallelism(node.child(0))
-        return k
-    if t in (T.sequence, T.set):
-        return min(outer_parallelism(node.child(c)) for c in range(node.n_children()))
-    if t == T.leaf or not node.n_children():
-        return 0
-    return outer_parallelism(node.child(0))
-
-
-def _with_isl_options(ctx: isl.Context, settings: dict[str, int], f):
-    """``f()`` with isl's ``schedule_<name>`` options set, then restored."""
-    saved = {k: getattr(ctx, f"get_schedule_{k}")() for k in settings}
-    try:
-        for k, v in settings.items():
-            getattr(ctx, f"set_schedule_{k}")(v)
-        return f()
-    finally:
-        for k, v in saved.items():
-            getattr(ctx, f"set_schedule_{k}")(v)
 
 
 def thread_axis(tag: str) -> IterVar:
@@ -174,26 +94,25 @@ def thread_axis(tag: str) -> IterVar:
 
 
 class _Launcher:
-    def __init__(self, low, options: dict):
+    def __init__(self, low, options: CudaMapping):
         self.low = low
-        self.threads = options["threads"]
-        self.flatten = options["flatten"]
-        self.emulate = options["emulate"]
+        self.threads = options.threads
+        self.flatten = options.flatten
+        self.emulate = options.emulate
 
     # ------------------------------------------------------------ host level
     def host(self, node: isl.AstNode) -> tirx.Stmt:
         t = node.get_type()
-        if not _has_par(node):
+        if not isl_ast.has(node, isl_ast.is_parallel_mark):
             return self.single_thread(node)
         if t == _NT.block:
-            ch = node.block_get_children()
-            return _seq([self.host(ch.get_at(i)) for i in range(ch.n_ast_node())])
+            return _seq([self.host(x) for x in isl_ast.children(node)])
         if t == _NT.if_:
             other = self.host(node.if_get_else_node()) if node.if_has_else_node() else None
             return tirx.IfThenElse(self.low._cond(node.if_get_cond()), self.host(node.if_get_then_node()), other)
         if t == _NT.mark:
             inner = node.mark_get_node()
-            if node.mark_get_id().get_name() == PARALLEL and inner.get_type() == _NT.for_:
+            if isl_ast.mark(node) == PARALLEL and inner.get_type() == _NT.for_:
                 return self.launch(inner)
             return self.host(inner)
         if t == _NT.for_:
@@ -214,7 +133,7 @@ class _Launcher:
         names = {band[0][0]}
         while self.flatten is None or len(band) < self.flatten:
             inner = _par_loop(body)
-            if inner is None or _loop_ids(inner) & names:
+            if inner is None or loop_ids(inner) & names:
                 break
             band.append(_header(self.low, inner))
             names.add(band[-1][0])
@@ -263,34 +182,15 @@ def _header(low, node: isl.AstNode) -> tuple[str, tirx.PrimExpr, tirx.PrimExpr]:
     if not unit_stride(node):
         raise InternalError("only unit-stride isl loops are mapped to threads")
     init, extent = low.loop_range(node)
-    return node.for_get_iterator().get_id().get_name(), init, _simplify(extent)
+    return iterator(node), init, _simplify(extent)
 
 
 def _par_loop(node: isl.AstNode) -> isl.AstNode | None:
     """The loop of ``node`` if ``node`` is a ``par`` mark directly over a loop."""
-    if node.get_type() != _NT.mark or node.mark_get_id().get_name() != PARALLEL:
+    if not isl_ast.is_parallel_mark(node):
         return None
     inner = node.mark_get_node()
     return inner if inner.get_type() == _NT.for_ else None
-
-
-def _loop_ids(loop: isl.AstNode) -> set[str]:
-    """Names used by a loop's bounds."""
-    return ast_ids(loop.for_get_init()) | ast_ids(loop.for_get_cond().get_op_arg(1))
-
-
-def _has_par(node: isl.AstNode) -> bool:
-    t = node.get_type()
-    if t == _NT.mark:
-        return node.mark_get_id().get_name() == PARALLEL or _has_par(node.mark_get_node())
-    if t == _NT.for_:
-        return _has_par(node.for_get_body())
-    if t == _NT.if_:
-        return _has_par(node.if_get_then_node()) or (node.if_has_else_node() and _has_par(node.if_get_else_node()))
-    if t == _NT.block:
-        ch = node.block_get_children()
-        return any(_has_par(ch.get_at(i)) for i in range(ch.n_ast_node()))
-    return False
 
 
 def _simplify(e: tirx.PrimExpr) -> tirx.PrimExpr:
@@ -306,15 +206,8 @@ def _all(conds: list[tirx.PrimExpr]) -> tirx.PrimExpr:
     return out
 
 
-def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
-    stmts = [s for s in stmts if s is not None]
-    if not stmts:
-        return tirx.Evaluate(tirx.const(0, INDEX))
-    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
-
-
 # ------------------------------------------------- accumulators in registers
-class _ThreadLowering(_AstLowering):
+class _ThreadLowering(AstLowering):
     """The AST lowering of code inside a thread, with register promotion
     (see the module docstring): ``_for`` plans it, ``_user`` applies it by
     renaming the promoted accesses of a statement to a local buffer."""
@@ -356,9 +249,9 @@ class _ThreadLowering(_AstLowering):
     def _user(self, call: isl.AstExpr) -> tirx.Stmt:
         if not self.promoted:
             return super()._user(call)
-        name = call.get_op_arg(0).get_id().get_name()
+        name = isl_ast.statement(call)
         s = self.stmts[name]
-        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        args = [self.expr(x) for x in isl_ast.args(call)[1:]]
         env = {**self.env, **dict(zip(s.dims, args))}
         buffers = dict(self.gen.sig.buffers)
         zero = (n.Const(value=0, dtype=INDEX),)
@@ -384,7 +277,7 @@ class _ThreadLowering(_AstLowering):
         if to:
             comp = dataclasses.replace(comp, tensor=to, indices=zero)
         s2 = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=comp))
-        return _statement(s2, env, buffers)
+        return emit_statement(s2, env, buffers)
 
     def _plan(self, loop: isl.AstNode) -> list[tuple[str, list]]:
         """The (tensor, indices) to keep in registers over ``loop``."""
@@ -394,7 +287,7 @@ class _ThreadLowering(_AstLowering):
         def walk(node: isl.AstNode, direct: bool) -> None:
             t = node.get_type()
             if t == _NT.for_:
-                name = node.for_get_iterator().get_id().get_name()
+                name = iterator(node)
                 v = tirx.Var(name, INDEX)
                 inner.append(v)
                 with self.bound({name: v}):
@@ -404,9 +297,8 @@ class _ThreadLowering(_AstLowering):
                 if node.if_has_else_node():
                     walk(node.if_get_else_node(), False)
             elif t == _NT.block:
-                ch = node.block_get_children()
-                for i in range(ch.n_ast_node()):
-                    walk(ch.get_at(i), direct)
+                for x in isl_ast.children(node):
+                    walk(x, direct)
             elif t == _NT.mark:
                 walk(node.mark_get_node(), direct)
             elif t == _NT.user:
@@ -414,7 +306,7 @@ class _ThreadLowering(_AstLowering):
             else:
                 raise _NoPlan
 
-        name = loop.for_get_iterator().get_id().get_name()
+        name = iterator(loop)
         v = tirx.Var(name, INDEX)
         inner.append(v)
         try:
@@ -433,8 +325,8 @@ class _ThreadLowering(_AstLowering):
         return plan
 
     def _accesses(self, call: isl.AstExpr, direct: bool, must: list, accesses: list) -> None:
-        s = self.stmts[call.get_op_arg(0).get_id().get_name()]
-        args = [self.expr(call.get_op_arg(i + 1)) for i in range(call.get_op_n_arg() - 1)]
+        s = self.stmts[isl_ast.statement(call)]
+        args = [self.expr(x) for x in isl_ast.args(call)[1:]]
         env = {**self.env, **dict(zip(s.dims, args))}
         buffers = self.gen.sig.buffers
         c = s.info.comp

@@ -10,7 +10,7 @@ Rules (TC semantics, see SPEC 1.1):
    ``/`` is true division and ``%`` is ``a - floor(a / b) * b``.
 3. ``c ? a : b`` is a real branch (``if_then_else``): the untaken side is
    never evaluated, so it may read out of bounds (``i > 0 ? A(i-1) : 0``).
-4. Builtins come from :mod:`tcdsl.sema.builtins`; float16 is computed in float32.
+4. Builtins come from :mod:`tcdsl.codegen.mathlib`; float16 is computed in float32.
 5. Tensor indices are int32 (tensor values used as indices are converted).
 """
 from __future__ import annotations
@@ -21,9 +21,8 @@ from tvm import tirx
 
 from ..errors import InternalError
 from ..syntax import nodes as n
-from ..sema import builtins as bt
 from ..sema import types as ty
-from . import checks
+from . import checks, mathlib
 
 INDEX = "int32"
 
@@ -200,11 +199,10 @@ class _Lower:
         return self.wrap and ty.is_int(t) and ty.bits(t) <= 32
 
     def _builtin(self, e: n.BuiltinCall, name: str, args) -> tirx.PrimExpr:
-        b = bt.lookup(name)
-        if b is None:
+        if name not in mathlib.LOWERINGS:
             raise InternalError(f"unknown builtin {name}")
         compute = "float32" if e.dtype == "float16" else e.dtype
-        out = b.lower([self.as_type(a, compute) for a in args], compute)
+        out = mathlib.lower(name, [self.as_type(a, compute) for a in args], compute)
         return out if dtype_of(out) == e.dtype else tirx.Cast(e.dtype, out)
 
 

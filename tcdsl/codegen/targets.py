@@ -21,24 +21,11 @@ import threading
 import tvm
 from tvm import tirx
 
+from .. import host
 from ..errors import InternalError, TcError
+from ..runtime.device import cuda_device_present
 
 _build_lock = threading.Lock()
-
-
-@functools.cache
-def host_cpu() -> str:
-    return tvm.target.codegen.llvm_get_system_cpu()
-
-
-@functools.cache
-def host_avx512() -> bool:
-    """The host CPU has AVX-512 (512-bit vectors, 32 vector registers)."""
-    try:
-        with tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()}):
-            return bool(tvm.target.codegen.llvm_cpu_has_features("avx512f"))
-    except Exception:  # an LLVM without the query: assume not
-        return False
 
 
 def make_target(target) -> tvm.target.Target:
@@ -51,12 +38,12 @@ def make_target(target) -> tvm.target.Target:
     if isinstance(target, tvm.target.Target):
         return target
     if target in ("llvm", "cpu"):
-        if host_avx512():
-            return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "mattr": ["-prefer-256-bit"],
+        if host.avx512():
+            return tvm.target.Target({"kind": "llvm", "mcpu": host.cpu(), "mattr": ["-prefer-256-bit"],
                                       "opt-level": 2})
-        return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "opt-level": 2})
+        return tvm.target.Target({"kind": "llvm", "mcpu": host.cpu(), "opt-level": 2})
     if target == "cuda":
-        return tvm.target.Target({"kind": "cuda", "arch": cuda_arch()}, host={"kind": "llvm", "mcpu": host_cpu()})
+        return tvm.target.Target({"kind": "cuda", "arch": cuda_arch()}, host={"kind": "llvm", "mcpu": host.cpu()})
     raise TcError(f"unknown target '{target}'; use 'llvm' or 'cuda'")
 
 
@@ -79,6 +66,12 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
         return tvm.compile(mod, target=target)
 
 
+def export(executable, path: str) -> None:
+    """Write a CPU build as a shared library (the disk cache's entries)."""
+    with _build_lock:  # export re-enters LLVM code generation
+        executable.export_library(path)
+
+
 # s_tir.CompactBufferAllocation raised "Divide by zero" (its region estimate) on a
 # temporary indexed through skewed isl loops (tests/test_fuzz.py); our temporaries
 # are allocated at their full extents and need no compaction.
@@ -87,15 +80,6 @@ _DISABLED_PASSES = ["s_tir.CompactBufferAllocation"]
 
 # ------------------------------------------------------------------ CUDA
 DEFAULT_CUDA_ARCH = "sm_90"
-
-
-@functools.cache
-def cuda_device_present() -> bool:
-    """Whether TVM sees CUDA device 0 (False when the CUDA runtime cannot load)."""
-    try:
-        return bool(tvm.cuda(0).exist)
-    except Exception:  # no libcuda: TVM's CUDA device API is not enabled
-        return False
 
 
 @functools.cache

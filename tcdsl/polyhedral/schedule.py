@@ -1,4 +1,4 @@
-"""Scheduling each kernel with isl, and building its isl AST.
+"""Scheduling each kernel with isl, for the CPU.
 
 ``schedule(model, fixed=None)`` is the stage entry point: it computes, for
 every kernel, an isl schedule tree from the kernel's dependences (all of them
@@ -7,10 +7,8 @@ loops come out non-coincident and the coincident ones are parallel).  Every
 band is then split into single-member bands, each under a mark ``par`` or
 ``seq`` saying whether that loop carries no dependence; the code generator
 reads those marks.  ``fixed`` substitutes sizes before scheduling.
-
-``build_ast(model, schedules, fixed=None)`` turns each schedule into an isl
-AST under the kernel's context (sizes >= 1, loop variables in range, and the
-fixed sizes, if any, substituted after scheduling).
+The GPU mapping schedules with :mod:`tcdsl.polyhedral.gpu_schedule`; both
+schedules become isl ASTs in :mod:`tcdsl.polyhedral.isl_ast`.
 """
 from __future__ import annotations
 
@@ -318,17 +316,6 @@ def mark_bands(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if i > 0:
             node = node.parent()
     return node
-
-
-def build_ast(model: Model, schedules: dict[int, isl.Schedule],
-              fixed: dict[str, int] | None = None) -> dict[int, isl.AstNode]:
-    """The isl AST of every kernel (see the module docstring)."""
-    fix = fixed_set(model, fixed)
-    out = {}
-    for i, k in enumerate(model.kernels()):
-        build = isl.AstBuild.from_context(k.context & fix.align_params(k.context.get_space()))
-        out[i] = build.node_from_schedule(schedules[i])
-    return out
 
 
 def dump_schedules(model: Model, schedules: dict[int, isl.Schedule]) -> str:

@@ -3,11 +3,15 @@
 Each entry is a shared library exported by TVM plus a small JSON file::
 
     <dir>/<key>.json              what the entry is: key fields, function name,
-                                  size parameters, library file name, sha256
+                                  size parameters, the sizes fixed in it, the
+                                  def's signature (runtime/signature.py),
+                                  library file name, sha256
     <dir>/<key>-<sha256[:16]>.so  the library, named by its content
 
-``<key>`` is the sha256 of everything that decides the generated code (see
-:func:`fields`).  Both files are written to a temporary name in the same
+``<key>`` is the sha256 of the key fields, everything that decides the
+generated code (the compiler makes them: ``dispatch.key_fields``).  An entry
+holds what it takes to call the library, so :func:`load_entry` serves one to
+the runtime alone (``runtime.kernel.load``).  Both files are written to a temporary name in the same
 directory and moved into place with ``os.replace``, the library first: a
 reader sees a whole entry or none, and two processes storing the same entry
 at once both succeed (the last JSON written wins and names a library that
@@ -21,7 +25,6 @@ else ``~/.cache/tcdsl``); ``TCDSL_DISK_CACHE=0`` or the kernel option
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -31,13 +34,12 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from ..errors import TcError
 
 # Bump when the entry layout or the meaning of a key field changes.
-FORMAT = 1
-
-# Kernel options that change how a kernel is run, not the code it is made of.
-RUNTIME_OPTIONS = frozenset({"disk_cache", "auto_threshold", "auto_payback"})
+FORMAT = 2
 
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _ENTRY_FILE = re.compile(r"^([0-9a-f]{64})(?:\.json|-[0-9a-f]{16}\.so)$")
@@ -48,6 +50,10 @@ class TcCacheWarning(RuntimeWarning):
     """A disk cache entry was unusable (it is deleted and rebuilt) or could not be written."""
 
 
+class TcCacheError(TcError):
+    """An entry given to :func:`load_entry` is not a usable kernel."""
+
+
 def cache_dir() -> Path:
     d = os.environ.get("TCDSL_CACHE_DIR")
     if d:
@@ -56,53 +62,12 @@ def cache_dir() -> Path:
     return Path(base) / "tcdsl"
 
 
-def enabled(options: dict | None = None) -> bool:
-    """Off with ``{"disk_cache": False}`` or ``TCDSL_DISK_CACHE=0`` (also ``false``, ``no``, ``off``)."""
-    if options is not None and not options.get("disk_cache", True):
+def enabled(disk_cache: bool = True) -> bool:
+    """Off with the kernel option ``{"disk_cache": False}`` (``disk_cache``) or
+    ``TCDSL_DISK_CACHE=0`` (also ``false``, ``no``, ``off``)."""
+    if not disk_cache:
         return False
     return os.environ.get("TCDSL_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-@functools.cache
-def compiler_fingerprint() -> str:
-    """sha256 of tcdsl's own source files: a change to the compiler makes new
-    keys even when ``tcdsl.__version__`` stays the same (a development tree)."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*.py")):
-        if "__pycache__" in p.parts:
-            continue
-        h.update(p.relative_to(root).as_posix().encode() + b"\0")
-        h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def fields(*, program: str, entry: str, pipeline: str, fixed: dict[str, int], sizes: dict[str, int] | None,
-           target: str, options: dict | None = None) -> dict[str, Any]:
-    """The key fields of one binary.  ``program`` is the normalised text of the
-    ``def`` (``to_tc``), ``pipeline`` the order of stages that made it
-    (``never``, ``after-scheduling`` or ``before-scheduling``; ``auto`` makes
-    the same binaries as ``never`` and ``after-scheduling`` and shares their
-    entries), ``fixed`` the sizes fixed at compile time (``sizes=``) and
-    ``sizes`` the size tuple of a per-size binary (None for the symbolic one)."""
-    import tvm
-
-    from .. import __version__
-
-    code_options = {k: v for k, v in (options or {}).items() if k not in RUNTIME_OPTIONS}
-    return {
-        "format": FORMAT,
-        "program": program,
-        "entry": entry,
-        "pipeline": pipeline,
-        "fixed": {k: int(v) for k, v in sorted(fixed.items())},
-        "sizes": None if sizes is None else {k: int(v) for k, v in sorted(sizes.items())},
-        "options": json.loads(json.dumps(code_options, sort_keys=True, default=repr)),
-        "target": target,
-        "tcdsl": __version__,
-        "tvm": tvm.__version__,
-        "compiler": compiler_fingerprint(),
-    }
 
 
 def key_of(key_fields: dict[str, Any]) -> str:
@@ -116,6 +81,8 @@ class Loaded:
     module: Any  # tvm.runtime.Module
     function: str
     size_params: tuple[str, ...]
+    fixed: dict[str, int]  # the sizes that are constants in it
+    signature: dict[str, Any]  # runtime/signature.py, as JSON
     path: Path
 
 
@@ -132,27 +99,49 @@ def load(key: str, key_fields: dict[str, Any], directory: Path | None = None) ->
         return None
     try:
         meta = json.loads(meta_text)
-        lib = d / meta["library"]
-        if meta["key"] != key or meta["fields"] != key_fields or lib.parent != d:
+        if meta["key"] != key or meta["fields"] != key_fields:
             raise ValueError("its key fields do not match")
-        data = lib.read_bytes()
-        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            raise ValueError(f"{lib.name} is corrupt or truncated (checksum mismatch)")
-        import tvm
-
-        module = tvm.runtime.load_module(str(lib))
-        module[meta["function"]]  # raises when the function is not there
-        return Loaded(module, meta["function"], tuple(meta["size_params"]), lib)
+        return _loaded(meta, d)
     except Exception as e:  # noqa: BLE001 -- any unusable entry is rebuilt, never fatal
         _warn(f"disk cache entry {meta_path} is unusable ({type(e).__name__}: {e}); deleted, rebuilding")
         remove(key, d)
         return None
 
 
-def store(key: str, key_fields: dict[str, Any], executable, function: str, size_params,
-          directory: Path | None = None) -> Path | None:
-    """Export ``executable`` as the entry for ``key``; returns the library path,
-    or None (with a warning) when it could not be written."""
+def load_entry(meta_path: str | os.PathLike) -> Loaded:
+    """The entry whose JSON file is ``meta_path``, checked (its key is the hash
+    of its fields, its library has its checksum); a ``TcCacheError`` says
+    why an entry is unusable."""
+    meta_path = Path(meta_path)
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta["key"] != meta_path.stem or key_of(meta["fields"]) != meta["key"]:
+            raise ValueError("its key is not the hash of its fields")
+        return _loaded(meta, meta_path.parent)
+    except Exception as e:  # noqa: BLE001
+        raise TcCacheError(f"{meta_path}: not a usable tcdsl kernel ({type(e).__name__}: {e})") from None
+
+
+def _loaded(meta: dict[str, Any], d: Path) -> Loaded:
+    lib = d / meta["library"]
+    if lib.parent != d:
+        raise ValueError("its library is outside the cache directory")
+    data = lib.read_bytes()
+    if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        raise ValueError(f"{lib.name} is corrupt or truncated (checksum mismatch)")
+    import tvm
+
+    module = tvm.runtime.load_module(str(lib))
+    module[meta["function"]]  # raises when the function is not there
+    return Loaded(module, meta["function"], tuple(meta["size_params"]), dict(meta["fixed"]), meta["signature"], lib)
+
+
+def store(key: str, key_fields: dict[str, Any], export: Callable[[str], None], function: str, size_params,
+          fixed: dict[str, int], signature: dict[str, Any], directory: Path | None = None) -> Path | None:
+    """The entry for ``key``: ``export(path)`` writes the library; ``function``
+    takes the sizes ``size_params``, then the buffers of ``signature``
+    (``fixed``: the sizes that are constants in it).  Returns the library
+    path, or None (with a warning) when it could not be written."""
     d = directory or cache_dir()
     tmp_lib = tmp_meta = None
     try:
@@ -160,17 +149,14 @@ def store(key: str, key_fields: dict[str, Any], executable, function: str, size_
         tag = f".tmp-{key}-{os.getpid()}-"
         fd, tmp_lib = tempfile.mkstemp(prefix=tag, suffix=".so", dir=d)
         os.close(fd)
-        from ..codegen import targets
-
-        with targets._build_lock:  # export re-enters LLVM code generation
-            executable.export_library(tmp_lib)
+        export(tmp_lib)
         with open(tmp_lib, "rb") as f:
             data = f.read()
             os.fsync(f.fileno())
         digest = hashlib.sha256(data).hexdigest()
         lib = d / f"{key}-{digest[:16]}.so"
         meta = {"key": key, "fields": key_fields, "function": function, "size_params": list(size_params),
-                "library": lib.name, "bytes": len(data), "sha256": digest, "created": time.time()}
+                "fixed": dict(fixed), "signature": signature, "library": lib.name, "bytes": len(data), "sha256": digest, "created": time.time()}
         fd, tmp_meta = tempfile.mkstemp(prefix=tag, suffix=".json", dir=d)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)

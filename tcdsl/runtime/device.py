@@ -12,13 +12,24 @@ Without a GPU, a call raises ``TcError("no CUDA device ...")``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..errors import TcError, TcShapeError
-from ..codegen import targets
 from .args import Arg, is_torch
+
+
+@functools.cache
+def cuda_device_present() -> bool:
+    """Whether TVM sees CUDA device 0 (False when the CUDA runtime cannot load)."""
+    import tvm
+
+    try:
+        return bool(tvm.cuda(0).exist)
+    except Exception:  # no libcuda: TVM's CUDA device API is not enabled
+        return False
 
 
 def _is_cuda_tensor(x: Any) -> bool:
@@ -30,7 +41,7 @@ def call(fn, size_args: list[int], args: list[Arg], outs: list[Arg], names: list
     """Run ``fn`` on the GPU and return the output values.  ``outs`` are the
     host outputs (zeros when ``allocated``, else the ``out=`` arrays);
     ``names`` are the inputs' then the outputs' names, for messages."""
-    if not targets.cuda_device_present():
+    if not cuda_device_present():
         raise TcError("no CUDA device: this kernel was compiled for target 'cuda', but TVM sees no GPU "
                       "(tvm.cuda(0).exist is false); its CUDA source is in kernel.source_code('cuda')")
     import tvm

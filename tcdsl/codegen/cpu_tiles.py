@@ -1,0 +1,425 @@
+"""Register tiles for the reductions of the CPU's parallel loops (codegen/cpu.py).
+
+A part of a chunk's body of the form ``for k { for j (parallel) { S } }``
+(or a nest ``for k1 { for k2 { ... for j { S } } }``, as in a convolution)
+where ``S`` accumulates into an element that does not move with the ``k``s
+and is stride-1 in ``j`` becomes a micro-kernel: for each tile of
+``tile_rows`` rows x ``tile_cols`` columns the accumulators live in a local
+buffer (registers after unrolling) for the whole ``k`` loop, loaded before
+it and stored after it.  Column tiles run outermost in the chunk, so a tile
+of the right-hand matrix is reused by all of the chunk's rows while it is in
+cache; they are cut at three widths (``tile_cols``, one vector, one
+element), so symbolic sizes need no guards in the main tiles.  Legal when
+``S`` reads no element that the part writes except through its accumulator
+(checked with isl in :func:`accumulates_privately`); ``j`` is coincident, so
+its iterations may be reordered, and each accumulator still sums ``k`` in
+order.
+
+When a panel of the right-hand matrix is copied (:class:`_Panels`), the
+``k`` loop is cut into blocks of ``k_block`` steps outside the row tiles, so
+the block's panel stays in L1 while all of the chunk's rows use it; each
+accumulator still sums ``k`` in order.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import islpy as isl
+from tvm import tirx
+
+from ..options import CpuMapping
+from ..polyhedral import isl_ast
+from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
+from ..polyhedral.model import IslStmt
+from .expr import INDEX
+from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, uses as _uses
+
+# Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
+# constants) or that are one: in an unrolled register tile the same Let
+# variable ends up bound once per copy, which its simplifier rejects
+# ("Binding of variable rmod ... conflicts"; found by the random programs).
+_UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)
+
+
+# ----------------------------------------------------------------- isl side
+def accumulates_privately(s: IslStmt) -> bool:
+    """``S`` reads no element it writes except the one it accumulates into
+    (its first read, added for the reduction): the accumulator may then live
+    in registers while ``S`` runs over its reduction variables."""
+    if s.is_init or s.info.comp.reduction is None or not s.writes:
+        return False
+    tensor = s.writes[0].get_tuple_name(isl.dim_type.out)
+    if any(m.get_tuple_name(isl.dim_type.out) == tensor for m in s.may_reads):
+        return False
+    written = s.writes[0].range()
+    for m in s.reads[1:]:
+        if m.get_tuple_name(isl.dim_type.out) == tensor and not m.range().intersect(written).is_empty():
+            return False
+    return True
+
+
+def runs_in_one_step(s: IslStmt, loop_var: str) -> bool:
+    """``S`` runs at a single value of the enclosing sequential loop's variable
+    (the ``t == 0`` branch of a recurrence): not worth a register tile's code."""
+    d = s.domain.params()
+    i = d.find_dim_by_name(isl.dim_type.param, loop_var)
+    if i < 0:
+        return False
+    d = d.move_dims(isl.dim_type.set, 0, isl.dim_type.param, i, 1)
+    d = d.project_out(isl.dim_type.param, 0, d.dim(isl.dim_type.param))
+    return d.is_singleton()
+
+
+
+# ---------------------------------------------------------------- TIR side
+class RegisterTiles:
+    """Finds the micro-kernels of a chunk's body (:meth:`parts`) and emits
+    them (:meth:`emit`); ``low`` is the kernel's ``cpu.CpuAstLowering``, ``m``
+    its resolved CPU mapping."""
+
+    def __init__(self, low, m: CpuMapping):
+        self.low = low
+        self.m = m
+
+    def parts(self, outer: isl.AstNode, row: str):
+        """(reduction loops, [(column loop, statement call)]) when ``outer`` is
+        ``for k1 { for k2 ... { for j (par) { S } ... } }`` with every ``S``
+        fit for a register tile and no dependence between two of them (so the
+        ``k`` loops can be split into one nest per statement), else None."""
+        if not self.m.register_tiles or row in loop_ids(outer) or not unit_stride(outer):
+            return None
+        chain = [outer]
+        body, _ = strip_marks(outer.for_get_body())
+        while body.get_type() == NT.for_ and not self._column_loop(body):
+            if row in loop_ids(body) or not unit_stride(body):
+                return None
+            chain.append(body)
+            body, _ = strip_marks(body.for_get_body())
+        leaves = isl_ast.parts(body) if body.get_type() == NT.block else [chain[-1].for_get_body()]
+        names = {iterator(n) for n in chain}
+        out = []
+        for node in leaves:
+            one = self._micro_one(names, node, row)
+            if one is None:
+                return None
+            out.append(one)
+        if len(out) > 1 and not self.low.independent([isl_ast.statement(c) for _, c in out]):
+            return None
+        return chain, out
+
+    @staticmethod
+    def _column_loop(node: isl.AstNode) -> bool:
+        user, _ = strip_marks(node.for_get_body())
+        return user.get_type() == NT.user
+
+    def _micro_one(self, k_names: set[str], node: isl.AstNode, row: str):
+        inner, mark = strip_marks(node)
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names) \
+                or not unit_stride(inner):
+            return None
+        user, _ = strip_marks(inner.for_get_body())
+        if user.get_type() != NT.user:
+            return None
+        call = user.user_get_expr()
+        s = self.low.stmts[isl_ast.statement(call)]
+        if str(self.low.gen.sig.buffers[s.info.comp.tensor].dtype) == "bool":
+            return None
+        if not self.low.gen.private_accumulator(s) or self.low.gen.one_step(s):
+            return None
+        j_name = iterator(inner)
+        # the accumulated element must not move with any k, and must move by 1 with j
+        from tvm import sym as arith
+
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in k_names | {row, j_name}}
+        with self.low.bound(probe):
+            buf, idx, value, _ = self.low.statement_parts(call)
+        if not idx or any(_uses(x, probe[k]) for x in idx for k in k_names):
+            return None
+        if has_node(value, _UNROLL_UNSAFE) or any(has_node(x, _UNROLL_UNSAFE) for x in idx):
+            return None
+        coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
+        if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
+            return None
+        if any(_uses(x, probe[j_name]) for x in idx[:-1]):
+            return None
+        return inner, call
+
+    def emit(self, parts, row: str, lo, n) -> tirx.Stmt:
+        """The micro-kernels of ``parts`` (what :meth:`parts` found) for rows lo .. lo+n-1."""
+        chain, leaves = parts
+        return seq([self._micro_one_stmt(chain, leaf, row, lo, n) for leaf in leaves])
+
+    def _micro_one_stmt(self, chain, leaf, row: str, lo, n) -> tirx.Stmt:
+        inner, call = leaf
+        m = self.m
+        j_name = iterator(inner)
+        # the reduction loops' names bound to 0 while the column loop's range is
+        # read (it does not depend on them) and while the accumulated element is
+        # (it does not move with them)
+        zeros = {iterator(n): tirx.const(0, INDEX) for n in chain}
+        with self.low.bound(zeros):
+            j_init, j_ext = self.low.loop_range(inner)
+        j_ext = tirx.max(j_ext, 0)
+        # Panels are copied outside sequential loops only: inside one, every
+        # step would copy them again for the few rows of a batch (measured on
+        # the Elman RNN: no gain, twice the code to compile).
+        in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
+        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop else []
+
+        def columns(pack: bool) -> tirx.Stmt:
+            stmts = []
+            start = tirx.const(0, INDEX)
+            # outside sequential loops also half-width tiles: a 4 x 64 tile
+            # leaves 32 columns (a convolution's output rows) to 16-wide ones
+            half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
+            for w in dict.fromkeys((m.tile_cols,) + half + (m.vector_width, 1)):
+                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_w{w}", INDEX)
+                col0 = j_init + start + jt * w
+                tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
+                if pack and w == m.tile_cols:
+                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(
+                        lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
+                else:
+                    body = tile.rows(lo, n, rest=False)
+                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
+                start = start + count * w
+            return seq(stmts + [leftover_rows()])
+
+        def leftover_rows() -> tirx.Stmt | None:
+            """The rows after the last full row tile (all of them for a batch
+            of 1), one at a time, in tiles of 16 vectors, then 8 (as many
+            accumulators as a full tile holds at most), then one vector, half
+            a vector and single columns: a 1 x 64 tile has 4 accumulators,
+            too few to hide the FMA latency; 1 x 256 has 16, as many as a
+            4 x 64 one."""
+            rb = m.tile_rows
+            if rb == 1:
+                return None
+            r = tirx.Var(row + "_t", INDEX)
+            r0 = lo + tirx.floordiv(n, rb) * rb + r
+            stmts = []
+            start = tirx.const(0, INDEX)
+            vw = m.vector_width
+            # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
+            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w <= m.tile_rows * m.tile_cols)[:2]
+            # narrower vectors before single columns: a single column's sum is
+            # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
+            # 8 of them took 4 of its 6 us per step)
+            narrow = tuple(w for w in (vw // 2,) if w >= 4)
+            for w in dict.fromkeys(wide + (vw,) + narrow + (1,)):
+                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_v{w}", INDEX)
+                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
+                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.tile(r0, 1)))
+                start = start + count * w
+            return tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL, seq(stmts))
+
+        if not packed:
+            return columns(False)
+        # a panel is worth copying when several row tiles read it
+        return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
+
+    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, int]]:
+        """The tensors read as a k x columns panel shared by all rows
+        (``B(k, n)`` of a matmul, or ``B(n, k)``): one read of the tensor in
+        the statement, one index moving with the column by 1 and another with
+        k by 1, none with the row.  Their tiles are copied to a contiguous
+        panel before the row tiles use them: rows of a big matrix at a
+        power-of-two stride fall into a few cache sets otherwise, and a
+        transposed operand would be a gather per vector.
+        Returns (tensor, index of its k dimension, index of its column dimension)."""
+        k_name = iterator(chain[0])
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in (row, j_name, k_name)}
+        with self.low.bound(probe):
+            buf, _, value, _ = self.low.statement_parts(call)
+        loads: dict[str, list] = {}
+        for ld in _loads(value):
+            loads.setdefault(ld.source.name, []).append(ld)
+        out = []
+        for name, lds in loads.items():
+            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < 2:
+                continue
+            idx = list(lds[0].indices)
+            if any(_uses(x, probe[row]) for x in idx):
+                continue
+            jdims = [d for d, x in enumerate(idx) if _uses(x, probe[j_name])]
+            kdims = [d for d, x in enumerate(idx) if _uses(x, probe[k_name])]
+            if len(jdims) != 1 or len(kdims) != 1 or jdims == kdims:
+                continue
+            if _coefficient(idx[jdims[0]], probe[j_name]) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
+                continue
+            out.append((name, kdims[0], jdims[0]))
+        return out
+
+
+class _Column:
+    """One statement (``call``) on one column tile: ``w`` columns of the loop
+    ``j_name`` from ``col0``, for rows of the loop ``row``."""
+
+    def __init__(self, gen: RegisterTiles, call, row: str, j_name: str, col0, w: int):
+        self.low = gen.low
+        self.m = gen.m
+        self.call = call
+        self.row = row
+        self.j_name = j_name
+        self.col0 = col0
+        self.w = w
+
+
+class _Tile(_Column):
+    """Register tiles of a column tile over a run of rows; ``chain`` are the
+    reduction loops, ``zeros`` binds their names to 0."""
+
+    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, zeros: dict):
+        super().__init__(gen, call, row, j_name, col0, w)
+        self.chain = chain
+        self.zeros = zeros
+
+    def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
+        """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
+        steps of the (single) reduction loop, counted from its first value;
+        ``rest`` False: the full row tiles only."""
+        rb = self.m.tile_rows
+        sb = tirx.Var(self.row + "_b", INDEX)
+        full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb, ks))
+        if rb == 1 or not rest:
+            return full
+        r = tirx.Var(self.row + "_t", INDEX)
+        rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
+                        self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1, ks))
+        return tirx.SeqStmt([full, rest])
+
+    def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
+        """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
+        low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
+        vw = self.m.vector_width if w % self.m.vector_width == 0 else w if w in (2, 4, 8) else 1
+        s = low.stmts[isl_ast.statement(self.call)]
+        acc = tirx.decl_buffer((nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc", scope="local")
+
+        def lanes(body_of: Callable) -> tirx.Stmt:
+            """for r (unrolled) for u (unrolled) for v (vectorized): body_of(r, col)"""
+            r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
+            body = body_of(r, u * vw + v)
+            inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
+            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+
+        def element(r, c):
+            with low.bound({**self.zeros, row: r0 + r, j_name: col0 + c}):
+                buf, idx, _, _ = low.statement_parts(self.call)
+            return buf, idx
+
+        def load(r, c):
+            buf, idx = element(r, c)
+            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [r, c])
+
+        def store(r, c):
+            buf, idx = element(r, c)
+            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [r, c]), idx)
+
+        def update(r, c):
+            with low.bound({row: r0 + r, j_name: col0 + c}):
+                _, _, value, combine = low.statement_parts(self.call)
+            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
+
+        nest = self._nest(0, lambda: lanes(update), ks)
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
+
+    def _nest(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt:
+        """The reduction loops chain[i:], in their order, around ``innermost()``;
+        ``ks``: see :meth:`rows` (for chain[0])."""
+        if i == len(self.chain):
+            return innermost()
+        node = self.chain[i]
+        name = iterator(node)
+        init, ext = self.low.loop_range(node)
+        k = tirx.Var(name + "_k", INDEX)
+        if i == 0 and ks is not None:
+            first, ext = ks
+            with self.low.bound({name: init + first + k}):
+                body = self._nest(i + 1, innermost)
+            return tirx.For(k, 0, ext, tirx.ForKind.SERIAL, body)
+        with self.low.bound({name: from_zero(init, k)}):
+            body = self._nest(i + 1, innermost)
+        return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
+
+
+class _Panels(_Column):
+    """Copies of the panels of :meth:`RegisterTiles._packable` for one column
+    tile, and the statement reading them instead of the tensors.
+
+    The reduction loop is cut into blocks of ``k_block`` steps, outside the
+    row tiles: for each block, its ``k_block x w`` panel is copied (it stays
+    in L1 while all row tiles use it), then every row tile loads its
+    accumulators, adds the block's steps and stores them.  Each element still
+    sums ``k`` in order, so the results do not depend on the block size."""
+
+    def __init__(self, gen: RegisterTiles, k_loop, call, row: str, j_name: str, col0, w: int, packed):
+        super().__init__(gen, call, row, j_name, col0, w)
+        self.k_loop = k_loop
+        self.packed = packed
+
+    def around(self, make: Callable) -> tirx.Stmt:
+        """The panels' copies around ``make((first, count))``, the row tiles for
+        ``count`` steps of the reduction loop from its ``first``-th."""
+        low, w = self.low, self.w
+        kc = self.m.k_block
+        k_name = iterator(self.k_loop)
+        k_init, k_ext = low.loop_range(self.k_loop)
+        k_ext = tirx.max(k_ext, 0)
+        vw = self.m.vector_width
+        kb = tirx.Var(k_name + "_kb", INDEX)
+        kn = tirx.Var(k_name + "_kn", INDEX)  # steps in this block
+        k0 = kb * kc if kc else tirx.const(0, INDEX)  # k_block 0: one block, the whole loop
+        q = tirx.Var(k_name + "_q", INDEX)  # the step in the block
+        k = tirx.Var(k_name + "_pk", INDEX)  # the step, k0 + q
+        u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
+        # the tensors' reads at (k, column): rows do not matter (bound to any value)
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v,
+                        k_name: from_zero(k_init, k)}):
+            _, _, value, _ = low.statement_parts(self.call)
+        reads = {ld.source.name: ld for ld in _loads(value)}
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init + k0}):
+            _, _, first, _ = low.statement_parts(self.call)
+        origin = {ld.source.name: ld for ld in _loads(first)}
+        head, decls, fills, views = [], [], [], {}
+        for name, kdim, jdim in self.packed:
+            src = reads[name]
+            tensor = low.gen.sig.buffers[name]
+            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if kc else k_ext) * w,), tensor.dtype,
+                                     name=name + "_block")
+            head.append(tirx.AllocBuffer(block))
+            # the block seen as the whole k_ext x w panel: step k at k * w
+            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel", data=block.data,
+                                     elem_offset=-(k0 * w))
+            decls.append(tirx.DeclBuffer(panel, data=block.data))
+            fills.append(tirx.BufferStore(panel, src, [k * w + u * vw + v]))
+            # the tensor seen through the panel: element (.., k-index, .., col) at
+            # (k-index - its value at the block's first k) * w + (col - col0)
+            rank = len(src.indices)
+            strides = [w if d == kdim else 1 if d == jdim else 0 for d in range(rank)]
+            o = origin[name].indices
+            offset = -(o[kdim] * w + o[jdim])
+            view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
+                                    strides=strides, elem_offset=offset)
+            decls.append(tirx.DeclBuffer(view, data=block.data))
+            views[name] = view
+        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), tirx.For(
+            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))]))
+        saved = low.buffer_override
+        low.buffer_override = {**saved, **views}
+        try:
+            body = make((k0, kn))
+        finally:
+            low.buffer_override = saved
+        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if kc else k_ext)] + decls + [fill, body])
+        if kc:
+            block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
+        return tirx.SeqStmt(head + [block])
+
+
+# Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
+# constants) or that are one: in an unrolled register tile the same Let
+# variable ends up bound once per copy, which its simplifier rejects
+# ("Binding of variable rmod ... conflicts"; found by the random programs).
+_UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)

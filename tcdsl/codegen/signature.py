@@ -1,0 +1,141 @@
+"""The runtime's view of a def (runtime/signature.py), made from the front end's.
+
+:func:`signature` turns the checked ``def`` and its ranges into the data a
+compiled kernel is checked and called with: the parameters, the outputs'
+shapes and zero fill, and every tensor's extents as Python expressions of
+the sizes (``max(s['T'] - 1, 0)``), the text of :func:`size_text`.
+
+:func:`check_index_range` is the same check of a call for a caller that has
+the front end (the interpreter, tcdsl/testing.py): the runtime's check,
+and at a size of 0 the bounds proof again (polyhedral/bounds.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..polyhedral.bounds import check_call_sizes
+from ..runtime.args import MAX_ELEMENTS, SizeChecks  # noqa: F401  (MAX_ELEMENTS: the limit checked)
+from ..runtime.signature import Extent, Output, Param, Signature, compile_shapes
+from ..sema.check import CheckedDef
+from ..sema.ranges import RangeInfo
+from ..syntax import nodes as n
+
+
+def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: frozenset[str] = frozenset()) -> Signature:
+    """The runtime's signature of ``checked`` for ``target``; the outputs in
+    ``overwritten`` (polyhedral/dataflow.py) need no zero fill."""
+    inputs = tuple(Param(p.name, checked.tensors[p.name].dtype, tuple(p.type.dims)) for p in checked.node.params)
+    outputs = tuple(Output(o, checked.tensors[o].dtype, _shape(ranges.extent_exprs(o)), o not in overwritten)
+                    for o in checked.outputs)
+    extents = tuple(Extent(t, _shape(ranges.extent_exprs(t)),
+                           tuple(size_text(part) for e in ranges.extent_exprs(t) for part in n.walk(e)
+                                 if _in_int32(part)))
+                    for t in checked.tensors)
+    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target)
+
+
+def _shape(exprs) -> tuple[str, ...]:
+    """An extent is at least 0: range inference assumes sizes >= 1, so ``T - 1``
+    (a tensor written where ``i + 1`` stays in a size-T input) is -1 at T = 0,
+    where nothing is written."""
+    return tuple(f"max({size_text(e)}, 0)" for e in exprs)
+
+
+_CHECKS: dict[int, tuple[Any, SizeChecks]] = {}
+
+
+def check_index_range(ranges: RangeInfo, sizes: dict[str, int]) -> None:
+    """Refuse sizes for which some tensor would have more than 2**31 - 1
+    elements or whose extent formulas leave int32 (``args.SizeChecks``); at
+    a size of 0 prove the accesses again for these sizes
+    (``bounds.check_call_sizes``).  The checks of ``ranges`` are made once."""
+    entry = _CHECKS.get(id(ranges))
+    if entry is None or entry[0] is not ranges:
+        if len(_CHECKS) > 256:
+            _CHECKS.clear()
+        entry = _CHECKS[id(ranges)] = (ranges, SizeChecks(signature(ranges.checked, ranges, "llvm")))
+    entry[1].check(sizes, at_zero=lambda sizes, shapes: check_call_sizes(ranges, sizes, shapes))
+
+
+def shape_function(shapes: list[tuple[n.Expr, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
+    """``evaluate`` of every extent of ``shapes`` (each at least 0), compiled
+    once into one Python function of the sizes."""
+    return compile_shapes([_shape(shape) for shape in shapes])
+
+
+def _in_int32(part: n.Expr) -> bool:
+    match part:
+        case n.Binary(op="+" | "-" | "*" | "/" | "%" | "min" | "max") | n.SizeVar() | n.Const() | n.Unary(op="-"):
+            return True
+    return False
+
+
+def evaluate(e: n.Expr, sizes: dict[str, int]) -> int:
+    """Value of a size expression (extents, as built from isl)."""
+    match e:
+        case n.Const(value=v):
+            return int(v)
+        case n.SizeVar(name=v) | n.IndexVar(name=v):
+            return sizes[v]
+        case n.Unary(op="-", operand=x):
+            return -evaluate(x, sizes)
+        case n.Select(cond=c, then=a, other=b):
+            return evaluate(a, sizes) if _truth(c, sizes) else evaluate(b, sizes)
+        case n.Binary(op=op, lhs=a, rhs=b):
+            x, y = evaluate(a, sizes), evaluate(b, sizes)
+            return _ARITH[op](x, y)
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def size_text(e: n.Expr) -> str:
+    """Python text of a size expression over the dict ``s``, with ``evaluate``'s meaning."""
+    return _python(e)
+
+
+def _python(e: n.Expr) -> str:
+    """Python text of a size expression over the dict ``s``, with ``evaluate``'s meaning."""
+    match e:
+        case n.Const(value=v):
+            return repr(int(v))
+        case n.SizeVar(name=v) | n.IndexVar(name=v):
+            return f"s[{v!r}]"
+        case n.Unary(op="-", operand=x):
+            return f"(-{_python(x)})"
+        case n.Select(cond=c, then=a, other=b):
+            return f"({_python(a)} if {_python_truth(c)} else {_python(b)})"
+        case n.Binary(op="min" | "max" as op, lhs=a, rhs=b):
+            return f"{op}({_python(a)}, {_python(b)})"
+        case n.Binary(op=op, lhs=a, rhs=b) if op in _ARITH:
+            text = f"{_python(a)} {_PY_OPS.get(op, op)} {_python(b)}"
+            return f"int({text})" if op in _COMPARISONS else f"({text})"
+    raise AssertionError(f"cannot evaluate {e!r}")
+
+
+def _python_truth(c: n.Expr) -> str:
+    match c:
+        case n.Binary(op="&&" | "||" as op, lhs=a, rhs=b):
+            return f"({_python_truth(a)} {'and' if op == '&&' else 'or'} {_python_truth(b)})"
+        case n.Unary(op="!", operand=a):
+            return f"(not {_python_truth(a)})"
+    return f"({_python(c)} != 0)"
+
+
+def _truth(c: n.Expr, sizes) -> bool:
+    match c:
+        case n.Binary(op="&&", lhs=a, rhs=b):
+            return _truth(a, sizes) and _truth(b, sizes)
+        case n.Binary(op="||", lhs=a, rhs=b):
+            return _truth(a, sizes) or _truth(b, sizes)
+        case n.Unary(op="!", operand=a):
+            return not _truth(a, sizes)
+    return bool(evaluate(c, sizes))
+
+
+_ARITH = {
+    "+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": lambda x, y: x // y,
+    "%": lambda x, y: x % y, "min": min, "max": max, "==": lambda x, y: int(x == y),
+    "!=": lambda x, y: int(x != y), "<": lambda x, y: int(x < y), "<=": lambda x, y: int(x <= y),
+    ">": lambda x, y: int(x > y), ">=": lambda x, y: int(x >= y),
+}
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+_PY_OPS = {"/": "//"}  # floor division, as TC's integer / (and Python's %)

@@ -1,0 +1,84 @@
+"""What the caller of a compiled kernel needs to know, as data.
+
+The compiler makes a :class:`Signature` from the checked ``def`` and its
+ranges (``codegen/signature.py``) and stores it beside the binary in the
+disk cache (``runtime/cache.py``), so that a kernel loaded from there is
+checked and called with this package alone, no compiler module:
+
+* the inputs, in order: name, dtype, dims (a size's name or a constant);
+* the outputs: name, dtype, shape and whether the kernel writes every
+  element before it reads any (then the zero fill is left out);
+* every tensor's shape and the parts of its extent formulas that the kernel
+  computes in int32 (the index range check of a call, ``args.SizeChecks``).
+
+Shapes are Python expressions of the sizes, over a dict ``s``
+(``max(s['T'] - 1, 0)``), made by the compiler from its own size
+expressions; :func:`compile_shapes` turns them into one function.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dtype: str
+    dims: tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    dtype: str
+    shape: tuple[str, ...]  # Python expressions of the sizes ``s``, each at least 0
+    fill: bool = True  # start as zeros (SPEC 1.1); False: every element is written before it is read
+
+
+@dataclass(frozen=True)
+class Extent:
+    """A tensor's shape, and the int32 values its formulas compute on the way."""
+
+    name: str
+    shape: tuple[str, ...]
+    parts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str  # the def
+    sizes: tuple[str, ...]  # every size, in the order of size tuples
+    inputs: tuple[Param, ...]
+    outputs: tuple[Output, ...]
+    extents: tuple[Extent, ...]
+    target: str  # "llvm" or "cuda"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
+                "inputs": [[p.name, p.dtype, list(p.dims)] for p in self.inputs],
+                "outputs": [[o.name, o.dtype, list(o.shape), o.fill] for o in self.outputs],
+                "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Signature":
+        return cls(d["name"], tuple(d["sizes"]),
+                   tuple(Param(name, dtype, tuple(dims)) for name, dtype, dims in d["inputs"]),
+                   tuple(Output(name, dtype, tuple(shape), fill) for name, dtype, shape, fill in d["outputs"]),
+                   tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
+                   d["target"])
+
+
+def compile_shapes(shapes: list[tuple[str, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
+    """One Python function of the sizes that evaluates every shape of ``shapes``."""
+    body = "".join("(" + "".join(f"{e}, " for e in shape) + "), " for shape in shapes)
+    return _function(body)
+
+
+def compile_values(values: tuple[str, ...]) -> Callable[[dict[str, int]], tuple[int, ...]]:
+    return _function("".join(f"{e}, " for e in values))
+
+
+def _function(body: str) -> Callable:
+    # the text is the compiler's (codegen/signature.py): sizes, integers, + - * // % min max and comparisons
+    return eval(f"lambda s: ({body})", {"__builtins__": {}, "min": min, "max": max, "int": int})  # noqa: S307
