@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import time
 
+import islpy as isl
 import numpy as np
 import pytest
 
@@ -36,9 +37,18 @@ def test_after_scheduling_reuses_the_symbolic_schedule_and_emits_constants():
 def test_before_scheduling_schedules_per_size():
     k = tcdsl.compile(ELMAN, specialize="before-scheduling")
     a = k.backend({"T": 3, "B": 2, "Ci": 4, "Co": 6})
-    b = k.backend({"T": 3, "B": 2, "Ci": 4, "Co": 6})
-    assert all(a.schedules[i] is not b.schedules[i] for i in a.schedules)
-    assert "Co = 6" in a.schedules[0].to_str() or "6" in a.schedules[0].get_root().to_str()
+    b = k.backend({"T": 5, "B": 1, "Ci": 7, "Co": 2})
+
+    def fixed_to(sizes, ctx):  # the parameter values every scheduled instance has
+        text = "[T, B, Ci, Co, t] -> { : " + " and ".join(f"{n} = {v}" for n, v in sizes.items()) + " }"
+        return isl.Set.read_from_str(ctx, text)
+
+    for backend, sizes in ((a, {"T": 3, "B": 2, "Ci": 4, "Co": 6}), (b, {"T": 5, "B": 1, "Ci": 7, "Co": 2})):
+        for sched in backend.schedules.values():
+            params = sched.get_domain().params()
+            assert not params.is_empty() and params.is_subset(fixed_to(sizes, params.get_ctx())), (sizes, params)
+    symbolic = tcdsl.compile(ELMAN).backend().schedules[0].get_domain().params()
+    assert not symbolic.is_subset(fixed_to({"T": 3, "B": 2, "Ci": 4, "Co": 6}, symbolic.get_ctx()))
 
 
 def test_auto_serves_at_once_then_dispatches_to_a_specialized_binary():
