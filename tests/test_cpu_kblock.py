@@ -5,6 +5,7 @@ tiles.  Sizes around the block edges and tails, symbolic and specialized,
 and the ``k_block`` option."""
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -26,19 +27,35 @@ def _check(k, M, K, N, seed=0):
     return A, B, got
 
 
-SIZES = [(9, 1, 65), (17, 7, 64), (33, 100, 129), (8, 127, 64), (8, 128, 64), (8, 129, 64),
-         (41, 300, 67), (65, 1000, 130), (13, 257, 193), (3, 300, 64), (10, 0, 64)]
+# K around the edges of 64-step blocks (63/64/65, 127/128/129, ...) and tails
+SIZES = [(9, 1, 65), (17, 7, 64), (33, 100, 129), (8, 63, 64), (8, 64, 64), (8, 65, 64), (8, 127, 64),
+         (8, 128, 64), (8, 129, 64), (41, 300, 67), (65, 1000, 130), (13, 257, 193), (3, 300, 64), (10, 0, 64)]
+BLOCK = 64
 
 
+@functools.lru_cache(maxsize=None)
+def _kernel(k_block: int, **compile_args):
+    return tcdsl.compile(MATMUL, options={"k_block": k_block}, **compile_args)
+
+
+@pytest.mark.parametrize("k_block", [0, BLOCK])
 @pytest.mark.parametrize("M,K,N", SIZES)
-def test_symbolic_sizes(M, K, N):
-    _check(tcdsl.compile(MATMUL), M, K, N)
+def test_symbolic_sizes(M, K, N, k_block):
+    _check(_kernel(k_block), M, K, N)
 
 
-@pytest.mark.parametrize("M,K,N", [(33, 100, 129), (8, 129, 64), (41, 300, 67), (24, 1, 64)])
-def test_specialized_sizes(M, K, N):
-    _check(tcdsl.compile(MATMUL, specialize="before-scheduling"), M, K, N)
-    _check(tcdsl.compile(MATMUL, sizes={"K": K}), M, K, N)
+@pytest.mark.parametrize("k_block", [0, BLOCK])
+@pytest.mark.parametrize("M,K,N", [(33, 100, 129), (8, 129, 64), (41, 300, 67), (24, 1, 64), (8, 128, 64)])
+def test_specialized_sizes(M, K, N, k_block):
+    _check(_kernel(k_block, specialize="before-scheduling"), M, K, N)
+    _check(tcdsl.compile(MATMUL, sizes={"K": K}, options={"k_block": k_block}), M, K, N)
+
+
+def test_the_edge_tests_block():
+    """The kernels the size tests above run with ``k_block`` really cut the
+    reduction loop into blocks of BLOCK steps."""
+    assert f"+ {BLOCK} - 1) // {BLOCK}" in _kernel(BLOCK).script
+    assert "_kb in range" not in _kernel(0).script
 
 
 @pytest.mark.parametrize("k_block", [1, 7, 64, 1 << 20])
