@@ -123,7 +123,8 @@ class Kernel(CompiledKernel):
         self._pending: set[tuple] = set()  # auto: size tuples handed to the background compiler
         self._in_flight = 0  # of those, how many it has not finished (built or failed)
         self._seen: Counter = Counter()
-        self._stats = Counter(compiles=0, disk_hits=0)
+        self._stats = Counter(compiles=0, disk_hits=0, rejected=0)
+        self.measured: dict[tuple, dict] = {}  # size tuple -> the times of its specialised and symbolic binaries
         self._symbolic_schedules = None
         self._disk_base: dict | None = None
         if specialize in ("never", "auto"):
@@ -213,10 +214,13 @@ class Kernel(CompiledKernel):
         b = self._binaries.get(lookup)
         if b is not None:
             self._hits[0] += 1
-            return b, key, lookup is not None
+            return b, key, lookup is not None and lookup not in self._on_trial
         if self.specialize == "auto" and lookup is not None:
             return self._auto(key)
         b = self._binaries[lookup] = self._compile(lookup)
+        if lookup is not None and self._measures():
+            self._on_trial.add(lookup)  # measured against the symbolic binary at this call (_trial)
+            return b, key, False
         return b, key, lookup is not None
 
     def _auto(self, key: tuple) -> tuple[_Binary, tuple, bool]:
@@ -237,7 +241,9 @@ class Kernel(CompiledKernel):
             if b is not None:
                 with self._lock:
                     self._binaries[key] = b
-                return b, key, True
+                    if self._measures():
+                        self._on_trial.add(key)  # measured at this call, like one built here
+                return b, key, key not in self._on_trial
         if start:
             _BACKGROUND.submit(self._specialize_in_background, key)
         self._hits[0] += 1
@@ -248,6 +254,8 @@ class Kernel(CompiledKernel):
             b = self._compile(key)
             with self._lock:
                 self._binaries[key] = b
+                if self._measures():
+                    self._on_trial.add(key)  # the next call measures b against the symbolic binary
                 self._fast.drop(key)  # the next call makes a plan with b
         except Exception as e:  # the symbolic binary keeps serving these sizes
             warnings.warn(f"tcdsl: specialising {self.frontend.name} for sizes {key} failed ({e}); "
@@ -255,6 +263,35 @@ class Kernel(CompiledKernel):
         finally:
             with self._lock:
                 self._in_flight -= 1
+
+    # ------------------------------------------------------ measured dispatch
+    def _measures(self) -> bool:
+        return self.options.dispatch.measure_specialized and self._kind == "llvm"
+
+    def _trial(self, key: tuple, b, sizes: dict[str, int], args, shapes) -> _Binary:
+        """A specialised binary serves its sizes only if it has been measured
+        at least as fast as the symbolic binary on a real call's arguments;
+        else the symbolic binary serves them (``cache_info()["rejected"]``,
+        the times in ``k.measured``)."""
+        with self._lock:
+            if key not in self._on_trial:  # another call decided meanwhile
+                return self._binaries.get(key, b)
+            self._on_trial.discard(key)
+        symbolic = self._binaries.get(None)
+        if symbolic is None:
+            symbolic = self._binary_of(None)
+        if symbolic is b:
+            return b
+        specialised_s, symbolic_s = self.time_binaries([b, symbolic], sizes, args, shapes)
+        self.measured[key] = {"specialized_s": specialised_s, "symbolic_s": symbolic_s,
+                              "chosen": "specialized" if specialised_s <= symbolic_s else "symbolic"}
+        if specialised_s <= symbolic_s:
+            return b
+        with self._lock:
+            self._binaries[key] = symbolic
+            self._stats["rejected"] += 1
+            self._fast.drop(key)
+        return symbolic
 
     # ------------------------------------------------- the runtime's hooks
     def _unsettled(self, key: tuple, seconds: float) -> None:
@@ -268,9 +305,11 @@ class Kernel(CompiledKernel):
     def cache_info(self) -> dict[str, int]:
         """Counts like ``functools.lru_cache``'s: binaries built (``compiles``),
         calls served by an existing binary (``hits``), binaries loaded from
-        the on-disk cache (``disk_hits``), and binaries held (``currsize``)."""
+        the on-disk cache (``disk_hits``), binaries held (``currsize``), and
+        specialised binaries measured slower than the symbolic one on their
+        sizes and therefore not used (``rejected``)."""
         return {"compiles": self._stats["compiles"], "hits": self._hits[0], "disk_hits": self._stats["disk_hits"],
-                "currsize": len(self._binaries)}
+                "currsize": len({id(b) for b in self._binaries.values()}), "rejected": self._stats["rejected"]}
 
     def _binary_of(self, sizes: dict[str, int] | None) -> _Binary:
         """The binary a call with ``sizes`` would use, once specialised (None: the symbolic one)."""

@@ -8,7 +8,7 @@ per stage that reads options, and each stage receives its record only::
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
     cuda       CudaMapping      threads, flatten, registers, emulate (codegen/cuda.py)
-    dispatch   DispatchOptions  disk_cache, auto_threshold, auto_payback (dispatch.py)
+    dispatch   DispatchOptions  disk_cache, auto_threshold, auto_payback, measure_specialized (dispatch.py)
     runtime    RuntimeOptions   reuse_outputs                     (runtime/kernel.py)
 
 A key that no record has is a :class:`tcdsl.TcError` naming the nearest
@@ -119,6 +119,7 @@ class DispatchOptions:
     disk_cache: bool = True
     auto_threshold: int = 3
     auto_payback: float = 1.0
+    measure_specialized: bool = True
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
+    "measure_specialized": ("dispatch", _bool),
     "reuse_outputs": ("runtime", _bool),
 }
 _RECORDS = {"frontend": FrontendOptions, "lowering": LoweringOptions, "cpu": CpuMapping, "cuda": CudaMapping,

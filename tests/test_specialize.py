@@ -20,8 +20,48 @@ def test_specialized_modes_compile_once_per_size_tuple(mode):
         inputs = elman_inputs(np.random.default_rng(T), T, B, 4, 6)
         np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
     info = k.cache_info()
-    assert info["compiles"] == 2
+    # a binary per size tuple, and the symbolic one each is measured against at its first call
+    assert info["compiles"] == 3
     assert info["hits"] == 2
+    assert set(k.measured) == {(3, 2, 4, 6), (5, 1, 4, 6)}
+    assert info["rejected"] == sum(m["chosen"] == "symbolic" for m in k.measured.values())
+
+
+def _elman_at_batch_1():
+    rng = np.random.default_rng(7)
+    return elman_inputs(rng, 64, 1, 32, 96)
+
+
+@pytest.mark.parametrize("mode", ["after-scheduling", "before-scheduling", "auto"])
+def test_a_specialised_binary_serves_only_if_measured_at_least_as_fast(mode, monkeypatch):
+    """Measured dispatch: whichever binary the measurement finds faster serves
+    the sizes from then on (the times are made up here, both ways)."""
+    inputs = _elman_at_batch_1()
+    want = reference.elman_rnn(*inputs)
+    for specialised_wins in (False, True):
+        k = tcdsl.compile(ELMAN, specialize=mode,
+                          options={"disk_cache": False, "auto_threshold": 1, "auto_payback": 0})
+        monkeypatch.setattr(k, "time_binaries", lambda bs, *a, **kw: [1.0, 2.0] if specialised_wins else [2.0, 1.0])
+        np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
+        key = (64, 1, 32, 96)
+        if mode == "auto":
+            _wait_for_background(k)
+            np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)  # the trial
+        assert k.measured[key]["chosen"] == ("specialized" if specialised_wins else "symbolic")
+        served = k._binaries[key]
+        assert (served is k._binaries[None]) is not specialised_wins
+        assert k.cache_info()["rejected"] == (0 if specialised_wins else 1)
+        for _ in range(3):  # later calls (through the plan) keep the choice and the right values
+            np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
+        assert k._binaries[key] is served
+
+
+def test_measured_dispatch_can_be_switched_off():
+    k = tcdsl.compile(ELMAN, specialize="after-scheduling",
+                      options={"disk_cache": False, "measure_specialized": False})
+    inputs = _elman_at_batch_1()
+    np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+    assert k.measured == {} and k.cache_info()["compiles"] == 1
 
 
 def test_after_scheduling_reuses_the_symbolic_schedule_and_emits_constants():
@@ -142,7 +182,9 @@ def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binar
     assert shapes not in k._plans  # not hot yet: the general path counts the calls
     k(*inputs)  # hot: handed to the background compiler, served by the symbolic binary through a plan
     plan = k._plans.get(shapes)  # (unless the specialised binary is already there)
-    assert (plan is not None and plan[0] is k._binaries[None].fn_keeping_gil) or (3, 2, 4, 5) in k._binaries
+    symbolic = k._binaries[None]
+    if (3, 2, 4, 5) not in k._binaries:
+        assert plan is not None and plan[0] in (symbolic.fn, symbolic.fn_keeping_gil)
     _wait_for_background(k)
     np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)  # remakes the plan
     k._call = lambda *a: pytest.fail("the general path ran for a planned call")

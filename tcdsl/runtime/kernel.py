@@ -77,6 +77,7 @@ class CompiledKernel:
                               [o.dtype for o in signature.outputs], self._allocators,
                               enabled=self._kind == "llvm" and bool(params) and bool(self._output_names))
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
+        self._on_trial: set[tuple] = set()  # size tuples whose new binary the dispatcher measures first
 
     def _binary_for(self, sizes: dict[str, int]) -> tuple[Binary, tuple, bool]:
         """The binary for these sizes, their size tuple, and whether later
@@ -106,6 +107,8 @@ class CompiledKernel:
         shapes = self._output_shapes(sizes)
         outs = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))
         b, key, settled = self._binary_for(sizes)
+        if key in self._on_trial:  # the dispatcher measures b against the binary it would replace
+            b, settled = self._trial(key, b, sizes, args, shapes), True
         if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
                                  [p.name for p in params] + list(self._output_names), allocated=out is None)
@@ -122,6 +125,33 @@ class CompiledKernel:
 
     def _unsettled(self, key: tuple, seconds: float) -> None:
         """A call with size tuple ``key`` that took ``seconds`` was served without a plan."""
+
+    def _trial(self, key: tuple, b: Binary, sizes: dict[str, int], args: list[Arg],
+               shapes: tuple[tuple[int, ...], ...]) -> Binary:
+        """The binary that serves size tuple ``key`` (in ``_on_trial``) from now
+        on, decided at a call with these arguments."""
+        return b
+
+    def time_binaries(self, binaries: list[Binary], sizes: dict[str, int], args: list[Arg],
+                      shapes: tuple[tuple[int, ...], ...], rounds: int = 3) -> list[float]:
+        """Median seconds of a run of each of ``binaries`` on ``args`` (scratch
+        outputs, so a call's own outputs are untouched), in interleaved rounds
+        after a warm-up run each; one round when a run takes over 50 ms."""
+        outs = [np.zeros(s, np.dtype(o.dtype)) for o, s in zip(self.signature.outputs, shapes)]
+
+        def run(b: Binary) -> float:
+            call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args] + \
+                [_device_arg(Arg(o, o.shape, str(o.dtype))) for o in outs]
+            t0 = time.perf_counter()
+            b.fn(*call_args)
+            return time.perf_counter() - t0
+
+        warm = [run(b) for b in binaries]
+        samples = [[] for _ in binaries]
+        for _ in range(rounds if max(warm) < 0.05 else 1):
+            for i, b in enumerate(binaries):
+                samples[i].append(run(b))
+        return [sorted(t)[len(t) // 2] for t in samples]
 
     def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out, zero_size: bool) -> list[Arg]:
         """The output arrays: ``out``'s, checked, or new ones; ``zero_size``:
