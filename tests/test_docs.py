@@ -10,7 +10,7 @@ of these:
 * a shell session, lines ``$ command`` and the output that follows each: run
   with bash from a scratch directory that links the repository's top-level
   entries (commands may write files there), ``tcdsl`` being the virtual
-  environment's and the kernel cache empty;
+  environment's, and one kernel cache shared by all shell blocks;
 * a block marked ``<!-- doctest: command -->``: its first line is a command
   (as ``make`` echoes it), the rest its output;
 * a TC listing (a block with a ``def``): it must appear, line for line, in a
@@ -185,8 +185,15 @@ def scratch(tmp_path):
     return work
 
 
+@pytest.fixture(scope="session")
+def shell_cache(tmp_path_factory):
+    """One kernel cache for every shell block (a block that needs an empty one
+    exports its own): the same examples are compiled once, not per block."""
+    return tmp_path_factory.mktemp("doctest-shell-cache")
+
+
 @pytest.mark.parametrize("block", _blocks("session", "command"))
-def test_shell_block(block: Block, scratch, tmp_path):
+def test_shell_block(block: Block, scratch, shell_cache):
     commands = _commands(block)
     if any("--target cuda" in c for c, _ in commands) and not shutil.which("nvcc"):
         pytest.skip("needs nvcc")
@@ -195,7 +202,7 @@ def test_shell_block(block: Block, scratch, tmp_path):
         script += [command, f"__rc=$?; printf '\\n{SEPARATOR}\\n'; (exit $__rc)"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TCDSL_")}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", COLUMNS="80",
-               TCDSL_CACHE_DIR=str(tmp_path / "cache"), TCDSL_PROGRESS="0")
+               TCDSL_CACHE_DIR=str(shell_cache), TCDSL_PROGRESS="0")
     proc = subprocess.run(["bash", "-c", "\n".join(script)], cwd=scratch, env=env, capture_output=True,
                           text=True, timeout=600, stdin=subprocess.DEVNULL)
     outputs = proc.stdout.split(f"\n{SEPARATOR}\n")
