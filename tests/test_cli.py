@@ -16,7 +16,8 @@ def matmul(float(N, K) A, float(K, M) B) -> (O) {
   O(i, j) +=! A(i, k) * B(k, j)
 }
 """
-ELMAN = (Path(__file__).resolve().parents[1] / "examples" / "rnn" / "elman.tc").read_text(encoding="utf-8")
+ELMAN_PATH = Path(__file__).resolve().parents[1] / "examples" / "rnn" / "elman.tc"
+ELMAN = ELMAN_PATH.read_text(encoding="utf-8")
 TWO_DEFS = MATMUL + """
 def scale(float(N) A, float s) -> (B) {
   B(i) = A(i) * s
@@ -239,3 +240,147 @@ def test_console_script(write):
     assert proc.stderr.startswith(f"{path}:2:17: unknown tensor or function 'Z'\n"), proc.stderr
     assert "Traceback" not in proc.stderr and '.py"' not in proc.stderr
     assert proc.stdout == ""
+
+
+# ------------------------------------------------------- a new user's trial
+@pytest.mark.parametrize("sizes, message", [
+    ("T=-4,B=2,Ci=3,Co=5", "error: --sizes: T=-4: a size cannot be negative"),
+    ("T=3,B=2,Ci=3,Co=5,T=4", "error: --sizes: 'T' is given twice (T=3 and T=4)"),
+    ("T=100000,B=100000,Ci=1,Co=1", "error: sizes T=100000, B=100000, Ci=1, Co=1 give 'input' shape "
+                                    "(100000, 100000, 1), 10000000000 elements; tensors are indexed with int32"),
+])
+def test_run_refuses_bad_sizes_before_making_inputs(capsys, write, sizes, message):
+    rc, out, err = run_cli(capsys, "run", write(ELMAN, "elman.tc"), "--sizes", sizes)
+    assert_user_error(rc, out, err, message)
+
+
+def test_compile_refuses_negative_sizes(capsys, write):
+    rc, out, err = run_cli(capsys, "compile", write(MATMUL), "--sizes", "N=-1")
+    assert_user_error(rc, out, err, "error: --sizes: N=-1: a size cannot be negative")
+
+
+def test_run_refuses_inputs_larger_than_memory(capsys, write, monkeypatch):
+    import tcdsl.cli as cli
+
+    monkeypatch.setattr(cli, "_memory_bytes", lambda: 2 * 2**20)  # a 2 MiB machine: 1 MiB for tcdsl run
+    path = write(ELMAN, "elman.tc")
+    rc, out, err = run_cli(capsys, "run", path, "--sizes", "T=64,B=32,Ci=64,Co=64")  # 512 + 512 KiB + 32 KiB
+    assert_user_error(rc, out, err, "error: --sizes T=64,B=32,Ci=64,Co=64: the random inputs and the outputs "
+                                    "would take 0.0 GiB; 'tcdsl run' uses at most 50% of this machine's memory")
+    rc, out, err = run_cli(capsys, "run", path, "--sizes", "T=8,B=4,Ci=16,Co=16")
+    assert (rc, err) == (0, "")
+
+
+def test_run_makes_inputs_in_their_own_dtype(capsys, write, monkeypatch):
+    """float32 inputs are drawn as float32 (never a float64 array of the same
+    size first); integers and bools in their own types too."""
+    import numpy as np
+
+    made = []
+    real_rng = np.random.default_rng
+
+    class Spy:
+        def __init__(self, seed):
+            self.rng = real_rng(seed)
+
+        def standard_normal(self, size=None, dtype=np.float64):
+            made.append(("normal", np.dtype(dtype)))
+            return self.rng.standard_normal(size, dtype=dtype)
+
+        def integers(self, low, high, size=None, dtype=np.int64):
+            made.append(("integers", np.dtype(dtype)))
+            return self.rng.integers(low, high, size, dtype=dtype)
+
+    monkeypatch.setattr(np.random, "default_rng", Spy)
+    path = write("def f(float(N) A, double(N) D, half(N) H, int16(N) I, bool(N) B) -> (O) {\n"
+                 "  O(i) = A(i) + D(i) + H(i) + I(i) + (B(i) ? 1 : 0)\n}\n")
+    rc, out, err = run_cli(capsys, "run", path, "--sizes", "N=5")
+    assert (rc, err) == (0, "")
+    assert made == [("normal", np.float32), ("normal", np.float64), ("normal", np.float32),
+                    ("integers", np.int16), ("integers", np.uint8)]
+    assert out.startswith("O: shape (5,) float64 sum ")
+
+
+def test_check_without_a_def_fails_like_compile(capsys, write):
+    path = write("# nothing here\n")
+    for command in ("check", "compile"):
+        rc, out, err = run_cli(capsys, command, path)
+        assert_user_error(rc, out, err, f"{path}:1:1: the source defines no function ('def')\n")
+
+
+OOB_READ = "def next(float(N) A) -> (B) {\n  B(i) = A(i + 1) where i in 0:N\n}\n"
+
+
+@pytest.mark.parametrize("command", ["check", "compile"])
+def test_warnings_are_located_like_errors(capsys, write, command):
+    path = write(OOB_READ)
+    rc, out, err = run_cli(capsys, command, path)
+    assert rc == 0 and out
+    assert err == (f"{path}:2:10: warning: 'A' may be read out of bounds: for sizes N=1 at i=0: A(1), "
+                   f"but 'A' has size (N)\n  B(i) = A(i + 1) where i in 0:N\n         ^^^^^^^^\n"), err
+
+
+def test_warnings_in_a_real_process(write):
+    """The console script prints the warning once, without Python's own
+    ``file:line: TcWarning`` header or the line of code that warned."""
+    path = write(OOB_READ)
+    proc = subprocess.run([sys.executable, "-m", "tcdsl", "check", path], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == f"{path}: ok (next)\n"
+    assert proc.stderr.startswith(f"{path}:2:10: warning: 'A' may be read out of bounds")
+    assert "TcWarning" not in proc.stderr and ".py" not in proc.stderr and len(proc.stderr.splitlines()) == 3
+
+
+def test_version(capsys):
+    import tcdsl
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"tcdsl {tcdsl.__version__}\n"
+
+
+def test_every_argument_has_help(capsys):
+    import argparse
+
+    from tcdsl.cli import _parser
+
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    seen = set()
+    for command, parser in sub.choices.items():
+        for action in parser._actions:
+            assert action.help, (command, action.dest)
+            seen.add((command, action.dest))
+    assert {("compile", "file"), ("compile", "entry"), ("compile", "target"), ("run", "seed"), ("run", "file"),
+            ("check", "file")} <= seen
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "seed of the random inputs" in capsys.readouterr().out
+
+
+def test_start_is_quick():
+    """``--help`` and ``check`` import neither TVM nor PyTorch (SPEC: the CLI
+    starts in under 0.5 s); the time itself depends on the machine's load,
+    so the test checks the imports."""
+    code = ("import sys; from tcdsl.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            f"main(['check', {str(ELMAN_PATH)!r}])\n"
+            "print(sorted(m for m in ('tvm', 'torch', 'tvm_ffi') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("elman.tc: ok (elman_rnn)\n[]"), proc.stdout
+
+
+def test_progress_line_for_slow_compiles(capsys, write, monkeypatch):
+    import tcdsl.cli as cli
+
+    path = write(MATMUL)
+    rc, out, err = run_cli(capsys, "compile", path)  # not a terminal: no progress line
+    assert (rc, err) == (0, "")
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setenv("TCDSL_PROGRESS", "1")
+    rc, out, err = run_cli(capsys, "compile", path, "--options", "tile_rows=2")
+    assert rc == 0 and "T.prim_func" in out
+    assert re.fullmatch(rf"tcdsl: compiling {re.escape(path)} for llvm \.\.\.\n"
+                        rf"tcdsl: compiling {re.escape(path)} for llvm: done in \d+\.\d s\n", err), err
+    monkeypatch.setenv("TCDSL_PROGRESS", "0")
+    assert run_cli(capsys, "compile", path)[2] == ""

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tcdsl
+from tcdsl import TcSemanticError
 from tcdsl.driver import frontend
 from tcdsl.codegen.signature import evaluate
 from tcdsl.source import Source
@@ -86,3 +87,21 @@ def test_range_goldens(path, golden):
 def test_extents_print_as_min_max(src, tensor, text):
     dump = frontend(Source(src)).ranges.dump()
     assert text in dump.splitlines()
+
+
+def test_inverted_indexing_runs_the_part_of_tcs_range_at_or_above_zero():
+    """TC's inference.rst: i in [11 - I, 11); A is indexed from 0, so it has
+    11 elements and i starts at max(0, 11 - I)."""
+    fe = frontend(Source("def reverted(float(I) B) -> (A) {\n  A(i) = B(10 - i)\n}\n"))
+    assert fe.ranges.dump().splitlines() == ["A: [11]", "B: [I]", "S0 A: i in [max(0, (-I) + 11), 11)"]
+
+
+@pytest.mark.parametrize("src", [
+    "def f(float(N) A) -> (B) {\n  B(i) = A(i + 5)\n}\n",                  # below 0 for every N
+    "def f(float(N) A) -> (B) {\n  B(i) = A(i) where i in -1:N\n}\n",      # a where range is taken as written
+    "def f(float(N) A) -> (B) {\n  B(i) = A(10 - i) where i in -2:11\n}\n",
+])
+def test_writes_below_zero_stay_errors(src):
+    with pytest.raises(TcSemanticError) as info:
+        frontend(Source(src, "w.tc"))
+    assert str(info.value).startswith("w.tc:2:5: 'B' may be written at a negative index along dimension 0\n")

@@ -174,6 +174,42 @@ def test_planned_calls_with_torch_tensors():
     assert isinstance(k(a.numpy(), b.numpy()), np.ndarray)  # NumPy arrays of the same shapes: their own plan
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("layout", ["sparse_coo", "sparse_csr", "mkldnn"])
+def test_non_strided_torch_tensors_are_refused_by_name(layout):
+    """A sparse (or other non-strided) tensor is a TcShapeError naming the
+    argument, before and after the dense shapes have a plan, and as out=."""
+    torch = pytest.importorskip("torch")
+    k = tcdsl.compile("def f(float(N, M) A, float(M) B) -> (C) { C(i, j) = A(i, j) * B(j) }")
+    a, b = torch.randn(3, 5), torch.randn(5)
+    convert = {"sparse_coo": lambda x: x.to_sparse(), "sparse_csr": lambda x: x.to_sparse_csr(),
+               "mkldnn": lambda x: x.to_mkldnn()}[layout]
+    for _ in range(2):
+        with pytest.raises(tcdsl.TcShapeError, match=rf"^argument 'A': a _?{layout} tensor, but the kernel takes "
+                                                     r"dense \(strided\) tensors; convert it with \.to_dense\(\)$"):
+            k(convert(a), b)
+        torch.testing.assert_close(k(a, b), a * b)  # the second round has a plan for these shapes
+    with pytest.raises(tcdsl.TcShapeError, match=rf"^argument 'C': a _?{layout} tensor"):
+        k(a, b, out=convert(torch.zeros(3, 5)))
+
+
+def test_mixed_numpy_and_torch_inputs_give_torch_outputs():
+    """docs/api.md, step 3: one PyTorch input makes every output a PyTorch
+    tensor, in any position; all-NumPy calls give NumPy outputs; the values
+    are the same either way (also once the shapes have a plan)."""
+    torch = pytest.importorskip("torch")
+    k = tcdsl.compile("def f(float(N) A, float(N) B, float s) -> (C, D) { C(i) = A(i) + B(i) * s\n D(i) = A(i) }")
+    a = np.arange(4, dtype=np.float32)
+    t = torch.arange(4, dtype=torch.float32) * 2
+    for _ in range(2):
+        for x, y, kind in [(a, a, np.ndarray), (a, t, torch.Tensor), (t, a, torch.Tensor), (t, t, torch.Tensor)]:
+            c, d = k(x, y, 3.0)
+            assert type(c) is kind and type(d) is kind
+            want = np.asarray(x) + np.asarray(y) * 3
+            np.testing.assert_array_equal(np.asarray(c), want)
+            np.testing.assert_array_equal(np.asarray(d), np.asarray(x))
+
+
 def test_zero_size_calls_are_never_planned():
     k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) + 1 }")
     assert k(np.zeros(0, np.float32)).shape == (0,)

@@ -62,6 +62,13 @@ class Accept:
     note: str = ""
 
 
+def _reverted(B):
+    A = np.zeros(11, F64)
+    for i in range(max(0, 11 - len(B)), 11):
+        A[i] = B[10 - i]
+    return A
+
+
 def _sum_all(x):
     return x.astype(F64).sum()
 
@@ -338,10 +345,16 @@ def fun(float(M, N) I) -> (O1, O2, O3) {
   O2(i) +=! O1(i, j)
   O3(i) = O2(i)
 }""", {"M": 3, "N": 4}, lambda I: (I, I.astype(F64).sum(1), I.astype(F64).sum(1))),
-    # "Invalid TC atm" in TC (DISABLED): a constant lhs index is an affine index here
-    "t2h_reduction1d": Accept(f"{T2H}: DISABLED_Reduction1D", """
+    # TC docs, inference.rst "Inverted indexing": i in [11 - I, 11).  A is indexed from 0 (11
+    # elements); the instances below 0 (I > 11) are not run, A(i) for i < 11 - I (I < 11) stay 0.
+    **{f"docs_inverted_indexing_{I}": Accept("docs/source/inference.rst: Inverted indexing", """
+def reverted(float(I) B) -> (A) {
+  A(i) = B(10 - i)
+}""", {"I": I}, lambda B: (_reverted(B),)) for I in (1, 5, 11, 12, 20)},
+    # TC's DISABLED_Reduction1D ("Invalid TC atm", a constant lhs index) is in REJECT; this is its valid form
+    "t2h_reduction1d": Accept(f"{T2H}: DISABLED_Reduction1D, with an index variable", """
 def fun(float(M) I) -> (O) {
-  O(0) +=! I(i)
+  O(k) +=! I(i) where k in 0:1
 }""", {"M": 6}, lambda I: (np.array([I.astype(F64).sum()]),), note="disabled in TC"),
     # TC leaves float16 out of its list only for an NVRTC header problem; SPEC 1.1 has it
     **{f"t2h_type_{t}": Accept(f"{T2H}: Types ({t})",
@@ -584,6 +597,13 @@ class Reject:
 
 
 REJECT = {
+    # TC's grammar has only index variables on the left-hand side ("Invalid TC atm")
+    "t2h_reduction1d_constant_lhs": Reject(f"{T2H}: DISABLED_Reduction1D", """
+def fun(float(M) I) -> (O) {
+  O(0) +=! I(i)
+}""", 3, 5, r"^a left-hand side index must use an index or loop variable; a constant index is not allowed"),
+    "constant_lhs_size": Reject("tcdsl", "def f(float(N) A) -> (C) { C(N - 1) = A(0) }", 1, 30,
+                                r"^a left-hand side index must use an index or loop variable"),
     "lang_no_reduction_op": Reject(f"{LANG}: 'but does not specify a reduction'", """
     def fun(float(M,N) A) -> (O) {
       O(i) = A(i,j)

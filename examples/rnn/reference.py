@@ -35,3 +35,18 @@ def qrnn(x, W0, W1, bias):
         hs[t], cs[t] = o * c, c
         prev = x[t]
     return hs.astype(np.float32), cs.astype(np.float32)
+
+
+def lstm(x, h0, c0, Wx, Wh, bias):
+    """LSTM with the gates of torch.nn.LSTMCell (i, f, g, o: index 0..3 of
+    Wx, Wh, bias); returns (h, c), every step's states."""
+    x = x.astype(np.float64)
+    h, c = h0.astype(np.float64), c0.astype(np.float64)
+    T, B = x.shape[:2]
+    hs, cs = np.empty((T, B, h.shape[1])), np.empty((T, B, h.shape[1]))
+    for t in range(T):
+        g = np.stack([x[t] @ Wx[k] + h @ Wh[k] + bias[k] for k in range(4)])
+        c = _sigmoid(g[1]) * c + _sigmoid(g[0]) * np.tanh(g[2])
+        h = _sigmoid(g[3]) * np.tanh(c)
+        hs[t], cs[t] = h, c
+    return hs.astype(np.float32), cs.astype(np.float32)

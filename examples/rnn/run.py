@@ -2,6 +2,7 @@
 
     python examples/rnn/run.py elman --sizes T=64,B=32,Ci=256,Co=256
     python examples/rnn/run.py qrnn  --sizes T=64,B=32,C=256,H=256
+    python examples/rnn/run.py lstm  --sizes T=64,B=32,I=256,H=256
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ EXAMPLES = {
               lambda s: [(s["T"], s["B"], s["Ci"]), (s["B"], s["Co"]), (s["Ci"], s["Co"]), (s["Co"], s["Co"])]),
     "qrnn": ("qrnn.tc", reference.qrnn, "T=64,B=32,C=256,H=256",
              lambda s: [(s["T"], s["B"], s["C"]), (3, s["C"], s["H"]), (3, s["C"], s["H"]), (3, s["H"])]),
+    "lstm": ("lstm.tc", reference.lstm, "T=64,B=32,I=256,H=256",
+             lambda s: [(s["T"], s["B"], s["I"]), (s["B"], s["H"]), (s["B"], s["H"]), (4, s["I"], s["H"]),
+                        (4, s["H"], s["H"]), (4, s["H"])]),
 }
 
 

@@ -42,6 +42,9 @@ def prepare_input(name: str, x: Any, dtype: str, rank: int, device: str = "cpu")
         if x.device.type not in ("cpu", device):
             raise TcShapeError(f"argument '{name}': tensor is on {x.device}, but the kernel runs on the "
                                f"{'CPU' if device == 'cpu' else device.upper()}")
+        if str(x.layout) != "torch.strided":
+            raise TcShapeError(f"argument '{name}': a {str(x.layout).removeprefix('torch.')} tensor, but the "
+                               f"kernel takes dense (strided) tensors; convert it with .to_dense()")
         got = _TORCH_DTYPES.get(str(x.dtype), str(x.dtype))
         _check_dtype(name, got, dtype)
         if not x.is_contiguous():

@@ -100,7 +100,8 @@ class FastPath:
 # (the dtype object).
 _LIBRARIES = {
     "numpy": {"takes": "type({a}) is ndarray and {a}.dtype is {d} and {a}.flags.c_contiguous"},
-    "torch": {"takes": "type({a}) is Tensor and {a}.dtype is {d} and {a}.is_cpu and {a}.is_contiguous()"},
+    "torch": {"takes": "type({a}) is Tensor and {a}.dtype is {d} and {a}.is_cpu and {a}.layout is strided "
+                       "and {a}.is_contiguous()"},
 }
 
 
@@ -125,7 +126,7 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     else:
         import torch
 
-        names.update(Tensor=torch.Tensor)
+        names.update(Tensor=torch.Tensor, strided=torch.strided)
         names.update({f"alloc{i}": torch.empty if e else torch.zeros for i, e in enumerate(allocators["torch"])})
         dtype_object = lambda d: getattr(torch, d)  # noqa: E731
     a = [f"a{i}" for i in range(len(dtypes))]

@@ -259,6 +259,11 @@ class _Checker:
                 if index is None or not _is_affine_index(index):
                     raise TcSemanticError("a left-hand side index must be an index variable, or an affine "
                                           "expression of loop variables and sizes (like 't - 1')", e.span)
+                if not any(isinstance(x, n.IndexVar) for x in n.walk(index)):
+                    # TC's grammar has only index variables on the left-hand side
+                    raise TcSemanticError("a left-hand side index must use an index or loop variable; a constant "
+                                          "index is not allowed, as in TC (for one element, write "
+                                          f"'{s.tensor}(k) ... where k in 0:1')", e.span)
                 out.append(index)
         return tuple(out), own
 

@@ -165,6 +165,7 @@ class _Inference:
         # each variable's own constraints: the lhs ones make the init domain and the extents
         var_sets = {v: box for v in vars_}
         resolved: set[str] = set()
+        where_vars = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
         for w in s.wheres:
             if isinstance(w, n.RangeConstraint) and w.var in vars_:
                 interval = self._interval(vars_, w.var, w.lo, w.hi, space)
@@ -183,6 +184,9 @@ class _Inference:
             if v not in resolved:
                 raise TcSemanticError(f"cannot infer the range of '{v}'; use a where clause "
                                       f"('where {v} in lo:hi')", _first_use(s, v) or s.span)
+        for e in s.indices:
+            if isinstance(e, n.IndexVar) and e.name in own and e.name not in where_vars:
+                box, var_sets[e.name] = self._clip_at_zero(e.name, vars_, box, var_sets[e.name], pset)
         box = box.coalesce()
         st = StmtInfo(len(self.info.stmts), s, loops, conds, vars_, box.set_tuple_name(f"S{len(self.info.stmts)}"))
         for k, v in enumerate(vars_):
@@ -199,6 +203,20 @@ class _Inference:
         st.var_sets, st.params_set = var_sets, pset
         self.info.stmts.append(st)
         self._extend(st)
+
+    def _clip_at_zero(self, v: str, vars_, box: isl.Set, var_set: isl.Set, pset: isl.Set):
+        """TC's inverted indexing: ``A(i) = B(10 - i)`` for ``float(I) B`` gives
+        ``i`` the range ``[11 - I, 11)``, which starts below 0 once ``I > 11``.
+        An output is indexed from 0, so the instances below 0 are not run:
+        ``A`` has 11 elements and ``i`` runs over ``[max(0, 11 - I), 11)``.
+        Only when, for every size (and loop value), the inferred range has a
+        part at 0 or above; otherwise the range is left alone and the write
+        below 0 is an error (``_extend``), as for a ``where`` range."""
+        nonneg = isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ [" + ", ".join(
+            map(isl_name, vars_)) + "] : " + isl_name(v) + " >= 0 }").align_params(var_set.get_space().params())
+        if var_set.is_subset(nonneg) or not pset.is_subset((var_set & nonneg).params()):
+            return box, var_set
+        return box & nonneg, var_set & nonneg
 
     def _rounds(self, accesses, vars_, resolved: set, box, var_sets, space):
         """TC's rounds; updates ``resolved`` and returns the narrowed boxes."""
