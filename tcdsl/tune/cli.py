@@ -19,7 +19,7 @@ def add_parser(sub) -> None:
                        description="Search mapping options and schedule choices for FILE at the given sizes, "
                                    "record every measurement in the tuning database, and print the best "
                                    "options per size. tcdsl.compile then uses them (see docs/tuning.md).")
-    t.add_argument("file")
+    t.add_argument("file", help="the .tc file")
     t.add_argument("--entry", help="the def to tune (when the file has several)")
     t.add_argument("--sizes", action="append", required=True, metavar="T=64,B=32,...",
                    help="every size of the def; give --sizes several times for a workload")
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     t.add_argument("--trials", type=int, default=64, help="candidates to measure (default 64)")
     t.add_argument("--database", metavar="PATH", help="the tuning database (default: $TCDSL_TUNING_DB, "
                                                        "else tuning.sqlite beside the kernel cache)")
-    t.add_argument("--target", default="llvm", choices=("llvm", "cuda"))
+    t.add_argument("--target", default="llvm", choices=("llvm", "cuda"), help="what to tune for (default llvm)")
     t.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on the devices of this TVM RPC tracker")
     t.add_argument("--rpc-key", metavar="NAME", help="the device key of --rpc-tracker")
     t.add_argument("--seed", type=int, default=0, help="seed of the search and of the random inputs")
