@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,tune,rpc]"
 	$(PY) -m pip install -q "torch==2.13.0" || echo "torch==2.13.0 not available: PyTorch interop tests will be skipped"
 	touch $(STAMP)
 

@@ -19,10 +19,10 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["compile", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
+__all__ = ["compile", "autotune", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
 
 _LAZY = {"compile": ("api", "compile"), "Kernel": ("dispatch", "Kernel"),
-         "MappingOptions": ("options", "MappingOptions")}
+         "MappingOptions": ("options", "MappingOptions"), "autotune": ("tune.tuner", "autotune")}
 
 
 def __getattr__(name: str):

@@ -1,4 +1,4 @@
-"""The ``tcdsl`` command line: ``compile``, ``check``, ``run`` and ``cache``.
+"""The ``tcdsl`` command line: ``compile``, ``check``, ``run``, ``cache`` and ``tune``.
 
 User errors print their located message on stderr and exit with 1; they
 never print a traceback.  Anything else is a bug and keeps its traceback.
@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=("info", "clear"), help="info: where and how much; clear: delete every entry")
     ca.add_argument("--json", action="store_true", help="info as JSON")
     ca.set_defaults(file="tcdsl cache")
+    from .tune import cli as tune_cli  # the tune subcommand (tcdsl/tune/cli.py)
+
+    tune_cli.add_parser(sub)
     return p
 
 
@@ -326,7 +329,13 @@ def _cache(args) -> int:
     return 0
 
 
-_COMMANDS = {"compile": _compile, "check": _check, "run": _run, "cache": _cache}
+def _tune(args) -> int:
+    from .tune import cli as tune_cli
+
+    return tune_cli.run(args, _parse_sizes)
+
+
+_COMMANDS = {"compile": _compile, "check": _check, "run": _run, "cache": _cache, "tune": _tune}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -99,7 +99,7 @@ class Kernel(CompiledKernel):
     trees), :attr:`isl_ast` (the isl ASTs, as C)."""
 
     def __init__(self, fe: driver.Frontend, target: Any = "llvm", specialize: str = "never",
-                 sizes: dict[str, int] | None = None, options: Options | dict | None = None):
+                 sizes: dict[str, int] | None = None, options: Options | dict | None = None, tuned=None):
         if specialize not in driver.SPECIALIZE_MODES:
             raise TcError(f"unknown specialize mode '{specialize}'; choose one of "
                           f"{', '.join(driver.SPECIALIZE_MODES)}")
@@ -110,6 +110,11 @@ class Kernel(CompiledKernel):
             raise TcError(f"target '{self._kind}' is not supported; use 'llvm' or 'cuda'")
         self.specialize = specialize
         self.options = parse_options(options)
+        # options from the tuning database (tune/reuse.py): the symbolic
+        # binary's are ``options``; ``_options_at`` gives a specialised one's
+        self._tuned = tuned
+        self._symbolic_choice = None
+        self._options_origin = "given by options=" if self.options.given else "defaults"
         fixed = self._check_fixed(sizes or {})
         overwritten = overwritten_outputs(fe.model) if self._kind == "llvm" else frozenset()
         super().__init__(runtime_signature(fe.checked, fe.ranges, self._kind, overwritten), fixed,
@@ -155,10 +160,27 @@ class Kernel(CompiledKernel):
             return driver.after_scheduling(fe, self._symbolic_schedules, self.fixed, kind, options)
         fixed = {**self.fixed, **sizes}
         if self.specialize == "before-scheduling":
-            return driver.before_scheduling(fe, fixed, kind, options)
+            return driver.before_scheduling(fe, fixed, kind, self._options_at(sizes))
         if self._symbolic_schedules is None:
-            self._symbolic_schedules = driver.schedule_for(fe.model, self.fixed, kind)
-        return driver.after_scheduling(fe, self._symbolic_schedules, fixed, kind, options)
+            self._symbolic_schedules = driver.schedule_for(fe.model, self.fixed, kind, options.schedule)
+        return driver.after_scheduling(fe, self._symbolic_schedules, fixed, kind, self._options_at(sizes))
+
+    def _options_at(self, sizes: dict[str, int] | None) -> Options:
+        """The options of the binary for ``sizes`` (None: the symbolic one)."""
+        if self._tuned is None or sizes is None or self.specialize == "never":
+            return self.options
+        from .tune.reuse import per_size_options
+
+        return parse_options(per_size_options(self, {**self.fixed, **sizes}))
+
+    def options_for(self, **sizes: int):
+        """``(options, origin)``: the :class:`tcdsl.MappingOptions` a call with
+        these sizes runs with, and where they come from, in words: ``"tuned at
+        T=64,B=32"``, ``"reused from T=64,B=32"``, ``"defaults"``, ... (see
+        docs/tuning.md)."""
+        from .tune.reuse import options_for
+
+        return options_for(self, sizes)
 
     def _compile(self, key: tuple | None, *, disk_only: bool = False) -> _Binary | None:
         """The binary for size tuple ``key`` (None: the symbolic one): from the
@@ -200,6 +222,9 @@ class Kernel(CompiledKernel):
         else:
             pipeline = "before-scheduling" if self.specialize == "before-scheduling" else "after-scheduling"
             fields = {**self._disk_base, "pipeline": pipeline, "sizes": {k: int(v) for k, v in sorted(sizes.items())}}
+            if self._tuned is not None:  # this size's own options (tune/reuse.py)
+                fields["options"] = json.loads(json.dumps(self._options_at(sizes).cache_fields(self._kind),
+                                                          sort_keys=True, default=repr))
         return cache.key_of(fields), fields
 
     def _binary_for(self, sizes: dict[str, int]) -> tuple[_Binary, tuple, bool]:

@@ -30,7 +30,7 @@ from typing import Callable
 import islpy as isl
 
 from .errors import InternalError, TcError
-from .options import FrontendOptions, LoweringOptions, Options, parse as parse_options
+from .options import FrontendOptions, LoweringOptions, Options, ScheduleOptions, parse as parse_options
 from .source import Source
 from .syntax import nodes as n
 from .syntax.parse import parse
@@ -128,7 +128,7 @@ class Backend:
 # ----------------------------------------------------------- the orders
 def never(fe: Frontend, fixed: dict[str, int], target_kind: str, options: Options) -> Backend:
     """The symbolic kernel (sizes ``fixed`` at compile time are constants)."""
-    schedules = schedule_for(fe.model, fixed, target_kind)
+    schedules = schedule_for(fe.model, fixed, target_kind, options.schedule)
     return _lower(fe, schedules, fixed, target_kind, options)
 
 
@@ -140,7 +140,7 @@ def after_scheduling(fe: Frontend, schedules: dict[int, isl.Schedule], sizes: di
 
 def before_scheduling(fe: Frontend, sizes: dict[str, int], target_kind: str, options: Options) -> Backend:
     """A kernel for ``sizes``, scheduled with them substituted."""
-    schedules = schedule_for(fe.model, sizes, target_kind)
+    schedules = schedule_for(fe.model, sizes, target_kind, options.schedule)
     return _lower(fe, schedules, sizes, target_kind, options)
 
 
@@ -182,16 +182,18 @@ def target(kind: str) -> Target:
     from .polyhedral import gpu_schedule, schedule
 
     # the CUDA generator's register promotion builds its own accesses: no folding there
-    table = {"llvm": Target(schedule.schedule, cpu.CpuProgram, True),
-             "cuda": Target(gpu_schedule.schedule, cuda.CudaProgram, False)}
+    # schedule(model, fixed, ScheduleOptions): only the CPU's has a choice (fusion)
+    table = {"llvm": Target(lambda m, f, o: schedule.schedule(m, f, o.fusion), cpu.CpuProgram, True),
+             "cuda": Target(lambda m, f, o: gpu_schedule.schedule(m, f), cuda.CudaProgram, False)}
     if kind not in table:
         raise TcError(f"target '{kind}' is not supported; use 'llvm' or 'cuda'")
     return table[kind]
 
 
-def schedule_for(model: Model, fixed: dict[str, int] | None, target_kind: str = "llvm") -> dict[int, isl.Schedule]:
+def schedule_for(model: Model, fixed: dict[str, int] | None, target_kind: str = "llvm",
+                 options: ScheduleOptions | None = None) -> dict[int, isl.Schedule]:
     """The isl schedules for a target (polyhedral/schedule.py, gpu_schedule.py)."""
-    schedules = target(target_kind).schedule(model, fixed)
+    schedules = target(target_kind).schedule(model, fixed, options or ScheduleOptions())
     _dump("schedule", lambda: dump_schedules(model, schedules))
     return schedules
 

@@ -5,6 +5,7 @@ checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
     frontend   FrontendOptions  strict_bounds, hoist              (driver.frontend)
+    schedule   ScheduleOptions  fusion                            (polyhedral/schedule.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
     cuda       CudaMapping      threads, flatten, registers, emulate (codegen/cuda.py)
@@ -56,6 +57,19 @@ class FrontendOptions:
 
     strict_bounds: bool = False
     hoist: bool = True
+
+
+# The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
+FUSION = ("auto", "isl", "outer", "none")
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """The CPU's schedule (polyhedral/schedule.py): for a kernel inside a
+    sequential ``for``, ``fusion`` chooses between isl's schedule and one
+    statement per nest below a shared parallel loop (see ``FUSION`` there)."""
+
+    fusion: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -175,6 +189,12 @@ def _flatten(key: str, v: Any) -> int | None:
     return None if v is None else _int(1)(key, v)
 
 
+def _fusion(key: str, v: Any) -> str:
+    if v not in FUSION:
+        raise TcError(f"options: '{key}' must be one of {', '.join(map(repr, FUSION))}, got {v!r}")
+    return v
+
+
 def _payback(key: str, v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
         raise TcError(f"options: '{key}' must be a number >= 0, got {v!r}")
@@ -183,7 +203,7 @@ def _payback(key: str, v: Any) -> float:
 
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool),
+    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "fusion": ("schedule", _fusion),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
     "chunk_rows": ("cpu", _int(1)), "cpu_threads": ("cpu", _int(0)),
@@ -195,10 +215,10 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "measure_specialized": ("dispatch", _bool),
     "reuse_outputs": ("runtime", _bool),
 }
-_RECORDS = {"frontend": FrontendOptions, "lowering": LoweringOptions, "cpu": CpuMapping, "cuda": CudaMapping,
+_RECORDS = {"frontend": FrontendOptions, "schedule": ScheduleOptions, "lowering": LoweringOptions, "cpu": CpuMapping, "cuda": CudaMapping,
             "dispatch": DispatchOptions, "runtime": RuntimeOptions}
 # Records that decide the generated code (the disk cache key); the others say how it is run.
-_CODE_RECORDS = ("frontend", "lowering", "cpu", "cuda")
+_CODE_RECORDS = ("frontend", "schedule", "lowering", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
@@ -208,6 +228,7 @@ class Options:
     ``{**kernel.options, "hoist": False}`` makes a new ``options=``."""
 
     frontend: FrontendOptions = FrontendOptions()
+    schedule: ScheduleOptions = ScheduleOptions()
     lowering: LoweringOptions = LoweringOptions()
     cpu: CpuMapping = CpuMapping()
     cuda: CudaMapping = CudaMapping()
@@ -319,6 +340,13 @@ class MappingOptions:
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
 
+    Schedule (CPU): ``fusion``, for a kernel inside a sequential ``for``:
+    ``"auto"`` (the default: whichever of the next two vectorizes more
+    statements), ``"isl"`` (isl's schedule, fused where it can),
+    ``"outer"`` (the outermost parallel loop shared, each statement in a
+    nest of its own below it), ``"none"`` (each strongly connected component
+    in a nest of its own); see polyhedral/schedule.py.
+
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
     ``registers``, ``emulate``.
     """
@@ -334,6 +362,7 @@ class MappingOptions:
     k_block: int = CpuMapping.k_block
     hoist: bool = FrontendOptions.hoist
     fold: bool = LoweringOptions.fold
+    fusion: str = ScheduleOptions.fusion
     threads: int = CudaMapping.threads
     flatten: int | None = CudaMapping.flatten
     registers: bool = CudaMapping.registers

@@ -17,6 +17,8 @@ import pytest
 # Every test session gets an empty on-disk kernel cache of its own, so tests
 # neither read nor fill the user's cache (tests/test_cache.py makes its own).
 os.environ["TCDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tcdsl-test-cache-")
+# ... and the tuning database beside it (tests that tune name their own)
+os.environ.pop("TCDSL_TUNING_DB", None)
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

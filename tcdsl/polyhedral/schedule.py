@@ -7,6 +7,8 @@ loops come out non-coincident and the coincident ones are parallel).  Every
 band is then split into single-member bands, each under a mark ``par`` or
 ``seq`` saying whether that loop carries no dependence; the code generator
 reads those marks.  ``fixed`` substitutes sizes before scheduling.
+``fusion`` chooses, for a kernel inside a sequential ``for``, between isl's
+schedule and ``_outer_then_serialized``'s (see ``FUSION``).
 The GPU mapping schedules with :mod:`tcdsl.polyhedral.gpu_schedule`; both
 schedules become isl ASTs in :mod:`tcdsl.polyhedral.isl_ast`.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from .model import Kernel, Model, lift_param, maps
 
@@ -23,6 +26,15 @@ PARALLEL, SERIAL = "par", "seq"
 # ``for`` inside it, so no step waits for the others (``par`` otherwise).
 PARALLEL_STEPS = "par_steps"
 
+# The ``fusion`` option: which schedule a kernel inside a sequential ``for``
+# gets.  "auto": the one of the next two whose statements end in more
+# vectorizable loops; "isl": isl's (it fuses what it can); "outer": the
+# outermost parallel loop shared, each statement in a nest of its own below
+# it (_outer_then_serialized), when isl's outermost loop is parallel;
+# "none": isl with every strongly connected component in a nest of its own
+# (isl's serialize_sccs).  Kernels outside sequential loops ignore it.
+# (The choices are listed in options.py, which checks the option.)
+
 
 def fixed_set(model: Model, fixed: dict[str, int] | None) -> isl.Set:
     """The parameter set ``{ : N = 4 and ... }`` for the fixed sizes."""
@@ -31,26 +43,27 @@ def fixed_set(model: Model, fixed: dict[str, int] | None) -> isl.Set:
     return isl.Set.read_from_str(model.ctx, params_prefix(params) + "{ : " + (" and ".join(conds) or "true") + " }")
 
 
-def schedule(model: Model, fixed: dict[str, int] | None = None) -> dict[int, isl.Schedule]:
+def schedule(model: Model, fixed: dict[str, int] | None = None, fusion: str = "auto") -> dict[int, isl.Schedule]:
     """One isl schedule per kernel, keyed by the kernel's index in ``model.kernels()``."""
+    assert fusion in FUSION, fusion  # checked by options.parse
     fix = fixed_set(model, fixed) if fixed else None
-    return {i: _schedule_kernel(k, fix) for i, k in enumerate(model.kernels())}
+    return {i: _schedule_kernel(k, fix, fusion) for i, k in enumerate(model.kernels())}
 
 
-def _schedule_kernel(k: Kernel, fix: isl.Set | None) -> isl.Schedule:
+def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> isl.Schedule:
     dom, deps, context = k.domain, k.deps, k.context
     if fix is not None:
         dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
     sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
           .set_validity(deps).set_coincidence(deps).set_proximity(deps))
-    sched = _compute(sc, k.serialize)
+    sched = _compute(sc, k.serialize or (fusion == "none" and bool(k.loops)))
     stride_one = _stride_one(k)
     root = _finish(sched, stride_one)
-    if k.loops and not k.serialize:
+    if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
         if other is not None:
             other = _finish(other, stride_one)
-            if _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
+            if fusion == "outer" or _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
                 root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
