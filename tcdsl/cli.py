@@ -267,7 +267,7 @@ def _run(args) -> int:
     with _Progress(f"compiling {args.file}"):
         k = Kernel(fe, options=options)
     try:
-        outs = k(*inputs)
+        outs = k(*inputs, **{s: sizes[s] for s in fe.checked.free_sizes})  # no input carries them
     except MemoryError as e:
         raise TcError(f"--sizes {args.sizes}: not enough memory for the outputs ({e})") from None
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -282,11 +282,15 @@ def _check_run_memory(fe, sizes: dict[str, int]) -> list[tuple[int, ...]]:
     outputs fit in RUN_MEMORY_SHARE of the machine's memory."""
     import numpy as np
 
-    from .codegen.signature import check_index_range, shape_function
+    from .codegen.signature import check_index_range, evaluate, shape_function
+    from .sema.check import dim_expr
 
     check_index_range(fe.ranges, sizes)
     params = fe.checked.node.params
-    shapes = [tuple(sizes[d] if isinstance(d, str) else d for d in p.type.dims) for p in params]
+    shapes = [tuple(evaluate(dim_expr(d), sizes) for d in fe.checked.tensors[p.name].dims) for p in params]
+    if any(x < 0 for s in shapes for x in s):
+        bad = next(p.name for p, s in zip(params, shapes) if any(x < 0 for x in s))
+        raise TcError(f"--sizes give '{bad}' a negative size")
     outs = shape_function([fe.ranges.extent_exprs(t) for t in fe.checked.outputs])(sizes)
     total = sum(int(np.prod(s, dtype=np.int64)) * np.dtype(fe.checked.tensors[p.name].dtype).itemsize
                 for p, s in zip(params, shapes))

@@ -39,6 +39,7 @@ from .sema.check import CheckedDef, check, select_def
 from .sema.ranges import RangeInfo, infer_ranges
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
+from .polyhedral.narrowing import check_narrowing
 from .polyhedral.contract import Fold, plan_folds
 from .polyhedral.isl_ast import build_ast
 from .polyhedral.schedule import dump_schedules
@@ -75,6 +76,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     _dump("ranges", ranges.dump)
     model = build_model(ranges)
     check_bounds(model, strict=strict_bounds)
+    check_narrowing(model)
     if hoist:
         checked, ranges, model = _hoisted(program, entry, checked, ranges, model)
     return Frontend(source, program, checked, ranges, model)

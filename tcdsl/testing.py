@@ -67,8 +67,10 @@ class TooLarge(MemoryError):
 MAX_POINTS = 50_000_000
 
 
-def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entry: str | None = None):
-    """Run ``program`` (TC text, a ``.tc`` path or a parsed Program) on ``inputs``.
+def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entry: str | None = None,
+             sizes: dict[str, int] | None = None):
+    """Run ``program`` (TC text, a ``.tc`` path or a parsed Program) on ``inputs``;
+    ``sizes`` gives sizes as a kernel call does (``k(x, S=5)``: free sizes).
 
     Returns the single output, or a tuple in the ``-> (...)`` order, like a
     compiled kernel's call.  Raises the same ``TcError``s as compiling and
@@ -85,7 +87,7 @@ def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entr
         raise TcShapeError(f"'{checked.node.name}' takes {len(params)} inputs, but {len(inputs)} were given")
     args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims))
             for p, x in zip(params, inputs)]
-    sizes = bind_sizes(signature(checked, ranges, "llvm").inputs, args, {})
+    sizes = bind_sizes(signature(checked, ranges, "llvm").inputs, args, {}, sizes, checked.sizes, checked.node.name)
     check_index_range(ranges, sizes)
     tensors: dict[str, np.ndarray] = {p.name: np.asarray(a.value) for p, a in zip(params, args)}
     for t, info in checked.tensors.items():
@@ -223,7 +225,7 @@ class _Interpreter:
     def _lhs(self, comp: n.Comprehension, grid: dict, env: dict, target: np.ndarray) -> list[np.ndarray]:
         out = []
         for k, e in enumerate(comp.indices):
-            i = grid[e.name] if isinstance(e, n.IndexVar) and e.name in grid else np.asarray(_scalar(e, env))
+            i = np.asarray(_int(e, env, grid))  # a variable, H + j, t - 1, ...
             if np.any(i < 0) or np.any(i >= target.shape[k]):
                 raise InternalError(f"'{comp.tensor}' written out of its extent along dimension {k}")
             out.append(i)
@@ -326,6 +328,8 @@ _INT_OPS = {
 
 
 def _combine(op: str, old, value, dtype: str):
+    if op in ("argmax", "argmin"):  # the rhs computes the new index (sema/check.py: _arg_reduction)
+        return value
     if dtype == "bool":  # + and max are "any", * and min are "all" (as compiled)
         return np.logical_or(old, value) if op in ("+", "max") else np.logical_and(old, value)
     match op:

@@ -60,6 +60,7 @@ class Tensor:
     name: str
     dims: tuple[str, ...]  # size names
     exact: bool = True  # extents are exactly dims (inputs; outputs written over full ranges)
+    double: bool = False  # declared float(2 * N, ...): its first dimension is twice dims[0]
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Program:
     inputs: list[Tensor]
     dtype: str
     sizes: tuple[str, ...]
+    free: tuple[str, ...] = ()  # sizes no input carries: given at the call
 
 
 class _Gen:
@@ -101,7 +103,11 @@ class _Gen:
             rank = self.draw(st.integers(0 if self.inputs else 1, 3))
             t = Tensor(f"X{len(self.inputs)}", tuple(self.pick("NMK") for _ in range(rank)))
             self.inputs.append(t)
-        self.avail = list(self.inputs)
+        if self.chance(0.2):  # an affine size in a declared shape: float(2 * N, ...)
+            base = self.pick(t for t in self.inputs if t.dims)
+            self.inputs.append(Tensor(f"X{len(self.inputs)}", base.dims, double=True))
+        self.free: list[str] = []
+        self.avail = [t for t in self.inputs if not t.double]
         if self.dtype == "float32" and self.chance(0.4):
             self.recurrence("    ")
         for _ in range(self.draw(st.integers(1, 3))):
@@ -109,10 +115,14 @@ class _Gen:
         if not self.outputs:
             self.statement("  ", force_output=True)
         sizes = sorted({d for t in self.inputs for d in t.dims}, key="TNMK".index)
-        params = ", ".join(f"{self.type}({', '.join(t.dims)}) {t.name}" if t.dims else f"{self.type} {t.name}"
-                           for t in self.inputs)
+        params = ", ".join(f"{self.type}({', '.join(self.declared(t))}) {t.name}" if t.dims
+                           else f"{self.type} {t.name}" for t in self.inputs)
         text = f"def fuzz({params}) -> ({', '.join(self.outputs)}) {{\n" + "".join(self.lines) + "}\n"
-        return Program(text, self.inputs, self.dtype, tuple(sizes))
+        return Program(text, self.inputs, self.dtype, tuple(sizes) + tuple(self.free), tuple(self.free))
+
+    @staticmethod
+    def declared(t: Tensor) -> list[str]:
+        return [f"2 * {t.dims[0]}", *t.dims[1:]] if t.double else list(t.dims)
 
     # ---------------------------------------------------------- statements
     def statement(self, pad: str, force_output: bool = False) -> None:
@@ -122,7 +132,11 @@ class _Gen:
         where = None
         if not temp and vars_ and self.chance(0.25) and all(t.exact for t in self.avail):
             v = self.pick(sorted(vars_))
-            where = f" where {v} in {self.pick(['1', '2', '0'])}:{vars_[v]}"
+            hi = vars_[v]
+            if self.chance(0.3):  # the same size as X.k
+                t, k = self.pick([(t, k) for t in self.inputs for k, d in enumerate(t.dims) if d == hi and not t.double])
+                hi = f"{t.name}.{k}"
+            where = f" where {v} in {self.pick(['1', '2', '0'])}:{hi}"
         guards = not temp and self.chance(0.5)
         red = {}
         if self.chance(0.4):
@@ -146,23 +160,40 @@ class _Gen:
         name = self.fresh("T" if temp else "O")
         if not temp and red and self.chance(0.3):
             op = op.rstrip("!")  # outputs start as zeros
+        arg = not temp and red and self.chance(0.15)
+        if arg:  # the index of the first extreme (int32)
+            op = self.pick(["argmax=!", "argmin=!"])
+        if not temp and not red and where is None and self.chance(0.1):  # a free size, given at the call
+            f = f"F{len(self.free)}"
+            self.free.append(f)
+            lhs_vars = ["f", *lhs_vars]
+            rhs, where = f"({rhs}) + {self.type}(f)", f" where f in 0:{f}"
+            vars_ = {"f": f, **vars_}
         lhs = f"{name}({', '.join(lhs_vars)})" if lhs_vars else name
         self.lines.append(f"{pad}{lhs} {op} {rhs}{where or ''}\n")
         dims = tuple(vars_[v] for v in lhs_vars)
         out = Tensor(name, dims, exact=not guards and where is None and not red)
         if not temp:
             self.outputs.append(name)
-        if temp or self.chance(0.7):
+        if arg:
+            return
+        concat = not temp and lhs_vars and where is None and self.chance(0.2)
+        if (temp or self.chance(0.7)) and not concat:
             self.avail.append(out)
         if not temp and self.chance(0.2):  # a second, pointwise statement on the same output
             self.lines.append(f"{pad}{lhs} = {lhs} * {self.const()} + {self.read(base, vars_, exact=True)}{where or ''}\n")
+        if concat:  # more of the output after its end: name(.., d + v, ..) = ...
+            k = self.pick(range(len(lhs_vars)))
+            shifted = [f"{vars_[v]} + {v}" if i == k else v for i, v in enumerate(lhs_vars)]
+            self.lines.append(f"{pad}{name}({', '.join(shifted)}) = {self.read(base, vars_, exact=True)} * "
+                              f"{self.const()}\n")
 
     def recurrence(self, pad: str) -> None:
         """``for t in T`` with ``if t == 0 { h(t, ...) = ... } else { ... h(t-1, ...) ... }``."""
         s = self.pick("NMK")
         x = Tensor(f"X{len(self.inputs)}", ("T", s))
         self.inputs.append(x)
-        self.avail = list(self.inputs)
+        self.avail = [t for t in self.inputs if not t.double]
         h = self.fresh("H")
         v = {"b": s}
         first = self.combine([self.read_t(x, "t"), self.expr(v, 1, False)])
@@ -276,7 +307,15 @@ class _Gen:
 
     def leaf(self, scope: dict[str, str], guards: bool) -> str:
         kinds = ["read", "read", "const"] + (["index"] if scope else []) + (["guarded"] if guards and scope else [])
+        doubled = [t for t in self.inputs if t.double and all(d in scope.values() for d in t.dims)]
+        kinds += ["double"] if doubled else []
         match self.pick(kinds):
+            case "double":  # float(2 * N, ..) X: X(N + i, ..) or X(2 * i + 1, ..)
+                t = self.pick(doubled)
+                idx = self.read(Tensor(t.name, t.dims), scope)[len(t.name) + 1:-1].split(", ")
+                v = self.pick([v for v, d in scope.items() if d == t.dims[0]])
+                idx[0] = self.pick([f"{t.dims[0]} + {v}", f"2 * {v} + 1", v])
+                return f"{t.name}({', '.join(idx)})"
             case "read":
                 ts = [t for t in self.avail if all(d in scope.values() for d in t.dims)
                       or self.readable(t, scope) and self.chance(0.3)]
@@ -328,7 +367,7 @@ def make_inputs(p: Program, sizes: dict[str, int], seed: int) -> list[np.ndarray
     rng = np.random.default_rng(seed)
     out = []
     for t in p.inputs:
-        shape = tuple(sizes[d] for d in t.dims)
+        shape = tuple(sizes[d] * (2 if t.double and k == 0 else 1) for k, d in enumerate(t.dims))
         if p.dtype == "float32":
             out.append(rng.standard_normal(shape).astype(np.float32))
         else:
@@ -340,12 +379,13 @@ def check_against_interpreter(p: Program, settings_: list[dict[str, int]], modes
     cases = []
     for k, sizes in enumerate(settings_):
         inputs = make_inputs(p, sizes, k)
-        want = evaluate(p.text, inputs)
-        cases.append((sizes, inputs, want if isinstance(want, tuple) else (want,)))
+        free = {f: sizes[f] for f in p.free}
+        want = evaluate(p.text, inputs, sizes=free)
+        cases.append((sizes, inputs, want if isinstance(want, tuple) else (want,), free))
     for mode in modes:
         kernel = tcdsl.compile(p.text, specialize=mode)
-        for sizes, inputs, want in cases:
-            got = kernel(*inputs)
+        for sizes, inputs, want, free in cases:
+            got = kernel(*inputs, **free)
             got = got if isinstance(got, tuple) else (got,)
             for g, w in zip(got, want):
                 msg = f"mode {mode}, sizes {sizes}\n{p.text}"

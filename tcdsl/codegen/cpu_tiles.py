@@ -46,7 +46,7 @@ def accumulates_privately(s: IslStmt) -> bool:
     """``S`` reads no element it writes except the one it accumulates into
     (its first read, added for the reduction): the accumulator may then live
     in registers while ``S`` runs over its reduction variables."""
-    if s.is_init or s.info.comp.reduction is None or not s.writes:
+    if s.is_init or s.info.comp.reduction in (None, "argmax", "argmin") or not s.writes:
         return False
     tensor = s.writes[0].get_tuple_name(isl.dim_type.out)
     if any(m.get_tuple_name(isl.dim_type.out) == tensor for m in s.may_reads):

@@ -330,7 +330,7 @@ def _parts(s: IslStmt, env: dict, buffers: dict):
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
         return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)
     match c.reduction:
-        case None:
+        case None | "argmax" | "argmin":  # an arg-reduction's rhs computes the new index
             combine = _replace
         case "+":
             combine = _add

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..polyhedral.bounds import check_call_sizes
 from ..runtime.args import MAX_ELEMENTS, SizeChecks  # noqa: F401  (MAX_ELEMENTS: the limit checked)
-from ..runtime.signature import Extent, Output, Param, Signature, compile_shapes
+from ..runtime.signature import Extent, Linear, Output, Param, Signature, compile_shapes
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo
 from ..syntax import nodes as n
@@ -24,7 +24,8 @@ from ..syntax import nodes as n
 def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: frozenset[str] = frozenset()) -> Signature:
     """The runtime's signature of ``checked`` for ``target``; the outputs in
     ``overwritten`` (polyhedral/dataflow.py) need no zero fill."""
-    inputs = tuple(Param(p.name, checked.tensors[p.name].dtype, tuple(p.type.dims)) for p in checked.node.params)
+    inputs = tuple(Param(p.name, checked.tensors[p.name].dtype, tuple(_dim(d) for d in checked.tensors[p.name].dims))
+                   for p in checked.node.params)
     outputs = tuple(Output(o, checked.tensors[o].dtype, _shape(ranges.extent_exprs(o)), o not in overwritten)
                     for o in checked.outputs)
     extents = tuple(Extent(t, _shape(ranges.extent_exprs(t)),
@@ -32,6 +33,17 @@ def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: 
                                  if _in_int32(part)))
                     for t in checked.tensors)
     return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target)
+
+
+def _dim(d: str | int | n.Expr) -> str | int | Linear:
+    """A declared size for the runtime; ``4 * H`` as a :class:`Linear`."""
+    if isinstance(d, (str, int)):
+        return d
+    from ..sema.affine import linear_form
+    from ..syntax.printer import expr_to_tc
+
+    coeffs, const = linear_form(d)
+    return Linear(expr_to_tc(d), tuple(coeffs.items()), const)
 
 
 def _shape(exprs) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ import islpy as isl
 
 from ..errors import InternalError, TcSemanticError, TcWarning
 from ..sema.affine import NotAffine, isl_name, lift, params_prefix, to_isl
+from ..sema.check import dim_isl
 from ..sema.ranges import RangeInfo, StmtInfo
 from ..syntax import nodes as n
 from .model import Model
@@ -131,8 +132,7 @@ class _Checker:
     def _extent(self, tensor: str, k: int) -> isl.PwAff:
         info = self.r.checked.tensors[tensor]
         if info.dims is not None:
-            d = info.dims[k]
-            text = isl_name(d) if isinstance(d, str) else str(d)
+            text = dim_isl(info.dims[k])
             return isl.PwAff.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + text + ")] }")
         return self.r.extents[tensor][k]
 

@@ -77,6 +77,17 @@ class Program:
                             reads = um if reads is None else reads.union(um)
         return writes, reads
 
+    def statement_writes(self, name: str) -> isl.Set | None:
+        """The elements statement ``name`` (an update, ``S3``) writes over all
+        steps of its loops, as a set over the sizes; None when it is not
+        scheduled here or its loops cannot be lifted."""
+        for k, _ in self.placed:
+            for s in k.stmts:
+                if s.name == name and s.writes:
+                    lifted = _lift(s.writes[0], k)
+                    return None if lifted is None else lifted.range()
+        return None
+
     def reads_have_sources(self, writes: isl.UnionMap | None, reads: isl.UnionMap | None) -> bool:
         """Every read instance reads a value some earlier write produced."""
         if reads is None:

@@ -81,27 +81,101 @@ def _check_dtype(name: str, got: str, want: str) -> None:
         raise TcShapeError(f"argument '{name}': dtype {got}, but the kernel expects {want}")
 
 
-def bind_sizes(params: tuple[Param, ...], args: list[Arg], fixed: dict[str, int]) -> dict[str, int]:
-    """Sizes from the input shapes; checks repeated names, constants and ``fixed``."""
+def bind_sizes(params: tuple[Param, ...], args: list[Arg], fixed: dict[str, int],
+               given: dict[str, Any] | None = None, names: tuple[str, ...] | None = None,
+               name: str = "the kernel") -> dict[str, int]:
+    """Every size of the def (``names``; None: those the inputs have), for
+    these inputs: from the input shapes (a size name binds to the dimension;
+    a declared ``4 * H`` is solved for ``H``), from ``given`` (sizes passed
+    at the call) and from ``fixed`` (``sizes=`` at compile time).  Checks
+    repeated names, constants, declared sums, and that they all agree; a
+    size nothing determines is an error.  ``name``: the def, for messages."""
+    given = _check_given(dict(given or {}), fixed, names, name)
     sizes: dict[str, int] = {}
-    origin: dict[str, tuple[str, int]] = {}
+    origin: dict[str, str] = {}
+    linear = []
     for p, a in zip(params, args):
         for k, d in enumerate(p.dims):
             got = a.shape[k]
             if isinstance(d, int):
                 if got != d:
                     raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but the def declares {d}")
-            elif d in sizes:
-                if got != sizes[d]:
-                    t, j = origin[d]
-                    raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but size '{d}' is "
-                                       f"{sizes[d]} (from '{t}' dim {j})")
+            elif isinstance(d, str):
+                _bind(p.name, k, d, got, sizes, origin, fixed, given)
             else:
-                if d in fixed and got != fixed[d]:
-                    raise TcShapeError(f"argument '{p.name}' dim {k}: size {got}, but size '{d}' was fixed to "
-                                       f"{fixed[d]} at compile time")
-                sizes[d], origin[d] = got, (p.name, k)
+                linear.append((p.name, k, d, got))
+    for d, v in {**fixed, **given}.items():
+        if d not in sizes:
+            sizes[d], origin[d] = v, "given at the call" if d in given else "fixed at compile time"
+    _solve(linear, sizes, origin)
+    missing = [s for s in (names or ()) if s not in sizes]
+    if missing:
+        raise _undetermined(missing[0], linear, name)
     return sizes
+
+
+def _check_given(given: dict[str, Any], fixed: dict[str, int], names, name: str) -> dict[str, int]:
+    for k, v in given.items():
+        if names is not None and k not in names:
+            raise TcShapeError(f"'{k}' is not a size of '{name}' (sizes: {', '.join(names)})")
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise TcShapeError(f"size '{k}': expected a non-negative integer, got {v!r}")
+        if k in fixed and v != fixed[k]:
+            raise TcShapeError(f"size '{k}' is {v} at the call, but was fixed to {fixed[k]} at compile time")
+    return {k: int(v) for k, v in given.items()}
+
+
+def _bind(param: str, k: int, d: str, got: int, sizes, origin, fixed, given) -> None:
+    if d in sizes:
+        if got != sizes[d]:
+            raise TcShapeError(f"argument '{param}' dim {k}: size {got}, but size '{d}' is {sizes[d]} ({origin[d]})")
+    elif d in given and got != given[d]:
+        raise TcShapeError(f"argument '{param}' dim {k}: size {got}, but size '{d}' is {given[d]} (given at the call)")
+    elif d in fixed and got != fixed[d]:
+        raise TcShapeError(f"argument '{param}' dim {k}: size {got}, but size '{d}' was fixed to "
+                           f"{fixed[d]} at compile time")
+    else:
+        sizes[d], origin[d] = got, f"from '{param}' dim {k}"
+
+
+def _solve(linear: list, sizes: dict[str, int], origin: dict[str, str]) -> None:
+    """Declared sums like ``4 * H``: each one with a single unknown size gives
+    it (an integer >= 0, or the shape does not fit); the others must equal
+    their input's dimension."""
+    pending = list(linear)
+    while pending:
+        left = []
+        for param, k, d, got in pending:
+            unknown = [v for v, _ in d.coeffs if v not in sizes]
+            if len(unknown) > 1:
+                left.append((param, k, d, got))
+                continue
+            rest = got - d.const - sum(c * sizes[v] for v, c in d.coeffs if v in sizes)
+            if not unknown:
+                if rest != 0:
+                    known = ", ".join(f"{v}={sizes[v]} ({origin[v]})" for v, _ in d.coeffs)
+                    raise TcShapeError(f"argument '{param}' dim {k}: size {got}, but the def declares "
+                                       f"{d.text} = {got - rest}" + (f" for {known}" if known else ""))
+                continue
+            (u,) = unknown
+            c = dict(d.coeffs)[u]
+            if rest % c or rest // c < 0:
+                raise TcShapeError(f"argument '{param}' dim {k}: size {got} does not fit the declared "
+                                   f"{d.text}: no size {u} >= 0 gives {got}")
+            sizes[u], origin[u] = rest // c, f"from '{param}' dim {k} = {d.text}"
+        if len(left) == len(pending):
+            return
+        pending = left
+
+
+def _undetermined(size: str, linear: list, name: str) -> TcShapeError:
+    for param, k, d, _ in linear:
+        if size in dict(d.coeffs):
+            return TcShapeError(f"size '{size}' cannot be inferred from argument '{param}' dim {k} "
+                                f"({d.text}); give it at the call ({size}=...) or at compile time "
+                                f"(sizes={{'{size}': ...}})")
+    return TcShapeError(f"size '{size}' is not given: no input's shape determines it; give it at the call "
+                        f"({name}(..., {size}=...)) or at compile time (sizes={{'{size}': ...}})")
 
 
 # Tensors are indexed with int32 arithmetic (flat offsets included).

@@ -85,24 +85,27 @@ class CompiledKernel:
         raise NotImplementedError
 
     # --------------------------------------------------------------- calling
-    def __call__(self, *inputs: Any, out: Any = None):
-        fast_call = self._fast_calls.get(type(inputs[0])) if inputs else None
+    def __call__(self, *inputs: Any, out: Any = None, **sizes: int):
+        """``sizes``: sizes given at the call (``k(h0, S=5)``), needed for the
+        free sizes (no input's shape has them) not fixed at compile time."""
+        fast_call = self._fast_calls.get(type(inputs[0])) if inputs and not sizes else None
         if fast_call is not None:
             result = fast_call(inputs, out)
             if result is not MISS:
                 return result
-        return self._call(inputs, out)
+        return self._call(inputs, out, sizes)
 
-    def _call(self, inputs: tuple, out: Any):
+    def _call(self, inputs: tuple, out: Any, given: dict[str, int] | None = None):
         """The general path: every check, the binary, and a plan so that the
-        fast call serves these input shapes from now on (runtime/fastcall.py)."""
+        fast call serves these input shapes from now on (runtime/fastcall.py);
+        not for a call with ``given`` sizes: the plans go by input shapes."""
         sig = self.signature
         params = sig.inputs
         if len(inputs) != len(params):
             raise TcShapeError(f"'{sig.name}' takes {len(params)} input{'s' * (len(params) != 1)} "
                                f"({', '.join(p.name for p in params)}), but {len(inputs)} were given")
         args = [prepare_input(p.name, x, p.dtype, len(p.dims), self._device) for p, x in zip(params, inputs)]
-        sizes = bind_sizes(params, args, self.fixed)
+        sizes = bind_sizes(params, args, self.fixed, given, sig.sizes, sig.name)
         self._checks.check(sizes, self._at_zero)
         shapes = self._output_shapes(sizes)
         outs = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))
@@ -116,9 +119,9 @@ class CompiledKernel:
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
         started, wall = time.thread_time(), time.perf_counter()  # CPU time: not the wait for the GIL after the call
         b.fn(*call_args)
-        if settled:
+        if settled and not given:
             self._remember(args, key, b, sizes, shapes, time.thread_time() - started)
-        else:
+        elif not settled:
             self._unsettled(key, time.perf_counter() - wall)
         values = [a.value for a in outs]
         return values[0] if len(values) == 1 else tuple(values)

@@ -5,7 +5,8 @@ ranges (``codegen/signature.py``) and stores it beside the binary in the
 disk cache (``runtime/cache.py``), so that a kernel loaded from there is
 checked and called with this package alone, no compiler module:
 
-* the inputs, in order: name, dtype, dims (a size's name or a constant);
+* the inputs, in order: name, dtype, dims (a size's name, a constant, or a
+  :class:`Linear` sum of sizes like ``4 * H``);
 * the outputs: name, dtype, shape and whether the kernel writes every
   element before it reads any (then the zero fill is left out);
 * every tensor's shape and the parts of its extent formulas that the kernel
@@ -22,10 +23,27 @@ from typing import Any, Callable
 
 
 @dataclass(frozen=True)
+class Linear:
+    """A declared size like ``4 * H + 1``: ``sum(c * s[v]) + const``; a call
+    solves it for one unknown size (``args.bind_sizes``)."""
+
+    text: str  # as written in TC, for messages
+    coeffs: tuple[tuple[str, int], ...]
+    const: int
+
+    def to_json(self) -> list:
+        return ["linear", self.text, [list(c) for c in self.coeffs], self.const]
+
+    @classmethod
+    def from_json(cls, d) -> "Linear":
+        return cls(d[1], tuple((v, c) for v, c in d[2]), d[3])
+
+
+@dataclass(frozen=True)
 class Param:
     name: str
     dtype: str
-    dims: tuple[str | int, ...]
+    dims: tuple[str | int | Linear, ...]
 
 
 @dataclass(frozen=True)
@@ -56,14 +74,16 @@ class Signature:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
-                "inputs": [[p.name, p.dtype, list(p.dims)] for p in self.inputs],
+                "inputs": [[p.name, p.dtype, [d.to_json() if isinstance(d, Linear) else d for d in p.dims]]
+                           for p in self.inputs],
                 "outputs": [[o.name, o.dtype, list(o.shape), o.fill] for o in self.outputs],
                 "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Signature":
         return cls(d["name"], tuple(d["sizes"]),
-                   tuple(Param(name, dtype, tuple(dims)) for name, dtype, dims in d["inputs"]),
+                   tuple(Param(name, dtype, tuple(Linear.from_json(x) if isinstance(x, list) else x for x in dims))
+                         for name, dtype, dims in d["inputs"]),
                    tuple(Output(name, dtype, tuple(shape), fill) for name, dtype, shape, fill in d["outputs"]),
                    tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
                    d["target"])

@@ -64,6 +64,36 @@ def _is_int_const(e: n.Expr) -> bool:
         isinstance(e, n.Unary) and e.op == "-" and _is_int_const(e.operand))
 
 
+def linear_form(e: n.Expr) -> tuple[dict[str, int], int] | None:
+    """``e`` as ``{size: coefficient}, constant`` when it is a linear
+    expression of sizes with integer coefficients (``4 * H + 1``), else None.
+    Declared shapes are such expressions: a call solves them for a size."""
+    match e:
+        case n.SizeVar(name=v):
+            return {v: 1}, 0
+        case n.Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return {}, v
+        case n.Unary(op="-", operand=x):
+            f = linear_form(x)
+            return None if f is None else ({k: -c for k, c in f[0].items()}, -f[1])
+        case n.Binary(op="+" | "-" as op, lhs=a, rhs=b):
+            fa, fb = linear_form(a), linear_form(b)
+            if fa is None or fb is None:
+                return None
+            sign = 1 if op == "+" else -1
+            coeffs = dict(fa[0])
+            for k, c in fb[0].items():
+                coeffs[k] = coeffs.get(k, 0) + sign * c
+            return {k: c for k, c in coeffs.items() if c}, fa[1] + sign * fb[1]
+        case n.Binary(op="*", lhs=a, rhs=b):
+            fa, fb = linear_form(a), linear_form(b)
+            if fa is None or fb is None or (fa[0] and fb[0]):
+                return None
+            (coeffs, k), c = (fa, fb[1]) if fa[0] else (fb, fa[1])
+            return {v: x * c for v, x in coeffs.items() if x * c}, k * c
+    return None
+
+
 def params_prefix(params) -> str:
     return "[" + ", ".join(isl_name(p) for p in params) + "] -> "
 

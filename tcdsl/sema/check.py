@@ -15,8 +15,10 @@ from ..errors import TcSemanticError
 from ..syntax import nodes as n
 from . import builtins as bt
 from . import types as ty
-from .affine import NotAffine, to_isl
+from .affine import linear_form
 from .rename import rename_loop_clashes
+from .sizes import (arg_reduction, check_constant_dims, dim_expr, dim_isl, free_size_names,  # noqa: F401
+                    is_affine_index, lhs_index_var, unit_coefficient)
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,9 @@ class TensorInfo:
     dtype: str
     role: str  # "input", "output" or "temp"
     rank: int
-    dims: tuple[str | int, ...] | None  # declared dims (inputs, typed outputs)
+    # declared dims (inputs, typed outputs): a size name, a constant, or an
+    # affine expression of sizes (SizeVar nodes; ``4 * H``)
+    dims: tuple[str | int | n.Expr, ...] | None
     span: object = None
 
 
@@ -33,8 +37,14 @@ class TensorInfo:
 class CheckedDef:
     node: n.Def
     tensors: dict[str, TensorInfo]
-    sizes: tuple[str, ...]  # size names, in order of first appearance in the params
-    size_origin: dict[str, tuple[str, int]]  # size -> (tensor, dim) that first declares it
+    sizes: tuple[str, ...]  # size names: those of the params in order of appearance, then the free ones
+    size_origin: dict[str, tuple[str, int] | None]  # size -> (tensor, dim) that first declares it; None: free
+
+    @property
+    def free_sizes(self) -> tuple[str, ...]:
+        """Sizes no input's shape mentions (loop bounds, where ranges, output
+        types only): given at compile time (``sizes=``) or at the call."""
+        return tuple(s for s in self.sizes if self.size_origin[s] is None)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -78,7 +88,8 @@ class _Checker:
     def __init__(self, d: n.Def):
         self.d = d
         self.tensors: dict[str, TensorInfo] = {}
-        self.sizes: dict[str, tuple[str, int]] = {}
+        self.sizes: dict[str, tuple[str, int] | None] = {}
+        self.out_dims: dict[str, tuple[str | int | n.Expr, ...]] = {}
         self.written: set[str] = set()
         self.write_rank: dict[str, int] = {}
         # Inside a `for`, a tensor written anywhere in the loop body may be read
@@ -90,6 +101,9 @@ class _Checker:
     def run(self) -> CheckedDef:
         for p in self.d.params:
             self._declare_param(p)
+        for name, span in free_size_names(self.d, set(self.sizes)):
+            _not_builtin(name, span, "a size")
+            self.sizes[name] = None
         outputs = set()
         for o in self.d.outputs:
             _not_builtin(o.name, o.span, "an output")
@@ -99,10 +113,8 @@ class _Checker:
                 raise TcSemanticError(f"'{o.name}' is a size and cannot name an output", o.span)
             outputs.add(o.name)
             if o.type is not None:
-                _check_constant_dims(o.type)
-                for d in o.type.dims:
-                    if isinstance(d, str) and d not in self.sizes:
-                        raise TcSemanticError(f"unknown size '{d}' in the type of output '{o.name}'", o.type.span)
+                check_constant_dims(o.type)
+                self.out_dims[o.name] = tuple(self._dim(d, o.type, None) for d in o.type.dims)
         body = self._stmts(self.d.body, loops=())
         for o in self.d.outputs:
             if o.name not in self.written:
@@ -118,14 +130,41 @@ class _Checker:
             raise TcSemanticError(f"parameter '{p.name}' is declared twice", p.span)
         if p.name in self.sizes:
             raise TcSemanticError(f"'{p.name}' is a size and cannot name a tensor", p.span)
-        _check_constant_dims(p.type)
-        for k, d in enumerate(p.type.dims):
-            if isinstance(d, str):
-                _not_builtin(d, p.type.span, "a size")
-                if d in self.tensors:
-                    raise TcSemanticError(f"'{d}' is a tensor and cannot be used as a size", p.type.span)
-                self.sizes.setdefault(d, (p.name, k))
-        self.tensors[p.name] = TensorInfo(p.name, p.type.dtype, "input", len(p.type.dims), p.type.dims, p.span)
+        check_constant_dims(p.type)
+        dims = tuple(self._dim(d, p.type, (p.name, k)) for k, d in enumerate(p.type.dims))
+        self.tensors[p.name] = TensorInfo(p.name, p.type.dtype, "input", len(p.type.dims), dims, p.span)
+
+    def _dim(self, d: str | int | n.Expr, t: n.TensorType, origin: tuple[str, int] | None) -> str | int | n.Expr:
+        """A declared size: a name (a new one is declared, with ``origin``),
+        a constant, or a linear expression of sizes (``4 * H``, ``X.0``)."""
+        if isinstance(d, int):
+            return d
+        if isinstance(d, str):
+            self._size_name(d, t.span, origin)
+            return d
+
+        def fn(x):
+            match x:
+                case n.Ident(name=name):
+                    self._size_name(name, x.span, origin)
+                    return n.SizeVar(name, span=x.span)
+                case n.DimSize():
+                    return self._dim_size(x)
+            return n.map_children(x, fn)
+        e = fn(d)
+        if linear_form(e) is None:
+            raise TcSemanticError("a size must be a name, a constant, or a sum of sizes times integer constants "
+                                  "(like '4 * H' or '2 * N + 1')", d.span or t.span)
+        return e
+
+    def _size_name(self, d: str, span, origin: tuple[str, int] | None) -> None:
+        _not_builtin(d, span, "a size")
+        if d in self.tensors:
+            raise TcSemanticError(f"'{d}' is a tensor and cannot be used as a size", span)
+        if d not in self.sizes:
+            if origin is None:
+                raise TcSemanticError(f"unknown size '{d}'", span)
+            self.sizes[d] = origin
 
     def _output_decl(self, name: str) -> n.Output | None:
         return next((o for o in self.d.outputs if o.name == name), None)
@@ -155,7 +194,7 @@ class _Checker:
                 raise AssertionError(f"unexpected statement {type(s).__name__}")
 
     def _size_expr(self, e: n.Expr, loops: tuple[str, ...], what: str) -> n.Expr:
-        """Resolve an expression over sizes and loop variables only."""
+        """Resolve an expression over sizes (also ``X.k``) and loop variables only."""
         def fn(x):
             match x:
                 case n.Ident(name=name):
@@ -165,7 +204,9 @@ class _Checker:
                         return n.SizeVar(name, span=x.span)
                     raise TcSemanticError(f"'{name}' is not a size or loop variable; {what} may only use those",
                                           x.span)
-                case n.Call() | n.DimSize():
+                case n.DimSize():
+                    return self._dim_size(x)
+                case n.Call():
                     raise TcSemanticError(f"{what} may only use sizes, loop variables and constants", x.span)
                 case n.Const(value=float()):  # TC: 'expected integral type'
                     raise TcSemanticError(f"{what} may only use integers, but {x.value:g} is a float", x.span)
@@ -217,6 +258,8 @@ class _Checker:
             self.tensors[s.tensor] = self.new_tensor(s.tensor, len(lhs), s.span)
         self.written.add(s.tensor)
         self.write_rank[s.tensor] = len(lhs)
+        if s.op in ("argmax=!", "argmin=!"):
+            rhs = arg_reduction(s, lhs, rhs, reduction_vars)
         eq = s.equivalent and replace(s.equivalent, args=tuple(scope.resolve(a) for a in s.equivalent.args))
         return replace(s, indices=lhs, rhs=rhs, wheres=tuple(wheres), reduction_vars=reduction_vars,
                        equivalent=eq)
@@ -232,11 +275,24 @@ class _Checker:
             raise TcSemanticError(f"'{w.var}' is a tensor, not an index variable", w.span)
         _not_builtin(w.var, w.span, "an index variable")
 
+    def _dim_size(self, e: n.DimSize) -> n.Expr:
+        """``X.k``: the size of dimension ``k`` of ``X``, as declared."""
+        t, k = e.tensor, e.dim
+        info = self.tensors.get(t)
+        if info is None:
+            raise TcSemanticError(f"unknown tensor '{t}'", e.span)
+        if info.dims is None:
+            raise TcSemanticError(f"'{t}.{k}' is not supported yet for tensors without declared sizes", e.span)
+        if not 0 <= k < len(info.dims):
+            raise TcSemanticError(f"'{t}' has {_count(len(info.dims), 'dimension')}; '{t}.{k}' does not exist",
+                                  e.span)
+        return dim_expr(info.dims[k], e.span)
+
     def new_tensor(self, name: str, rank: int, span=None) -> TensorInfo:
         decl = self._output_decl(name)
         role = "output" if decl is not None else "temp"
         dtype = decl.type.dtype if decl is not None and decl.type is not None else "?"
-        dims = decl.type.dims if decl is not None and decl.type is not None else None
+        dims = self.out_dims.get(name)
         return TensorInfo(name, dtype, role, rank, dims, span)
 
     def _lhs(self, s: n.Comprehension, loops) -> tuple[tuple[n.Expr, ...], dict[str, None]]:
@@ -244,29 +300,47 @@ class _Checker:
         out = []
         for e in s.indices:
             if isinstance(e, n.Ident) and e.name not in loops and e.name not in self.sizes:
-                if e.name in own:
-                    raise TcSemanticError(f"index variable '{e.name}' appears twice on the left-hand side", e.span)
-                if e.name in self.tensors:
-                    raise TcSemanticError(f"'{e.name}' is a tensor, not an index variable", e.span)
-                _not_builtin(e.name, e.span, "an index variable")
-                own[e.name] = None
+                self._own_var(e, own)
                 out.append(n.IndexVar(e.name, span=e.span))
             else:
-                try:
-                    index = self._size_expr(e, loops, "a left-hand side index")
-                except TcSemanticError:
-                    index = None
-                if index is None or not _is_affine_index(index):
-                    raise TcSemanticError("a left-hand side index must be an index variable, or an affine "
-                                          "expression of loop variables and sizes (like 't - 1')", e.span)
-                if not any(isinstance(x, n.IndexVar) for x in n.walk(index)):
-                    # TC's grammar has only index variables on the left-hand side
-                    raise TcSemanticError("a left-hand side index must use an index or loop variable; a constant "
-                                          "index is not allowed, as in TC (for one element, write "
-                                          f"'{s.tensor}(k) ... where k in 0:1')", e.span)
-                out.append(index)
+                out.append(self._lhs_index(e, loops, own, s.tensor))
         return tuple(out), own
 
+    def _own_var(self, e: n.Ident, own: dict[str, None]) -> None:
+        if e.name in own:
+            raise TcSemanticError(f"index variable '{e.name}' appears twice on the left-hand side", e.span)
+        if e.name in self.tensors:
+            raise TcSemanticError(f"'{e.name}' is a tensor, not an index variable", e.span)
+        _not_builtin(e.name, e.span, "an index variable")
+        own[e.name] = None
+
+    def _lhs_index(self, e: n.Expr, loops, own: dict[str, None], tensor: str) -> n.Expr:
+        """An lhs index other than a bare variable: an affine expression of
+        loop variables and sizes (``t - 1``), plus or minus at most one index
+        variable of the statement (``H + j``, ``N - 1 - i``): the tensor's
+        element ``H + j`` is written for every ``j`` of ``j``'s range."""
+        names = [x for x in n.walk(e) if isinstance(x, n.Ident) and x.name not in loops and x.name not in self.sizes]
+        var = names[0].name if names else None
+        if len({x.name for x in names}) > 1:
+            raise TcSemanticError("a left-hand side index may use one index variable (plus or minus sizes, loop "
+                                  "variables and constants)", e.span)
+        scope = loops + ((var,) if var is not None else ())
+        try:
+            index = self._size_expr(e, scope, "a left-hand side index")
+        except TcSemanticError:
+            index = None
+        if index is None or not is_affine_index(index) or (var is not None and not unit_coefficient(index, var)):
+            raise TcSemanticError("a left-hand side index must be an index variable, an affine expression of "
+                                  "loop variables and sizes (like 't - 1'), or one index variable plus or minus "
+                                  "such an expression (like 'H + j' or 'N - 1 - i')", e.span)
+        if not any(isinstance(x, n.IndexVar) for x in n.walk(index)):
+            # TC's grammar has only index variables on the left-hand side
+            raise TcSemanticError("a left-hand side index must use an index or loop variable; a constant "
+                                  "index is not allowed, as in TC (for one element, write "
+                                  f"'{tensor}(k) ... where k in 0:1')", e.span)
+        if var is not None:
+            self._own_var(names[0], own)
+        return index
 
 class _Scope:
     """Name resolution for the right-hand side of one comprehension."""
@@ -286,8 +360,8 @@ class _Scope:
                 return self._name(name, e)
             case n.Call(name=name, args=args):
                 return self._call(e, name, tuple(self.resolve(a) for a in args))
-            case n.DimSize(tensor=t, dim=k):
-                return self._dim_size(e, t, k)
+            case n.DimSize():
+                return self.c._dim_size(e)
         return n.map_children(e, self.resolve)
 
     def _name(self, name: str, e: n.Expr) -> n.Expr:
@@ -347,19 +421,6 @@ class _Scope:
         if name in self.c.first_rank:
             raise TcSemanticError(f"'{name}' is read before it is written", e.span)
         raise TcSemanticError(f"unknown tensor or function '{name}'", e.span)
-
-    def _dim_size(self, e: n.DimSize, t: str, k: int) -> n.Expr:
-        info = self.c.tensors.get(t)
-        if info is None:
-            raise TcSemanticError(f"unknown tensor '{t}'", e.span)
-        if info.dims is None:
-            raise TcSemanticError(f"'{t}.{k}' is not supported yet for tensors without declared sizes", e.span)
-        if not 0 <= k < len(info.dims):
-            raise TcSemanticError(f"'{t}' has {_count(len(info.dims), 'dimension')}; '{t}.{k}' does not exist",
-                                  e.span)
-        d = info.dims[k]
-        return n.SizeVar(d, span=e.span) if isinstance(d, str) else n.Const(d, span=e.span)
-
 
 class _Typer:
     """Assigns dtypes: tensors first (a fixed point over the statements, so
@@ -521,34 +582,10 @@ def _are(k: int) -> str:
     return "is" if k == 1 else "are"
 
 
-def _check_constant_dims(t: n.TensorType) -> None:
-    elements = 1
-    for d in t.dims:
-        if isinstance(d, int) and not d < 2**31:
-            raise TcSemanticError(f"size {d} does not fit in an index (int32)", t.span)
-        elements *= d if isinstance(d, int) else 1
-    if elements >= 2**31:  # its strides would leave int32 index arithmetic
-        raise TcSemanticError(f"the constant sizes give {elements} elements, more than an int32 index "
-                              f"can address", t.span)
-
-
 def _check_index_literal(c: n.Const) -> None:
     """Index arithmetic is int32 (SPEC: sizes beyond it are refused at the call)."""
     if isinstance(c.value, int) and not -2**31 <= c.value < 2**31:
         raise TcSemanticError(f"{c.value} does not fit in an index (int32)", c.span)
-
-
-def _is_affine_index(e: n.Expr) -> bool:
-    """An integer affine expression (isl must be able to read it as a subscript)."""
-    if any(isinstance(x, (n.Cast, n.Select)) or (isinstance(x, n.Unary) and x.op == "!")
-           or (isinstance(x, n.Binary) and x.op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||"))
-           for x in n.walk(e)):
-        return False
-    try:
-        to_isl(e)
-    except NotAffine:
-        return False
-    return True
 
 
 def _comprehensions(stmts):

@@ -27,7 +27,7 @@ import islpy as isl
 from ..errors import TcSemanticError
 from ..syntax import nodes as n
 from .affine import NotAffine, isl_name, lift, params_prefix, pwaff_to_expr, read_param_set, read_pwaff
-from .check import CheckedDef
+from .check import CheckedDef, dim_expr, dim_isl, lhs_index_var
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class StmtInfo:
     init_domain: isl.Set | None = None  # the lhs variables' box: where an ``op=!`` initializes
     var_sets: dict[str, isl.Set] = field(default_factory=dict)  # each variable's own constraints
     params_set: isl.Set | None = None  # sizes, loop ranges and if conditions of this statement
+    # lhs dimension -> [lo, hi) of the indices written there, for an index
+    # like ``H + j`` (a variable moved by sizes): shown by ``--emit ranges``
+    shifted: dict[int, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -69,7 +72,7 @@ class RangeInfo:
     def extent_exprs(self, tensor: str) -> tuple[n.Expr, ...]:
         info = self.checked.tensors[tensor]
         if info.dims is not None:
-            return tuple(n.SizeVar(d) if isinstance(d, str) else n.Const(d) for d in info.dims)
+            return tuple(dim_expr(d) for d in info.dims)
         return tuple(readable(pa, self.size_context) for pa in self.extents[tensor])
 
     def dump(self) -> str:
@@ -80,10 +83,17 @@ class RangeInfo:
         lines = []
         for t in sorted(self.checked.tensors):
             lines.append(f"{t}: [" + ", ".join(expr_to_tc(e) for e in self.extent_exprs(t)) + "]")
+        free = self.checked.free_sizes
+        if free:
+            lines.append("free sizes: " + ", ".join(free))
         for s in self.stmts:
             for v in s.vars:
                 lo, hi = s.ranges[v]
                 lines.append(f"{s.name} {s.comp.tensor}: {v} in [{self._bound(lo, s)}, {self._bound(hi, s)})")
+            for k, (lo, hi) in sorted(s.shifted.items()):
+                index = expr_to_tc(s.comp.indices[k])
+                lines.append(f"{s.name} {s.comp.tensor}: dim {k} written at {index} in "
+                             f"[{self._bound(lo, s)}, {self._bound(hi, s)})")
         return "\n".join(lines) + "\n"
 
     def _bound(self, pa: isl.PwAff, s: StmtInfo) -> str:
@@ -97,7 +107,10 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     ctx = ctx or isl.Context()
     loops = _loop_vars(checked.node.body)
     params = tuple(checked.sizes) + tuple(v for v in loops if v not in checked.sizes)
-    sizes_ok = " and ".join(f"{isl_name(s)} >= 1" for s in checked.sizes) or "true"
+    # TC assumes sizes >= 1; a declared shape like 2*N - 1 is >= 0 at every call
+    compound = [dim_isl(d) + " >= 0" for p in checked.node.params
+                for d in checked.tensors[p.name].dims if isinstance(d, n.Expr)]
+    sizes_ok = " and ".join([f"{isl_name(s)} >= 1" for s in checked.sizes] + compound) or "true"
     size_context = isl.Set.read_from_str(ctx, params_prefix(checked.sizes) + "{ : " + sizes_ok + " }")
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
     _Inference(info).stmts(checked.node.body, (), ())
@@ -156,7 +169,8 @@ class _Inference:
 
     # -------------------------------------------------------- comprehensions
     def _comprehension(self, s: n.Comprehension, loops: tuple[Loop, ...], conds) -> None:
-        own = [e.name for e in s.indices if isinstance(e, n.IndexVar) and e.name not in {lp.var for lp in loops}]
+        loop_names = tuple(lp.var for lp in loops)
+        own = [v for v in (lhs_index_var(e, loop_names) for e in s.indices) if v is not None]
         vars_ = tuple(own) + s.reduction_vars
         pset = self._param_set(loops, conds)
         space = isl.Space.create_from_names(self.ctx, set=[isl_name(v) for v in vars_],
@@ -278,8 +292,7 @@ class _Inference:
     def _extent(self, tensor: str, k: int) -> isl.PwAff | None:
         info = self.info.checked.tensors[tensor]
         if info.dims is not None:
-            d = info.dims[k]
-            text = isl_name(d) if isinstance(d, str) else str(d)
+            text = dim_isl(info.dims[k])
             return isl.PwAff.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + text + ")] }")
         ext = self.info.extents.get(tensor)
         return ext[k].align_params(self._param_space()) if ext else None
@@ -291,10 +304,15 @@ class _Inference:
         dimensions do (so an empty dimension does not empty the others)."""
         from .affine import to_isl
 
-        if isinstance(e, n.IndexVar) and e.name in st.var_sets:
-            pos = st.vars.index(e.name)
-            dim = st.var_sets[e.name]
+        var = lhs_index_var(e, tuple(lp.var for lp in st.loops))
+        if var is not None:
+            pos = st.vars.index(var)
+            dim = st.var_sets[var]
             dim = dim.project_out(isl.dim_type.set, pos + 1, len(st.vars) - pos - 1).project_out(isl.dim_type.set, 0, pos)
+            if not isinstance(e, n.IndexVar):  # H + j: the range of j, moved
+                shift = isl.Map.read_from_str(self.ctx, params_prefix(self.params) + "{ [" + isl_name(var)
+                                              + "] -> [(" + to_isl(e) + ")] }")
+                dim = dim.apply(shift.align_params(dim.get_space().params()))
         else:
             dim = isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + to_isl(e) + ")] }")
             dim = dim.intersect_params(st.params_set.align_params(dim.get_space().params()))
@@ -338,15 +356,26 @@ class _Inference:
         """Grow the written tensor's extent to cover this statement's writes."""
         s = st.comp
         info = self.info.checked.tensors[s.tensor]
+        loops = tuple(lp.var for lp in st.loops)
+        for k, e in enumerate(s.indices):
+            if not isinstance(e, n.IndexVar) and lhs_index_var(e, loops) is not None:
+                written = self._written_along(st, e)
+                st.shifted[k] = (written.dim_min(0).coalesce(), written.dim_max(0).add_constant_val(1).coalesce())
         if info.dims is not None:
             return
-        from .affine import to_isl
+        from ..syntax.printer import expr_to_tc
 
         ext = []
         for k, e in enumerate(s.indices):
             written = self._written_along(st, e)
             if not (written & _below_zero(written, 0)).is_empty():
-                raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}",
+                var = lhs_index_var(e, loops)
+                hint = ""
+                if var is not None:
+                    lo, hi = st.ranges[var]
+                    hint = (f" (range inference gives '{var}' the range [{expr_to_tc(readable(lo, st.domain.params()))}, "
+                            f"{expr_to_tc(readable(hi, st.domain.params()))}); a where clause can narrow it)")
+                raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}" + hint,
                                       e.span or s.span)
             ext.append(self._total_extent(written.dim_max(0).add_constant_val(1).coalesce()))
         old = self.info.extents.get(s.tensor)

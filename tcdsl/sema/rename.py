@@ -29,7 +29,8 @@ def rename_loop_clashes(body: tuple, taken: set[str]) -> tuple:
         return body
 
     def comp(c: n.Comprehension, enclosing: tuple[str, ...]) -> n.Comprehension:
-        own = [e.name for e in c.indices if isinstance(e, n.IndexVar) and e.name not in enclosing]
+        own = [x.name for e in c.indices for x in n.walk(e)  # `j` of `H + j` too
+               if isinstance(x, n.IndexVar) and x.name not in enclosing]
         clash = [v for v in own + list(c.reduction_vars) if v in loops]
         if not clash:
             return c

@@ -23,6 +23,8 @@ ALL = FLOATS + INTS + ("bool",)
 
 # Identity of each reduction, by dtype class (TC: `+=!` starts from it).
 def identity(reduction: str, dtype: str) -> int | float | bool:
+    if reduction in ("argmax", "argmin"):
+        return -1  # no index yet (and the result of an empty reduction)
     if reduction == "+":
         return 0
     if reduction == "*":

@@ -171,7 +171,7 @@ class Comprehension(Node):
 
     @property
     def reduction(self) -> str | None:
-        """The combining operator (``+ * min max``) or None for ``=``."""
+        """The combining operator (``+ * min max argmax argmin``) or None for ``=``."""
         return None if self.op == "=" else self.op.rstrip("!").rstrip("=")
 
     @property

@@ -8,6 +8,7 @@ Lark error becomes a :class:`TcSyntaxError` in ``_syntax_error``.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from importlib import resources
 
@@ -219,7 +220,19 @@ def _join(words: list[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def _dim(d: n.Expr) -> str | int | n.Expr:
+    """A size as TensorType keeps it: a name, a constant, or an expression."""
+    match d:
+        case n.Ident(name=name):
+            return name
+        case n.Const(value=int() as v):
+            return v
+    return d
+
+
 def _parse_number(text: str) -> int | float:
+    if text in ("inf", "nan"):
+        return math.inf if text == "inf" else math.nan  # one NaN object: parses compare equal
     if text.rstrip("fF") != text or any(c in text for c in ".eE"):
         return float(text.rstrip("fF"))
     return int(text)
@@ -266,14 +279,9 @@ class _Build(Transformer):
 
     def tensor_type(self, meta, items):
         scalar, *dims = items
-        return n.TensorType(SCALAR_TYPES[str(scalar)], tuple(d for d in dims if d is not None),
+        return n.TensorType(SCALAR_TYPES[str(scalar)], tuple(_dim(d) for d in dims if d is not None),
                             span=self._span(meta))
 
-    def dim_name(self, meta, items):
-        return str(items[0])
-
-    def dim_const(self, meta, items):
-        return self._int(items[0])
 
     def block(self, meta, stmts):
         return tuple(stmts)
@@ -344,7 +352,10 @@ class _Build(Transformer):
         return self._binary(meta, "max", *items)
 
     def neg(self, meta, items):
-        return n.Unary("-", items[0], span=self._span(meta))
+        x = items[0]
+        if "".join(self.src.text[meta.start_pos:meta.end_pos].split()) == "-inf":
+            return n.Const(-math.inf, span=self._span(meta))  # one literal, typed as `inf` is
+        return n.Unary("-", x, span=self._span(meta))
 
     def not_(self, meta, items):
         return n.Unary("!", items[0], span=self._span(meta))

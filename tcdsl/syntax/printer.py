@@ -25,7 +25,8 @@ def to_tc(node: n.Node) -> str:
 
 def _type(t: n.TensorType) -> str:
     name = _TYPE_NAMES.get(t.dtype, t.dtype)
-    return f"{name}({', '.join(map(str, t.dims))})" if t.dims else name
+    dims = (expr_to_tc(d) if isinstance(d, n.Expr) else str(d) for d in t.dims)
+    return f"{name}({', '.join(dims)})" if t.dims else name
 
 
 def _block(stmts, depth: int) -> str:
@@ -83,6 +84,8 @@ def expr_to_tc(e: n.Expr) -> str:
             return _number(v)
         case n.Call(name=f, args=args) | n.Access(tensor=f, indices=args) | n.BuiltinCall(name=f, args=args):
             return f + "(" + ", ".join(expr_to_tc(a) for a in args) + ")"
+        case n.Unary(op="-", operand=n.Const(value=float() as v)) if v == float("inf"):
+            return "-(inf)"  # `-inf` would read back as the one literal -inf
         case n.Unary(op=op, operand=x):
             return f"{op}{_paren(x)}"
         case n.Binary(op=op, lhs=a, rhs=b) if op in ("min", "max"):
@@ -99,9 +102,9 @@ def expr_to_tc(e: n.Expr) -> str:
 
 
 def _number(v: int | float) -> str:
-    """A literal that reads back as ``v``; ``1e999`` for a literal too large for a double."""
+    """A literal that reads back as ``v`` (``inf`` also for a literal too large for a double)."""
     if isinstance(v, float):
-        return "1e999" if v == float("inf") else repr(v)
+        return "inf" if v == float("inf") else repr(v)
     return str(v)
 
 

@@ -1,0 +1,246 @@
+"""Silent narrowing: where TC's range inference leaves out what was meant.
+
+``check_narrowing(model)`` is the stage entry point; it runs after
+``build_model`` (beside ``check_bounds``) and returns what it found, also
+issued as :class:`~tcdsl.errors.TcWarning`.  TC's rule stays: every read
+constrains the range of its variables, also a read under ``c ? a : b``.
+Two of its consequences are easy to miss, and each gets a located warning
+that shows the inferred range and the ``where`` clause that would widen it:
+
+* a reduction variable whose range ends up smaller than a dimension it
+  indexes directly, for some sizes: in ``y(t) +=! (t + k - K + 1 >= 0 ?
+  x(t + k - K + 1) : 0) * w(k) where t in 0:L`` the read of ``x`` narrows
+  ``k`` to ``[K - 1, K)``, and the sum uses one tap of ``w``;
+* an output element that no statement writes, where a statement's lhs
+  variable was narrowed by inference and would write it with a wider range
+  (a recurrence ``alpha(t, s) = ... alpha(t - 1, s - 1) ...`` that never
+  writes ``alpha(t, 0)``).
+
+Variables with a ``where`` range are what the user asked for and are not
+reported; neither are holes no narrowed variable explains (``for t in 1:N``
+writing ``D(t)``).  ``options={"strict_bounds": True}`` does not make these
+errors: the programs are valid TC.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..errors import TcWarning
+from ..sema.affine import NotAffine, isl_name, lift, params_prefix
+from ..sema.check import dim_isl, lhs_index_var
+from ..sema.ranges import RangeInfo, StmtInfo, readable
+from ..source import Span
+from ..syntax import nodes as n
+from ..syntax.printer import expr_to_tc
+from .bounds import _caller_level
+from .dataflow import program_schedule
+from .model import Model
+
+_RULE = "every read constrains the range of its variables, also a read under '?:'"
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """One finding: where, and what (the inferred range and the fix)."""
+
+    span: Span | None
+    what: str
+
+    @property
+    def message(self) -> str:
+        return self.span.format(self.what) if self.span is not None else self.what
+
+
+def check_narrowing(model: Model) -> list[Narrowing]:
+    """Warn about narrowed reduction variables and unwritten output elements
+    (see the module docstring); returns the findings."""
+    r = model.ranges
+    found: list[Narrowing] = []
+    for st in r.stmts:
+        found += _reduction(r, st)
+    found += _holes(model)
+    for f in found:
+        warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
+    return found
+
+
+# ------------------------------------------------------- reduction variables
+def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
+    out = []
+    given = _where_vars(st)
+    accesses = [x for x in n.walk(st.comp.rhs) if isinstance(x, n.Access)]
+    for v in st.comp.reduction_vars:
+        if v in given:
+            continue
+        lo, hi = st.ranges[v]
+        for acc in accesses:
+            dims = [k for k, e in enumerate(acc.indices) if isinstance(e, n.IndexVar) and e.name == v]
+            if not dims:
+                continue
+            k = dims[0]
+            ext = _extent(r, acc.tensor, k, lo)
+            zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(lo.get_domain_space()))
+            narrow = (lo.gt_set(zero) | hi.lt_set(ext)) & st.domain.params()
+            if narrow.is_empty():
+                continue
+            culprit = _guarded_read(st, v)
+            if culprit is None:
+                continue  # narrowed by a read that is always made: what TC users expect
+            rng = _range_text(st, v)
+            size = _bound_text(r.extent_exprs(acc.tensor)[k])
+            what = (f"range inference narrows the reduction variable '{v}' to {rng} "
+                    f"({_sizes(r, narrow)}), but '{v}' indexes all of dimension {k} of '{acc.tensor}' "
+                    f"(size {size}): {_RULE}"
+                    + f" (here {_text(culprit)})"
+                    + f"; 'where {v} in 0:{size}' would widen it")
+            out.append(Narrowing(culprit.span or acc.span, what))
+            break
+    return out
+
+
+def _extent(r: RangeInfo, tensor: str, k: int, like: isl.PwAff) -> isl.PwAff:
+    info = r.checked.tensors[tensor]
+    if info.dims is not None:
+        ext = isl.PwAff.read_from_str(r.ctx, params_prefix(r.params) + "{ [(" + dim_isl(info.dims[k]) + ")] }")
+    else:
+        ext = r.extents[tensor][k]
+    return ext.align_params(like.get_domain_space().params()).align_params(like.get_space().params())
+
+
+# ------------------------------------------------------------ output holes
+def _holes(model: Model) -> list[Narrowing]:
+    program = program_schedule(model)
+    if program is None:
+        return []
+    r = model.ranges
+    out = []
+    for tensor in r.checked.outputs:
+        try:
+            hole = _hole(r, program, tensor)
+            if hole is not None:
+                out += _blame(r, program, tensor, hole)
+        except (isl.Error, NotAffine):
+            continue  # not analysable: no warning
+    return out
+
+
+def _hole(r: RangeInfo, program, tensor: str) -> isl.Set | None:
+    """The elements of ``tensor``'s box no statement writes (over the sizes), or None."""
+    accesses = program.accesses(tensor)
+    if accesses is None or accesses[0] is None:
+        return None
+    box = _box(r, tensor)
+    written = accesses[0].range().align_params(box.get_space())
+    hole = isl.UnionSet.from_set(box.align_params(written.get_space())).subtract(written)
+    if hole.is_empty():
+        return None
+    return hole.extract_set(box.align_params(hole.get_space()).get_space())
+
+
+def _box(r: RangeInfo, tensor: str) -> isl.Set:
+    """``{ tensor[i0, ...] : 0 <= ik < extent_k }`` over the sizes."""
+    info = r.checked.tensors[tensor]
+    space = isl.Space.create_from_names(r.ctx, set=[f"i{k}" for k in range(info.rank)],
+                                        params=[isl_name(z) for z in r.checked.sizes])
+    space = space.set_tuple_name(isl.dim_type.set, isl_name(tensor))
+    box = isl.Set.universe(space).intersect_params(r.size_context.align_params(space.params()))
+    ls = isl.LocalSpace.from_space(space)
+    for k in range(info.rank):
+        if info.dims is not None:
+            ext = isl.PwAff.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ [(" + dim_isl(info.dims[k])
+                                          + ")] }")
+        else:
+            ext = r.extents[tensor][k]
+        var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, k)
+        box = box & var.ge_set(isl.PwAff.zero_on_domain(ls)) & var.lt_set(lift(ext, space))
+    return box
+
+
+def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]:
+    """The statements whose narrowed lhs variable, widened, would write into ``hole``."""
+    for st in r.stmts:
+        if st.comp.tensor != tensor:
+            continue
+        written = program.statement_writes(st.name)
+        if written is None:
+            continue
+        given = _where_vars(st)
+        loops = tuple(lp.var for lp in st.loops)
+        for d, e in enumerate(st.comp.indices):
+            v = lhs_index_var(e, loops)
+            if v is None or v in given or v in st.comp.reduction_vars or _guarded_read(st, v) is None:
+                continue
+            widened = written.eliminate(isl.dim_type.set, d, 1).align_params(hole.get_space())
+            near = widened.align_params(hole.get_space()) & hole.align_params(widened.get_space())
+            if near.is_empty():
+                continue
+            size = _bound_text(r.extent_exprs(tensor)[d])
+            fix = f"'where {v} in 0:{size}'" if isinstance(e, n.IndexVar) else f"a where clause on '{v}'"
+            what = (f"'{tensor}' has elements no statement writes ({_sizes(r, near, tensor)}): range inference "
+                    f"gives '{v}' the range {_range_text(st, v)} here, and {_RULE}; {fix} would widen it")
+            return [Narrowing(e.span or st.comp.span, what)]
+    return []
+
+
+# ----------------------------------------------------------------- helpers
+def _where_vars(st: StmtInfo) -> set[str]:
+    return {w.var for w in st.comp.wheres if isinstance(w, n.RangeConstraint)}
+
+
+def _bound_text(e: n.Expr) -> str:
+    """A where-range bound as TC text; a ``?:`` in parentheses (it contains ':')."""
+    text = expr_to_tc(e)
+    return f"({text})" if isinstance(e, n.Select) else text
+
+
+def _text(e: n.Expr) -> str:
+    """The source text of ``e`` (as the user wrote it), or its printed form."""
+    if e.span is not None:
+        return e.span.source.text[e.span.start:e.span.end]
+    return expr_to_tc(e)
+
+
+def _guarded_read(st: StmtInfo, v: str) -> n.Access | None:
+    """A read under a branch of ``c ? a : b`` whose index uses ``v`` (not as a
+    bare index): it narrows ``v`` although the condition may exclude it."""
+    def branches(e: n.Expr, guarded: bool):
+        if isinstance(e, n.Select):
+            yield from branches(e.cond, guarded)
+            yield from branches(e.then, True)
+            yield from branches(e.other, True)
+            return
+        if guarded and isinstance(e, n.Access):
+            yield e
+        for c in n.children(e):
+            if isinstance(c, n.Expr):
+                yield from branches(c, guarded)
+    return next((a for a in branches(st.comp.rhs, False)
+                 if any(_uses(e, v) and not isinstance(e, n.IndexVar) for e in a.indices)), None)
+
+
+def _uses(e: n.Expr, v: str) -> bool:
+    return any(isinstance(x, n.IndexVar) and x.name == v for x in n.walk(e))
+
+
+def _range_text(st: StmtInfo, v: str) -> str:
+    lo, hi = st.ranges[v]
+    ctx = st.domain.params()
+    return f"[{expr_to_tc(readable(lo, ctx))}, {expr_to_tc(readable(hi, ctx))})"
+
+
+def _sizes(r: RangeInfo, s: isl.Set, tensor: str | None = None) -> str:
+    """``for sizes K=2, L=1`` (and ``: alpha(1, 0)``), from a point of ``s``."""
+    p = s.sample_point()
+    space = s.get_space()
+    params = {space.get_dim_name(isl.dim_type.param, k): p.get_coordinate_val(isl.dim_type.param, k).to_python()
+              for k in range(space.dim(isl.dim_type.param))}
+    sizes = ", ".join(f"{z}={params[isl_name(z)]}" for z in r.checked.sizes if isl_name(z) in params)
+    text = f"for sizes {sizes}" if sizes else "for all sizes"
+    if tensor is not None:
+        idx = ", ".join(str(p.get_coordinate_val(isl.dim_type.set, k).to_python())
+                        for k in range(space.dim(isl.dim_type.set)))
+        text += f": {tensor}({idx})"
+    return text

@@ -1,0 +1,156 @@
+"""Sizes beyond TC's names and constants, and lhs indices beyond variables.
+
+* Declared sizes (``TensorInfo.dims``) may be sums of sizes times integer
+  constants (``float(4 * H, I) W``): :func:`dim_expr`, :func:`dim_isl`.
+* Free sizes: names that only loop bounds, where-range bounds, ``if``
+  conditions and output types use (``for t in S``): :func:`free_size_names`.
+* An lhs index may be an index variable plus or minus sizes and loop
+  variables (``y(i, H + j)``): :func:`lhs_index_var`, :func:`unit_coefficient`.
+* ``idx(b) argmax=! e``: :func:`arg_reduction` writes it as an assignment of
+  the new index (a statement that reads its own element).
+"""
+from __future__ import annotations
+
+from ..errors import TcSemanticError
+from ..syntax import nodes as n
+from .affine import NotAffine, to_isl
+
+
+def dim_expr(d: str | int | n.Expr, span=None) -> n.Expr:
+    """A declared size (``TensorInfo.dims``) as an expression over sizes."""
+    if isinstance(d, str):
+        return n.SizeVar(d, span=span)
+    if isinstance(d, int):
+        return n.Const(d, span=span)
+    return d
+
+
+def dim_isl(d: str | int | n.Expr) -> str:
+    """A declared size in isl's syntax."""
+    return to_isl(dim_expr(d))
+
+
+def free_size_names(d: n.Def, known: set[str]) -> list[tuple[str, object]]:
+    """The free sizes of ``d``, in order of appearance: names in the types of
+    the outputs, loop bounds, ``if`` conditions and where-range bounds that
+    are not sizes of the inputs, tensors, loop variables or index variables
+    of their statement (``for s in S``, ``where k in 0:K``)."""
+    tensors = {p.name for p in d.params} | {o.name for o in d.outputs}
+    tensors |= {c.tensor for c in _statements(d.body) if isinstance(c, n.Comprehension)}
+    loops = {s.var for s in _statements(d.body) if isinstance(s, n.For)}
+    skip = known | tensors | loops
+    found: dict[str, object] = {}
+
+    def names(e, exclude=()):
+        for x in n.walk(e):
+            if isinstance(x, n.Ident) and x.name not in skip and x.name not in exclude:
+                found.setdefault(x.name, x.span)
+    for o in d.outputs:
+        if o.type is not None:
+            for dim in o.type.dims:
+                if isinstance(dim, str) and dim not in skip:
+                    found.setdefault(dim, o.type.span)
+                elif isinstance(dim, n.Expr):
+                    names(dim)
+    for s in _statements(d.body):
+        match s:
+            case n.For():
+                names(s.lo)
+                names(s.hi)
+            case n.If():
+                names(s.cond)
+            case n.Comprehension():
+                own = {x.name for e in s.indices + (s.rhs,) for x in n.walk(e) if isinstance(x, n.Ident)}
+                own |= {w.var if isinstance(w, n.RangeConstraint) else w.name for w in s.wheres
+                        if not isinstance(w, n.Exists)}
+                own |= {x.name for w in s.wheres if not isinstance(w, n.RangeConstraint)
+                        for x in n.walk(w) if isinstance(x, n.Ident)}
+                for w in s.wheres:
+                    if isinstance(w, n.RangeConstraint):
+                        names(w.lo, own)
+                        names(w.hi, own)
+    return list(found.items())
+
+
+def arg_reduction(s: n.Comprehension, lhs: tuple[n.Expr, ...], rhs: n.Expr,
+                   reduction_vars: tuple[str, ...]) -> n.Expr:
+    """``idx(b) argmax=! e`` over the one reduction variable ``j``: ``idx(b)``
+    starts at -1 (the ``!``), then, for ``j`` in increasing order, becomes
+    ``j`` where ``e`` is larger than ``e`` at the index held so far (strictly:
+    the first maximum wins; a NaN is never larger).  One pass; the value at the
+    index held is read again (``e`` with ``j := idx(b)``), not kept."""
+    if len(reduction_vars) != 1:
+        what = ", ".join(f"'{v}'" for v in reduction_vars) or "none"
+        raise TcSemanticError(f"'{s.op}' needs exactly one reduction variable (the index it finds), "
+                              f"but this statement has {what}", s.span)
+    (j,) = reduction_vars
+    held = n.Access(s.tensor, lhs, span=s.span)
+
+    def at_held(x):
+        if isinstance(x, n.IndexVar) and x.name == j:
+            return held
+        return n.map_children(x, at_held)
+    index = n.IndexVar(j, span=s.span)
+    better = n.Binary(">" if s.op == "argmax=!" else "<", rhs, at_held(rhs), span=rhs.span)
+    first = n.Binary("<", held, n.Const(0, span=s.span), span=s.span)
+    return n.Select(first, index, n.Select(better, index, held, span=rhs.span), span=rhs.span)
+
+
+def unit_coefficient(e: n.Expr, var: str) -> bool:
+    """``e`` is ``var`` or ``-var`` plus terms free of ``var`` (isl decides)."""
+    import islpy as isl
+
+    from .affine import read_pwaff
+
+    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != var})
+    try:
+        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [var], e)
+    except NotAffine:
+        return False
+    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
+    return any(not x.involves_dims(isl.dim_type.in_, 0, 1) for x in (pa.sub(v), pa.add(v)))
+
+
+def lhs_index_var(e: n.Expr, loops) -> str | None:
+    """The statement's own index variable in a checked lhs index (``j`` in
+    ``H + j``), or None when the index uses loop variables and sizes only."""
+    for x in n.walk(e):
+        if isinstance(x, n.IndexVar) and x.name not in loops:
+            return x.name
+    return None
+
+
+
+
+def check_constant_dims(t: n.TensorType) -> None:
+    elements = 1
+    for d in t.dims:
+        if isinstance(d, int) and not d < 2**31:
+            raise TcSemanticError(f"size {d} does not fit in an index (int32)", t.span)
+        elements *= d if isinstance(d, int) else 1
+    if elements >= 2**31:  # its strides would leave int32 index arithmetic
+        raise TcSemanticError(f"the constant sizes give {elements} elements, more than an int32 index "
+                              f"can address", t.span)
+
+
+def is_affine_index(e: n.Expr) -> bool:
+    """An integer affine expression (isl must be able to read it as a subscript)."""
+    if any(isinstance(x, (n.Cast, n.Select)) or (isinstance(x, n.Unary) and x.op == "!")
+           or (isinstance(x, n.Binary) and x.op in ("==", "!=", "<", "<=", ">", ">=", "&&", "||"))
+           for x in n.walk(e)):
+        return False
+    try:
+        to_isl(e)
+    except NotAffine:
+        return False
+    return True
+
+
+def _statements(stmts):
+    for s in stmts:
+        yield s
+        match s:
+            case n.For():
+                yield from _statements(s.body)
+            case n.If():
+                yield from _statements(s.then + s.orelse)

@@ -1,0 +1,351 @@
+"""The constructs beyond TC (docs/language.md, step 10): lhs indices moved by
+sizes (``y(i, H + j)``), affine sizes in declared shapes (``float(4*H, I)``),
+free sizes (given at compile time or at the call), ``X.k`` in loop bounds
+and where ranges, ``inf``/``nan`` literals, ``argmax=!``/``argmin=!``, and
+the warnings for silent narrowing.  Every program runs in every specialize
+mode against NumPy and against the reference interpreter."""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import TcSemanticError, TcShapeError
+from tcdsl.errors import TcWarning
+from tcdsl.cli import main
+from tcdsl.syntax.parse import parse
+from tcdsl.syntax.printer import to_tc
+from tcdsl.testing import evaluate
+
+MODES = ("never", "after-scheduling", "before-scheduling", "auto")
+
+
+def check(src: str, inputs, want, sizes=None, atol=1e-5, **call_sizes):
+    """``src`` in every mode (and the interpreter) gives ``want`` on ``inputs``."""
+    want = want if isinstance(want, tuple) else (want,)
+    got = evaluate(src, inputs, sizes={**(sizes or {}), **call_sizes})
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want):
+        np.testing.assert_allclose(g, w, atol=atol, err_msg="interpreter")
+    for mode in MODES:
+        k = tcdsl.compile(src, specialize=mode, sizes=sizes)
+        for _ in range(2):  # the second call goes through a plan (or a specialised binary)
+            got = k(*inputs, **call_sizes)
+            got = got if isinstance(got, tuple) else (got,)
+            for g, w in zip(got, want):
+                assert g.shape == np.shape(w) and g.dtype == np.asarray(w).dtype, mode
+                np.testing.assert_allclose(g, w, atol=atol, err_msg=mode)
+
+
+def ranges(src: str) -> str:
+    return tcdsl.compile(src).frontend.ranges.dump()
+
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+# ------------------------------------------------------ lhs indices H + j
+CONCAT = """
+def cat(float(N, H) a, float(N, K) b) -> (y) {
+  y(i, j) = a(i, j)
+  y(i, H + j) = b(i, j)
+}"""
+
+
+def test_concatenation_by_an_offset_on_the_left():
+    a, b = rand(3, 4), rand(3, 2)
+    check(CONCAT, [a, b], np.concatenate([a, b], 1))
+    assert "y: [N, H + K]" in ranges(CONCAT)
+    assert "S1 y: dim 1 written at H + j in [H, H + K)" in ranges(CONCAT)
+
+
+BIRNN = """
+def birnn(float(T, B, I) x, float(I, H) Wf, float(H, H) Uf, float(I, H) Wb, float(H, H) Ub) -> (y) {
+  for t in T {
+    f(t, b, j) +=! x(t, b, i) * Wf(i, j)
+    if t > 0 { f(t, b, j) += f(t - 1, b, k) * Uf(k, j) }
+    f(t, b, j) = tanh(f(t, b, j))
+    r(t, b, j) +=! x(T - 1 - t, b, i) * Wb(i, j)
+    if t > 0 { r(t, b, j) += r(t - 1, b, k) * Ub(k, j) }
+    r(t, b, j) = tanh(r(t, b, j))
+    y(t, b, j) = f(t, b, j)
+    y(T - 1 - t, b, H + j) = r(t, b, j)
+  }
+}"""
+
+
+def test_bidirectional_rnn_writes_both_halves_of_one_output():
+    T, B, I, H = 5, 2, 3, 4
+    x, Wf, Uf, Wb, Ub = rand(T, B, I), rand(I, H), rand(H, H) / 2, rand(I, H), rand(H, H) / 2
+
+    def run(xs, W, U):
+        h, out = np.zeros((B, H), np.float32), []
+        for xt in xs:
+            h = np.tanh(xt @ W + h @ U)
+            out.append(h)
+        return np.stack(out)
+    want = np.concatenate([run(x, Wf, Uf), run(x[::-1], Wb, Ub)[::-1]], 2)
+    check(BIRNN, [x, Wf, Uf, Wb, Ub], want, atol=1e-4)
+
+
+def test_reversed_and_reduced_offsets():
+    rev = "def rev(float(N) x) -> (y) {\n  y(N - 1 - i) = x(i)\n}"
+    x = rand(6)
+    check(rev, [x], x[::-1])
+    red = ("def red(float(N, K) a, float(M, K) b) -> (y) {\n  y(i) +=! a(i, k)\n"
+           "  y(N + i) +=! b(i, k) * 2\n}")
+    a, b = rand(3, 4), rand(2, 4)
+    check(red, [a, b], np.concatenate([a.sum(1), 2 * b.sum(1)]), atol=1e-4)
+
+
+def test_offset_writes_into_a_declared_output_are_proved_in_bounds():
+    src = ("def f(float(N) a, float(N) b) -> (float(2 * N) y) {\n  y(i) = a(i)\n  y(N + i) = b(i)\n}")
+    a, b = rand(4), rand(4)
+    check(src, [a, b], np.concatenate([a, b]))
+    bad = "def f(float(N) a) -> (float(N) y) {\n  y(1 + i) = a(i)\n}"
+    with pytest.raises(TcSemanticError, match=r"'y' may be written out of its declared size: .* y\(\d+\)"):
+        tcdsl.compile(bad)
+
+
+@pytest.mark.parametrize("lhs, regex", [
+    ("y(i - 1) = a(i)", r"'y' may be written at a negative index along dimension 0"),
+    ("y(2 * i) = a(i)", r"a left-hand side index must be an index variable, an affine expression"),
+    ("y(i + k) = a(i) + a(k)", r"a left-hand side index may use one index variable"),
+    ("y(i, i + 1) = a(i)", r"index variable 'i' appears twice on the left-hand side"),
+])
+def test_bad_offsets_on_the_left(lhs, regex):
+    with pytest.raises(TcSemanticError, match=regex) as info:
+        tcdsl.compile("def f(float(N) a) -> (y) {\n  " + lhs + "\n}")
+    assert info.value.line == 2
+
+
+# --------------------------------------------- affine sizes in declared shapes
+LSTM = """
+def lstm(float(T, B, I) x, float(4 * H, I) W, float(4 * H, H) U, float(B, H) h0, float(B, H) c0) -> (h, c) {
+  for t in T {
+    g(b, r) +=! x(t, b, i) * W(r, i)
+    if t == 0 { g(b, r) += h0(b, k) * U(r, k) }
+    else      { g(b, r) += h(t - 1, b, k) * U(r, k) }
+    if t == 0 { c(t, b, j) = sigmoid(g(b, H + j)) * c0(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) }
+    else      { c(t, b, j) = sigmoid(g(b, H + j)) * c(t - 1, b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) }
+    h(t, b, j) = sigmoid(g(b, 3 * H + j)) * tanh(c(t, b, j))
+  }
+}"""
+
+
+def test_lstm_with_pytorch_weight_shapes():
+    T, B, I, H = 4, 3, 5, 2
+    x, W, U, h0, c0 = rand(T, B, I), rand(4 * H, I), rand(4 * H, H), rand(B, H), rand(B, H)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    h, c, hs, cs = h0, c0, [], []
+    for t in range(T):
+        g = x[t] @ W.T + h @ U.T
+        i, f, gg, o = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+        c = sig(f) * c + sig(i) * np.tanh(gg)
+        h = sig(o) * np.tanh(c)
+        hs.append(h)
+        cs.append(c)
+    check(LSTM, [x, W, U, h0, c0], (np.stack(hs), np.stack(cs)), atol=1e-5)
+    assert "W: [4 * H, I]" in ranges(LSTM)
+
+
+def test_a_shape_that_does_not_fit_names_the_argument_and_dimension():
+    src = "def f(float(2 * N) x) -> (y) {\n  y(i) = x(2 * i) + x(2 * i + 1)\n}"
+    k = tcdsl.compile(src)
+    np.testing.assert_array_equal(k(np.arange(6, dtype=np.float32)), [1, 5, 9])
+    with pytest.raises(TcShapeError, match=r"argument 'x' dim 0: size 5 does not fit the declared 2 \* N: "
+                                           r"no size N >= 0 gives 5"):
+        k(np.zeros(5, np.float32))
+    two = tcdsl.compile("def f(float(2 * N) x, float(N) z) -> (y) {\n  y(i) = x(i + N) + z(i)\n}")
+    with pytest.raises(TcShapeError, match=r"argument 'x' dim 0: size 6, but the def declares 2 \* N = 8 "
+                                           r"for N=4 \(from 'z' dim 0\)"):
+        two(np.zeros(6, np.float32), np.zeros(4, np.float32))
+
+
+def test_declared_shape_expressions_round_trip_and_reject_products():
+    src = "def f(float(4 * H + 1, X.0) W, float(K) X) -> (y) {\n  y(i) = W(i, 0)\n}"
+    assert parse(to_tc(parse(src))) == parse(src)
+    with pytest.raises(TcSemanticError, match="a size must be a name, a constant, or a sum of sizes"):
+        tcdsl.compile("def f(float(N * M) x) -> (y) {\n  y(i) = x(i)\n}")
+
+
+# --------------------------------------------------------------- free sizes
+STEPS = """
+def steps(float(B) h0, float(B, B) W) -> (h) {
+  for t in S {
+    if t == 0 { h(t, b) = h0(b) }
+    else      { h(t, b) +=! tanh(h(t - 1, k)) * W(k, b) }
+  }
+}"""
+
+
+def _steps(h0, W, S):
+    out = [h0]
+    for _ in range(1, S):
+        out.append(np.tanh(out[-1]) @ W)
+    return np.stack(out[:S]).reshape(S, len(h0))
+
+
+def test_a_free_size_given_at_the_call_or_at_compile_time():
+    h0, W = rand(3), rand(3, 3)
+    check(STEPS, [h0, W], _steps(h0, W, 5), S=5)
+    check(STEPS, [h0, W], _steps(h0, W, 4), sizes={"S": 4})
+    k = tcdsl.compile(STEPS)
+    assert k(h0, W, S=2).shape == (2, 3) and k(h0, W, S=7).shape == (7, 3)  # not a plan of the first
+    with pytest.raises(TcShapeError, match=r"size 'S' is not given: no input's shape determines it; give it "
+                                           r"at the call \(steps\(\.\.\., S=\.\.\.\)\)"):
+        k(h0, W)
+    with pytest.raises(TcShapeError, match=r"'Q' is not a size of 'steps'"):
+        k(h0, W, S=2, Q=1)
+    with pytest.raises(TcShapeError, match=r"argument 'h0' dim 0: size 3, but size 'B' is 4 \(given at the call\)"):
+        k(h0, W, S=2, B=4)
+    with pytest.raises(TcShapeError, match=r"size 'S' is 3 at the call, but was fixed to 4 at compile time"):
+        tcdsl.compile(STEPS, sizes={"S": 4})(h0, W, S=3)
+    assert "free sizes: S" in ranges(STEPS)
+
+
+def test_free_sizes_in_where_ranges_and_output_types():
+    src = ("def f(float(N) x) -> (float(R, N) y, z) {\n  y(r, i) = x(i) * r where r in 0:R\n"
+           "  z(k) = 1.5 where k in 0:Z\n}")
+    x = rand(3)
+    check(src, [x], (np.arange(4, dtype=np.float32)[:, None] * x, np.full(2, 1.5, np.float32)), R=4, Z=2)
+
+
+def test_cli_run_takes_free_sizes(tmp_path, capsys):
+    path = tmp_path / "steps.tc"
+    path.write_text(STEPS)
+    assert main(["run", str(path), "--sizes", "S=5,B=3"]) == 0
+    assert capsys.readouterr().out.startswith("h: shape (5, 3) float32")
+    assert main(["run", str(path), "--sizes", "B=3"]) == 1
+    assert "--sizes is missing S" in capsys.readouterr().err
+
+
+# --------------------------------------------------------- X.k as a size
+def test_dim_sizes_in_where_ranges_and_loop_bounds():
+    src = ("def f(float(N, K) A, float(K) w) -> (y, z) {\n  y(n) +=! A(n, k) * w(k) where k in 0:A.1 - 1\n"
+           "  for t in 1:A.0 { z(t) = A(t, 0) + A(t - 1, 0) }\n}")
+    A, w = rand(4, 3), rand(3)
+    z = np.concatenate([[0], A[1:, 0] + A[:-1, 0]]).astype(np.float32)
+    check(src, [A, w], (A[:, :2] @ w[:2], z))
+
+
+# ------------------------------------------------------ inf, -inf, nan
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_inf_and_nan_literals_take_the_type_of_their_context(dtype):
+    name = {"float16": "half", "float32": "float", "float64": "double"}[dtype]
+    src = (f"def f({name}(B, N) x) -> (m, y, z, w) {{\n  m(b) max=! x(b, j) < 0 ? x(b, j) : -inf\n"
+           "  y(b) = x(b, 0) > 0 ? inf : x(b, 0)\n  z(b) = x(b, 0) > 0 ? nan : x(b, 0)\n  w(b) = -inf where b in 0:B\n}")
+    x = rand(3, 4, dtype=dtype)
+    x[1] = -60000  # below any finite stand-in (like -1e30, which is -inf in float16)
+    x[2] = np.abs(x[2])  # no negative value: the maximum of none is -inf
+    neg = np.where(x < 0, x, -np.inf).astype(dtype)
+    want = (neg.max(1), np.where(x[:, 0] > 0, np.inf, x[:, 0]).astype(dtype),
+            np.where(x[:, 0] > 0, np.nan, x[:, 0]).astype(dtype), np.full(3, -np.inf, np.float32))
+    for got in [evaluate(src, [x])] + [tcdsl.compile(src, specialize=m)(x) for m in MODES]:
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype  # like any float literal: float32 alone, else the other side's type
+            np.testing.assert_array_equal(g, w)
+    assert parse(to_tc(parse(src))) == parse(src)
+
+
+# ------------------------------------------------------- argmax / argmin
+def test_argmax_and_argmin_take_the_first_extreme():
+    src = "def am(float(B, N) x) -> (i, k) {\n  i(b) argmax=! x(b, j)\n  k(b) argmin=! x(b, j) * 2 + 1\n}"
+    x = rand(5, 7)
+    x[1, 3] = x[1, 5] = 10
+    x[2, 0] = x[2, 6] = -10
+    check(src, [x], (x.argmax(1).astype(np.int32), x.argmin(1).astype(np.int32)))
+    empty = tcdsl.compile("def am(float(B, N) x) -> (i) {\n  i(b) argmax=! x(b, j)\n}")(np.zeros((2, 0), np.float32))
+    np.testing.assert_array_equal(empty, [-1, -1])
+    with pytest.raises(TcSemanticError, match=r"'argmax=!' needs exactly one reduction variable"):
+        tcdsl.compile("def f(float(B, N, M) x) -> (i) {\n  i(b) argmax=! x(b, j, k)\n}")
+
+
+GREEDY = """
+def greedy(float(V, H) emb, float(H, H) Wh, float(H, V) Wo, float(B, H) h0, int32(B) start) -> (tok) {
+  for t in S {
+    if t == 0 { h(t, b, j) +=! h0(b, k) * Wh(k, j) }
+    else      { h(t, b, j) +=! h(t - 1, b, k) * Wh(k, j) }
+    if t == 0 { h(t, b, j) = tanh(h(t, b, j) + emb(start(b), j)) }
+    else      { h(t, b, j) = tanh(h(t, b, j) + emb(tok(t - 1, b), j)) }
+    logit(b, v) +=! h(t, b, j) * Wo(j, v)
+    tok(t, b) argmax=! logit(b, v)
+  }
+}"""
+
+
+def test_greedy_decoding_feeds_argmax_back_into_an_embedding():
+    V, H, B, S = 7, 5, 3, 6
+    emb, Wh, Wo, h0 = rand(V, H), rand(H, H) / 2, rand(H, V), rand(B, H)
+    start = np.array([0, 3, 6], np.int32)
+    h, tok, toks = h0, start, []
+    for _ in range(S):
+        h = np.tanh(h @ Wh + emb[tok])
+        tok = (h @ Wo).argmax(1).astype(np.int32)
+        toks.append(tok)
+    check(GREEDY, [emb, Wh, Wo, h0, start], np.stack(toks), S=S)
+
+
+# ------------------------------------------------------------ narrowing
+CAUSAL = """
+def causal(float(L) x, float(K) w) -> (y) {
+  y(t) +=! (t + k - K + 1 >= 0 ? x(t + k - K + 1) : 0) * w(k) where t in 0:L
+}"""
+
+CTC = """
+def ctc(float(T, S) lp) -> (alpha) {
+  for t in T {
+    if t == 0 { alpha(t, s) = lp(t, s) }
+    else      { alpha(t, s) = alpha(t - 1, s) + (s > 0 ? alpha(t - 1, s - 1) : 0) + lp(t, s) }
+  }
+}"""
+
+
+def _warnings(src: str) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tcdsl.compile(src)
+    return [str(w.message) for w in caught if issubclass(w.category, TcWarning)]
+
+
+def test_a_causal_convolution_narrowed_to_one_tap_warns():
+    (msg,) = _warnings(CAUSAL)
+    assert msg.startswith("<string>:3:34: range inference narrows the reduction variable 'k' to [K - 1, K) "
+                          "(for sizes "), msg
+    assert "(here x(t + k - K + 1)); 'where k in 0:K' would widen it" in msg
+    x, w = rand(6), rand(3)
+    wide = CAUSAL.replace("where t in 0:L", "where t in 0:L, k in 0:K")
+    assert _warnings(wide) == []
+    xp = np.concatenate([np.zeros(2, np.float32), x])
+    check(wide, [x, w], np.array([xp[t:t + 3] @ w for t in range(6)]))
+
+
+def test_a_ctc_recursion_losing_its_first_column_warns():
+    (msg,) = _warnings(CTC)
+    assert msg.startswith("<string>:5:26: 'alpha' has elements no statement writes (for sizes "), msg
+    assert re.search(r"alpha\(\d+, 0\)\): range inference gives 's' the range \[1, S\) here", msg)
+    assert msg.endswith("'where s in 0:S' would widen it\n"
+                        "    else      { alpha(t, s) = alpha(t - 1, s) + (s > 0 ? alpha(t - 1, s - 1) : 0) + lp(t, s) }\n"
+                        "                         ^")
+    fixed = CTC.replace("lp(t, s) }\n  }", "lp(t, s) where s in 0:S }\n  }")
+    assert _warnings(fixed) == []
+    lp = rand(4, 3)
+    alpha = [lp[0]]
+    for t in range(1, 4):
+        prev = alpha[-1]
+        alpha.append(prev + np.concatenate([[0], prev[:-1]]) + lp[t])
+    check(fixed, [lp], np.stack(alpha).astype(np.float32), atol=1e-5)
+
+
+def test_intended_narrowing_does_not_warn():
+    for src in ["def f(float(N) A) -> (B) {\n  B(i) = A(i - 1)\n}",  # TC's shift: no guard, B(0) stays 0
+                "def f(float(N) A) -> (B) {\n  B(i) = A(i - 1) where i in 1:N\n}",
+                "def f(float(N) A) -> (D) {\n  for t in 1:N - 1 { D(t) = A(t + 1) - A(t - 1) }\n}",
+                "def f(float(N, K) A, float(K) w) -> (y) {\n  y(i) +=! A(i, k) * w(k + 1)\n}"]:
+        assert _warnings(src) == [], src
