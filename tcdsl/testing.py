@@ -328,7 +328,7 @@ _INT_OPS = {
 
 
 def _combine(op: str, old, value, dtype: str):
-    if op in ("argmax", "argmin"):  # the rhs computes the new index (sema/check.py: _arg_reduction)
+    if op in ("argmax", "argmin"):  # the rhs computes the new index (sema/sizes.py: arg_reduction)
         return value
     if dtype == "bool":  # + and max are "any", * and min are "all" (as compiled)
         return np.logical_or(old, value) if op in ("+", "max") else np.logical_and(old, value)
