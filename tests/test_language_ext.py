@@ -349,3 +349,13 @@ def test_intended_narrowing_does_not_warn():
                 "def f(float(N) A) -> (D) {\n  for t in 1:N - 1 { D(t) = A(t + 1) - A(t - 1) }\n}",
                 "def f(float(N, K) A, float(K) w) -> (y) {\n  y(i) +=! A(i, k) * w(k + 1)\n}"]:
         assert _warnings(src) == [], src
+
+
+def test_a_declared_sum_survives_the_signature_json_of_the_disk_cache():
+    import json
+
+    from tcdsl.runtime.signature import Linear, Signature
+    k = tcdsl.compile(LSTM)
+    sig = Signature.from_json(json.loads(json.dumps(k.signature.to_json())))
+    assert sig == k.signature
+    assert sig.inputs[1].dims == (Linear("4 * H", (("H", 4),), 0), "I")
