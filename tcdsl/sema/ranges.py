@@ -371,7 +371,7 @@ class _Inference:
             if not (written & _below_zero(written, 0)).is_empty():
                 var = lhs_index_var(e, loops)
                 hint = ""
-                if var is not None:
+                if var is not None and not any(isinstance(w, n.RangeConstraint) and w.var == var for w in s.wheres):
                     lo, hi = st.ranges[var]
                     hint = (f" (range inference gives '{var}' the range [{expr_to_tc(readable(lo, st.domain.params()))}, "
                             f"{expr_to_tc(readable(hi, st.domain.params()))}); a where clause can narrow it)")
