@@ -186,9 +186,12 @@ def _seeds(tuned, size_list, space) -> list[dict]:
 def random_inputs(fe, sizes: dict[str, int], rng: np.random.Generator) -> list[np.ndarray]:
     """Inputs for the def at ``sizes``: floats N(0, 1/n) with n the last
     dimension, integers in 0..3, booleans."""
+    from ..codegen.signature import evaluate
+    from ..sema.check import dim_expr
+
     inputs = []
     for p in fe.checked.node.params:
-        shape = tuple(sizes[d] if isinstance(d, str) else d for d in p.type.dims)
+        shape = tuple(evaluate(dim_expr(d), sizes) for d in fe.checked.tensors[p.name].dims)  # also 4 * H
         dtype = fe.checked.tensors[p.name].dtype
         if dtype.startswith(("int", "uint")):
             inputs.append(rng.integers(0, 4, shape).astype(dtype))
