@@ -419,17 +419,46 @@ class Adjoint:
         wheres = []
         box = isl.Set.universe(space).intersect_params(st.params_set.align_params(space.params()))
         pctx = st.params_set
+        fctx = pctx & F.params().align_params(pctx.get_space())
         for i, v in enumerate(dims):
-            lo = F.dim_min(i).coalesce()
-            hi = F.dim_max(i).add_constant_val(1).coalesce()
-            wheres.append(n.RangeConstraint(v, readable(lo, pctx), readable(hi, pctx)))
-            e = pa(n.IndexVar(v))
-            box = box & e.ge_set(lift(lo, dspace)) & e.lt_set(lift(hi, dspace))
+            lo = readable(F.dim_min(i).coalesce(), fctx)
+            hi = readable(F.dim_max(i).add_constant_val(1).coalesce(), fctx)
+            bound = self._bound_set(pa, v, lo, hi)
+            if bound is None:  # not affine as printed: the variable's own range, the guard does the rest
+                if v in free:
+                    d = [x.name if isinstance(x, n.IndexVar) else None for x in lhs].index(v)
+                    lo, hi = n.Const(0), self._upper(target, d)
+                else:
+                    lo, hi = (readable(p, pctx) for p in st.ranges[v])
+                bound = self._bound_set(pa, v, lo, hi)
+                if bound is None:
+                    raise InternalError(f"gather: no affine range for {v}")
+            wheres.append(n.RangeConstraint(v, lo, hi))
+            box = box & bound
         guard = None
         if not box.is_subset(F):
-            g = F.gist(box).coalesce()
-            guard = set_to_cond(g)
+            guard = set_to_cond(F.gist(box).coalesce())
         return wheres, guard
+
+    def _bound_set(self, pa, v: str, lo: n.Expr, hi: n.Expr) -> isl.Set | None:
+        try:
+            e = pa(n.IndexVar(v))
+            return e.ge_set(pa(lo)) & e.lt_set(pa(hi))
+        except (NotAffine, isl.Error):
+            return None
+
+    def _upper(self, tensor: str, d: int) -> n.Expr:
+        """An affine upper bound of the extent of ``tensor`` along ``d`` (the
+        largest of its formulas, when the extent is piecewise)."""
+        e = self.extent(tensor)[d]
+        if not any(isinstance(x, n.Select) for x in n.walk(e)):
+            return e
+        pa = self.ranges.extents[tensor][d]
+        top = None
+        for _, aff in pa.get_pieces():
+            p = isl.PwAff.from_aff(aff)
+            top = p if top is None else top.max(p)
+        return readable(top.coalesce(), self.ranges.size_context)
 
     # ------------------------------------------------------------ statements
     def reverse_comp(self, k: int) -> list:
@@ -603,7 +632,7 @@ class Adjoint:
                 if isinstance(it, Contribution) and it.sinkable and it.target not in written:
                     moved = self._sunk(loop, it.stmt, conds)
                     if moved is not None:
-                        sunk.append(Contribution(moved, True, it.target))
+                        sunk.extend(_retarget(moved, it.target))
                         continue
                 if isinstance(it, _IfItems):
                     then = visit(it.then, conds + ((it.cond, True),))
@@ -614,7 +643,10 @@ class Adjoint:
             return keep
         return visit(body, ()), sunk
 
-    def _sunk(self, loop: n.For, c: n.Comprehension, conds) -> n.Comprehension | None:
+    def _sunk(self, loop: n.For, c: n.Comprehension, conds) -> list | None:
+        """``c`` moved out of ``loop``: the steps at which it runs (the loop's
+        range and the conditions on its variable) must be one interval, which
+        becomes a where-range; conditions without the variable stay around it."""
         t = loop.var
         for i in c.indices:
             if t in ex.names_in(i) and not (isinstance(i, n.IndexVar) and i.name == t):
@@ -622,28 +654,45 @@ class Adjoint:
         for w in c.wheres:
             if isinstance(w, n.RangeConstraint) and (t in ex.names_in(w.lo) or t in ex.names_in(w.hi)):
                 return None
-        params = [p for p in self.ranges.params if p != t]
         cond = n.Binary("&&", n.Binary("<=", loop.lo, n.IndexVar(t)), n.Binary("<", n.IndexVar(t), loop.hi))
+        outer = []
         for cd, taken in conds:
-            cond = n.Binary("&&", cond, cd if taken else n.Unary("!", cd))
+            cd = cd if taken else n.Unary("!", cd)
+            if t in ex.names_in(cd):
+                cond = n.Binary("&&", cond, cd)
+            else:
+                outer.append(cd)
+        interval = self._interval(t, cond)
+        if interval is None:
+            return None
+        item = replace(c, wheres=c.wheres + (interval,))
+        items: list = [Contribution(item, True, "")]
+        for cd in reversed(outer):
+            items = [_IfItems(cd, items, [])]
+        return items
+
+    def _interval(self, t: str, cond: n.Expr) -> n.RangeConstraint | None:
+        """``where t in lo:hi`` for the values of ``t`` where ``cond`` holds, if they are one interval."""
+        from ..sema.affine import to_isl
+
+        params = [p for p in self.ranges.params if p != t]
+        pre = params_prefix(params) + "{ [" + isl_name(t) + "] : "
+        ctx = self.ranges.ctx
         try:
-            from ..sema.affine import to_isl
-            s = isl.Set.read_from_str(self.ranges.ctx, params_prefix(params) + "{ [" + isl_name(t) + "] : "
-                                      + to_isl(cond) + " }")
+            s = isl.Set.read_from_str(ctx, pre + to_isl(cond) + " }")
+            s = s.intersect_params(self.ranges.size_context.align_params(s.get_space().params()))
+            if s.is_empty():
+                return None
+            lo = readable(s.dim_min(0), s.params())
+            hi = readable(s.dim_max(0).add_constant_val(1), s.params())
+            got = isl.Set.read_from_str(ctx, pre + to_isl(lo) + " <= " + isl_name(t) + " < " + to_isl(hi) + " }")
+            got = got.intersect_params(self.ranges.size_context.align_params(got.get_space().params()))
+            got = got.align_params(s.get_space().params())
+            if not got.is_equal(s.align_params(got.get_space().params())):
+                return None
         except (NotAffine, isl.Error):
             return None
-        s = s.intersect_params(self.ranges.size_context.align_params(s.get_space().params()))
-        if s.is_empty():
-            return None
-        lo, hi = s.dim_min(0), s.dim_max(0).add_constant_val(1)
-        e = isl.PwAff.read_from_str(self.ranges.ctx, params_prefix(params) + "{ [" + isl_name(t) + "] -> [("
-                                    + isl_name(t) + ")] }")
-        interval = e.ge_set(lift(lo, e.get_domain_space())) & e.lt_set(lift(hi, e.get_domain_space()))
-        interval = interval.intersect_params(s.params())
-        if not interval.is_subset(s):
-            return None
-        rng = n.RangeConstraint(t, readable(lo, s.params()), readable(hi, s.params()))
-        return replace(c, wheres=c.wheres + (rng,))
+        return n.RangeConstraint(t, lo, hi)
 
     # ------------------------------------------------------------ replay
     def replay_closure(self) -> None:
@@ -685,7 +734,7 @@ class Adjoint:
             else:
                 v = self.names.fresh(f"i{d}")
                 idx.append(n.IndexVar(v))
-                wheres.append(n.RangeConstraint(v, n.Const(0), ext[d]))
+                wheres.append(n.RangeConstraint(v, n.Const(0), self._upper(tape.tensor, d)))
         return n.Comprehension(tape.name, tuple(lhs + idx), "=", n.Access(src, tuple(idx)), tuple(wheres))
 
     def replay_block(self, stmts) -> list:
@@ -740,13 +789,28 @@ class Adjoint:
     def _fill(self, name: str, like: str, src: str | None) -> n.Comprehension:
         """``name(i, ...) = src(i, ...)`` (or 0) over the extent of ``like``."""
         ext = self.extent(like)
-        fresh = self.fresh_dims.get(like, {}) if src is not None else {}
         vs = [self.names.fresh(f"i{d}") for d in range(len(ext))]
-        wheres = tuple(n.RangeConstraint(v, n.Const(0), n.SizeVar(fresh[d]) if d in fresh else ext[d])
-                       for d, v in enumerate(vs))
+        wheres = tuple(n.RangeConstraint(v, n.Const(0), self._upper(like, d)) for d, v in enumerate(vs))
         idx = tuple(n.IndexVar(v) for v in vs)
-        rhs = n.Access(src, idx) if src else n.Cast(self.info[like].dtype, n.Const(0))
+        rhs = n.Cast(self.info[like].dtype, n.Const(0))
+        if src:
+            rhs = n.Access(src, idx)
+            cond = None
+            for d, size in self.fresh_dims.get(like, {}).items():
+                cond = ex.land(cond, n.Binary("<", idx[d], n.SizeVar(size)))
+            if cond is not None:
+                rhs = n.Select(cond, rhs, n.Cast(self.info[like].dtype, n.Const(0)))
         return n.Comprehension(name, idx, "=", rhs, wheres)
+
+
+def _retarget(items: list, target: str) -> list:
+    out = []
+    for it in items:
+        if isinstance(it, Contribution):
+            out.append(Contribution(it.stmt, True, target))
+        else:
+            out.append(_IfItems(it.cond, _retarget(it.then, target), _retarget(it.orelse, target)))
+    return out
 
 
 @dataclass

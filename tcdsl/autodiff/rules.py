@@ -125,6 +125,7 @@ class Backprop:
         self.active_tensors = active
         self.stmt = stmt
         self.out: list[tuple[n.Access, n.Expr]] = []
+        self.guards: list[tuple[n.Expr, bool]] = []  # the selects around the node being visited
 
     def error(self, what: str, node: n.Node) -> TcSemanticError:
         return TcSemanticError(f"cannot differentiate the statement writing '{self.stmt.tensor}': {what}",
@@ -158,7 +159,9 @@ class Backprop:
             case n.Access():
                 if e.dtype is not None and not ty.is_float(e.dtype):
                     raise self.error(f"'{e.tensor}' holds integers computed from a differentiable value; "
-                                     f"rounding is not differentiable", e)
+                                     f"rounding has no derivative", e)
+                for cond, taken in reversed(self.guards):  # reads stay in the branch that is taken
+                    adj = select(cond, adj, ZERO) if taken else select(cond, ZERO, adj)
                 self.out.append((e, adj))
             case n.Unary(op="-", operand=x):
                 self.visit(x, neg(adj))
@@ -184,11 +187,16 @@ class Backprop:
                 self.visit(a, select(tie, half, select(cmp(wins, a, b), adj, ZERO)))
                 self.visit(b, select(tie, half, select(cmp(wins, a, b), ZERO, adj)))
             case n.Select(cond=c, then=a, other=b):
-                self.visit(a, select(c, adj, ZERO))
-                self.visit(b, select(c, ZERO, adj))
+                for branch, taken in ((a, True), (b, False)):
+                    self.guards.append((c, taken))
+                    self.visit(branch, adj)
+                    self.guards.pop()
             case n.Cast(to=to, operand=x):
-                if not (ty.is_float(to) and x.dtype is not None and ty.is_float(x.dtype)):
-                    raise self.error(f"the cast to {to} of a differentiable value is not differentiable", e)
+                if not ty.is_float(to):
+                    raise self.error(f"the cast to {to} rounds a differentiable value; it has no derivative", e)
+                if x.dtype is not None and not ty.is_float(x.dtype):
+                    raise self.error(f"'{_text(x)}' is an integer computed from a differentiable value; "
+                                     f"rounding has no derivative", x)
                 self.visit(x, adj)
             case n.BuiltinCall(name=name, args=args):
                 self._builtin(e, name, args, adj)
@@ -206,8 +214,8 @@ class Backprop:
     def _check_index(self, idx: n.Expr) -> None:
         for x in n.walk(idx):
             if isinstance(x, n.Access) and x.tensor in self.active_tensors:
-                raise self.error(f"the index '{_text(idx)}' is computed from '{x.tensor}', a differentiable "
-                                 f"value; an index has no derivative", idx)
+                raise self.error(f"the index '{_text(idx)}' reads '{x.tensor}', which depends on a "
+                                 f"differentiable input; an index has no derivative", idx)
 
 
 def _text(e: n.Expr) -> str:
