@@ -15,6 +15,16 @@ from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noq
 from .runtime.kernel import Kernel  # noqa: E402
 from .api import compile  # noqa: E402
 from .options import MappingOptions  # noqa: E402
+from .autodiff import gradient  # noqa: E402
+
+
+def __getattr__(name: str):
+    if name == "torch":  # tcdsl.torch imports PyTorch: only when asked for
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'tcdsl' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
-__all__ = ["compile", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
+__all__ = ["compile", "gradient", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]

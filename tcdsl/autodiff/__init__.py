@@ -23,7 +23,7 @@ __all__ = ["gradient", "Adjoint", "analyse"]
 def analyse(source: str | os.PathLike, entry: str | None = None, wrt=None) -> Adjoint:
     """The :class:`Adjoint` of the ``def`` ``entry`` of ``source``, built (its
     ``program()`` already called: ``.text`` holds the TC text)."""
-    src = Source.load(source)
+    src = source if isinstance(source, Source) else Source.load(source)
     program = parse(src)
     checked = check(program, entry)
     with warnings.catch_warnings():
