@@ -10,7 +10,7 @@ import sys
 
 from .errors import TcError
 
-EMIT_CHOICES = ("tir", "schedule", "ast", "isl-ast", "ranges", "llvm", "c", "cuda")
+EMIT_CHOICES = ("tir", "schedule", "ast", "isl-ast", "ranges", "llvm", "c", "cuda", "grad")
 
 
 def _parse_sizes(text: str | None) -> dict[str, int]:
@@ -109,6 +109,10 @@ def _compile(args) -> int:
     from .runtime.kernel import Kernel
 
     options = _parse_options(args.options)
+    if args.emit == "grad":  # the adjoint as TC text (tcdsl.gradient)
+        from .autodiff import gradient
+
+        return _write(args, gradient(_load(args.file), args.entry))
     fe = driver.frontend_with(_load(args.file), args.entry, options)
     sizes = _parse_sizes(args.sizes)
     if args.emit in ("ast", "ranges"):
@@ -124,6 +128,10 @@ def _compile(args) -> int:
             text = driver.emit(kernel, args.emit, sizes)
         else:
             text = driver.emit(kernel, args.emit)
+    return _write(args, text)
+
+
+def _write(args, text: str) -> int:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

@@ -427,3 +427,22 @@ def test_every_adjoint_compiles_and_matches_the_interpreter(name):
     got = _tuple(tcdsl.compile(gsrc)(*args, *outs, *douts))
     for g, r in zip(got, ref):
         np.testing.assert_allclose(g, r, atol=1e-12)
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_emit_grad(tmp_path, capsys):
+    from tcdsl.cli import main
+
+    path = tmp_path / "elman.tc"
+    path.write_text(ELMAN)
+    assert main(["compile", str(path), "--emit", "grad"]) == 0
+    out = capsys.readouterr().out
+    assert out == gradient(ELMAN)
+    grad = tmp_path / "elman_grad.tc"
+    assert main(["compile", str(path), "--emit", "grad", "-o", str(grad)]) == 0
+    assert main(["check", str(grad)]) == 0
+    bad = tmp_path / "bad.tc"
+    bad.write_text("def f(double(N) x) -> (y) { y(i) = floor(x(i)) }\n")
+    assert main(["compile", str(bad), "--emit", "grad"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}:1:36: cannot differentiate") and "Traceback" not in err
