@@ -88,9 +88,8 @@ class Adjoint:
         self.stmts = ranges.stmts
         self.order = Order(ranges)
         self.node = checked.node
-        self.names = _Names(set(self.info) | self.sizes | {x.name for x in n.walk(self.node)
-                                                          if isinstance(x, (n.IndexVar, n.SizeVar))}
-                            | {s.var for s in n.walk(self.node) if isinstance(s, n.For)})
+        # names every statement must avoid: tensors, sizes, loop variables (and generated tensors)
+        self.names = _Names(set(self.info) | self.sizes | {s.var for s in n.walk(self.node) if isinstance(s, n.For)})
         self.wrt = self._wrt(wrt)
         self.active = self._activity()
         floats = {i.dtype for i in self.info.values() if ty.is_float(i.dtype)}
@@ -318,6 +317,7 @@ class Adjoint:
         V = list(st.vars)
         own = [e.name for e in st.comp.indices if isinstance(e, n.IndexVar)]
         solved: dict[str, dict] = {}
+        used = set(V) | ex.names_in(adj)
         lhs: list[n.Expr] = []
         free: list[str] = []  # the new statement's lhs variables
         equal: list[tuple[str, n.Expr, bool]] = []  # (u, expression, affine) guards u == expression
@@ -337,9 +337,8 @@ class Adjoint:
                     c = lin[v]
                     if lin == {v: 1}:
                         u = v
-                        self.names.taken.add(u)
                     else:
-                        u = self.names.fresh(f"u{d}")
+                        u = self._local(f"u{d}", used)
                     rest = {x: y for x, y in lin.items() if x != v}
                     value = ex.lin_add({u: 1}, rest, -1) if c == 1 else ex.lin_add(rest, {u: 1}, -1)
                     for w in list(solved):
@@ -348,12 +347,12 @@ class Adjoint:
                     free.append(u)
                     lhs.append(n.IndexVar(u))
                     continue
-                u = self.names.fresh(f"u{d}")
+                u = self._local(f"u{d}", used)
                 free.append(u)
                 lhs.append(n.IndexVar(u))
                 equal.append((u, ex.lin_expr(lin, self.sizes), True))
                 continue
-            u = self.names.fresh(f"u{d}")
+            u = self._local(f"u{d}", used)
             free.append(u)
             lhs.append(n.IndexVar(u))
             equal.append((u, e, False))
@@ -377,6 +376,15 @@ class Adjoint:
         name = self.d_in[target] if self.info[target].role == "input" else self.adj[target]
         self.contributed.add(target)
         return n.Comprehension(name, tuple(lhs), "+=", body, tuple(wheres))
+
+    def _local(self, base: str, used: set[str]) -> str:
+        """A name for an index variable of one statement: not a global name nor in ``used``."""
+        name, k = base, 1
+        while name in used or name in self.names.taken or bt.lookup(name) is not None:
+            k += 1
+            name = f"{base}_{k}"
+        used.add(name)
+        return name
 
     def _cast(self, e: n.Expr, tensor: str) -> n.Expr:
         return n.Cast(self.info[tensor].dtype, e) if self.mixed else e
@@ -665,11 +673,26 @@ class Adjoint:
         interval = self._interval(t, cond)
         if interval is None:
             return None
-        item = replace(c, wheres=c.wheres + (interval,))
+        if self._one_step(t, interval):
+            item = ex.substitute(c, {t: interval.lo})
+        else:
+            item = replace(c, wheres=c.wheres + (interval,))
         items: list = [Contribution(item, True, "")]
         for cd in reversed(outer):
             items = [_IfItems(cd, items, [])]
         return items
+
+    def _one_step(self, t: str, r: n.RangeConstraint) -> bool:
+        """``r`` holds exactly one value of ``t`` for every size."""
+        from ..sema.affine import to_isl
+
+        params = [p for p in self.ranges.params if p != t]
+        try:
+            s = isl.Set.read_from_str(self.ranges.ctx, params_prefix(params) + "{ : " + to_isl(
+                n.Binary("!=", n.Binary("-", r.hi, r.lo), n.Const(1))) + " }")
+        except (NotAffine, isl.Error):
+            return False
+        return s.intersect_params(self.ranges.size_context.align_params(s.get_space().params())).is_empty()
 
     def _interval(self, t: str, cond: n.Expr) -> n.RangeConstraint | None:
         """``where t in lo:hi`` for the values of ``t`` where ``cond`` holds, if they are one interval."""
@@ -732,7 +755,7 @@ class Adjoint:
             if cov is not None:
                 idx.append(cov)
             else:
-                v = self.names.fresh(f"i{d}")
+                v = self._local(f"i{d}", set())
                 idx.append(n.IndexVar(v))
                 wheres.append(n.RangeConstraint(v, n.Const(0), self._upper(tape.tensor, d)))
         return n.Comprehension(tape.name, tuple(lhs + idx), "=", n.Access(src, tuple(idx)), tuple(wheres))
@@ -782,14 +805,76 @@ class Adjoint:
         for x in self.wrt:
             p = next(p for p in self.node.params if p.name == x)
             outs.append(n.Output(self.d_in[x], n.TensorType(p.type.dtype, p.type.dims)))
-        body = tuple(replay + init + body_rev + tail)
+        body_rev = self._transposed(body_rev)
+        body = tuple(self.transposes + replay + init + body_rev + tail)
         name = self.names.fresh(f"{self.node.name}_grad")
         return n.Def(name, tuple(params), tuple(outs), body)
+
+    def _transposed(self, stmts: list) -> list:
+        """Reads of an input whose last index is summed over while the
+        statement's last index appears earlier in it (``a(t-1, b, ci) +=
+        a(t, b, co) * h2h(ci, co)``: a product with the transposed weight) read
+        a transposed copy instead, made once at the start, so that the
+        innermost loop reads memory contiguously as the forward's does."""
+        self.transposes: list[n.Comprehension] = []
+        made: dict[tuple, str] = {}
+
+        def comp(c: n.Comprehension) -> n.Comprehension:
+            if c.op != "+=" or not c.indices or not isinstance(c.indices[-1], n.IndexVar):
+                return c
+            j = c.indices[-1].name
+            lhs_vars = {i.name for i in c.indices if isinstance(i, n.IndexVar)}
+
+            def fn(x):
+                if not (isinstance(x, n.Access) and x.tensor in self.info and self.info[x.tensor].role == "input"
+                        and len(x.indices) >= 2):
+                    return None
+                last = x.indices[-1]
+                if not (isinstance(last, n.IndexVar) and last.name not in lhs_vars):
+                    return None
+                pos = [p for p, i in enumerate(x.indices[:-1]) if isinstance(i, n.IndexVar) and i.name == j]
+                if not pos:
+                    return None
+                p = pos[0]
+                key = (x.tensor, p)
+                if key not in made:
+                    made[key] = self._transpose(x.tensor, p)
+                idx = list(x.indices)
+                idx[p], idx[-1] = idx[-1], idx[p]
+                return n.Access(made[key], tuple(idx))
+            return replace(c, rhs=ex.rewrite(c.rhs, fn))
+
+        def walk(items):
+            out = []
+            for it in items:
+                match it:
+                    case n.Comprehension():
+                        out.append(comp(it))
+                    case n.For():
+                        out.append(replace(it, body=tuple(walk(it.body))))
+                    case n.If():
+                        out.append(replace(it, then=tuple(walk(it.then)), orelse=tuple(walk(it.orelse))))
+                    case _:
+                        out.append(it)
+            return out
+        return walk(stmts)
+
+    def _transpose(self, tensor: str, p: int) -> str:
+        name = self.names.fresh(f"{tensor}_T")
+        dims = self.info[tensor].dims
+        vs = [self._local(f"i{d}", set()) for d in range(len(dims))]
+        src = [n.IndexVar(v) for v in vs]
+        dst = list(src)
+        dst[p], dst[-1] = dst[-1], dst[p]
+        wheres = tuple(n.RangeConstraint(v, n.Const(0), n.SizeVar(d) if isinstance(d, str) else n.Const(d))
+                       for v, d in zip(vs, dims))
+        self.transposes.append(n.Comprehension(name, tuple(dst), "=", n.Access(tensor, tuple(src)), wheres))
+        return name
 
     def _fill(self, name: str, like: str, src: str | None) -> n.Comprehension:
         """``name(i, ...) = src(i, ...)`` (or 0) over the extent of ``like``."""
         ext = self.extent(like)
-        vs = [self.names.fresh(f"i{d}") for d in range(len(ext))]
+        vs = [self._local(f"i{d}", set()) for d in range(len(ext))]
         wheres = tuple(n.RangeConstraint(v, n.Const(0), self._upper(like, d)) for d, v in enumerate(vs))
         idx = tuple(n.IndexVar(v) for v in vs)
         rhs = n.Cast(self.info[like].dtype, n.Const(0))
