@@ -253,7 +253,8 @@ def test_elman_adjoint_recomputes_nothing():
     text = a.text
     loop = text[text.index("for t"):text.index("\n  }\n")]
     assert "d_i2h" not in loop and "d_h2h" not in loop and "d_input" not in loop
-    assert "a_hidden(((T - 1) - t) - 1, b, ci) += a_hidden((T - 1) - t, b, co) * h2h(ci, co)" in loop
+    assert "a_hidden(((T - 1) - t) - 1, b, ci) += a_hidden((T - 1) - t, b, co) * h2h_T(co, ci)" in loop
+    assert "h2h_T(i1, i0) = h2h(i0, i1)" in text  # the transposed weight, made once
 
 
 def test_lstm_adjoint_tapes_the_gates_per_step():
