@@ -262,9 +262,9 @@ def test_lstm_adjoint_tapes_the_gates_per_step():
     step: they are replayed and kept per step (T copies of gates, hp, cp)."""
     a = analyse(LSTM)
     assert a.replayed == {"gates", "hp", "cp"}
-    taped = sorted((t.tensor, t.loops) for t in a.tapes.values())
-    assert [x for x, _ in taped] == ["cp", "gates", "gates", "hp"]
-    assert all(loops == ("t",) for _, loops in taped)
+    tapes = {id(t): t for t in a.tapes.values()}.values()  # the two statements reading gates share one
+    assert sorted((t.tensor, t.loops) for t in tapes) == [("cp", ("t",)), ("gates", ("t",)), ("hp", ("t",))]
+    assert a.text.count("gates_tape(t, i0, i1, i2) = gates(i0, i1, i2)") == 1
 
 
 # ------------------------------------------------------------------ errors

@@ -167,12 +167,24 @@ class Adjoint:
         if c.tensor not in self.active:
             return False
         plain = c.op == "=" or (c.initializes and not c.reduction_vars)
+        me = ex.strip(n.Access(c.tensor, c.indices))
+        if any(a.tensor == c.tensor and ex.strip(a) == me for a in _reads(c)):
+            if c.op not in ("=", "+="):
+                return True
+            seed = n.Access(SEED, c.indices)
+            try:
+                parts = [d for a, d in Backprop(self.active, c).run(c.rhs, seed)
+                         if a.tensor == c.tensor and ex.strip(a) == me]
+            except TcError:
+                return True
+            total = parts[0] if parts else ex.ZERO
+            for d in parts[1:]:
+                total = ex.add(total, d)
+            return not (c.op == "=" and total == seed)  # X = X + b leaves the adjoint as it is
         if plain:
-            return self.order.written_before(st.id) or any(
-                a.tensor == c.tensor and ex.strip(a) == ex.strip(n.Access(c.tensor, c.indices))
-                for a in _reads(c))
+            return self.order.written_before(st.id)
         if c.op == "+=":
-            return any(a.tensor == c.tensor for a in _reads(c))
+            return False
         if c.initializes:
             return self.order.written_before(st.id)
         return True  # *=, max=, min= into an existing value
@@ -248,8 +260,25 @@ class Adjoint:
         extra = tuple(v for v in loops if v not in covered)
         key = (tensor, k, when, tuple(expr_to_tc(c) if c is not None else None for c in cover))
         if key not in self.tapes:
-            self.tapes[key] = Tape(self.names.fresh(f"{tensor}_tape"), tensor, k, when, tuple(cover), extra)
+            for other in self.tapes.values():  # the same value, kept by an earlier tape
+                if (other.tensor, other.cover, other.loops) == (tensor, tuple(cover), extra) and \
+                        self._same_version(tensor, (other.stmt, other.when), (k, when)):
+                    self.tapes[key] = other
+                    break
+            else:
+                self.tapes[key] = Tape(self.names.fresh(f"{tensor}_tape"), tensor, k, when, tuple(cover), extra)
         return self.tapes[key]
+
+    def _same_version(self, tensor: str, a: tuple[int, str], b: tuple[int, str]) -> bool:
+        """Points ``a`` and ``b`` (before or after a statement) are in one block
+        and no statement between them writes ``tensor``."""
+        (ka, wa), (kb, wb) = sorted([a, b], key=lambda p: (p[0], p[1] == "after"))
+        ska, skb = self.order.skeleton[ka], self.order.skeleton[kb]
+        if len(ska) != len(skb) or ska[:-1] != skb[:-1]:
+            return False
+        first = ka + 1 if wa == "after" else ka
+        last = kb - 1 if wb == "before" else kb
+        return all(self.stmts[i].comp.tensor != tensor for i in range(first, last + 1))
 
     def resolve(self, e: n.Expr, k: int) -> n.Expr:
         """Forward reads in a derivative -> the values they denote in the adjoint."""
@@ -563,6 +592,8 @@ class Adjoint:
             others_.append((a, d))
         if self_adj is not None:
             update = self_adj if c.op == "=" else ex.add(seed, self_adj)
+            if update == seed:  # X = X + b: the adjoint passes through unchanged
+                update = None
 
         # group the contributions by the element they reach
         groups: dict[tuple, list] = {}
@@ -766,10 +797,11 @@ class Adjoint:
             match s:
                 case n.Comprehension():
                     st = self.by_comp[id(s)]
-                    out += [self.tape_comp(t) for t in self.tapes.values() if t.stmt == st.id and t.when == "before"]
+                    tapes = list({id(t): t for t in self.tapes.values()}.values())
+                    out += [self.tape_comp(t) for t in tapes if t.stmt == st.id and t.when == "before"]
                     if s.tensor in self.replayed:
                         out.append(self.replay_comp(st))
-                    out += [self.tape_comp(t) for t in self.tapes.values() if t.stmt == st.id and t.when == "after"]
+                    out += [self.tape_comp(t) for t in tapes if t.stmt == st.id and t.when == "after"]
                 case n.If():
                     out += _if(s.cond, self.replay_block(s.then), self.replay_block(s.orelse))
                 case n.For():
