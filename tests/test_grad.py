@@ -267,6 +267,14 @@ def test_lstm_adjoint_tapes_the_gates_per_step():
     assert a.text.count("gates_tape(t, i0, i1, i2) = gates(i0, i1, i2)") == 1
 
 
+def test_gru_adjoint_keeps_one_tape_per_value():
+    """Reads of one value share a tape, also across the branches of an if:
+    r, z and cand once per step each, gh (its three gates) once."""
+    a = analyse(GRU)
+    tapes = {id(t): t for t in a.tapes.values()}.values()
+    assert sorted(t.tensor for t in tapes) == ["cand", "gh", "r", "z"]
+
+
 # ------------------------------------------------------------------ errors
 @pytest.mark.parametrize("src,wrt,message", [
     ("def f(double(N) x, int32(N) k) -> (y) { y(i) = x(i) * k(i) }", ["k"], "it is int32"),

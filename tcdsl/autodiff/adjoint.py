@@ -258,27 +258,33 @@ class Adjoint:
                 cover[d] = ex.strip(e)
                 covered.add(in_loops[0])
         extra = tuple(v for v in loops if v not in covered)
+        k, when = self._version_point(tensor, k, when)
         key = (tensor, k, when, tuple(expr_to_tc(c) if c is not None else None for c in cover))
         if key not in self.tapes:
-            for other in self.tapes.values():  # the same value, kept by an earlier tape
-                if (other.tensor, other.cover, other.loops) == (tensor, tuple(cover), extra) and \
-                        self._same_version(tensor, (other.stmt, other.when), (k, when)):
-                    self.tapes[key] = other
-                    break
-            else:
-                self.tapes[key] = Tape(self.names.fresh(f"{tensor}_tape"), tensor, k, when, tuple(cover), extra)
+            self.tapes[key] = Tape(self.names.fresh(f"{tensor}_tape"), tensor, k, when, tuple(cover), extra)
         return self.tapes[key]
 
-    def _same_version(self, tensor: str, a: tuple[int, str], b: tuple[int, str]) -> bool:
-        """Points ``a`` and ``b`` (before or after a statement) are in one block
-        and no statement between them writes ``tensor``."""
-        (ka, wa), (kb, wb) = sorted([a, b], key=lambda p: (p[0], p[1] == "after"))
-        ska, skb = self.order.skeleton[ka], self.order.skeleton[kb]
-        if len(ska) != len(skb) or ska[:-1] != skb[:-1]:
-            return False
-        first = ka + 1 if wa == "after" else ka
-        last = kb - 1 if wb == "before" else kb
-        return all(self.stmts[i].comp.tensor != tensor for i in range(first, last + 1))
+    def _version_point(self, tensor: str, k: int, when: str) -> tuple[int, str]:
+        """Where the value of ``tensor`` seen before/after statement ``k`` was
+        made: right after the last statement of the same step that writes it,
+        when that statement always runs before ``k`` (its block encloses
+        ``k``'s) and nothing else writes it in between; else the point itself.
+        Reads of one value then share one tape."""
+        sk = self.order.skeleton
+
+        def loops(x):
+            last = max((i for i, e in enumerate(x) if isinstance(e, str)), default=-1)
+            return x[:last + 1]
+        last = k if when == "after" else k - 1
+        for w in range(last, -1, -1):
+            if loops(sk[w]) != loops(sk[k]):
+                return k, when
+            if self.stmts[w].comp.tensor == tensor:
+                block_w, block_k = sk[w][:-1], sk[k][:-1]
+                if block_k[:len(block_w)] == block_w:
+                    return w, "after"
+                return k, when
+        return k, when
 
     def resolve(self, e: n.Expr, k: int) -> n.Expr:
         """Forward reads in a derivative -> the values they denote in the adjoint."""
@@ -815,12 +821,19 @@ class Adjoint:
         body_rev = [_unwrap(x) for x in self.reverse_block(self.node.body)]
         self.replay_closure()
         replay = self.replay_block(self.node.body)
+        # an output's adjoint that the sweep only reads is the given d_<output> itself
+        written = {c.tensor for c in _comps(body_rev)}
+        alias = {self.adj[x]: self.d_out[x] for x in self.checked.outputs
+                 if x in self.adj and self.adj[x] not in written and not self.fresh_dims.get(x)}
+        if alias:
+            body_rev = [ex.rewrite(b, lambda e: n.Access(alias[e.tensor], e.indices)
+                                   if isinstance(e, n.Access) and e.tensor in alias else None) for b in body_rev]
         init: list = []
         for x in self.replayed:
             if self.info[x].role == "output":
                 init.append(self._fill(self.rep_name(x), x, None))
         for x in self.info:
-            if x in self.adj:
+            if x in self.adj and self.adj[x] not in alias:
                 src = self.d_out[x] if self.info[x].role == "output" else None
                 init.append(self._fill(self.adj[x], x, src))
         tail = []
