@@ -19,13 +19,18 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["compile", "autotune", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
+__all__ = ["compile", "autotune", "gradient", "Kernel", "MappingOptions", "TcError", "TcSyntaxError", "TcSemanticError", "TcShapeError", "__version__"]
 
 _LAZY = {"compile": ("api", "compile"), "Kernel": ("dispatch", "Kernel"),
-         "MappingOptions": ("options", "MappingOptions"), "autotune": ("tune.tuner", "autotune")}
+         "MappingOptions": ("options", "MappingOptions"), "autotune": ("tune.tuner", "autotune"),
+         "gradient": ("autodiff", "gradient")}
 
 
 def __getattr__(name: str):
+    if name == "torch":  # tcdsl.torch imports PyTorch: only when asked for
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
     if name in _LAZY:
         import importlib
 
@@ -37,4 +42,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | {"torch"})

@@ -22,7 +22,7 @@ import warnings
 from . import __version__
 from .errors import TcError
 
-EMIT_CHOICES = ("tir", "schedule", "ast", "isl-ast", "ranges", "llvm", "c", "cuda")
+EMIT_CHOICES = ("tir", "schedule", "ast", "isl-ast", "ranges", "llvm", "c", "cuda", "grad")
 
 # ``tcdsl run`` refuses sizes whose random inputs and outputs together would
 # take more than this share of the machine's memory (before making any).
@@ -183,10 +183,15 @@ def _load(path: str):
 def _compile(args) -> int:
     from .options import parse as parse_options
 
-    options = parse_options(_parse_options(args.options))
-    sizes = _parse_sizes(args.sizes)
-    with _Progress(f"compiling {args.file} for {args.target}"):
-        text = _compiled_text(args, options, sizes)
+    if args.emit == "grad":  # the adjoint as TC text (tcdsl.gradient)
+        from .autodiff import gradient
+
+        text = gradient(_load(args.file), args.entry)
+    else:
+        options = parse_options(_parse_options(args.options))
+        sizes = _parse_sizes(args.sizes)
+        with _Progress(f"compiling {args.file} for {args.target}"):
+            text = _compiled_text(args, options, sizes)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

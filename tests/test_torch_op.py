@@ -1,0 +1,186 @@
+"""tcdsl.torch.op: tcdsl kernels as PyTorch operators with autograd."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tcdsl  # noqa: E402
+import tcdsl.torch  # noqa: E402
+
+from helpers import ROOT  # noqa: E402
+
+ELMAN = (ROOT / "examples" / "rnn" / "elman.tc").read_text().replace("float(", "double(")
+
+GEN = torch.Generator().manual_seed(0)
+
+
+def randn(*shape, requires_grad=True, scale=1.0):
+    return (torch.randn(shape, dtype=torch.float64, generator=GEN) * scale).requires_grad_(requires_grad)
+
+
+# Programs with loops and conditionals, max reductions, norms, offsets and
+# indirect reads; each with inputs for gradcheck (float64).
+CASES = {
+    "elman": (ELMAN, lambda: [randn(4, 2, 3), randn(2, 5), randn(3, 5, scale=0.5), randn(5, 5, scale=0.5)]),
+    "gated_loop": ("""
+        def gated(double(T,B,H) x, double(H,H) W, double(H) u) -> (h, s) {
+          for t in T {
+            if t == 0 { h(t, b, j) = tanh(x(t, b, j)) }
+            else {
+              a(b, j) +=! h(t - 1, b, k) * W(k, j)
+              h(t, b, j) = sigmoid(u(j)) * tanh(a(b, j) + x(t, b, j)) + (1 - sigmoid(u(j))) * h(t - 1, b, j)
+            }
+          }
+          s(b) max=! h(t, b, j) * h(t, b, j)
+        }""", lambda: [randn(4, 2, 3), randn(3, 3, scale=0.5), randn(3)]),
+    "max_pool": ("""
+        def pool(double(N,C,W) x) -> (y) { y(n, c, i) max=! x(n, c, 2 * i + k) where k in 0:2, i in 0:W/2 }""",
+                 lambda: [randn(2, 3, 6)]),
+    "layernorm": ("""
+        def layernorm(double(N,C) x, double(C) gamma, double(C) beta) -> (y) {
+          mean(n) +=! x(n, c) / C
+          var(n) +=! (x(n, c) - mean(n)) * (x(n, c) - mean(n)) / C
+          y(n, c) = (x(n, c) - mean(n)) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
+        }""", lambda: [randn(3, 5), randn(5), randn(5)]),
+    "conv_offsets": ("""
+        def conv(double(T,B,C) x, double(K,C,H) w) -> (y) { y(t, b, h) +=! x(t + k, b, c) * w(k, c, h) }""",
+                     lambda: [randn(6, 2, 3), randn(3, 3, 2)]),
+    "embedding": ("""
+        def bag(double(V,D) E, int32(N,L) ids, double(D) w) -> (y) {
+          y(n) +=! E(ids(n, l), d) * w(d)
+        }""", lambda: [randn(7, 3), torch.tensor([[0, 3, 3], [6, 1, 0]], dtype=torch.int32), randn(3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_gradcheck(name):
+    src, make = CASES[name]
+    f = tcdsl.torch.op(src)
+    args = make()
+    assert torch.autograd.gradcheck(f, args)
+
+
+def test_matches_pytorch_autograd():
+    f = tcdsl.torch.op(ELMAN)
+    x, h0, i2h, h2h = CASES["elman"][1]()
+    hidden = f(x, h0, i2h, h2h)
+    loss = (hidden * torch.arange(hidden.numel(), dtype=torch.float64).reshape(hidden.shape)).sum()
+    grads = torch.autograd.grad(loss, (x, h0, i2h, h2h))
+    h, hs = h0, []
+    for t in range(x.shape[0]):
+        h = torch.tanh(h @ h2h + x[t] @ i2h)
+        hs.append(h)
+    ref = torch.stack(hs)
+    torch.testing.assert_close(hidden, ref)
+    loss_ref = (ref * torch.arange(ref.numel(), dtype=torch.float64).reshape(ref.shape)).sum()
+    for g, r in zip(grads, torch.autograd.grad(loss_ref, (x, h0, i2h, h2h))):
+        torch.testing.assert_close(g, r)
+
+
+def test_in_a_module_and_under_torch_compile_without_graph_break():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.i2h = torch.nn.Parameter(randn(3, 5, requires_grad=False) * 0.5)
+            self.h2h = torch.nn.Parameter(randn(5, 5, requires_grad=False) * 0.5)
+            self.rnn = tcdsl.torch.op(ELMAN)
+
+        def forward(self, x, h0):
+            return self.rnn(x, h0, self.i2h, self.h2h)[-1].sum(dim=1)
+
+    m = Model()
+    x, h0 = randn(4, 2, 3, requires_grad=False), randn(2, 5, requires_grad=False)
+    explained = torch._dynamo.explain(m)(x, h0)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    eager = m(x, h0)
+    eager.sum().backward()
+    ref = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    compiled = torch.compile(m)
+    out = compiled(x, h0)
+    out.sum().backward()
+    torch.testing.assert_close(out, eager)
+    for p, r in zip(m.parameters(), ref):
+        torch.testing.assert_close(p.grad, r)
+
+
+def test_saves_only_what_the_adjoint_reads():
+    # the adjoint of y = tanh(x + s) reads y (1 - y^2), neither input
+    f = tcdsl.torch.op("def act(double(N) x, double(N) s) -> (y) { y(i) = tanh(x(i) + s(i)) }")
+    assert f.saved_inputs == [] and f.saved_outputs == [0]
+    saved = []
+
+    def pack(t):
+        saved.append(t)
+        return t
+    x, s = randn(6), randn(6)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = f(x, s)
+    assert len(saved) == 1 and saved[0] is y
+    y.backward(torch.ones(6, dtype=torch.float64))
+    want = 1 - torch.tanh(x.detach() + s.detach()) ** 2
+    torch.testing.assert_close(x.grad, want)
+    torch.testing.assert_close(s.grad, want)
+
+
+def test_user_written_backward():
+    src = "def scale(double(N) x, double(N) w) -> (y) { y(i) = x(i) * w(i) }"
+    # a deliberately different (wrong) adjoint, to see that it is the one used
+    bwd = """def scale_grad(double(N) x, double(N) w, double(N) y, double(N) d_y) -> (d_x, d_w) {
+      d_x(i) = 3.0 * d_y(i)
+      d_w(i) = d_y(i) * x(i)
+    }"""
+    f = tcdsl.torch.op(src, backward=bwd)
+    x, w = randn(5), randn(5)
+    f(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((5,), 3.0, dtype=torch.float64))
+    torch.testing.assert_close(w.grad, x.detach())
+    assert f.saved_inputs == [0] and f.saved_outputs == []
+
+
+def test_backward_with_a_wrong_signature_is_an_error():
+    src = "def scale(double(N) x, double(N) w) -> (y) { y(i) = x(i) * w(i) }"
+    bwd = "def scale_grad(double(N) x, double(N) w, double(N) d_y) -> (d_x) { d_x(i) = d_y(i) }"
+    with pytest.raises(tcdsl.TcError, match="must take the forward's inputs"):
+        tcdsl.torch.op(src, backward=bwd)
+
+
+def test_float32_and_ops_are_cached():
+    src = (ROOT / "examples" / "rnn" / "elman.tc").read_text()
+    f = tcdsl.torch.op(src)
+    assert tcdsl.torch.op(src) is f
+    x, h0 = torch.randn(5, 2, 3), torch.randn(2, 4)
+    i2h, h2h = (torch.randn(3, 4) * 0.5).requires_grad_(), (torch.randn(4, 4) * 0.5).requires_grad_()
+    f(x, h0, i2h, h2h).sum().backward()
+    i2h_ref, h2h_ref = i2h.detach().clone().requires_grad_(), h2h.detach().clone().requires_grad_()
+    h, hs = h0, []
+    for t in range(5):
+        h = torch.tanh(h @ h2h_ref + x[t] @ i2h_ref)
+        hs.append(h)
+    torch.stack(hs).sum().backward()
+    torch.testing.assert_close(i2h.grad, i2h_ref.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(h2h.grad, h2h_ref.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_wrong_inputs_are_errors():
+    f = tcdsl.torch.op(ELMAN)
+    with pytest.raises(tcdsl.TcError, match="takes 4 inputs"):
+        f(randn(2, 2, 2))
+    with pytest.raises(tcdsl.TcShapeError):
+        f(randn(4, 2, 3), randn(3, 5), randn(3, 5), randn(5, 5))
+
+
+def test_integer_inputs_get_no_gradient():
+    src, make = CASES["embedding"]
+    f = tcdsl.torch.op(src)
+    E, ids, w = make()
+    y = f(E, ids, w)
+    y.sum().backward()
+    ref = torch.zeros_like(E)
+    for n_ in range(ids.shape[0]):
+        for l_ in range(ids.shape[1]):
+            ref[ids[n_, l_]] += w.detach()
+    torch.testing.assert_close(E.grad, ref)
+    np.testing.assert_array_equal(ids.numpy(), [[0, 3, 3], [6, 1, 0]])
