@@ -15,7 +15,7 @@ from ..syntax.parse import parse
 from ..syntax.printer import to_tc
 from ..sema.check import check
 from ..sema.ranges import infer_ranges
-from .adjoint import Adjoint
+from .adjoint import Adjoint, _no_constant_lhs
 
 __all__ = ["gradient", "Adjoint", "analyse"]
 
@@ -30,7 +30,7 @@ def analyse(source: str | os.PathLike, entry: str | None = None, wrt=None) -> Ad
         warnings.simplefilter("ignore")
         ranges = infer_ranges(checked)
     a = Adjoint(checked, ranges, wrt)
-    a.text = to_tc(a.program())
+    a.text = to_tc(_no_constant_lhs(a.program(), set(checked.sizes)))
     return a
 
 

@@ -27,6 +27,8 @@ they run for all steps at once (a matrix product over T*B rows).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
 from ..errors import InternalError, TcError, TcSemanticError
@@ -471,7 +473,38 @@ class Adjoint(ReverseSteps):
     # ------------------------------------------------------------ statements
 def adjoint_def(checked: CheckedDef, ranges: RangeInfo, wrt=None) -> tuple[n.Def, "Adjoint"]:
     a = Adjoint(checked, ranges, wrt)
-    return a.program(), a
+    return _no_constant_lhs(a.program(), set(checked.sizes)), a
+
+
+def _no_constant_lhs(d: n.Def, sizes: set[str]) -> n.Def:
+    """A left-hand side index without an index or loop variable (``a_gx(2, b, j)``,
+    the adjoint of a read ``gx(2, b, j)``) is written as TC requires: a fresh
+    index variable ranging over that one element (``a_gx(g0, b, j) ... where g0
+    in 2:3``)."""
+    used = {x.name for x in n.walk(d) if isinstance(x, n.Ident)}
+
+    def fix(s, loops: frozenset):
+        if isinstance(s, n.For):
+            return replace(s, body=tuple(fix(x, loops | {s.var}) for x in s.body))
+        if isinstance(s, n.If):
+            return replace(s, then=tuple(fix(x, loops) for x in s.then),
+                           orelse=tuple(fix(x, loops) for x in s.orelse))
+        indices, wheres = [], list(s.wheres)
+        for e in s.indices:
+            if any(isinstance(x, n.Ident) and x.name not in sizes for x in n.walk(e)) or \
+                    any(isinstance(x, n.IndexVar) for x in n.walk(e)):
+                indices.append(e)
+                continue
+            k = 0
+            while f"c{k}_" in used:
+                k += 1
+            name = f"c{k}_"
+            used.add(name)
+            indices.append(n.Ident(name))
+            wheres.append(n.RangeConstraint(name, e, n.Binary("+", e, n.Const(1))))
+        return replace(s, indices=tuple(indices), wheres=tuple(wheres))
+
+    return replace(d, body=tuple(fix(s, frozenset()) for s in d.body))
 
 
 def adjoint_text(checked: CheckedDef, ranges: RangeInfo, wrt=None) -> str:
