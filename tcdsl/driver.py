@@ -103,6 +103,7 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
             if not hoist.same_domains(ranges, new_ranges, plan):
                 return checked, ranges, model
             new_model = build_model(new_ranges)
+            new_ranges.size_guards = ranges.size_guards  # the same reads, over the sizes only
     except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
         _dump("hoisted", lambda: f"not hoisted: {type(e).__name__}: {e}")
         return checked, ranges, model

@@ -1,7 +1,8 @@
-"""Static bounds checks (tcdsl/polyhedral/bounds.py): reads that may go out
-of bounds are warnings with their location and a counterexample, errors under
-``options={"strict_bounds": True}``; the corpus programs that are in bounds
-compile without a warning."""
+"""Static bounds checks (tcdsl/polyhedral/bounds.py): a read out of bounds
+for every size is an error; one out of bounds for some sizes is a warning
+with its location and a counterexample (an error under
+``options={"strict_bounds": True}``), and calls with those sizes are refused;
+the corpus programs that are in bounds compile without a warning."""
 from __future__ import annotations
 
 import pathlib
@@ -49,33 +50,97 @@ def bounds_warnings(source, entry=None, strict_bounds=False) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, TcWarning)]
 
 
-def test_compile_warns():
-    with pytest.warns(TcWarning, match=r"^<string>:5:36: 'hidden' may be read out of bounds"):
+# Reads past the end of A whenever M > N: compiled, with a warning, and
+# calls with such sizes are refused
+SHORT_A = "def f(float(N) A, float(M) C) -> (B) {\n  B(i) = A(i) + C(i) where i in 0:M\n}"
+
+
+def test_a_read_out_of_bounds_for_every_size_is_an_error():
+    with pytest.raises(TcSemanticError) as info:
         tcdsl.compile(BROKEN_ELMAN)
-
-
-def test_warning_names_the_access_and_a_counterexample():
-    (msg,) = bounds_warnings(BROKEN_ELMAN)
-    head, line, caret = msg.split("\n")
-    assert head.startswith("<string>:5:36: 'hidden' may be read out of bounds: ")
-    assert re.search(r"for sizes T=\d+, B=\d+, Ci=\d+, Co=\d+ at t=0, b=\d+, co=\d+, ci=\d+: "
-                     r"hidden\(-1, \d+, \d+\), but 'hidden' has size \(T, B, Co\)$", head), head
+    assert (info.value.line, info.value.col) == (5, 36)
+    head, line, caret = str(info.value).split("\n")
+    assert re.search(r"^<string>:5:36: 'hidden' is read out of bounds for every size: for sizes T=\d+, B=\d+, "
+                     r"Ci=\d+, Co=\d+ at t=0, b=\d+, co=\d+, ci=\d+: hidden\(-1, \d+, \d+\), "
+                     r"but 'hidden' has size \(T, B, Co\)$", head), head
     assert line == BROKEN_ELMAN.splitlines()[4]
     assert caret == " " * 35 + "^" * len("hidden(t-1,b,ci)")
 
 
+@pytest.mark.parametrize("source", [
+    "def f(float(N) A) -> (B) { B(i) = A(i) * 2 where i in 0:N+3 }",
+    "def f(float(N) A) -> (B) { B(i) = A(i + 1) where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = i >= 0 ? A(i - 1) : 0 where i in 0:N }",
+    "def f(float(T, B) x) -> (y) { for t in T { y(t, b) = x(t + 1, b) } }",
+])
+def test_reads_out_of_bounds_for_every_size_are_refused(source):
+    with pytest.raises(TcSemanticError, match="is read out of bounds for every size"):
+        tcdsl.compile(source)
+
+
+def test_compile_warns_where_only_some_sizes_read_out_of_bounds():
+    with pytest.warns(TcWarning, match=r"^<string>:2:10: 'A' may be read out of bounds"):
+        tcdsl.compile(SHORT_A)
+
+
+def test_warning_names_the_access_and_a_counterexample():
+    (msg,) = bounds_warnings(SHORT_A)
+    head, line, caret = msg.split("\n")
+    m = re.search(r"^<string>:2:10: 'A' may be read out of bounds: for sizes N=(\d+), M=(\d+) at i=(\d+): "
+                  r"A\((\d+)\), but 'A' has size \(N\)$", head)
+    assert m, head
+    n, size_m, i, idx = map(int, m.groups())
+    assert idx == i < size_m and idx >= n  # a real counterexample
+    assert line == SHORT_A.splitlines()[1]
+    assert caret == " " * 9 + "^" * len("A(i)")
+
+
 def test_warning_names_the_file(tmp_path):
     path = tmp_path / "bad.tc"
-    path.write_text("def f(float(N) A) -> (B) {\n  B(i) = A(i + 1) where i in 0:N\n}\n")
+    path.write_text(SHORT_A)
     (msg,) = bounds_warnings(path)
-    assert msg.startswith(f"{path}:2:10: 'A' may be read out of bounds: for sizes N=1 at i=0: A(1), but 'A' has size (N)")
+    assert msg.startswith(f"{path}:2:10: 'A' may be read out of bounds: for sizes N=")
 
 
 def test_strict_bounds_is_an_error():
     with pytest.raises(TcSemanticError) as info:
-        tcdsl.compile(BROKEN_ELMAN, options={"strict_bounds": True})
-    assert (info.value.line, info.value.col) == (5, 36)
-    assert "'hidden' may be read out of bounds" in info.value.message and "hidden(-1," in info.value.message
+        tcdsl.compile(SHORT_A, options={"strict_bounds": True})
+    assert (info.value.line, info.value.col) == (2, 10)
+    assert "'A' may be read out of bounds" in info.value.message and "but 'A' has size (N)" in info.value.message
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_calls_with_sizes_that_read_out_of_bounds_are_refused(mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TcWarning)
+        k = tcdsl.compile(SHORT_A, specialize=mode)
+    a, c = np.arange(5, dtype=np.float32), np.ones(3, np.float32)
+    np.testing.assert_array_equal(k(a, c), a[:3] + 1)  # M <= N: in bounds
+    np.testing.assert_array_equal(k(a, np.ones(5, np.float32)), a + 1)
+    with pytest.raises(TcShapeError, match=r"^sizes N=3, M=5: <string>:2:10: 'A' would be read out of bounds: "
+                                           r"for sizes N=3, M=5 at i=[34]: A\([34]\), but 'A' has size \(N\)"):
+        k(c, a)
+    with pytest.raises(TcShapeError):  # again: the refusal is not cached as a pass
+        k(c, a)
+
+
+def test_a_loaded_kernel_refuses_the_same_sizes(tmp_path):
+    """The sizes a read leaves its tensor for travel with the binary: the
+    runtime alone (no compiler) refuses them."""
+    from tcdsl.runtime.args import SizeChecks
+    from tcdsl.runtime.signature import Signature
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TcWarning)
+        k = tcdsl.compile(SHORT_A)
+    sig = Signature.from_json(k.signature.to_json())
+    assert len(sig.guards) == 1
+    checks = SizeChecks(sig)
+    checks.check({"N": 5, "M": 5})
+    checks.check({"N": 9, "M": 2})
+    with pytest.raises(TcShapeError, match=r"^sizes N=4, M=5: <string>:2:10: 'A' would be read out of bounds "
+                                           r"for these sizes$"):
+        checks.check({"N": 4, "M": 5})
 
 
 def test_counterexample_is_a_real_one():
@@ -92,6 +157,11 @@ def test_counterexample_is_a_real_one():
     "def f(float(N) A) -> (B) { B(i) = i == 0 ? 0 : A(i - 1) where i in 0:N }",
     "def f(float(N) A) -> (B) { B(i) = (i > 0 && i < N - 1) ? A(i - 1) + A(i + 1) : A(i) where i in 0:N }",
     "def f(float(N) A) -> (B) { B(i) = i > 0 ? (i > 1 ? A(i - 2) : A(i - 1)) : 0 where i in 0:N }",
+    # the right operand of && and || is evaluated only where the left one lets it
+    "def f(float(N) A) -> (B) { B(i) = (i >= 1 && A(i - 1) > 0.5) ? 1 : 0 where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = (i >= N - 1 || A(i + 1) > 0.5) ? 1 : 0 where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = !(i < 2) ? A(i - 2) : 0 where i in 0:N }",
+    "def f(float(N) A) -> (B) { B(i) = (i < 1 || i > N - 2) ? 0 : A(i - 1) + A(i + 1) where i in 0:N }",
     # guarded by the program: if t == 0 ... else ..., for t in lo:hi
     "def f(float(T, B) x) -> (y) { for t in T { if t == 0 { y(t, b) = x(t, b) } else { y(t, b) = y(t - 1, b) } } }",
     "def f(float(T, B) x) -> (y) {\n y(i, b) = x(i, b) where i in 0:1\n for t in 1:T { y(t, b) = y(t - 1, b) } }",
@@ -102,10 +172,12 @@ def test_guarded_and_inferred_reads_are_in_bounds(source):
     assert bounds_warnings(source) == []
 
 
-def test_unguarded_or_non_affine_guard_still_warns():
-    assert len(bounds_warnings("def f(float(N) A) -> (B) { B(i) = i >= 0 ? A(i - 1) : 0 where i in 0:N }")) == 1
+def test_unguarded_or_non_affine_guard_is_refused():
     # the guard reads a tensor: not affine, so the read is checked on the whole domain
-    assert len(bounds_warnings("def f(float(N) A) -> (B) { B(i) = A(i) > 0 ? A(i - 1) : 0 where i in 0:N }")) == 1
+    with pytest.raises(TcSemanticError, match=r"'A' is read out of bounds for every size"):
+        tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) > 0 ? A(i - 1) : 0 where i in 0:N }")
+    # ... unless an affine part of the condition guards it
+    assert bounds_warnings("def f(float(N) A) -> (B) { B(i) = (A(i) > 0 && i > 0) ? A(i - 1) : 0 where i in 0:N }") == []
 
 
 def test_writes_beyond_a_declared_output_size_are_errors():

@@ -8,8 +8,14 @@ Rules (TC semantics, see SPEC 1.1):
 2. Integer ``/`` and ``%`` are floor division and its remainder (by a
    run-time 0 they give 0, as NumPy does: the hardware would trap); on floats
    ``/`` is true division and ``%`` is ``a - floor(a / b) * b``.
-3. ``c ? a : b`` is a real branch (``if_then_else``): the untaken side is
-   never evaluated, so it may read out of bounds (``i > 0 ? A(i-1) : 0``).
+3. ``c ? a : b`` is ``if_then_else``, ``&&`` and ``||`` are ``And``/``Or``.
+   TVM's simplifier folds nested conditions into one ``&&`` that LLVM
+   evaluates whole, so an operand may run where the program does not ask
+   for it: a read that is in its tensor only where its conditions hold
+   (``i > 0 ? A(i-1) : 0``, ``i >= 1 && A(i-1) > 0``; the ``guarded`` reads
+   of polyhedral/bounds.py) has its indices clamped into the tensor through
+   a bit cast the simplifier cannot see through, and reads 0 from an empty
+   tensor.  Where the condition holds, the clamp changes nothing.
 4. Builtins come from :mod:`tcdsl.codegen.mathlib`; float16 is computed in float32.
 5. Tensor indices are int32 (tensor values used as indices are converted).
 """
@@ -70,18 +76,20 @@ def dtype_of(x: tirx.PrimExpr) -> str:
 
 
 def lower_expr(e: n.Expr, env: Mapping[str, tirx.PrimExpr], buffers: Mapping[str, tirx.Buffer],
-               dtype: str | None = None, wrap: bool = False) -> tirx.PrimExpr:
+               dtype: str | None = None, wrap: bool = False, guarded: frozenset[int] = frozenset()) -> tirx.PrimExpr:
     """``e`` as a TIR expression of type ``dtype`` (default: ``e.dtype``).
     ``wrap``: integer ``+ - *`` of 8 to 32 bits wrap around (two's complement)
-    as in C and NumPy -- for values; index and size arithmetic stays plain."""
-    return _Lower(env, buffers, wrap).as_type(e, dtype or e.dtype or INDEX)
+    as in C and NumPy -- for values; index and size arithmetic stays plain.
+    ``guarded``: the ``id``s of the reads to keep inside their tensor (rule 3)."""
+    return _Lower(env, buffers, wrap, guarded).as_type(e, dtype or e.dtype or INDEX)
 
 
 class _Lower:
-    def __init__(self, env, buffers, wrap: bool = False):
+    def __init__(self, env, buffers, wrap: bool = False, guarded: frozenset[int] = frozenset()):
         self.env = env
         self.buffers = buffers
         self.wrap = wrap
+        self.guarded = guarded
 
     def as_type(self, e: n.Expr, dtype: str) -> tirx.PrimExpr:
         if isinstance(e, n.Const):
@@ -100,9 +108,13 @@ class _Lower:
                 return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
-                load = tirx.BufferLoad(*physical(buf, [self._index(i, buf.shape[k], t, k) for k, i in enumerate(idx)]))
+                keep = id(e) in self.guarded
+                # a folded dimension's slot (physical) is inside by construction
+                inside = [keep and not (isinstance(buf, Folded) and k == buf.dim) for k in range(len(idx))]
+                load = tirx.BufferLoad(*physical(buf, [self._index(i, buf.shape[k], t, k, inside[k])
+                                                       for k, i in enumerate(idx)]))
                 clamped = [buf.shape[k] for k, i in enumerate(idx)
-                           if not _is_affine(i) and not isinstance(buf.shape[k], tirx.IntImm)]
+                           if (inside[k] or not _is_affine(i)) and not isinstance(buf.shape[k], tirx.IntImm)]
                 if clamped and not checks.enabled():
                     # clamping cannot keep a read inside an empty tensor: such a read gives 0
                     nonempty = clamped[0] > 0
@@ -129,19 +141,24 @@ class _Lower:
                 return self._builtin(e, name, args)
         raise InternalError(f"cannot lower {type(e).__name__}")
 
-    def _index(self, e: n.Expr, extent: tirx.PrimExpr, tensor: str = "", dim: int = 0) -> tirx.PrimExpr:
+    def _index(self, e: n.Expr, extent: tirx.PrimExpr, tensor: str = "", dim: int = 0,
+               keep: bool = False) -> tirx.PrimExpr:
         """Affine indices are kept in bounds by range inference (and proved by
         the bounds check); a non-affine or indirect one (``B(C(i))``, ``A(i*j)``)
         depends on data or escapes isl, so it is clamped into the tensor rather
         than read out of bounds (which could crash the process), or, in checked
         mode (codegen/checks.py), compared with the extent: out of range, the
-        kernel raises a TcError naming dimension ``dim`` of ``tensor``."""
+        kernel raises a TcError naming dimension ``dim`` of ``tensor``.
+        ``keep``: an affine index of a guarded read (rule 3), clamped."""
         saved, self.wrap = self.wrap, False
         try:
             x = self.as_type(e, INDEX)
         finally:
             self.wrap = saved
         if _is_affine(e):
+            if keep:
+                opaque = tirx.reinterpret(INDEX, tirx.reinterpret("float32", x))  # not simplified away
+                return tirx.max(tirx.min(opaque, extent - 1), 0)
             return x
         if checks.enabled():
             if not hasattr(self, "_guards"):  # the guards of this right-hand side (see checks.Guards)

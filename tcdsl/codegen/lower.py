@@ -31,6 +31,7 @@ from ..sema import types as ty
 from ..polyhedral import isl_ast
 from ..polyhedral.contract import Fold
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
+from ..polyhedral.bounds import guarded_reads
 from .expr import INDEX, Folded, dtype_of, lower_expr, physical
 
 _OP = isl.ast_expr_op_type
@@ -101,6 +102,7 @@ class ProgramLowering:
         self.asts = asts
         self.sig = sig
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
+        guarded_reads(model.ranges)  # the reads whose indices are kept inside (codegen/expr.py)
 
     def ast_of(self, k: Kernel) -> isl.AstNode:
         return self.asts[self.kernel_index[id(k)]]
@@ -325,7 +327,7 @@ def _parts(s: IslStmt, env: dict, buffers: dict):
     dtype = buf.dtype
     if s.is_init:
         return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v
-    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True)
+    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True, guarded=s.info.guarded_reads)
     if str(dtype) == "bool" and c.reduction is not None:
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
         return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)

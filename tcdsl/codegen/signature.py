@@ -32,7 +32,8 @@ def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: 
                            tuple(size_text(part) for e in ranges.extent_exprs(t) for part in n.walk(e)
                                  if _in_int32(part)))
                     for t in checked.tensors)
-    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target)
+    guards = tuple((_python_truth(g.cond), g.message) for g in ranges.size_guards)
+    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards)
 
 
 def _dim(d: str | int | n.Expr) -> str | int | Linear:

@@ -7,19 +7,35 @@ tensor read with affine indices, isl decides whether some statement instance
 allowed by the context (sizes >= 1, loop ranges, ``if`` conditions, the
 statement's domain) reads outside the tensor's extents:
 
-* a read that may go out of bounds (TC's "unchecked precondition") is a
-  warning naming the access (``FILE:LINE:COL``) and a counterexample from
-  ``sample_point`` (sizes, loop and index variables, the index read); under
-  ``strict=True`` (``options={"strict_bounds": True}``) it is a
-  :class:`~tcdsl.errors.TcSemanticError`;
-* a read in the ``then`` branch of ``c ? a : b`` with an affine ``c`` is
-  checked on the part of the domain where ``c`` holds (and in the ``else``
-  branch where it does not): ``i > 0 ? A(i - 1) : 0`` is in bounds;
+* a read is checked where it is evaluated: in the ``then`` branch of
+  ``c ? a : b`` where ``c`` may hold, in the ``else`` branch where it may not,
+  in the right operand of ``a && b`` where ``a`` may hold and of ``a || b``
+  where it may not (the affine comparisons of a condition decide; a
+  comparison with a tensor value may go either way):
+  ``i > 0 ? A(i - 1) : 0`` and ``i >= 1 && A(i - 1) > 0`` are in bounds;
+* a read that leaves its tensor for *every* size is an error
+  (:class:`~tcdsl.errors.TcSemanticError`: ``A(i + 1) where i in 0:N``
+  always reads ``A(N)``); one that leaves it for *some* sizes (TC's
+  "unchecked precondition", ``I(i, i + j, j)`` of a ``float(N, NM, M) I``)
+  is a warning naming the access (``FILE:LINE:COL``) and a counterexample
+  from ``sample_point``, and the sizes for which it leaves are kept
+  (``RangeInfo.size_guards``): a call with such sizes is refused with a
+  :class:`~tcdsl.errors.TcShapeError` before the kernel runs
+  (runtime/args.py).  Under ``strict=True``
+  (``options={"strict_bounds": True}``) both are errors;
 * a write outside a declared output size (``-> (float(N) B)``) is an error;
   writes to tensors whose sizes are inferred are inside them by construction
   (the extents cover every write), which is asserted.
 
-Non-affine and indirect reads cannot be proved and are not reported here.
+Non-affine and indirect reads cannot be proved and are not reported here
+(the code generator clamps their indices into the tensor).
+
+:func:`guarded_reads` names the reads that are inside their tensor only
+where their conditions hold (``A(i - 1)`` of ``i > 0 ? A(i - 1) : 0``).
+The code generator keeps their indices inside the tensor as well
+(codegen/expr.py): TVM's simplifier merges nested conditions into one
+``&&``, which LLVM evaluates without short-circuit, so a read under a
+condition may run where the condition is false.
 """
 from __future__ import annotations
 
@@ -31,7 +47,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import InternalError, TcSemanticError, TcWarning
-from ..sema.affine import NotAffine, isl_name, lift, params_prefix, to_isl
+from ..sema.affine import NotAffine, isl_name, lift, params_prefix, set_to_cond, to_isl
 from ..sema.check import dim_isl
 from ..sema.ranges import RangeInfo, StmtInfo
 from ..syntax import nodes as n
@@ -46,6 +62,8 @@ class OutOfBounds:
 
     access: n.Access
     what: str  # "'A' may be read out of bounds: for sizes ...: A(-1), but ..."
+    sizes: isl.Set | None = None  # the sizes (parameters: sizes only) for which it is read out of bounds
+    always: bool = False  # for every size the program accepts
 
     @property
     def message(self) -> str:
@@ -63,10 +81,56 @@ def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
         checker.writes(st)
         found += checker.reads(st)
     for f in found:
+        if f.always:
+            raise TcSemanticError(f.what.replace("may be read out of bounds", "is read out of bounds for every size"),
+                                  f.access.span)
         if strict:
             raise TcSemanticError(f.what, f.access.span)
+    guards = []
+    for f in found:
         warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
+        guards.append(SizeGuard(set_to_cond(f.sizes.coalesce()), f.access))
+    model.ranges.size_guards = tuple(guards)
     return found
+
+
+@dataclass(frozen=True)
+class SizeGuard:
+    """The sizes for which a read leaves its tensor, as a condition over the
+    sizes (``cond``): a call with such sizes is refused (codegen/signature.py
+    hands it to the runtime)."""
+
+    cond: n.Expr
+    access: n.Access
+
+    @property
+    def message(self) -> str:
+        where = (f"{self.access.span.source.name}:{self.access.span.line}:{self.access.span.col}: "
+                 if self.access.span is not None else "")
+        return f"{where}'{self.access.tensor}' would be read out of bounds"
+
+
+def guarded_reads(ranges: RangeInfo) -> None:
+    """Set each statement's ``guarded_reads``: the ``id``s of its affine
+    reads that leave their tensor somewhere in the statement's domain,
+    though not where they are evaluated (see the module docstring); done
+    once per ``ranges``."""
+    if getattr(ranges, "_guarded_reads", False):
+        return
+    checker = _Checker(ranges)
+    for st in ranges.stmts:
+        out = set()
+        for acc, domain in checker._guarded_accesses(st, st.comp.rhs, st.domain):
+            if domain is st.domain:
+                continue  # evaluated everywhere: proved in bounds, or refused, or guarded at the call
+            try:
+                m = checker._map(st, st.domain, acc.tensor, acc.indices)
+            except NotAffine:
+                continue
+            if not checker._outside(m, acc.tensor).is_empty():
+                out.add(id(acc))
+        st.guarded_reads = frozenset(out)
+    ranges._guarded_reads = True
 
 
 def check_call_sizes(ranges: RangeInfo, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]]) -> None:
@@ -185,19 +249,40 @@ class _Checker:
             bad = self._outside(m, acc.tensor)
             if not bad.is_empty():
                 what = f"'{acc.tensor}' may be read out of bounds: {self._witness(bad, st, acc.tensor)}"
-                out.append(OutOfBounds(acc, what))
+                sizes = self._bad_sizes(bad)
+                context = self.r.size_context.align_params(sizes.get_space())
+                out.append(OutOfBounds(acc, what, sizes, context.is_subset(sizes.align_params(context.get_space()))))
         return out
+
+    def _bad_sizes(self, bad: isl.Map) -> isl.Set:
+        """The sizes for which some instance of ``bad`` exists: its
+        parameters, with the loop variables' (kept in the domain's
+        parameter constraints) projected out."""
+        s = bad.domain().params()
+        names = {isl_name(x) for x in self.r.checked.sizes}
+        for k in reversed(range(s.dim(isl.dim_type.param))):
+            if s.get_dim_name(isl.dim_type.param, k) not in names:
+                s = s.project_out(isl.dim_type.param, k, 1)
+        return s
 
     def _guarded_accesses(self, st: StmtInfo, e: n.Expr, domain: isl.Set):
         """(access, the part of the domain where it is evaluated), for every
-        tensor read in ``e``; ``c ? a : b`` narrows the domain of ``a`` to
-        ``c`` and that of ``b`` to ``!c`` when ``c`` is affine."""
+        tensor read in ``e``: ``c ? a : b`` narrows the domain of ``a`` to
+        where ``c`` may hold and that of ``b`` to where it may not; ``a && b``
+        that of ``b`` to where ``a`` may hold, ``a || b`` to where it may not.
+        An access evaluated everywhere comes with ``domain`` itself."""
         match e:
             case n.Select(cond=c, then=a, other=b):
                 yield from self._guarded_accesses(st, c, domain)
-                guard = self._condition(st, c)
-                yield from self._guarded_accesses(st, a, domain if guard is None else domain & guard)
-                yield from self._guarded_accesses(st, b, domain if guard is None else domain - guard)
+                may, must = self._condition(st, c, domain)
+                yield from self._guarded_accesses(st, a, may)
+                yield from self._guarded_accesses(st, b, domain if must is None else domain - must)
+                return
+            case n.Binary(op="&&" | "||" as op, lhs=a, rhs=b):
+                yield from self._guarded_accesses(st, a, domain)
+                may, must = self._condition(st, a, domain)
+                yield from self._guarded_accesses(st, b, may if op == "&&" else
+                                                  domain if must is None else domain - must)
                 return
             case n.Access():
                 yield e, domain
@@ -205,17 +290,33 @@ class _Checker:
             if isinstance(child, n.Expr):
                 yield from self._guarded_accesses(st, child, domain)
 
-    def _condition(self, st: StmtInfo, c: n.Expr) -> isl.Set | None:
-        """``c`` as a set of statement instances, or None when it is not affine."""
-        if not (isinstance(c, n.Binary) and c.op in _CMP or isinstance(c, n.Unary) and c.op == "!"):
-            return None
-        try:
-            text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars))
-                    + "] : " + to_isl(c) + " }")
-            guard = isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
-            return self.domain(st, guard)
-        except (NotAffine, isl.Error):
-            return None
+    def _condition(self, st: StmtInfo, c: n.Expr, domain: isl.Set) -> tuple[isl.Set, isl.Set | None]:
+        """(where ``c`` may hold, where it must hold) within ``domain``: the
+        first is ``domain`` itself and the second None when nothing is known
+        (a comparison of tensor values)."""
+        match c:
+            case n.Binary(op="&&" | "||" as op, lhs=a, rhs=b):
+                (may_a, must_a), (may_b, must_b) = self._condition(st, a, domain), self._condition(st, b, domain)
+                if op == "&&":
+                    may = domain if may_a is domain and may_b is domain else may_a & may_b
+                    must = None if must_a is None or must_b is None else must_a & must_b
+                else:
+                    may = domain if may_a is domain or may_b is domain else may_a | may_b
+                    must = must_a if must_b is None else must_b if must_a is None else must_a | must_b
+                return may, must
+            case n.Unary(op="!", operand=a):
+                may_a, must_a = self._condition(st, a, domain)
+                return (domain if must_a is None else domain - must_a), (None if may_a is domain else domain - may_a)
+            case n.Binary(op=op) if op in _CMP:
+                try:
+                    text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars))
+                            + "] : " + to_isl(c) + " }")
+                    guard = isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
+                    guard = self.domain(st, guard).align_params(domain.get_space().params()) & domain
+                    return guard, guard
+                except (NotAffine, isl.Error):
+                    pass
+        return domain, None
 
     # ------------------------------------------------------- witnesses
     def _witness(self, bad: isl.Map, st: StmtInfo, tensor: str) -> str:

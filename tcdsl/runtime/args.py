@@ -191,10 +191,13 @@ class SizeChecks:
     0 are outside the context the program was proved in (sizes >= 1): a
     call with one passes only ``at_zero``'s check (the compiler's bounds
     proof for these sizes, polyhedral/bounds.py), and without one it is
+    refused.  Sizes for which a read would leave its tensor (the signature's
+    guards: polyhedral/bounds.py proved the reads for all other sizes) are
     refused.  Each size tuple that passes is not checked again."""
 
     def __init__(self, signature: Signature):
         self._tensors = [(e.name, compile_shapes([e.shape]), compile_values(e.parts)) for e in signature.extents]
+        self._guards = [(compile_values((f"int({cond})",)), message) for cond, message in signature.guards]
         self._seen: set[tuple] = set()
 
     def check(self, sizes: dict[str, int], at_zero: Callable | None = None) -> None:
@@ -222,6 +225,11 @@ class SizeChecks:
                 raise TcShapeError(f"sizes {given}: a size of 0 needs the compiler's bounds check of this "
                                    f"call; compile the kernel with tcdsl.compile to call it with these sizes")
             at_zero(sizes, shapes)
+        for cond, message in self._guards:
+            if cond(sizes)[0]:
+                if at_zero is not None:
+                    at_zero(sizes, shapes)  # the compiler's proof for these sizes names an instance
+                raise TcShapeError(f"sizes {given}: {message} for these sizes")
         if len(self._seen) > 1024:
             self._seen.clear()
         self._seen.add(key)

@@ -10,7 +10,10 @@ checked and called with this package alone, no compiler module:
 * the outputs: name, dtype, shape and whether the kernel writes every
   element before it reads any (then the zero fill is left out);
 * every tensor's shape and the parts of its extent formulas that the kernel
-  computes in int32 (the index range check of a call, ``args.SizeChecks``).
+  computes in int32 (the index range check of a call, ``args.SizeChecks``);
+* the size guards: for each read that leaves its tensor for some sizes
+  (polyhedral/bounds.py), a condition on the sizes under which a call is
+  refused, and the message that names the read.
 
 Shapes are Python expressions of the sizes, over a dict ``s``
 (``max(s['T'] - 1, 0)``), made by the compiler from its own size
@@ -71,13 +74,16 @@ class Signature:
     outputs: tuple[Output, ...]
     extents: tuple[Extent, ...]
     target: str  # "llvm" or "cuda"
+    # (Python condition over the sizes ``s``, "FILE:LINE:COL: 'A' would be read out of bounds")
+    guards: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
                 "inputs": [[p.name, p.dtype, [d.to_json() if isinstance(d, Linear) else d for d in p.dims]]
                            for p in self.inputs],
                 "outputs": [[o.name, o.dtype, list(o.shape), o.fill] for o in self.outputs],
-                "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents]}
+                "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents],
+                "guards": [list(g) for g in self.guards]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Signature":
@@ -86,7 +92,7 @@ class Signature:
                          for name, dtype, dims in d["inputs"]),
                    tuple(Output(name, dtype, tuple(shape), fill) for name, dtype, shape, fill in d["outputs"]),
                    tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
-                   d["target"])
+                   d["target"], tuple((c, m) for c, m in d.get("guards", [])))
 
 
 def compile_shapes(shapes: list[tuple[str, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:

@@ -54,6 +54,9 @@ class StmtInfo:
     # lhs dimension -> [lo, hi) of the indices written there, for an index
     # like ``H + j`` (a variable moved by sizes): shown by ``--emit ranges``
     shifted: dict[int, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
+    # ``id``s of the reads that stay in their tensor only under their conditions
+    # (polyhedral/bounds.py guarded_reads): the code generator keeps them inside
+    guarded_reads: frozenset[int] = frozenset()
 
     @property
     def name(self) -> str:
@@ -68,6 +71,9 @@ class RangeInfo:
     stmts: list[StmtInfo]
     extents: dict[str, tuple[isl.PwAff, ...]]  # over the sizes only
     size_context: isl.Set  # what is known about the sizes: >= 1, constant dims
+    # reads that leave their tensor for some sizes (polyhedral/bounds.py): a
+    # call with such sizes is refused
+    size_guards: tuple = ()
 
     def extent_exprs(self, tensor: str) -> tuple[n.Expr, ...]:
         info = self.checked.tensors[tensor]
