@@ -308,7 +308,7 @@ def test_check_without_a_def_fails_like_compile(capsys, write):
         assert_user_error(rc, out, err, f"{path}:1:1: the source defines no function ('def')\n")
 
 
-OOB_READ = "def next(float(N) A) -> (B) {\n  B(i) = A(i + 1) where i in 0:N\n}\n"
+OOB_READ = "def next(float(N) A, float(M) C) -> (B) {\n  B(i) = A(i + 1) + C(i) where i in 0:M\n}\n"
 
 
 @pytest.mark.parametrize("command", ["check", "compile"])
@@ -316,8 +316,8 @@ def test_warnings_are_located_like_errors(capsys, write, command):
     path = write(OOB_READ)
     rc, out, err = run_cli(capsys, command, path)
     assert rc == 0 and out
-    assert err == (f"{path}:2:10: warning: 'A' may be read out of bounds: for sizes N=1 at i=0: A(1), "
-                   f"but 'A' has size (N)\n  B(i) = A(i + 1) where i in 0:N\n         ^^^^^^^^\n"), err
+    assert err == (f"{path}:2:10: warning: 'A' may be read out of bounds: for sizes N=1, M=1 at i=0: A(1), "
+                   f"but 'A' has size (N)\n  B(i) = A(i + 1) + C(i) where i in 0:M\n         ^^^^^^^^\n"), err
 
 
 def test_warnings_in_a_real_process(write):
