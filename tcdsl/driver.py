@@ -1,6 +1,6 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> transpose -> hoist
     backend:   schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
@@ -77,9 +77,46 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     model = build_model(ranges)
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
+    rewritten, serial = program, frozenset()
     if hoist:
-        checked, ranges, model = _hoisted(program, entry, checked, ranges, model)
+        rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model)
+    if options.transpose:
+        checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
     return Frontend(source, program, checked, ranges, model)
+
+
+def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
+                serial: frozenset = frozenset()):
+    """The program reading transposed copies of the inputs it reads across
+    their contiguous dimension (polyhedral/layout.py), checked and inferred
+    again; the original when there are none, or when the rewritten program
+    fails a check (a safety net, not an expected outcome).  ``serial``: the
+    spans of the hoisted statements; a kernel of those and the copies runs
+    one statement after the other (``Kernel.serialize``)."""
+    import warnings
+
+    from .polyhedral import layout
+
+    plan = layout.plan(checked)
+    if not plan:
+        return checked, ranges, model
+    try:
+        new_def = layout.rewrite(select_def(program, entry), plan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the original program's warnings were given
+            new_checked = check(n.Program((new_def,)), new_def.name)
+            new_ranges = infer_ranges(new_checked, ranges.ctx)
+            new_model = build_model(new_ranges)
+    except (TcError, InternalError, isl.Error) as e:
+        _dump("transposed", lambda: f"not transposed: {type(e).__name__}: {e}")
+        return checked, ranges, model
+    new_ranges.size_guards = ranges.size_guards
+    copies = {span for _, span in plan.copies.values()}
+    for k in new_model.kernels():  # a copy fused with the statements after it would run in their loop order
+        spans = {s.info.comp.span for s in k.stmts}
+        k.serialize = spans <= serial | copies or bool(spans & copies)
+    _dump("transposed", lambda: to_sexpr(new_checked.node))
+    return new_checked, new_ranges, new_model
 
 
 def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
@@ -94,23 +131,23 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
     try:
         plan = hoist.plan(model)
         if not plan:
-            return checked, ranges, model
+            return program, checked, ranges, model, frozenset()
         new_def = hoist.rewrite(select_def(program, entry), plan)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the original program's warnings were given
             new_checked = check(n.Program((new_def,)), new_def.name)
             new_ranges = infer_ranges(new_checked, ranges.ctx)
             if not hoist.same_domains(ranges, new_ranges, plan):
-                return checked, ranges, model
+                return program, checked, ranges, model, frozenset()
             new_model = build_model(new_ranges)
             new_ranges.size_guards = ranges.size_guards  # the same reads, over the sizes only
     except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
         _dump("hoisted", lambda: f"not hoisted: {type(e).__name__}: {e}")
-        return checked, ranges, model
+        return program, checked, ranges, model, frozenset()
     for k in new_model.kernels():
         k.serialize = all(s.info.comp.span in plan.ranges for s in k.stmts)
     _dump("hoisted", lambda: to_sexpr(new_checked.node))
-    return new_checked, new_ranges, new_model
+    return n.Program((new_def,)), new_checked, new_ranges, new_model, frozenset(plan.ranges)
 
 
 @dataclass

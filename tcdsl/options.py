@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist              (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, transpose   (driver.frontend)
     schedule   ScheduleOptions  fusion                            (polyhedral/schedule.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -53,10 +53,13 @@ MAX_CUDA_THREADS = 1024
 class FrontendOptions:
     """``driver.frontend``: bounds reads that may leave their tensor are errors
     (``strict_bounds``) instead of warnings; loop-invariant statements are
-    hoisted out of sequential loops (``hoist``, polyhedral/hoist.py)."""
+    hoisted out of sequential loops (``hoist``, polyhedral/hoist.py); inputs
+    read across their contiguous dimension are read from a transposed copy
+    (``transpose``, polyhedral/layout.py)."""
 
     strict_bounds: bool = False
     hoist: bool = True
+    transpose: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -203,7 +206,7 @@ def _payback(key: str, v: Any) -> float:
 
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "fusion": ("schedule", _fusion),
+    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool), "fusion": ("schedule", _fusion),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
     "chunk_rows": ("cpu", _int(1)), "cpu_threads": ("cpu", _int(0)),
@@ -336,6 +339,9 @@ class MappingOptions:
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
+    * ``transpose``: read an input that a statement reads across its
+      contiguous dimension (``Whh(j, k)`` for ``a(b, j)``) from a transposed
+      copy made once per call (polyhedral/layout.py).
     * ``fold``: keep a temporary indexed by a sequential loop's variable in
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
@@ -361,6 +367,7 @@ class MappingOptions:
     register_tiles: bool = CpuMapping.register_tiles
     k_block: int = CpuMapping.k_block
     hoist: bool = FrontendOptions.hoist
+    transpose: bool = FrontendOptions.transpose
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     threads: int = CudaMapping.threads

@@ -807,14 +807,22 @@ def fuzz_worker(seed: int, start: int, seconds: float, state: Path, results: Pat
         i += 1
 
 
-def run_fuzzer(seconds: float, seed: int) -> list[dict]:
-    """Mutants for ``seconds``, in worker processes; a worker that dies (a
-    crash) or hangs is reported with the mutant it was running."""
+def run_fuzzer(seconds: float, seed: int, at_least: int = 0) -> list[dict]:
+    """Mutants for ``seconds`` (and on until ``at_least`` of them ran, so that
+    a loaded machine still checks the same first mutants of the seed), in
+    worker processes; a worker that dies (a crash) or hangs is reported with
+    the mutant it was running."""
     with tempfile.TemporaryDirectory() as tmp:
         state, results = Path(tmp) / "state.json", Path(tmp) / "results.jsonl"
         results.touch()
         end = time.time() + seconds
+        hard_end = end + 600  # at_least: at most ten more minutes
         start, records = 0, []
+
+        def ran() -> list[int]:
+            return [json.loads(line)["index"] for line in results.read_text().splitlines()] + \
+                [r["index"] for r in records]
+
         while time.time() < end - 1:
             budget = max(1.0, end - time.time() - 6)  # the worker's import takes a few seconds
             cmd = [sys.executable, __file__, "--worker", "--seed", str(seed), "--start", str(start),
@@ -825,7 +833,10 @@ def run_fuzzer(seconds: float, seed: int) -> list[dict]:
             except subprocess.TimeoutExpired:
                 code, err = "hang", "a mutant ran for more than 2 minutes"
             if code == 0:
-                break
+                if len(ran()) >= at_least or time.time() > hard_end:
+                    break
+                start, end = max(ran() + [start - 1]) + 1, time.time() + 30  # the mutants after those that ran
+                continue
             last = json.loads(state.read_text()) if state.exists() else {"index": start, "text": "?"}
             records.append({"index": last["index"], "outcome": "failure", "text": last["text"],
                             "detail": f"worker died ({code}): {err}"})
@@ -938,7 +949,7 @@ def _check_records(records: list[dict], seed: int) -> None:
 
 def test_mutated_corpus_runs_or_raises_tc_errors():
     seed = _fuzz_seed(0)
-    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 30)), seed=seed)
+    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 30)), seed=seed, at_least=40)
     assert len(records) > 10, f"seed {seed}: {_report(records)}"
     assert sum(r["outcome"] == "works" for r in records) >= 3, f"seed {seed}: {_report(records)}"
     _check_records(records, seed)

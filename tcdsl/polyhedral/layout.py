@@ -1,0 +1,120 @@
+"""Transposed copies of inputs read across their contiguous dimension.
+
+The CPU code vectorizes a statement along the last index of the tensor it
+writes (``j`` of ``a(b, j)``), and the register tiles load each operand
+along that index.  An input read with that index in an earlier dimension
+and a reduction index last -- recurrent weights in PyTorch's ``(out, in)``
+layout, ``a(b, j) += h(t - 1, b, k) * Whh(j, k)``, or a matmul's
+``B(j, k)`` -- has stride ``K`` along ``j``: no vector loads, no register
+tile, a scalar loop.  TC's users write both layouts; the code should not
+care.
+
+``plan(checked)`` finds such reads: an input (a parameter of the ``def``,
+never written), indexed by distinct plain index variables, that has the
+written tensor's last index ``j`` in a dimension other than its last, and
+that is read inside a sequential ``for`` (so the same elements are read at
+every step; outside loops the CPU mapping packs such an operand into a
+panel itself, codegen/cpu_tiles.py).  ``rewrite(def, plan)`` adds one statement per (input, permutation)
+at the top of the ``def``, ``Whh_t(k, j) = Whh(j, k)`` with ``j`` moved
+last, and reads the copy instead: one pass over the weights per call, out
+of the sequential loop, against ``T * B`` passes of a strided read.
+
+The rewritten ``def`` is checked and inferred again (driver.py), like the
+hoisted one; the bounds are unchanged (the copy has the input's extents,
+permuted).  ``options={"transpose": False}`` leaves programs as written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..sema.check import CheckedDef
+from ..syntax import nodes as n
+
+
+@dataclass
+class Plan:
+    """Access span -> (copy's name, permutation: the copy's dim k is the input's dim perm[k])."""
+
+    reads: dict = field(default_factory=dict)
+    copies: dict = field(default_factory=dict)  # (input, perm) -> (copy's name, span of its first read)
+
+    def __bool__(self) -> bool:
+        return bool(self.reads)
+
+
+def plan(checked: CheckedDef) -> Plan:
+    d = checked.node
+    inputs = {p.name for p in d.params}
+    written = {c.tensor for c in n.walk(d) if isinstance(c, n.Comprehension)}
+    taken = _names(d) | set(checked.tensors) | set(checked.sizes)
+    out = Plan()
+
+    def visit(stmts, in_loop: bool) -> None:
+        for s in stmts:
+            if isinstance(s, n.For):
+                visit(s.body, True)
+            elif isinstance(s, n.If):
+                visit(s.then, in_loop)
+                visit(s.orelse, in_loop)
+            elif isinstance(s, n.Comprehension):
+                statement(s, in_loop)
+
+    def statement(c: n.Comprehension, in_loop: bool) -> None:
+        last = c.indices[-1] if c.indices else None
+        if not isinstance(last, (n.IndexVar, n.Ident)):
+            return
+        j = last.name
+        for acc in n.walk(c.rhs):
+            if not (isinstance(acc, n.Access) and acc.tensor in inputs and acc.tensor not in written):
+                continue
+            if not all(isinstance(x, n.IndexVar) for x in acc.indices) or acc.span is None:
+                continue
+            names = [x.name for x in acc.indices]
+            if len(set(names)) != len(names) or j not in names or names[-1] == j:
+                continue
+            if not in_loop:
+                continue  # outside loops the CPU mapping packs such an operand itself (codegen/cpu_tiles.py)
+            k = names.index(j)
+            perm = tuple(x for x in range(len(names)) if x != k) + (k,)
+            key = (acc.tensor, perm)
+            if key not in out.copies:
+                out.copies[key] = (_fresh(f"{acc.tensor}_t", taken), acc.span)
+            out.reads[acc.span] = (out.copies[key][0], perm)
+
+    visit(d.body, False)
+    return out
+
+
+def rewrite(d: n.Def, p: Plan) -> n.Def:
+    """``d`` (as parsed) reading the copies of ``p``, which it computes first."""
+    taken = _names(d)
+
+    def fn(node):
+        if isinstance(node, n.Call) and node.span in p.reads:
+            name, perm = p.reads[node.span]
+            return n.Call(name, tuple(node.args[k] for k in perm), span=node.span)
+        return n.map_children(node, fn)
+
+    body = tuple(fn(s) for s in d.body)
+    copies = []
+    for (tensor, perm), (name, span) in p.copies.items():
+        vars_ = [_fresh(f"d{k}", taken) for k in range(len(perm))]
+        lhs = tuple(n.Ident(vars_[k], span=span) for k in perm)
+        rhs = n.Call(tensor, tuple(n.Ident(v, span=span) for v in vars_), span=span)
+        copies.append(n.Comprehension(name, lhs, "=", rhs, span=span))
+    return replace(d, body=tuple(copies) + body)
+
+
+def _names(d: n.Def) -> set[str]:
+    out = {x.name for x in n.walk(d) if isinstance(x, (n.Ident, n.Call, n.IndexVar, n.SizeVar))}
+    out |= {s.var for s in n.walk(d) if isinstance(s, n.For)} | {x.name for x in d.params + d.outputs}
+    out |= {dim for x in d.params for dim in x.type.dims if isinstance(dim, str)}
+    return out
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    taken.add(name)
+    return name

@@ -1,0 +1,130 @@
+"""Transposed copies of inputs read across their contiguous dimension inside
+a sequential loop (tcdsl/polyhedral/layout.py): recurrent weights in
+PyTorch's ``(out, in)`` layout get the same code as in ``(in, out)``."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.driver import frontend
+from tcdsl.source import Source
+
+ELMAN_OI = """def elman_oi(float(T,B,I) x, float(B,H) h0, float(H,I) Wih, float(H,H) Whh) -> (h) {
+  for t in T {
+    a(b,j) +=! x(t,b,i) * Wih(j,i)
+    if t == 0 {
+      a(b,j) += h0(b,k) * Whh(j,k)
+    } else {
+      a(b,j) += h(t-1,b,k) * Whh(j,k)
+    }
+    h(t,b,j) = tanh(a(b,j))
+  }
+}"""
+
+# PyTorch's GRU weights: (3, H, I) and (3, H, H), gates r, z, n
+GRU_OI = """def gru_oi(float(T,B,I) x, float(B,H) h0, float(3,H,I) Wih, float(3,H,H) Whh) -> (h) {
+  for t in T {
+    gi(g,b,j) +=! x(t,b,i) * Wih(g,j,i)
+    gh(g,b,j) +=! (t == 0 ? h0(b,k) : h(t-1,b,k)) * Whh(g,j,k)
+    r(b,j) = sigmoid(gi(0,b,j) + gh(0,b,j))
+    z(b,j) = sigmoid(gi(1,b,j) + gh(1,b,j))
+    c(b,j) = tanh(gi(2,b,j) + r(b,j) * gh(2,b,j))
+    h(t,b,j) = (1 - z(b,j)) * c(b,j) + z(b,j) * (t == 0 ? h0(b,j) : h(t-1,b,j))
+  }
+}"""
+
+
+def elman_ref(x, h0, wih, whh):
+    h, out = h0.astype(np.float64), []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ wih.T.astype(np.float64) + h @ whh.T.astype(np.float64))
+        out.append(h)
+    return np.stack(out)
+
+
+def gru_ref(x, h0, wih, whh):
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    h, out = h0.astype(np.float64), []
+    for t in range(x.shape[0]):
+        gi = np.einsum("bi,gji->gbj", x[t], wih)
+        gh = np.einsum("bk,gjk->gbj", h, whh)
+        r, z = sig(gi[0] + gh[0]), sig(gi[1] + gh[1])
+        c = np.tanh(gi[2] + r * gh[2])
+        h = (1 - z) * c + z * h
+        out.append(h)
+    return np.stack(out)
+
+
+def _inputs(rng, T, B, I, H, gates=None):
+    w = lambda *s: (rng.standard_normal(s) * 0.3).astype(np.float32)  # noqa: E731
+    lead = (gates,) if gates else ()
+    return (w(T, B, I), w(B, H), w(*lead, H, I), w(*lead, H, H))
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.parametrize("sizes", [(5, 3, 7, 9), (1, 1, 1, 1), (4, 2, 16, 24)])
+def test_out_in_weights_agree_with_numpy(mode, sizes):
+    rng = np.random.default_rng(sum(sizes))
+    args = _inputs(rng, *sizes)
+    got = tcdsl.compile(ELMAN_OI, specialize=mode)(*args)
+    np.testing.assert_allclose(got, elman_ref(*args), rtol=1e-4, atol=1e-5)
+    gargs = _inputs(rng, *sizes, gates=3)
+    got = tcdsl.compile(GRU_OI, specialize=mode)(*gargs)
+    np.testing.assert_allclose(got, gru_ref(*gargs), rtol=1e-4, atol=1e-5)
+
+
+def test_the_copy_is_read_along_the_vector_lanes():
+    from tcdsl.driver import emit
+
+    tir = emit(tcdsl.compile(ELMAN_OI), "tir")
+    # the recurrent product reads the copy in register tiles: the reduction
+    # index first, the vector lanes (u * 8 + v) last
+    reads = re.findall(r"Whh_t\[[^\]]*\]", tir)
+    assert any(re.fullmatch(r"Whh_t\[c\d+_k, .*\(u \* 8 \+ v\)\]", r) for r in reads), reads
+    assert not re.search(r"Whh\[[^\]]*\] \*|\* Whh\[", tir)  # the weights are read by the copy only
+    # as written, the weights are read with the reduction index last: no register tile
+    plain = emit(tcdsl.compile(ELMAN_OI, options={"transpose": False}), "tir")
+    assert re.search(r"\* Whh\[c\d+, c\d+\]", plain) and "Whh_t" not in plain
+
+
+def test_transpose_false_keeps_the_program_as_written():
+    fe = frontend(Source(ELMAN_OI), transpose=False)
+    assert "Whh_t" not in fe.checked.tensors
+    fe = frontend(Source(ELMAN_OI))
+    # Wih's product is hoisted out of the loop first: the CPU mapping packs it there
+    assert "Whh_t" in fe.checked.tensors and "Wih_t" not in fe.checked.tensors
+    rng = np.random.default_rng(0)
+    args = _inputs(rng, 3, 2, 5, 6)
+    np.testing.assert_allclose(tcdsl.compile(ELMAN_OI, options={"transpose": False})(*args), elman_ref(*args),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("source", [
+    # outside a loop the CPU mapping packs the operand itself
+    "def mm(float(M,K) A, float(N,K) B) -> (C) { C(i,j) +=! A(i,k) * B(j,k) }",
+    # already contiguous along j
+    "def f(float(T,B,K) x, float(K,H) W) -> (y) { for t in T { y(t,b,j) +=! x(t,b,k) * W(k,j) } }",
+    # not plain index variables
+    "def f(float(T,B,K) x, float(H,K) W) -> (y) { for t in T { y(t,b,j) +=! x(t,b,k) * W(j,K-1-k) } }",
+])
+def test_no_copy_where_it_would_not_help(source):
+    fe = frontend(Source(source))
+    assert not any(t.endswith("_t") for t in fe.checked.tensors)
+
+
+def test_a_copy_of_a_name_in_use_gets_a_fresh_name():
+    src = ELMAN_OI.replace("(h) {", "(h, Whh_t) {").replace(
+        "    h(t,b,j) = tanh(a(b,j))", "    h(t,b,j) = tanh(a(b,j))\n    Whh_t(t,j) = a(0,j)")
+    rng = np.random.default_rng(1)
+    args = _inputs(rng, 3, 2, 4, 5)
+    h, extra = tcdsl.compile(src)(*args)
+    np.testing.assert_allclose(h, elman_ref(*args), rtol=1e-4, atol=1e-5)
+    assert extra.shape == (3, 5)
+
+
+def test_the_option_is_checked():
+    with pytest.raises(tcdsl.TcError, match="transpose"):
+        tcdsl.compile(ELMAN_OI, options={"transpose": 1})
