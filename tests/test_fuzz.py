@@ -14,6 +14,9 @@
    ``TCDSL_FUZZ_SECONDS`` (default 30) is the default test's budget,
    ``TCDSL_FUZZ_LONG_SECONDS`` (default 600) the slow one's.  What it found
    is kept in ``REGRESSIONS`` (fixed) and ``PENDING`` (not yet, under slow).
+   ``--guard`` (always in the slow test) puts the inputs next to guard pages.
+4. The random programs of 1 under the guard-page harness (tests/guard.py):
+   a sample by default, more under slow.
 
 The default run is bounded (~90 s on two cores); ``-m slow`` runs more.
 """
@@ -468,6 +471,60 @@ def test_random_integer_programs_agree_with_the_interpreter_long(case):
     check_against_interpreter(p, sizes)
 
 
+# ====================================================== under guard pages
+# The same random programs, run by the guard-page harness (tests/guard.py):
+# every input and output next to a PROT_NONE page, in a child process, so a
+# read or write outside a tensor is a reported fault.  A small sample in the
+# default run; ``-m slow`` (or ``TCDSL_FUZZ_GUARD_PROGRAMS=N``) runs more.
+
+def sample_programs(count: int, kind: str | tuple[str, ...] = "float32") -> list[tuple[Program, list[dict]]]:
+    """``count`` random programs with their size settings, always the same ones."""
+    from hypothesis import Phase
+
+    out: list = []
+
+    @settings(max_examples=count, derandomize=True, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(_with_sizes(kind))
+    def collect(case):
+        out.append(case)
+
+    collect()
+    return out
+
+
+def guard_cases(samples: list[tuple[Program, list[dict]]], prefix: str) -> list[dict]:
+    """Cases of tests/guard.py: each program compiled once (in a specialize mode
+    by turns) and run with each size setting on make_inputs' inputs."""
+    import guard
+
+    return [{"id": f"{prefix}{k}", "source": p.text, "entry": "fuzz", "mode": MODES[k % len(MODES)],
+             "settings": [{"sizes": sizes, "inputs": [guard.explicit(x) for x in make_inputs(p, sizes, j)]}
+                          for j, sizes in enumerate(settings_)]}
+            for k, (p, settings_) in enumerate(samples)]
+
+
+def check_under_guard_pages(count_float: int, count_int: int) -> None:
+    import guard
+
+    cases = guard_cases(sample_programs(count_float), "float") + \
+        guard_cases(sample_programs(count_int, "int"), "int")
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, f"{len(bad)} of {len(records)} ({guard.counts(records)}):\n{guard.report(bad)}"
+    assert sum(r["outcome"] == "works" for r in records) >= len(records) // 2, guard.counts(records)
+
+
+def test_random_programs_under_guard_pages():
+    n = int(os.environ.get("TCDSL_FUZZ_GUARD_PROGRAMS", 8))
+    check_under_guard_pages(n - n // 2, n // 2)
+
+
+@pytest.mark.slow
+def test_random_programs_under_guard_pages_long():
+    check_under_guard_pages(200, 100)
+
+
 # ======================================================== printer round trip
 _NAMES = st.sampled_from(["A", "B", "x", "i", "j", "t", "N", "foo", "h2h"])
 _OPS = ["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "min", "max"]
@@ -735,14 +792,18 @@ def _elements(kernel, sizes: dict[str, int]) -> int:
     return total
 
 
-def run_mutant(text: str, index: int = 0, mode: str | None = None, size: int | None = None) -> tuple[str, str]:
+def run_mutant(text: str, index: int = 0, mode: str | None = None, size: int | None = None,
+               guarded: bool = False) -> tuple[str, str]:
     """Compile ``text`` and, when it compiles, call it on small random inputs
     (every size ``size``, or random in 1..3).  Returns (outcome, detail);
     outcome "failure" means something other than a TcError escaped,
     "mismatch" that the kernel and the interpreter disagree (values, shapes,
     dtypes, or one of them raising a TcError where the other runs); both
     fail the tests.  "skipped" are the mutants the interpreter cannot judge
-    (an out-of-bounds read is undefined for compiled code, or it runs too long)."""
+    (an out-of-bounds read is undefined for compiled code, or it runs too long).
+    ``guarded``: the kernel reads inputs next to a PROT_NONE page
+    (tests/guard.py; after the end or before the start, by turns), so that
+    a read outside one kills the worker, which reports the mutant."""
     rng = random.Random(index)
     mode = mode or rng.choice(MODES)
     with warnings.catch_warnings():
@@ -773,6 +834,10 @@ def run_mutant(text: str, index: int = 0, mode: str | None = None, size: int | N
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
+        if guarded:
+            import guard
+
+            inputs = [guard.guarded_copy(x, guard.DIRECTIONS[index % 2]) for x in inputs]
         try:
             got = kernel(*inputs)
         except TcError as e:
@@ -792,7 +857,7 @@ def run_mutant(text: str, index: int = 0, mode: str | None = None, size: int | N
     return "works", ""
 
 
-def fuzz_worker(seed: int, start: int, seconds: float, state: Path, results: Path) -> None:
+def fuzz_worker(seed: int, start: int, seconds: float, state: Path, results: Path, guarded: bool = False) -> None:
     testing.MAX_POINTS = 2_000_000  # a mutant the interpreter cannot run quickly is skipped
     defs = corpus_defs()
     end = time.time() + seconds
@@ -800,18 +865,19 @@ def fuzz_worker(seed: int, start: int, seconds: float, state: Path, results: Pat
     while time.time() < end:
         text = mutant(seed, i, defs)
         state.write_text(json.dumps({"index": i, "text": text}))
-        outcome, detail = run_mutant(text, i)
+        outcome, detail = run_mutant(text, i, guarded=guarded)
         with results.open("a") as f:
             f.write(json.dumps({"index": i, "outcome": outcome, "detail": detail,
                                 "text": text if outcome in ("failure", "mismatch") else ""}) + "\n")
         i += 1
 
 
-def run_fuzzer(seconds: float, seed: int, at_least: int = 0) -> list[dict]:
+def run_fuzzer(seconds: float, seed: int, at_least: int = 0, guarded: bool = False) -> list[dict]:
     """Mutants for ``seconds`` (and on until ``at_least`` of them ran, so that
     a loaded machine still checks the same first mutants of the seed), in
     worker processes; a worker that dies (a crash) or hangs is reported with
-    the mutant it was running."""
+    the mutant it was running.  ``guarded``: inputs next to guard pages
+    (``run_mutant``)."""
     with tempfile.TemporaryDirectory() as tmp:
         state, results = Path(tmp) / "state.json", Path(tmp) / "results.jsonl"
         results.touch()
@@ -826,7 +892,8 @@ def run_fuzzer(seconds: float, seed: int, at_least: int = 0) -> list[dict]:
         while time.time() < end - 1:
             budget = max(1.0, end - time.time() - 6)  # the worker's import takes a few seconds
             cmd = [sys.executable, __file__, "--worker", "--seed", str(seed), "--start", str(start),
-                   "--seconds", str(budget), "--state", str(state), "--results", str(results)]
+                   "--seconds", str(budget), "--state", str(state), "--results", str(results)] + \
+                (["--guard"] if guarded else [])
             try:
                 proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=budget + 120)
                 code, err = proc.returncode, proc.stderr[-3000:]
@@ -958,7 +1025,7 @@ def test_mutated_corpus_runs_or_raises_tc_errors():
 @pytest.mark.slow
 def test_mutated_corpus_long():
     seed = _fuzz_seed(1)
-    _check_records(run_fuzzer(float(os.environ.get("TCDSL_FUZZ_LONG_SECONDS", 600)), seed=seed), seed)
+    _check_records(run_fuzzer(float(os.environ.get("TCDSL_FUZZ_LONG_SECONDS", 600)), seed=seed, guarded=True), seed)
 
 
 def main(argv: list[str]) -> int:
@@ -972,12 +1039,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--state", type=Path)
     ap.add_argument("--results", type=Path)
+    ap.add_argument("--guard", action="store_true", help="inputs next to guard pages (tests/guard.py)")
     ap.add_argument("--mismatches", action="store_true", help="(kept for old command lines: mismatches always print)")
     args = ap.parse_args(argv)
     if args.worker:
-        fuzz_worker(args.seed, args.start, args.seconds, args.state, args.results)
+        fuzz_worker(args.seed, args.start, args.seconds, args.state, args.results, args.guard)
         return 0
-    records = run_fuzzer(args.seconds, args.seed)
+    records = run_fuzzer(args.seconds, args.seed, guarded=args.guard)
     shown = ("failure", "mismatch")
     for r in records:
         if r["outcome"] in shown:
