@@ -19,8 +19,8 @@ A *case* is a JSON object::
      "inputs": [{"dtype", "shape", "data"}] (explicit inputs) or absent,
      "seed": 0, "mode": "never", "directions": ["after", "before"],
      "expect": "agree" (default) or "error" (the only right outcome is a TcError),
-     "poke": null | "past" | "last" (test the harness: read one element past the
-             end / before the start of the first guarded input, or its last / first one)}
+     "poke": null | "edge" | "past" (tests of the harness: read the byte of the first
+             input at its guard page; "past": then the byte beyond it, which must fault)}
 
 :func:`run_cases` runs a batch in one child process (``python tests/guard.py
 --child``); each case's outcome is one of
@@ -31,13 +31,17 @@ A *case* is a JSON object::
 * ``unjudged``: the interpreter finds a read out of bounds (undefined
   behaviour) and the kernel ran without a fault: nothing to compare;
 * ``mismatch``, ``failure`` (an exception other than ``TcError``), ``fault``
-  (the child died of a signal: the case it was running is named, from a state
-  file written before each case, and rerun alone to confirm), ``hang``.
+  (a signal killed the process running the case), ``hang``.
 
-The last three, ``mismatch``, and anything but ``refused`` for ``expect:
-"error"``, are failures (:func:`failures`).  The child goes on with the next
-case in a fresh process after a fault.  ``python tests/guard.py FILE.tc
-[--entry E] [--sizes N=3,M=2]`` checks one program from the command line.
+Those four, and anything but ``refused`` for ``expect: "error"``, are
+failures (:func:`failures`).  The child imports the compiler once and forks
+a process that runs the cases, naming each in a state file before it starts;
+when that process dies, the child records the case it was running (rerun
+alone in a fresh fork when other cases ran before it: an earlier case could
+have corrupted memory), with the signal and the call (stderr lines
+``guard: ...``), and forks again from the next case.  ``python
+tests/guard.py FILE.tc [--entry E] [--sizes N=3,M=2]`` checks one program
+from the command line.
 """
 from __future__ import annotations
 
@@ -151,8 +155,6 @@ def _inputs_of(case: dict, kernel, sizes: dict[str, int]) -> list[np.ndarray]:
 
         c = cases.by_name(case["corpus"])
         return c.make_inputs(np.random.default_rng(case.get("seed", 0)), **sizes)
-    from tcdsl.runtime.signature import Linear  # noqa: PLC0415
-
     rng = np.random.default_rng(case.get("seed", 0))
     out = []
     for p in kernel.signature.inputs:
@@ -164,7 +166,6 @@ def _inputs_of(case: dict, kernel, sizes: dict[str, int]) -> list[np.ndarray]:
             out.append(rng.integers(0, 2, shape).astype(bool))
         else:  # small values: integer tensors are often indices
             out.append(rng.integers(0, 2, shape).astype(p.dtype))
-    assert all(isinstance(x, np.ndarray) for x in out) and Linear
     return out
 
 
@@ -314,6 +315,7 @@ def _forked(cases: list[dict], indices, tmp: Path, results: Path, per_case: floa
             for i in indices:
                 with state.open("w") as f:
                     f.write(f"{i} {time.time()}")
+                print(f"guard: case {cases[i]['id']}", file=sys.stderr, flush=True)
                 outcome, detail = run_case(cases[i])
                 with results.open("a") as f:
                     f.write(json.dumps({"index": i, "outcome": outcome, "detail": detail}) + "\n")
@@ -344,7 +346,7 @@ def _forked(cases: list[dict], indices, tmp: Path, results: Path, per_case: floa
         culprit = int(state.read_text().split()[0])
     except (ValueError, IndexError):
         culprit = None
-    return code, culprit, err.read_text(errors="replace")[-3000:]
+    return code, culprit, err.read_text(errors="replace")
 
 
 def child(cases_path: Path, results: Path, per_case: float) -> None:
@@ -377,9 +379,11 @@ def child(cases_path: Path, results: Path, per_case: float) -> None:
 
 
 def _abridged(err: str) -> str:
-    """The harness's own lines of a dead child's stderr (the last 3) and the
-    top of any backtrace."""
+    """A dead child's stderr since its last case began: the harness's own
+    lines (the last 3: which call) and the top of any backtrace."""
     lines = err.splitlines()
+    starts = [k for k, ln in enumerate(lines) if ln.startswith("guard: case ")]
+    lines = lines[starts[-1] + 1:] if starts else lines
     ours = [ln for ln in lines if ln.startswith(("guard:", "poke:"))][-3:]
     rest = [ln for ln in lines if not ln.startswith(("guard:", "poke:"))]
     return "\n".join(ours + rest[:8] + (["  ..."] if len(rest) > 8 else []))

@@ -31,11 +31,16 @@ import guard  # noqa: E402
 # must be refused (TcError at compile or call), never run.
 ISSUE_16 = [
     ("and_guard", "def f(float(N) A) -> (B) { B(i) = i >= 1 && A(i-1) > 0.5 ? 1.0 : 0.0 }", "agree"),
+    # with the range given, i = 0 is in it: A(-1) must not be read
+    ("and_guard_where", "def f(float(N) A) -> (B) { B(i) = i >= 1 && A(i-1) > 0.5 ? 1.0 : 0.0 where i in 0:N }",
+     "agree"),
     ("or_guard", "def f(float(N) A) -> (B) { B(i) = i >= N-1 || A(i+1) > 0.5 ? 1.0 : 0.0 where i in 0:N }",
      "agree"),
     # without the where clause, range inference gives i the range [-1, N - 1): refused or run, never a fault
     ("or_guard_inferred", "def f(float(N) A) -> (B) { B(i) = i >= N-1 || A(i+1) > 0.5 ? 1.0 : 0.0 }", "agree"),
     ("nested_select", "def f(float(N) A) -> (B) { B(i) = i >= 2 ? (A(i-2) > 0.5 ? A(i-2) : 0.0) : 0.0 }", "agree"),
+    ("nested_select_where",
+     "def f(float(N) A) -> (B) { B(i) = i >= 2 ? (A(i-2) > 0.5 ? A(i-2) : 0.0) : 0.0 where i in 0:N }", "agree"),
     ("where_past_the_input", "def f(float(N) A) -> (B) { B(i) = A(i) * 2 where i in 0:N+3 }", "error"),
     ("shifted_read", "def f(float(N) A) -> (B) { B(i) = A(i+1) where i in 0:N }", "error"),
 ]
