@@ -146,7 +146,7 @@ def guarded_copy(x: np.ndarray, direction: str, read_only: bool = True) -> np.nd
 
 
 # =================================================================== the child
-def _inputs_of(case: dict, kernel, sizes: dict[str, int]) -> list[np.ndarray]:
+def _inputs_of(case: dict, kernel, sizes: dict[str, int], given: dict[str, int]) -> list[np.ndarray]:
     if case.get("inputs") is not None:
         return [np.array(x["data"], dtype=x["dtype"]).reshape(x["shape"]) for x in case["inputs"]]
     if case.get("corpus"):
@@ -154,7 +154,7 @@ def _inputs_of(case: dict, kernel, sizes: dict[str, int]) -> list[np.ndarray]:
         import cases  # noqa: PLC0415
 
         c = cases.by_name(case["corpus"])
-        return c.make_inputs(np.random.default_rng(case.get("seed", 0)), **sizes)
+        return c.make_inputs(np.random.default_rng(case.get("seed", 0)), **given)  # the sizes it takes
     rng = np.random.default_rng(case.get("seed", 0))
     out = []
     for p in kernel.signature.inputs:
@@ -244,7 +244,7 @@ def _run_setting(case: dict, kernel, given: dict, index: int) -> tuple[str, str]
     default = given.get("*", case.get("size", 3))
     sizes = {s: default for s in names} | {k: v for k, v in given.items() if k in names}
     try:
-        inputs = _inputs_of(dict(case, seed=case.get("seed", 0) + index), kernel, sizes)
+        inputs = _inputs_of(dict(case, seed=case.get("seed", 0) + index), kernel, sizes, given)
     except Exception as e:  # noqa: BLE001
         return "failure", f"making inputs: {type(e).__name__}: {e}"
     carried = {d for p in kernel.signature.inputs for d in p.dims if isinstance(d, str)}
@@ -358,7 +358,8 @@ def child(cases_path: Path, results: Path, per_case: float) -> None:
     import tcdsl.testing  # noqa: F401, PLC0415
 
     cases = json.loads(cases_path.read_text())
-    tmp = Path(tempfile.mkdtemp(prefix="tcdsl-guard-child-"))
+    tmp = cases_path.parent / "child"  # removed with the parent's temporary directory
+    tmp.mkdir(exist_ok=True)
     start = 0
     while start < len(cases):
         code, culprit, err = _forked(cases, range(start, len(cases)), tmp, results, per_case)
