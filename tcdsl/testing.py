@@ -349,7 +349,8 @@ class _Eval:
     """Typed evaluation of a right-hand side over a grid of points.
 
     ``mask`` says which points really evaluate a node: the untaken side of
-    ``c ? a : b`` may read out of bounds.  Reads of ``watch`` are recorded
+    ``c ? a : b`` and the right side of ``a && b`` where ``a`` is false (of
+    ``a || b`` where it is true) may read out of bounds.  Reads of ``watch`` are recorded
     (flat index, active mask) for the conflict check."""
 
     def __init__(self, tensors, env, grid, watch: str | None = None):
@@ -417,8 +418,9 @@ class _Eval:
         return arr[clipped] if arr.ndim else np.broadcast_to(arr, shape)
 
     def _binary(self, e: n.Binary, op: str, a: n.Expr, b: n.Expr, mask) -> np.ndarray:
-        if op in ("&&", "||"):  # both sides are evaluated (no short circuit in TIR)
-            x, y = self.as_type(a, "bool", mask), self.as_type(b, "bool", mask)
+        if op in ("&&", "||"):  # the right side is read only where the left one does not decide
+            x = self.as_type(a, "bool", mask)
+            y = self.as_type(b, "bool", np.logical_and(mask, x if op == "&&" else np.logical_not(x)))
             return np.logical_and(x, y) if op == "&&" else np.logical_or(x, y)
         if op in _COMPARE:
             t = _operand_type(a, b)
