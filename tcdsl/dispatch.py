@@ -162,7 +162,8 @@ class Kernel(CompiledKernel):
         if self.specialize == "before-scheduling":
             return driver.before_scheduling(fe, fixed, kind, self._options_at(sizes))
         if self._symbolic_schedules is None:
-            self._symbolic_schedules = driver.schedule_for(fe.model, self.fixed, kind, options.schedule)
+            self._symbolic_schedules = driver.schedule_for(driver.model_for(fe, options.schedule), self.fixed, kind,
+                                                           options.schedule)
         return driver.after_scheduling(fe, self._symbolic_schedules, fixed, kind, self._options_at(sizes))
 
     def _options_at(self, sizes: dict[str, int] | None) -> Options:
@@ -368,7 +369,8 @@ class Kernel(CompiledKernel):
 
     @property
     def schedule(self) -> str:
-        return driver.dump_schedules(self.frontend.model, self._display_backend().schedules)
+        b = self._display_backend()
+        return driver.dump_schedules(b.model, b.schedules)
 
     @property
     def isl_ast(self) -> str:

@@ -1,7 +1,7 @@
 """The pipeline, top to bottom.
 
     frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> transpose -> hoist
-    backend:   schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
+    backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
 The rest runs for one set of fixed sizes (none: all symbolic); the
@@ -11,7 +11,10 @@ The rest runs for one set of fixed sizes (none: all symbolic); the
 * :func:`after_scheduling`:  schedule(symbolic) once; per size tuple: fold plan -> ast(fixed) -> tir
 * :func:`before_scheduling`: per size tuple: schedule(fixed) -> fold plan -> ast(fixed) -> tir
 
-and :func:`build` makes the binary.  Every stage is a function of the
+and :func:`build` makes the binary.  Every order schedules and lowers
+:func:`model_for` the schedule options: the frontend's model, its statements
+split at their selects' affine conditions unless ``split_selects`` is off
+(polyhedral/split.py).  Every stage is a function of the
 previous stage's value (and of its own options record, tcdsl/options.py).
 Each target schedules and lowers in its own way (:func:`target`: the CPU's
 schedule and ``codegen/cpu.py``, the GPU's schedule and ``codegen/cuda.py``);
@@ -54,10 +57,37 @@ class Frontend:
     checked: CheckedDef
     ranges: RangeInfo
     model: Model
+    _split: Model | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.checked.node.name
+
+
+def model_for(fe: Frontend, options: ScheduleOptions) -> Model:
+    """The model the size-dependent stages schedule and lower: ``fe.model``
+    with its statements split at their selects' affine conditions
+    (polyhedral/split.py) when ``split_selects`` is on; made once per frontend."""
+    if not options.split_selects:
+        return fe.model
+    if fe._split is None:
+        from .polyhedral.split import split_model
+
+        fe._split = split_model(fe.model)
+        _dump("split", lambda: dump_split(fe._split))
+    return fe._split
+
+
+def dump_split(model: Model) -> str:
+    """Each kernel's statements with their domains and right-hand sides."""
+    from .syntax.printer import expr_to_tc
+
+    lines = []
+    for i, k in enumerate(model.kernels()):
+        for st in k.stmts:
+            rhs = "init" if st.is_init else expr_to_tc(st.info.comp.rhs)
+            lines.append(f"# kernel {i}: {st.name} {st.domain}: {rhs}")
+    return "\n".join(lines)
 
 
 def frontend(source: Source, entry: str | None = None, options: FrontendOptions | None = None,
@@ -160,6 +190,7 @@ class Backend:
     func: object  # tvm.tirx.PrimFunc
     signature: object  # codegen.lower.Signature
     fixed: dict[str, int]
+    model: Model | None = None  # the model scheduled and lowered (model_for)
 
     def ast_text(self) -> str:
         return "\n".join(a.to_C_str() for a in self.asts.values())
@@ -168,29 +199,31 @@ class Backend:
 # ----------------------------------------------------------- the orders
 def never(fe: Frontend, fixed: dict[str, int], target_kind: str, options: Options) -> Backend:
     """The symbolic kernel (sizes ``fixed`` at compile time are constants)."""
-    schedules = schedule_for(fe.model, fixed, target_kind, options.schedule)
+    schedules = schedule_for(model_for(fe, options.schedule), fixed, target_kind, options.schedule)
     return _lower(fe, schedules, fixed, target_kind, options)
 
 
 def after_scheduling(fe: Frontend, schedules: dict[int, isl.Schedule], sizes: dict[str, int], target_kind: str,
                      options: Options) -> Backend:
-    """A kernel for ``sizes`` from the symbolic ``schedules`` (those of :func:`never`)."""
+    """A kernel for ``sizes`` from the symbolic ``schedules`` (those of
+    :func:`never`, made with the same ``options.schedule``)."""
     return _lower(fe, schedules, sizes, target_kind, options)
 
 
 def before_scheduling(fe: Frontend, sizes: dict[str, int], target_kind: str, options: Options) -> Backend:
     """A kernel for ``sizes``, scheduled with them substituted."""
-    schedules = schedule_for(fe.model, sizes, target_kind, options.schedule)
+    schedules = schedule_for(model_for(fe, options.schedule), sizes, target_kind, options.schedule)
     return _lower(fe, schedules, sizes, target_kind, options)
 
 
 def _lower(fe: Frontend, schedules: dict[int, isl.Schedule], fixed: dict[str, int], target_kind: str,
            options: Options) -> Backend:
     """The stages after scheduling: fold plan -> build_ast -> lower_to_tir."""
-    folds = fold_plan(fe.model, target_kind, options.lowering)
-    asts = build_ast(fe.model, schedules, fixed)
-    func, sig = lower(fe.model, asts, fe.name, fixed, folds, target_kind, options)
-    return Backend(schedules, folds, asts, func, sig, fixed)
+    model = model_for(fe, options.schedule)
+    folds = fold_plan(model, target_kind, options.lowering)
+    asts = build_ast(model, schedules, fixed)
+    func, sig = lower(model, asts, fe.name, fixed, folds, target_kind, options)
+    return Backend(schedules, folds, asts, func, sig, fixed, model)
 
 
 def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None, target_kind: str = "llvm",
@@ -276,13 +309,17 @@ def _dump(stage: str, text: Callable[[], str]) -> None:
 STAGES: dict[str, Callable] = {
     "ast": lambda k, sizes=None: to_sexpr(k.frontend.checked.node) + "\n",
     "ranges": lambda k, sizes=None: k.frontend.ranges.dump(),
-    "schedule": lambda k, sizes=None: dump_schedules(k.frontend.model, k.backend(sizes).schedules),
+    "schedule": lambda k, sizes=None: _schedule_text(k.backend(sizes)),
     "isl-ast": lambda k, sizes=None: k.backend(sizes).ast_text(),
     "tir": lambda k, sizes=None: k.script if sizes is None else k.backend(sizes).func.script(),
     "llvm": lambda k, sizes=None: k.source_code("ll", sizes),
     "c": lambda k, sizes=None: _c_source(k, sizes),
     "cuda": lambda k, sizes=None: k.source_code("cuda", sizes),
 }
+
+
+def _schedule_text(b: Backend) -> str:
+    return dump_schedules(b.model, b.schedules)
 
 
 def _c_source(kernel, sizes: dict[str, int] | None) -> str:

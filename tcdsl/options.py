@@ -5,7 +5,7 @@ checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
     frontend   FrontendOptions  strict_bounds, hoist, transpose   (driver.frontend)
-    schedule   ScheduleOptions  fusion                            (polyhedral/schedule.py)
+    schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
     cuda       CudaMapping      threads, flatten, registers, emulate (codegen/cuda.py)
@@ -70,9 +70,13 @@ FUSION = ("auto", "isl", "outer", "none")
 class ScheduleOptions:
     """The CPU's schedule (polyhedral/schedule.py): for a kernel inside a
     sequential ``for``, ``fusion`` chooses between isl's schedule and one
-    statement per nest below a shared parallel loop (see ``FUSION`` there)."""
+    statement per nest below a shared parallel loop (see ``FUSION`` there);
+    ``split_selects`` cuts a statement's domain at its selects' affine
+    conditions first (polyhedral/split.py), so padding and boundary selects
+    leave the inner loops."""
 
     fusion: str = "auto"
+    split_selects: bool = True
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,7 @@ def _payback(key: str, v: Any) -> float:
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool), "fusion": ("schedule", _fusion),
+    "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
     "chunk_rows": ("cpu", _int(1)), "cpu_threads": ("cpu", _int(0)),
@@ -351,7 +356,12 @@ class MappingOptions:
     statements), ``"isl"`` (isl's schedule, fused where it can),
     ``"outer"`` (the outermost parallel loop shared, each statement in a
     nest of its own below it), ``"none"`` (each strongly connected component
-    in a nest of its own); see polyhedral/schedule.py.
+    in a nest of its own); see polyhedral/schedule.py.  ``split_selects``
+    (default True): a statement whose right-hand side has a select
+    ``c ? a : b`` with an affine condition ``c`` (``t + k - K + 1 >= 0``,
+    ``t == 0``) runs as one statement where ``c`` holds (reading ``a``) and
+    one where it does not (``b``), so no select is left in the inner loops;
+    a piece that adds 0 to a sum is left out (polyhedral/split.py).
 
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
     ``registers``, ``emulate``.
@@ -370,6 +380,7 @@ class MappingOptions:
     transpose: bool = FrontendOptions.transpose
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
+    split_selects: bool = ScheduleOptions.split_selects
     threads: int = CudaMapping.threads
     flatten: int | None = CudaMapping.flatten
     registers: bool = CudaMapping.registers

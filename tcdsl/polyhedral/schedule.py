@@ -240,12 +240,21 @@ def _unit_or_invariant(access, d: str) -> bool:
         return False
     if not uses(last) or is_d(last):
         return True
-    match last:
-        case n.Binary(op="+", lhs=a, rhs=b):
-            return (is_d(a) and not uses(b)) or (is_d(b) and not uses(a))
-        case n.Binary(op="-", lhs=a, rhs=b):
-            return is_d(a) and not uses(b)
-    return False
+    return _plus(last, d)
+
+
+def _plus(e, d: str) -> bool:
+    """``e`` is ``d`` plus terms free of ``d`` (``t + k - K + 1``; isl decides)."""
+    from ..sema.affine import NotAffine, read_pwaff
+    from ..syntax import nodes as n
+
+    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != d})
+    try:
+        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [d], e)
+    except NotAffine:
+        return False
+    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
+    return not pa.sub(v).involves_dims(isl.dim_type.in_, 0, 1)
 
 
 def _transposed(access, d: str, r: str, dims: tuple[str, ...]) -> bool:

@@ -33,7 +33,7 @@ from .database import Database, Key, sizes_text
 # Options that are decided before the per-size stages (the frontend's), and
 # those of the schedule shared by after-scheduling's binaries.
 FRONTEND_OPTIONS = ("hoist", "strict_bounds")
-SCHEDULE_OPTIONS = ("fusion",)
+SCHEDULE_OPTIONS = ("fusion", "split_selects")
 
 
 def format_sizes(sizes: dict[str, int]) -> str:

@@ -70,6 +70,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "hoist": (True, False),
         "fold": (True, False),
         "fusion": ("auto", "isl", "outer", "none"),
+        "split_selects": (True, False),
     }
     return tuple(Knob(k, v, _default(k)) for k, v in values.items())
 

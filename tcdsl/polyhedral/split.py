@@ -1,0 +1,227 @@
+"""Index-set splitting at a select's affine condition.
+
+``split_model(model)`` is the stage entry point (the schedule option
+``split_selects``, driver.model_for).  A statement whose right-hand side has
+a select ``c ? a : b`` with ``c`` affine in the statement's variables, the
+sizes and the enclosing loop variables (``sema/affine.py``'s ``to_isl``
+decides) becomes several isl statements: one on the part of its domain where
+``c`` holds, with the select replaced by ``a``, one on the rest, with ``b``.
+The inner loops of each then carry no select::
+
+    y(b, o, t) +=! (t + k - K + 1 >= 0 ? x(b, c, t + k - K + 1) : 0) * w(o, c, k)
+
+becomes ``S1_0`` on ``t + k - K + 1 >= 0`` reading ``x(...) * w(...)``; the
+other piece's right-hand side is ``0 * w(o, c, k)``, which simplifies to
+``0``, the identity of ``+``: it changes nothing and is left out (the init
+``S1_init`` still covers every element of ``y``).  Such a simplification
+assumes ``0 * w`` is 0 (a NaN or infinite ``w`` in the padding no longer
+gives NaN).
+
+Every select of a piece whose condition holds, or fails, on the whole piece
+is resolved, so nested selects, repeated conditions and conditions that are
+always true on the domain need no piece of their own.  A condition on a
+loop variable only (``t == 0 ? h0(i) : h(t - 1, i)`` inside ``for t``) splits
+on a parameter: isl's AST guards each piece with ``if (t == 0)``.  Pieces
+that are empty for every size are removed; pieces empty for the sizes fixed
+at scheduling disappear from isl's AST.  A statement is cut into at most
+``MAX_PIECES`` pieces; a select that would make more stays a select, and so
+does one whose condition is not affine (``x(i) > 0 ? ...``).
+
+The pieces of a statement keep its position in the program order (the
+order map of a piece is the statement's, restricted to its domain), so the
+dependences between them are those between the statement's instances.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import islpy as isl
+
+from ..sema import types as ty
+from ..sema.affine import NotAffine, isl_name, params_prefix, to_isl
+from ..syntax import nodes as n
+from .model import Block, Branch, ForLoop, IslStmt, Kernel, Model, _accesses, _Builder, maps
+
+MAX_PIECES = 4
+
+
+def split_model(model: Model) -> Model:
+    """The model with its statements split at their selects' affine
+    conditions (the model itself when no statement changes)."""
+    builder = _Builder(model.ranges, iter(()))
+    changed = False
+
+    def block(b: Block) -> Block:
+        nonlocal changed
+        items = []
+        for it in b.items:
+            if isinstance(it, Kernel):
+                k = _split_kernel(it, builder)
+                changed = changed or k is not it
+                items.append(k)
+            elif isinstance(it, ForLoop):
+                items.append(ForLoop(it.loop, block(it.body)))
+            else:
+                items.append(Branch(it.cond, block(it.then), block(it.orelse)))
+        return Block(items)
+
+    body = block(model.body)
+    return Model(model.ranges, body) if changed else model
+
+
+def _split_kernel(k: Kernel, builder: _Builder) -> Kernel:
+    stmts: list[IslStmt] = []
+    order = isl.UnionMap.empty(k.order.get_space())
+    by_name = {m.get_tuple_name(isl.dim_type.in_): m for m in maps(k.order)}
+    changed = False
+    for s in k.stmts:
+        pieces = None if s.is_init else _pieces(s, k.context, builder)
+        if pieces is None:
+            stmts.append(s)
+            order = order.union(isl.UnionMap.from_map(by_name[s.name]))
+            continue
+        changed = True
+        for p in pieces:
+            stmts.append(p)
+            m = by_name[s.name]
+            m = m.intersect_domain(p.domain.set_tuple_name(s.name).align_params(m.get_space()))
+            order = order.union(isl.UnionMap.from_map(m.set_tuple_name(isl.dim_type.in_, p.name)))
+    if not changed or not stmts:
+        return k
+    return Kernel(stmts, k.loops, k.context, order, serialize=k.serialize)
+
+
+def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | None:
+    """The statements that replace ``s`` (possibly none: every piece was an
+    identity of its reduction), or None when ``s`` stays as it is."""
+    comp = s.info.comp
+    conds = _Conditions(s, context)
+    pieces = [(s.domain, conds.resolve(comp.rhs, s.domain))]
+    refused: set[n.Expr] = set()
+    while True:
+        cond = next((c for _, rhs in pieces for c in _selects(rhs) if c not in refused and conds.set(c) is not None),
+                    None)
+        if cond is None:
+            break
+        split = []
+        for dom, rhs in pieces:
+            if cond not in _selects(rhs):
+                split.append((dom, rhs))
+                continue
+            for part in (dom & conds.set(cond), dom - conds.set(cond)):
+                if not conds.empty(part):
+                    split.append((part.coalesce(), conds.resolve(rhs, part)))
+        if len(split) > MAX_PIECES:
+            refused.add(cond)
+        else:
+            pieces = split
+    if len(pieces) == 1 and pieces[0][1] == comp.rhs:
+        return None  # no select split or resolved
+    pieces = [(dom, simplify(rhs)) for dom, rhs in pieces]
+    dtype = builder.r.checked.tensors[comp.tensor].dtype
+    kept = [(dom, rhs) for dom, rhs in pieces if not _is_identity(rhs, comp.reduction, dtype)]
+    out = []
+    for i, (dom, rhs) in enumerate(kept):
+        name = s.name if len(kept) == 1 else f"{s.name}_{i}"
+        info = dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=rhs))
+        p = IslStmt(name, info, False, s.dims, dom.set_tuple_name(name))
+        p.writes.append(builder._map(p, comp.tensor, comp.indices))
+        if comp.reduction is not None:
+            p.reads.append(builder._map(p, comp.tensor, comp.indices))
+        for acc in _accesses(rhs):
+            try:
+                p.reads.append(builder._map(p, acc.tensor, acc.indices))
+            except NotAffine:
+                p.may_reads.append(builder._whole(p, acc.tensor, len(acc.indices)))
+        out.append(p)
+    return out
+
+
+class _Conditions:
+    """The isl sets of a statement's select conditions (None: not affine)."""
+
+    def __init__(self, s: IslStmt, context: isl.Set):
+        self.s = s
+        self.context = context
+        self.sets: dict[n.Expr, isl.Set | None] = {}
+        sp = context.get_space()
+        self.params = [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
+
+    def set(self, cond: n.Expr) -> isl.Set | None:
+        if cond not in self.sets:
+            self.sets[cond] = self._read(cond)
+        return self.sets[cond]
+
+    def _read(self, cond: n.Expr) -> isl.Set | None:
+        try:
+            text = (params_prefix(self.params) + "{ " + self.s.name + "[" + ", ".join(map(isl_name, self.s.dims))
+                    + "] : " + to_isl(cond) + " }")
+            out = isl.Set.read_from_str(self.context.get_ctx(), text)
+        except (NotAffine, isl.Error):
+            return None
+        return out.align_params(self.s.domain.get_space()).set_tuple_name(self.s.domain.get_tuple_name())
+
+    def empty(self, dom: isl.Set) -> bool:
+        return dom.intersect_params(self.context.align_params(dom.get_space())).is_empty()
+
+    def resolve(self, e: n.Expr, dom: isl.Set) -> n.Expr:
+        """``e`` with each select whose condition holds (fails) on all of
+        ``dom`` replaced by its first (second) value."""
+        if isinstance(e, n.Select):
+            c = self.set(e.cond)
+            if c is not None:
+                if self.empty(dom - c):
+                    return self.resolve(e.then, dom)
+                if self.empty(dom & c):
+                    return self.resolve(e.other, dom)
+        return n.map_children(e, lambda x: self.resolve(x, dom) if isinstance(x, n.Expr) else x)
+
+
+def _selects(e: n.Expr) -> list[n.Expr]:
+    """The conditions of the selects in ``e``, outermost first."""
+    return [x.cond for x in n.walk(e) if isinstance(x, n.Select)]
+
+
+def _zero(e: n.Expr) -> bool:
+    return isinstance(e, n.Const) and not isinstance(e.value, bool) and e.value == 0
+
+
+def _one(e: n.Expr) -> bool:
+    return isinstance(e, n.Const) and not isinstance(e.value, bool) and e.value == 1
+
+
+def _const(value, like: n.Expr) -> n.Const:
+    dtype = like.dtype
+    if dtype is not None and ty.is_float(dtype):
+        value = float(value)
+    return n.Const(value, dtype=dtype, span=like.span)
+
+
+def simplify(e: n.Expr) -> n.Expr:
+    """``0 * x``, ``x * 1``, ``x + 0``, ``x - 0``, ``-0`` and casts of
+    constants folded (what replacing a select by ``0`` leaves)."""
+    e = n.map_children(e, lambda x: simplify(x) if isinstance(x, n.Expr) else x)
+    match e:
+        case n.Binary(op="*", lhs=a, rhs=b) if _zero(a) or _zero(b):
+            return _const(0, e)
+        case n.Binary(op="*", lhs=a, rhs=b) if _one(a) and b.dtype == e.dtype:
+            return b
+        case n.Binary(op="*" | "/", lhs=a, rhs=b) if _one(b) and a.dtype == e.dtype:
+            return a
+        case n.Binary(op="+", lhs=a, rhs=b) if _zero(a) and b.dtype == e.dtype:
+            return b
+        case n.Binary(op="+" | "-", lhs=a, rhs=b) if _zero(b) and a.dtype == e.dtype:
+            return a
+        case n.Unary(op="-", operand=a) if _zero(a):
+            return _const(0, e)
+        case n.Cast(to=to, operand=n.Const(value=v)) if (not isinstance(v, bool) and float(v).is_integer()
+                                                          and (ty.is_float(to) or ty.is_int(to))):
+            return n.Const(float(v) if ty.is_float(to) else int(v), dtype=to, span=e.span)
+    return e
+
+
+def _is_identity(rhs: n.Expr, reduction: str | None, dtype: str) -> bool:
+    """``rhs`` is a constant that leaves an element of the reduction as it is."""
+    if reduction not in ("+", "*", "min", "max") or not isinstance(rhs, n.Const):
+        return False
+    return rhs.value == ty.identity(reduction, dtype)
