@@ -198,10 +198,17 @@ def _const(value, like: n.Expr) -> n.Const:
 
 
 def simplify(e: n.Expr) -> n.Expr:
-    """``0 * x``, ``x * 1``, ``x + 0``, ``x - 0``, ``-0`` and casts of
-    constants folded (what replacing a select by ``0`` leaves)."""
+    """``0 * x``, ``x * 1``, ``x + 0``, ``x - 0``, ``-0``, sums and products
+    of two constants and casts of integral constants folded (what replacing
+    a select by ``0`` leaves)."""
     e = n.map_children(e, lambda x: simplify(x) if isinstance(x, n.Expr) else x)
     match e:
+        case n.Binary(op="+" | "-" | "*" as op, lhs=n.Const(value=a), rhs=n.Const(value=b)) if (
+                not isinstance(a, bool) and not isinstance(b, bool) and e.dtype is not None
+                and (ty.is_float(e.dtype) or isinstance(a, int) and isinstance(b, int))):
+            v = a + b if op == "+" else a - b if op == "-" else a * b
+            if ty.is_float(e.dtype) or -2**31 <= v < 2**31:  # (no int32 wrap-around to mimic)
+                return _const(v, e)
         case n.Binary(op="*", lhs=a, rhs=b) if _zero(a) or _zero(b):
             return _const(0, e)
         case n.Binary(op="*", lhs=a, rhs=b) if _one(a) and b.dtype == e.dtype:

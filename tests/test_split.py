@@ -1,0 +1,247 @@
+"""Index-set splitting at a select's affine condition (polyhedral/split.py,
+the schedule option ``split_selects``): results against NumPy in every
+specialize mode, with and without the option, and the structure it makes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import driver
+from tcdsl.codegen.lower import has_node
+from tcdsl.options import parse as parse_options
+
+MODES = ("never", "after-scheduling", "before-scheduling")
+
+CAUSAL = """
+def causal(float(B, C, T) x, float(O, C, K) w) -> (y) {
+  y(b, o, t) +=! (t + k - K + 1 >= 0 ? x(b, c, t + k - K + 1) : 0) * w(o, c, k) where t in 0:T, k in 0:K
+}
+"""
+
+# "same" padding: both sides, a condition of two inequalities
+PADDED = """
+def padded(float(B, C, T) x, float(O, C, K) w) -> (y) {
+  y(b, o, t) +=! (t + k - (K - 1) / 2 >= 0 && t + k - (K - 1) / 2 < T ? x(b, c, t + k - (K - 1) / 2) : 0) * w(o, c, k)
+    where t in 0:T, k in 0:K
+}
+"""
+
+# dilation 2, causal
+DILATED = """
+def dilated(float(B, C, T) x, float(O, C, K) w) -> (y) {
+  y(b, o, t) +=! (t - 2 * (K - 1 - k) >= 0 ? x(b, c, t - 2 * (K - 1 - k)) : 0) * w(o, c, k) where t in 0:T, k in 0:K
+}
+"""
+
+
+def _conv_ref(x, w, left, dilation=1, right=0):
+    B, C, T = x.shape
+    O, _, K = w.shape
+    xp = np.concatenate([np.zeros((B, C, left), x.dtype), x, np.zeros((B, C, right), x.dtype)], axis=2)
+    y = np.zeros((B, O, T), np.float64)
+    for k in range(K):
+        y += np.einsum("bct,oc->bot", xp[:, :, k * dilation:k * dilation + T], w[:, :, k])
+    return y
+
+
+def _rand(rng, *shape, dtype=np.float32):
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-5, 6, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _compile(src, mode="never", split=True):
+    return tcdsl.compile(src, specialize=mode, options={"split_selects": split, "disk_cache": False})
+
+
+def _run(src, args, mode, split=True):
+    return _compile(src, mode, split)(*args)
+
+
+def _pieces(src, split=True):
+    """The update statements' names of the model that is scheduled, per kernel."""
+    k = _compile(src, "after-scheduling", split)  # (builds no binary)
+    model = driver.model_for(k.frontend, parse_options({"split_selects": split}).schedule)
+    return [[s.name for s in kern.stmts if not s.is_init] for kern in model.kernels()]
+
+
+# (B, C, T, O, K): K larger than T leaves some outputs without any term
+CONV_SIZES = [(2, 3, 10, 4, 3), (1, 1, 1, 1, 1), (1, 2, 2, 3, 5), (3, 4, 33, 5, 4)]
+CONVS = {"causal": (CAUSAL, lambda x, w, K: _conv_ref(x, w, K - 1)),
+         "padded": (PADDED, lambda x, w, K: _conv_ref(x, w, (K - 1) // 2, right=K)),
+         "dilated": (DILATED, lambda x, w, K: _conv_ref(x, w, 2 * (K - 1), dilation=2))}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("conv", list(CONVS))
+def test_conv1d(conv, mode):
+    src, ref = CONVS[conv]
+    kernels = [_compile(src, mode)] + ([_compile(src, mode, split=False)] if mode == "never" else [])
+    rng = np.random.default_rng(0)
+    for B, C, T, O, K in CONV_SIZES:
+        x, w = _rand(rng, B, C, T), _rand(rng, O, C, K)
+        for k in kernels:
+            np.testing.assert_allclose(k(x, w), ref(x, w, K), rtol=1e-4, atol=1e-4)
+
+
+def test_conv_pieces_identity_left_out():
+    # the padding piece multiplies 0: left out; the init still zeroes every y
+    assert _pieces(CAUSAL) == [["S0"]]
+    assert _pieces(CAUSAL, split=False) == [["S0"]]
+    assert _pieces(PADDED) == [["S0"]]
+
+
+def _innermost_loops(stmt):
+    from tvm import tirx
+
+    out = []
+
+    def visit(s):
+        if isinstance(s, tirx.For) and not has_node(s.body, (tirx.For,)):
+            out.append(s)
+            return
+        for f in ("body", "then_case", "else_case"):
+            if getattr(s, f, None) is not None:
+                visit(getattr(s, f))
+        if hasattr(s, "seq"):
+            for x in s.seq:
+                visit(x)
+    visit(stmt)
+    return out
+
+
+def _has_select(s) -> bool:
+    import tvm
+    from tvm import tirx
+
+    def match(x):
+        if isinstance(x, (tirx.Select, tirx.IfThenElse)):
+            return True
+        return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "prim.if_then_else"
+    return has_node(s, match)
+
+
+@pytest.mark.parametrize("src", [CAUSAL, PADDED, DILATED])
+def test_split_conv_has_no_select_in_its_innermost_loops(src):
+    funcs = {}
+    for split in (True, False):
+        k = tcdsl.compile(src, options={"split_selects": split, "disk_cache": False})
+        funcs[split] = k.backend().func
+    inner = _innermost_loops(funcs[True].body)
+    assert inner and not any(_has_select(lp) for lp in inner)
+    assert any(_has_select(lp) for lp in _innermost_loops(funcs[False].body))  # the test sees selects
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("mode", MODES)
+def test_stencil(dtype, mode):
+    src = f"""
+    def stencil({dtype}(N) A) -> (y) {{
+      y(i) = (i > 0 ? A(i - 1) : 0) + A(i) + (i < N - 1 ? A(i + 1) : 0) where i in 0:N
+    }}"""
+    k = _compile(src, mode)
+    for N in (1, 2, 9):
+        A = _rand(np.random.default_rng(3), N, dtype=np.dtype(dtype))
+        ref = A.astype(np.float64).copy()
+        ref[1:] += A[:-1]
+        ref[:-1] += A[1:]
+        np.testing.assert_allclose(k(A), ref, rtol=1e-5)
+    if mode == "never":
+        # i == 0 < N - 1, the middle, 0 < i == N - 1, and i == 0 == N - 1 (N == 1)
+        assert len(_pieces(src)[0]) == 4
+
+
+RNN = """
+def rnn(float(T, B, I) x, float(B, I) h0) -> (h) {
+  for t in T {
+    h(t, b, i) = tanh((t == 0 ? h0(b, i) : h(t - 1, b, i)) + x(t, b, i))
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_boundary_select_on_a_loop_variable(mode):
+    kernels = [_compile(RNN, mode)] + ([_compile(RNN, mode, split=False)] if mode == "never" else [])
+    rng = np.random.default_rng(4)
+    B, I = 3, 17
+    for T in (1, 2, 5):
+        x, h0 = _rand(rng, T, B, I), _rand(rng, B, I)
+        ref, prev = np.zeros((T, B, I), np.float32), h0
+        for t in range(T):
+            prev = np.tanh(prev + x[t])
+            ref[t] = prev
+        for k in kernels:
+            np.testing.assert_allclose(k(x, h0), ref, rtol=1e-5, atol=1e-6)
+    if mode == "never":
+        assert len(_pieces(RNN)[0]) == 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("mode", MODES)
+def test_reductions_with_a_select_inside_a_product(dtype, mode):
+    # a lower-triangular sum (the other piece adds 0 * 2) and product (multiplies by 1)
+    src = f"""
+    def tri({dtype}(N, N) a) -> (s, p) {{
+      s(i) +=! (j <= i ? a(i, j) : 0) * 2 where j in 0:N
+      p(i) *=! (j <= i ? a(i, j) : 1) where j in 0:N
+    }}"""
+    N = 6
+    a = _rand(np.random.default_rng(5), N, N, dtype=np.dtype(dtype))
+    a[a == 0] = 1
+    low = np.tril(a)
+    s, p = _run(src, (a,), mode)
+    np.testing.assert_allclose(s, 2 * low.sum(1).astype(np.float64), rtol=1e-5)
+    np.testing.assert_allclose(p, np.where(np.tril(np.ones((N, N), bool)), a, 1).prod(1).astype(np.float64), rtol=1e-4)
+    assert _pieces(src) == [["S0"], ["S1"]] or _pieces(src) == [["S0", "S1"]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nested_selects_and_repeated_conditions(mode):
+    src = """
+    def f(float(N) A, float(N) B) -> (y) {
+      y(i) = i < 2 ? A(i) : (i >= N - 2 ? B(i) : A(i) + (i < 2 ? 100 : B(i)))
+    }"""
+    k = _compile(src, mode)
+    rng = np.random.default_rng(6)
+    for N in (1, 3, 8):
+        A, B = _rand(rng, N), _rand(rng, N)
+        i = np.arange(N)
+        ref = np.where(i < 2, A, np.where(i >= N - 2, B, A + B))
+        np.testing.assert_allclose(k(A, B), ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_many_selects_are_capped(mode):
+    # four conditions would cut the domain into nine pieces: at most four are made
+    src = """
+    def f(float(N, M) A) -> (y) {
+      y(i, j) = (i > 0 ? A(i - 1, j) : 0) + (j > 0 ? A(i, j - 1) : 0)
+              + (i < N - 1 ? A(i + 1, j) : 0) + (j < M - 1 ? A(i, j + 1) : 0) where i in 0:N, j in 0:M
+    }"""
+    N, M = 5, 7
+    A = _rand(np.random.default_rng(7), N, M)
+    P = np.pad(A, 1)
+    ref = P[:-2, 1:-1] + P[2:, 1:-1] + P[1:-1, :-2] + P[1:-1, 2:]
+    np.testing.assert_allclose(_run(src, (A,), mode), ref, rtol=1e-5, atol=1e-6)
+    assert 2 <= len(_pieces(src)[0]) <= 4
+
+
+def test_data_dependent_condition_is_not_split():
+    src = """
+    def relu(float(N) x) -> (y) {
+      y(i) = x(i) > 0 ? x(i) : 0
+    }"""
+    assert _pieces(src) == [["S0"]]
+    x = np.array([-1, 2, -3, 4], np.float32)
+    np.testing.assert_array_equal(_run(src, (x,), "never"), np.maximum(x, 0))
+
+
+def test_option_is_checked_and_in_the_tuning_space():
+    with pytest.raises(tcdsl.TcError, match="split_selects"):
+        tcdsl.compile(CAUSAL, options={"split_selects": 1})
+    assert tcdsl.MappingOptions(split_selects=False).to_dict() == {"split_selects": False}
+    from tcdsl.tune.space import _cpu_knobs
+
+    assert any(k.name == "split_selects" for k in _cpu_knobs(True))
