@@ -245,3 +245,29 @@ def test_option_is_checked_and_in_the_tuning_space():
     from tcdsl.tune.space import _cpu_knobs
 
     assert any(k.name == "split_selects" for k in _cpu_knobs(True))
+
+
+RNN2 = """
+def rnn(float(T, B, H) x, float(B, H) h0, float(H, H) W, float(H, H) U) -> (h) {
+  for t in T {
+    h(t, b, j) +=! (t == 0 ? h0(b, k) : h(t - 1, b, k)) * U(k, j)
+    h(t, b, j) = tanh(h(t, b, j) + (j > 0 ? x(t, b, j - 1) : 0) * W(0, j)) where j in 0:H
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_selects_in_a_reduction_and_a_statement_inside_a_loop(mode):
+    # (without split_selects, the specialised kernels of this program fail in TVM's LLVM code generator)
+    rng = np.random.default_rng(8)
+    T, B, H = 4, 2, 5
+    x, h0, W, U = _rand(rng, T, B, H), _rand(rng, B, H), _rand(rng, H, H), _rand(rng, H, H)
+    ref, prev = np.zeros((T, B, H), np.float32), h0
+    for t in range(T):
+        shifted = np.concatenate([np.zeros((B, 1), np.float32), x[t, :, :-1]], axis=1)
+        prev = np.tanh(prev @ U + shifted * W[0])
+        ref[t] = prev
+    np.testing.assert_allclose(_run(RNN2, (x, h0, W, U), mode), ref, rtol=1e-4, atol=1e-5)
+    if mode == "never":
+        assert _pieces(RNN2) == [["S0_0", "S0_1", "S1_0", "S1_1"]]
