@@ -102,7 +102,10 @@ class ProgramLowering:
         self.asts = asts
         self.sig = sig
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
-        guarded_reads(model.ranges)  # the reads whose indices are kept inside (codegen/expr.py)
+        for k in model.kernels():  # the reads whose indices are kept inside (codegen/expr.py, rule 3)
+            for s in k.stmts:
+                if not s.is_init:
+                    guarded_reads(s, model.ranges)
 
     def ast_of(self, k: Kernel) -> isl.AstNode:
         return self.asts[self.kernel_index[id(k)]]
@@ -327,7 +330,7 @@ def _parts(s: IslStmt, env: dict, buffers: dict):
     dtype = buf.dtype
     if s.is_init:
         return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v
-    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True, guarded=s.info.guarded_reads)
+    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True, guarded=s.guarded_reads or frozenset())
     if str(dtype) == "bool" and c.reduction is not None:
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
         return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)

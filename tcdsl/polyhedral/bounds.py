@@ -110,16 +110,14 @@ class SizeGuard:
         return f"{where}'{self.access.tensor}' would be read out of bounds"
 
 
-def guarded_reads(ranges: RangeInfo) -> None:
-    """Set each statement's ``guarded_reads``: the ``id``s of its affine
-    reads that leave their tensor somewhere in the statement's domain,
-    though not where they are evaluated (see the module docstring); done
-    once per ``ranges``."""
-    if getattr(ranges, "_guarded_reads", False):
-        return
-    checker = _Checker(ranges)
-    for st in ranges.stmts:
-        out = set()
+def guarded_reads(s, ranges: RangeInfo) -> frozenset[int]:
+    """The ``id``s of the affine reads of the isl statement ``s`` (a
+    model.IslStmt: a comprehension, or a piece of one, polyhedral/split.py)
+    that leave their tensor somewhere in its domain, though not where they
+    are evaluated (see the module docstring); computed once per statement."""
+    if s.guarded_reads is None:
+        st = _Stmt(s.name, s.dims, s.domain, s.info.comp, s.info.loops)
+        checker, out = _Checker(ranges), set()
         for acc, domain in checker._guarded_accesses(st, st.comp.rhs, st.domain):
             if domain is st.domain:
                 continue  # evaluated everywhere: proved in bounds, or refused, or guarded at the call
@@ -129,8 +127,19 @@ def guarded_reads(ranges: RangeInfo) -> None:
                 continue
             if not checker._outside(m, acc.tensor).is_empty():
                 out.add(id(acc))
-        st.guarded_reads = frozenset(out)
-    ranges._guarded_reads = True
+        s.guarded_reads = frozenset(out)
+    return s.guarded_reads
+
+
+@dataclass(frozen=True)
+class _Stmt:
+    """What the checks read of a statement: an isl statement seen as a StmtInfo."""
+
+    name: str
+    vars: tuple[str, ...]
+    domain: isl.Set
+    comp: n.Comprehension
+    loops: tuple = ()
 
 
 def check_call_sizes(ranges: RangeInfo, sizes: dict[str, int], shapes: dict[str, tuple[int, ...]]) -> None:

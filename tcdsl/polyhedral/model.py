@@ -42,6 +42,9 @@ class IslStmt:
     writes: list[isl.Map] = field(default_factory=list)
     reads: list[isl.Map] = field(default_factory=list)
     may_reads: list[isl.Map] = field(default_factory=list)
+    # ``id``s of the reads that stay in their tensor only under their
+    # conditions (polyhedral/bounds.py guarded_reads; None: not computed yet)
+    guarded_reads: frozenset[int] | None = None
 
 
 @dataclass

@@ -54,9 +54,6 @@ class StmtInfo:
     # lhs dimension -> [lo, hi) of the indices written there, for an index
     # like ``H + j`` (a variable moved by sizes): shown by ``--emit ranges``
     shifted: dict[int, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
-    # ``id``s of the reads that stay in their tensor only under their conditions
-    # (polyhedral/bounds.py guarded_reads): the code generator keeps them inside
-    guarded_reads: frozenset[int] = frozenset()
 
     @property
     def name(self) -> str:
