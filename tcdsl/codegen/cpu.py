@@ -34,7 +34,7 @@ from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import Block, IslStmt, Kernel
-from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS
+from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
 from ..sema.affine import isl_name
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
@@ -63,6 +63,43 @@ class CpuProgram(ProgramLowering):
         if s.name not in self._private:
             self._private[s.name] = accumulates_privately(s)
         return self._private[s.name]
+
+    def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
+        """A kernel runs as one row (:meth:`ChunkedLoop.one_row`), as the
+        symbolic kernel runs a batch of 1, when its outermost parallel loop is
+        missing: isl dropped it, a loop of one iteration at the fixed sizes
+        (:func:`_outer_loop_dropped`), or its outermost loops are serial with
+        parallel loops below them (``for k { for j (par) ... }``,
+        :func:`_serial_outside`: scheduled without the unit loop when the
+        sizes were fixed first) -- a parallel region per step of a reduction
+        loop, or several per step of a sequential ``for``, costs more than the
+        step.  The second case only inside sequential loops or where a
+        dimension of the kernel is 1 at the fixed sizes; elsewhere (a symbolic
+        kernel outside any ``for``, whose loops may be long) the inner loops
+        stay parallel."""
+        ast = self.ast_of(k)
+        if self.cpu.parallel and (_outer_loop_dropped(ast) or _serial_outside(ast)
+                                  and (bool(k.loops) or self._unit_dimension(k))):
+            low = CpuAstLowering(self, {s.name: s for s in k.stmts}, env, k)
+            return ChunkedLoop(low, self.cpu, None).one_row(ast)
+        return super().kernel(k, env)
+
+    def _unit_dimension(self, k: Kernel) -> bool:
+        """Some statement of ``k`` has a dimension of a single value at the sizes
+        fixed in this lowering (none: the symbolic kernel)."""
+        fixed = {s: int(v.value) for s, v in self.sig.size_vars.items() if isinstance(v, tirx.IntImm)}
+        if not fixed:
+            return False
+        fix = fixed_set(self.model, fixed)
+        for s in k.stmts:
+            dom = s.domain.intersect_params(fix.align_params(s.domain.get_space()))
+            n = dom.dim(isl.dim_type.set)
+            for i in range(n):
+                d = dom.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+                if not d.is_empty() and isl.Map.from_domain_and_range(d, d).deltas().is_subset(
+                        isl.Set.read_from_str(d.get_ctx(), "{ [0] }").align_params(d.get_space())):
+                    return True
+        return False
 
     def sequential(self, lp, body: Block, env: dict) -> tirx.Stmt:
         """The ``for`` run inside its body's parallel loop, when the body is one
@@ -187,6 +224,12 @@ class ChunkedLoop:
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
 
+    def one_row(self, node: isl.AstNode) -> tirx.Stmt:
+        """The kernel ``node`` as the body of a single row that no loop names
+        (a unit row loop that isl dropped): its reduction loops stay outside
+        its column loops, in register tiles, with no parallel loop inside."""
+        return self.rows(node, "_one_row", tirx.const(0, INDEX), tirx.const(1, INDEX))
+
     # ------------------------------------------------------------ body parts
     def has_micro(self, node: isl.AstNode, row: str, inherited: str | None = None, outside: bool = True) -> bool:
         node, mark = strip_marks(node)
@@ -256,6 +299,26 @@ class ChunkedLoop:
         with self.low.bound({row: lo + r}):
             body = seq([self.low.node(p, False, None) for p in parts])
         return tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
+
+
+def _outer_loop_dropped(ast: isl.AstNode) -> bool:
+    """The kernel's outermost band is marked parallel, but its loop (isl names
+    it ``c0``) is not in the AST: it had a single iteration."""
+    bare, mark = strip_marks(ast)
+    return mark in (PARALLEL, PARALLEL_STEPS) and not isl_ast.has(
+        bare, lambda x: x.get_type() == NT.for_ and iterator(x) == "c0")
+
+
+def _serial_outside(node: isl.AstNode) -> bool:
+    """Some serial loop of ``node`` that no parallel loop encloses has a
+    parallel loop below it (lowered as it is, a parallel region per step)."""
+    bare, mark = strip_marks(node)
+    if bare.get_type() == NT.for_:
+        if mark in (PARALLEL, PARALLEL_STEPS):
+            return False
+        return isl_ast.has(bare.for_get_body(), lambda x: isl_ast.is_parallel_mark(x)
+                           and strip_marks(x)[0].get_type() == NT.for_)
+    return any(_serial_outside(x) for x in isl_ast.below(bare))
 
 
 def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:

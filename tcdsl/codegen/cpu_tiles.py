@@ -215,6 +215,8 @@ class RegisterTiles:
                 start = start + count * w
             return tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL, seq(stmts))
 
+        if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
+            return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
         if not packed:
             return columns(False)
         # a panel is worth copying when several row tiles read it

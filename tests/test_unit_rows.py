@@ -1,0 +1,114 @@
+"""Specialized kernels whose row loop is 1 (a batch of 1): isl drops the unit
+loop (after-scheduling) or schedules without it (before-scheduling), and the
+CPU mapping (codegen/cpu.py, ``CpuProgram.kernel``) runs the kernel as one
+row, as the symbolic kernel runs that size, instead of launching a parallel
+region per step of a reduction loop.  Structure checked on the TIR, values
+against NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import tirx
+
+import tcdsl
+from helpers import ELMAN, EXAMPLES, QRNN, elman_inputs, qrnn_inputs, rand, reference
+
+LSTM = EXAMPLES / "lstm.tc"
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+MODES = ["after-scheduling", "before-scheduling"]
+
+
+def _parallel_inside_serial(stmt, serial: tuple = (), allowed=("t",)) -> list[tuple[str, str]]:
+    """(serial loop, parallel loop) for every parallel loop nested inside a
+    serial loop, but for the program's sequential loops (``allowed``)."""
+    out = []
+    if isinstance(stmt, tirx.For):
+        name = stmt.loop_var.name
+        if stmt.kind == tirx.ForKind.PARALLEL and serial:
+            out.append((serial[-1], name))
+        if stmt.kind == tirx.ForKind.SERIAL and name not in allowed:
+            serial = serial + (name,)
+        return out + _parallel_inside_serial(stmt.body, serial, allowed)
+    if isinstance(stmt, tirx.SeqStmt):
+        return [x for s in stmt.seq for x in _parallel_inside_serial(s, serial, allowed)]
+    if isinstance(stmt, tirx.IfThenElse):
+        return _parallel_inside_serial(stmt.then_case, serial, allowed) + (
+            _parallel_inside_serial(stmt.else_case, serial, allowed) if stmt.else_case is not None else [])
+    body = getattr(stmt, "body", None)
+    return _parallel_inside_serial(body, serial, allowed) if isinstance(body, tirx.Stmt) else []
+
+
+def _regions_per_step(func) -> int:
+    """Parallel loops directly inside the program's time loop ``t`` (per step)."""
+    count = 0
+
+    def visit(s, in_t):
+        nonlocal count
+        if isinstance(s, tirx.For):
+            if s.kind == tirx.ForKind.PARALLEL and in_t:
+                count += 1
+            visit(s.body, in_t or s.loop_var.name == "t")
+        elif isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                visit(x, in_t)
+        elif isinstance(s, tirx.IfThenElse):
+            visit(s.then_case, in_t)
+            if s.else_case is not None:
+                visit(s.else_case, in_t)
+        elif isinstance(getattr(s, "body", None), tirx.Stmt):
+            visit(s.body, in_t)
+    visit(func.body, False)
+    return count
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batch_1_elman_has_no_parallel_region_inside_a_reduction_loop(mode):
+    k = tcdsl.compile(ELMAN, specialize=mode, options={"disk_cache": False, "measure_specialized": False})
+    b = k.backend({"T": 9, "B": 1, "Ci": 40, "Co": 72})
+    assert _parallel_inside_serial(b.func.body) == []
+    assert _regions_per_step(b.func) == 0
+    # the reductions still run in register tiles (one row of 64-wide tiles, then 8-wide ones)
+    assert "T.alloc_local((1, 64))" in b.func.script()
+    rng = np.random.default_rng(11)
+    for T, B, Ci, Co in [(9, 1, 40, 72), (3, 1, 5, 1), (9, 2, 40, 72)]:
+        x = elman_inputs(rng, T, B, Ci, Co)
+        np.testing.assert_allclose(k(*x), reference.elman_rnn(*x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_batch_1_lstm_and_qrnn_run_each_step_without_parallel_regions(mode):
+    opts = {"disk_cache": False, "measure_specialized": False}
+    lstm = tcdsl.compile(LSTM, specialize=mode, options=opts)
+    b = lstm.backend({"T": 5, "B": 1, "I": 16, "H": 24})
+    assert _parallel_inside_serial(b.func.body) == [] and _regions_per_step(b.func) == 0
+    rng = np.random.default_rng(12)
+    x = [rand(rng, 5, 1, 16), rand(rng, 1, 24), rand(rng, 1, 24), rand(rng, 4, 16, 24), rand(rng, 4, 24, 24),
+         rand(rng, 4, 24)]
+    for got, want in zip(lstm(*x), reference.lstm(*x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    qrnn = tcdsl.compile(QRNN, specialize=mode, options=opts)
+    b = qrnn.backend({"T": 6, "B": 1, "C": 8, "H": 20})
+    assert _parallel_inside_serial(b.func.body) == []
+    x = qrnn_inputs(rng, 6, 1, 8, 20)
+    for got, want in zip(qrnn(*x), reference.qrnn(*x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_matrix_vector_product_keeps_the_reduction_inside(mode):
+    """A matmul with one row: no parallel column loop per step of k."""
+    k = tcdsl.compile(MATMUL, specialize=mode, options={"disk_cache": False, "measure_specialized": False})
+    b = k.backend({"M": 1, "K": 33, "N": 70})
+    assert _parallel_inside_serial(b.func.body, allowed=()) == []
+    rng = np.random.default_rng(13)
+    for M, K, N in [(1, 33, 70), (1, 1, 1), (2, 33, 70)]:
+        A, B = rand(rng, M, K), rand(rng, K, N)
+        np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-4, atol=1e-5)
+
+
+def test_symbolic_kernels_keep_their_parallel_loops():
+    """The one-row lowering is for unit loops: a symbolic kernel's rows stay
+    chunked over threads (one parallel region for the whole recurrence)."""
+    k = tcdsl.compile(ELMAN, options={"disk_cache": False})
+    assert k.script.count("T.parallel") == 1
+    assert _parallel_inside_serial(k.backend(None).func.body) == []
