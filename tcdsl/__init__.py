@@ -15,6 +15,14 @@ import os as _os
 # TVM's CPU thread pool starts with one worker on small machines unless told
 # otherwise; it reads this variable once, before the first parallel launch.
 _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
+# After a parallel region TVM's workers yield in a loop this many times before
+# they sleep (TVM's default, 300000, keeps them competing with PyTorch's and
+# NumPy's threads for tens of milliseconds after a kernel returns).  A few
+# hundred microseconds still cover the gaps between the parallel regions of
+# one call.  TVM reads the variable once, when its pool starts; a value the
+# user set first is kept (docs/api.md, "Threads").
+THREAD_POOL_SPIN_COUNT = 1000
+_os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(THREAD_POOL_SPIN_COUNT))
 
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
 
