@@ -67,6 +67,15 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
                 root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
+    if fix is not None:
+        # With the sizes fixed first isl may fuse what the symbolic schedule
+        # keeps apart (a GRU at batch 1: one serial band over the columns, the
+        # reductions inside, no vector loop): the symbolic schedule, which the
+        # AST then specialises, serves when more of its statements end in a
+        # vector loop.
+        sym = _schedule_kernel(k, None, fusion)
+        if _vector_statements(sym.get_root(), stride_one) > _vector_statements(root, stride_one):
+            return sym.intersect_domain(dom)
     return root.get_schedule()
 
 
