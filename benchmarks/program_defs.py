@@ -1,0 +1,849 @@
+"""The programs of benchmarks/programs.py: each one a TC source written as a
+user of README.md and docs/ writes it, its sizes (full and tiny), its inputs,
+and the contenders that compute the same thing in PyTorch (the fused library
+op where there is one) or NumPy.
+
+A contender is a function of the torch tensors (``t``, the same memory as the
+NumPy inputs ``a``) that returns what is compared with tcdsl's result (``pick``
+selects it from tcdsl's outputs).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class Program:
+    name: str
+    kind: str
+    src: str
+    full: dict
+    tiny: dict
+    inputs: Callable[[np.random.Generator, dict], list]
+    contenders: Callable[[Any, list, list, dict], dict]  # (torch, numpy inputs, torch inputs, sizes) -> {name: fn}
+    pick: Callable[[Any], Any] = staticmethod(lambda r: r)
+    free: tuple = ()  # free sizes passed at the call
+
+
+def _w(rng, *shape):
+    """Weights scaled by the fan-in (the last dimension), as an init would."""
+    return (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(np.float32)
+
+
+def _n(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _copy(torch, param, array):
+    with torch.no_grad():
+        param.copy_(torch.from_numpy(np.ascontiguousarray(array)))
+
+
+def _nograd(torch, fn):
+    def run():
+        with torch.no_grad():
+            return fn()
+    return run
+
+
+PROGRAMS: list[Program] = []
+
+
+def program(**kw):
+    def add(fn):
+        PROGRAMS.append(Program(contenders=fn, **kw))
+        return fn
+    return add
+
+
+# ---------------------------------------------------------------- GRU / LSTM
+
+GRU_OUT_IN = """
+# GRU, weights in PyTorch's (out, in) layout, gates r, z, n as torch.nn.GRU
+def gru(float(T,B,I) x, float(B,H) h0, float(3,H,I) Wih, float(3,H,H) Whh,
+        float(3,H) bih, float(3,H) bhh) -> (h) {
+  for t in T {
+    gi(g, b, j) +=! x(t, b, i) * Wih(g, j, i)
+    if t == 0 { gh(g, b, j) +=! h0(b, k) * Whh(g, j, k) }
+    else      { gh(g, b, j) +=! h(t - 1, b, k) * Whh(g, j, k) }
+    r(b, j) = sigmoid(gi(0, b, j) + bih(0, j) + gh(0, b, j) + bhh(0, j))
+    z(b, j) = sigmoid(gi(1, b, j) + bih(1, j) + gh(1, b, j) + bhh(1, j))
+    n(b, j) = tanh(gi(2, b, j) + bih(2, j) + r(b, j) * (gh(2, b, j) + bhh(2, j)))
+    if t == 0 { h(t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h(t - 1, b, j) }
+  }
+}
+"""
+
+
+def _gru_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _w(rng, 3, H, I), _w(rng, 3, H, H), _w(rng, 3, H), _w(rng, 3, H)]
+
+
+def _torch_gru(torch, I, H, Wih, Whh, bih, bhh, **kw):
+    """nn.GRU from (out, in) weights (3, H, in)."""
+    net = torch.nn.GRU(I, H, **kw)
+    _copy(torch, net.weight_ih_l0, Wih.reshape(3 * H, -1))
+    _copy(torch, net.weight_hh_l0, Whh.reshape(3 * H, H))
+    _copy(torch, net.bias_ih_l0, bih.reshape(-1))
+    _copy(torch, net.bias_hh_l0, bhh.reshape(-1))
+    return net
+
+
+@program(name="gru (out,in)", kind="rnn", src=GRU_OUT_IN, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=6), inputs=_gru_inputs)
+def _gru(torch, a, t, s):
+    net = _torch_gru(torch, s["I"], s["H"], *a[2:])
+    return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
+
+
+GRU_IN_OUT = """
+# GRU, weights in (in, out) layout; the state carried in hp
+def gru(float(T,B,I) x, float(B,H) h0, float(3,I,H) Wx, float(3,H,H) Wh,
+        float(3,H) bx, float(3,H) bh) -> (h) {
+  hp(b, j) = h0(b, j)
+  for t in T {
+    gx(g, b, j) +=! x(t, b, i) * Wx(g, i, j)
+    gh(g, b, j) +=! hp(b, k) * Wh(g, k, j)
+    r(b, j) = sigmoid(gx(0, b, j) + bx(0, j) + gh(0, b, j) + bh(0, j))
+    z(b, j) = sigmoid(gx(1, b, j) + bx(1, j) + gh(1, b, j) + bh(1, j))
+    n(b, j) = tanh(gx(2, b, j) + bx(2, j) + r(b, j) * (gh(2, b, j) + bh(2, j)))
+    h(t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * hp(b, j)
+    hp(b, j) = h(t, b, j)
+  }
+}
+"""
+
+
+def _gru_io_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _w(rng, 3, I, H), _w(rng, 3, H, H), _w(rng, 3, H), _w(rng, 3, H)]
+
+
+@program(name="gru (in,out)", kind="rnn", src=GRU_IN_OUT, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=6), inputs=_gru_io_inputs)
+def _gru_io(torch, a, t, s):
+    x, h0, Wx, Wh, bx, bh = a
+    net = _torch_gru(torch, s["I"], s["H"], Wx.transpose(0, 2, 1), Wh.transpose(0, 2, 1), bx, bh)
+    return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
+
+
+@program(name="gru batch 1 (out,in)", kind="rnn", src=GRU_OUT_IN, full=dict(T=256, B=1, I=128, H=128),
+         tiny=dict(T=4, B=1, I=3, H=5), inputs=_gru_inputs)
+def _gru_b1(torch, a, t, s):
+    return _gru(torch, a, t, s)
+
+
+LSTM_TORCH = """
+# LSTM with PyTorch's stacked (4*H, in) weights, gates i, f, g, o
+def lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) Wih,
+         float(4*H,H) Whh, float(4*H) bias) -> (h) {
+  for t in T {
+    if t == 0 { g(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { g(b, r) +=! h(t - 1, b, k) * Whh(r, k) }
+    g(b, r) += x(t, b, i) * Wih(r, i)
+    g(b, r) = g(b, r) + bias(r)
+    if t == 0 { c(t, b, j) = sigmoid(g(b, H + j)) * c0(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    else      { c(t, b, j) = sigmoid(g(b, H + j)) * c(t - 1, b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    h(t, b, j) = sigmoid(g(b, 3 * H + j)) * tanh(c(t, b, j)) where j in 0:H
+  }
+}
+"""
+
+
+def _lstm_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _n(rng, B, H), _w(rng, 4 * H, I), _w(rng, 4 * H, H), _w(rng, 4 * H)]
+
+
+def _torch_lstm(torch, I, H, Wih, Whh, bias):
+    net = torch.nn.LSTM(I, H)
+    _copy(torch, net.weight_ih_l0, Wih)
+    _copy(torch, net.weight_hh_l0, Whh)
+    _copy(torch, net.bias_ih_l0, bias)
+    _copy(torch, net.bias_hh_l0, np.zeros(4 * H, np.float32))
+    return net
+
+
+@program(name="lstm (4H,in) torch layout", kind="rnn", src=LSTM_TORCH, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_lstm_inputs)
+def _lstm(torch, a, t, s):
+    net = _torch_lstm(torch, s["I"], s["H"], *a[3:])
+    return {"torch.nn.LSTM": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
+
+
+LSTM_IN_OUT = """
+# LSTM, one (in, out) matrix per gate
+def lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4,I,H) Wx,
+         float(4,H,H) Wh, float(4,H) bias) -> (h) {
+  for t in T {
+    gx(g, b, j) +=! x(t, b, i) * Wx(g, i, j)
+    if t == 0 { gh(g, b, j) +=! h0(b, k) * Wh(g, k, j) }
+    else      { gh(g, b, j) +=! h(t - 1, b, k) * Wh(g, k, j) }
+    ig(b, j) = sigmoid(gx(0, b, j) + gh(0, b, j) + bias(0, j))
+    fg(b, j) = sigmoid(gx(1, b, j) + gh(1, b, j) + bias(1, j))
+    cg(b, j) = tanh(gx(2, b, j) + gh(2, b, j) + bias(2, j))
+    og(b, j) = sigmoid(gx(3, b, j) + gh(3, b, j) + bias(3, j))
+    if t == 0 { c(t, b, j) = fg(b, j) * c0(b, j) + ig(b, j) * cg(b, j) }
+    else      { c(t, b, j) = fg(b, j) * c(t - 1, b, j) + ig(b, j) * cg(b, j) }
+    h(t, b, j) = og(b, j) * tanh(c(t, b, j))
+  }
+}
+"""
+
+
+def _lstm_io_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _n(rng, B, H), _w(rng, 4, I, H), _w(rng, 4, H, H), _w(rng, 4, H)]
+
+
+@program(name="lstm (in,out) per gate", kind="rnn", src=LSTM_IN_OUT, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_lstm_io_inputs)
+def _lstm_io(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    Wx, Wh, bias = a[3:]
+    net = _torch_lstm(torch, I, H, Wx.transpose(0, 2, 1).reshape(4 * H, I), Wh.transpose(0, 2, 1).reshape(4 * H, H),
+                      bias.reshape(-1))
+    return {"torch.nn.LSTM": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
+
+
+ELMAN_BIAS = """
+# Elman RNN with biases, (out, in) weights as torch.nn.RNN
+def rnn(float(T,B,I) x, float(B,H) h0, float(H,I) Wih, float(H,H) Whh,
+        float(H) bih, float(H) bhh) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wih(j, i)
+    if t == 0 { a(b, j) += h0(b, k) * Whh(j, k) }
+    else      { a(b, j) += h(t - 1, b, k) * Whh(j, k) }
+    h(t, b, j) = tanh(a(b, j) + bih(j) + bhh(j))
+  }
+}
+"""
+
+
+def _elman_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _w(rng, H, I), _w(rng, H, H), _w(rng, H), _w(rng, H)]
+
+
+def _torch_rnn(torch, I, H, Wih, Whh, bih, bhh):
+    net = torch.nn.RNN(I, H)
+    _copy(torch, net.weight_ih_l0, Wih)
+    _copy(torch, net.weight_hh_l0, Whh)
+    _copy(torch, net.bias_ih_l0, bih)
+    _copy(torch, net.bias_hh_l0, bhh)
+    return net
+
+
+@program(name="elman with bias (out,in)", kind="rnn", src=ELMAN_BIAS, full=dict(T=128, B=16, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_elman_inputs)
+def _elman(torch, a, t, s):
+    net = _torch_rnn(torch, s["I"], s["H"], *a[2:])
+    x, h0, Wih, Whh, bih, bhh = a
+
+    def numpy_loop():
+        xp = x @ Wih.T + (bih + bhh)  # hoisted input projection
+        out = np.empty(x.shape[:2] + (s["H"],), np.float32)
+        h = h0
+        for k in range(x.shape[0]):
+            h = np.tanh(xp[k] + h @ Whh.T, out=out[k])
+        return out
+    return {"torch.nn.RNN": _nograd(torch, lambda: net(t[0], t[1][None])[0]), "numpy loop": numpy_loop}
+
+
+# ---------------------------------------------------------------- stacked, bidirectional, masked
+
+STACKED_ELMAN = """
+# L stacked Elman layers (in, out) weights, layers outside, time inside
+def stacked(float(T,B,H) x, float(L,B,H) h0, float(L,H,H) Wi, float(L,H,H) Wh) -> (hs) {
+  for l in L {
+    for t in T {
+      if l == 0 { a(t, b, j) +=! x(t, b, k) * Wi(l, k, j) }
+      else      { a(t, b, j) +=! hs(l - 1, t, b, k) * Wi(l, k, j) }
+      if t == 0 { a(t, b, j) += h0(l, b, k) * Wh(l, k, j) }
+      else      { a(t, b, j) += hs(l, t - 1, b, k) * Wh(l, k, j) }
+      hs(l, t, b, j) = tanh(a(t, b, j))
+    }
+  }
+}
+"""
+
+
+@program(name="stacked elman L=3", kind="rnn", src=STACKED_ELMAN, full=dict(T=64, B=32, H=256, L=3),
+         tiny=dict(T=3, B=2, H=4, L=2),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["H"]), _n(rng, s["L"], s["B"], s["H"]),
+                                _w(rng, s["L"], s["H"], s["H"]), _w(rng, s["L"], s["H"], s["H"])],
+         pick=lambda r: r[-1])
+def _stacked(torch, a, t, s):
+    L, H = s["L"], s["H"]
+    net = torch.nn.RNN(H, H, num_layers=L, bias=False)
+    for l in range(L):
+        _copy(torch, getattr(net, f"weight_ih_l{l}"), a[2][l].T)
+        _copy(torch, getattr(net, f"weight_hh_l{l}"), a[3][l].T)
+    return {"torch.nn.RNN(num_layers)": _nograd(torch, lambda: net(t[0], t[1])[0])}
+
+
+def _gru_loop(h, x_at, prefix, h0):
+    """A GRU layer's loop in (out, in) layout: h(t, b, j), input read x_at(i)."""
+    return f"""
+  for t in T {{
+    {prefix}i(g, b, j) +=! {x_at} * {prefix}Wih(g, j, i)
+    if t == 0 {{ {prefix}h(g, b, j) +=! {h0}(b, k) * {prefix}Whh(g, j, k) }}
+    else      {{ {prefix}h(g, b, j) +=! {h}(t - 1, b, k) * {prefix}Whh(g, j, k) }}
+    {prefix}r(b, j) = sigmoid({prefix}i(0, b, j) + {prefix}bih(0, j) + {prefix}h(0, b, j) + {prefix}bhh(0, j))
+    {prefix}z(b, j) = sigmoid({prefix}i(1, b, j) + {prefix}bih(1, j) + {prefix}h(1, b, j) + {prefix}bhh(1, j))
+    {prefix}n(b, j) = tanh({prefix}i(2, b, j) + {prefix}bih(2, j) + {prefix}r(b, j) * ({prefix}h(2, b, j) + {prefix}bhh(2, j)))
+    if t == 0 {{ {h}(t, b, j) = (1 - {prefix}z(b, j)) * {prefix}n(b, j) + {prefix}z(b, j) * {h0}(b, j) }}
+    else      {{ {h}(t, b, j) = (1 - {prefix}z(b, j)) * {prefix}n(b, j) + {prefix}z(b, j) * {h}(t - 1, b, j) }}
+  }}"""
+
+
+def _gru_params(p, i):
+    return f"float(3,H,{i}) {p}Wih, float(3,H,H) {p}Whh, float(3,H) {p}bih, float(3,H) {p}bhh"
+
+
+STACKED_GRU = f"""
+# two stacked GRU layers, one loop each, (out, in) weights
+def gru2(float(T,B,I) x, float(B,H) h0a, float(B,H) h0b, {_gru_params('a', 'I')}, {_gru_params('b', 'H')}) -> (y) {{
+{_gru_loop('ha', 'x(t, b, i)', 'a', 'h0a')}
+{_gru_loop('y', 'ha(t, b, i)', 'b', 'h0b')}
+}}
+"""
+
+BIDI_GRU = f"""
+# bidirectional GRU: forward loop, backward loop over reversed time, halves side by side
+def bigru(float(T,B,I) x, float(B,H) h0f, float(B,H) h0b, {_gru_params('f', 'I')}, {_gru_params('b', 'I')}) -> (y) {{
+{_gru_loop('hf', 'x(t, b, i)', 'f', 'h0f')}
+{_gru_loop('hb', 'x(T - 1 - t, b, i)', 'b', 'h0b')}
+  y(s, b, j) = hf(s, b, j)
+  y(s, b, H + j) = hb(T - 1 - s, b, j)
+}}
+"""
+
+
+def _two_gru_inputs(I2):
+    def make(rng, s):
+        T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+        second = I if I2 == "I" else H
+        return [_n(rng, T, B, I), _n(rng, B, H), _n(rng, B, H),
+                _w(rng, 3, H, I), _w(rng, 3, H, H), _w(rng, 3, H), _w(rng, 3, H),
+                _w(rng, 3, H, second), _w(rng, 3, H, H), _w(rng, 3, H), _w(rng, 3, H)]
+    return make
+
+
+def _set_gru_layer(torch, net, suffix, H, Wih, Whh, bih, bhh):
+    _copy(torch, getattr(net, f"weight_ih_{suffix}"), Wih.reshape(3 * H, -1))
+    _copy(torch, getattr(net, f"weight_hh_{suffix}"), Whh.reshape(3 * H, H))
+    _copy(torch, getattr(net, f"bias_ih_{suffix}"), bih.reshape(-1))
+    _copy(torch, getattr(net, f"bias_hh_{suffix}"), bhh.reshape(-1))
+
+
+@program(name="stacked gru L=2", kind="rnn", src=STACKED_GRU, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_two_gru_inputs("H"))
+def _gru2(torch, a, t, s):
+    H = s["H"]
+    net = torch.nn.GRU(s["I"], H, num_layers=2)
+    _set_gru_layer(torch, net, "l0", H, *a[3:7])
+    _set_gru_layer(torch, net, "l1", H, *a[7:11])
+    h0 = torch.stack([t[1], t[2]])
+    return {"torch.nn.GRU(num_layers=2)": _nograd(torch, lambda: net(t[0], h0)[0])}
+
+
+@program(name="bidirectional gru", kind="rnn", src=BIDI_GRU, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_two_gru_inputs("I"))
+def _bigru(torch, a, t, s):
+    H = s["H"]
+    net = torch.nn.GRU(s["I"], H, bidirectional=True)
+    _set_gru_layer(torch, net, "l0", H, *a[3:7])
+    _set_gru_layer(torch, net, "l0_reverse", H, *a[7:11])
+    h0 = torch.stack([t[1], t[2]])
+    return {"torch.nn.GRU(bidirectional)": _nograd(torch, lambda: net(t[0], h0)[0])}
+
+
+BIDI_ELMAN = """
+# bidirectional Elman RNN, (in, out) weights, no bias
+def birnn(float(T,B,I) x, float(2,I,H) Wi, float(2,H,H) Wh) -> (y) {
+  for t in T {
+    af(b, j) +=! x(t, b, i) * Wi(0, i, j)
+    if t > 0 { af(b, j) += hf(t - 1, b, k) * Wh(0, k, j) }
+    hf(t, b, j) = tanh(af(b, j))
+  }
+  for t in T {
+    ab(b, j) +=! x(T - 1 - t, b, i) * Wi(1, i, j)
+    if t > 0 { ab(b, j) += hb(t - 1, b, k) * Wh(1, k, j) }
+    hb(t, b, j) = tanh(ab(b, j))
+  }
+  y(s, b, j) = hf(s, b, j)
+  y(s, b, H + j) = hb(T - 1 - s, b, j)
+}
+"""
+
+
+@program(name="bidirectional elman", kind="rnn", src=BIDI_ELMAN, full=dict(T=128, B=16, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _w(rng, 2, s["I"], s["H"]), _w(rng, 2, s["H"], s["H"])])
+def _birnn(torch, a, t, s):
+    net = torch.nn.RNN(s["I"], s["H"], bias=False, bidirectional=True)
+    for d, suffix in enumerate(("l0", "l0_reverse")):
+        _copy(torch, getattr(net, f"weight_ih_{suffix}"), a[1][d].T)
+        _copy(torch, getattr(net, f"weight_hh_{suffix}"), a[2][d].T)
+    return {"torch.nn.RNN(bidirectional)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+MASKED_ELMAN = """
+# Elman RNN over padded sequences: m(t, b) is 1 while sequence b lasts; the state stops at its end
+def masked(float(T,B,I) x, float(T,B) m, float(B,H) h0, float(H,I) Wih, float(H,H) Whh, float(H) bias) -> (y) {
+  hp(b, j) = h0(b, j)
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wih(j, i)
+    a(b, j) += hp(b, k) * Whh(j, k)
+    hp(b, j) = m(t, b) * tanh(a(b, j) + bias(j)) + (1 - m(t, b)) * hp(b, j)
+    y(t, b, j) = m(t, b) * hp(b, j)
+  }
+}
+"""
+
+
+def _masked_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    lengths = rng.integers(1, T + 1, B)
+    lengths[0] = T
+    m = (np.arange(T)[:, None] < lengths[None, :]).astype(np.float32)
+    return [_n(rng, T, B, I), m, _n(rng, B, H), _w(rng, H, I), _w(rng, H, H), _w(rng, H)]
+
+
+@program(name="masked elman (padded batch)", kind="rnn", src=MASKED_ELMAN, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=4, B=3, I=5, H=4), inputs=_masked_inputs)
+def _masked(torch, a, t, s):
+    x, m, h0, Wih, Whh, bias = t
+    H = s["H"]
+    net = _torch_rnn(torch, s["I"], H, a[3], a[4], a[5], np.zeros(H, np.float32))
+    lengths = torch.from_numpy(a[1].sum(0).astype(np.int64))
+    pack, unpack = torch.nn.utils.rnn.pack_padded_sequence, torch.nn.utils.rnn.pad_packed_sequence
+
+    def packed():
+        p = pack(x, lengths, enforce_sorted=False)
+        return unpack(net(p, h0[None])[0], total_length=x.shape[0])[0]
+
+    def loop():
+        xp = torch.addmm(bias, x.reshape(-1, x.shape[2]), Wih.T).reshape(x.shape[0], x.shape[1], H)
+        y = torch.empty_like(xp)
+        h = h0.clone()
+        for k in range(x.shape[0]):
+            hn = torch.tanh(torch.addmm(xp[k], h, Whh.T))
+            mk = m[k][:, None]
+            h = torch.lerp(h, hn, mk)
+            torch.mul(h, mk, out=y[k])
+        return y
+    return {"torch.nn.RNN packed": _nograd(torch, packed), "torch loop": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------- embedding, decoding, language model
+
+EMB_LSTM = LSTM_TORCH.replace("# LSTM with PyTorch's stacked (4*H, in) weights, gates i, f, g, o",
+                              "# embedding lookup (an indirect read) feeding an LSTM") \
+    .replace("float(T,B,I) x,", "int32(T,B) tok, float(V,I) emb,") \
+    .replace("x(t, b, i) * Wih(r, i)", "emb(tok(t, b), i) * Wih(r, i)")
+
+
+def _emb_lstm_inputs(rng, s):
+    T, B, I, H, V = s["T"], s["B"], s["I"], s["H"], s["V"]
+    return [rng.integers(0, V, (T, B)).astype(np.int32), _n(rng, V, I)] + _lstm_inputs(rng, s)[1:]
+
+
+@program(name="embedding -> lstm", kind="rnn", src=EMB_LSTM, full=dict(T=64, B=32, I=256, H=256, V=10000),
+         tiny=dict(T=3, B=2, I=5, H=4, V=7), inputs=_emb_lstm_inputs)
+def _emb_lstm(torch, a, t, s):
+    net = _torch_lstm(torch, s["I"], s["H"], *a[4:])
+    tok = t[0].long()
+    F = torch.nn.functional
+    return {"F.embedding + nn.LSTM": _nograd(torch, lambda: net(F.embedding(tok, t[1]), (t[2][None], t[3][None]))[0])}
+
+
+GREEDY = """
+# greedy decoding: the argmax token of each step is the next step's input
+def greedy(float(V,H) emb, float(H,H) Whh, float(H) bias, float(V,H) Wo, float(B,H) h0, int32(B) start) -> (tok) {
+  for t in S {
+    if t == 0 { h(t, b, j) +=! h0(b, k) * Whh(j, k) }
+    else      { h(t, b, j) +=! h(t - 1, b, k) * Whh(j, k) }
+    if t == 0 { h(t, b, j) = tanh(h(t, b, j) + bias(j) + emb(start(b), j)) }
+    else      { h(t, b, j) = tanh(h(t, b, j) + bias(j) + emb(tok(t - 1, b), j)) }
+    logit(b, v) +=! h(t, b, j) * Wo(v, j)
+    tok(t, b) argmax=! logit(b, v)
+  }
+}
+"""
+
+
+@program(name="greedy decoder (argmax fed back)", kind="rnn", src=GREEDY, full=dict(S=32, B=16, H=256, V=4000),
+         tiny=dict(S=4, B=2, H=4, V=6), free=("S",),
+         inputs=lambda rng, s: [_n(rng, s["V"], s["H"]), _w(rng, s["H"], s["H"]), _w(rng, s["H"]),
+                                _w(rng, s["V"], s["H"]) * 4, _n(rng, s["B"], s["H"]),
+                                rng.integers(0, s["V"], s["B"]).astype(np.int32)])
+def _greedy(torch, a, t, s):
+    emb, Whh, bias, Wo, h0, start = t
+    F = torch.nn.functional
+
+    def loop():
+        out = torch.empty(s["S"], h0.shape[0], dtype=torch.int32)
+        h, tok = h0, start.long()
+        for k in range(s["S"]):
+            h = torch.tanh(torch.addmm(emb[tok] + bias, h, Whh.T))
+            tok = F.linear(h, Wo).argmax(1)
+            out[k] = tok
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+LM_LOSS = """
+# RNN language model: embedding, Elman RNN, output layer, mean cross entropy (log-softmax + gather)
+def lm(int32(T,B) tok, int32(T,B) tgt, float(V,H) emb, float(B,H) h0, float(H,H) Wih, float(H,H) Whh,
+       float(H) bias, float(V,H) Wo, float(V) bo) -> (loss) {
+  for t in T {
+    a(b, j) +=! emb(tok(t, b), i) * Wih(j, i)
+    if t == 0 { a(b, j) += h0(b, k) * Whh(j, k) }
+    else      { a(b, j) += h(t - 1, b, k) * Whh(j, k) }
+    h(t, b, j) = tanh(a(b, j) + bias(j))
+  }
+  logit(t, b, v) +=! h(t, b, j) * Wo(v, j)
+  logit(t, b, v) = logit(t, b, v) + bo(v)
+  mx(t, b) max=! logit(t, b, v)
+  se(t, b) +=! exp(logit(t, b, v) - mx(t, b))
+  nll(t, b) = log(se(t, b)) + mx(t, b) - logit(t, b, tgt(t, b))
+  loss +=! nll(t, b) / (T * B)
+}
+"""
+
+
+def _lm_inputs(rng, s):
+    T, B, H, V = s["T"], s["B"], s["H"], s["V"]
+    return [rng.integers(0, V, (T, B)).astype(np.int32), rng.integers(0, V, (T, B)).astype(np.int32),
+            _n(rng, V, H), _n(rng, B, H), _w(rng, H, H), _w(rng, H, H), _w(rng, H), _w(rng, V, H), _w(rng, V)]
+
+
+@program(name="rnn language model loss", kind="rnn", src=LM_LOSS, full=dict(T=32, B=16, H=256, V=4000),
+         tiny=dict(T=3, B=2, H=4, V=7), inputs=_lm_inputs)
+def _lm(torch, a, t, s):
+    tok, tgt, emb, h0, Wih, Whh, bias, Wo, bo = t
+    H = s["H"]
+    net = _torch_rnn(torch, H, H, a[4], a[5], a[6], np.zeros(H, np.float32))
+    F = torch.nn.functional
+    tok64, tgt64 = tok.long(), tgt.long().reshape(-1)
+
+    def run():
+        h = net(F.embedding(tok64, emb), h0[None])[0]
+        return F.cross_entropy(F.linear(h.reshape(-1, H), Wo, bo), tgt64)
+    return {"nn.RNN + F.cross_entropy": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- attention, softmax, norms
+
+ATTENTION = """
+# scaled dot-product attention: scores, row max, exp, sum, weighted sum
+def attention(float(B,N,L,D) q, float(B,N,S,D) k, float(B,N,S,D) v) -> (o) {
+  s(b, n, i, j) +=! q(b, n, i, d) * k(b, n, j, d)
+  mx(b, n, i) max=! s(b, n, i, j)
+  e(b, n, i, j) = exp((s(b, n, i, j) - mx(b, n, i)) * rsqrt(float(D)))
+  z(b, n, i) +=! e(b, n, i, j)
+  o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d)
+  o(b, n, i, d) = o(b, n, i, d) / z(b, n, i)
+}
+"""
+
+CAUSAL_ATTENTION = """
+# causal self-attention: key j <= query i, the others masked with a select
+def causal(float(B,N,L,D) q, float(B,N,L,D) k, float(B,N,L,D) v) -> (o) {
+  s(b, n, i, j) +=! q(b, n, i, d) * k(b, n, j, d) * rsqrt(float(D))
+  mx(b, n, i) max=! j <= i ? s(b, n, i, j) : -inf
+  e(b, n, i, j) = j <= i ? exp(s(b, n, i, j) - mx(b, n, i)) : 0
+  z(b, n, i) +=! e(b, n, i, j)
+  o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d) / z(b, n, i)
+}
+"""
+
+
+def _qkv(rng, s):
+    B, N, L, D = s["B"], s["N"], s["L"], s["D"]
+    return [_n(rng, B, N, L, D), _n(rng, B, N, L, D), _n(rng, B, N, L, D)]
+
+
+@program(name="attention", kind="attention", src=ATTENTION, full=dict(B=8, N=8, L=256, D=64),
+         tiny=dict(B=1, N=2, L=5, D=3), inputs=_qkv)
+def _attn(torch, a, t, s):
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return {"F.scaled_dot_product_attention": _nograd(torch, lambda: sdpa(*t))}
+
+
+@program(name="causal attention (select mask)", kind="attention", src=CAUSAL_ATTENTION,
+         full=dict(B=8, N=8, L=256, D=64), tiny=dict(B=1, N=2, L=5, D=3), inputs=_qkv)
+def _causal(torch, a, t, s):
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return {"F.sdpa(is_causal)": _nograd(torch, lambda: sdpa(*t, is_causal=True))}
+
+
+SOFTMAX = """
+def softmax(float(N,C) x) -> (y) {
+  mx(n) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - mx(n))
+  s(n) +=! e(n, c)
+  y(n, c) = e(n, c) / s(n)
+}
+"""
+
+
+@program(name="softmax rows", kind="norm", src=SOFTMAX, full=dict(N=4096, C=1024), tiny=dict(N=3, C=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"])])
+def _softmax(torch, a, t, s):
+    return {"torch.softmax": _nograd(torch, lambda: torch.softmax(t[0], 1))}
+
+
+LAYERNORM = """
+def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
+  mean(n) +=! x(n, c) / C
+  d(n, c) = x(n, c) - mean(n)
+  var(n) +=! d(n, c) * d(n, c) / C
+  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
+}
+"""
+
+
+@program(name="layer norm", kind="norm", src=LAYERNORM, full=dict(N=4096, C=1024), tiny=dict(N=3, C=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]) * 2 + 1, _n(rng, s["C"]), _n(rng, s["C"])])
+def _layernorm(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.layer_norm": _nograd(torch, lambda: F.layer_norm(t[0], (s["C"],), t[1], t[2], 1e-5))}
+
+
+RMSNORM = """
+def rmsnorm(float(N,C) x, float(C) gamma) -> (y) {
+  ms(n) +=! x(n, c) * x(n, c)
+  y(n, c) = x(n, c) * rsqrt(ms(n) / C + 1e-6) * gamma(c)
+}
+"""
+
+
+@program(name="rms norm", kind="norm", src=RMSNORM, full=dict(N=4096, C=1024), tiny=dict(N=3, C=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]), _n(rng, s["C"])])
+def _rmsnorm(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.rms_norm": _nograd(torch, lambda: F.rms_norm(t[0], (s["C"],), t[1], 1e-6))}
+
+
+# ---------------------------------------------------------------- convolutions
+
+CAUSAL_CONV = """
+# causal 1-D convolution: K-1 zeros of padding on the left, written as a select
+def causal_conv(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! (t + k - K + 1 >= 0 ? x(b, c, t + k - K + 1) : 0) * w(o, c, k) where t in 0:L, k in 0:K
+}
+"""
+
+
+def _conv_inputs(rng, s):
+    return [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O"], s["C"], s["K"])]
+
+
+@program(name="causal conv1d (select padding)", kind="conv", src=CAUSAL_CONV,
+         full=dict(B=16, C=128, L=512, O=128, K=3), tiny=dict(B=2, C=3, L=6, O=4, K=3), inputs=_conv_inputs)
+def _causal_conv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(F.pad)": _nograd(torch, lambda: F.conv1d(F.pad(t[0], (s["K"] - 1, 0)), t[1]))}
+
+
+SAME_CONV = """
+# 1-D convolution with bias, 'same' padding of 2 on each side (K = 5)
+def same_conv(float(B,C,L) x, float(O,C,5) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (t + k - 2 >= 0 && t + k - 2 < L ? x(b, c, t + k - 2) : 0) * w(o, c, k) where t in 0:L, k in 0:5
+  y(b, o, t) = y(b, o, t) + bias(o)
+}
+"""
+
+
+@program(name="conv1d same padding + bias", kind="conv", src=SAME_CONV,
+         full=dict(B=16, C=128, L=512, O=128, K=5), tiny=dict(B=2, C=3, L=6, O=4, K=5),
+         inputs=lambda rng, s: _conv_inputs(rng, s) + [_w(rng, s["O"])])
+def _same_conv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(padding=2)": _nograd(torch, lambda: F.conv1d(t[0], t[1], t[2], padding=2))}
+
+
+DILATED_CONV = """
+# causal dilated convolution (WaveNet), dilation 4
+def dilated(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! (t + 4 * (k - K + 1) >= 0 ? x(b, c, t + 4 * (k - K + 1)) : 0) * w(o, c, k) where t in 0:L, k in 0:K
+}
+"""
+
+
+@program(name="dilated causal conv1d (d=4)", kind="conv", src=DILATED_CONV,
+         full=dict(B=16, C=128, L=512, O=128, K=3), tiny=dict(B=2, C=3, L=11, O=4, K=3), inputs=_conv_inputs)
+def _dilated(torch, a, t, s):
+    F = torch.nn.functional
+    pad = 4 * (s["K"] - 1)
+    return {"F.conv1d(dilation=4)": _nograd(torch, lambda: F.conv1d(F.pad(t[0], (pad, 0)), t[1], dilation=4))}
+
+
+DEPTHWISE1D = """
+# depthwise 1-D convolution, 'same' padding (K = 7)
+def dw1d(float(B,C,L) x, float(C,7) w) -> (y) {
+  y(b, c, t) +=! (t + k - 3 >= 0 && t + k - 3 < L ? x(b, c, t + k - 3) : 0) * w(c, k) where t in 0:L, k in 0:7
+}
+"""
+
+
+@program(name="depthwise conv1d (K=7 same)", kind="conv", src=DEPTHWISE1D, full=dict(B=16, C=512, L=1024),
+         tiny=dict(B=2, C=3, L=9), inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["C"], 7)])
+def _dw1d(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1][:, None, :].contiguous()
+    return {"F.conv1d(groups=C)": _nograd(torch, lambda: F.conv1d(t[0], w, padding=3, groups=s["C"]))}
+
+
+DEPTHWISE2D = """
+def dw2d(float(N,C,H,W) x, float(C,KH,KW) w) -> (y) {
+  y(n, c, h, ww) +=! x(n, c, h + kh, ww + kw) * w(c, kh, kw)
+}
+"""
+
+
+@program(name="depthwise conv2d 3x3 valid", kind="conv", src=DEPTHWISE2D, full=dict(N=8, C=128, H=58, W=58),
+         tiny=dict(N=1, C=2, H=5, W=6),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["C"], 3, 3)])
+def _dw2d(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1][:, None].contiguous()
+    return {"F.conv2d(groups=C)": _nograd(torch, lambda: F.conv2d(t[0], w, groups=s["C"]))}
+
+
+# ---------------------------------------------------------------- matmul, MLP, losses
+
+MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+
+@program(name="matmul 512^3", kind="matmul", src=MATMUL, full=dict(M=512, K=512, N=512),
+         tiny=dict(M=3, K=4, N=5), inputs=lambda rng, s: [_n(rng, s["M"], s["K"]), _n(rng, s["K"], s["N"])])
+def _matmul(torch, a, t, s):
+    return {"torch.matmul": _nograd(torch, lambda: torch.matmul(*t)), "numpy": lambda: a[0] @ a[1]}
+
+
+LINEAR = """
+# a linear layer as torch.nn.Linear stores it: W(out, in), y = x W^T + b
+def linear(float(M,K) x, float(N,K) W, float(N) bias) -> (y) {
+  y(m, n) +=! x(m, k) * W(n, k)
+  y(m, n) = y(m, n) + bias(n)
+}
+"""
+
+
+@program(name="linear x.W^T + b", kind="matmul", src=LINEAR, full=dict(M=512, K=768, N=768),
+         tiny=dict(M=3, K=4, N=5),
+         inputs=lambda rng, s: [_n(rng, s["M"], s["K"]), _w(rng, s["N"], s["K"]), _w(rng, s["N"])])
+def _linear(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.linear": _nograd(torch, lambda: F.linear(*t))}
+
+
+BMM = "def bmm(float(B,M,K) A, float(B,K,N) X) -> (C) { C(b, m, n) +=! A(b, m, k) * X(b, k, n) }"
+
+
+@program(name="batch matmul", kind="matmul", src=BMM, full=dict(B=64, M=128, K=128, N=128),
+         tiny=dict(B=2, M=3, K=4, N=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["M"], s["K"]), _n(rng, s["B"], s["K"], s["N"])])
+def _bmm(torch, a, t, s):
+    return {"torch.bmm": _nograd(torch, lambda: torch.bmm(*t)), "numpy matmul": lambda: np.matmul(a[0], a[1])}
+
+
+MLP = """
+# two-layer MLP, (out, in) weights, bias and ReLU
+def mlp(float(B,I) x, float(H,I) W1, float(H) b1, float(O,H) W2, float(O) b2) -> (y) {
+  h(b, j) +=! x(b, i) * W1(j, i)
+  h(b, j) = max(h(b, j) + b1(j), 0)
+  y(b, o) +=! h(b, j) * W2(o, j)
+  y(b, o) = y(b, o) + b2(o)
+}
+"""
+
+
+def _mlp_inputs(rng, s):
+    B, I, H, O = s["B"], s["I"], s["H"], s["O"]
+    return [_n(rng, B, I), _w(rng, H, I), _w(rng, H), _w(rng, O, H), _w(rng, O)]
+
+
+@program(name="mlp bias+relu", kind="matmul", src=MLP, full=dict(B=256, I=512, H=1024, O=512),
+         tiny=dict(B=3, I=4, H=5, O=2), inputs=_mlp_inputs)
+def _mlp(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, b1, W2, b2 = t
+    return {"F.linear + relu": _nograd(torch, lambda: F.linear(torch.relu_(F.linear(x, W1, b1)), W2, b2))}
+
+
+GELU_MLP = """
+# linear + GELU (erf form), (in, out) weights
+def gelu_layer(float(B,I) x, float(I,H) W, float(H) bias) -> (y) {
+  a(b, j) +=! x(b, i) * W(i, j)
+  y(b, j) = 0.5 * (a(b, j) + bias(j)) * (1 + erf((a(b, j) + bias(j)) * 0.70710678))
+}
+"""
+
+
+@program(name="linear + gelu", kind="matmul", src=GELU_MLP, full=dict(B=256, I=512, H=2048),
+         tiny=dict(B=3, I=4, H=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I"]), _w(rng, s["I"], s["H"]), _w(rng, s["H"])])
+def _gelu(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, bias = t
+    return {"F.gelu(addmm)": _nograd(torch, lambda: F.gelu(torch.addmm(bias, x, W)))}
+
+
+XENT = """
+# mean cross entropy of logits against int32 targets
+def xent(float(N,C) logit, int32(N) tgt) -> (loss) {
+  mx(n) max=! logit(n, c)
+  se(n) +=! exp(logit(n, c) - mx(n))
+  loss +=! (log(se(n)) + mx(n) - logit(n, tgt(n))) / N
+}
+"""
+
+
+@program(name="cross entropy loss", kind="loss", src=XENT, full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]) * 3, rng.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _xent(torch, a, t, s):
+    F = torch.nn.functional
+    tgt = t[1].long()
+    return {"F.cross_entropy": _nograd(torch, lambda: F.cross_entropy(t[0], tgt))}
+
+
+MSE = """
+def mse(float(N,C) pred, float(N,C) target) -> (loss) {
+  loss +=! (pred(n, c) - target(n, c)) * (pred(n, c) - target(n, c)) / (N * C)
+}
+"""
+
+
+@program(name="mse loss", kind="loss", src=MSE, full=dict(N=4096, C=1024), tiny=dict(N=3, C=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]), _n(rng, s["N"], s["C"])])
+def _mse(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.mse_loss": _nograd(torch, lambda: F.mse_loss(*t)),
+            "numpy": lambda: np.mean(np.square(a[0] - a[1]))}
+
+
+EMB_BAG = """
+# mean of each bag's embeddings (fixed-length bags)
+def bag(int32(B,L) idx, float(V,E) emb) -> (y) {
+  y(b, e) +=! emb(idx(b, l), e) / L
+}
+"""
+
+
+@program(name="embedding bag mean", kind="embedding", src=EMB_BAG, full=dict(B=1024, L=32, V=100000, E=128),
+         tiny=dict(B=2, L=3, V=7, E=4),
+         inputs=lambda rng, s: [rng.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32), _n(rng, s["V"], s["E"])])
+def _bag(torch, a, t, s):
+    F = torch.nn.functional
+    idx = t[0].long()
+    return {"F.embedding_bag(mean)": _nograd(torch, lambda: F.embedding_bag(idx, t[1], mode="mean"))}
