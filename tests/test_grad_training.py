@@ -28,10 +28,10 @@ def test_loss_curve_matches_pytorch(capsys):
     assert float(last.split()[3]) < float(first.split()[3])  # it learns
 
 
-def test_ddp_two_processes_identical_gradients():
+def test_ddp_two_processes_identical_gradients_and_parameters():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, str(TRAIN), "--ddp", "--steps", "2", "--hidden", "8", "--length", "6",
+    proc = subprocess.run([sys.executable, str(TRAIN), "--ddp", "--steps", "3", "--hidden", "8", "--length", "6",
                            "--batch", "8"], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "DDP: identical gradients on both ranks" in proc.stdout
-    assert "ddp step 1:" in proc.stdout
+    assert "DDP: identical gradients and parameters on both ranks" in proc.stdout
+    assert "ddp step 2:" in proc.stdout

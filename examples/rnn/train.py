@@ -19,7 +19,8 @@ tolerance.
 With --ddp it starts two processes on 127.0.0.1 (torch.distributed, gloo),
 wraps the model in DistributedDataParallel, gives each rank half of every
 batch, and checks after every backward that both ranks hold identical
-gradients, equal to those of the whole batch in one process.
+gradients, equal to those of the whole batch in one process, and after the
+last step that both hold identical parameters (equal to the whole batch's).
 """
 from __future__ import annotations
 
@@ -159,6 +160,16 @@ def _ddp_worker(rank: int, world: int, port: int, args, failures) -> None:
             opt1.step()
             if rank == 0:
                 print(f"ddp step {step}: loss {loss.item():.5f} (rank 0's half)", flush=True)
+        # after the steps, both ranks hold the same parameters, those of the whole-batch run
+        for (name, p), q in zip(model.named_parameters(), single.parameters()):
+            mine = p.detach().clone()
+            every = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(every, mine)
+            if any(not torch.equal(every[0], w) for w in every[1:]):
+                failures.put(f"after {args.steps} steps: ranks hold different parameters {name}")
+            if not torch.allclose(mine, q.detach(), rtol=1e-4, atol=1e-6):
+                failures.put(f"after {args.steps} steps: rank {rank}'s parameter {name} differs from the "
+                             f"whole batch's (max {float((mine - q.detach()).abs().max()):.2e})")
     finally:
         dist.destroy_process_group()
 
@@ -181,7 +192,7 @@ def run_ddp(args) -> int:
         problems.append(failures.get())
     for p in problems:
         print("FAIL:", p)
-    print("DDP: identical gradients on both ranks" if not problems else "DDP: MISMATCH")
+    print("DDP: identical gradients and parameters on both ranks" if not problems else "DDP: MISMATCH")
     return 1 if problems else 0
 
 
