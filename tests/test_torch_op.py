@@ -51,6 +51,52 @@ CASES = {
         def bag(double(V,D) E, int32(N,L) ids, double(D) w) -> (y) {
           y(n) +=! E(ids(n, l), d) * w(d)
         }""", lambda: [randn(7, 3), torch.tensor([[0, 3, 3], [6, 1, 0]], dtype=torch.int32), randn(3)]),
+    # more of each kind, in other shapes (the held-out programs are not these)
+    "embedding_rnn": ("""
+        def embrnn(double(V,H) E, int32(T,B) ids, double(H,H) W) -> (h) {
+          for t in T {
+            if t == 0 { h(t, b, j) = tanh(E(ids(t, b), j)) }
+            else {
+              h(t, b, j) +=! h(t - 1, b, k) * W(k, j)
+              h(t, b, j) = tanh(h(t, b, j) + E(ids(t, b), j))
+            }
+          }
+        }""", lambda: [randn(5, 3), torch.tensor([[0, 4], [2, 2], [4, 1]], dtype=torch.int32), randn(3, 3, scale=0.5)]),
+    "softmax": ("""
+        def softmax(double(N,C) x) -> (y) {
+          m(n) max=! x(n, c)
+          e(n, c) = exp(x(n, c) - m(n))
+          s(n) +=! e(n, c)
+          y(n, c) = e(n, c) / s(n)
+        }""", lambda: [randn(3, 4)]),
+    "rmsnorm": ("""
+        def rmsnorm(double(N,C) x, double(C) g) -> (y) {
+          ss(n) +=! x(n, c) * x(n, c)
+          y(n, c) = x(n, c) / sqrt(ss(n) / C + 1e-6) * g(c)
+        }""", lambda: [randn(3, 5), randn(5)]),
+    "min_over_time": ("""
+        def minpool(double(T,B,H) x, double(H,H) W) -> (y, h) {
+          for t in T {
+            if t == 0 { h(t, b, j) = sigmoid(x(t, b, j)) }
+            else {
+              h(t, b, j) +=! h(t - 1, b, k) * W(k, j)
+              h(t, b, j) = sigmoid(h(t, b, j) + x(t, b, j))
+            }
+          }
+          y(b, j) min=! h(t, b, j)
+        }""", lambda: [randn(4, 2, 3), randn(3, 3, scale=0.5)]),
+    "pool2d": ("""
+        def pool2d(double(H,W) x) -> (y) {
+          y(i, j) max=! x(i + di, j + dj) where di in 0:2, dj in 0:3
+        }""", lambda: [randn(5, 6)]),
+    "padded_conv": ("""
+        def pconv(double(N) x, double(K) w) -> (y) {
+          y(i) +=! (i + k - 1 >= 0 && i + k - 1 < N) ? x(i + k - 1) * w(k) : 0.0 where i in 0:N, k in 0:K
+        }""", lambda: [randn(7), randn(3)]),
+    "shifted_loop": ("""
+        def shifted(double(T,N) x, double(N) w) -> (y) {
+          for t in 1:T { y(t, i) = tanh(x(t, i) * w(i) + x(t - 1, i)) where i in 0:N }
+        }""", lambda: [randn(5, 3), randn(3)]),
 }
 
 
@@ -104,6 +150,22 @@ def test_in_a_module_and_under_torch_compile_without_graph_break():
     torch.testing.assert_close(out, eager)
     for p, r in zip(m.parameters(), ref):
         torch.testing.assert_close(p.grad, r)
+
+
+def test_function_under_dynamo_explain_has_no_graph_break():
+    lstm = (ROOT / "examples" / "rnn" / "lstm.tc").read_text().replace("float(", "double(")
+    f = tcdsl.torch.op(lstm)  # two outputs
+    g = tcdsl.torch.op(CASES["embedding"][0])  # an integer input
+
+    def fn(x, h0, c0, Wx, Wh, bias, E, ids, w):
+        h, c = f(x, h0, c0, Wx, Wh, bias)
+        return h.relu().sum() + c.mean() + g(E, ids, w).sum()
+
+    args = [randn(3, 2, 4), randn(2, 5), randn(2, 5), randn(4, 4, 5), randn(4, 5, 5), randn(4, 5),
+            *CASES["embedding"][1]()]
+    explained = torch._dynamo.explain(fn)(*args)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    assert explained.graph_count == 1
 
 
 def test_saves_only_what_the_adjoint_reads():
