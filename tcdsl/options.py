@@ -68,9 +68,9 @@ FUSION = ("auto", "isl", "outer", "none")
 
 @dataclass(frozen=True)
 class ScheduleOptions:
-    """The CPU's schedule (polyhedral/schedule.py): for a kernel inside a
-    sequential ``for``, ``fusion`` chooses between isl's schedule and one
-    statement per nest below a shared parallel loop (see ``FUSION`` there);
+    """The CPU's schedule (polyhedral/schedule.py): ``fusion`` chooses between
+    isl's schedule and one statement per nest (below a shared parallel loop
+    inside a sequential ``for``; see ``FUSION`` there);
     ``split_selects`` cuts a statement's domain at its selects' affine
     conditions first (polyhedral/split.py), so padding and boundary selects
     leave the inner loops."""
@@ -351,9 +351,10 @@ class MappingOptions:
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
 
-    Schedule (CPU): ``fusion``, for a kernel inside a sequential ``for``:
-    ``"auto"`` (the default: whichever of the next two vectorizes more
-    statements), ``"isl"`` (isl's schedule, fused where it can),
+    Schedule (CPU): ``fusion``: ``"auto"`` (the default: for a kernel
+    inside a sequential ``for`` whichever of the next two vectorizes more
+    statements; outside, for a kernel with a contraction, whichever of
+    ``"isl"`` and ``"none"``), ``"isl"`` (isl's schedule, fused where it can),
     ``"outer"`` (the outermost parallel loop shared, each statement in a
     nest of its own below it), ``"none"`` (each strongly connected component
     in a nest of its own); see polyhedral/schedule.py.  ``split_selects``

@@ -8,7 +8,8 @@ band is then split into single-member bands, each under a mark ``par`` or
 ``seq`` saying whether that loop carries no dependence; the code generator
 reads those marks.  ``fixed`` substitutes sizes before scheduling.
 ``fusion`` chooses, for a kernel inside a sequential ``for``, between isl's
-schedule and ``_outer_then_serialized``'s (see ``FUSION``).
+schedule and ``_outer_then_serialized``'s, and outside, for a kernel with a
+contraction, between isl's and one nest per component (see ``FUSION``).
 The GPU mapping schedules with :mod:`tcdsl.polyhedral.gpu_schedule`; both
 schedules become isl ASTs in :mod:`tcdsl.polyhedral.isl_ast`.
 """
@@ -18,6 +19,7 @@ import islpy as isl
 
 from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
+from ..syntax import nodes as n
 from .model import Kernel, Model, lift_param, maps
 
 PARALLEL, SERIAL = "par", "seq"
@@ -32,7 +34,9 @@ PARALLEL_STEPS = "par_steps"
 # outermost parallel loop shared, each statement in a nest of its own below
 # it (_outer_then_serialized), when isl's outermost loop is parallel;
 # "none": isl with every strongly connected component in a nest of its own
-# (isl's serialize_sccs).  Kernels outside sequential loops ignore it.
+# (isl's serialize_sccs).  Outside sequential loops "auto" chooses between
+# "isl" and "none" for a kernel with a contraction (_contracts), "outer" is
+# "isl" there.
 # (The choices are listed in options.py, which checks the option.)
 
 
@@ -56,9 +60,18 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         dom, deps, context = dom.intersect_params(fix), deps.intersect_params(fix), context & fix
     sc = (isl.ScheduleConstraints.on_domain(dom).set_context(context)
           .set_validity(deps).set_coincidence(deps).set_proximity(deps))
-    sched = _compute(sc, k.serialize or (fusion == "none" and bool(k.loops)))
+    sched = _compute(sc, k.serialize or fusion == "none")
     stride_one = _stride_one(k)
     root = _finish(sched, stride_one)
+    if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 and _contracts(k):
+        # outside sequential loops: isl's fused nest, or every strongly
+        # connected component in a nest of its own -- a contraction fused
+        # with its consumer loses its register tiles (an MLP's two layers,
+        # attention's scores and row max); row reductions (norms) keep
+        # isl's fused pass over each row
+        other = _finish(_compute(sc, True), stride_one)
+        if _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
+            root = other
     if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
         if other is not None:
@@ -77,6 +90,18 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         if _vector_statements(sym.get_root(), stride_one) > _vector_statements(root, stride_one):
             return sym.intersect_domain(dom)
     return root.get_schedule()
+
+
+def _contracts(k: Kernel) -> bool:
+    """Some statement of ``k`` is a contraction: a reduction of a product of
+    reads of two different tensors (a matmul's ``A(i, k) * B(k, j)``)."""
+    for s in k.stmts:
+        c = s.info.comp
+        if s.is_init or c.reduction is None:
+            continue
+        if len({x.tensor for x in n.walk(c.rhs) if isinstance(x, n.Access)} - {c.tensor}) >= 2:
+            return True
+    return False
 
 
 def _compute(sc: isl.ScheduleConstraints, serialize: bool) -> isl.Schedule:

@@ -1,0 +1,83 @@
+"""The ``fusion`` schedule choice outside sequential loops
+(polyhedral/schedule.py): a contraction that isl fuses with its consumer
+loses its register tiles, so ``"auto"`` gives each statement a nest of its
+own when that vectorizes more statements; row reductions (norms) keep isl's
+fused pass over each row."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.driver import emit
+
+MLP = """def mlp(float(B,I) x, float(H,I) W1, float(H) b1, float(O,H) W2, float(O) b2) -> (y) {
+  h(b, j) +=! x(b, i) * W1(j, i)
+  h(b, j) = max(h(b, j) + b1(j), 0)
+  y(b, o) +=! h(b, j) * W2(o, j)
+  y(b, o) = y(b, o) + b2(o)
+}"""
+
+ATTENTION = """def attention(float(L,D) q, float(S,D) k, float(S,D) v) -> (o) {
+  s(i, j) +=! q(i, d) * k(j, d)
+  mx(i) max=! s(i, j)
+  e(i, j) = exp(s(i, j) - mx(i))
+  z(i) +=! e(i, j)
+  o(i, d) +=! e(i, j) * v(j, d)
+  o(i, d) = o(i, d) / z(i)
+}"""
+
+LAYERNORM = """def layernorm(float(N,C) x) -> (y) {
+  mean(n) +=! x(n, c) / C
+  d(n, c) = x(n, c) - mean(n)
+  var(n) +=! d(n, c) * d(n, c) / C
+  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5)
+}"""
+
+
+def mlp_ref(x, w1, b1, w2, b2):
+    h = np.maximum(x @ w1.T + b1, 0)
+    return h @ w2.T + b2
+
+
+def attention_ref(q, k, v):
+    s = q.astype(np.float64) @ k.T
+    e = np.exp(s - s.max(1, keepdims=True))
+    return (e @ v) / e.sum(1, keepdims=True)
+
+
+def _tiles(tir: str) -> int:
+    """The register tiles (``acc`` buffers) of a TIR listing."""
+    return len(re.findall(r"acc = T\.alloc_local", tir))
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.parametrize("fusion", ["auto", "isl", "none"])
+def test_every_choice_computes_the_mlp_and_attention(mode, fusion):
+    rng = np.random.default_rng(3)
+    w = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    args = (w(5, 7), w(9, 7), w(9), w(4, 9), w(4))
+    got = tcdsl.compile(MLP, specialize=mode, options={"fusion": fusion})(*args)
+    np.testing.assert_allclose(got, mlp_ref(*args), rtol=1e-4, atol=1e-4)
+    qkv = (w(6, 3), w(10, 3), w(10, 3))
+    got = tcdsl.compile(ATTENTION, specialize=mode, options={"fusion": fusion})(*qkv)
+    np.testing.assert_allclose(got, attention_ref(*qkv), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("src", [MLP, ATTENTION])
+def test_auto_keeps_the_contractions_register_tiles(src):
+    auto = emit(tcdsl.compile(src), "tir")
+    fused = emit(tcdsl.compile(src, options={"fusion": "isl"}), "tir")
+    assert _tiles(auto) > _tiles(fused), (_tiles(auto), _tiles(fused))
+
+
+def test_row_reductions_keep_the_fused_pass():
+    auto = emit(tcdsl.compile(LAYERNORM), "schedule")
+    fused = emit(tcdsl.compile(LAYERNORM, options={"fusion": "isl"}), "schedule")
+    assert auto == fused
+    x = np.random.default_rng(0).standard_normal((6, 11)).astype(np.float32)
+    y = tcdsl.compile(LAYERNORM)(x)
+    ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
