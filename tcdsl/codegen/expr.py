@@ -14,7 +14,7 @@ Rules (TC semantics, see SPEC 1.1):
    for it: a read that is in its tensor only where its conditions hold
    (``i > 0 ? A(i-1) : 0``, ``i >= 1 && A(i-1) > 0``; the ``guarded`` reads
    of polyhedral/bounds.py) has its indices clamped into the tensor through
-   a bit cast the simplifier cannot see through, and reads 0 from an empty
+   a conversion the simplifier cannot see through, and reads 0 from an empty
    tensor.  Where the condition holds, the clamp changes nothing.
 4. Builtins come from :mod:`tcdsl.codegen.mathlib`; float16 is computed in float32.
 5. Tensor indices are int32 (tensor values used as indices are converted).
@@ -157,7 +157,9 @@ class _Lower:
             self.wrap = saved
         if _is_affine(e):
             if keep:
-                opaque = tirx.reinterpret(INDEX, tirx.reinterpret("float32", x))  # not simplified away
+                # through float64 and back: exact, kept by TVM's simplifier (a
+                # constant folds; LLVM folds the pair away after TVM is done)
+                opaque = tirx.Cast(INDEX, tirx.Cast("float64", x))
                 return tirx.max(tirx.min(opaque, extent - 1), 0)
             return x
         if checks.enabled():

@@ -75,6 +75,9 @@ def _split_kernel(k: Kernel, builder: _Builder) -> Kernel:
     by_name = {m.get_tuple_name(isl.dim_type.in_): m for m in maps(k.order)}
     changed = False
     for s in k.stmts:
+        if s.name not in by_name:  # an empty domain has no order (``where i in 8:4``): kept as it is
+            stmts.append(s)
+            continue
         pieces = None if s.is_init else _pieces(s, k.context, builder)
         if pieces is None:
             stmts.append(s)
