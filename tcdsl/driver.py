@@ -95,8 +95,10 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
     for each read that may be out of bounds; an error when ``strict_bounds``)
     -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
-    ``hoist`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``) change
-    ``options``."""
+    ``hoist`` is False -> transposed copies of inputs read across their
+    contiguous dimension in a loop (polyhedral/layout.py), unless
+    ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``,
+    ``transpose=``) change ``options``."""
     options = dataclasses.replace(options or FrontendOptions(), **fields)
     strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
