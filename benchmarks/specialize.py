@@ -27,20 +27,8 @@ import tcdsl  # noqa: E402
 
 RNN = ROOT / "examples" / "rnn"
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
-# A GRU step with the weights in (in, out) layout, gates r, z, n as in torch.nn.GRU.
-GRU = """def gru(float(T,B,I) x, float(B,H) h0, float(3,I,H) Wx, float(3,H,H) Wh,
-        float(3,H) bx, float(3,H) bh) -> (h) {
-  hp(b, j) = h0(b, j)
-  for t in T {
-    gx(g, b, j) +=! x(t, b, i) * Wx(g, i, j)
-    gh(g, b, j) +=! hp(b, k) * Wh(g, k, j)
-    r(b, j) = sigmoid(gx(0, b, j) + bx(0, j) + gh(0, b, j) + bh(0, j))
-    z(b, j) = sigmoid(gx(1, b, j) + bx(1, j) + gh(1, b, j) + bh(1, j))
-    n(b, j) = tanh(gx(2, b, j) + bx(2, j) + r(b, j) * (gh(2, b, j) + bh(2, j)))
-    h(t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * hp(b, j)
-    hp(b, j) = h(t, b, j)
-  }
-}"""
+# A GRU with the weights in (in, out) layout, gates r, z, n as in torch.nn.GRU (the programs suite's).
+from program_defs import GRU_IN_OUT as GRU  # noqa: E402
 
 
 def _r(rng, *shape):

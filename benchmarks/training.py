@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -35,29 +34,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import tcdsl.torch  # noqa: E402
+import rnn  # noqa: E402  (benchmarks/rnn.py: interleaved rounds, a pause of rnn.SETTLE before each contender)
+from rnn import SETTLE, interleaved  # noqa: E402
 
-SETTLE = 0.2  # seconds of sleep before each contender
 TOLERANCE = 1e-3  # largest difference of a gradient, relative to the largest |element| of torch's
 TARGETS = {"Elman (64,32,256)": 1.0}  # issue 15: tcdsl fwd+bwd <= 1.0 x torch.nn.RNN
 
 
-def _time(fn, repeat: int) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def interleaved(contenders: dict, rounds: int, repeat: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {k: [] for k in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            time.sleep(SETTLE)
-            samples[name].append(_time(fn, repeat))
-    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def _rand(gen, *shape, scale=None):
@@ -167,7 +150,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--settle", type=float, default=SETTLE, help="seconds of sleep before each contender")
     a = ap.parse_args(argv)
-    globals()["SETTLE"] = a.settle
+    rnn.SETTLE = a.settle
     torch.set_num_threads(os.cpu_count() or 1)
     load = os.getloadavg()[0]
     rows, wrong = [], []
