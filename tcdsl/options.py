@@ -104,6 +104,7 @@ class CpuMapping:
     steps_inside: bool = True
     register_tiles: bool = True
     k_block: int = 0
+    reduce_lanes: int = 16
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -217,6 +218,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "chunk_rows": ("cpu", _int(1)), "cpu_threads": ("cpu", _int(0)),
     "parallel": ("cpu", _bool), "steps_inside": ("cpu", _bool), "register_tiles": ("cpu", _bool),
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
+    "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -341,6 +343,10 @@ class MappingOptions:
       still sums in ``k`` order).  0 (the default): one block, the whole loop
       (on a 2 MiB L2 the whole ``K x 64`` panel stays in cache; blocks
       measured no faster at 1024^3 and slower at 1536^3).
+    * ``reduce_lanes``: partial accumulators of a reduction along an
+      innermost loop (a row's max or sum, a dot product): the loop runs as
+      vector iterations of this many elements (codegen/cpu_reduce.py); 0
+      keeps one accumulator, one element at a time.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -377,6 +383,7 @@ class MappingOptions:
     steps_inside: bool = CpuMapping.steps_inside
     register_tiles: bool = CpuMapping.register_tiles
     k_block: int = CpuMapping.k_block
+    reduce_lanes: int = CpuMapping.reduce_lanes
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     fold: bool = LoweringOptions.fold

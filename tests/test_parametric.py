@@ -56,6 +56,14 @@ def test_innermost_stride_one_loop_is_vectorized_with_a_tail():
     np.testing.assert_allclose(k(A, A), A * A + 1, rtol=1e-6)
 
 
-def test_reduction_loop_is_not_vectorized():
-    k = tcdsl.compile("def s(float(N,K) A) -> (O) { O(n) +=! A(n,k) }")
-    assert "vectorized" not in k.script
+def test_reduction_loop_is_vectorized_only_through_partial_accumulators():
+    """A loop over the reduced dimension never becomes a plain vector loop
+    (its iterations depend on each other through ``O(n)``); it runs with
+    vector lanes of partial sums (codegen/cpu_reduce.py), or scalar without them."""
+    src = "def s(float(N,K) A) -> (O) { O(n) +=! A(n,k) }"
+    k = tcdsl.compile(src)
+    assert "O_lanes = T.alloc_local((16,))" in k.script
+    assert "O_lanes[c1_v] = O_lanes[c1_v] + A[" in k.script
+    assert "vectorized" not in tcdsl.compile(src, options={"reduce_lanes": 0}).script
+    A = np.random.default_rng(1).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(k(A), A.astype(np.float64).sum(1), rtol=1e-5)

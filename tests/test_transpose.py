@@ -85,9 +85,11 @@ def test_the_copy_is_read_along_the_vector_lanes():
     reads = re.findall(r"Whh_t\[[^\]]*\]", tir)
     assert any(re.fullmatch(r"Whh_t\[c\d+_k, .*\(u \* 8 \+ v\)\]", r) for r in reads), reads
     assert not re.search(r"Whh\[[^\]]*\] \*|\* Whh\[", tir)  # the weights are read by the copy only
-    # as written, the weights are read with the reduction index last: no register tile
+    # as written, the weights are read with the reduction index last: no
+    # register tile, a dot product along k (in vector lanes of partial sums)
     plain = emit(tcdsl.compile(ELMAN_OI, options={"transpose": False}), "tir")
-    assert re.search(r"\* Whh\[c\d+, c\d+\]", plain) and "Whh_t" not in plain
+    assert re.search(r"\* Whh\[c\d+, \(c\d+_b \* 32 \+ c\d+_o\) \* 16 \+ c\d+_v\]", plain)
+    assert "Whh_t" not in plain
 
 
 def test_transpose_false_keeps_the_program_as_written():

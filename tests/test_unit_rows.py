@@ -6,6 +6,7 @@ region per step of a reduction loop.  Structure checked on the TIR, values
 against NumPy."""
 from __future__ import annotations
 
+import re
 import numpy as np
 import pytest
 from tvm import tirx
@@ -67,8 +68,8 @@ def test_batch_1_elman_has_no_parallel_region_inside_a_reduction_loop(mode):
     b = k.backend({"T": 9, "B": 1, "Ci": 40, "Co": 72})
     assert _parallel_inside_serial(b.func.body) == []
     assert _regions_per_step(b.func) == 0
-    # the reductions still run in register tiles (one row of 64-wide tiles, then 8-wide ones)
-    assert "T.alloc_local((1, 64))" in b.func.script()
+    # the reductions still run in register tiles (one row of tiles, as wide as the host's vectors allow)
+    assert re.search(r"T\.alloc_local\(\(1, (16|24|32|48|64|128|256)\)\)", b.func.script())
     rng = np.random.default_rng(11)
     for T, B, Ci, Co in [(9, 1, 40, 72), (3, 1, 5, 1), (9, 2, 40, 72)]:
         x = elman_inputs(rng, T, B, Ci, Co)

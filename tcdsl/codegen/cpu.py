@@ -36,11 +36,13 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import Block, IslStmt, Kernel
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
 from ..sema.affine import isl_name
+from .cpu_reduce import vector_reduction
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
 
 VECTOR_WIDTH = 8
+REDUCE_BLOCK = 32  # vector iterations between combining a reduction's lanes (codegen/cpu_reduce.py)
 
 
 class CpuProgram(ProgramLowering):
@@ -153,6 +155,10 @@ class CpuAstLowering(AstLowering):
         inner_ok = parallel_ok and not outer
         if mark == PARALLEL and not isl_ast.has(node.for_get_body(), isl_ast.is_loop):
             vec = self._vectorized(node, name, init, extent, parallel, inner_ok)
+            if vec is not None:
+                return vec
+        if mark != PARALLEL and cpu.reduce_lanes and not isl_ast.has(node.for_get_body(), isl_ast.is_loop):
+            vec = vector_reduction(self, node, name, init, extent, cpu.reduce_lanes, REDUCE_BLOCK)
             if vec is not None:
                 return vec
         v = tirx.Var(name, INDEX)

@@ -64,6 +64,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "vector_width": widths,
         "chunk_rows": (8, 16, 32, 64, 128, 256, 512, 1024),
         "k_block": (0, 32, 64, 128, 256),
+        "reduce_lanes": (0, 8, 16, 32),
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),

@@ -1,0 +1,146 @@
+"""Reductions along an innermost loop run as vector iterations with partial
+accumulators (codegen/cpu_reduce.py, option ``reduce_lanes``): a row's max
+and sum (softmax, norms, cross entropy), full sums (losses), dot products.
+Structure checked on the TIR, values against NumPy at sizes that leave
+tails and several blocks, and the float32 rounding of a long sum against a
+float64 reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+
+NO_CACHE = {"disk_cache": False}
+
+SOFTMAX = """
+def softmax(float(N,C) x) -> (y) {
+  mx(n) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - mx(n))
+  s(n) +=! e(n, c)
+  y(n, c) = e(n, c) / s(n)
+}
+"""
+
+LAYERNORM = """
+def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
+  mean(n) +=! x(n, c) / C
+  d(n, c) = x(n, c) - mean(n)
+  var(n) +=! d(n, c) * d(n, c) / C
+  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
+}
+"""
+
+XENT = """
+def xent(float(N,C) logit, int32(N) tgt) -> (loss) {
+  mx(n) max=! logit(n, c)
+  se(n) +=! exp(logit(n, c) - mx(n))
+  loss +=! (log(se(n)) + mx(n) - logit(n, tgt(n))) / N
+}
+"""
+
+FULL_SUM = """
+def total(float(N) x) -> (s) {
+  s +=! x(i)
+}
+"""
+
+MINMAXPROD = """
+def stats(float(N,C) x, int32(N,C) k) -> (lo, hi, pr, ks) {
+  lo(n) min=! x(n, c)
+  hi(n) max=! x(n, c)
+  pr(n) *=! 1 + x(n, c) / 64
+  ks(n) +=! k(n, c)
+}
+"""
+
+SCORES = """
+def scores(float(M,D) q, float(L,D) kk) -> (sc) {
+  sc(i, j) +=! q(i, d) * kk(j, d)
+}
+"""
+
+SIZES = [1, 5, 16, 17, 31, 513, 1100]  # a tail only, whole vectors, tails, several blocks of lanes
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_row_reductions_get_partial_accumulators_in_vector_lanes():
+    script = tcdsl.compile(SOFTMAX, options=NO_CACHE).script
+    assert "mx_lanes = T.alloc_local((16,))" in script
+    assert "s_lanes = T.alloc_local((16,))" in script
+    assert "mx_lanes[c1_v] = T.max(mx_lanes[c1_v], x[" in script
+    # the map statement of the same loop (e) is stored by the same vector iterations
+    assert "e[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in script
+    scalar = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": 0}).script
+    assert "_lanes" not in scalar
+
+
+def test_the_number_of_lanes_is_an_option():
+    script = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": 8}).script
+    assert "s_lanes = T.alloc_local((8,))" in script
+    with pytest.raises(tcdsl.TcError, match="reduce_lanes"):
+        tcdsl.compile(SOFTMAX, options={"reduce_lanes": -1})
+
+
+@pytest.mark.parametrize("lanes", [16, 8, 3])
+def test_softmax_and_layer_norm_match_numpy(lanes):
+    sm = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": lanes})
+    ln = tcdsl.compile(LAYERNORM, options={**NO_CACHE, "reduce_lanes": lanes})
+    rng = np.random.default_rng(1)
+    for c in SIZES:
+        x = (rng.standard_normal((3, c)) * 4).astype(np.float32)
+        np.testing.assert_allclose(sm(x), _softmax(x.astype(np.float64)), rtol=1e-5, atol=1e-7)
+        g, b = rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32)
+        xd = x.astype(np.float64)
+        ref = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-5) * g + b
+        np.testing.assert_allclose(ln(x, g, b), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_cross_entropy_matches_numpy():
+    k = tcdsl.compile(XENT, options=NO_CACHE)
+    assert "se_lanes" in k.script
+    rng = np.random.default_rng(2)
+    for n, c in [(1, 1), (7, 17), (64, 1100)]:
+        x = (rng.standard_normal((n, c)) * 3).astype(np.float32)
+        t = rng.integers(0, c, n).astype(np.int32)
+        xd = x.astype(np.float64)
+        lse = np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1)) + xd.max(1)
+        np.testing.assert_allclose(k(x, t), np.mean(lse - xd[np.arange(n), t]), rtol=1e-5)
+
+
+def test_min_max_product_and_integer_sums_match_numpy():
+    k = tcdsl.compile(MINMAXPROD, options=NO_CACHE)
+    assert all(f"{t}_lanes" in k.script for t in ("lo", "hi", "pr", "ks"))
+    rng = np.random.default_rng(3)
+    for c in SIZES:
+        x = rng.standard_normal((4, c)).astype(np.float32)
+        ki = rng.integers(-1000, 1000, (4, c)).astype(np.int32)
+        lo, hi, pr, ks = k(x, ki)
+        np.testing.assert_array_equal(lo, x.min(1))
+        np.testing.assert_array_equal(hi, x.max(1))
+        np.testing.assert_allclose(pr, np.prod(1 + x.astype(np.float64) / 64, axis=1), rtol=1e-5)
+        np.testing.assert_array_equal(ks, ki.sum(1))
+
+
+def test_dot_products_along_the_contiguous_dimension_match_numpy():
+    k = tcdsl.compile(SCORES, options=NO_CACHE)
+    rng = np.random.default_rng(4)
+    for m, l, d in [(3, 5, 1), (9, 7, 17), (5, 33, 600)]:
+        q, kk = rng.standard_normal((m, d)).astype(np.float32), rng.standard_normal((l, d)).astype(np.float32)
+        np.testing.assert_allclose(k(q, kk), q.astype(np.float64) @ kk.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_float32_sum_is_accurate():
+    """2^22 values of one sign in float32: one accumulator drifts (each add
+    rounds against the whole running sum); lanes combined per block keep the
+    error near NumPy's pairwise sum."""
+    x = np.random.default_rng(5).uniform(0.5, 1.5, 1 << 22).astype(np.float32)
+    exact = float(np.sum(x.astype(np.float64)))
+    lanes = float(tcdsl.compile(FULL_SUM, options=NO_CACHE)(x))
+    serial = float(tcdsl.compile(FULL_SUM, options={**NO_CACHE, "reduce_lanes": 0})(x))
+    assert abs(lanes - exact) / exact < 3e-7  # NumPy's pairwise sum: 5e-8
+    assert abs(serial - exact) / exact > 10 * abs(lanes - exact) / exact  # what the lanes are for
