@@ -81,3 +81,46 @@ def test_row_reductions_keep_the_fused_pass():
     y = tcdsl.compile(LAYERNORM)(x)
     ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+
+
+GREEDY = """def greedy(float(V,H) emb, float(H,H) Whh, float(V,H) Wo, float(B,H) h0, int32(B) start) -> (tok) {
+  for t in S {
+    if t == 0 { h(t, b, j) +=! h0(b, k) * Whh(j, k) }
+    else      { h(t, b, j) +=! h(t - 1, b, k) * Whh(j, k) }
+    if t == 0 { h(t, b, j) = tanh(h(t, b, j) + emb(start(b), j)) }
+    else      { h(t, b, j) = tanh(h(t, b, j) + emb(tok(t - 1, b), j)) }
+    logit(b, v) +=! h(t, b, j) * Wo(v, j)
+    tok(t, b) argmax=! logit(b, v)
+  }
+}"""
+
+
+def greedy_ref(emb, whh, wo, h0, start, steps):
+    h, tok, out = h0.astype(np.float64), start, []
+    for _ in range(steps):
+        h = np.tanh(h @ whh.T + emb[tok])
+        tok = (h @ wo.T).argmax(1).astype(np.int32)
+        out.append(tok)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("fusion", ["auto", "outer", "isl", "none"])
+def test_a_step_ending_in_an_argmax_gets_a_nest_per_statement_below_the_batch_loop(fusion):
+    """isl puts the argmax, which needs whole rows of logits, after the rest of
+    the step: ``"outer"`` (and ``"auto"``, which then vectorizes more) applies
+    to each part of that sequence, so the recurrent and output products get
+    register tiles instead of one fused serial loop over ``j``."""
+    k = tcdsl.compile(GREEDY, options={"fusion": fusion, "disk_cache": False})
+    tiles = _tiles(emit(k, "tir"))
+    if fusion in ("auto", "outer", "none"):
+        assert tiles >= 2
+    else:
+        assert tiles == 0
+    rng = np.random.default_rng(7)
+    V, H, B, S = 37, 19, 5, 6
+    emb, h0 = rng.standard_normal((V, H)), rng.standard_normal((B, H))
+    whh, wo = rng.standard_normal((H, H)) / np.sqrt(H), rng.standard_normal((V, H)) * 2 / np.sqrt(H)
+    args = [a.astype(np.float32) for a in (emb, whh, wo, h0)]
+    start = rng.integers(0, V, B).astype(np.int32)
+    got = k(*args[:3], args[3], start, S=S)
+    np.testing.assert_array_equal(got, greedy_ref(*[a.astype(np.float64) for a in args], start, S))

@@ -32,7 +32,8 @@ PARALLEL_STEPS = "par_steps"
 # gets.  "auto": the one of the next two whose statements end in more
 # vectorizable loops; "isl": isl's (it fuses what it can); "outer": the
 # outermost parallel loop shared, each statement in a nest of its own below
-# it (_outer_then_serialized), when isl's outermost loop is parallel;
+# it (_outer_then_serialized), when isl's outermost loop is parallel (for
+# each part of a sequence at the top, _outer_parts: an argmax after the step);
 # "none": isl with every strongly connected component in a nest of its own
 # (isl's serialize_sccs).  Outside sequential loops "auto" chooses between
 # "isl" and "none" for a kernel with a contraction (_contracts), "outer" is
@@ -134,6 +135,8 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
     between its iterations) and the inner schedule respects every dependence."""
     NT = isl.schedule_node_type
     node = sched.get_root().child(0)
+    if node.get_type() == NT.sequence:
+        return _outer_parts(node, sc)
     if node.get_type() != NT.band or not node.band_member_get_coincident(0):
         return None
     if node.band_n_member() > 1:
@@ -141,6 +144,32 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
     outer = node.band_get_partial_schedule()
     inner = _compute(sc, True).get_root().child(0)
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
+
+
+def _outer_parts(seq: isl.ScheduleNode, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
+    """:func:`_outer_then_serialized` for each part of a sequence at the top
+    (isl put an argmax, or a statement that needs a whole row first, after
+    the rest), the parts kept in isl's order, which respects the dependences
+    between them; None when no part changes."""
+    out, changed = None, False
+    for i in range(seq.n_children()):
+        dom = seq.child(i).filter_get_filter()
+        sub = _restricted(sc, dom)
+        part = _compute(sub, False)
+        top = part.get_root().child(0)
+        better = _outer_then_serialized(part, sub) if top.get_type() == isl.schedule_node_type.band else None
+        changed = changed or better is not None
+        part = better if better is not None else part
+        out = part if out is None else out.sequence(part)
+    return out if changed else None
+
+
+def _restricted(sc: isl.ScheduleConstraints, dom: isl.UnionSet) -> isl.ScheduleConstraints:
+    def within(m: isl.UnionMap) -> isl.UnionMap:
+        return m.intersect_domain(dom).intersect_range(dom)
+    return (isl.ScheduleConstraints.on_domain(sc.get_domain().intersect(dom)).set_context(sc.get_context())
+            .set_validity(within(sc.get_validity())).set_coincidence(within(sc.get_coincidence()))
+            .set_proximity(within(sc.get_proximity())))
 
 
 def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap) -> int:
