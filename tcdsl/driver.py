@@ -155,27 +155,49 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
     """The program with its loop-invariant statements before their loops,
     checked and inferred again; the original when there are none, or when
     the rewritten program does not run exactly the same instances (see
-    hoist.same_domains) -- a safety net, not an expected outcome."""
+    hoist.same_domains) -- a safety net, not an expected outcome.  First a
+    ``+=`` of loop-invariant products onto a tensor the loop computes is
+    split so that its sum can be hoisted (polyhedral/accumulate.py): kept
+    when hoisting then moves every such sum out of its loop."""
+    from .polyhedral import accumulate
+
+    try:
+        pre = accumulate.split(program, entry, checked, ranges)
+    except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
+        _dump("hoisted", lambda: f"not split: {type(e).__name__}: {e}")
+        pre = None
+    if pre is not None:
+        program2, checked2, ranges2, spans = pre
+        out = _hoist(program2, entry, checked2, ranges2, build_model(ranges2), spans)
+        if out is not None:
+            return out
+    return _hoist(program, entry, checked, ranges, model) or (program, checked, ranges, model, frozenset())
+
+
+def _hoist(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
+           required: frozenset = frozenset()):
+    """``_hoisted``'s rewrite of ``program``, or None when nothing (or not
+    every statement of ``required``, by span) is hoisted."""
     import warnings
 
     from .polyhedral import hoist
 
     try:
         plan = hoist.plan(model)
-        if not plan:
-            return program, checked, ranges, model, frozenset()
+        if not plan or not required <= set(plan.ranges):
+            return None
         new_def = hoist.rewrite(select_def(program, entry), plan)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the original program's warnings were given
             new_checked = check(n.Program((new_def,)), new_def.name)
             new_ranges = infer_ranges(new_checked, ranges.ctx)
             if not hoist.same_domains(ranges, new_ranges, plan):
-                return program, checked, ranges, model, frozenset()
+                return None
             new_model = build_model(new_ranges)
             new_ranges.size_guards = ranges.size_guards  # the same reads, over the sizes only
     except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
         _dump("hoisted", lambda: f"not hoisted: {type(e).__name__}: {e}")
-        return program, checked, ranges, model, frozenset()
+        return None
     for k in new_model.kernels():
         k.serialize = all(s.info.comp.span in plan.ranges for s in k.stmts)
     _dump("hoisted", lambda: to_sexpr(new_checked.node))

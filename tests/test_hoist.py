@@ -171,7 +171,9 @@ def test_statements_that_must_stay_in_the_loop(name, src):
     rng = np.random.default_rng(7)
     inputs = [rand(rng, 6, 5), rand(rng, 5, 5)]
     k = assert_same(src, inputs)
-    assert hoisted(k) == [], name
+    # across steps: the statement stays, but its products do not depend on
+    # the loop: their sum per step moves out (polyhedral/accumulate.py)
+    assert hoisted(k) == (["acc_in"] if name == "across steps" else []), name
 
 
 def test_a_statement_before_its_hoisted_neighbour_keeps_the_loop():

@@ -36,6 +36,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import Block, IslStmt, Kernel
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
 from ..sema.affine import isl_name
+from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
@@ -206,8 +207,24 @@ class ChunkedLoop:
 
     def emit(self, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
         body = node.for_get_body()
-        if self.wrap is None and not self.has_micro(body, name):
-            return None
+        if self.wrap is None:
+            merged = collapse(self.low, node, name, init)
+            if merged is not None:  # for t (par) { for b (par) { ... } }: one loop over t * B rows
+                inner_body, inner, inner_extent, views = merged
+                saved = self.low.buffer_override
+                self.low.buffer_override = {**saved, **views}
+                try:
+                    with self.low.bound({inner: tirx.const(0, INDEX)}):
+                        if self.has_micro(inner_body, name):
+                            rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+                            return tirx.SeqStmt(declarations(views) + [self._chunks(inner_body, name, init, rows)])
+                finally:
+                    self.low.buffer_override = saved
+            if not self.has_micro(body, name):
+                return None
+        return self._chunks(body, name, init, extent)
+
+    def _chunks(self, body: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt:
         m = self.m
         extent = tirx.max(extent, 0)
         per_thread = tirx.floordiv(tirx.floordiv(extent + m.tile_rows - 1, m.tile_rows) + m.threads - 1, m.threads)

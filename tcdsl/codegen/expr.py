@@ -56,6 +56,25 @@ class Folded:
         return self.buffer.shape
 
 
+class Merged:
+    """A tensor whose dimensions ``dim`` and ``dim + 1`` are read as one row
+    index (two perfectly nested parallel loops run as one loop over their
+    product, codegen/collapse.py): ``view`` is the buffer with the two
+    dimensions merged; a load or store keeps the index of ``dim`` (the
+    collapsed row) and drops that of ``dim + 1`` (bound to 0 there)."""
+
+    def __init__(self, tensor: tirx.Buffer, view: tirx.Buffer, dim: int):
+        self.tensor, self.view, self.dim = tensor, view, dim
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     """The buffer and indices a load or store of ``buf[indices]`` uses: the
     slot of a :class:`Folded` temporary, ``i & (size - 1)`` (``size`` is a
@@ -63,6 +82,9 @@ def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     the bounds check keep them in the tensor).  Not ``%``: TVM lowers a
     remainder through a ``Let``, which an unrolled register tile cannot bind
     twice ("Let cannot bind the same var to two different values")."""
+    if isinstance(buf, Merged):
+        idx = list(indices)
+        return buf.view, idx[:buf.dim + 1] + idx[buf.dim + 2:]
     if not isinstance(buf, Folded):
         return buf, indices
     idx = list(indices)

@@ -143,7 +143,7 @@ class AstLowering:
     TIR expressions.  Loops are plain serial loops here; a target overrides
     :meth:`_for`."""
 
-    buffer_override: dict = {}  # tensor -> Buffer read instead (packed panels, codegen/cpu_tiles.py)
+    buffer_override: dict = {}  # tensor -> Buffer read instead (packed panels, codegen/cpu_tiles.py; merged rows, collapse.py)
 
     def __init__(self, gen: ProgramLowering, stmts: dict[str, IslStmt], env: dict, kernel: Kernel | None = None):
         self.gen = gen
@@ -287,7 +287,10 @@ class AstLowering:
         s = self.stmts[isl_ast.statement(call)]
         args = [_index(self.expr(x)) for x in isl_ast.args(call)[1:]]
         env = {**self.env, **dict(zip(s.dims, args))}
-        return emit_statement(s, env, self.gen.sig.buffers)
+        buffers = self.gen.sig.buffers
+        if self.buffer_override:
+            buffers = {**buffers, **self.buffer_override}
+        return emit_statement(s, env, buffers)
 
     def statement_parts(self, call: isl.AstExpr):
         """(buffer, indices, value, combine) of an update statement instance:
