@@ -106,7 +106,18 @@ def lstm(args, db: str, torch) -> dict:
         fns["torch.nn.LSTM"] = run_torch
         err = max(err, float(np.abs(k1(x, h0, c0, Wx, Wh, bias)[0] - run_torch()[0].numpy()).max()))
     times = interleaved(fns, args.rounds)
-    return _summary("lstm", sizes, tuned, times, "torch.nn.LSTM", origin, opts, err)
+    out = _summary("lstm", sizes, tuned, times, "torch.nn.LSTM", origin, opts, err)
+    # an untuned size: the options reused from the tuned one against the defaults
+    T2, B2 = max(T // 2, 1), max(B // 2 + 3, 1)
+    x2, h2, c2 = _rand(rng, T2, B2, I), _rand(rng, B2, H), _rand(rng, B2, H)
+    other = {"T": T2, "B": B2, "I": I, "H": H}
+    at = interleaved({"default": lambda: k0(x2, h2, c2, Wx, Wh, bias), "reused": lambda: k1(x2, h2, c2, Wx, Wh, bias)},
+                     args.rounds)
+    out["untuned"] = {"sizes": other, "origin": k1.options_for(**other)[1], "times_ms": {k: v * 1e3 for k, v in at.items()},
+                      "reused_vs_default": at["reused"] / at["default"]}
+    print(f"lstm at {other} ({out['untuned']['origin']}): default {at['default'] * 1e3:.2f} ms, "
+          f"reused {at['reused'] * 1e3:.2f} ms: reused/default {out['untuned']['reused_vs_default']:.3f}", flush=True)
+    return out
 
 
 def conv(args, db: str, torch) -> dict:
