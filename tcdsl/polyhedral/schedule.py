@@ -77,7 +77,9 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         other = _outer_then_serialized(sched, sc)
         if other is not None:
             other = _finish(other, stride_one)
-            if fusion == "outer" or _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
+            # (with sizes fixed first, a unit batch loop may vanish: the old count, see below)
+            red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts} if fix is None else None
+            if fusion == "outer" or _vector_statements(other, stride_one, red) > _vector_statements(root, stride_one, red):
                 root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
@@ -172,21 +174,43 @@ def _restricted(sc: isl.ScheduleConstraints, dom: isl.UnionSet) -> isl.ScheduleC
             .set_proximity(within(sc.get_proximity())))
 
 
-def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap) -> int:
-    """How many statements end in a parallel loop over their stride-one dimension."""
+def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None) -> int:
+    """How many statements end in a parallel loop over their stride-one
+    dimension.  With ``reductions`` (statement name -> number of reduction
+    variables), a statement counts only when no more serial loops enclose it
+    than it has reduction variables: a statement run inside a serial loop
+    over something else (an LSTM's gate loop that isl made serial by fusing
+    the elementwise gates into it) loses its register tiles and chunks."""
     NT = isl.schedule_node_type
     count = 0
 
-    def visit(node: isl.ScheduleNode, mark: str | None) -> None:
+    def serial_loops(name: str, dom: isl.Set, serial: list) -> int:
+        n = 0
+        for m in serial:
+            one = m.intersect_domain(isl.UnionSet.from_set(dom))
+            if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
+                n += 1
+        return n
+
+    def visit(node: isl.ScheduleNode, mark: str | None, serial: list) -> None:
         nonlocal count
         t = node.get_type()
         if t == NT.band:
             below = node.child(0)
             if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one):
-                count += node.get_domain().n_set()
+                if reductions is None:
+                    count += node.get_domain().n_set()
+                else:
+                    dl = node.get_domain().get_set_list()
+                    for dom in (dl.get_at(i) for i in range(dl.n_set())):
+                        name = dom.get_tuple_name()
+                        if serial_loops(name, dom, serial) <= reductions.get(name, 0):
+                            count += 1
+            if mark != PARALLEL and mark != PARALLEL_STEPS and reductions is not None:
+                serial = serial + [isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())]
         for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None)
-    visit(root, None)
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
+    visit(root, None, [])
     return count
 
 
