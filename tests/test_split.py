@@ -86,10 +86,36 @@ def test_conv1d(conv, mode):
 
 
 def test_conv_pieces_identity_left_out():
-    # the padding piece multiplies 0: left out; the init still zeroes every y
-    assert _pieces(CAUSAL) == [["S0"]]
+    # the interior (every k reads inside x: t >= K - 1) and the boundary
+    # columns; the padding piece multiplies 0: left out; the init still
+    # zeroes every y
+    assert _pieces(CAUSAL) == [["S0_0", "S0_1"]]
     assert _pieces(CAUSAL, split=False) == [["S0"]]
-    assert _pieces(PADDED) == [["S0"]]
+    assert _pieces(PADDED) == [["S0_0", "S0_1"]]
+
+
+def test_the_interior_of_a_padded_convolution_gets_register_tiles():
+    """The interior piece's columns run over the same range at every k, so
+    it gets register tiles; cut at the condition alone, each k had its own
+    column range (no tiles)."""
+    from tcdsl.driver import emit
+
+    same5 = """
+    def same5(float(B, C, T) x, float(O, C, 5) w, float(O) bias) -> (y) {
+      y(b, o, t) +=! (t + k - 2 >= 0 && t + k - 2 < T ? x(b, c, t + k - 2) : 0) * w(o, c, k) where t in 0:T, k in 0:5
+      y(b, o, t) = y(b, o, t) + bias(o)
+    }"""
+    k = tcdsl.compile(same5, options={"disk_cache": False})
+    assert "acc = T.alloc_local" in emit(k, "tir")
+    rng = np.random.default_rng(3)
+    for B, C, T, O in [(2, 3, 1, 4), (1, 2, 4, 3), (3, 5, 70, 9)]:
+        x, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((B, C, T), (O, C, 5), (O,)))
+        ref = _conv_ref(x, w, 2, right=5) + bias[None, :, None]
+        np.testing.assert_allclose(k(x, w, bias), ref, rtol=1e-4, atol=1e-4)
+    model = driver.model_for(_compile(PADDED, "never", True).frontend, parse_options({}).schedule)
+    interior = next(s for k in model.kernels() for s in k.stmts if s.name == "S0_0")
+    # no select is left in the interior piece
+    assert "?" not in str(interior.info.comp.rhs) and "Select" not in repr(interior.info.comp.rhs)
 
 
 def _innermost_loops(stmt):

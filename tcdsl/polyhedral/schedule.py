@@ -71,7 +71,9 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # attention's scores and row max); row reductions (norms) keep
         # isl's fused pass over each row
         other = _finish(_compute(sc, True), stride_one)
-        if _vector_statements(other, stride_one) > _vector_statements(root, stride_one):
+        red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
+        if ((_tiled_statements(other, stride_one, red), _vector_statements(other, stride_one))
+                > (_tiled_statements(root, stride_one, red), _vector_statements(root, stride_one))):
             root = other
     if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
@@ -211,6 +213,38 @@ def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reducti
         for c in range(node.n_children()):
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
     visit(root, None, [])
+    return count
+
+
+def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
+    """How many reductions end in a parallel stride-one loop below serial
+    loops that enclose no other statement: the form the CPU's register tiles
+    take (``for k { for j (par) { S } }``, codegen/cpu_tiles.py).  A padded
+    convolution's interior piece fused with its boundary pieces in one
+    ``k`` loop has no tiles."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool) -> None:
+        nonlocal count
+        t = node.get_type()
+        if t == NT.band:
+            below = node.child(0)
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone:
+                dl = node.get_domain().get_set_list()
+                count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
+            if mark not in (PARALLEL, PARALLEL_STEPS):
+                # statements this loop really iterates (an init at a constant position only precedes it)
+                m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+                dl = node.get_domain().get_set_list()
+                moving = 0
+                for i in range(dl.n_set()):
+                    one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
+                    moving += not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
+                alone = moving == 1
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
+    visit(root, None, False)
     return count
 
 

@@ -99,7 +99,7 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     identity of its reduction), or None when ``s`` stays as it is."""
     comp = s.info.comp
     conds = _Conditions(s, context)
-    pieces = [(s.domain, conds.resolve(comp.rhs, s.domain))]
+    pieces = [(dom, conds.resolve(comp.rhs, dom)) for dom in _interior(s, conds)]
     refused: set[n.Expr] = set()
     while True:
         cond = next((c for _, rhs in pieces for c in _selects(rhs) if c not in refused and conds.set(c) is not None),
@@ -137,6 +137,52 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             except NotAffine:
                 p.may_reads.append(builder._whole(p, acc.tensor, len(acc.indices)))
         out.append(p)
+    return out
+
+
+def _interior(s: IslStmt, conds: "_Conditions") -> list[isl.Set]:
+    """A reduction's domain cut where its selects' conditions do not depend on
+    the reduction variables: the *interior* (the output elements for which
+    every condition holds for all of their reduction instances, or fails for
+    all) and the rest.  A padded convolution's interior ``2 <= t < L - 2``
+    then runs its columns over the same range at every ``k`` (register
+    tiles); splitting at the condition alone would give each ``k`` its own
+    column range.  ``[s.domain]`` when there is no such interior."""
+    comp = s.info.comp
+    dom = s.domain
+    n_all = dom.dim(isl.dim_type.set)
+    n_lhs = n_all - len(comp.reduction_vars)
+    sets = [c for c in (conds.set(x) for x in _selects(comp.rhs)) if c is not None]
+    if not comp.reduction_vars or comp.reduction is None or not sets or n_lhs < 1:
+        return [dom]
+
+    for c in sets:  # a reduction over the outputs' own range (a triangle, j <= i): no interior worth a piece
+        outs = [i for i in range(n_lhs) if c.involves_dims(isl.dim_type.set, i, 1)]
+        reds = [i for i in range(n_lhs, n_all) if c.involves_dims(isl.dim_type.set, i, 1)]
+        if any(_extent_params(dom, r) & _extent_params(dom, o) for r in reds for o in outs):
+            return [dom]
+
+    def outputs(x: isl.Set) -> isl.Set:
+        return x.project_out(isl.dim_type.set, n_lhs, n_all - n_lhs)
+
+    every = outputs(dom)
+    good = every
+    for c in sets:
+        holds = every - outputs(dom - c)
+        fails = every - outputs(dom & c)
+        good = good & (holds | fails)
+    if conds.empty(good) or conds.empty(every - good):
+        return [dom]
+    inside = dom & good.insert_dims(isl.dim_type.set, n_lhs, n_all - n_lhs).set_tuple_name(dom.get_tuple_name())
+    return [inside.coalesce(), (dom - inside).coalesce()]
+
+
+def _extent_params(dom: isl.Set, i: int) -> set[int]:
+    """The parameters (sizes) that dimension ``i``'s bounds in ``dom`` depend on."""
+    out = set()
+    for pa in (dom.dim_min(i), dom.dim_max(i)):
+        for _, aff in pa.get_pieces():
+            out |= {p for p in range(aff.dim(isl.dim_type.param)) if aff.involves_dims(isl.dim_type.param, p, 1)}
     return out
 
 
