@@ -23,11 +23,13 @@ In an expected output, ``...`` stands for any text (also several lines).
 A block marked ``<!-- doctest: timings -->`` shows timings, which depend on
 the machine: a number followed by ``ms`` or ``s`` matches any number.
 A block marked ``<!-- doctest: slow -->`` runs under ``pytest -m slow`` only
-(not in the default run): the blocks that compile or train for several
-seconds and whose commands other blocks of the same page (or tests/test_cli.py,
-tests/test_tune.py, tests/test_grad_training.py) already exercise; every page
-keeps blocks in the default run.  A Python block run without the blocks before
-it (under ``-m slow``) runs them first, so that its namespace is the same.
+(not in the default run): blocks that compile, tune or train for seconds and
+whose subject default tests check too (the stages' outputs:
+tests/test_stage_goldens.py; the command line: tests/test_cli.py; tuning and
+training: tests/test_tune.py, tests/test_grad_training.py).  Every page keeps
+blocks in the default run (test_every_page_keeps_blocks_in_the_default_run).
+A Python block run without the blocks before it (under ``-m slow``) runs them
+first, so that its namespace is the same.
 Blocks that need nvcc are skipped without it; Python blocks that import
 torch are skipped without PyTorch.
 """
