@@ -1,6 +1,8 @@
 """benchmarks/programs.py at tiny sizes: every program of the suite compiles
 with the default options and computes what its PyTorch/NumPy contenders
-compute (correctness only, no timing)."""
+compute (correctness only, no timing).  The default run checks DEFAULT (the
+first program of every kind, an LSTM, the greedy decoder and the programs
+that compile in well under a second); ``pytest -m slow`` checks the others."""
 from __future__ import annotations
 
 import pathlib
@@ -23,7 +25,25 @@ def test_the_suite_has_at_least_25_programs_of_every_kind():
     assert {"rnn", "attention", "norm", "conv", "matmul", "loss", "embedding"} <= kinds
 
 
-@pytest.mark.parametrize("p", program_defs.PROGRAMS, ids=lambda p: p.name)
+def _first_of_every_kind() -> set[str]:
+    firsts: dict[str, str] = {}
+    for p in program_defs.PROGRAMS:
+        firsts.setdefault(p.kind, p.name)
+    return set(firsts.values())
+
+
+DEFAULT = _first_of_every_kind() | {
+    "lstm (in,out) per gate", "greedy decoder (argmax fed back)", "layer norm", "rms norm",
+    "conv1d same padding + bias", "dilated causal conv1d (d=4)", "depthwise conv1d (K=7 same)",
+    "depthwise conv2d 3x3 valid", "linear + gelu", "mse loss"}
+
+
+def test_the_default_subset_names_programs_of_the_suite():
+    assert DEFAULT <= {p.name for p in program_defs.PROGRAMS}
+
+
+@pytest.mark.parametrize("p", [pytest.param(p, id=p.name, marks=[] if p.name in DEFAULT else [pytest.mark.slow])
+                               for p in program_defs.PROGRAMS])
 def test_program_matches_its_contenders_at_tiny_sizes(p):
     errors = programs.check(p, p.tiny, torch)
     assert errors, "a program without a contender"

@@ -364,7 +364,8 @@ def _reads_indirectly(case) -> bool:
     return "indirect" in case.tags
 
 
-@pytest.mark.parametrize("case", [c for c in cases.CASES if _reads_indirectly(c)], ids=lambda c: c.name)
+# those of cases.representative() by default, every one under ``-m slow``
+@pytest.mark.parametrize("case", cases.params([c for c in cases.CASES if _reads_indirectly(c)]))
 def test_corpus_with_indirect_reads_runs_checked(case):
     from test_corpus import run_case
 

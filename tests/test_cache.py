@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -137,10 +138,23 @@ def corrupt_missing_library(lib: Path, meta: Path):
     lib.unlink()
 
 
+@pytest.fixture(scope="module")
+def elman_entry(tmp_path_factory):
+    """A cache directory with the one entry ``tcdsl.compile(ELMAN)`` writes,
+    built once for the corruption tests (each corrupts a copy)."""
+    d = tmp_path_factory.mktemp("elman-entry") / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TCDSL_CACHE_DIR", str(d))
+        mp.setenv("TCDSL_DISK_CACHE", "1")
+        assert counts(tcdsl.compile(ELMAN)) == (1, 0)
+    assert len(libraries(d)) == 1 and len(list(d.glob("*.json"))) == 1
+    return d
+
+
 @pytest.mark.parametrize("corrupt", [corrupt_truncate, corrupt_garble, corrupt_not_a_library, corrupt_json,
                                      corrupt_missing_library], ids=lambda f: f.__name__[8:])
-def test_a_corrupt_entry_is_deleted_and_rebuilt(disk, corrupt):
-    tcdsl.compile(ELMAN)
+def test_a_corrupt_entry_is_deleted_and_rebuilt(disk, corrupt, elman_entry):
+    shutil.copytree(elman_entry, disk)  # the entry tcdsl.compile(ELMAN) writes
     (lib,), meta = libraries(disk), next(disk.glob("*.json"))
     corrupt(lib, meta)
     with pytest.warns(cache.TcCacheWarning, match="unusable"):

@@ -2,7 +2,9 @@
 
 The corpus ports Tensor Comprehensions' own kernels (library, benchmarks,
 examples, tests) and adds RNNs of the loop extension; see
-tests/programs/README.md.
+tests/programs/README.md.  The default run compiles a representative subset
+(``cases.representative()``: every ``.tc`` file and every tag) and each
+specialised case in one mode; ``pytest -m slow`` runs the rest.
 """
 from __future__ import annotations
 
@@ -32,7 +34,9 @@ def run_case(case: cases.Case, kernel: tcdsl.Kernel) -> None:
             np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, err_msg=f"sizes {sizes}")
 
 
-@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+# By default a representative subset (cases.representative(): every .tc file
+# and every tag); ``-m slow`` runs the rest.
+@pytest.mark.parametrize("case", cases.params())
 def test_corpus_symbolic(case):
     run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry))
 
@@ -41,7 +45,13 @@ SPECIALIZED = [c for c in cases.CASES if "rnn" in c.tags or c.name in
                ("matmul", "convolution", "convolution_s2x2", "lut", "wavenet1", "prefix_sum", "gated_scan")]
 
 
-@pytest.mark.parametrize("mode", ["after-scheduling", "before-scheduling"])
-@pytest.mark.parametrize("case", SPECIALIZED, ids=lambda c: c.name)
+MODES = ("after-scheduling", "before-scheduling")
+
+
+# Each case in one mode by default, the modes by turns (both modes run); the
+# other mode under ``-m slow``.
+@pytest.mark.parametrize("case, mode", [
+    pytest.param(c, mode, id=f"{c.name}-{mode}", marks=[] if mode == MODES[k % 2] else [pytest.mark.slow])
+    for k, c in enumerate(SPECIALIZED) for mode in MODES])
 def test_corpus_specialized(case, mode):
     run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode))

@@ -1,7 +1,8 @@
 """The CUDA backend (docs/cuda.md).
 
-Without a GPU (the default here): the whole corpus compiles for CUDA (TVM's
-CUDA codegen, after tcdsl's VerifyMemory check), kernels are bound to
+Without a GPU (the default here): the corpus compiles for CUDA (TVM's
+CUDA codegen, after tcdsl's VerifyMemory check; a representative subset by
+default, all of it under ``-m slow``), kernels are bound to
 blockIdx/threadIdx with guards, the program's sequential loops are host
 loops launching the kernels, nvcc compiles a subset (all of the corpus under
 ``-m slow``), and the Elman and QRNN kernels match golden files
@@ -100,7 +101,9 @@ def golden(name: str, text: str) -> None:
 
 
 # ------------------------------------------------------------- the corpus
-@pytest.mark.parametrize("case", cases.CASES, ids=lambda c: c.name)
+# a representative subset by default (every .tc file and tag,
+# cases.representative()), the whole corpus under ``-m slow``
+@pytest.mark.parametrize("case", cases.params())
 def test_corpus_compiles_for_cuda(case):
     k = compiled(case)
     src = k.source_code("cuda")
@@ -383,6 +386,15 @@ def test_corpus_on_gpu(case):
 
 
 TARGETS = ["llvm", pytest.param("cuda", marks=pytest.mark.cuda)]
+_examples: dict[tuple[str, str], tcdsl.Kernel] = {}
+
+
+def example(file: str, target: str) -> tcdsl.Kernel:
+    """An example of examples/rnn, compiled once per target and test session
+    (its binary serves every size)."""
+    if (file, target) not in _examples:
+        _examples[file, target] = tcdsl.compile(EXAMPLES / file, target=target)
+    return _examples[file, target]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -393,10 +405,10 @@ def test_elman_and_qrnn(target, T, B, C):
 
     rng = np.random.default_rng(T * 100 + B * 10 + C)
     r = lambda *s: (rng.standard_normal(s) / np.sqrt(max(C, 1))).astype(np.float32)  # noqa: E731
-    elman = tcdsl.compile(EXAMPLES / "elman.tc", target=target)
+    elman = example("elman.tc", target)
     inputs = [r(T, B, C), r(B, C), r(C, C), r(C, C)]
     np.testing.assert_allclose(elman(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
-    qrnn = tcdsl.compile(EXAMPLES / "qrnn.tc", target=target)
+    qrnn = example("qrnn.tc", target)
     inputs = [r(T, B, C), r(3, C, C), r(3, C, C), r(3, C)]
     for got, want in zip(qrnn(*inputs), reference.qrnn(*inputs)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

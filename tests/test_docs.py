@@ -22,6 +22,14 @@ of these:
 In an expected output, ``...`` stands for any text (also several lines).
 A block marked ``<!-- doctest: timings -->`` shows timings, which depend on
 the machine: a number followed by ``ms`` or ``s`` matches any number.
+A block marked ``<!-- doctest: slow -->`` runs under ``pytest -m slow`` only
+(not in the default run): blocks that compile, tune or train for seconds and
+whose subject default tests check too (the stages' outputs:
+tests/test_stage_goldens.py; the command line: tests/test_cli.py; tuning and
+training: tests/test_tune.py, tests/test_grad_training.py).  Every page keeps
+blocks in the default run (test_every_page_keeps_blocks_in_the_default_run).
+A Python block run without the blocks before it (under ``-m slow``) runs them
+first, so that its namespace is the same.
 Blocks that need nvcc are skipped without it; Python blocks that import
 torch are skipped without PyTorch.
 """
@@ -110,7 +118,8 @@ BLOCKS = [b for doc in DOCS for b in _parse(doc)]
 
 
 def _blocks(*kinds: str) -> list:
-    return [pytest.param(b, id=b.id) for b in BLOCKS if b.kind in kinds]
+    return [pytest.param(b, id=b.id, marks=[pytest.mark.slow] if b.has("slow") else [])
+            for b in BLOCKS if b.kind in kinds]
 
 
 # ------------------------------------------------------------------ compare
@@ -137,6 +146,7 @@ def _assert_prints(expected: str, actual: str, timings: bool, where: str) -> Non
 # ------------------------------------------------------------------ python
 _NAMESPACES: dict[str, dict] = {}
 _CACHES: dict[str, str] = {}
+_RAN: dict[str, set[int]] = {}  # doc -> lines of the Python blocks run in its namespace
 
 
 @pytest.mark.parametrize("block", _blocks("python"))
@@ -149,6 +159,15 @@ def test_python_block(block: Block, monkeypatch):
     monkeypatch.setenv("TCDSL_CACHE_DIR", _CACHES[block.doc])
     monkeypatch.delenv("TCDSL_DISK_CACHE", raising=False)
     namespace = _NAMESPACES.setdefault(block.doc, {"__name__": "__doctest__"})
+    ran = _RAN.setdefault(block.doc, set())
+    # blocks before this one that did not run (deselected, e.g. -m slow): run them first, in order
+    for earlier in BLOCKS:
+        if earlier.doc == block.doc and earlier.kind == "python" and earlier.line < block.line \
+                and earlier.line not in ran:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(earlier.text, f"{earlier.doc}:{earlier.line + 1}", "exec"), namespace)
+            ran.add(earlier.line)
+    ran.add(block.line)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(block.text, f"{block.doc}:{block.line + 1}", "exec"), namespace)
@@ -231,8 +250,13 @@ def test_every_block_is_tested():
     assert {b.kind for b in BLOCKS} >= {"python", "session", "listing", "output"}
 
 
+def test_every_page_keeps_blocks_in_the_default_run():
+    runnable = {b.doc for b in BLOCKS if b.kind in ("python", "session", "command")}
+    assert runnable == {b.doc for b in BLOCKS if b.kind in ("python", "session", "command") and not b.has("slow")}
+
+
 def test_skips_give_a_reason():
     for b in BLOCKS:
         for d in b.directives:
-            assert d.split()[0] in ("skip", "timings", "command"), (b.id, d)
+            assert d.split()[0] in ("skip", "timings", "command", "slow"), (b.id, d)
             assert d != "skip", f"{b.id}: say why the block is not run ('skip REASON')"

@@ -8,6 +8,7 @@ fold, into how many slots, and that the emitted buffer has that size.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -32,12 +33,20 @@ def alloc_shape(kernel, tensor: str) -> str:
     return m.group(1)
 
 
+@functools.cache
+def compiled(src: str, mode: str, fold: bool) -> tcdsl.Kernel:
+    """One kernel per program, mode and fold option for the whole module: the
+    size settings of a test run on the same kernel (a specialising one builds
+    a binary per size tuple)."""
+    return tcdsl.compile(src, specialize=mode, options={"disk_cache": False} | ({} if fold else {"fold": False}))
+
+
 def assert_runs_like_the_interpreter(src: str, inputs, modes=("never", "after-scheduling")):
     want = evaluate(src, inputs)
     want = want if isinstance(want, tuple) else (want,)
     for mode in modes:
-        for options in ({}, {"fold": False}):
-            got = tcdsl.compile(src, specialize=mode, options=options | {"disk_cache": False})(*inputs)
+        for fold in (True, False):
+            got = compiled(src, mode, fold)(*inputs)
             got = got if isinstance(got, tuple) else (got,)
             for g, w in zip(got, want):
                 assert g.shape == w.shape and g.dtype == w.dtype

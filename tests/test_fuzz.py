@@ -11,14 +11,14 @@
    with its mutant instead of killing pytest.  ``python tests/test_fuzz.py
    --seconds 600 [--seed N]`` runs it longer (``TCDSL_FUZZ_SEED`` picks the
    default test's seed, 0 unless set; a failure prints the seed to replay);
-   ``TCDSL_FUZZ_SECONDS`` (default 30) is the default test's budget,
+   ``TCDSL_FUZZ_SECONDS`` (default 15) is the default test's budget,
    ``TCDSL_FUZZ_LONG_SECONDS`` (default 600) the slow one's.  What it found
    is kept in ``REGRESSIONS`` (fixed) and ``PENDING`` (not yet, under slow).
    ``--guard`` (always in the slow test) puts the inputs next to guard pages.
 4. The random programs of 1 under the guard-page harness (tests/guard.py):
    a sample by default, more under slow.
 
-The default run is bounded (~90 s on two cores); ``-m slow`` runs more.
+The default run is bounded (~70 s on two cores); ``-m slow`` runs more.
 """
 from __future__ import annotations
 
@@ -1016,7 +1016,7 @@ def _check_records(records: list[dict], seed: int) -> None:
 
 def test_mutated_corpus_runs_or_raises_tc_errors():
     seed = _fuzz_seed(0)
-    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 30)), seed=seed, at_least=40)
+    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 15)), seed=seed, at_least=20)
     assert len(records) > 10, f"seed {seed}: {_report(records)}"
     assert sum(r["outcome"] == "works" for r in records) >= 3, f"seed {seed}: {_report(records)}"
     _check_records(records, seed)

@@ -46,6 +46,33 @@ def by_name(name: str) -> Case:
     raise KeyError(name)
 
 
+def representative() -> list[Case]:
+    """The cases a test runs by default when running every case would take
+    too long (the rest under ``pytest -m slow``): in the order of CASES, the
+    first case of every ``.tc`` file, and the first case of every tag that
+    no case picked so far has.  So every file and every tag is run."""
+    files: set[str] = set()
+    tags: set[str] = set()
+    out = []
+    for c in CASES:
+        if c.file not in files or not tags.issuperset(c.tags):
+            out.append(c)
+            files.add(c.file)
+            tags.update(c.tags)
+    return out
+
+
+def params(cases=None, default=None) -> list:
+    """``pytest.param`` of every case of ``cases`` (default: CASES), with id
+    its name; those not in ``default`` (default: ``representative()``) are
+    marked ``slow``."""
+    import pytest
+
+    keep = {c.name for c in (representative() if default is None else default)}
+    return [pytest.param(c, id=c.name, marks=[] if c.name in keep else [pytest.mark.slow])
+            for c in (CASES if cases is None else cases)]
+
+
 def _add(name, file, entry, make_inputs, reference, sizes, *, rtol=1e-4,
          atol=1e-5, tags=()):
     CASES.append(Case(name=name, file=file, entry=entry,
