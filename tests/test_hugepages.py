@@ -28,7 +28,7 @@ def _address(a: np.ndarray) -> int:
 
 @needs_huge_pages
 @pytest.mark.parametrize("make", [hugepages.empty, hugepages.zeros])
-@pytest.mark.parametrize("shape,dtype", [((1 << 20,), "float32"), ((3, 7, 65537), "float32"), ((5, 209717), "float64")])
+@pytest.mark.parametrize("shape,dtype", [((1 << 23,), "float32"), ((3, 7, 400003), "float32"), ((5, 838861), "float64")])
 def test_large_arrays_start_on_a_huge_page(make, shape, dtype):
     a = make(shape, dtype)
     assert a.shape == shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.writeable
@@ -91,7 +91,7 @@ def _thp_mode() -> str:
 @needs_huge_pages
 @pytest.mark.skipif(not LINUX or _thp_mode() == "never", reason="transparent huge pages are off")
 def test_written_memory_is_in_huge_pages():
-    a = hugepages.empty((4 * HUGE_PAGE,), np.uint8)
+    a = hugepages.empty((MIN_BYTES + 12288,), np.uint8)
     a[...] = 1
     # the kernel may fall back to small pages when memory is fragmented; one is enough to see the advice
     assert _anon_huge_kb(a) >= HUGE_PAGE // 1024
@@ -102,7 +102,7 @@ def test_written_memory_is_in_huge_pages():
 def test_kernel_outputs_in_huge_pages_are_right(options):
     """The fo-pooling output (no zero fill) fresh or from the pool, and a
     partly written output's (zero filled), at sizes over MIN_BYTES with a vector tail."""
-    T, B, C = 67, 3, 5219  # 4.2 MB, C % 8 == 3
+    T, B, C = 67, 24, 5219  # 33.6 MB, C % 8 == 3
     rng = np.random.default_rng(0)
     F, Z, O = (rng.random((T, B, C), dtype=np.float32) for _ in range(3))
     k = tcdsl.compile(FO_POOL, options=options)
@@ -115,7 +115,7 @@ def test_kernel_outputs_in_huge_pages_are_right(options):
     # only some steps write: the output needs its zeros
     k = tcdsl.compile("def f(float(T,B) X) -> (y) { for t in T { if t > 0 { y(t, b) = X(t, b) } } }",
                       options=options)
-    X = rng.random((5, 262147), dtype=np.float32)
+    X = rng.random((5, 1677727), dtype=np.float32)
     for _ in range(2):
         y = k(X)
         assert hugepages.in_huge_pages(y)
