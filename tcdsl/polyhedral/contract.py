@@ -10,9 +10,11 @@ A recurrence written the natural way stores every step's state::
     }
 
 When ``c`` is a temporary, only ``c(t)`` and ``c(t - 1)`` are ever live: the
-code generator allocates ``c`` as ``(2, B, C)`` and reads and writes
+code generator could allocate ``c`` as ``(2, B, C)`` and read and write
 ``c(t & 1, b, j)`` (a ``T``-fold smaller buffer that stays in cache instead
-of a stream to memory).  The classic polyhedral storage-mapping
+of a stream to memory); and since each ``c(t - 1, b, j)`` is read only by
+the instance that writes ``c(t, b, j)``, one slot updated in place does
+(``(1, B, C)``, half the cache, see ``_in_place``).  The classic polyhedral storage-mapping
 optimisation, for its most common case:
 
 * every statement that reads or writes the temporary is in a kernel directly
@@ -26,7 +28,10 @@ optimisation, for its most common case:
 * every read reads a value written before it (isl's dataflow over the whole
   program's schedule, polyhedral/dataflow.py, with the loops' variables as
   schedule dimensions), so no read could see a slot's older occupant where
-  the full tensor would have held something else.
+  the full tensor would have held something else;
+* a window of two steps takes one slot when every read of step ``t - 1`` is
+  by the instance that writes the same element at step ``t`` and no element
+  of a step is written twice (``_in_place``).
 
 ``plan_folds(model)`` returns the temporaries to fold; codegen/tir.py
 allocates them with ``size`` slots along ``dim`` and takes that index
