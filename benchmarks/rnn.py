@@ -166,7 +166,7 @@ def lstm(T, B, C, torch):
 
 
 # The cell state c is a temporary, as in the NumPy and torch loops (they
-# return h only): tcdsl keeps two steps of it (polyhedral/contract.py).
+# return h only): tcdsl keeps one step of it, updated in place (polyhedral/contract.py).
 FO_POOL = """
 def fo_pool(float(T,B,C) F, float(T,B,C) Z, float(T,B,C) O) -> (h) {
   for t in T {

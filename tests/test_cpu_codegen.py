@@ -271,3 +271,40 @@ def test_lstm_and_gru_steps_keep_their_vector_loops(file, entry):
         rf"for c1 in range\([34]\):\s+(for c4_w{cols} in range\(.*\):\s+for c0_b in range\(c0_rows // {rows}\)"
         rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows // {rows}\)):\s+acc = T\.alloc_local\(\({rows}, {cols}\)\)",
         k.script)
+
+
+# QRNN fo-pooling alone (benchmarks/rnn.py): an elementwise recurrence
+FO_POOL = """def fo_pool(float(T,B,C) F, float(T,B,C) Z, float(T,B,C) O) -> (h) {
+  for t in T {
+    if t == 0 { c(t,b,j) = (1 - F(t,b,j)) * Z(t,b,j) }
+    else      { c(t,b,j) = F(t,b,j) * c(t-1,b,j) + (1 - F(t,b,j)) * Z(t,b,j) }
+    h(t,b,j) = O(t,b,j) * c(t,b,j)
+  }
+}"""
+
+
+def _fo_pool_reference(F, Z, O):
+    c = np.zeros(F.shape[1:])
+    h = np.empty(F.shape)
+    for t in range(F.shape[0]):
+        c = F[t] * c + (1 - F[t]) * Z[t]
+        h[t] = O[t] * c
+    return h
+
+
+@pytest.mark.parametrize("sizes", [None, {"T": 9, "B": 5, "C": 21}])
+def test_elementwise_recurrence_streams_each_threads_columns(sizes):
+    """Every thread runs all the steps over its own rows (one parallel region,
+    no barrier between steps), the state in one slot updated in place, the columns in
+    stride-1 vectors; results checked at sizes that leave a vector tail and
+    an uneven last chunk."""
+    k = tcdsl.compile(FO_POOL, sizes=sizes)
+    s = k.script
+    assert s.count("T.parallel") == 1
+    assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows: .*\s+"
+                     r"for t, c0_r in T\.grid\(.*\):\s+for c1_o in range\(.*\):\s+for c1_v in T\.vectorized\(8\):", s)
+    assert re.search(r"c = T\.alloc_buffer\(\(1, ", s)
+    rng = np.random.default_rng(5)
+    for T, B, C in ([(9, 5, 21)] if sizes else [(1, 1, 1), (9, 5, 21), (3, 7, 8), (17, 3, 131)]):
+        F, Z, O = (rng.random((T, B, C), dtype=np.float32) for _ in range(3))
+        np.testing.assert_allclose(k(F, Z, O), _fo_pool_reference(F, Z, O), rtol=1e-5, atol=1e-6)

@@ -10,9 +10,11 @@ A recurrence written the natural way stores every step's state::
     }
 
 When ``c`` is a temporary, only ``c(t)`` and ``c(t - 1)`` are ever live: the
-code generator allocates ``c`` as ``(2, B, C)`` and reads and writes
+code generator could allocate ``c`` as ``(2, B, C)`` and read and write
 ``c(t & 1, b, j)`` (a ``T``-fold smaller buffer that stays in cache instead
-of a stream to memory).  The classic polyhedral storage-mapping
+of a stream to memory); and since each ``c(t - 1, b, j)`` is read only by
+the instance that writes ``c(t, b, j)``, one slot updated in place does
+(``(1, B, C)``, half the cache, see ``_in_place``).  The classic polyhedral storage-mapping
 optimisation, for its most common case:
 
 * every statement that reads or writes the temporary is in a kernel directly
@@ -26,7 +28,10 @@ optimisation, for its most common case:
 * every read reads a value written before it (isl's dataflow over the whole
   program's schedule, polyhedral/dataflow.py, with the loops' variables as
   schedule dimensions), so no read could see a slot's older occupant where
-  the full tensor would have held something else.
+  the full tensor would have held something else;
+* a window of two steps takes one slot when every read of step ``t - 1`` is
+  by the instance that writes the same element at step ``t`` and no element
+  of a step is written twice (``_in_place``).
 
 ``plan_folds(model)`` returns the temporaries to fold; codegen/tir.py
 allocates them with ``size`` slots along ``dim`` and takes that index
@@ -104,16 +109,21 @@ def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], rank: int) -> Fold 
     ``t - k`` of its accesses (the reads' sources are checked after)."""
     name, var = isl_name(tensor), isl_name(loop.loop.var)
     accesses = []
+    per_statement: list[tuple[list[isl.Map], list[isl.Map]]] = []  # (writes, reads) of each statement
     for k in kernels:
         for s in k.stmts:
             if any(m.get_tuple_name(isl.dim_type.out) == name for m in s.may_reads):
                 return None  # a non-affine read: it may read any element
-            for m in s.writes + s.reads:
-                if m.get_tuple_name(isl.dim_type.out) == name:
-                    lifted = lift_param(m.intersect_params(k.context), var)
-                    if lifted is None:
-                        return None
-                    accesses.append(lifted)
+            mine: tuple[list[isl.Map], list[isl.Map]] = ([], [])
+            for kind, ms in ((0, s.writes), (1, s.reads)):
+                for m in ms:
+                    if m.get_tuple_name(isl.dim_type.out) == name:
+                        lifted = lift_param(m.intersect_params(k.context), var)
+                        if lifted is None:
+                            return None
+                        accesses.append(lifted)
+                        mine[kind].append(lifted)
+            per_statement.append(mine)
     best: Fold | None = None
     for d in range(rank):
         window = _window(accesses, d)
@@ -121,9 +131,57 @@ def _fold(tensor: str, loop: ForLoop, kernels: list[Kernel], rank: int) -> Fold 
             continue
         live = window[1] - window[0] + 1
         size = 1 << (live - 1).bit_length()  # a power of two: the slot is index & (size - 1)
+        if window == (-1, 0) and _in_place(per_statement, d):
+            size = 1
         if size <= MAX_SLOTS and (best is None or size < best.size):
             best = Fold(tensor, d, size)
     return best
+
+
+def _in_place(per_statement: list[tuple[list[isl.Map], list[isl.Map]]], d: int) -> bool:
+    """Steps ``t - 1`` and ``t`` (along dimension ``d``) kept in one slot, each
+    step overwriting the last in place: legal when every read of step
+    ``t - 1`` is by the statement instance that writes the same element at
+    step ``t`` (an elementwise recurrence, ``c(t, b, j) = F * c(t - 1, b, j)
+    + ...``: the instance reads the old value before it stores the new one,
+    and no other instance wants the old value), and no element of a step is
+    written twice (a second write's instance would have overwritten the old
+    value before the first one read it).  Reads of step ``t`` see what the
+    step wrote, as with two slots."""
+    writes = None
+    for ws, rs in per_statement:
+        for w in ws:
+            u = isl.UnionMap.from_map(w)
+            writes = u if writes is None else writes.union(u)
+        for r in rs:
+            old = r.add_constraint(isl.Constraint.equality_alloc(isl.LocalSpace.from_space(r.get_space()))
+                                   .set_coefficient_val(isl.dim_type.out, d, 1)
+                                   .set_coefficient_val(isl.dim_type.in_, 0, -1)
+                                   .set_constant_val(1))  # index_d = t - 1
+            if old.is_empty():
+                continue
+            if not ws:
+                return False
+            new = old.apply_range(_plus_one(old.get_space().range(), d))
+            own = ws[0]
+            for w in ws[1:]:
+                own = own.union(w)
+            if not new.is_subset(own):
+                return False
+    return writes is not None and writes.reverse().is_single_valued()
+
+
+def _plus_one(space: isl.Space, d: int) -> isl.Map:
+    """``{ x -> x' : x'_d = x_d + 1, the other dimensions equal }`` over ``space``."""
+    n = space.dim(isl.dim_type.set)
+    m = isl.Map.universe(isl.Space.map_from_set(space))
+    for i in range(n):
+        c = isl.Constraint.equality_alloc(isl.LocalSpace.from_space(m.get_space()))
+        c = c.set_coefficient_val(isl.dim_type.out, i, 1).set_coefficient_val(isl.dim_type.in_, i, -1)
+        if i == d:
+            c = c.set_constant_val(-1)
+        m = m.add_constraint(c)
+    return m
 
 
 def _window(accesses: list[isl.Map], d: int) -> tuple[int, int] | None:

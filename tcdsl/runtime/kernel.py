@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import TcShapeError
-from . import cache, checked as _checked, device  # noqa: F401  (checked: the callbacks of checked kernels)
+from . import cache, checked as _checked, device, hugepages  # noqa: F401  (checked: the callbacks of checked kernels)
 from .args import Arg, SizeChecks, bind_sizes, is_torch, prepare_input
 from .fastcall import MISS, FastPath
 from .pool import KEEP, OutputPool
@@ -69,8 +69,8 @@ class CompiledKernel:
         # outputs that need no zero fill come from the pool (runtime/pool.py)
         self.output_pool = OutputPool(keep=KEEP * max(len(self._output_names), 1))
         fill = [o.fill or self._kind != "llvm" for o in signature.outputs]
-        self._allocators = {"numpy": [np.zeros if f else self.output_pool.empty if reuse_outputs else np.empty
-                                      for f in fill],
+        self._allocators = {"numpy": [hugepages.zeros if f else self.output_pool.empty if reuse_outputs
+                                      else hugepages.empty for f in fill],
                             "torch": [not f for f in fill]}
         params = signature.inputs
         self._fast = FastPath([p.dtype for p in params], [len(p.dims) for p in params],

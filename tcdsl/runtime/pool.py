@@ -30,6 +30,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import hugepages
+
 MIN_BYTES = 1 << 20
 KEEP = 2
 MAX_SHAPES = 8
@@ -64,7 +66,7 @@ class OutputPool:
                 # the references: the list, the variable ``a``, the call's argument
                 if _getrefcount(a) == 3:
                     return a
-            a = np.empty(shape, dtype)
+            a = hugepages.empty(shape, dtype)
             if len(kept) < self._keep:
                 kept.append(a)
             return a
