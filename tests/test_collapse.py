@@ -101,3 +101,19 @@ def test_a_sum_that_reads_what_the_loop_writes_is_not_split():
     }"""
     fe = frontend(Source(src))
     assert not any(name.endswith("_in") for name in fe.checked.tensors)
+
+
+def test_a_tensor_also_read_without_the_pair_keeps_the_two_loops():
+    """``X0(k, 0, 0)`` beside ``X0(i, j, l)``: a view with two dimensions
+    merged would misread it (found by the random programs)."""
+    from tcdsl.testing import evaluate
+
+    src = """def fuzz(float(N, N, N) X0) -> (T2) {
+      T2(i, j, l) +=! ((X0(i, j, l)) + (X0(k, 0, 0))) + (X0(0, 0, 0))
+    }"""
+    k = tcdsl.compile(src, options=NO_CACHE)
+    assert "X0_rows" not in k.script
+    rng = np.random.default_rng(3)
+    for N in (1, 2, 5):
+        x = rng.standard_normal((N, N, N)).astype(np.float32)
+        np.testing.assert_allclose(k(x), evaluate(src, [x]), rtol=1e-5, atol=1e-5)

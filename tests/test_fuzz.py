@@ -260,7 +260,9 @@ class _Gen:
                 idx.append(must[0])
                 used_must = True
             elif exact:
-                idx.append(next(v for v, s in scope.items() if s == d and v not in idx))
+                # a variable of that size not used yet, else one used already
+                # (the must variable may have taken the only one)
+                idx.append(next((v for v in cands if v not in idx), None) or self.pick(cands))
             elif cands and (not t.exact or d == "T" or not self.chance(0.15)):
                 idx.append(self.pick(cands))
             else:

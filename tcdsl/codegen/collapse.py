@@ -76,8 +76,11 @@ def _zero(x) -> bool:
 
 def _only_as_pairs(root, v0: tirx.Var, v1: tirx.Var, pairs: dict) -> bool:
     """``v0`` and ``v1`` occur in ``root`` only as indices ``d`` and ``d + 1``
-    of loads and stores (``pairs``: buffer name -> ``d``, one ``d`` per buffer)."""
+    of loads and stores (``pairs``: buffer name -> ``d``, one ``d`` per
+    buffer), and every access of such a buffer has them there (its view
+    serves all of its accesses)."""
     ok = True
+    unpaired: set[str] = set()  # buffers also accessed without the pair (X(k, 0) beside X(t, b))
 
     def pair(buffer_name: str, indices) -> list:
         nonlocal ok
@@ -87,6 +90,7 @@ def _only_as_pairs(root, v0: tirx.Var, v1: tirx.Var, pairs: dict) -> bool:
                 if pairs.setdefault(buffer_name, d) != d:
                     ok = False
                 return idx[:d] + idx[d + 2:]
+        unpaired.add(buffer_name)
         return idx
 
     def walk(x) -> None:
@@ -116,4 +120,4 @@ def _only_as_pairs(root, v0: tirx.Var, v1: tirx.Var, pairs: dict) -> bool:
                 walk(y)
 
     walk(root)
-    return ok
+    return ok and not unpaired & set(pairs)
