@@ -1,14 +1,32 @@
-extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel(float* __restrict__ h0_ptr, float* __restrict__ h2h_ptr, float* __restrict__ hidden_ptr, float* __restrict__ i2h_ptr, float* __restrict__ input_ptr, int B, int Ci, int Co, int cse_v2, int t);
-extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel(float* __restrict__ h0_ptr, float* __restrict__ h2h_ptr, float* __restrict__ hidden_ptr, float* __restrict__ i2h_ptr, float* __restrict__ input_ptr, int B, int Ci, int Co, int cse_v2, int t) {
+extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel(float* __restrict__ hidden_in_ptr, float* __restrict__ i2h_ptr, float* __restrict__ input_ptr, int B, int Ci, int Co, int cse_v3);
+extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel_1(float* __restrict__ h0_ptr, float* __restrict__ h2h_ptr, float* __restrict__ hidden_ptr, float* __restrict__ hidden_in_ptr, int B, int Co, int cse_v2, int t);
+extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel(float* __restrict__ hidden_in_ptr, float* __restrict__ i2h_ptr, float* __restrict__ input_ptr, int B, int Ci, int Co, int cse_v3) {
+  alignas(64) float hidden_in_acc_ptr[1];
+  int cse_v4 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v3) {
+    int cse_v6 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co);
+    int cse_v7 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co);
+    int cse_v10 = ((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B));
+    int cse_v12 = ((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co));
+    hidden_in_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = 0x0p+0f/*0.000000e+00*/;
+    if (0 < Ci) {
+      hidden_in_acc_ptr[0] = hidden_in_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))];
+      for (int c3 = 0; c3 < Ci; ++c3) {
+        hidden_in_acc_ptr[0] = (hidden_in_acc_ptr[0] + (i2h_ptr[((c3 * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] * input_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B)) * Ci) + c3)]));
+      }
+      hidden_in_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co) % B)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = hidden_in_acc_ptr[0];
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel_1(float* __restrict__ h0_ptr, float* __restrict__ h2h_ptr, float* __restrict__ hidden_ptr, float* __restrict__ hidden_in_ptr, int B, int Co, int cse_v2, int t) {
   alignas(64) float hidden_acc_ptr[1];
   alignas(64) float hidden_acc_ptr_1[1];
-  alignas(64) float hidden_acc_ptr_2[1];
-  int cse_v3 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  int cse_v5 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
   if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v2) {
-    int cse_v4 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co);
-    int cse_v5 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co);
-    int cse_v6 = ((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co));
-    int cse_v7 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co));
+    int cse_v8 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co);
+    int cse_v9 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co);
+    int cse_v11 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co));
     if (1 <= t) {
       hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = 0x0p+0f/*0.000000e+00*/;
       hidden_acc_ptr[0] = hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))];
@@ -24,13 +42,7 @@ extern "C" __global__ void __launch_bounds__(256) elman_rnn_kernel(float* __rest
       }
       hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = hidden_acc_ptr_1[0];
     }
-    if (0 < Ci) {
-      hidden_acc_ptr_2[0] = hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))];
-      for (int c2_2 = 0; c2_2 < Ci; ++c2_2) {
-        hidden_acc_ptr_2[0] = (hidden_acc_ptr_2[0] + (i2h_ptr[((c2_2 * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] * input_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Ci) + c2_2)]));
-      }
-      hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = hidden_acc_ptr_2[0];
-    }
+    hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] = (hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))] + hidden_in_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))]);
     float bt = fabsf(hidden_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / Co)) * Co) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % Co))]);
     float condval;
     if (bt < 0x1.4p-1f/*6.250000e-01*/) {
