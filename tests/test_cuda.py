@@ -237,7 +237,8 @@ def test_accumulators_in_registers():
     assert "float C_acc_ptr[1];" in src
     assert re.search(r"for \(int c2 = 0; c2 < K; \+\+c2\) \{\n\s+C_acc_ptr\[0\] = \(C_acc_ptr\[0\] \+", src)
     k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda")  # hidden(t-1, b, c) is provably not hidden(t, b, co)
-    assert k.script.count("hidden_acc = hidden_acc + ") == 3
+    # (the recurrent sums, and the hoisted input projection's, polyhedral/accumulate.py)
+    assert k.script.count("hidden_acc = hidden_acc + ") == 2 and k.script.count("hidden_in_acc = hidden_in_acc + ") == 1
     # a read that may alias the accumulated element keeps it in memory
     k = tcdsl.compile("def f(float(N) A, int32(N) I) -> (O) { O(i) = A(i)\n O(i) += O(I(j)) * A(j) }",
                       target="cuda")
