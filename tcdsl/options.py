@@ -46,6 +46,17 @@ MAX_TILE_BYTES = 448 * 4  # 28 of the 32 AVX-512 registers
 # L2), and lost 5-8% at 1536^3: see docs/internals.md ("CPU mapping").
 DEFAULT_K_BLOCK = 0
 
+# At most this many iterations of a parallel loop between the rows and a
+# reduction (a convolution's output row ``h`` below its channel rows ``m``)
+# in one register tile by default (``tile_depth`` 0: as many as the vectors
+# of a tile's row, 4 x 16 in a 4 x 64 tile), in kernels outside sequential loops (codegen/cpu.py,
+# ChunkedLoop._outside): the tile's column vectors are loaded once for all
+# its rows and its row scalars once for all these iterations.  The 3x3
+# convolution of benchmarks/tuning.py, one thread: 7.2 ms with 4 x 4 x 16
+# tiles, 10.2 with depth 2, 12.0 with 3, 8.7 with 6 x 4 and 5 x 4, 19.3
+# without (torch conv2d 4.2-4.4 ms).
+MAX_TILE_DEPTH = 4
+
 MAX_CUDA_THREADS = 1024
 
 
@@ -93,7 +104,9 @@ class LoweringOptions:
 class CpuMapping:
     """The CPU mapping (see :class:`MappingOptions`).  A 0 in ``tile_rows``,
     ``tile_cols`` or ``vector_width`` means the host's default
-    (:func:`host_defaults`); in ``k_block``, :data:`DEFAULT_K_BLOCK`."""
+    (:func:`host_defaults`); in ``k_block``, :data:`DEFAULT_K_BLOCK`; in
+    ``tile_depth``, the vectors of a tile's row (at most
+    :data:`MAX_TILE_DEPTH`)."""
 
     tile_rows: int = 0
     tile_cols: int = 0
@@ -105,6 +118,7 @@ class CpuMapping:
     register_tiles: bool = True
     k_block: int = 0
     reduce_lanes: int = 16
+    tile_depth: int = 0
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -114,7 +128,10 @@ class CpuMapping:
         if self.vector_width and not self.tile_cols:
             auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * self.vector_width
         given = {k: getattr(self, k) for k in auto if getattr(self, k)}
-        return dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
+        r = dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
+        # by default as many accumulators as a tile of tile_rows x tile_cols, at most MAX_TILE_DEPTH deep
+        depth = self.tile_depth or max(1, min(r.tile_cols // r.vector_width, MAX_TILE_DEPTH))
+        return dataclasses.replace(r, tile_depth=depth)
 
     @property
     def threads(self) -> int:
@@ -219,6 +236,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "parallel": ("cpu", _bool), "steps_inside": ("cpu", _bool), "register_tiles": ("cpu", _bool),
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
+    "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -311,6 +329,9 @@ def _check_tiles(m: CpuMapping) -> None:
         if r.tile_rows * r.tile_cols * 4 > MAX_TILE_BYTES:
             raise TcError(f"options: a register tile of {r.tile_rows} x {r.tile_cols} elements is too large "
                           f"(at most {MAX_TILE_BYTES // 4} elements)")
+        if not in_loop and r.tile_depth > 1 and r.tile_depth * r.tile_rows * r.vector_width * 4 > MAX_TILE_BYTES:
+            raise TcError(f"options: a register tile of depth {r.tile_depth} x {r.tile_rows} rows x "
+                          f"{r.vector_width} columns is too large (at most {MAX_TILE_BYTES // 4} elements)")
 
 
 @dataclass(frozen=True)
@@ -347,6 +368,15 @@ class MappingOptions:
       innermost loop (a row's max or sum, a dot product): the loop runs as
       vector iterations of this many elements (codegen/cpu_reduce.py); 0
       keeps one accumulator, one element at a time.
+    * ``tile_depth``: a parallel loop between the rows and a reduction
+      whose column vectors do not move with the rows but with that loop (a
+      convolution ``O(n, m, h, w)``: rows ``m``, columns ``w``, the loop
+      ``h``) runs outside the row tiles, this many of its iterations in each
+      tile (``m x h x w`` accumulators; the columns narrowed to keep the
+      tile's size), in kernels outside sequential loops (inside them such a
+      loop runs outside the tiles one iteration at a time).  0 (the default):
+      the vectors of a tile's row, at most 4 (4 x 4 x 16 with AVX-512, 4 x 3
+      x 8 without); 1: no such tiles.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -384,6 +414,7 @@ class MappingOptions:
     register_tiles: bool = CpuMapping.register_tiles
     k_block: int = CpuMapping.k_block
     reduce_lanes: int = CpuMapping.reduce_lanes
+    tile_depth: int = CpuMapping.tile_depth
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     fold: bool = LoweringOptions.fold

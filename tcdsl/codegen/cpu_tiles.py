@@ -80,18 +80,27 @@ class RegisterTiles:
     def __init__(self, low, m: CpuMapping):
         self.low = low
         self.m = m
+        # (name, first value, count): the iterations of a parallel loop that
+        # each tile covers besides its rows (``ChunkedLoop._outside`` in
+        # codegen/cpu.py), while the parts of its body are emitted; else None
+        self.depth: tuple[str, tirx.PrimExpr, int] | None = None
+
+    def _fixed(self, row: str) -> set[str]:
+        """Loop variables that a tile's loops may not depend on."""
+        return {row} | ({self.depth[0]} if self.depth else set())
 
     def parts(self, outer: isl.AstNode, row: str):
         """(reduction loops, [(column loop, statement call)]) when ``outer`` is
         ``for k1 { for k2 ... { for j (par) { S } ... } }`` with every ``S``
         fit for a register tile and no dependence between two of them (so the
         ``k`` loops can be split into one nest per statement), else None."""
-        if not self.m.register_tiles or row in loop_ids(outer) or not unit_stride(outer):
+        fixed = self._fixed(row)
+        if not self.m.register_tiles or fixed & loop_ids(outer) or not unit_stride(outer):
             return None
         chain = [outer]
         body, _ = strip_marks(outer.for_get_body())
         while body.get_type() == NT.for_ and not self._column_loop(body):
-            if row in loop_ids(body) or not unit_stride(body):
+            if fixed & loop_ids(body) or not unit_stride(body):
                 return None
             chain.append(body)
             body, _ = strip_marks(body.for_get_body())
@@ -114,7 +123,7 @@ class RegisterTiles:
 
     def _micro_one(self, k_names: set[str], node: isl.AstNode, row: str):
         inner, mark = strip_marks(node)
-        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names) \
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & (self._fixed(row) | k_names) \
                 or not unit_stride(inner):
             return None
         user, _ = strip_marks(inner.for_get_body())
@@ -144,6 +153,31 @@ class RegisterTiles:
             return None
         return inner, call
 
+    def shares_columns(self, parts, row: str, name: str) -> bool:
+        """The reads of ``parts`` (what :meth:`parts` found) that move with the
+        column do not move with the rows but with the loop ``name``, and each
+        accumulated element moves with ``name`` in an index of its own: the
+        loop may then run outside the row tiles, several of its iterations in
+        each tile (``ChunkedLoop._outside`` in codegen/cpu.py)."""
+        from tvm import sym as arith
+
+        chain, leaves = parts
+        for inner, call in leaves:
+            j = iterator(inner)
+            probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, j, name}}
+            with self.low.bound(probe):
+                _, idx, value, _ = self.low.statement_parts(call)
+            cols = [x for ld in _loads(value) if any(_uses(y, probe[j]) for y in ld.indices) for x in ld.indices]
+            if any(_uses(x, probe[row]) for x in cols) or not any(_uses(x, probe[name]) for x in cols):
+                return False
+            mine = [x for x in idx if _uses(x, probe[name])]
+            if len(mine) != 1 or _uses(mine[0], probe[row]) or _uses(mine[0], probe[j]):
+                return False
+            coeffs = arith.detect_linear_equation(mine[0], [probe[name]])
+            if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value == 0:
+                return False
+        return True
+
     def emit(self, parts, row: str, lo, n) -> tirx.Stmt:
         """The micro-kernels of ``parts`` (what :meth:`parts` found) for rows lo .. lo+n-1."""
         chain, leaves = parts
@@ -164,7 +198,8 @@ class RegisterTiles:
         # step would copy them again for the few rows of a batch (measured on
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
-        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop else []
+        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop and not self.depth else []
+        depth = self.depth[2] if self.depth else 1
 
         def columns(pack: bool) -> tirx.Stmt:
             stmts = []
@@ -172,7 +207,16 @@ class RegisterTiles:
             # outside sequential loops also half-width tiles: a 4 x 64 tile
             # leaves 32 columns (a convolution's output rows) to 16-wide ones
             half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
-            for w in dict.fromkeys((m.tile_cols,) + half + (m.vector_width, 1)):
+            # a tile over several iterations of the depth loop: as many accumulators in all
+            main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
+            if depth > 1:
+                half = ()
+            # outside sequential loops also vectors of a half and a quarter of
+            # the width before single columns (a convolution's 28 columns:
+            # 16 + 8 + 4; single columns were most of its time)
+            narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
+                if not in_loop or depth > 1 else ()
+            for w in dict.fromkeys((main,) + half + (m.vector_width,) + narrow + (1,)):
                 count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_w{w}", INDEX)
                 col0 = j_init + start + jt * w
@@ -202,7 +246,7 @@ class RegisterTiles:
             start = tirx.const(0, INDEX)
             vw = m.vector_width
             # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
-            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w <= m.tile_rows * m.tile_cols)[:2]
+            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
             # narrower vectors before single columns: a single column's sum is
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
@@ -277,6 +321,7 @@ class _Tile(_Column):
         super().__init__(gen, call, row, j_name, col0, w)
         self.chain = chain
         self.zeros = zeros
+        self.depth = gen.depth
 
     def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
         """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
@@ -293,36 +338,47 @@ class _Tile(_Column):
         return tirx.SeqStmt([full, rest])
 
     def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
-        """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
+        """One register tile: rows r0 .. r0+nr-1 x the tile's columns (x the
+        depth loop's iterations, when there is one)."""
         low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
         vw = self.m.vector_width if w % self.m.vector_width == 0 else w if w in (2, 4, 8) else 1
         s = low.stmts[isl_ast.statement(self.call)]
-        acc = tirx.decl_buffer((nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc", scope="local")
+        depth_name, depth_first, nd = self.depth if self.depth else (None, None, 1)
+        acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
+                               scope="local")
 
         def lanes(body_of: Callable) -> tirx.Stmt:
-            """for r (unrolled) for u (unrolled) for v (vectorized): body_of(r, col)"""
+            """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
-            body = body_of(r, u * vw + v)
+            d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
+            body = body_of(d, r, u * vw + v)
             inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
-            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            nest = tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            return tirx.For(d, 0, nd, tirx.ForKind.UNROLLED, nest) if nd > 1 else nest
 
-        def element(r, c):
-            with low.bound({**self.zeros, row: r0 + r, j_name: col0 + c}):
+        def at(d, r, extra=None):
+            out = {row: r0 + r, **(extra or {})}
+            if depth_name is not None:
+                out[depth_name] = depth_first + d
+            return out
+
+        def element(d, r, c):
+            with low.bound({**self.zeros, **at(d, r, {j_name: col0 + c})}):
                 buf, idx, _, _ = low.statement_parts(self.call)
             return buf, idx
 
-        def load(r, c):
-            buf, idx = element(r, c)
-            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [r, c])
+        def load(d, r, c):
+            buf, idx = element(d, r, c)
+            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [d * nr + r, c])
 
-        def store(r, c):
-            buf, idx = element(r, c)
-            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [r, c]), idx)
+        def store(d, r, c):
+            buf, idx = element(d, r, c)
+            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [d * nr + r, c]), idx)
 
-        def update(r, c):
-            with low.bound({row: r0 + r, j_name: col0 + c}):
+        def update(d, r, c):
+            with low.bound(at(d, r, {j_name: col0 + c})):
                 _, _, value, combine = low.statement_parts(self.call)
-            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
+            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [d * nr + r, c]), value), [d * nr + r, c])
 
         nest = self._nest(0, lambda: lanes(update), ks)
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
