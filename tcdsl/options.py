@@ -45,6 +45,11 @@ MAX_TILE_BYTES = 448 * 4  # 28 of the 32 AVX-512 registers
 # nothing with the 256-row chunks (the whole K x 64 panel stays in the 2 MiB
 # L2), and lost 5-8% at 1536^3: see docs/internals.md ("CPU mapping").
 DEFAULT_K_BLOCK = 0
+# The same over a nest of several reduction loops (a weight gradient
+# ``dW(i, j) += X(t, b, i) * A(t, b, j)``): blocks of this many steps of the
+# nest.  dW at (T, B, I, H) = (64, 32, 256, 256), one thread: 1.15 ms with
+# blocks of 64 or 128, 1.26 with 256, 1.7 with one block, 1.9 without a panel.
+DEFAULT_NEST_K_BLOCK = 128
 
 # At most this many iterations of a parallel loop between the rows and a
 # reduction (a convolution's output row ``h`` below its channel rows ``m``)
@@ -358,12 +363,15 @@ class MappingOptions:
       outside, one parallel region per step.
     * ``register_tiles``: use register tiles for reductions.
     * ``k_block``: steps of the reduction loop per block when a right-hand
-      panel is copied (a matmul's ``B(k, n)`` outside sequential loops): each
+      panel is copied (a matmul's ``B(k, n)`` outside sequential loops; over
+      a nest of reduction loops, ``A(t, b, n)`` of a weight gradient
+      ``dW(i, n) += X(t, b, i) * A(t, b, n)``, steps of the nest): each
       block of the panel is copied once and stays in L1 while all row tiles
       of the chunk use it.  The results do not depend on it (every element
       still sums in ``k`` order).  0 (the default): one block, the whole loop
       (on a 2 MiB L2 the whole ``K x 64`` panel stays in cache; blocks
-      measured no faster at 1024^3 and slower at 1536^3).
+      measured no faster at 1024^3 and slower at 1536^3); over a nest, blocks
+      of 128 steps.
     * ``reduce_lanes``: partial accumulators of a reduction along an
       innermost loop (a row's max or sum, a dot product): the loop runs as
       vector iterations of this many elements (codegen/cpu_reduce.py); 0

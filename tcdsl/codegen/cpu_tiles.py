@@ -27,7 +27,7 @@ from typing import Callable
 import islpy as isl
 from tvm import tirx
 
-from ..options import CpuMapping
+from ..options import DEFAULT_NEST_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
@@ -198,7 +198,7 @@ class RegisterTiles:
         # step would copy them again for the few rows of a batch (measured on
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
-        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop and not self.depth else []
+        packed = self._packable(chain, call, row, j_name) if not in_loop and not self.depth else []
         depth = self.depth[2] if self.depth else 1
 
         def columns(pack: bool) -> tirx.Stmt:
@@ -222,7 +222,7 @@ class RegisterTiles:
                 col0 = j_init + start + jt * w
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
                 if pack and w == m.tile_cols:
-                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(
+                    body = _Panels(self, chain, call, row, j_name, col0, w, packed).around(
                         lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
                 else:
                     body = tile.rows(lo, n, rest=False)
@@ -266,17 +266,23 @@ class RegisterTiles:
         # a panel is worth copying when several row tiles read it
         return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
 
-    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, int]]:
+    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, list[int], int]]:
         """The tensors read as a k x columns panel shared by all rows
-        (``B(k, n)`` of a matmul, or ``B(n, k)``): one read of the tensor in
-        the statement, one index moving with the column by 1 and another with
-        k by 1, none with the row.  Their tiles are copied to a contiguous
-        panel before the row tiles use them: rows of a big matrix at a
-        power-of-two stride fall into a few cache sets otherwise, and a
-        transposed operand would be a gather per vector.
-        Returns (tensor, index of its k dimension, index of its column dimension)."""
-        k_name = iterator(chain[0])
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in (row, j_name, k_name)}
+        (``B(k, n)`` of a matmul, or ``B(n, k)``; over several reduction loops
+        ``A(t, b, n)`` of ``dW(i, n) += X(t, b, i) * A(t, b, n)``): one read of
+        the tensor in the statement, one index moving with the column by 1 and
+        one with each reduction loop by 1 (a dimension of its own each), none
+        with the row.  Their tiles are copied to a contiguous panel before the
+        row tiles use them: rows of a big matrix at a power-of-two stride fall
+        into a few cache sets otherwise, and a transposed operand would be a
+        gather per vector.  The inner reduction loops' bounds may not depend
+        on the outer ones' (the panel is a box).
+        Returns (tensor, index of each reduction loop's dimension, index of its column dimension)."""
+        k_names = [iterator(c) for c in chain]
+        for i, c in enumerate(chain[1:]):
+            if loop_ids(c) & set(k_names[:i + 1]):
+                return []
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + k_names}
         with self.low.bound(probe):
             buf, _, value, _ = self.low.statement_parts(call)
         loads: dict[str, list] = {}
@@ -284,18 +290,17 @@ class RegisterTiles:
             loads.setdefault(ld.source.name, []).append(ld)
         out = []
         for name, lds in loads.items():
-            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < 2:
+            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < len(chain) + 1:
                 continue
             idx = list(lds[0].indices)
             if any(_uses(x, probe[row]) for x in idx):
                 continue
-            jdims = [d for d, x in enumerate(idx) if _uses(x, probe[j_name])]
-            kdims = [d for d, x in enumerate(idx) if _uses(x, probe[k_name])]
-            if len(jdims) != 1 or len(kdims) != 1 or jdims == kdims:
+            dims = [[d for d, x in enumerate(idx) if _uses(x, probe[v])] for v in [j_name] + k_names]
+            if any(len(ds) != 1 for ds in dims) or len({ds[0] for ds in dims}) != len(dims):
                 continue
-            if _coefficient(idx[jdims[0]], probe[j_name]) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
+            if any(_coefficient(idx[ds[0]], probe[v]) != 1 for ds, v in zip(dims, [j_name] + k_names)):
                 continue
-            out.append((name, kdims[0], jdims[0]))
+            out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
         return out
 
 
@@ -406,72 +411,106 @@ class _Panels(_Column):
     """Copies of the panels of :meth:`RegisterTiles._packable` for one column
     tile, and the statement reading them instead of the tensors.
 
-    The reduction loop is cut into blocks of ``k_block`` steps, outside the
-    row tiles: for each block, its ``k_block x w`` panel is copied (it stays
-    in L1 while all row tiles use it), then every row tile loads its
-    accumulators, adds the block's steps and stores them.  Each element still
-    sums ``k`` in order, so the results do not depend on the block size."""
+    The outer reduction loop is cut into blocks of ``k_block`` steps (over
+    several reduction loops: of as many of its steps as make ``k_block``
+    steps of the whole nest, at least one), outside the row tiles: for each
+    block, its panel (the block's steps of the nest x ``w`` columns, in the
+    nest's order) is copied (it stays in L1 while all row tiles use it), then
+    every row tile loads its accumulators, adds the block's steps and stores
+    them.  Each element still sums the reduction in order, so the results do
+    not depend on the block size."""
 
-    def __init__(self, gen: RegisterTiles, k_loop, call, row: str, j_name: str, col0, w: int, packed):
+    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, packed):
         super().__init__(gen, call, row, j_name, col0, w)
-        self.k_loop = k_loop
+        self.chain = chain
         self.packed = packed
 
     def around(self, make: Callable) -> tirx.Stmt:
         """The panels' copies around ``make((first, count))``, the row tiles for
-        ``count`` steps of the reduction loop from its ``first``-th."""
+        ``count`` steps of the outer reduction loop from its ``first``-th."""
         low, w = self.low, self.w
-        kc = self.m.k_block
-        k_name = iterator(self.k_loop)
-        k_init, k_ext = low.loop_range(self.k_loop)
+        names = [iterator(c) for c in self.chain]
+        k_name = names[0]
+        ranges = [low.loop_range(c) for c in self.chain]
+        k_init, k_ext = ranges[0]
         k_ext = tirx.max(k_ext, 0)
+        inner_ext = [tirx.max(e, 0) for _, e in ranges[1:]]
+        inner = tirx.const(1, INDEX)  # steps of the inner loops per step of the outer one
+        for e in inner_ext:
+            inner = inner * e
+        # k_block 0: one block, the whole loop (over a nest: blocks of DEFAULT_NEST_K_BLOCK steps)
+        kc = self.m.k_block or (DEFAULT_NEST_K_BLOCK if len(self.chain) > 1 else 0)
+        blocked = bool(kc)
+        head = []
+        if blocked and len(self.chain) > 1:  # steps of the outer loop per block, bound once
+            steps_per_block = tirx.max(tirx.floordiv(tirx.const(kc, INDEX), tirx.max(inner, 1)), 1)
+            kc = tirx.Var(k_name + "_kc", INDEX)
+            head.append(tirx.Bind(kc, steps_per_block))
         vw = self.m.vector_width
         kb = tirx.Var(k_name + "_kb", INDEX)
         kn = tirx.Var(k_name + "_kn", INDEX)  # steps in this block
-        k0 = kb * kc if kc else tirx.const(0, INDEX)  # k_block 0: one block, the whole loop
+        k0 = kb * kc if blocked else tirx.const(0, INDEX)
         q = tirx.Var(k_name + "_q", INDEX)  # the step in the block
         k = tirx.Var(k_name + "_pk", INDEX)  # the step, k0 + q
+        ks = [tirx.Var(x + "_pk", INDEX) for x in names[1:]]  # the inner loops' steps
         u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
+        steps = {k_name: from_zero(k_init, k), **{x: from_zero(r[0], kv) for x, r, kv in zip(names[1:], ranges[1:], ks)}}
         # the tensors' reads at (k, column): rows do not matter (bound to any value)
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v,
-                        k_name: from_zero(k_init, k)}):
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, **steps}):
             _, _, value, _ = low.statement_parts(self.call)
         reads = {ld.source.name: ld for ld in _loads(value)}
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init + k0}):
+        firsts = {k_name: k_init + k0, **{x: r[0] for x, r in zip(names[1:], ranges[1:])}}
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, **firsts}):
             _, _, first, _ = low.statement_parts(self.call)
         origin = {ld.source.name: ld for ld in _loads(first)}
-        head, decls, fills, views = [], [], [], {}
-        for name, kdim, jdim in self.packed:
+        # the panel's stride of each reduction loop: the inner loops' steps x w
+        strides = []
+        stride = tirx.const(w, INDEX)
+        for e in reversed(inner_ext):
+            strides.insert(0, stride)
+            stride = stride * e
+        strides.insert(0, stride)  # the outer loop's: inner * w
+        step = k
+        for kv, e in zip(ks, inner_ext):
+            step = step * e + kv
+        decls, fills, views = [], [], {}
+        for name, kdims, jdim in self.packed:
             src = reads[name]
             tensor = low.gen.sig.buffers[name]
-            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if kc else k_ext) * w,), tensor.dtype,
+            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if blocked else k_ext) * inner * w,), tensor.dtype,
                                      name=name + "_block")
             head.append(tirx.AllocBuffer(block))
-            # the block seen as the whole k_ext x w panel: step k at k * w
-            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel", data=block.data,
-                                     elem_offset=-(k0 * w))
+            # the block seen as the whole panel: step (k, inner steps) at its number in the nest * w
+            panel = tirx.decl_buffer((k_ext * inner * w,), tensor.dtype, name=name + "_panel", data=block.data,
+                                     elem_offset=-(k0 * inner * w))
             decls.append(tirx.DeclBuffer(panel, data=block.data))
-            fills.append(tirx.BufferStore(panel, src, [k * w + u * vw + v]))
+            fills.append(tirx.BufferStore(panel, src, [step * w + u * vw + v]))
             # the tensor seen through the panel: element (.., k-index, .., col) at
-            # (k-index - its value at the block's first k) * w + (col - col0)
+            # the sum of (k-index - its value at the block's first step) x the
+            # loop's stride, + (col - col0)
             rank = len(src.indices)
-            strides = [w if d == kdim else 1 if d == jdim else 0 for d in range(rank)]
+            by_dim = dict(zip(kdims, strides))
+            view_strides = [by_dim.get(d, 1 if d == jdim else 0) for d in range(rank)]
             o = origin[name].indices
-            offset = -(o[kdim] * w + o[jdim])
+            offset = -o[jdim]
+            for d, st in by_dim.items():
+                offset = offset - o[d] * st
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
-                                    strides=strides, elem_offset=offset)
+                                    strides=view_strides, elem_offset=offset)
             decls.append(tirx.DeclBuffer(view, data=block.data))
             views[name] = view
-        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), tirx.For(
-            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))]))
+        copy = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))
+        for kv, e in reversed(list(zip(ks, inner_ext))):
+            copy = tirx.For(kv, 0, e, tirx.ForKind.SERIAL, copy)
+        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), copy]))
         saved = low.buffer_override
         low.buffer_override = {**saved, **views}
         try:
             body = make((k0, kn))
         finally:
             low.buffer_override = saved
-        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if kc else k_ext)] + decls + [fill, body])
-        if kc:
+        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if blocked else k_ext)] + decls + [fill, body])
+        if blocked:
             block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
         return tirx.SeqStmt(head + [block])
 
