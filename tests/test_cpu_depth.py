@@ -132,3 +132,22 @@ def test_bad_tile_depth(bad):
 def test_too_deep_a_tile():
     with pytest.raises(tcdsl.TcError, match="depth 8 x 4 rows x 16 columns is too large"):
         tcdsl.compile(CONV, options={"tile_rows": 4, "tile_cols": 64, "vector_width": 16, "tile_depth": 8})
+
+
+def test_parts_after_the_tiles_and_a_strided_convolution():
+    """A bias added after the reduction (a plain part, run for each of the
+    tile's output rows), and a stride of 2 in ``h`` (the accumulated element
+    still moves with ``h`` alone)."""
+    src = """def convb(float(N,C,H,W) I, float(M,C,KH,KW) Wt, float(M) bias) -> (O) {
+      O(n, m, h, w) +=! I(n, c, 2 * h + kh, w + kw) * Wt(m, c, kh, kw) where h in 0:(H - KH) / 2 + 1
+      O(n, m, h, w) = O(n, m, h, w) + bias(m)
+    }"""
+    k = tcdsl.compile(src, options=DEEP)
+    assert "for d in T.unroll(4):" in k.script
+    rng = np.random.default_rng(8)
+    for ishape, wshape in [((2, 3, 19, 23), (6, 3, 3, 3)), ((1, 2, 9, 40), (5, 2, 1, 2))]:
+        I, W, b = rand(rng, *ishape), rand(rng, *wshape), rand(rng, wshape[0])
+        KH = wshape[2]
+        full = _conv_reference(I.astype(np.float64), W)
+        want = full[:, :, ::2][:, :, :(ishape[2] - KH) // 2 + 1] + b[None, :, None, None]
+        np.testing.assert_allclose(k(I, W, b), want, rtol=1e-5, atol=1e-5)

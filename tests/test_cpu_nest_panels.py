@@ -61,9 +61,9 @@ def test_the_nest_is_packed_in_blocks():
 
 # (T, B, I, J): tails of rows (I), of columns (J: 64-wide tiles, 32, 16,
 # vectors, single columns), blocks of t that do not divide T, B above 128
-# (a block is one step of t), B = 1, T = 1, empty
+# (a block is one step of t), B = 1, T = 1, empty reductions
 SIZES = [(7, 5, 13, 67), (64, 32, 40, 130), (3, 129, 9, 64), (10, 1, 16, 64), (1, 3, 17, 200), (5, 7, 8, 3),
-         (9, 17, 33, 97), (0, 4, 8, 64)]
+         (9, 17, 33, 97), (0, 4, 8, 64), (5, 0, 16, 64), (0, 0, 9, 70)]
 
 
 @pytest.mark.parametrize("T,B,I,J", SIZES)
