@@ -45,6 +45,22 @@ MAX_TILE_BYTES = 448 * 4  # 28 of the 32 AVX-512 registers
 # nothing with the 256-row chunks (the whole K x 64 panel stays in the 2 MiB
 # L2), and lost 5-8% at 1536^3: see docs/internals.md ("CPU mapping").
 DEFAULT_K_BLOCK = 0
+# The same over a nest of several reduction loops (a weight gradient
+# ``dW(i, j) += X(t, b, i) * A(t, b, j)``): blocks of this many steps of the
+# nest.  dW at (T, B, I, H) = (64, 32, 256, 256), one thread: 1.15 ms with
+# blocks of 64 or 128, 1.26 with 256, 1.7 with one block, 1.9 without a panel.
+DEFAULT_NEST_K_BLOCK = 128
+
+# At most this many iterations of a parallel loop between the rows and a
+# reduction (a convolution's output row ``h`` below its channel rows ``m``)
+# in one register tile by default (``tile_depth`` 0: as many as the vectors
+# of a tile's row, 4 x 16 in a 4 x 64 tile), in kernels outside sequential loops (codegen/cpu.py,
+# ChunkedLoop._outside): the tile's column vectors are loaded once for all
+# its rows and its row scalars once for all these iterations.  The 3x3
+# convolution of benchmarks/tuning.py, one thread: 7.2 ms with 4 x 4 x 16
+# tiles, 10.2 with depth 2, 12.0 with 3, 8.7 with 6 x 4 and 5 x 4, 19.3
+# without (torch conv2d 4.2-4.4 ms).
+MAX_TILE_DEPTH = 4
 
 MAX_CUDA_THREADS = 1024
 
@@ -93,7 +109,9 @@ class LoweringOptions:
 class CpuMapping:
     """The CPU mapping (see :class:`MappingOptions`).  A 0 in ``tile_rows``,
     ``tile_cols`` or ``vector_width`` means the host's default
-    (:func:`host_defaults`); in ``k_block``, :data:`DEFAULT_K_BLOCK`."""
+    (:func:`host_defaults`); in ``k_block``, :data:`DEFAULT_K_BLOCK`; in
+    ``tile_depth``, the vectors of a tile's row (at most
+    :data:`MAX_TILE_DEPTH`)."""
 
     tile_rows: int = 0
     tile_cols: int = 0
@@ -105,6 +123,7 @@ class CpuMapping:
     register_tiles: bool = True
     k_block: int = 0
     reduce_lanes: int = 16
+    tile_depth: int = 0
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -114,7 +133,10 @@ class CpuMapping:
         if self.vector_width and not self.tile_cols:
             auto["tile_cols"] = max(auto["tile_cols"] // auto["vector_width"], 1) * self.vector_width
         given = {k: getattr(self, k) for k in auto if getattr(self, k)}
-        return dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
+        r = dataclasses.replace(self, **{**auto, **given, "k_block": self.k_block or DEFAULT_K_BLOCK})
+        # by default as many accumulators as a tile of tile_rows x tile_cols, at most MAX_TILE_DEPTH deep
+        depth = self.tile_depth or max(1, min(r.tile_cols // r.vector_width, MAX_TILE_DEPTH))
+        return dataclasses.replace(r, tile_depth=depth)
 
     @property
     def threads(self) -> int:
@@ -219,6 +241,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "parallel": ("cpu", _bool), "steps_inside": ("cpu", _bool), "register_tiles": ("cpu", _bool),
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
+    "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -311,6 +334,9 @@ def _check_tiles(m: CpuMapping) -> None:
         if r.tile_rows * r.tile_cols * 4 > MAX_TILE_BYTES:
             raise TcError(f"options: a register tile of {r.tile_rows} x {r.tile_cols} elements is too large "
                           f"(at most {MAX_TILE_BYTES // 4} elements)")
+        if not in_loop and r.tile_depth > 1 and r.tile_depth * r.tile_rows * r.vector_width * 4 > MAX_TILE_BYTES:
+            raise TcError(f"options: a register tile of depth {r.tile_depth} x {r.tile_rows} rows x "
+                          f"{r.vector_width} columns is too large (at most {MAX_TILE_BYTES // 4} elements)")
 
 
 @dataclass(frozen=True)
@@ -337,16 +363,28 @@ class MappingOptions:
       outside, one parallel region per step.
     * ``register_tiles``: use register tiles for reductions.
     * ``k_block``: steps of the reduction loop per block when a right-hand
-      panel is copied (a matmul's ``B(k, n)`` outside sequential loops): each
+      panel is copied (a matmul's ``B(k, n)`` outside sequential loops; over
+      a nest of reduction loops, ``A(t, b, n)`` of a weight gradient
+      ``dW(i, n) += X(t, b, i) * A(t, b, n)``, steps of the nest): each
       block of the panel is copied once and stays in L1 while all row tiles
       of the chunk use it.  The results do not depend on it (every element
       still sums in ``k`` order).  0 (the default): one block, the whole loop
       (on a 2 MiB L2 the whole ``K x 64`` panel stays in cache; blocks
-      measured no faster at 1024^3 and slower at 1536^3).
+      measured no faster at 1024^3 and slower at 1536^3); over a nest, blocks
+      of 128 steps.
     * ``reduce_lanes``: partial accumulators of a reduction along an
       innermost loop (a row's max or sum, a dot product): the loop runs as
       vector iterations of this many elements (codegen/cpu_reduce.py); 0
       keeps one accumulator, one element at a time.
+    * ``tile_depth``: a parallel loop between the rows and a reduction
+      whose column vectors do not move with the rows but with that loop (a
+      convolution ``O(n, m, h, w)``: rows ``m``, columns ``w``, the loop
+      ``h``) runs outside the row tiles, this many of its iterations in each
+      tile (``m x h x w`` accumulators; the columns narrowed to keep the
+      tile's size), in kernels outside sequential loops (inside them such a
+      loop runs outside the tiles one iteration at a time).  0 (the default):
+      the vectors of a tile's row, at most 4 (4 x 4 x 16 with AVX-512, 4 x 3
+      x 8 without); 1: no such tiles.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -384,6 +422,7 @@ class MappingOptions:
     register_tiles: bool = CpuMapping.register_tiles
     k_block: int = CpuMapping.k_block
     reduce_lanes: int = CpuMapping.reduce_lanes
+    tile_depth: int = CpuMapping.tile_depth
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     fold: bool = LoweringOptions.fold

@@ -197,9 +197,11 @@ def _conv_reference(I, W):
 
 
 def test_convolution_tiles_rows_of_an_inner_parallel_loop():
-    """Convolution: the register tile sits below the parallel n and m loops,
-    over output rows h x columns w, accumulating over the c, kh, kw nest."""
-    k = tcdsl.compile(CONV, options=TILE)
+    """Convolution without deep tiles (``tile_depth`` 1, see
+    test_cpu_depth.py for the default): the register tile sits below the
+    parallel n and m loops, over output rows h x columns w, accumulating over
+    the c, kh, kw nest."""
+    k = tcdsl.compile(CONV, options={**TILE, "tile_depth": 1})
     assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
                      r"\s+for r in T\.unroll\(6\):", k.script)
     # the tile's rows are output rows h (below n and m), not images n

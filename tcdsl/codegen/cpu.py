@@ -270,12 +270,67 @@ class ChunkedLoop:
         """A parallel loop between the rows and micro-kernels (an LSTM's gate
         loop ``g`` in ``for b { for g { for k { for j`` ...): it may run
         outside the row tiles, ``for g { tiles over b { for k { for j``,
-        since both loops carry no dependence."""
-        if mark != "par" or row in loop_ids(node) or not unit_stride(node) or not self.in_loop:
-            return False  # (outside sequential loops the rows are many: measured slower there)
+        since both loops carry no dependence.  Outside sequential loops (whose
+        rows are many: measured slower there in general) only when each tile
+        covers several of its iterations (``tile_depth``) and the reads that
+        move with the column move with it, not with the rows (a convolution
+        ``O(n, m, h, w)`` with rows ``m``: each tile loads ``I(n, c, h + kh,
+        w + kw)`` once for all its channels, ``W1(m, c, kh, kw)`` once for all
+        its ``h``), see :meth:`RegisterTiles.shares_columns`."""
+        if mark != "par" or row in loop_ids(node) or not unit_stride(node):
+            return False
+        deep = not self.in_loop
+        if deep and (self.m.tile_depth <= 1 or self.tiles.depth is not None):
+            return False
         name = iterator(node)
         with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # one such loop, not a nest of them
-            return self.has_micro(node.for_get_body(), row, outside=False)   # (a convolution's m, h: see below)
+            if not self.has_micro(node.for_get_body(), row, outside=False):  # (a convolution's m, h: see below)
+                return False
+            return not deep or all(self.tiles.shares_columns(p, row, name)
+                                   for p in self._micro_parts(node.for_get_body(), row))
+
+    def _micro_parts(self, node: isl.AstNode, row: str) -> list:
+        """What :meth:`RegisterTiles.parts` finds in the parts of ``node``
+        (through blocks and conditions)."""
+        node, _ = strip_marks(node)
+        t = node.get_type()
+        if t == NT.block:
+            return [p for x in isl_ast.children(node) for p in self._micro_parts(x, row)]
+        if t == NT.if_:
+            return self._micro_parts(node.if_get_then_node(), row) + (
+                self._micro_parts(node.if_get_else_node(), row) if node.if_has_else_node() else [])
+        found = self.tiles.parts(node, row) if t == NT.for_ else None
+        return [found] if found is not None else []
+
+    def _outside(self, node: isl.AstNode, row: str, lo, n) -> tirx.Stmt:
+        """The loop ``node`` (see :meth:`_outside_rows`) around the row tiles of
+        its body; outside sequential loops in blocks of ``tile_depth``
+        iterations that each tile covers (then the iterations left, one at a
+        time)."""
+        name = iterator(node)
+        init, extent = self.low.loop_range(node)
+        body = node.for_get_body()
+        nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None else 1
+        v = tirx.Var(name, INDEX)
+        if nd <= 1:
+            with self.low.bound({name: init + v}):
+                return tirx.For(v, 0, extent, tirx.ForKind.SERIAL, self.rows(body, row, lo, n))
+        extent = tirx.max(extent, 0)
+        vb = tirx.Var(name + "_d", INDEX)
+        first = init + vb * nd
+        self.tiles.depth = (name, first, nd)
+        try:
+            with self.low.bound({name: first}):
+                full = self.rows(body, row, lo, n)
+        finally:
+            self.tiles.depth = None
+        # the first iteration left, bound once: a division in the tiles' indices cannot be unrolled
+        left = tirx.Var(name + "_left", INDEX)
+        with self.low.bound({name: left + v}):
+            rest = self.rows(body, row, lo, n)
+        return tirx.SeqStmt([tirx.For(vb, 0, tirx.floordiv(extent, nd), tirx.ForKind.SERIAL, full),
+                             tirx.Bind(left, init + tirx.floordiv(extent, nd) * nd),
+                             tirx.For(v, 0, tirx.floormod(extent, nd), tirx.ForKind.SERIAL, rest)])
 
     def rows(self, node: isl.AstNode, row: str, lo: tirx.PrimExpr, n: tirx.PrimExpr,
              inherited: str | None = None) -> tirx.Stmt:
@@ -301,13 +356,9 @@ class ChunkedLoop:
                 out.append(self.tiles.emit(micro, row, lo, n))
             elif bare.get_type() == NT.for_ and self._outside_rows(bare, mark, row):
                 flush()
-                name = iterator(bare)
-                init, extent = self.low.loop_range(bare)
-                v = tirx.Var(name, INDEX)
-                with self.low.bound({name: init + v}):
-                    body = self.rows(bare.for_get_body(), row, lo, n)
-                out.append(tirx.For(v, 0, extent, tirx.ForKind.SERIAL, body))
-            elif bare.get_type() == NT.if_ and row not in isl_ast.ids(bare.if_get_cond()) and self.has_micro(bare, row):
+                out.append(self._outside(bare, row, lo, n))
+            elif bare.get_type() == NT.if_ and not self.tiles._fixed(row) & isl_ast.ids(bare.if_get_cond()) \
+                    and self.has_micro(bare, row):
                 flush()
                 then = self.rows(bare.if_get_then_node(), row, lo, n, mark)
                 other = self.rows(bare.if_get_else_node(), row, lo, n, mark) if bare.if_has_else_node() else None
@@ -319,9 +370,12 @@ class ChunkedLoop:
 
     def _plain(self, parts: list[isl.AstNode], row: str, lo, n) -> tirx.Stmt:
         r = tirx.Var(row + "_r", INDEX)
-        with self.low.bound({row: lo + r}):
+        depth = self.tiles.depth
+        d = tirx.Var("d", INDEX)
+        with self.low.bound({row: lo + r, **({depth[0]: depth[1] + d} if depth else {})}):
             body = seq([self.low.node(p, False, None) for p in parts])
-        return tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
+        loop = tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
+        return tirx.For(d, 0, depth[2], tirx.ForKind.SERIAL, loop) if depth else loop
 
 
 def _outer_loop_dropped(ast: isl.AstNode) -> bool:

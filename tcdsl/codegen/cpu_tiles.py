@@ -27,7 +27,7 @@ from typing import Callable
 import islpy as isl
 from tvm import tirx
 
-from ..options import CpuMapping
+from ..options import DEFAULT_NEST_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
@@ -80,18 +80,27 @@ class RegisterTiles:
     def __init__(self, low, m: CpuMapping):
         self.low = low
         self.m = m
+        # (name, first value, count): the iterations of a parallel loop that
+        # each tile covers besides its rows (``ChunkedLoop._outside`` in
+        # codegen/cpu.py), while the parts of its body are emitted; else None
+        self.depth: tuple[str, tirx.PrimExpr, int] | None = None
+
+    def _fixed(self, row: str) -> set[str]:
+        """Loop variables that a tile's loops may not depend on."""
+        return {row} | ({self.depth[0]} if self.depth else set())
 
     def parts(self, outer: isl.AstNode, row: str):
         """(reduction loops, [(column loop, statement call)]) when ``outer`` is
         ``for k1 { for k2 ... { for j (par) { S } ... } }`` with every ``S``
         fit for a register tile and no dependence between two of them (so the
         ``k`` loops can be split into one nest per statement), else None."""
-        if not self.m.register_tiles or row in loop_ids(outer) or not unit_stride(outer):
+        fixed = self._fixed(row)
+        if not self.m.register_tiles or fixed & loop_ids(outer) or not unit_stride(outer):
             return None
         chain = [outer]
         body, _ = strip_marks(outer.for_get_body())
         while body.get_type() == NT.for_ and not self._column_loop(body):
-            if row in loop_ids(body) or not unit_stride(body):
+            if fixed & loop_ids(body) or not unit_stride(body):
                 return None
             chain.append(body)
             body, _ = strip_marks(body.for_get_body())
@@ -114,7 +123,7 @@ class RegisterTiles:
 
     def _micro_one(self, k_names: set[str], node: isl.AstNode, row: str):
         inner, mark = strip_marks(node)
-        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & ({row} | k_names) \
+        if inner.get_type() != NT.for_ or mark not in ("par", "par_steps") or loop_ids(inner) & (self._fixed(row) | k_names) \
                 or not unit_stride(inner):
             return None
         user, _ = strip_marks(inner.for_get_body())
@@ -144,6 +153,31 @@ class RegisterTiles:
             return None
         return inner, call
 
+    def shares_columns(self, parts, row: str, name: str) -> bool:
+        """The reads of ``parts`` (what :meth:`parts` found) that move with the
+        column do not move with the rows but with the loop ``name``, and each
+        accumulated element moves with ``name`` in an index of its own: the
+        loop may then run outside the row tiles, several of its iterations in
+        each tile (``ChunkedLoop._outside`` in codegen/cpu.py)."""
+        from tvm import sym as arith
+
+        chain, leaves = parts
+        for inner, call in leaves:
+            j = iterator(inner)
+            probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, j, name}}
+            with self.low.bound(probe):
+                _, idx, value, _ = self.low.statement_parts(call)
+            cols = [x for ld in _loads(value) if any(_uses(y, probe[j]) for y in ld.indices) for x in ld.indices]
+            if any(_uses(x, probe[row]) for x in cols) or not any(_uses(x, probe[name]) for x in cols):
+                return False
+            mine = [x for x in idx if _uses(x, probe[name])]
+            if len(mine) != 1 or _uses(mine[0], probe[row]) or _uses(mine[0], probe[j]):
+                return False
+            coeffs = arith.detect_linear_equation(mine[0], [probe[name]])
+            if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value == 0:
+                return False
+        return True
+
     def emit(self, parts, row: str, lo, n) -> tirx.Stmt:
         """The micro-kernels of ``parts`` (what :meth:`parts` found) for rows lo .. lo+n-1."""
         chain, leaves = parts
@@ -164,7 +198,8 @@ class RegisterTiles:
         # step would copy them again for the few rows of a batch (measured on
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
-        packed = self._packable(chain, call, row, j_name) if len(chain) == 1 and not in_loop else []
+        packed = self._packable(chain, call, row, j_name) if not in_loop and not self.depth else []
+        depth = self.depth[2] if self.depth else 1
 
         def columns(pack: bool) -> tirx.Stmt:
             stmts = []
@@ -172,13 +207,22 @@ class RegisterTiles:
             # outside sequential loops also half-width tiles: a 4 x 64 tile
             # leaves 32 columns (a convolution's output rows) to 16-wide ones
             half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
-            for w in dict.fromkeys((m.tile_cols,) + half + (m.vector_width, 1)):
+            # a tile over several iterations of the depth loop: as many accumulators in all
+            main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
+            if depth > 1:
+                half = ()
+            # outside sequential loops also vectors of a half and a quarter of
+            # the width before single columns (a convolution's 28 columns:
+            # 16 + 8 + 4; single columns were most of its time)
+            narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
+                if not in_loop or depth > 1 else ()
+            for w in dict.fromkeys((main,) + half + (m.vector_width,) + narrow + (1,)):
                 count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_w{w}", INDEX)
                 col0 = j_init + start + jt * w
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
                 if pack and w == m.tile_cols:
-                    body = _Panels(self, chain[0], call, row, j_name, col0, w, packed).around(
+                    body = _Panels(self, chain, call, row, j_name, col0, w, packed).around(
                         lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
                 else:
                     body = tile.rows(lo, n, rest=False)
@@ -202,7 +246,7 @@ class RegisterTiles:
             start = tirx.const(0, INDEX)
             vw = m.vector_width
             # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
-            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w <= m.tile_rows * m.tile_cols)[:2]
+            wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
             # narrower vectors before single columns: a single column's sum is
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
@@ -222,17 +266,23 @@ class RegisterTiles:
         # a panel is worth copying when several row tiles read it
         return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
 
-    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, int]]:
+    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, list[int], int]]:
         """The tensors read as a k x columns panel shared by all rows
-        (``B(k, n)`` of a matmul, or ``B(n, k)``): one read of the tensor in
-        the statement, one index moving with the column by 1 and another with
-        k by 1, none with the row.  Their tiles are copied to a contiguous
-        panel before the row tiles use them: rows of a big matrix at a
-        power-of-two stride fall into a few cache sets otherwise, and a
-        transposed operand would be a gather per vector.
-        Returns (tensor, index of its k dimension, index of its column dimension)."""
-        k_name = iterator(chain[0])
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in (row, j_name, k_name)}
+        (``B(k, n)`` of a matmul, or ``B(n, k)``; over several reduction loops
+        ``A(t, b, n)`` of ``dW(i, n) += X(t, b, i) * A(t, b, n)``): one read of
+        the tensor in the statement, one index moving with the column by 1 and
+        one with each reduction loop by 1 (a dimension of its own each), none
+        with the row.  Their tiles are copied to a contiguous panel before the
+        row tiles use them: rows of a big matrix at a power-of-two stride fall
+        into a few cache sets otherwise, and a transposed operand would be a
+        gather per vector.  The inner reduction loops' bounds may not depend
+        on the outer ones' (the panel is a box).
+        Returns (tensor, index of each reduction loop's dimension, index of its column dimension)."""
+        k_names = [iterator(c) for c in chain]
+        for i, c in enumerate(chain[1:]):
+            if loop_ids(c) & set(k_names[:i + 1]):
+                return []
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + k_names}
         with self.low.bound(probe):
             buf, _, value, _ = self.low.statement_parts(call)
         loads: dict[str, list] = {}
@@ -240,18 +290,17 @@ class RegisterTiles:
             loads.setdefault(ld.source.name, []).append(ld)
         out = []
         for name, lds in loads.items():
-            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < 2:
+            if name == buf.name or len(lds) != 1 or len(lds[0].indices) < len(chain) + 1:
                 continue
             idx = list(lds[0].indices)
             if any(_uses(x, probe[row]) for x in idx):
                 continue
-            jdims = [d for d, x in enumerate(idx) if _uses(x, probe[j_name])]
-            kdims = [d for d, x in enumerate(idx) if _uses(x, probe[k_name])]
-            if len(jdims) != 1 or len(kdims) != 1 or jdims == kdims:
+            dims = [[d for d, x in enumerate(idx) if _uses(x, probe[v])] for v in [j_name] + k_names]
+            if any(len(ds) != 1 for ds in dims) or len({ds[0] for ds in dims}) != len(dims):
                 continue
-            if _coefficient(idx[jdims[0]], probe[j_name]) != 1 or _coefficient(idx[kdims[0]], probe[k_name]) != 1:
+            if any(_coefficient(idx[ds[0]], probe[v]) != 1 for ds, v in zip(dims, [j_name] + k_names)):
                 continue
-            out.append((name, kdims[0], jdims[0]))
+            out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
         return out
 
 
@@ -277,6 +326,7 @@ class _Tile(_Column):
         super().__init__(gen, call, row, j_name, col0, w)
         self.chain = chain
         self.zeros = zeros
+        self.depth = gen.depth
 
     def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
         """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
@@ -293,36 +343,47 @@ class _Tile(_Column):
         return tirx.SeqStmt([full, rest])
 
     def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
-        """One register tile: rows r0 .. r0+nr-1 x the tile's columns."""
+        """One register tile: rows r0 .. r0+nr-1 x the tile's columns (x the
+        depth loop's iterations, when there is one)."""
         low, w, row, j_name, col0 = self.low, self.w, self.row, self.j_name, self.col0
         vw = self.m.vector_width if w % self.m.vector_width == 0 else w if w in (2, 4, 8) else 1
         s = low.stmts[isl_ast.statement(self.call)]
-        acc = tirx.decl_buffer((nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc", scope="local")
+        depth_name, depth_first, nd = self.depth if self.depth else (None, None, 1)
+        acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
+                               scope="local")
 
         def lanes(body_of: Callable) -> tirx.Stmt:
-            """for r (unrolled) for u (unrolled) for v (vectorized): body_of(r, col)"""
+            """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
-            body = body_of(r, u * vw + v)
+            d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
+            body = body_of(d, r, u * vw + v)
             inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
-            return tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            nest = tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            return tirx.For(d, 0, nd, tirx.ForKind.UNROLLED, nest) if nd > 1 else nest
 
-        def element(r, c):
-            with low.bound({**self.zeros, row: r0 + r, j_name: col0 + c}):
+        def at(d, r, extra=None):
+            out = {row: r0 + r, **(extra or {})}
+            if depth_name is not None:
+                out[depth_name] = depth_first + d
+            return out
+
+        def element(d, r, c):
+            with low.bound({**self.zeros, **at(d, r, {j_name: col0 + c})}):
                 buf, idx, _, _ = low.statement_parts(self.call)
             return buf, idx
 
-        def load(r, c):
-            buf, idx = element(r, c)
-            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [r, c])
+        def load(d, r, c):
+            buf, idx = element(d, r, c)
+            return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [d * nr + r, c])
 
-        def store(r, c):
-            buf, idx = element(r, c)
-            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [r, c]), idx)
+        def store(d, r, c):
+            buf, idx = element(d, r, c)
+            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [d * nr + r, c]), idx)
 
-        def update(r, c):
-            with low.bound({row: r0 + r, j_name: col0 + c}):
+        def update(d, r, c):
+            with low.bound(at(d, r, {j_name: col0 + c})):
                 _, _, value, combine = low.statement_parts(self.call)
-            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, c]), value), [r, c])
+            return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [d * nr + r, c]), value), [d * nr + r, c])
 
         nest = self._nest(0, lambda: lanes(update), ks)
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
@@ -350,72 +411,106 @@ class _Panels(_Column):
     """Copies of the panels of :meth:`RegisterTiles._packable` for one column
     tile, and the statement reading them instead of the tensors.
 
-    The reduction loop is cut into blocks of ``k_block`` steps, outside the
-    row tiles: for each block, its ``k_block x w`` panel is copied (it stays
-    in L1 while all row tiles use it), then every row tile loads its
-    accumulators, adds the block's steps and stores them.  Each element still
-    sums ``k`` in order, so the results do not depend on the block size."""
+    The outer reduction loop is cut into blocks of ``k_block`` steps (over
+    several reduction loops: of as many of its steps as make ``k_block``
+    steps of the whole nest, at least one), outside the row tiles: for each
+    block, its panel (the block's steps of the nest x ``w`` columns, in the
+    nest's order) is copied (it stays in L1 while all row tiles use it), then
+    every row tile loads its accumulators, adds the block's steps and stores
+    them.  Each element still sums the reduction in order, so the results do
+    not depend on the block size."""
 
-    def __init__(self, gen: RegisterTiles, k_loop, call, row: str, j_name: str, col0, w: int, packed):
+    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, packed):
         super().__init__(gen, call, row, j_name, col0, w)
-        self.k_loop = k_loop
+        self.chain = chain
         self.packed = packed
 
     def around(self, make: Callable) -> tirx.Stmt:
         """The panels' copies around ``make((first, count))``, the row tiles for
-        ``count`` steps of the reduction loop from its ``first``-th."""
+        ``count`` steps of the outer reduction loop from its ``first``-th."""
         low, w = self.low, self.w
-        kc = self.m.k_block
-        k_name = iterator(self.k_loop)
-        k_init, k_ext = low.loop_range(self.k_loop)
+        names = [iterator(c) for c in self.chain]
+        k_name = names[0]
+        ranges = [low.loop_range(c) for c in self.chain]
+        k_init, k_ext = ranges[0]
         k_ext = tirx.max(k_ext, 0)
+        inner_ext = [tirx.max(e, 0) for _, e in ranges[1:]]
+        inner = tirx.const(1, INDEX)  # steps of the inner loops per step of the outer one
+        for e in inner_ext:
+            inner = inner * e
+        # k_block 0: one block, the whole loop (over a nest: blocks of DEFAULT_NEST_K_BLOCK steps)
+        kc = self.m.k_block or (DEFAULT_NEST_K_BLOCK if len(self.chain) > 1 else 0)
+        blocked = bool(kc)
+        head = []
+        if blocked and len(self.chain) > 1:  # steps of the outer loop per block, bound once
+            steps_per_block = tirx.max(tirx.floordiv(tirx.const(kc, INDEX), tirx.max(inner, 1)), 1)
+            kc = tirx.Var(k_name + "_kc", INDEX)
+            head.append(tirx.Bind(kc, steps_per_block))
         vw = self.m.vector_width
         kb = tirx.Var(k_name + "_kb", INDEX)
         kn = tirx.Var(k_name + "_kn", INDEX)  # steps in this block
-        k0 = kb * kc if kc else tirx.const(0, INDEX)  # k_block 0: one block, the whole loop
+        k0 = kb * kc if blocked else tirx.const(0, INDEX)
         q = tirx.Var(k_name + "_q", INDEX)  # the step in the block
         k = tirx.Var(k_name + "_pk", INDEX)  # the step, k0 + q
+        ks = [tirx.Var(x + "_pk", INDEX) for x in names[1:]]  # the inner loops' steps
         u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
+        steps = {k_name: from_zero(k_init, k), **{x: from_zero(r[0], kv) for x, r, kv in zip(names[1:], ranges[1:], ks)}}
         # the tensors' reads at (k, column): rows do not matter (bound to any value)
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v,
-                        k_name: from_zero(k_init, k)}):
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, **steps}):
             _, _, value, _ = low.statement_parts(self.call)
         reads = {ld.source.name: ld for ld in _loads(value)}
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, k_name: k_init + k0}):
+        firsts = {k_name: k_init + k0, **{x: r[0] for x, r in zip(names[1:], ranges[1:])}}
+        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, **firsts}):
             _, _, first, _ = low.statement_parts(self.call)
         origin = {ld.source.name: ld for ld in _loads(first)}
-        head, decls, fills, views = [], [], [], {}
-        for name, kdim, jdim in self.packed:
+        # the panel's stride of each reduction loop: the inner loops' steps x w
+        strides = []
+        stride = tirx.const(w, INDEX)
+        for e in reversed(inner_ext):
+            strides.insert(0, stride)
+            stride = stride * e
+        strides.insert(0, stride)  # the outer loop's: inner * w
+        step = k
+        for kv, e in zip(ks, inner_ext):
+            step = step * e + kv
+        decls, fills, views = [], [], {}
+        for name, kdims, jdim in self.packed:
             src = reads[name]
             tensor = low.gen.sig.buffers[name]
-            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if kc else k_ext) * w,), tensor.dtype,
+            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if blocked else k_ext) * inner * w,), tensor.dtype,
                                      name=name + "_block")
             head.append(tirx.AllocBuffer(block))
-            # the block seen as the whole k_ext x w panel: step k at k * w
-            panel = tirx.decl_buffer((k_ext * w,), tensor.dtype, name=name + "_panel", data=block.data,
-                                     elem_offset=-(k0 * w))
+            # the block seen as the whole panel: step (k, inner steps) at its number in the nest * w
+            panel = tirx.decl_buffer((k_ext * inner * w,), tensor.dtype, name=name + "_panel", data=block.data,
+                                     elem_offset=-(k0 * inner * w))
             decls.append(tirx.DeclBuffer(panel, data=block.data))
-            fills.append(tirx.BufferStore(panel, src, [k * w + u * vw + v]))
+            fills.append(tirx.BufferStore(panel, src, [step * w + u * vw + v]))
             # the tensor seen through the panel: element (.., k-index, .., col) at
-            # (k-index - its value at the block's first k) * w + (col - col0)
+            # the sum of (k-index - its value at the block's first step) x the
+            # loop's stride, + (col - col0)
             rank = len(src.indices)
-            strides = [w if d == kdim else 1 if d == jdim else 0 for d in range(rank)]
+            by_dim = dict(zip(kdims, strides))
+            view_strides = [by_dim.get(d, 1 if d == jdim else 0) for d in range(rank)]
             o = origin[name].indices
-            offset = -(o[kdim] * w + o[jdim])
+            offset = -o[jdim]
+            for d, st in by_dim.items():
+                offset = offset - o[d] * st
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
-                                    strides=strides, elem_offset=offset)
+                                    strides=view_strides, elem_offset=offset)
             decls.append(tirx.DeclBuffer(view, data=block.data))
             views[name] = view
-        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), tirx.For(
-            u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))]))
+        copy = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))
+        for kv, e in reversed(list(zip(ks, inner_ext))):
+            copy = tirx.For(kv, 0, e, tirx.ForKind.SERIAL, copy)
+        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), copy]))
         saved = low.buffer_override
         low.buffer_override = {**saved, **views}
         try:
             body = make((k0, kn))
         finally:
             low.buffer_override = saved
-        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if kc else k_ext)] + decls + [fill, body])
-        if kc:
+        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if blocked else k_ext)] + decls + [fill, body])
+        if blocked:
             block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
         return tirx.SeqStmt(head + [block])
 

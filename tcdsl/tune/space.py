@@ -65,6 +65,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "chunk_rows": (8, 16, 32, 64, 128, 256, 512, 1024),
         "k_block": (0, 32, 64, 128, 256),
         "reduce_lanes": (0, 8, 16, 32),
+        "tile_depth": (0, 1, 2, 3, 6),
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
@@ -127,7 +128,7 @@ class Space:
         points making the same code are measured once."""
         p = dict(point)
         if self.target_kind == "llvm" and p.get("register_tiles") is False:
-            for name in ("tile_rows", "tile_cols", "k_block"):
+            for name in ("tile_rows", "tile_cols", "k_block", "tile_depth"):
                 p[name] = self._by_name[name].default
         return p
 

@@ -1,0 +1,153 @@
+"""Deep register tiles on the CPU (tcdsl/codegen/cpu.py, ``ChunkedLoop._outside``;
+the ``tile_depth`` option): a parallel loop between the rows and a reduction
+whose column reads move with it and not with the rows (a convolution's
+output row ``h`` below its channel rows ``m``) runs outside the row tiles,
+``tile_depth`` of its iterations in each tile; and the columns left after
+the full tiles run in vectors of half and a quarter of the width before
+single columns.  Each structural check comes with a NumPy check, at odd
+sizes (tails of rows, depth and columns), symbolic and specialized."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from helpers import rand
+
+CONV = ("def conv(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) "
+        "{ O(n,m,h,w) +=! I(n,c,h+kh,w+kw) * Wt(m,c,kh,kw) }")
+BMM = "def bmm(float(B,M,K) X, float(B,K,N) Y) -> (Z) { Z(b,m,n) +=! X(b,m,k) * Y(b,k,n) }"
+# fixed here: the defaults depend on the host
+DEEP = {"tile_rows": 4, "tile_cols": 32, "vector_width": 8, "tile_depth": 4}
+
+
+def _conv_reference(I, W):
+    N, C, H, Wd = I.shape
+    M, _, KH, KW = W.shape
+    out = np.zeros((N, M, H - KH + 1, Wd - KW + 1))
+    for kh in range(KH):
+        for kw in range(KW):
+            out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
+    return out
+
+
+# (input, weights): output rows (h) not a multiple of the depth, channels (m)
+# not a multiple of the tile's rows, columns (w) that leave vectors of 8, 4 and
+# single columns, and sizes below one tile
+SHAPES = [((2, 3, 11, 40), (7, 3, 3, 3)), ((1, 2, 6, 33), (5, 2, 2, 3)), ((3, 2, 9, 9), (4, 2, 3, 3)),
+          ((1, 1, 1, 1), (1, 1, 1, 1)), ((2, 5, 14, 14), (9, 5, 3, 1)), ((1, 4, 3, 20), (3, 4, 1, 5))]
+
+
+def _check_conv(k, shapes=SHAPES, seed=0):
+    rng = np.random.default_rng(seed)
+    for ishape, wshape in shapes:
+        I, W = rand(rng, *ishape), rand(rng, *wshape)
+        np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
+
+
+def test_convolution_tiles_channels_times_output_rows():
+    """Rows are the output channels m, each tile covers 4 output rows h
+    (4 x 4 accumulator rows of 8 columns: 32 / 4), h runs in blocks of 4
+    outside the tiles, then one row at a time; the inputs' vectors do not
+    move with m, the weights' scalars not with h."""
+    k = tcdsl.compile(CONV, options=DEEP)
+    s = k.script
+    assert "acc = T.alloc_local((16, 8))" in s
+    assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s)
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
+                     r"\s+for d in T\.unroll\(4\):\s+for r in T\.unroll\(4\):", s)
+    assert re.search(r"I_1\[c0, c\d_k, c\d_d \* 4 \+ d \+ c\d_k, ", s)
+    assert re.search(r"Wt\[c\d_b \* 4 \+ r, c\d_k, c\d_k, c\d_k\]", s)
+    # the h left after the blocks of 4, one at a time
+    assert re.search(r"for c\d(, c\d_r)? in (range|T\.grid)\(T\.max\(H - KH \+ 1, 0\) % 4", s)
+    _check_conv(k)
+
+
+def test_convolution_specialized():
+    k = tcdsl.compile(CONV, options=DEEP, specialize="before-scheduling")
+    _check_conv(k, SHAPES[:3], seed=1)
+    k = tcdsl.compile(CONV, sizes={"C": 64, "H": 30, "W": 30, "M": 64, "KH": 3, "KW": 3})
+    assert "for d in T.unroll(" in k.script
+    rng = np.random.default_rng(2)
+    I, W = rand(rng, 2, 64, 30, 30), rand(rng, 64, 64, 3, 3)
+    np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("depth", [2, 3])
+def test_other_depths(depth):
+    k = tcdsl.compile(CONV, options={**DEEP, "tile_depth": depth})
+    assert f"for d in T.unroll({depth}):" in k.script
+    assert f"// {depth}):" in k.script
+    _check_conv(k, seed=depth)
+
+
+def test_depth_one_keeps_output_rows_as_tile_rows():
+    k = tcdsl.compile(CONV, options={**DEEP, "tile_depth": 1})
+    assert "for d in T.unroll(" not in k.script
+    assert re.search(r"I_1\[c0, c\d_k, c\d_b \* 4 \+ r \+ c\d_k, ", k.script)
+    _check_conv(k, SHAPES[:2], seed=3)
+
+
+def test_narrow_vectors_before_single_columns():
+    """40 - 3 + 1 = 38 output columns: 4 vectors of 8, then 4, then 2 single
+    columns (in tiles of 8, 4 and 1 columns)."""
+    k = tcdsl.compile(CONV, options=DEEP)
+    for w in (8, 4, 1):
+        assert re.search(rf"for c\d_w{w}, c\d_b in T\.grid\(", k.script), w
+    assert "T.vectorized(4)" in k.script
+
+
+def test_batch_matmul_keeps_its_rows():
+    """In a batch matmul the column reads Y(b, k, n) move with the batch b:
+    rows stay m below b, no deep tiles."""
+    k = tcdsl.compile(BMM, options=DEEP)
+    assert "for d in T.unroll(" not in k.script
+    rng = np.random.default_rng(4)
+    for b, m, kk, n in [(3, 7, 5, 37), (1, 1, 1, 1), (2, 9, 17, 30)]:
+        X, Y = rand(rng, b, m, kk), rand(rng, b, kk, n)
+        np.testing.assert_allclose(k(X, Y), np.einsum("bmk,bkn->bmn", X.astype(np.float64), Y), rtol=1e-5, atol=1e-5)
+
+
+def test_depth_inside_a_sequential_loop_is_not_used():
+    """Inside a sequential loop the gate loop of an LSTM-like kernel runs outside
+    the tiles one iteration at a time, whatever ``tile_depth`` says."""
+    src = """def g(float(T,B,K) x, float(G,K,J) Wx) -> (y) {
+      for t in T { y(t,g,b,j) +=! x(t,b,k) * Wx(g,k,j) }
+    }"""
+    k = tcdsl.compile(src, options={**DEEP, "hoist": False})
+    assert "for d in T.unroll(" not in k.script
+    rng = np.random.default_rng(5)
+    x, W = rand(rng, 3, 5, 6), rand(rng, 4, 6, 19)
+    np.testing.assert_allclose(k(x, W), np.einsum("tbk,gkj->tgbj", x.astype(np.float64), W), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_bad_tile_depth(bad):
+    with pytest.raises(tcdsl.TcError, match="tile_depth"):
+        tcdsl.compile(CONV, options={"tile_depth": bad})
+
+
+def test_too_deep_a_tile():
+    with pytest.raises(tcdsl.TcError, match="depth 8 x 4 rows x 16 columns is too large"):
+        tcdsl.compile(CONV, options={"tile_rows": 4, "tile_cols": 64, "vector_width": 16, "tile_depth": 8})
+
+
+def test_parts_after_the_tiles_and_a_strided_convolution():
+    """A bias added after the reduction (a plain part, run for each of the
+    tile's output rows), and a stride of 2 in ``h`` (the accumulated element
+    still moves with ``h`` alone)."""
+    src = """def convb(float(N,C,H,W) I, float(M,C,KH,KW) Wt, float(M) bias) -> (O) {
+      O(n, m, h, w) +=! I(n, c, 2 * h + kh, w + kw) * Wt(m, c, kh, kw) where h in 0:(H - KH) / 2 + 1
+      O(n, m, h, w) = O(n, m, h, w) + bias(m)
+    }"""
+    k = tcdsl.compile(src, options=DEEP)
+    assert "for d in T.unroll(4):" in k.script
+    rng = np.random.default_rng(8)
+    for ishape, wshape in [((2, 3, 19, 23), (6, 3, 3, 3)), ((1, 2, 9, 40), (5, 2, 1, 2))]:
+        I, W, b = rand(rng, *ishape), rand(rng, *wshape), rand(rng, wshape[0])
+        KH = wshape[2]
+        full = _conv_reference(I.astype(np.float64), W)
+        want = full[:, :, ::2][:, :, :(ishape[2] - KH) // 2 + 1] + b[None, :, None, None]
+        np.testing.assert_allclose(k(I, W, b), want, rtol=1e-5, atol=1e-5)
