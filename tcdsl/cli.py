@@ -50,7 +50,7 @@ def _parse_sizes(text: str | None) -> dict[str, int]:
 
 def _parse_options(text: str | None) -> dict:
     """``--options``: a JSON object, or NAME=VALUE[,NAME=VALUE...] where a value
-    is an integer, true/false or none (see tcdsl.MappingOptions)."""
+    is an integer, true/false or a word (fusion=outer, flatten=none; see tcdsl.MappingOptions)."""
     if not text:
         return {}
     import json
@@ -71,12 +71,10 @@ def _parse_options(text: str | None) -> dict:
         low = value.lower()
         if low in ("true", "false"):
             out[name] = low == "true"
-        elif low == "none":
-            out[name] = None
         elif value.lstrip("-").isdigit():
             out[name] = int(value)
         else:
-            raise TcError(f"--options: {name}: expected an integer, true, false or none, got '{value}'")
+            out[name] = value  # a word (fusion=outer): the options' own check names the valid choices
     return out
 
 

@@ -216,7 +216,7 @@ def _cuda_threads(key: str, v: Any) -> int:
 
 
 def _flatten(key: str, v: Any) -> int | None:
-    return None if v is None else _int(1)(key, v)
+    return None if v is None or v == "none" else _int(1)(key, v)  # "none": the CLI's word for None
 
 
 def _fusion(key: str, v: Any) -> str:

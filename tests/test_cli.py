@@ -218,7 +218,9 @@ def test_run_checked(capsys, write):
     (("check", "{missing}"), "error: {missing}: No such file or directory"),
     (("compile", "{two}", "--entry", "matmul", "--options", "tile_rows"), "error: --options: expected NAME=VALUE"),
     (("compile", "{two}", "--entry", "matmul", "--options", "tile_rows=big"),
-     "error: --options: tile_rows: expected an integer, true, false or none, got 'big'"),
+     "error: options: 'tile_rows' must be a positive integer, got 'big'"),
+    (("compile", "{two}", "--entry", "matmul", "--options", "fusion=outr"),
+     "error: options: 'fusion' must be one of 'auto', 'isl', 'outer', 'none', got 'outr'"),
     (("compile", "{two}", "--entry", "matmul", "--options", "{{bad"), "error: --options: not a JSON object"),
     (("compile", "{two}", "--entry", "matmul", "--options", "tile_cols=12,vector_width=8"),
      "error: options: 'tile_cols' (12) must be a multiple of 'vector_width' (8)"),
@@ -228,6 +230,19 @@ def test_user_errors_exit_1_without_traceback(capsys, write, tmp_path, argv, pre
              "two": write(TWO_DEFS, "two.tc"), "missing": str(tmp_path / "missing.tc")}
     rc, out, err = run_cli(capsys, *(a.format(**paths) for a in argv))
     assert_user_error(rc, out, err, prefix.format(**paths))
+
+
+def test_options_take_words(capsys, write):
+    """``--options fusion=outer`` (a word, not only numbers and booleans) reaches the schedule: the kernel
+    differs from the default's, and equals the one of the JSON form."""
+    path = write("def f(float(N,M) A) -> (B, C) {\n  B(i, j) = A(i, j) * 2\n  C(i, j) = B(i, j) + A(i, j)\n}\n")
+    outs = []
+    for opts in (None, "fusion=none", '{"fusion": "none"}'):
+        rc, out, err = run_cli(capsys, "compile", path, *(("--options", opts) if opts else ()))
+        assert rc == 0, err
+        outs.append(out)
+    assert outs[1] == outs[2] and outs[1] != outs[0]
+    assert outs[1].count("T.parallel") == 2 and outs[0].count("T.parallel") == 1
 
 
 def test_console_script(write):
