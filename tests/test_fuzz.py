@@ -262,7 +262,8 @@ class _Gen:
             elif exact:
                 # a variable of that size not used yet, else one used already
                 # (the must variable may have taken the only one)
-                idx.append(next((v for v in cands if v not in idx), None) or self.pick(cands))
+                # (none of that size in scope: a constant index)
+                idx.append(next((v for v in cands if v not in idx), None) or (self.pick(cands) if cands else "0"))
             elif cands and (not t.exact or d == "T" or not self.chance(0.15)):
                 idx.append(self.pick(cands))
             else:
@@ -621,6 +622,21 @@ def test_vectorized_loop_with_negative_extent_writes_nothing():
         k(x, np.ones(1, np.float32), out=out)
         assert (big[:32] == 7).all() and (big[32 + M * N:] == 7).all(), (M, N)
         np.testing.assert_array_equal(out, evaluate(k.frontend.source.text, [x, np.ones(1, np.float32)]))
+
+
+def test_vector_reduction_of_nested_formulas_builds():
+    # TVM's vectorizer failed ("Let cannot bind the same var to two different values") on the
+    # vector reduction of `tanh(sigmoid(c)) * 0.5` with a loop-invariant c: the kernel is now
+    # built with scalar loops instead of not at all
+    src = ("def fuzz(float(N, N, N) X0) -> (T2) {\n"
+           "  T2(l, j, i) +=! ((X0(i, j, l)) + (X0(k, 0, 0))) + ((tanh(sigmoid(X0(0, 0, 0))) * 0.5))\n}")
+    rng = np.random.default_rng(1)
+    for mode in MODES:
+        k = tcdsl.compile(src, specialize=mode)
+        for N in (1, 3, 17):
+            x = rng.standard_normal((N, N, N)).astype(np.float32)
+            want = (np.transpose(x, (2, 1, 0)) + x[:, 0, 0].sum() / N + np.tanh(1 / (1 + np.exp(-x[0, 0, 0]))) * 0.5) * N
+            np.testing.assert_allclose(k(x), want, rtol=1e-5, atol=1e-5)
 
 
 def test_loops_starting_below_zero():

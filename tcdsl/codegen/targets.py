@@ -61,9 +61,21 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
     # LLVM codegen is not re-entrant across threads in every build.  TIR's
     # common subexpression elimination is left to LLVM (its CSE), which is
     # cheaper on the unrolled register tiles.
-    with _build_lock, tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES,
-                                                config={"tirx.disable_cse_tir": True}):
-        return tvm.compile(mod, target=target)
+    config = {"tirx.disable_cse_tir": True}
+    with _build_lock:
+        try:
+            with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES, config=config):
+                return tvm.compile(mod, target=target)
+        except tvm.error.InternalError as e:
+            # TVM's vectorizer rejects some nests of formulas' ``Let`` bindings
+            # (``tanh(sigmoid(x)) * 0.5`` of a loop-invariant ``x`` in a vector
+            # reduction); the kernel is then built with scalar loops rather than
+            # not at all.
+            if "Let cannot bind the same var" not in str(e):
+                raise
+            with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES,
+                                           config={**config, "tirx.disable_vectorize": True}):
+                return tvm.compile(mod, target=target)
 
 
 def export(executable, path: str) -> None:
