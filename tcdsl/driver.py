@@ -112,9 +112,45 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     rewritten, serial = program, frozenset()
     if hoist:
         rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model)
+    pads = frozenset()
+    if options.pad:
+        rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
     if options.transpose:
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
+    for k in model.kernels():  # a padded copy in a nest of its own, not fused into the reduction's loops
+        if pads & {s.info.comp.span for s in k.stmts}:
+            k.serialize = True
     return Frontend(source, program, checked, ranges, model)
+
+
+def _padded(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program reading zero-padded copies of the inputs it reads under a
+    padding select (polyhedral/pad.py), checked and inferred again, and the
+    copies' spans; the original when there are none, or when the rewritten
+    program fails a check (a safety net, not an expected outcome)."""
+    import warnings
+
+    from .polyhedral import pad
+
+    try:
+        plan = pad.plan(model)
+        if not plan:
+            return program, checked, ranges, model, frozenset()
+        new_def = pad.rewrite(select_def(program, entry), plan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the original program's warnings were given
+            new_checked = check(n.Program((new_def,)), new_def.name)
+            new_ranges = infer_ranges(new_checked, ranges.ctx)
+            new_model = build_model(new_ranges)
+    except (TcError, InternalError, isl.Error) as e:
+        _dump("padded", lambda: f"not padded: {type(e).__name__}: {e}")
+        return program, checked, ranges, model, frozenset()
+    new_ranges.size_guards = ranges.size_guards
+    serial = {s.info.comp.span for k in model.kernels() if k.serialize for s in k.stmts}
+    for k in new_model.kernels():  # the hoisted statements' kernels stay serialized
+        k.serialize = bool(serial & {s.info.comp.span for s in k.stmts})
+    _dump("padded", lambda: to_sexpr(new_checked.node))
+    return n.Program((new_def,)), new_checked, new_ranges, new_model, frozenset(plan.spans)
 
 
 def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,

@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, transpose   (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad   (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -71,11 +71,14 @@ class FrontendOptions:
     (``strict_bounds``) instead of warnings; loop-invariant statements are
     hoisted out of sequential loops (``hoist``, polyhedral/hoist.py); inputs
     read across their contiguous dimension are read from a transposed copy
-    (``transpose``, polyhedral/layout.py)."""
+    (``transpose``, polyhedral/layout.py); inputs read under a select that
+    pads them with zeros are read from a zero-padded copy (``pad``,
+    polyhedral/pad.py)."""
 
     strict_bounds: bool = False
     hoist: bool = True
     transpose: bool = True
+    pad: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -233,7 +236,8 @@ def _payback(key: str, v: Any) -> float:
 
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool), "fusion": ("schedule", _fusion),
+    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool),
+    "pad": ("frontend", _bool), "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
@@ -391,6 +395,11 @@ class MappingOptions:
     * ``transpose``: read an input that a statement reads across its
       contiguous dimension (``Whh(j, k)`` for ``a(b, j)``) from a transposed
       copy made once per call (polyhedral/layout.py).
+    * ``pad``: read an input that a reduction reads under a select giving 0
+      outside its extents (a convolution's padding, ``(t + k - 2 >= 0 && t +
+      k - 2 < L ? x(b, c, t + k - 2) : 0)``) from a zero-padded copy made once
+      per call, so that no select is left in the reduction
+      (polyhedral/pad.py).
     * ``fold``: keep a temporary indexed by a sequential loop's variable in
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
@@ -425,6 +434,7 @@ class MappingOptions:
     tile_depth: int = CpuMapping.tile_depth
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
+    pad: bool = FrontendOptions.pad
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     split_selects: bool = ScheduleOptions.split_selects

@@ -1,0 +1,201 @@
+"""Zero-padded copies of inputs read under a bounds select.
+
+Users write a convolution's padding as a select that reads zero outside
+the input::
+
+    y(b, o, t) +=! (t + k - 2 >= 0 && t + k - 2 < L ? x(b, c, t + k - 2) : 0) * w(o, c, k)
+
+The select's condition cuts the reduction's domain into an interior and
+boundary pieces (polyhedral/split.py): the interior runs in register tiles,
+but each boundary piece is a scalar nest with a few iterations along ``t``
+and the whole ``o x k x c`` reduction around them -- in a 1-D convolution
+a large share of the time.  A compiler for people who write ``F.pad`` first
+does the same: ``plan(model)`` finds each such read -- a select ``c ? X(idx)
+: 0`` of an input ``X`` (a parameter of the ``def``, never written) whose
+condition ``c`` holds exactly where every index is inside ``X``'s extents,
+over the statement's whole domain (isl decides, whatever the condition's
+form), in a reduction outside sequential loops (each element of ``X`` is
+read many times) -- and ``rewrite(def, plan)`` adds at the top of the
+``def`` one copy per input and padding::
+
+    x_pad(d0, d1, d2) = (d2 - 2 >= 0 && d2 - 2 < L ? x(d0, d1, d2 - 2) : 0) where d2 in 0:L + 4
+
+and reads ``x_pad(b, c, t + k - 2 + 2)`` instead: no select is left in the
+reduction, which then runs in register tiles over its whole domain.  The
+padding on each side is how far the index goes below 0 and past the extent
+over the domain (isl's minimum and maximum, affine in the sizes: ``K - 1``
+for a causal convolution); a padding that is not one affine expression of
+the sizes leaves the read as written.  The copy costs one pass over ``X``.
+
+The rewritten ``def`` is checked and inferred again (driver.py).
+``options={"pad": False}`` leaves programs as written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import islpy as isl
+
+from ..sema.affine import NotAffine, isl_name, params_prefix, pwaff_to_expr, read_pwaff, to_isl
+from ..syntax import nodes as n
+from ..syntax.parse import parse
+from ..syntax.printer import expr_to_tc
+from .layout import _fresh, _names
+from .model import Model
+
+
+@dataclass
+class Plan:
+    """Select span -> (copy's name, low padding of each dimension as TC text)."""
+
+    reads: dict = field(default_factory=dict)
+    copies: dict = field(default_factory=dict)  # (input, low, high) -> (copy's name, span of its first read)
+    extents: dict = field(default_factory=dict)  # input -> its extents as TC text
+
+    def __bool__(self) -> bool:
+        return bool(self.reads)
+
+    @property
+    def spans(self) -> set:
+        return {span for _, span in self.copies.values()}
+
+
+def plan(model: Model) -> Plan:
+    checked = model.ranges.checked
+    d = checked.node
+    inputs = set(checked.inputs)
+    written = {c.tensor for c in n.walk(d) if isinstance(c, n.Comprehension)}
+    taken = _names(d) | set(checked.tensors) | set(checked.sizes)
+    out = Plan()
+    for k in model.kernels():
+        if k.loops:
+            continue  # inside a sequential loop the copy would be made at every step
+        for s in k.stmts:
+            comp = s.info.comp
+            if s.is_init or not comp.reduction_vars:
+                continue
+            for sel in n.walk(comp.rhs):
+                if not (isinstance(sel, n.Select) and isinstance(sel.then, n.Access) and _zero(sel.other)
+                        and sel.then.tensor in inputs and sel.then.tensor not in written and sel.span is not None):
+                    continue
+                pads = _padding(model, s, sel.cond, sel.then)
+                if pads is None:
+                    continue
+                low, high = pads
+                x = sel.then.tensor
+                if not any(v != "0" for v in low + high):
+                    continue
+                out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
+                key = (x, low, high)
+                if key not in out.copies:
+                    out.copies[key] = (_fresh(f"{x}_pad", taken), sel.span)
+                out.reads[sel.span] = (out.copies[key][0], low)
+    return out
+
+
+def _zero(e: n.Expr) -> bool:
+    return isinstance(e, n.Const) and e.value == 0
+
+
+def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(low, high) padding of each dimension of ``read``'s tensor as TC text,
+    when ``cond`` holds exactly where ``read`` is inside the tensor over the
+    statement's domain; else None."""
+    dom = s.domain.reset_tuple_id()
+    ctx = dom.get_ctx()
+    params = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))]
+    dims = list(s.dims)
+    if [isl_name(v) for v in dims] != [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]:
+        return None
+    extents = model.ranges.extent_exprs(read.tensor)
+    try:
+        holds = isl.Set.read_from_str(ctx, params_prefix(params) + "{ [" + ", ".join(map(isl_name, dims)) + "] : "
+                                      + to_isl(cond) + " }")
+        idx = [read_pwaff(ctx, params, dims, e).intersect_domain(dom) for e in read.indices]
+        ext = [read_pwaff(ctx, params, dims, e) for e in extents]
+    except (NotAffine, isl.Error):
+        return None
+    inside = dom
+    for i, e in zip(idx, ext):
+        inside = inside & i.ge_set(_zero_pa(i)) & i.lt_set(e)
+    if not (holds & dom).is_equal(inside):
+        return None
+    context = _context(dom)
+    low, high = [], []
+    for i, extent in zip(idx, extents):
+        image = isl.Map.from_pw_aff(i).range()
+        lo = image.dim_min(0)
+        hi = image.dim_max(0)
+        zero = _zero_pa(lo)
+        e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+        below = zero.sub(lo).max(zero).gist(context).coalesce()
+        above = hi.sub(e_params).add(_one_pa(hi)).max(zero).gist(context).coalesce()
+        texts = []
+        for pa in (below, above):
+            if pa.n_piece() != 1:
+                return None
+            texts.append(expr_to_tc(pwaff_to_expr(pa)))
+        low.append(texts[0])
+        high.append(texts[1])
+    return tuple(low), tuple(high)
+
+
+def _zero_pa(pa: isl.PwAff) -> isl.PwAff:
+    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space())))
+
+
+def _one_pa(pa: isl.PwAff) -> isl.PwAff:
+    aff = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
+    return isl.PwAff.from_aff(aff.set_constant_val(isl.Val.one(pa.get_ctx())))
+
+
+def _context(dom: isl.Set) -> isl.Set:
+    """The sizes where the statement runs (its domain is not empty)."""
+    return dom.params()
+
+
+def rewrite(d: n.Def, p: Plan) -> n.Def:
+    """``d`` (as parsed) reading the padded copies of ``p``, which it computes first."""
+    taken = _names(d)
+
+    def fn(node):
+        if isinstance(node, n.Select) and node.span in p.reads:
+            name, low = p.reads[node.span]
+            args = tuple(a if lo == "0" else n.Binary("+", a, _expr(lo, node.span), span=node.span)
+                         for a, lo in zip(node.then.args, low))
+            return n.Call(name, args, span=node.span)
+        return n.map_children(node, fn)
+
+    body = tuple(fn(s) for s in d.body)
+    copies = []
+    for (tensor, low, high), (name, span) in p.copies.items():
+        ext = p.extents[tensor]
+        vars_ = [_fresh(f"d{k}", taken) for k in range(len(low))]
+        conds, args, wheres = [], [], []
+        for v, lo, hi, e in zip(vars_, low, high, ext):
+            if lo == "0" and hi == "0":
+                args.append(v)
+                continue
+            shifted = v if lo == "0" else f"({v} - ({lo}))"
+            args.append(shifted)
+            conds += [f"{shifted} >= 0", f"{shifted} < ({e})"]
+            wheres.append(f"{v} in 0:({e}) + ({lo}) + ({hi})")
+        text = (f"{name}({', '.join(vars_)}) = ({' && '.join(conds)}) ? {tensor}({', '.join(args)}) : 0"
+                + (" where " + ", ".join(wheres) if wheres else ""))
+        copies.append(_respan(_statement(text), span))
+    return replace(d, body=tuple(copies) + body)
+
+
+def _statement(text: str) -> n.Comprehension:
+    return parse(f"def pad() -> (out) {{\n  {text}\n}}").defs[0].body[0]
+
+
+def _expr(text: str, span) -> n.Expr:
+    return _respan(_statement(f"out(i) = {text}").rhs, span)
+
+
+def _respan(node, span):
+    """``node`` with every span set to ``span`` (the read it pads): messages
+    about the copy point at the program's own text."""
+    node = n.map_children(node, lambda c: _respan(c, span))
+    return replace(node, span=span)
