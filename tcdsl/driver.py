@@ -1,6 +1,6 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> transpose -> hoist
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
