@@ -146,3 +146,22 @@ def test_before_scheduling_keeps_the_symbolic_schedule_when_it_vectorizes_more()
         x = [rand(rng, 4, B, 8), rand(rng, B, 40), rand(rng, 3, 8, 40), rand(rng, 3, 40, 40), rand(rng, 3, 40),
              rand(rng, 3, 40)]
         np.testing.assert_allclose(k(*x), _gru_reference(*x), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_specialized_lstm_at_batch_2_keeps_the_steps_inside_its_parallel_loop(mode):
+    """The symbolic LSTM runs its time loop inside one parallel loop over the
+    rows (one parallel region per call); with (T, B, I, H) = (16, 2, 48, 48)
+    fixed before scheduling, isl's schedule launched two regions per step
+    (2.6x slower than symbolic): the symbolic schedule serves then."""
+    opts = {"disk_cache": False, "measure_specialized": False}
+    lstm = tcdsl.compile(LSTM, specialize=mode, options=opts)
+    sizes = {"T": 16, "B": 2, "I": 48, "H": 48}
+    b = lstm.backend(sizes)
+    assert _regions_per_step(b.func) == 0
+    assert _regions_per_step(tcdsl.compile(LSTM, options=opts).backend().func) == 0  # as the symbolic kernel
+    rng = np.random.default_rng(15)
+    x = [rand(rng, 16, 2, 48), rand(rng, 2, 48), rand(rng, 2, 48), rand(rng, 4, 48, 48), rand(rng, 4, 48, 48),
+         rand(rng, 4, 48)]
+    for got, want in zip(lstm(*x), reference.lstm(*x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
