@@ -1,6 +1,6 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> transpose
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> inplace -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
@@ -115,12 +115,44 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     pads = frozenset()
     if options.pad:
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
+    if options.inplace:
+        rewritten, checked, ranges, model = _in_place(rewritten, entry, checked, ranges, model)
     if options.transpose:
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
     for k in model.kernels():  # a padded copy in a nest of its own, not fused into the reduction's loops
         if pads & {s.info.comp.span for s in k.stmts}:
             k.serialize = True
     return Frontend(source, program, checked, ranges, model)
+
+
+def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program computing each temporary that ends in an output of its
+    shape in that output (polyhedral/inplace.py), checked and inferred
+    again; the original when there are none, or when the rewritten program
+    fails a check (a safety net, not an expected outcome)."""
+    import warnings
+
+    from .polyhedral import inplace
+
+    try:
+        mapping = inplace.plan(checked, ranges)
+        if not mapping:
+            return program, checked, ranges, model
+        new_def = inplace.rewrite(select_def(program, entry), mapping)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the original program's warnings were given
+            new_checked = check(n.Program((new_def,)), new_def.name)
+            new_ranges = infer_ranges(new_checked, ranges.ctx)
+            new_model = build_model(new_ranges)
+    except (TcError, InternalError, isl.Error) as e:
+        _dump("inplace", lambda: f"not in place: {type(e).__name__}: {e}")
+        return program, checked, ranges, model
+    new_ranges.size_guards = ranges.size_guards
+    serial = {s.info.comp.span for k in model.kernels() if k.serialize for s in k.stmts}
+    for k in new_model.kernels():
+        k.serialize = bool(serial & {s.info.comp.span for s in k.stmts})
+    _dump("inplace", lambda: to_sexpr(new_checked.node))
+    return n.Program((new_def,)), new_checked, new_ranges, new_model
 
 
 def _padded(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad   (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad, inplace   (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -73,12 +73,14 @@ class FrontendOptions:
     read across their contiguous dimension are read from a transposed copy
     (``transpose``, polyhedral/layout.py); inputs read under a select that
     pads them with zeros are read from a zero-padded copy (``pad``,
-    polyhedral/pad.py)."""
+    polyhedral/pad.py); a temporary that ends in an output of its shape is
+    computed in that output (``inplace``, polyhedral/inplace.py)."""
 
     strict_bounds: bool = False
     hoist: bool = True
     transpose: bool = True
     pad: bool = True
+    inplace: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -237,7 +239,7 @@ def _payback(key: str, v: Any) -> float:
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool),
-    "pad": ("frontend", _bool), "fusion": ("schedule", _fusion),
+    "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
@@ -400,6 +402,10 @@ class MappingOptions:
       k - 2 < L ? x(b, c, t + k - 2) : 0)``) from a zero-padded copy made once
       per call, so that no select is left in the reduction
       (polyhedral/pad.py).
+    * ``inplace``: a temporary whose last statement writes an output of its
+      shape from it element by element (a softmax's ``y(n, c) = e(n, c) /
+      s(n)``) is computed in that output, which that statement then updates
+      in place: no temporary as large as the output (polyhedral/inplace.py).
     * ``fold``: keep a temporary indexed by a sequential loop's variable in
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
@@ -435,6 +441,7 @@ class MappingOptions:
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad
+    inplace: bool = FrontendOptions.inplace
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     split_selects: bool = ScheduleOptions.split_selects
