@@ -24,6 +24,7 @@ does:
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import islpy as isl
@@ -36,6 +37,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import Block, IslStmt, Kernel
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
 from ..sema.affine import isl_name
+from ..syntax import nodes as n
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
@@ -202,6 +204,12 @@ class ChunkedLoop:
         self.low = low
         self.in_loop = low.kernel is not None and bool(low.kernel.loops)
         self.m = mapping.resolved(self.in_loop)
+        if not self.in_loop and not mapping.tile_rows and not mapping.tile_cols and _gathers(low.kernel):
+            # rows read through an index (an embedding bag's emb(idx(b, l), e)):
+            # half the rows, twice the columns, so that a tile reads each
+            # gathered row whole, once (B=1024, L=32, E=128: 0.85 -> 0.55 ms)
+            self.m = dataclasses.replace(self.m, tile_rows=max(1, self.m.tile_rows // 2),
+                                         tile_cols=2 * self.m.tile_cols)
         self.wrap = wrap
         self.tiles = RegisterTiles(low, self.m)
 
@@ -376,6 +384,21 @@ class ChunkedLoop:
             body = seq([self.low.node(p, False, None) for p in parts])
         loop = tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
         return tirx.For(d, 0, depth[2], tirx.ForKind.SERIAL, loop) if depth else loop
+
+
+def _gathers(kernel) -> bool:
+    """Some reduction of ``kernel`` reads a tensor at an index computed from
+    another tensor's values."""
+    if kernel is None:
+        return False
+    for st in kernel.stmts:
+        comp = st.info.comp
+        if st.is_init or not comp.reduction_vars:
+            continue
+        for a in n.walk(comp.rhs):
+            if isinstance(a, n.Access) and any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i)):
+                return True
+    return False
 
 
 def _outer_loop_dropped(ast: isl.AstNode) -> bool:
