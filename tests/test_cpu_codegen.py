@@ -331,3 +331,19 @@ def test_gathered_rows_get_tiles_of_half_the_rows_and_twice_the_columns():
         idx = rng.integers(0, V, (B, L)).astype(np.int32)
         emb = rng.standard_normal((V, E)).astype(np.float32)
         np.testing.assert_allclose(k(idx, emb), emb[idx].mean(1), rtol=1e-5, atol=1e-6)
+
+
+def test_looked_up_rows_of_a_projection_keep_the_hosts_tiles():
+    """``emb(tok(b), i) * W(i, j)``: the gathered row stays while the reduction runs (a projection of
+    looked-up rows, a matmul): the host's tile shape."""
+    from tcdsl.driver import emit
+    from tcdsl.options import host_defaults
+
+    src = "def f(int32(B) tok, float(V,I) emb, float(I,J) W) -> (y) { y(b, j) +=! emb(tok(b), i) * W(i, j) }"
+    d = host_defaults(False)
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    assert f"acc = T.alloc_local(({d['tile_rows']}, {d['tile_cols']}))" in emit(k, "tir")
+    rng = np.random.default_rng(6)
+    tok = rng.integers(0, 7, 9).astype(np.int32)
+    emb, w = rng.standard_normal((7, 5)).astype(np.float32), rng.standard_normal((5, 70)).astype(np.float32)
+    np.testing.assert_allclose(k(tok, emb, w), emb[tok] @ w, rtol=1e-5, atol=1e-5)

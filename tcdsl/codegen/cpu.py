@@ -388,15 +388,22 @@ class ChunkedLoop:
 
 def _gathers(kernel) -> bool:
     """Some reduction of ``kernel`` reads a tensor at an index computed from
-    another tensor's values."""
+    another tensor's values at a reduction variable: every step of the
+    reduction reads another row (an embedding bag's ``emb(idx(b, l), e)``,
+    not a projection of looked-up rows, ``emb(tok(t, b), i) * W(r, i)``,
+    whose rows stay while ``i`` runs)."""
     if kernel is None:
         return False
     for st in kernel.stmts:
         comp = st.info.comp
         if st.is_init or not comp.reduction_vars:
             continue
+        red = set(comp.reduction_vars)
         for a in n.walk(comp.rhs):
-            if isinstance(a, n.Access) and any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i)):
+            if not isinstance(a, n.Access):
+                continue
+            inner = [x for i in a.indices for x in n.walk(i) if isinstance(x, n.Access)]
+            if any(isinstance(v, n.IndexVar) and v.name in red for x in inner for i in x.indices for v in n.walk(i)):
                 return True
     return False
 
