@@ -73,8 +73,11 @@ def test_row_reductions_get_partial_accumulators_in_vector_lanes():
     assert "mx_lanes = T.alloc_local((16,))" in script
     assert "s_lanes = T.alloc_local((16,))" in script
     assert "mx_lanes[c1_v] = T.max(mx_lanes[c1_v], x[" in script
-    # the map statement of the same loop (e) is stored by the same vector iterations
-    assert "e[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in script
+    # the map statement of the same loop (e, computed in the output y: polyhedral/inplace.py) is
+    # stored by the same vector iterations
+    assert "y[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in script
+    written = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "inplace": False}).script
+    assert "e[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in written
     scalar = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": 0}).script
     assert "_lanes" not in scalar
 
