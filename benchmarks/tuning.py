@@ -50,6 +50,9 @@ def conv3x3(float(N,C,H,W) I, float(M,C,KH,KW) W1) -> (O) {
 """
 
 
+MAX_ABS_ERROR = 1e-3  # the tuned kernels' outputs against the default kernel's and PyTorch's (float32)
+
+
 def _rand(rng, *shape, scale=None):
     s = scale if scale is not None else 1.0 / np.sqrt(shape[-1])
     return (rng.standard_normal(shape) * s).astype(np.float32)
@@ -234,7 +237,12 @@ def main(argv=None) -> int:
     out.write_text(json.dumps(result, indent=1, default=str))
     print(f"load average at start {result['machine']['loadavg_at_start']}, at end {result['machine']['loadavg_at_end']}")
     print(f"wrote {out}")
-    return 0
+    # the tuned kernel against the default one and PyTorch (outputs of order 1: an absolute bound)
+    wrong = [f"{name}: max abs error {result[name]['max_abs_error']:.2e}" for name in ("lstm", "conv")
+             if name in result and not result[name]["max_abs_error"] <= MAX_ABS_ERROR]
+    for w in wrong:
+        print("WRONG", w)
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
