@@ -95,10 +95,13 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
     for each read that may be out of bounds; an error when ``strict_bounds``)
     -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
-    ``hoist`` is False -> transposed copies of inputs read across their
+    ``hoist`` is False -> zero-padded copies of inputs read under a padding
+    select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
+    computed in the output they end in (polyhedral/inplace.py), unless
+    ``inplace`` is False -> transposed copies of inputs read across their
     contiguous dimension in a loop (polyhedral/layout.py), unless
     ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``,
-    ``transpose=``) change ``options``."""
+    ``pad=``, ``inplace=``, ``transpose=``) change ``options``."""
     options = dataclasses.replace(options or FrontendOptions(), **fields)
     strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
@@ -127,62 +130,61 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
 
 def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
     """The program computing each temporary that ends in an output of its
-    shape in that output (polyhedral/inplace.py), checked and inferred
-    again; the original when there are none, or when the rewritten program
-    fails a check (a safety net, not an expected outcome)."""
-    import warnings
-
+    shape in that output (polyhedral/inplace.py); see :func:`_rewritten`."""
     from .polyhedral import inplace
 
-    try:
-        mapping = inplace.plan(checked, ranges)
-        if not mapping:
-            return program, checked, ranges, model
-        new_def = inplace.rewrite(select_def(program, entry), mapping)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the original program's warnings were given
-            new_checked = check(n.Program((new_def,)), new_def.name)
-            new_ranges = infer_ranges(new_checked, ranges.ctx)
-            new_model = build_model(new_ranges)
-    except (TcError, InternalError, isl.Error) as e:
-        _dump("inplace", lambda: f"not in place: {type(e).__name__}: {e}")
-        return program, checked, ranges, model
-    new_ranges.size_guards = ranges.size_guards
-    serial = {s.info.comp.span for k in model.kernels() if k.serialize for s in k.stmts}
-    for k in new_model.kernels():
-        k.serialize = bool(serial & {s.info.comp.span for s in k.stmts})
-    _dump("inplace", lambda: to_sexpr(new_checked.node))
-    return n.Program((new_def,)), new_checked, new_ranges, new_model
+    out = _rewritten("inplace", program, entry, checked, ranges, model,
+                     lambda: inplace.plan(checked, ranges), inplace.rewrite)
+    return out[:4]
 
 
 def _padded(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
     """The program reading zero-padded copies of the inputs it reads under a
-    padding select (polyhedral/pad.py), checked and inferred again, and the
-    copies' spans; the original when there are none, or when the rewritten
-    program fails a check (a safety net, not an expected outcome)."""
-    import warnings
-
+    padding select (polyhedral/pad.py), and the copies' spans; see
+    :func:`_rewritten`."""
     from .polyhedral import pad
 
+    *out, plan = _rewritten("padded", program, entry, checked, ranges, model, lambda: pad.plan(model), pad.rewrite)
+    return (*out, frozenset(plan.spans) if plan else frozenset())
+
+
+def _rewritten(stage: str, program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo,
+               model: Model, make_plan: Callable, rewrite: Callable):
+    """(program, checked, ranges, model, plan): ``program`` rewritten by
+    ``rewrite(def, plan)``, checked and inferred again, its kernels keeping
+    ``Kernel.serialize`` where they hold a statement of a serialized kernel
+    (the hoisted ones); the original with a None plan when ``make_plan()``
+    finds nothing, or when the rewritten program fails a check (a safety
+    net, not an expected outcome)."""
     try:
-        plan = pad.plan(model)
+        plan = make_plan()
         if not plan:
-            return program, checked, ranges, model, frozenset()
-        new_def = pad.rewrite(select_def(program, entry), plan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the original program's warnings were given
-            new_checked = check(n.Program((new_def,)), new_def.name)
-            new_ranges = infer_ranges(new_checked, ranges.ctx)
-            new_model = build_model(new_ranges)
+            return program, checked, ranges, model, None
+        new_def = rewrite(select_def(program, entry), plan)
+        new_checked, new_ranges, new_model = _checked_again(new_def, ranges)
     except (TcError, InternalError, isl.Error) as e:
-        _dump("padded", lambda: f"not padded: {type(e).__name__}: {e}")
-        return program, checked, ranges, model, frozenset()
-    new_ranges.size_guards = ranges.size_guards
+        _dump(stage, lambda: f"not {stage}: {type(e).__name__}: {e}")
+        return program, checked, ranges, model, None
     serial = {s.info.comp.span for k in model.kernels() if k.serialize for s in k.stmts}
-    for k in new_model.kernels():  # the hoisted statements' kernels stay serialized
+    for k in new_model.kernels():
         k.serialize = bool(serial & {s.info.comp.span for s in k.stmts})
-    _dump("padded", lambda: to_sexpr(new_checked.node))
-    return n.Program((new_def,)), new_checked, new_ranges, new_model, frozenset(plan.spans)
+    _dump(stage, lambda: to_sexpr(new_checked.node))
+    return n.Program((new_def,)), new_checked, new_ranges, new_model, plan
+
+
+def _checked_again(new_def: n.Def, ranges: RangeInfo):
+    """check -> infer_ranges -> build_model of a rewritten ``def``, without
+    the warnings the original program already gave; the original's size
+    guards (the same reads, over the sizes only)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        new_checked = check(n.Program((new_def,)), new_def.name)
+        new_ranges = infer_ranges(new_checked, ranges.ctx)
+        new_model = build_model(new_ranges)
+    new_ranges.size_guards = ranges.size_guards
+    return new_checked, new_ranges, new_model
 
 
 def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
@@ -193,8 +195,6 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
     fails a check (a safety net, not an expected outcome).  ``serial``: the
     spans of the hoisted statements; a kernel of those and the copies runs
     one statement after the other (``Kernel.serialize``)."""
-    import warnings
-
     from .polyhedral import layout
 
     plan = layout.plan(checked)
@@ -202,15 +202,10 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
         return checked, ranges, model
     try:
         new_def = layout.rewrite(select_def(program, entry), plan)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the original program's warnings were given
-            new_checked = check(n.Program((new_def,)), new_def.name)
-            new_ranges = infer_ranges(new_checked, ranges.ctx)
-            new_model = build_model(new_ranges)
+        new_checked, new_ranges, new_model = _checked_again(new_def, ranges)
     except (TcError, InternalError, isl.Error) as e:
         _dump("transposed", lambda: f"not transposed: {type(e).__name__}: {e}")
         return checked, ranges, model
-    new_ranges.size_guards = ranges.size_guards
     copies = {span for _, span in plan.copies.values()}
     for k in new_model.kernels():  # a copy fused with the statements after it would run in their loop order
         spans = {s.info.comp.span for s in k.stmts}

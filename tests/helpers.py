@@ -26,3 +26,25 @@ def elman_inputs(rng, T, B, Ci, Co):
 
 def qrnn_inputs(rng, T, B, C, H):
     return [rand(rng, T, B, C), rand(rng, 3, C, H), rand(rng, 3, C, H), rand(rng, 3, H)]
+
+
+# A softmax as users write it, with a temporary as large as the output
+SOFTMAX = """
+def softmax(float(N,C) x) -> (y) {
+  mx(n) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - mx(n))
+  s(n) +=! e(n, c)
+  y(n, c) = e(n, c) / s(n)
+}
+"""
+
+
+def conv2d_valid(I, W):
+    """NumPy: a valid 2-D convolution (no padding, stride 1), ``I`` (N, C, H, W) by ``W`` (M, C, KH, KW)."""
+    N, C, H, Wd = I.shape
+    M, _, KH, KW = W.shape
+    out = np.zeros((N, M, H - KH + 1, Wd - KW + 1))
+    for kh in range(KH):
+        for kw in range(KW):
+            out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
+    return out

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tcdsl
-from helpers import ELMAN, QRNN, elman_inputs, qrnn_inputs, rand, reference
+from helpers import ELMAN, QRNN, conv2d_valid, elman_inputs, qrnn_inputs, rand, reference
 
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
 # Every step reads all of the previous step's x: the rows depend on each other.
@@ -186,16 +186,6 @@ CONV = ("def conv(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) "
         "{ O(n,m,h,w) +=! I(n,c,h+kh,w+kw) * Wt(m,c,kh,kw) }")
 
 
-def _conv_reference(I, W):
-    N, C, H, Wd = I.shape
-    M, _, KH, KW = W.shape
-    out = np.zeros((N, M, H - KH + 1, Wd - KW + 1))
-    for kh in range(KH):
-        for kw in range(KW):
-            out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
-    return out
-
-
 def test_convolution_tiles_rows_of_an_inner_parallel_loop():
     """Convolution without deep tiles (``tile_depth`` 1, see
     test_cpu_depth.py for the default): the register tile sits below the
@@ -209,7 +199,7 @@ def test_convolution_tiles_rows_of_an_inner_parallel_loop():
     rng = np.random.default_rng(7)
     for ishape, wshape in [((2, 3, 7, 40), (5, 3, 2, 3)), ((1, 1, 1, 1), (1, 1, 1, 1)), ((3, 2, 9, 9), (4, 2, 3, 3))]:
         I, W = rand(rng, *ishape), rand(rng, *wshape)
-        np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
 
 
 def test_source_code_formats():

@@ -14,23 +14,13 @@ import numpy as np
 import pytest
 
 import tcdsl
-from helpers import rand
+from helpers import conv2d_valid, rand
 
 CONV = ("def conv(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) "
         "{ O(n,m,h,w) +=! I(n,c,h+kh,w+kw) * Wt(m,c,kh,kw) }")
 BMM = "def bmm(float(B,M,K) X, float(B,K,N) Y) -> (Z) { Z(b,m,n) +=! X(b,m,k) * Y(b,k,n) }"
 # fixed here: the defaults depend on the host
 DEEP = {"tile_rows": 4, "tile_cols": 32, "vector_width": 8, "tile_depth": 4}
-
-
-def _conv_reference(I, W):
-    N, C, H, Wd = I.shape
-    M, _, KH, KW = W.shape
-    out = np.zeros((N, M, H - KH + 1, Wd - KW + 1))
-    for kh in range(KH):
-        for kw in range(KW):
-            out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
-    return out
 
 
 # (input, weights): output rows (h) not a multiple of the depth, channels (m)
@@ -44,7 +34,7 @@ def _check_conv(k, shapes=SHAPES, seed=0):
     rng = np.random.default_rng(seed)
     for ishape, wshape in shapes:
         I, W = rand(rng, *ishape), rand(rng, *wshape)
-        np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
 
 
 def test_convolution_tiles_channels_times_output_rows():
@@ -72,7 +62,7 @@ def test_convolution_specialized():
     assert "for d in T.unroll(" in k.script
     rng = np.random.default_rng(2)
     I, W = rand(rng, 2, 64, 30, 30), rand(rng, 64, 64, 3, 3)
-    np.testing.assert_allclose(k(I, W), _conv_reference(I.astype(np.float64), W), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("depth", [2, 3])
@@ -148,6 +138,6 @@ def test_parts_after_the_tiles_and_a_strided_convolution():
     for ishape, wshape in [((2, 3, 19, 23), (6, 3, 3, 3)), ((1, 2, 9, 40), (5, 2, 1, 2))]:
         I, W, b = rand(rng, *ishape), rand(rng, *wshape), rand(rng, wshape[0])
         KH = wshape[2]
-        full = _conv_reference(I.astype(np.float64), W)
+        full = conv2d_valid(I.astype(np.float64), W)
         want = full[:, :, ::2][:, :, :(ishape[2] - KH) // 2 + 1] + b[None, :, None, None]
         np.testing.assert_allclose(k(I, W, b), want, rtol=1e-5, atol=1e-5)

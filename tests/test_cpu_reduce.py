@@ -10,17 +10,10 @@ import numpy as np
 import pytest
 
 import tcdsl
+from helpers import SOFTMAX
 
 NO_CACHE = {"disk_cache": False}
 
-SOFTMAX = """
-def softmax(float(N,C) x) -> (y) {
-  mx(n) max=! x(n, c)
-  e(n, c) = exp(x(n, c) - mx(n))
-  s(n) +=! e(n, c)
-  y(n, c) = e(n, c) / s(n)
-}
-"""
 
 LAYERNORM = """
 def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {

@@ -8,16 +8,10 @@ import tcdsl
 from tcdsl import driver
 from tcdsl.polyhedral import inplace
 
+from helpers import SOFTMAX
+
 MODES = ("never", "after-scheduling", "before-scheduling")
 
-SOFTMAX = """
-def softmax(float(N,C) x) -> (y) {
-  mx(n) max=! x(n, c)
-  e(n, c) = exp(x(n, c) - mx(n))
-  s(n) +=! e(n, c)
-  y(n, c) = e(n, c) / s(n)
-}
-"""
 LAYERNORM = """
 def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y, mean) {
   mean(n) +=! x(n, c) / C

@@ -127,7 +127,10 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
         lo = image.dim_min(0)
         hi = image.dim_max(0)
         zero = _zero_pa(lo)
-        e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+        try:
+            e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+        except (NotAffine, isl.Error):
+            return None
         below = zero.sub(lo).max(zero).gist(context).coalesce()
         above = hi.sub(e_params).add(_one_pa(hi)).max(zero).gist(context).coalesce()
         texts = []
