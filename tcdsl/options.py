@@ -129,6 +129,7 @@ class CpuMapping:
     k_block: int = 0
     reduce_lanes: int = 16
     tile_depth: int = 0
+    overlap_tail: bool = True
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -247,7 +248,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "parallel": ("cpu", _bool), "steps_inside": ("cpu", _bool), "register_tiles": ("cpu", _bool),
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
-    "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")),
+    "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -391,6 +392,12 @@ class MappingOptions:
       loop runs outside the tiles one iteration at a time).  0 (the default):
       the vectors of a tile's row, at most 4 (4 x 4 x 16 with AVX-512, 4 x 3
       x 8 without); 1: no such tiles.
+    * ``overlap_tail``: the columns of a register tile's row left after its
+      full vectors (fewer than a vector: 12 of a convolution's 28) run as
+      one vector tile that ends at the row's last column, overlapping the
+      tile before it and storing only the new columns (every element is
+      still summed once, in order); ``False``: narrower vectors, then single
+      columns.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -438,6 +445,7 @@ class MappingOptions:
     k_block: int = CpuMapping.k_block
     reduce_lanes: int = CpuMapping.reduce_lanes
     tile_depth: int = CpuMapping.tile_depth
+    overlap_tail: bool = CpuMapping.overlap_tail
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad

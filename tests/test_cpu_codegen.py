@@ -96,6 +96,32 @@ def test_rows_after_the_last_full_tile_get_wider_tiles():
     np.testing.assert_allclose(tcdsl.compile(ELMAN)(*x), reference.elman_rnn(*x), rtol=1e-5, atol=1e-5)
 
 
+BIASED = """def lin(float(M,K) A, float(K,N) B, float(M,N) bias) -> (C) {
+  C(m,n) = bias(m,n)
+  C(m,n) += A(m,k) * B(k,n)
+}"""
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_last_vector_overlaps_and_stores_only_new_columns(overlap):
+    """The columns after the last full vector (37 = 4 x 8 + 5) run as one
+    vector ending at the last column, whose first 3 lanes were summed by the
+    tile before it and are stored unchanged (a select on the store): with a
+    ``+=`` onto a bias the output would add the products twice there.
+    Columns fewer than a vector take the narrow tiles, here and in the
+    steps of a recurrence."""
+    k = tcdsl.compile(BIASED, options={**TILE, "overlap_tail": overlap})
+    assert ("T.Select(" in k.script) == overlap
+    rng = np.random.default_rng(11)
+    for M, K, N in [(7, 5, 37), (13, 9, 33), (1, 4, 15), (6, 3, 7), (5, 2, 8), (12, 11, 71)]:
+        A, B, bias = rand(rng, M, K), rand(rng, K, N), rand(rng, M, N)
+        np.testing.assert_allclose(k(A, B, bias), bias + A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+    k = tcdsl.compile(ELMAN, options={"tile_cols": 16, "vector_width": 8, "overlap_tail": overlap})
+    for B, C in [(6, 21), (5, 37), (1, 13), (3, 8)]:
+        x = elman_inputs(rng, 4, B, 7, C)
+        np.testing.assert_allclose(k(*x), reference.elman_rnn(*x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("options", [
     {"cpu_threads": 1}, {"cpu_threads": 3}, {"chunk_rows": 1}, {"chunk_rows": 5, "tile_rows": 2},
     {"tile_cols": 16, "vector_width": 4}, {"parallel": False}, {"register_tiles": False},

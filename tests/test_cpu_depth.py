@@ -81,12 +81,31 @@ def test_depth_one_keeps_output_rows_as_tile_rows():
 
 
 def test_narrow_vectors_before_single_columns():
-    """40 - 3 + 1 = 38 output columns: 4 vectors of 8, then 4, then 2 single
-    columns (in tiles of 8, 4 and 1 columns)."""
-    k = tcdsl.compile(CONV, options=DEEP)
-    for w in (8, 4, 1):
-        assert re.search(rf"for c\d_w{w}, c\d_b in T\.grid\(", k.script), w
+    """Without the overlapping last vector: 40 - 3 + 1 = 38 output columns: 4
+    vectors of 8, then 4, then 2 single columns (in tiles of 8, 4 and 1
+    columns)."""
+    k = tcdsl.compile(CONV, options={**DEEP, "overlap_tail": False})
+    assert re.search(r"for c\d_w8, c\d_b in T\.grid\(", k.script)
+    for w in (4, 1):
+        assert re.search(rf"for c\d_n{w}, c\d_b in T\.grid\(", k.script), w
     assert "T.vectorized(4)" in k.script
+    assert "T.Select(" not in k.script
+    _check_conv(k, seed=5)
+
+
+def test_overlapping_last_vector():
+    """The columns left after the full vectors (38 = 4 x 8 + 6) run as one
+    vector of 8 ending at the last column (columns 30 .. 37), which stores
+    columns 32 .. 37 only: its first two were summed by the tile before it.
+    Rows with fewer columns than a vector keep the narrow tiles."""
+    k = tcdsl.compile(CONV, options=DEEP)
+    s = k.script
+    assert re.search(r"if T\.max\(W - KW \+ 1, 0\) // 8 \* 8 < T\.max\(W - KW \+ 1, 0\) "
+                     r"and T\.max\(W - KW \+ 1, 0\) >= 8:", s)
+    assert re.search(r"O\[[^\]]*T\.max\(W - KW \+ 1, 0\) - 8 \+ \(u \* 8 \+ v\)\] = T\.Select\(", s)
+    _check_conv(k, seed=6)
+    k = tcdsl.compile(CONV, options=DEEP, sizes={"W": 30, "KW": 3})
+    _check_conv(k, [(i, w) for i, w in SHAPES if i[3] == 30 and w[3] == 3] + [((2, 3, 5, 30), (5, 3, 2, 3))], seed=7)
 
 
 def test_batch_matmul_keeps_its_rows():

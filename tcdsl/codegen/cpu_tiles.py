@@ -216,8 +216,8 @@ class RegisterTiles:
             # 16 + 8 + 4; single columns were most of its time)
             narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
                 if not in_loop or depth > 1 else ()
-            for w in dict.fromkeys((main,) + half + (m.vector_width,) + narrow + (1,)):
-                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+            for w in dict.fromkeys((main,) + half + (m.vector_width,)):
+                count = tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_w{w}", INDEX)
                 col0 = j_init + start + jt * w
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
@@ -228,7 +228,30 @@ class RegisterTiles:
                     body = tile.rows(lo, n, rest=False)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
                 start = start + count * w
+            stmts.append(tail(start, narrow, lambda tile: tile.rows(lo, n, rest=False)))
             return seq(stmts + [leftover_rows()])
+
+        def tail(start, narrow, body_of) -> tirx.Stmt:
+            """The columns from ``start`` on (fewer than a vector): when the row
+            has a vector's worth of columns, one vector tile that ends at its last
+            column and overlaps the tiles before it, storing only its new columns
+            (a convolution's 28 columns: 16 + 16 lanes instead of 16 + 8 + 4, one
+            pass less over the reduction); else narrower vectors and single
+            columns."""
+            vw = m.vector_width
+            singles = []
+            first = start
+            for w in dict.fromkeys(narrow + (1,)):
+                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_n{w}", INDEX)
+                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
+                singles.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body_of(tile)))
+                start = start + count * w if w > 1 else start
+            if vw < 4 or not m.overlap_tail:
+                return seq(singles)
+            over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
+            return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), body_of(over),
+                                   tirx.IfThenElse(first < j_ext, seq(singles), None))
 
         def leftover_rows() -> tirx.Stmt | None:
             """The rows after the last full row tile (all of them for a batch
@@ -251,12 +274,13 @@ class RegisterTiles:
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
             narrow = tuple(w for w in (vw // 2,) if w >= 4)
-            for w in dict.fromkeys(wide + (vw,) + narrow + (1,)):
-                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
+            for w in dict.fromkeys(wide + (vw,)):
+                count = tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_v{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.tile(r0, 1)))
                 start = start + count * w
+            stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1)))
             return tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL, seq(stmts))
 
         if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
@@ -322,11 +346,15 @@ class _Tile(_Column):
     """Register tiles of a column tile over a run of rows; ``chain`` are the
     reduction loops, ``zeros`` binds their names to 0."""
 
-    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, zeros: dict):
+    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, zeros: dict,
+                 keep_below=None):
         super().__init__(gen, call, row, j_name, col0, w)
         self.chain = chain
         self.zeros = zeros
         self.depth = gen.depth
+        # columns below this one were stored by an earlier tile: stored again
+        # unchanged (the overlapping last tile of a row, see ``tail``)
+        self.keep_below = keep_below
 
     def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
         """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
@@ -378,7 +406,10 @@ class _Tile(_Column):
 
         def store(d, r, c):
             buf, idx = element(d, r, c)
-            return tirx.BufferStore(buf, tirx.BufferLoad(acc, [d * nr + r, c]), idx)
+            value = tirx.BufferLoad(acc, [d * nr + r, c])
+            if self.keep_below is not None:
+                value = tirx.Select(col0 + c >= self.keep_below, value, tirx.BufferLoad(buf, idx))
+            return tirx.BufferStore(buf, value, idx)
 
         def update(d, r, c):
             with low.bound(at(d, r, {j_name: col0 + c})):

@@ -66,6 +66,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "k_block": (0, 32, 64, 128, 256),
         "reduce_lanes": (0, 8, 16, 32),
         "tile_depth": (0, 1, 2, 3, 6),
+        "overlap_tail": (True, False),
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
