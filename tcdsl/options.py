@@ -130,6 +130,7 @@ class CpuMapping:
     reduce_lanes: int = 16
     tile_depth: int = 0
     overlap_tail: bool = True
+    reorder_reductions: bool = True
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -249,6 +250,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
     "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
+    "reorder_reductions": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -398,6 +400,12 @@ class MappingOptions:
       tile before it and storing only the new columns (every element is
       still summed once, in order); ``False``: narrower vectors, then single
       columns.
+    * ``reorder_reductions``: a register tile over several reduction loops
+      runs the loops that shift another index (a convolution's window
+      ``kh``, ``kw`` of ``I(n, c, h + kh, w + kw)``: a few steps each)
+      outside the ones that do not (its channels ``c``), so that its inner
+      loop is long; ``False``: the schedule's order.  Only the order of
+      each sum changes.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -446,6 +454,7 @@ class MappingOptions:
     reduce_lanes: int = CpuMapping.reduce_lanes
     tile_depth: int = CpuMapping.tile_depth
     overlap_tail: bool = CpuMapping.overlap_tail
+    reorder_reductions: bool = CpuMapping.reorder_reductions
     hoist: bool = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad

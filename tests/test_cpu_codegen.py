@@ -216,9 +216,9 @@ def test_convolution_tiles_rows_of_an_inner_parallel_loop():
     """Convolution without deep tiles (``tile_depth`` 1, see
     test_cpu_depth.py for the default): the register tile sits below the
     parallel n and m loops, over output rows h x columns w, accumulating over
-    the c, kh, kw nest."""
+    the kh, kw, c nest (the window outside the channels)."""
     k = tcdsl.compile(CONV, options={**TILE, "tile_depth": 1})
-    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
                      r"\s+for r in T\.unroll\(6\):", k.script)
     # the tile's rows are output rows h (below n and m), not images n
     assert re.search(r"I_1\[c0, c\d_k, c\d_b \* 6 \+ r \+ c\d_k, ", k.script)

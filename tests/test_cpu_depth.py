@@ -46,7 +46,8 @@ def test_convolution_tiles_channels_times_output_rows():
     s = k.script
     assert "acc = T.alloc_local((16, 8))" in s
     assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s)
-    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
+    # the window (kh, kw) outside the channels c: the tile's inner loop runs C steps
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
                      r"\s+for d in T\.unroll\(4\):\s+for r in T\.unroll\(4\):", s)
     assert re.search(r"I_1\[c0, c\d_k, c\d_d \* 4 \+ d \+ c\d_k, ", s)
     assert re.search(r"Wt\[c\d_b \* 4 \+ r, c\d_k, c\d_k, c\d_k\]", s)
@@ -71,6 +72,16 @@ def test_other_depths(depth):
     assert f"for d in T.unroll({depth}):" in k.script
     assert f"// {depth}):" in k.script
     _check_conv(k, seed=depth)
+
+
+def test_reduction_order_option():
+    """``reorder_reductions=False`` keeps the schedule's order of the
+    reduction loops (c, kh, kw) in the tiles; the results agree either way."""
+    k = tcdsl.compile(CONV, options={**DEEP, "reorder_reductions": False})
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(C, 0\), T\.max\(KH, 0\), T\.max\(KW, 0\)\):"
+                     r"\s+for d in T\.unroll\(4\):", k.script)
+    assert "T.grid(T.max(KH, 0), T.max(KW, 0), T.max(C, 0))" not in k.script
+    _check_conv(k, seed=8)
 
 
 def test_depth_one_keeps_output_rows_as_tile_rows():

@@ -67,6 +67,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "reduce_lanes": (0, 8, 16, 32),
         "tile_depth": (0, 1, 2, 3, 6),
         "overlap_tail": (True, False),
+        "reorder_reductions": (True, False),
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
