@@ -58,13 +58,20 @@ def _rand(rng, *shape, scale=None):
     return (rng.standard_normal(shape) * s).astype(np.float32)
 
 
+SETTLE = 0.2  # seconds between contenders
+
+
 def interleaved(fns: dict, rounds: int, inner: int = 3) -> dict[str, float]:
-    """Median seconds per call of each function, timed in turns (a loaded machine drifts)."""
+    """Median seconds per call of each function, timed in turns (a loaded
+    machine drifts), SETTLE seconds apart: PyTorch's OpenMP threads spin
+    after its call and took a core from whichever contender came next (the
+    default convolution measured 4.5 ms right after conv2d, 2.2 ms alone)."""
     for f in fns.values():
         f()
     times = {k: [] for k in fns}
     for _ in range(rounds):
         for k, f in fns.items():
+            time.sleep(SETTLE)
             t = time.perf_counter()
             for _ in range(inner):
                 f()
