@@ -201,7 +201,9 @@ def _compile(args) -> int:
 def _compiled_text(args, options, sizes: dict[str, int]) -> str:
     from . import driver
 
-    fe = driver.frontend(_load(args.file), args.entry, options.frontend)
+    from .api import _kind
+
+    fe = driver.frontend(_load(args.file), args.entry, options.frontend, _kind(args.target), fixed=sizes)
     if args.emit in ("ast", "ranges"):
         return driver.STAGES[args.emit](_FrontendOnly(fe))
     from .dispatch import Kernel
@@ -244,7 +246,7 @@ def _run(args) -> int:
 
     options = parse_options(_parse_options(args.options))
     sizes = _parse_sizes(args.sizes)
-    fe = driver.frontend(_load(args.file), args.entry, options.frontend)
+    fe = driver.frontend(_load(args.file), args.entry, options.frontend, fixed=sizes)
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:
         raise TcError(f"--sizes is missing {', '.join(missing)}")

@@ -91,7 +91,7 @@ def dump_split(model: Model) -> str:
 
 
 def frontend(source: Source, entry: str | None = None, options: FrontendOptions | None = None,
-             **fields) -> Frontend:
+             target_kind: str = "llvm", fixed: dict[str, int] | None = None, **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
     for each read that may be out of bounds; an error when ``strict_bounds``)
     -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
@@ -101,7 +101,11 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     ``inplace`` is False -> transposed copies of inputs read across their
     contiguous dimension in a loop (polyhedral/layout.py), unless
     ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``,
-    ``pad=``, ``inplace=``, ``transpose=``) change ``options``."""
+    ``pad=``, ``inplace=``, ``transpose=``) change ``options``.  ``hoist``
+    ``"auto"`` on the CPU (``target_kind`` "llvm") keeps both programs, the
+    hoisted one for steps of few rows (:func:`rows_threshold`), or the one
+    of them that the sizes ``fixed`` at compile time choose; on a GPU it
+    hoists."""
     options = dataclasses.replace(options or FrontendOptions(), **fields)
     strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
@@ -114,7 +118,9 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_narrowing(model)
     rewritten, serial = program, frozenset()
     if hoist:
-        rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model)
+        threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" else None
+        rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model, threshold,
+                                                             fixed or {})
     pads = frozenset()
     if options.pad:
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
@@ -214,14 +220,28 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
     return new_checked, new_ranges, new_model
 
 
-def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+def rows_threshold() -> int:
+    """The rows per step from which a step's own projection is as fast as the
+    hoisted one (polyhedral/hoist.py, ``by_rows``): a full register tile of a
+    kernel inside a loop for every thread."""
+    from . import host
+    from .options import host_defaults
+
+    return host.threads() * host_defaults(in_loop=True)["tile_rows"]
+
+
+def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
+             threshold: int | None = None, fixed: dict[str, int] | None = None):
     """The program with its loop-invariant statements before their loops,
     checked and inferred again; the original when there are none, or when
     the rewritten program does not run exactly the same instances (see
     hoist.same_domains) -- a safety net, not an expected outcome.  First a
     ``+=`` of loop-invariant products onto a tensor the loop computes is
     split so that its sum can be hoisted (polyhedral/accumulate.py): kept
-    when hoisting then moves every such sum out of its loop."""
+    when hoisting then moves every such sum out of its loop.  ``threshold``:
+    the hoisted program only for steps of fewer rows than this
+    (``hoist.by_rows``; None: always), decided now when the sizes ``fixed``
+    at compile time give the rows."""
     from .polyhedral import accumulate
 
     try:
@@ -231,16 +251,22 @@ def _hoisted(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
         pre = None
     if pre is not None:
         program2, checked2, ranges2, spans = pre
-        out = _hoist(program2, entry, checked2, ranges2, build_model(ranges2), spans)
+        out = _hoist(program2, entry, checked2, ranges2, build_model(ranges2), spans, threshold, program, fixed)
         if out is not None:
-            return out
-    return _hoist(program, entry, checked, ranges, model) or (program, checked, ranges, model, frozenset())
+            return out or (program, checked, ranges, model, frozenset())
+    return _hoist(program, entry, checked, ranges, model, threshold=threshold, fixed=fixed) \
+        or (program, checked, ranges, model, frozenset())
 
 
 def _hoist(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
-           required: frozenset = frozenset()):
+           required: frozenset = frozenset(), threshold: int | None = None, original: n.Program | None = None,
+           fixed: dict[str, int] | None = None):
     """``_hoisted``'s rewrite of ``program``, or None when nothing (or not
-    every statement of ``required``, by span) is hoisted."""
+    every statement of ``required``, by span) is hoisted; an empty tuple when
+    the steps' rows are known and never fewer than ``threshold`` (hoisting
+    would not pay).  With rows not known, both: ``original`` (default
+    ``program``; the program before a split of its sums) for steps of many
+    rows, the hoisted one for the others."""
     import warnings
 
     from .polyhedral import hoist
@@ -261,6 +287,18 @@ def _hoist(program: n.Program, entry: str | None, checked: CheckedDef, ranges: R
     except (TcError, InternalError, isl.Error) as e:  # the original program is valid and stays
         _dump("hoisted", lambda: f"not hoisted: {type(e).__name__}: {e}")
         return None
+    rows = hoist.rows_per_step(ranges, plan, fixed) if threshold else None
+    if isinstance(rows, n.Const):
+        if rows.value >= threshold:
+            _dump("hoisted", lambda: f"not hoisted: {rows.value} rows per step")
+            return ()
+    elif rows is not None:
+        try:  # both programs, chosen by the rows at run time
+            both = hoist.by_rows(select_def(original or program, entry), new_def, rows, threshold)
+            both_checked, both_ranges, both_model = _checked_again(both, ranges)
+            new_def, new_checked, new_ranges, new_model = both, both_checked, both_ranges, both_model
+        except (TcError, InternalError, isl.Error) as e:  # the hoisted program stays
+            _dump("hoisted", lambda: f"not chosen by rows: {type(e).__name__}: {e}")
     for k in new_model.kernels():
         k.serialize = all(s.info.comp.span in plan.ranges for s in k.stmts)
     _dump("hoisted", lambda: to_sexpr(new_checked.node))

@@ -77,7 +77,7 @@ class FrontendOptions:
     computed in that output (``inplace``, polyhedral/inplace.py)."""
 
     strict_bounds: bool = False
-    hoist: bool = True
+    hoist: bool | str = "auto"
     transpose: bool = True
     pad: bool = True
     inplace: bool = True
@@ -226,6 +226,12 @@ def _flatten(key: str, v: Any) -> int | None:
     return None if v is None or v == "none" else _int(1)(key, v)  # "none": the CLI's word for None
 
 
+def _hoist(key: str, v: Any) -> bool | str:
+    if not isinstance(v, bool) and v != "auto":
+        raise TcError(f"options: '{key}' must be True, False or 'auto', got {v!r}")
+    return v
+
+
 def _fusion(key: str, v: Any) -> str:
     if v not in FUSION:
         raise TcError(f"options: '{key}' must be one of {', '.join(map(repr, FUSION))}, got {v!r}")
@@ -240,7 +246,7 @@ def _payback(key: str, v: Any) -> float:
 
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
-    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _bool), "transpose": ("frontend", _bool),
+    "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _hoist), "transpose": ("frontend", _bool),
     "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
@@ -409,6 +415,9 @@ class MappingOptions:
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
+      ``"auto"`` (the default): on the CPU, the kernel holds both programs
+      and hoists only when a step has fewer rows (an RNN's batch) than a
+      full register tile for every thread; on a GPU, as True.
     * ``transpose``: read an input that a statement reads across its
       contiguous dimension (``Whh(j, k)`` for ``a(b, j)``) from a transposed
       copy made once per call (polyhedral/layout.py).
@@ -455,7 +464,7 @@ class MappingOptions:
     tile_depth: int = CpuMapping.tile_depth
     overlap_tail: bool = CpuMapping.overlap_tail
     reorder_reductions: bool = CpuMapping.reorder_reductions
-    hoist: bool = FrontendOptions.hoist
+    hoist: bool | str = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad
     inplace: bool = FrontendOptions.inplace

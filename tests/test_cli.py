@@ -109,8 +109,8 @@ def test_compile_specialized(capsys, write):
     assert "T.prim_func" in out and "N: T.int32" not in out
 
 
-@pytest.mark.parametrize("options", ["tile_rows=2,tile_cols=16,steps_inside=false",
-                                     '{"tile_rows": 2, "tile_cols": 16, "steps_inside": false}'])
+@pytest.mark.parametrize("options", ["tile_rows=2,tile_cols=16,steps_inside=false,hoist=true",
+                                     '{"tile_rows": 2, "tile_cols": 16, "steps_inside": false, "hoist": true}'])
 def test_compile_options(capsys, write, options):
     rc, out, err = run_cli(capsys, "compile", write(ELMAN, "elman.tc"), "--options", options)
     assert (rc, err) == (0, "")

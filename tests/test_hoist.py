@@ -16,6 +16,7 @@ from tcdsl.testing import evaluate
 from helpers import QRNN, qrnn_inputs, rand, reference
 
 NO_HOIST = {"hoist": False}
+HOIST = {"hoist": True}  # always (the default, "auto", keeps both programs: see the tests at the end)
 
 
 def hoisted(kernel) -> list[str]:
@@ -35,10 +36,11 @@ def loop_body(kernel) -> list[str]:
 
 
 def assert_same(src, inputs, entry=None, **kw):
-    """Hoisted and not hoisted agree with the interpreter; returns the hoisted kernel."""
+    """Hoisted, not hoisted and the default agree with the interpreter;
+    returns the hoisted kernel."""
     want = evaluate(src, inputs, entry)
     want = want if isinstance(want, tuple) else (want,)
-    kernels = [tcdsl.compile(src, entry, options=o, **kw) for o in ({}, NO_HOIST)]
+    kernels = [tcdsl.compile(src, entry, options=o, **kw) for o in (HOIST, NO_HOIST, {})]
     for k in kernels:
         got = k(*inputs)
         got = got if isinstance(got, tuple) else (got,)
@@ -72,7 +74,7 @@ def _rnn_numpy(x, h0, Wx, Wh):
 def test_input_projection_runs_for_all_steps_before_the_loop(T, B, I, H):
     rng = np.random.default_rng(T)
     inputs = [rand(rng, T, B, I), rand(rng, B, H), rand(rng, I, H), rand(rng, H, H)]
-    k = tcdsl.compile(RNN_PROJ)
+    k = tcdsl.compile(RNN_PROJ, options=HOIST)
     # xw expanded to xw(t, b, j) and computed before the loop; h(0) reads only
     # inputs but stays: `if t == 0` is no step at all when T = 0, and the
     # code generated for sizes >= 1 could not express that as a range
@@ -84,7 +86,7 @@ def test_input_projection_runs_for_all_steps_before_the_loop(T, B, I, H):
 
 
 def test_qrnn_gates_are_hoisted_and_expanded():
-    k = tcdsl.compile(QRNN)
+    k = tcdsl.compile(QRNN, options=HOIST)
     # the gates for t >= 1; those of t == 0 (see above) and what reads them stay
     assert hoisted(k) == ["z", "f", "o"]
     assert [k.frontend.checked.tensors[g].rank for g in "zfo"] == [3, 3, 3]
@@ -100,7 +102,9 @@ def test_hoisting_keeps_every_specialization_mode_and_options_object():
     inputs = [rand(rng, 6, 2, 5), rand(rng, 2, 4), rand(rng, 5, 4), rand(rng, 4, 4)]
     want = _rnn_numpy(*inputs)
     for mode in ("never", "after-scheduling", "before-scheduling"):
-        np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode)(*inputs), want, rtol=1e-4, atol=1e-5)
+        for o in ({}, HOIST):
+            np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode, options=o)(*inputs), want,
+                                       rtol=1e-4, atol=1e-5)
     k = tcdsl.compile(RNN_PROJ, options=tcdsl.MappingOptions(hoist=False))
     assert hoisted(k) == [] and "xw" in loop_body(k)
     np.testing.assert_allclose(k(*inputs), want, rtol=1e-4, atol=1e-5)
@@ -219,6 +223,7 @@ def test_cli_option(tmp_path, capsys):
     assert with_hoist != without and "t_1" in with_hoist and "t_1" not in without
     with pytest.raises(tcdsl.TcError, match="hoist"):
         tcdsl.compile(RNN_PROJ, options={"hoist": "yes"})
+    assert main(["compile", str(path), "--emit", "ast", "--options", "hoist=auto"]) == 0
 
 
 MORE = {
@@ -290,3 +295,70 @@ def test_a_failure_inside_hoisting_keeps_the_original_program(monkeypatch):
     k = tcdsl.compile(RNN_PROJ, options={"disk_cache": False})
     assert hoisted(k) == [] and "xw" in loop_body(k)
     np.testing.assert_allclose(k(*inputs), _rnn_numpy(*inputs), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------ chosen by the rows of a step
+def _threshold() -> int:
+    from tcdsl import driver
+
+    return driver.rows_threshold()
+
+
+def test_auto_keeps_both_programs_and_runs_each_on_its_side():
+    """``hoist="auto"`` (the default) on the CPU: ``if B >= R { as written }
+    else { hoisted }``, R a full register tile of rows for every thread; the
+    hoisted branch's temporaries renamed.  Both sides of R give the NumPy
+    result, and so does every specialization mode."""
+    R = _threshold()
+    k = tcdsl.compile(RNN_PROJ)
+    (top,) = k.frontend.checked.node.body
+    assert isinstance(top, n.If)
+    assert top.cond.op == ">=" and top.cond.lhs.name == "B" and top.cond.rhs.value == R
+    assert [c.tensor for c in n.walk(top.orelse[0]) if isinstance(c, n.Comprehension)] == ["xw_hoisted"]
+    assert f"if B >= {R}:" in k.script
+    for B in (1, R - 1, R, R + 3):
+        rng = np.random.default_rng(B)
+        inputs = [rand(rng, 4, B, 5), rand(rng, B, 6), rand(rng, 5, 6), rand(rng, 6, 6)]
+        want = _rnn_numpy(*inputs)
+        for mode in ("never", "after-scheduling", "before-scheduling"):
+            np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode)(*inputs), want, rtol=1e-4, atol=1e-5)
+
+
+def test_auto_with_the_rows_known_keeps_one_program():
+    """Rows fixed by the program (a declared batch): one program, hoisted
+    only below R."""
+    R = _threshold()
+    for B, moved in ((R, []), (max(1, R // 4), ["xw"])):
+        src = RNN_PROJ.replace("float(T,B,I) x, float(B,H) h0", f"float(T,{B},I) x, float({B},H) h0")
+        k = tcdsl.compile(src)
+        assert not isinstance(k.frontend.checked.node.body[0], n.If)
+        assert hoisted(k) == moved, B
+        rng = np.random.default_rng(B)
+        inputs = [rand(rng, 3, B, 4), rand(rng, B, 5), rand(rng, 4, 5), rand(rng, 5, 5)]
+        np.testing.assert_allclose(k(*inputs), _rnn_numpy(*inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_auto_runs_the_steps_inside_the_parallel_loop_in_both_branches():
+    """Each branch's recurrence still runs inside its parallel loop (the
+    condition over the sizes is tested once, outside it): no parallel region
+    per step."""
+    import re
+
+    k = tcdsl.compile(RNN_PROJ)
+    steps, parallel = 0, None
+    for line in k.script.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if line.strip().startswith("if B"):
+            parallel = None
+        elif "T.parallel(" in line:
+            parallel = indent
+        elif re.match(r"\s*for t(, | in )", line):
+            steps += 1
+            assert parallel is not None and indent > parallel, line
+    assert steps == 2
+
+
+def test_hoisted_on_the_gpu():
+    """A GPU launches a kernel per step: the hoisted program, whatever the rows."""
+    k = tcdsl.compile(RNN_PROJ, target="cuda")
+    assert hoisted(k) == ["xw"]

@@ -359,3 +359,36 @@ def test_a_declared_sum_survives_the_signature_json_of_the_disk_cache():
     sig = Signature.from_json(json.loads(json.dumps(k.signature.to_json())))
     assert sig == k.signature
     assert sig.inputs[1].dims == (Linear("4 * H", (("H", 4),), 0), "I")
+
+
+def test_branches_over_the_sizes_each_infer_their_own_ranges():
+    """An ``if`` over the sizes whose branches write the same output: a read
+    of it in the second branch (``h(t - 1, b, k)``) gets no range from the
+    first branch's writes (made for other sizes); the ranges come from its
+    own statements.  (It used to infer an empty range there and skip the
+    statement.)"""
+    src = """def f(float(T,B,I) x, float(B,H) h0, float(I,H) W, float(H,H) U) -> (h) {
+      if B >= 4 {
+        for t in T { h(t, b, j) = h0(b, j) }
+      } else {
+        p(b, t, j) +=! x(t, b, i) * W(i, j)
+        for t in T {
+          if t == 0 { p(b, t, j) += h0(b, k) * U(k, j) }
+          else      { p(b, t, j) += h(t - 1, b, k) * U(k, j) }
+          h(t, b, j) = tanh(p(b, t, j))
+        }
+      }
+    }"""
+    for B in (2, 5):
+        rng = np.random.default_rng(B)
+        x, h0 = rng.standard_normal((3, B, 4)), rng.standard_normal((B, 5))
+        W, U = rng.standard_normal((4, 5)) * 0.5, rng.standard_normal((5, 5)) * 0.5
+        if B >= 4:
+            want = np.broadcast_to(h0, (3, B, 5))
+        else:
+            h, out = h0, []
+            for t in range(3):
+                h = np.tanh(x[t] @ W + h @ U)
+                out.append(h)
+            want = np.stack(out)
+        check(src, [a.astype(np.float32) for a in (x, h0, W, U)], np.asarray(want, np.float32), atol=1e-5)

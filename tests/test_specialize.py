@@ -84,9 +84,11 @@ def test_before_scheduling_schedules_per_size():
         return isl.Set.read_from_str(ctx, text)
 
     for backend, sizes in ((a, {"T": 3, "B": 2, "Ci": 4, "Co": 6}), (b, {"T": 5, "B": 1, "Ci": 7, "Co": 2})):
-        for sched in backend.schedules.values():
-            params = sched.get_domain().params()
-            assert not params.is_empty() and params.is_subset(fixed_to(sizes, params.get_ctx())), (sizes, params)
+        # the kernels of the branch these sizes do not take (hoist="auto") schedule nothing
+        live = [s.get_domain().params() for s in backend.schedules.values() if not s.get_domain().is_empty()]
+        assert live
+        for params in live:
+            assert params.is_subset(fixed_to(sizes, params.get_ctx())), (sizes, params)
     symbolic = tcdsl.compile(ELMAN).backend().schedules[0].get_domain().params()
     assert not symbolic.is_subset(fixed_to({"T": 3, "B": 2, "Ci": 4, "Co": 6}, symbolic.get_ctx()))
 

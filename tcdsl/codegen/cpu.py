@@ -113,7 +113,15 @@ class CpuProgram(ProgramLowering):
         if not self.cpu.steps_inside or len(body.items) != 1 or not isinstance(body.items[0], Kernel):
             return super().sequential(lp, body, env)
         k = body.items[0]
-        top, mark = strip_marks(self.ast_of(k))
+        ast = self.ast_of(k)
+        # a condition over the sizes around the kernel (a branch of an ``if``
+        # over the sizes, polyhedral/hoist.py ``by_rows``): tested once, outside
+        bare, _ = strip_marks(ast)
+        guard = None
+        if bare.get_type() == NT.if_ and not bare.if_has_else_node() \
+                and lp.var not in isl_ast.ids(bare.if_get_cond()):
+            guard, ast = bare.if_get_cond(), bare.if_get_then_node()
+        top, mark = strip_marks(ast)
         if mark != PARALLEL_STEPS or top.get_type() != NT.for_ or lp.var in loop_ids(top) or not unit_stride(top):
             return super().sequential(lp, body, env)
         lo = lower_expr(lp.lo, env, {}, INDEX)
@@ -127,7 +135,8 @@ class CpuProgram(ProgramLowering):
             return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
 
         low.wrap = wrap
-        return low.node(self.ast_of(k), parallel_ok=True, mark=None)
+        out = low.node(ast, parallel_ok=True, mark=None)
+        return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
 
 
 class CpuAstLowering(AstLowering):

@@ -135,6 +135,8 @@ class _Inference:
         self.info = info
         self.ctx = info.ctx
         self.params = info.params
+        # tensor -> the sizes for which a statement so far writes it
+        self.written_for: dict[str, isl.Set] = {}
 
     def stmts(self, stmts, loops: tuple[Loop, ...], conds) -> None:
         for s in stmts:
@@ -273,6 +275,12 @@ class _Inference:
         extent = self._extent(acc.tensor, k)
         if extent is None:
             return
+        here = self._sizes_of(var_sets[next(iter(unresolved))])
+        if self.info.checked.tensors[acc.tensor].dims is None and not here.is_subset(
+                self.written_for.get(acc.tensor, here)):
+            # written so far only for other sizes (in the other branch of an
+            # ``if`` over the sizes): its extent says nothing here
+            return
         try:
             pa = read_pwaff(self.ctx, self.params, vars_, e).align_params(space.params())
         except NotAffine:
@@ -291,6 +299,16 @@ class _Inference:
                 bad = bad.eliminate(isl.dim_type.set, i, 1)
         allowed = bad.complement().intersect_params(box.params())
         found[v] = found[v] & allowed if v in found else allowed
+
+    def _sizes_of(self, box: isl.Set) -> isl.Set:
+        """The sizes for which ``box`` (a statement's set over the sizes and
+        loop variables) is not empty."""
+        ps = box.params()
+        for name in self.params:
+            pos = ps.find_dim_by_name(isl.dim_type.param, isl_name(name))
+            if pos >= 0 and name not in self.info.checked.sizes:
+                ps = ps.project_out(isl.dim_type.param, pos, 1)
+        return ps.coalesce()
 
     def _extent(self, tensor: str, k: int) -> isl.PwAff | None:
         info = self.info.checked.tensors[tensor]
@@ -366,6 +384,9 @@ class _Inference:
                 st.shifted[k] = (written.dim_min(0).coalesce(), written.dim_max(0).add_constant_val(1).coalesce())
         if info.dims is not None:
             return
+        mine = self._sizes_of(st.params_set)
+        old_sizes = self.written_for.get(s.tensor)
+        self.written_for[s.tensor] = mine if old_sizes is None else (old_sizes | mine).coalesce()
         from ..syntax.printer import expr_to_tc
 
         ext = []

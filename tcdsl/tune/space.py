@@ -46,7 +46,7 @@ class Knob:
         """Numbers for the cost model: log2 for sizes and counts, one-hot for names."""
         if self.ordinal:
             return [0.0 if value is None else math.log2(float(value) + 1.0)]
-        if isinstance(value, bool) or all(isinstance(v, bool) for v in self.values):
+        if all(isinstance(v, bool) for v in self.values):
             return [float(bool(value))]
         return [float(value == v) for v in self.values]
 
@@ -71,7 +71,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
-        "hoist": (True, False),
+        "hoist": ("auto", True, False),
         "fold": (True, False),
         "fusion": ("auto", "isl", "outer", "none"),
         "split_selects": (True, False),
@@ -84,7 +84,7 @@ def _cuda_knobs() -> tuple[Knob, ...]:
         "threads": (32, 64, 128, 256, 512, 1024),
         "flatten": (None, 1, 2, 3),
         "registers": (True, False),
-        "hoist": (True, False),
+        "hoist": ("auto", False),  # "auto" hoists on a GPU
         "fold": (True, False),
     }
     return tuple(Knob(k, v, _default(k)) for k, v in values.items())
