@@ -32,7 +32,7 @@ def compile(source: str | os.PathLike, entry: str | None = None, *, target: Any 
     if options is None and tuning_db is not False:
         return _tuned_kernel(src, entry, target=target, specialize=specialize, sizes=sizes, tuning_db=tuning_db)
     options = parse_options(options)
-    fe = driver.frontend(src, entry, options.frontend, _kind(target), fixed=sizes)
+    fe = driver.frontend(src, entry, options.frontend, _kind(target), fixed=sizes, specialize=specialize)
     return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=options)
 
 
@@ -42,13 +42,14 @@ def _tuned_kernel(src: Source, entry: str | None, *, target, specialize: str, si
     from .codegen import targets
     from .tune.reuse import FRONTEND_OPTIONS, Tuned
 
-    fe = driver.frontend(src, entry, target_kind=_kind(target), fixed=sizes)
+    fe = driver.frontend(src, entry, target_kind=_kind(target), fixed=sizes, specialize=specialize)
     tuned = Tuned.load(tuning_db, fe, targets.target_kind(targets.make_target(target)))
     if tuned is None:
         return Kernel(fe, target=target, specialize=specialize, sizes=sizes, options={})
     choice = tuned.for_symbolic()
     if any(k in choice.options for k in FRONTEND_OPTIONS):
-        fe = driver.frontend(src, entry, parse_options(choice.options).frontend, _kind(target), fixed=sizes)
+        fe = driver.frontend(src, entry, parse_options(choice.options).frontend, _kind(target), fixed=sizes,
+                             specialize=specialize)
     k = Kernel(fe, target=target, specialize=specialize, sizes=sizes, options=choice.options, tuned=tuned)
     k._symbolic_choice = choice
     return k

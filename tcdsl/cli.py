@@ -203,7 +203,8 @@ def _compiled_text(args, options, sizes: dict[str, int]) -> str:
 
     from .api import _kind
 
-    fe = driver.frontend(_load(args.file), args.entry, options.frontend, _kind(args.target), fixed=sizes)
+    fe = driver.frontend(_load(args.file), args.entry, options.frontend, _kind(args.target), fixed=sizes,
+                         specialize=args.specialize)
     if args.emit in ("ast", "ranges"):
         return driver.STAGES[args.emit](_FrontendOnly(fe))
     from .dispatch import Kernel

@@ -91,7 +91,8 @@ def dump_split(model: Model) -> str:
 
 
 def frontend(source: Source, entry: str | None = None, options: FrontendOptions | None = None,
-             target_kind: str = "llvm", fixed: dict[str, int] | None = None, **fields) -> Frontend:
+             target_kind: str = "llvm", fixed: dict[str, int] | None = None, specialize: str = "never",
+             **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
     for each read that may be out of bounds; an error when ``strict_bounds``)
     -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
@@ -104,7 +105,9 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     ``pad=``, ``inplace=``, ``transpose=``) change ``options``.  ``hoist``
     ``"auto"`` on the CPU (``target_kind`` "llvm") keeps both programs, the
     hoisted one for steps of few rows (:func:`rows_threshold`), or the one
-    of them that the sizes ``fixed`` at compile time choose; on a GPU it
+    of them that the sizes ``fixed`` at compile time choose; on a GPU, and
+    for the binaries of the ``specialize`` modes other than "never" (each
+    built for its sizes, from a schedule of the hoisted program), it
     hoists."""
     options = dataclasses.replace(options or FrontendOptions(), **fields)
     strict_bounds, hoist = options.strict_bounds, options.hoist
@@ -118,7 +121,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_narrowing(model)
     rewritten, serial = program, frozenset()
     if hoist:
-        threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" else None
+        threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
+            else None
         rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model, threshold,
                                                              fixed or {})
     pads = frozenset()

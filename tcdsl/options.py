@@ -77,7 +77,7 @@ class FrontendOptions:
     computed in that output (``inplace``, polyhedral/inplace.py)."""
 
     strict_bounds: bool = False
-    hoist: bool | str = "auto"
+    hoist: bool | str = True
     transpose: bool = True
     pad: bool = True
     inplace: bool = True
@@ -415,9 +415,10 @@ class MappingOptions:
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
-      ``"auto"`` (the default): on the CPU, the kernel holds both programs
-      and hoists only when a step has fewer rows (an RNN's batch) than a
-      full register tile for every thread; on a GPU, as True.
+      ``"auto"``: on the CPU, the symbolic kernel (``specialize="never"``)
+      holds both programs and hoists only when a step has fewer rows (an
+      RNN's batch) than a full register tile for every thread; on a GPU and
+      in the other ``specialize`` modes, as True.
     * ``transpose``: read an input that a statement reads across its
       contiguous dimension (``Whh(j, k)`` for ``a(b, j)``) from a transposed
       copy made once per call (polyhedral/layout.py).

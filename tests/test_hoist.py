@@ -16,7 +16,8 @@ from tcdsl.testing import evaluate
 from helpers import QRNN, qrnn_inputs, rand, reference
 
 NO_HOIST = {"hoist": False}
-HOIST = {"hoist": True}  # always (the default, "auto", keeps both programs: see the tests at the end)
+HOIST = {"hoist": True}  # the default
+AUTO = {"hoist": "auto"}  # both programs, chosen by the rows of a step: see the tests at the end
 
 
 def hoisted(kernel) -> list[str]:
@@ -36,11 +37,11 @@ def loop_body(kernel) -> list[str]:
 
 
 def assert_same(src, inputs, entry=None, **kw):
-    """Hoisted, not hoisted and the default agree with the interpreter;
+    """Hoisted, not hoisted and ``hoist="auto"`` agree with the interpreter;
     returns the hoisted kernel."""
     want = evaluate(src, inputs, entry)
     want = want if isinstance(want, tuple) else (want,)
-    kernels = [tcdsl.compile(src, entry, options=o, **kw) for o in (HOIST, NO_HOIST, {})]
+    kernels = [tcdsl.compile(src, entry, options=o, **kw) for o in (HOIST, NO_HOIST, AUTO)]
     for k in kernels:
         got = k(*inputs)
         got = got if isinstance(got, tuple) else (got,)
@@ -102,7 +103,7 @@ def test_hoisting_keeps_every_specialization_mode_and_options_object():
     inputs = [rand(rng, 6, 2, 5), rand(rng, 2, 4), rand(rng, 5, 4), rand(rng, 4, 4)]
     want = _rnn_numpy(*inputs)
     for mode in ("never", "after-scheduling", "before-scheduling"):
-        for o in ({}, HOIST):
+        for o in (AUTO, HOIST):
             np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode, options=o)(*inputs), want,
                                        rtol=1e-4, atol=1e-5)
     k = tcdsl.compile(RNN_PROJ, options=tcdsl.MappingOptions(hoist=False))
@@ -305,12 +306,12 @@ def _threshold() -> int:
 
 
 def test_auto_keeps_both_programs_and_runs_each_on_its_side():
-    """``hoist="auto"`` (the default) on the CPU: ``if B >= R { as written }
-    else { hoisted }``, R a full register tile of rows for every thread; the
-    hoisted branch's temporaries renamed.  Both sides of R give the NumPy
-    result, and so does every specialization mode."""
+    """``hoist="auto"`` on the CPU: ``if B >= R { as written } else { hoisted
+    }``, R a full register tile of rows for every thread; the hoisted
+    branch's temporaries renamed.  Both sides of R give the NumPy result, and
+    so does every specialization mode (which hoist)."""
     R = _threshold()
-    k = tcdsl.compile(RNN_PROJ)
+    k = tcdsl.compile(RNN_PROJ, options=AUTO)
     (top,) = k.frontend.checked.node.body
     assert isinstance(top, n.If)
     assert top.cond.op == ">=" and top.cond.lhs.name == "B" and top.cond.rhs.value == R
@@ -321,7 +322,9 @@ def test_auto_keeps_both_programs_and_runs_each_on_its_side():
         inputs = [rand(rng, 4, B, 5), rand(rng, B, 6), rand(rng, 5, 6), rand(rng, 6, 6)]
         want = _rnn_numpy(*inputs)
         for mode in ("never", "after-scheduling", "before-scheduling"):
-            np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode)(*inputs), want, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode, options=AUTO)(*inputs), want,
+                                       rtol=1e-4, atol=1e-5)
+    assert hoisted(tcdsl.compile(RNN_PROJ, specialize="after-scheduling", options=AUTO)) == ["xw"]
 
 
 def test_auto_with_the_rows_known_keeps_one_program():
@@ -330,7 +333,7 @@ def test_auto_with_the_rows_known_keeps_one_program():
     R = _threshold()
     for B, moved in ((R, []), (max(1, R // 4), ["xw"])):
         src = RNN_PROJ.replace("float(T,B,I) x, float(B,H) h0", f"float(T,{B},I) x, float({B},H) h0")
-        k = tcdsl.compile(src)
+        k = tcdsl.compile(src, options=AUTO)
         assert not isinstance(k.frontend.checked.node.body[0], n.If)
         assert hoisted(k) == moved, B
         rng = np.random.default_rng(B)
@@ -344,7 +347,7 @@ def test_auto_runs_the_steps_inside_the_parallel_loop_in_both_branches():
     per step."""
     import re
 
-    k = tcdsl.compile(RNN_PROJ)
+    k = tcdsl.compile(RNN_PROJ, options=AUTO)
     steps, parallel = 0, None
     for line in k.script.splitlines():
         indent = len(line) - len(line.lstrip())
@@ -360,5 +363,5 @@ def test_auto_runs_the_steps_inside_the_parallel_loop_in_both_branches():
 
 def test_hoisted_on_the_gpu():
     """A GPU launches a kernel per step: the hoisted program, whatever the rows."""
-    k = tcdsl.compile(RNN_PROJ, target="cuda")
+    k = tcdsl.compile(RNN_PROJ, target="cuda", options=AUTO)
     assert hoisted(k) == ["xw"]

@@ -83,10 +83,12 @@ class CpuProgram(ProgramLowering):
         kernel outside any ``for``, whose loops may be long) the inner loops
         stay parallel."""
         ast = self.ast_of(k)
-        if self.cpu.parallel and (_outer_loop_dropped(ast) or _serial_outside(ast)
+        guard, inner = _size_guard(ast, k)
+        if self.cpu.parallel and (_outer_loop_dropped(inner) or _serial_outside(inner)
                                   and (bool(k.loops) or self._unit_dimension(k))):
             low = CpuAstLowering(self, {s.name: s for s in k.stmts}, env, k)
-            return ChunkedLoop(low, self.cpu, None).one_row(ast)
+            out = ChunkedLoop(low, self.cpu, None).one_row(inner)
+            return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
         return super().kernel(k, env)
 
     def _unit_dimension(self, k: Kernel) -> bool:
@@ -113,14 +115,9 @@ class CpuProgram(ProgramLowering):
         if not self.cpu.steps_inside or len(body.items) != 1 or not isinstance(body.items[0], Kernel):
             return super().sequential(lp, body, env)
         k = body.items[0]
-        ast = self.ast_of(k)
         # a condition over the sizes around the kernel (a branch of an ``if``
         # over the sizes, polyhedral/hoist.py ``by_rows``): tested once, outside
-        bare, _ = strip_marks(ast)
-        guard = None
-        if bare.get_type() == NT.if_ and not bare.if_has_else_node() \
-                and lp.var not in isl_ast.ids(bare.if_get_cond()):
-            guard, ast = bare.if_get_cond(), bare.if_get_then_node()
+        guard, ast = _size_guard(self.ast_of(k), k)
         top, mark = strip_marks(ast)
         if mark != PARALLEL_STEPS or top.get_type() != NT.for_ or lp.var in loop_ids(top) or not unit_stride(top):
             return super().sequential(lp, body, env)
@@ -415,6 +412,17 @@ def _gathers(kernel) -> bool:
             if any(isinstance(v, n.IndexVar) and v.name in red for x in inner for i in x.indices for v in n.walk(i)):
                 return True
     return False
+
+
+def _size_guard(ast: isl.AstNode, k: Kernel):
+    """(condition, body) when ``ast`` is ``if (c) body`` with no ``else`` and
+    ``c`` over the sizes only (a branch of an ``if`` over the sizes,
+    polyhedral/hoist.py ``by_rows``); else (None, ``ast``)."""
+    bare, _ = strip_marks(ast)
+    if bare.get_type() == NT.if_ and not bare.if_has_else_node() \
+            and not isl_ast.ids(bare.if_get_cond()) & {isl_name(lp.var) for lp in k.loops}:
+        return bare.if_get_cond(), bare.if_get_then_node()
+    return None, ast
 
 
 def _outer_loop_dropped(ast: isl.AstNode) -> bool:

@@ -384,7 +384,15 @@ class _Inference:
                 st.shifted[k] = (written.dim_min(0).coalesce(), written.dim_max(0).add_constant_val(1).coalesce())
         if info.dims is not None:
             return
-        mine = self._sizes_of(st.params_set)
+        # the sizes it is written for: those of its conditions over the sizes
+        # only (a condition on a loop variable, ``if t > 2``, still writes
+        # the tensor for every size)
+        mine = self.info.size_context.align_params(self._param_space())
+        for cond, taken in st.conds:
+            if not any(isinstance(x, n.IndexVar) for x in n.walk(cond)):
+                c = self._read_cond(cond, cond)
+                mine = mine & (c if taken else c.complement())
+        mine = self._sizes_of(mine)
         old_sizes = self.written_for.get(s.tensor)
         self.written_for[s.tensor] = mine if old_sizes is None else (old_sizes | mine).coalesce()
         from ..syntax.printer import expr_to_tc

@@ -71,7 +71,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
-        "hoist": ("auto", True, False),
+        "hoist": (True, "auto", False),
         "fold": (True, False),
         "fusion": ("auto", "isl", "outer", "none"),
         "split_selects": (True, False),
@@ -84,7 +84,7 @@ def _cuda_knobs() -> tuple[Knob, ...]:
         "threads": (32, 64, 128, 256, 512, 1024),
         "flatten": (None, 1, 2, 3),
         "registers": (True, False),
-        "hoist": ("auto", False),  # "auto" hoists on a GPU
+        "hoist": (True, False),  # ("auto" hoists on a GPU)
         "fold": (True, False),
     }
     return tuple(Knob(k, v, _default(k)) for k, v in values.items())
