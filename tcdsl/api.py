@@ -56,7 +56,10 @@ def _tuned_kernel(src: Source, entry: str | None, *, target, specialize: str, si
 
 
 def _kind(target) -> str:
-    """``"llvm"`` or ``"cuda"`` (an unknown target is refused later, by the kernel)."""
+    """``"llvm"`` or ``"cuda"`` (an unknown target is refused later, by the
+    kernel); a target named by its string needs no TVM."""
+    if isinstance(target, str):
+        return "cuda" if target == "cuda" else "llvm"
     from .codegen import targets
 
     try:

@@ -1,6 +1,7 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> inplace -> transpose
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> inplace -> factor
+               -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
@@ -99,10 +100,11 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     ``hoist`` is False -> zero-padded copies of inputs read under a padding
     select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
     computed in the output they end in (polyhedral/inplace.py), unless
-    ``inplace`` is False -> transposed copies of inputs read across their
+    ``inplace`` is False -> a sum's invariant factors applied after it
+    (polyhedral/factor.py), unless ``factor`` is False -> transposed copies of inputs read across their
     contiguous dimension in a loop (polyhedral/layout.py), unless
     ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``,
-    ``pad=``, ``inplace=``, ``transpose=``) change ``options``.  ``hoist``
+    ``pad=``, ``inplace=``, ``factor=``, ``transpose=``) change ``options``.  ``hoist``
     ``"auto"`` on the CPU (``target_kind`` "llvm") keeps both programs, the
     hoisted one for steps of few rows (:func:`rows_threshold`), or the one
     of them that the sizes ``fixed`` at compile time choose; on a GPU, and
@@ -130,6 +132,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
     if options.inplace:
         rewritten, checked, ranges, model = _in_place(rewritten, entry, checked, ranges, model)
+    if options.factor:
+        rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
     if options.transpose:
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
     for k in model.kernels():  # a padded copy in a nest of its own, not fused into the reduction's loops
@@ -145,6 +149,16 @@ def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges
 
     out = _rewritten("inplace", program, entry, checked, ranges, model,
                      lambda: inplace.plan(checked, ranges), inplace.rewrite)
+    return out[:4]
+
+
+def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program applying each sum's factors that do not depend on its
+    reduction variables once after it (polyhedral/factor.py); see
+    :func:`_rewritten`."""
+    from .polyhedral import factor
+
+    out = _rewritten("factored", program, entry, checked, ranges, model, lambda: factor.plan(checked), factor.rewrite)
     return out[:4]
 
 

@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad, inplace   (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad, inplace, factor   (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -74,13 +74,16 @@ class FrontendOptions:
     (``transpose``, polyhedral/layout.py); inputs read under a select that
     pads them with zeros are read from a zero-padded copy (``pad``,
     polyhedral/pad.py); a temporary that ends in an output of its shape is
-    computed in that output (``inplace``, polyhedral/inplace.py)."""
+    computed in that output (``inplace``, polyhedral/inplace.py); a sum's
+    factors that do not depend on its reduction variables are applied once
+    after it (``factor``, polyhedral/factor.py)."""
 
     strict_bounds: bool = False
     hoist: bool | str = True
     transpose: bool = True
     pad: bool = True
     inplace: bool = True
+    factor: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -247,7 +250,8 @@ def _payback(key: str, v: Any) -> float:
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _hoist), "transpose": ("frontend", _bool),
-    "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "fusion": ("schedule", _fusion),
+    "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "factor": ("frontend", _bool),
+    "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
     "tile_rows": ("cpu", _int(0)), "tile_cols": ("cpu", _int(0)), "vector_width": ("cpu", _int(0)),
@@ -431,6 +435,11 @@ class MappingOptions:
       shape from it element by element (a softmax's ``y(n, c) = e(n, c) /
       s(n)``) is computed in that output, which that statement then updates
       in place: no temporary as large as the output (polyhedral/inplace.py).
+    * ``factor``: a ``+=!`` sum's factors that do not depend on its reduction
+      variables (``/ z(b, n, i)`` in ``o(b, n, i, d) +=! e(b, n, i, j) *
+      v(b, n, j, d) / z(b, n, i)``, a constant scale) are applied once per
+      element in a statement after the sum instead of once per term
+      (polyhedral/factor.py); the results differ by rounding only.
     * ``fold``: keep a temporary indexed by a sequential loop's variable in
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
@@ -469,6 +478,7 @@ class MappingOptions:
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad
     inplace: bool = FrontendOptions.inplace
+    factor: bool = FrontendOptions.factor
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     split_selects: bool = ScheduleOptions.split_selects

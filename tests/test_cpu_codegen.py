@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import tcdsl
+from tcdsl.codegen.cpu import vector_lanes
 from helpers import ELMAN, QRNN, conv2d_valid, elman_inputs, qrnn_inputs, rand, reference
 
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
@@ -320,7 +321,7 @@ def test_elementwise_recurrence_streams_each_threads_columns(sizes):
     s = k.script
     assert s.count("T.parallel") == 1
     assert re.search(r"for c0_chunk in T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows: .*\s+"
-                     r"for t, c0_r in T\.grid\(.*\):\s+for c1_o in range\(.*\):\s+for c1_v in T\.vectorized\(8\):", s)
+                     rf"for t, c0_r in T\.grid\(.*\):\s+for c1_o in range\(.*\):\s+for c1_v in T\.vectorized\({vector_lanes()}\):", s)
     assert re.search(r"c = T\.alloc_buffer\(\(1, ", s)
     rng = np.random.default_rng(5)
     for T, B, C in ([(9, 5, 21)] if sizes else [(1, 1, 1), (9, 5, 21), (3, 7, 8), (17, 3, 131)]):

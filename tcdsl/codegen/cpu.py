@@ -31,6 +31,7 @@ import islpy as isl
 import tvm
 from tvm import tirx
 
+from .. import host
 from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
@@ -38,13 +39,22 @@ from ..polyhedral.model import Block, IslStmt, Kernel
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
 from ..sema.affine import isl_name
 from ..syntax import nodes as n
+from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
 
+# Lanes of a plain vectorized loop (a map, a row's normalisation), twice as
+# many with AVX-512: a map of tanh and sigmoid over 512 x 4096 floats took
+# 1.85 ms with 16 lanes against 2.3 ms with 8 (Intel Xeon, Emerald Rapids).
 VECTOR_WIDTH = 8
+
+
+def vector_lanes() -> int:
+    """The lanes of a plain vectorized loop on this host."""
+    return VECTOR_WIDTH * (2 if host.avx512() else 1)
 REDUCE_BLOCK = 32  # vector iterations between combining a reduction's lanes (codegen/cpu_reduce.py)
 
 
@@ -176,9 +186,9 @@ class CpuAstLowering(AstLowering):
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
         """An innermost coincident loop whose stores are stride-1 in it becomes a
-        main loop of VECTOR_WIDTH-wide vector iterations plus a scalar tail (TVM
-        vectorizes constant extents only)."""
-        w = VECTOR_WIDTH
+        main loop of VECTOR_WIDTH-wide vector iterations (twice as wide with
+        AVX-512) plus a scalar tail (TVM vectorizes constant extents only)."""
+        w = vector_lanes()
         extent = tirx.max(extent, 0)  # an isl loop may run zero times with a negative extent; % would not
         vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
         main_body = self.body_with(node, name, init + vo * w + vi, parallel_ok)
@@ -191,9 +201,15 @@ class CpuAstLowering(AstLowering):
             return None
         n_main = tirx.floordiv(extent, w)
         tail_body = self.body_with(node, name, init + n_main * w + vt, parallel_ok)
+        # a row's divisor or rsqrt, computed once (codegen/invariant.py)
+        bindings, (main_body, tail_body) = invariant.hoist([main_body, tail_body], [vo, vi, vt])
         main = tirx.For(vo, 0, n_main, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
                         tirx.For(vi, 0, w, tirx.ForKind.VECTORIZED, main_body))
-        return tirx.SeqStmt([main, tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)])
+        out = tirx.SeqStmt([main, tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)])
+        if not bindings:
+            return out
+        out = tirx.SeqStmt([tirx.Bind(v, value) for v, value in bindings] + [main, out.seq[1]])
+        return tirx.IfThenElse(extent > 0, out, None)  # the terms read only where the loop runs
 
 
 CpuProgram.ast_lowering = CpuAstLowering

@@ -1,0 +1,147 @@
+"""Work that does not change along a vectorized loop, done once before it.
+
+A row's normalisation divides every element by a value of the row (a
+softmax's ``y(n, c) / s(n)``) or applies a call to it (a layer norm's
+``rsqrt(var(n) + 1e-5)``).  In the innermost vectorized loop such a term is
+computed again for every vector: a vector division costs as much as ten
+multiplications, and LLVM does not move the load of ``s(n)`` out of the loop
+(it cannot tell that the stores to ``y`` leave ``s`` alone).
+:func:`hoist` binds each such term to a variable computed once before the
+loop, and turns ``a / d`` with an invariant ``d`` read from a tensor into
+``a * (1 / d)`` (a difference of rounding only, as PyTorch's softmax does).
+
+A term is invariant when it reads no loop variable, no variable bound inside
+the loop, and no buffer the loop stores to; it is hoisted only from the part
+of an expression that every iteration evaluates (not from a select's
+branches, the arguments of ``if_then_else`` or the right operand of ``&&`` /
+``||``): a read there may be valid only where its condition holds.  The
+caller evaluates the bindings only when the loop runs at least once.
+"""
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .expr import dtype_of as _dtype
+from .lower import _LOAD
+
+_BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max,
+           tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
+
+
+class _Hoist:
+    def __init__(self, loop_vars, stored, bound):
+        self.loop_vars = loop_vars
+        self.stored = stored
+        self.bound = bound
+        self.bindings: list[tuple[tirx.Var, tirx.PrimExpr]] = []
+
+    # ---------------------------------------------------------------- analysis
+    def invariant(self, e) -> bool:
+        if isinstance(e, tirx.Var):
+            return not any(e.same_as(v) for v in self.loop_vars) and not any(e.same_as(v) for v in self.bound)
+        if isinstance(e, _LOAD):
+            return not any(e.source.data.same_as(b) for b in self.stored) and all(self.invariant(i) for i in e.indices)
+        if isinstance(e, (tirx.IntImm, tirx.FloatImm, tvm.ir.expr.StringImm)):
+            return True
+        if isinstance(e, tvm.ir.expr.Call):
+            return all(self.invariant(a) for a in e.args)
+        if isinstance(e, _BINARY + (tirx.And, tirx.Or)):
+            return self.invariant(e.a) and self.invariant(e.b)
+        if isinstance(e, (tirx.Cast, tirx.Not)):
+            return self.invariant(e.value if isinstance(e, tirx.Cast) else e.a)
+        if isinstance(e, tirx.Select):
+            return all(self.invariant(x) for x in (e.condition, e.true_value, e.false_value))
+        return False  # Let and anything else: left in place
+
+    def bind(self, e, name: str = "inv") -> tirx.Var:
+        for v, value in self.bindings:
+            if tvm_ffi.structural_equal(value, e):
+                return v
+        v = tirx.Var(f"{name}{len(self.bindings)}", _dtype(e))
+        self.bindings.append((v, e))
+        return v
+
+    # ---------------------------------------------------------------- rewrite
+    def expr(self, e):
+        if not _dtype(e).startswith("float"):
+            return e
+        if isinstance(e, tvm.ir.expr.Call) and self.invariant(e) and _is_math(e):
+            return self.bind(e)
+        if isinstance(e, tirx.Div) and self.invariant(e.b) and not self.invariant(e.a) and _reads(e.b):
+            one = tirx.FloatImm(_dtype(e), 1.0)
+            return tirx.Mul(self.expr(e.a), self.bind(tirx.Div(one, e.b), "rcp"))
+        if isinstance(e, _BINARY):
+            return type(e)(self.expr(e.a), self.expr(e.b))
+        if isinstance(e, tirx.Cast):
+            return tirx.Cast(_dtype(e), self.expr(e.value))
+        if isinstance(e, tirx.Select):  # only the condition is evaluated every time
+            return tirx.Select(e.condition, e.true_value, e.false_value)
+        if isinstance(e, tirx.Let):
+            return tirx.Let(e.var, self.expr(e.value), self.expr(e.body))
+        if isinstance(e, tvm.ir.expr.Call) and _is_math(e):
+            return tvm.ir.expr.Call(e.op, [self.expr(a) for a in e.args], attrs=e.attrs, ret_ty=_dtype(e))
+        return e
+
+    def stmt(self, s):
+        if isinstance(s, tirx.BufferStore):
+            return tirx.BufferStore(s.buffer, self.expr(s.value), s.indices)
+        if isinstance(s, tirx.SeqStmt):
+            return tirx.SeqStmt([self.stmt(x) for x in s.seq])
+        return s  # conditions, loops, bindings: left as they are
+
+
+def _is_math(c) -> bool:
+    """A pure math call (an intrinsic or a libm function), not
+    ``if_then_else`` or a reinterpretation."""
+    name = getattr(c.op, "name", "")
+    return name.startswith("tirx.") and name != "tirx.reinterpret"
+
+
+def _reads(e) -> bool:
+    if isinstance(e, _LOAD):
+        return True
+    return any(_reads(getattr(e, f)) for f in ("a", "b", "value") if hasattr(e, f) and getattr(e, f) is not None
+               and isinstance(getattr(e, f), tvm.ir.expr.Expr)) \
+        or isinstance(e, tvm.ir.expr.Call) and any(_reads(a) for a in e.args)
+
+
+def _stored(s, out: list) -> bool:
+    """Collect the buffers ``s`` stores to; False when ``s`` holds a statement
+    this module does not read (then nothing is hoisted)."""
+    if isinstance(s, tirx.BufferStore):
+        out.append(s.buffer.data)
+        return True
+    if isinstance(s, tirx.SeqStmt):
+        return all(_stored(x, out) for x in s.seq)
+    return False
+
+
+def _bound_vars(e, out: list) -> None:
+    if isinstance(e, tirx.Let):
+        out.append(e.var)
+    for f in ("a", "b", "value", "body", "condition", "true_value", "false_value"):
+        x = getattr(e, f, None)
+        if isinstance(x, tvm.ir.expr.Expr):
+            _bound_vars(x, out)
+    if isinstance(e, tvm.ir.expr.Call):
+        for a in e.args:
+            _bound_vars(a, out)
+
+
+def hoist(bodies: list[tirx.Stmt], loop_vars: list[tirx.Var]):
+    """``(bindings, bodies)``: the bodies with their invariant terms replaced
+    by variables, and those variables with their values (in order).  The
+    bodies are those of one loop split in parts (a vector loop and its scalar
+    tail): the same term gets the same variable in each."""
+    stored: list = []
+    if not all(_stored(b, stored) for b in bodies):
+        return [], bodies
+    bound: list = []
+    for b in bodies:
+        for s in ([b] if isinstance(b, tirx.BufferStore) else list(b.seq)):
+            _bound_vars(s.value, bound)
+    h = _Hoist(loop_vars, stored, bound)
+    out = [h.stmt(b) for b in bodies]
+    return h.bindings, out

@@ -1,0 +1,132 @@
+"""Factors of a sum that do not depend on its reduction variables, applied once after it.
+
+Users scale a sum inside it, as the formula reads::
+
+    o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d) / z(b, n, i)
+    s(b, n, i, j) +=! q(b, n, i, d) * k(b, n, j, d) * rsqrt(float(D))
+    mean(n) +=! x(n, c) / C
+
+Each term then pays a division or a multiplication that is the same for
+every step of the reduction (``z(b, n, i)`` does not depend on ``j``), and
+the sum is no longer a plain product of two reads, so it gets no register
+tiles (the attention's weighted sum ran a vector division per multiply-add).
+``plan(checked)`` finds each ``+=!`` statement at the top of the ``def``
+whose right side is a product (``*``, ``/``) with factors that do not depend
+on its reduction variables; ``rewrite(def, plan)`` sums the other factors
+and applies those once per element in a statement right after it::
+
+    o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d)
+    o(b, n, i, d) = o(b, n, i, d) / z(b, n, i)
+
+This is the sum's distributive law (the sum of ``a * c`` is ``c`` times the
+sum of ``a``): the results differ from the program as written by rounding
+only.  It applies where the new statement covers exactly the elements the
+sum wrote: the written tensor is a float tensor that no other statement
+writes, its indices are distinct index variables, and no ``where`` clause
+mentions them.  The rewritten ``def`` is checked and inferred again
+(driver.py); ``options={"factor": False}`` leaves programs as written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..sema.check import CheckedDef
+from ..syntax import nodes as n
+
+
+@dataclass(frozen=True)
+class Sum:
+    """A ``+=!`` statement to rewrite: its reduction variables and the names
+    (``where`` lets) whose value may depend on them."""
+
+    reduction: frozenset[str]
+
+
+def plan(checked: CheckedDef) -> dict[object, Sum]:
+    """Statement span -> :class:`Sum`, for the sums with invariant factors."""
+    body = checked.node.body
+    writers: dict[str, int] = {}
+    for s in body:
+        for c in n.walk(s):
+            if isinstance(c, n.Comprehension):
+                writers[c.tensor] = writers.get(c.tensor, 0) + 1
+    out: dict[object, Sum] = {}
+    for s in body:
+        if not isinstance(s, n.Comprehension) or s.op != "+=!" or s.equivalent is not None:
+            continue
+        if writers.get(s.tensor) != 1 or not s.reduction_vars or s.span is None:
+            continue
+        if not checked.tensors[s.tensor].dtype.startswith("float"):
+            continue
+        lhs = [_name(x) for x in s.indices]
+        if None in lhs or len(set(lhs)) != len(lhs):
+            continue
+        if any(_where_names(w) & set(lhs) for w in s.wheres):
+            continue
+        if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
+            continue
+        dependent = frozenset(s.reduction_vars) | {w.name for w in s.wheres if isinstance(w, n.Let)}
+        inv, dep = split(s.rhs, dependent)
+        if inv and dep:
+            out[s.span] = Sum(dependent)
+    return out
+
+
+def split(e: n.Expr, dependent: frozenset[str]) -> tuple[list[tuple[str, n.Expr]], list[tuple[str, n.Expr]]]:
+    """The factors of the product ``e`` as ``("*" or "/", factor)`` pairs:
+    those without a name of ``dependent``, and the others.  A quotient whose
+    divisor depends on them stays one factor."""
+    inv: list[tuple[str, n.Expr]] = []
+    dep: list[tuple[str, n.Expr]] = []
+
+    def visit(x: n.Expr, op: str) -> None:
+        if isinstance(x, n.Binary) and x.op == "*" and op == "*":
+            visit(x.lhs, "*")
+            visit(x.rhs, "*")
+        elif isinstance(x, n.Binary) and x.op == "/" and op == "*" and not (_names(x.rhs) & dependent):
+            visit(x.lhs, "*")
+            inv.append(("/", x.rhs))
+        else:
+            (dep if _names(x) & dependent else inv).append((op, x))
+
+    visit(e, "*")
+    return inv, dep
+
+
+def rewrite(d: n.Def, p: dict[object, Sum]) -> n.Def:
+    """``d`` (as parsed) with each sum of ``p`` followed by its invariant factors."""
+    body: list[n.Stmt] = []
+    for s in d.body:
+        if not isinstance(s, n.Comprehension) or s.span not in p:
+            body.append(s)
+            continue
+        inv, dep = split(s.rhs, p[s.span].reduction)
+        body.append(replace(s, rhs=_product(dep, s.rhs.span)))
+        here = inv[0][1].span or s.span
+        value: n.Expr = n.Call(s.tensor, s.indices, span=here)
+        for op, f in inv:
+            value = n.Binary(op, value, f, span=f.span or here)
+        body.append(n.Comprehension(s.tensor, s.indices, "=", value, span=here))
+    return replace(d, body=tuple(body))
+
+
+def _product(factors: list[tuple[str, n.Expr]], span) -> n.Expr:
+    out = factors[0][1] if factors[0][0] == "*" else n.Binary("/", n.Const(1.0, span=span), factors[0][1], span=span)
+    for op, f in factors[1:]:
+        out = n.Binary(op, out, f, span=f.span or span)
+    return out
+
+
+def _name(x: n.Expr) -> str | None:
+    return x.name if isinstance(x, (n.IndexVar, n.Ident)) else None
+
+
+def _where_names(w: n.Node) -> set[str]:
+    """The names a ``where`` clause binds or reads."""
+    bound = {w.var} if isinstance(w, n.RangeConstraint) else {w.name} if isinstance(w, n.Let) else set()
+    return bound | _names(w)
+
+
+def _names(node: n.Node) -> set[str]:
+    """Index variables and other names (sizes, ``where`` lets) below ``node``."""
+    return {x.name for x in n.walk(node) if isinstance(x, (n.IndexVar, n.Ident))}

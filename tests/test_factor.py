@@ -1,0 +1,99 @@
+"""A sum's factors that do not depend on its reduction variables, applied
+once after it (polyhedral/factor.py, option ``factor``): which sums are
+rewritten and which stay, that the divisor leaves the reduction's inner
+loop, and results against NumPy in every specialize mode."""
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import driver
+from tcdsl.polyhedral import factor
+
+MODES = ("never", "after-scheduling", "before-scheduling")
+
+CAUSAL = """
+def causal(float(B,L,D) q, float(B,L,D) k, float(B,L,D) v) -> (o) {
+  s(b, i, j) +=! q(b, i, d) * k(b, j, d) * rsqrt(float(D))
+  mx(b, i) max=! j <= i ? s(b, i, j) : -inf
+  e(b, i, j) = j <= i ? exp(s(b, i, j) - mx(b, i)) : 0
+  z(b, i) +=! e(b, i, j)
+  o(b, i, d) +=! e(b, i, j) * v(b, j, d) / z(b, i)
+}
+"""
+
+
+def causal_reference(q, k, v):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    s = np.einsum("bid,bjd->bij", q, k) / np.sqrt(q.shape[-1])
+    L = q.shape[1]
+    s = np.where(np.tril(np.ones((L, L), bool)), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return np.einsum("bij,bjd->bid", e / e.sum(-1, keepdims=True), v)
+
+
+def sums_of(src):
+    fe = driver.frontend(src, factor=False)
+    return sorted(s.tensor for s in fe.checked.node.body if s.span in factor.plan(fe.checked))
+
+
+def test_invariant_factors_are_found():
+    assert sums_of(CAUSAL) == ["o", "s"]
+    # a constant divisor, and a scale read at the written element
+    assert sums_of("def f(float(N,C) x) -> (m) {\n  m(n) +=! x(n, c) / C\n}") == ["m"]
+    assert sums_of("def f(float(M,K) a, float(K,N) b, float(M) c) -> (y) {\n"
+                   "  y(i, j) +=! c(i) * a(i, k) * b(k, j) * 2.0\n}") == ["y"]
+
+
+@pytest.mark.parametrize("src", [
+    # every factor depends on the reduction variable
+    "def f(float(M,K) a, float(K,N) b) -> (y) {\n  y(i, j) +=! a(i, k) * b(k, j)\n}",
+    # a sum of terms, not a product
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) + c(i)\n}",
+    # the divisor depends on the reduction variable
+    "def f(float(M,K) a, float(K) w, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) / w(k)\n}",
+    # no initialisation: y keeps what it held, so y * c would scale it too
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) = c(i)\n  y(i) += a(i, k) * c(i)\n}",
+    # another statement writes y
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i)\n  y(i) = y(i) + 1\n}",
+    # a max, not a sum
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) max=! a(i, k) * c(i)\n}",
+    # an integer sum (its division truncates)
+    "def f(int32(M,K) a) -> (y) {\n  y(i) +=! a(i, k) / 2\n}",
+    # a where clause on the written index: the sum does not cover all of y
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M\n}",
+    # inside a sequential loop
+    "def f(float(T,M,K) a, float(M) c) -> (y) {\n  for t in T {\n    y(t, i) +=! a(t, i, k) * c(i)\n  }\n}",
+])
+def test_sums_that_stay(src):
+    assert sums_of(src) == []
+
+
+def test_the_divisor_leaves_the_reduction():
+    k = tcdsl.compile(CAUSAL, options={"disk_cache": False})
+    tir = driver.emit(k, "tir")
+    assert "/ z[" in tir
+    reduction_lines = [ln for ln in tir.splitlines() if "acc[" in ln and ("v[" in ln or "v_packed[" in ln)]
+    assert reduction_lines and not any("/ z[" in ln for ln in reduction_lines)
+    unfactored = driver.emit(tcdsl.compile(CAUSAL, options={"disk_cache": False, "factor": False}), "tir")
+    assert any("/ z[" in ln and ("v[" in ln or "v_packed[" in ln) for ln in unfactored.splitlines())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_results_against_numpy(mode):
+    rng = np.random.default_rng(1)
+    k = tcdsl.compile(CAUSAL, specialize=mode, options={"disk_cache": False})
+    mean = tcdsl.compile("def f(float(N,C) x, float(N) w) -> (m) {\n  m(n) +=! w(n) * x(n, c) / C\n}",
+                         specialize=mode, options={"disk_cache": False})
+    for B, L, D in [(1, 1, 1), (2, 5, 3), (3, 19, 16)]:
+        q, kk, v = (rng.standard_normal((B, L, D)).astype(np.float32) for _ in range(3))
+        np.testing.assert_allclose(k(q, kk, v), causal_reference(q, kk, v), rtol=1e-4, atol=1e-5)
+        x, w = rng.standard_normal((B * L, D)).astype(np.float32), rng.standard_normal(B * L).astype(np.float32)
+        np.testing.assert_allclose(mean(x, w), w * x.astype(np.float64).mean(1), rtol=1e-5, atol=1e-6)
+
+
+def test_factor_off_computes_the_same():
+    rng = np.random.default_rng(2)
+    q, kk, v = (rng.standard_normal((2, 33, 8)).astype(np.float32) for _ in range(3))
+    on = tcdsl.compile(CAUSAL, options={"disk_cache": False})(q, kk, v)
+    off = tcdsl.compile(CAUSAL, options={"disk_cache": False, "factor": False})(q, kk, v)
+    np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-6)

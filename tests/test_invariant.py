@@ -1,0 +1,82 @@
+"""Terms that do not change along a vectorized loop, computed once before it
+(codegen/invariant.py): a row's divisor becomes a multiplication by its
+reciprocal, a row's ``rsqrt`` is computed once, terms under a select stay,
+and the results match NumPy."""
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+from helpers import SOFTMAX
+
+LAYERNORM = """
+def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
+  mean(n) +=! x(n, c) / C
+  d(n, c) = x(n, c) - mean(n)
+  var(n) +=! d(n, c) * d(n, c) / C
+  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
+}
+"""
+
+
+def script(src):
+    return tcdsl.compile(src, options={"disk_cache": False}).script
+
+
+def test_a_rows_divisor_becomes_a_reciprocal_computed_once():
+    s = script(SOFTMAX)
+    assert re.search(r"rcp0: T\.let\[T\.float32\] = T\.float32\(1\.0\) / s\[c0\]", s)
+    assert re.search(r"y\[c0, [^\]]*c1_v\] = y\[c0, [^\]]*c1_v\] \* rcp0", s)
+    assert not re.search(r"\] / s\[c0\]", s)
+
+
+def test_a_rows_rsqrt_is_computed_once():
+    s = script(LAYERNORM)
+    assert re.search(r"inv0: T\.let\[T\.float32\] = T\.rsqrt\(var\[c0\]", s)
+    assert s.count("T.rsqrt(") == 1
+
+
+@pytest.mark.parametrize("src", [
+    # the divisor read under a select of values (an affine condition splits the statement first)
+    "def f(float(N,C) x, float(N) s) -> (y) {\n  y(n, c) = x(n, c) > 0 ? x(n, c) / s(n) : 0\n}",
+    # the divisor changes along the loop
+    "def f(float(N,C) x, float(C) s) -> (y) {\n  y(n, c) = x(n, c) / s(c)\n}",
+    # a constant divisor: LLVM's own business
+    "def f(float(N,C) x) -> (y) {\n  y(n, c) = x(n, c) / 3\n}",
+])
+def test_terms_that_stay(src):
+    s = script(src)
+    assert "rcp0" not in s and "inv0" not in s
+
+
+def test_a_select_split_at_its_affine_condition_hoists_in_its_piece():
+    s = script("def f(float(N,C) x, float(N) s) -> (y) {\n  y(n, c) = n < N - 1 ? x(n, c) / s(n + 1) : 0\n}")
+    assert "rcp0: T.let[T.float32] = T.float32(1.0) / s[c0 + 1]" in s
+
+
+def test_a_divisor_the_loop_writes_stays():
+    s = script("def f(float(N,C) x) -> (y) {\n  y(n, c) = x(n, c) + 1\n  y(n, c) = y(n, c) / y(n, 0)\n}")
+    assert "rcp0" not in s
+
+
+@pytest.mark.parametrize("N,C", [(1, 1), (3, 17), (5, 40), (2, 0)])
+def test_results_against_numpy(N, C):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((N, C)).astype(np.float32)
+    gamma, beta = rng.standard_normal(C).astype(np.float32), rng.standard_normal(C).astype(np.float32)
+    k_sm = tcdsl.compile(SOFTMAX, options={"disk_cache": False})
+    k_ln = tcdsl.compile(LAYERNORM, options={"disk_cache": False})
+    if C == 0:
+        assert k_sm(x).shape == (N, 0) and k_ln(x, gamma, beta).shape == (N, 0)
+        return
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(1, keepdims=True))
+    np.testing.assert_allclose(k_sm(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    want = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * gamma + beta
+    np.testing.assert_allclose(k_ln(x, gamma, beta), want, rtol=1e-4, atol=1e-5)
+    sel = tcdsl.compile("def f(float(N,C) x, float(N) s) -> (y) {\n  y(n, c) = n < N - 1 ? x(n, c) / s(n + 1) : 0\n}",
+                        options={"disk_cache": False})
+    s = rng.uniform(1, 2, N).astype(np.float32)
+    # TC infers n in 0:N-1 from the read s(n + 1): N - 1 rows, each divided by the next s
+    np.testing.assert_allclose(sel(x, s), x64[:N - 1] / s[1:, None], rtol=1e-6)
