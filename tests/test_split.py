@@ -223,7 +223,10 @@ def test_reductions_with_a_select_inside_a_product(dtype, mode):
     s, p = _run(src, (a,), mode)
     np.testing.assert_allclose(s, 2 * low.sum(1).astype(np.float64), rtol=1e-5)
     np.testing.assert_allclose(p, np.where(np.tril(np.ones((N, N), bool)), a, 1).prod(1).astype(np.float64), rtol=1e-4)
-    assert _pieces(src) == [["S0"], ["S1"]] or _pieces(src) == [["S0", "S1"]]
+    # one piece per statement: the pieces adding 0 and multiplying by 1 are left out (with
+    # float32, the sum's `* 2` is a statement of its own after it: polyhedral/factor.py)
+    names = [s for kern in _pieces(src) for s in kern]
+    assert len(names) == len(set(names)) == (3 if dtype == "float32" else 2)
 
 
 @pytest.mark.parametrize("mode", MODES)

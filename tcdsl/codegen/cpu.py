@@ -31,7 +31,6 @@ import islpy as isl
 import tvm
 from tvm import tirx
 
-from .. import host
 from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
@@ -46,15 +45,13 @@ from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
 
-# Lanes of a plain vectorized loop (a map, a row's normalisation), twice as
-# many with AVX-512: a map of tanh and sigmoid over 512 x 4096 floats took
-# 1.85 ms with 16 lanes against 2.3 ms with 8 (Intel Xeon, Emerald Rapids).
-VECTOR_WIDTH = 8
-
-
-def vector_lanes() -> int:
-    """The lanes of a plain vectorized loop on this host."""
-    return VECTOR_WIDTH * (2 if host.avx512() else 1)
+# Lanes of a plain vectorized loop (a map, a row's normalisation): the
+# mapping's ``vector_width``, by default 16 with AVX-512 (a map of tanh and
+# sigmoid over 512 x 4096 floats took 1.85 ms with 16 lanes against 2.3 ms
+# with 8 on an Intel Xeon, Emerald Rapids) and 8 without.
+def vector_lanes(mapping: CpuMapping | None = None) -> int:
+    """The lanes of a plain vectorized loop under ``mapping`` (None: the defaults)."""
+    return (mapping or CpuMapping()).resolved(False).vector_width
 REDUCE_BLOCK = 32  # vector iterations between combining a reduction's lanes (codegen/cpu_reduce.py)
 
 
@@ -186,9 +183,9 @@ class CpuAstLowering(AstLowering):
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
         """An innermost coincident loop whose stores are stride-1 in it becomes a
-        main loop of VECTOR_WIDTH-wide vector iterations (twice as wide with
-        AVX-512) plus a scalar tail (TVM vectorizes constant extents only)."""
-        w = vector_lanes()
+        main loop of :func:`vector_lanes`-wide vector iterations plus a scalar
+        tail (TVM vectorizes constant extents only)."""
+        w = vector_lanes(self.gen.cpu)
         extent = tirx.max(extent, 0)  # an isl loop may run zero times with a negative extent; % would not
         vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
         main_body = self.body_with(node, name, init + vo * w + vi, parallel_ok)

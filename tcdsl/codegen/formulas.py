@@ -183,8 +183,8 @@ def sigmoid(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
 
     def body(v):
         one = _c(1.0, f32)
-        return _let(f32, _fast_exp_f32(-tirx.abs(v)), lambda e: _select(
-            v >= _c(0.0, f32), one / (one + e), e / (one + e)))
+        # one division for both signs (a vector select computes both of its sides)
+        return _let(f32, _fast_exp_f32(-tirx.abs(v)), lambda e: _select(v >= _c(0.0, f32), one, e) / (one + e))
     return _let(f32, x, body)
 
 
