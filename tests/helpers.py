@@ -29,6 +29,15 @@ def qrnn_inputs(rng, T, B, C, H):
 
 
 # A softmax as users write it, with a temporary as large as the output
+LAYERNORM = """
+def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
+  mean(n) +=! x(n, c) / C
+  d(n, c) = x(n, c) - mean(n)
+  var(n) +=! d(n, c) * d(n, c) / C
+  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
+}
+"""
+
 SOFTMAX = """
 def softmax(float(N,C) x) -> (y) {
   mx(n) max=! x(n, c)

@@ -10,19 +10,10 @@ import numpy as np
 import pytest
 
 import tcdsl
-from helpers import SOFTMAX
+from helpers import LAYERNORM, SOFTMAX
 
 NO_CACHE = {"disk_cache": False}
 
-
-LAYERNORM = """
-def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
-  mean(n) +=! x(n, c) / C
-  d(n, c) = x(n, c) - mean(n)
-  var(n) +=! d(n, c) * d(n, c) / C
-  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
-}
-"""
 
 XENT = """
 def xent(float(N,C) logit, int32(N) tgt) -> (loss) {

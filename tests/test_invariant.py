@@ -8,16 +8,7 @@ import numpy as np
 import pytest
 
 import tcdsl
-from helpers import SOFTMAX
-
-LAYERNORM = """
-def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
-  mean(n) +=! x(n, c) / C
-  d(n, c) = x(n, c) - mean(n)
-  var(n) +=! d(n, c) * d(n, c) / C
-  y(n, c) = d(n, c) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
-}
-"""
+from helpers import LAYERNORM, SOFTMAX
 
 
 def script(src):
