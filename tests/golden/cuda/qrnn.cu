@@ -102,7 +102,7 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restric
       int v_ = ((bt_4 >> 1) * 8388608) + 1065353216;
       int v__1 = ((bt_4 * 8388608) + 1065353216) - ((bt_4 >> 1) * 8388608);
     float bt_5 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3) * bt_3) + bt_3) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v_)))) * (*(float *)(&(v__1))));
-    f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((0x0p+0f/*0.000000e+00*/ <= bt) ? (0x1p+0f/*1.000000e+00*/ / (0x1p+0f/*1.000000e+00*/ + bt_5)) : (bt_5 / (0x1p+0f/*1.000000e+00*/ + bt_5)));
+    f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt) ? 0x1p+0f/*1.000000e+00*/ : bt_5) / (0x1p+0f/*1.000000e+00*/ + bt_5));
     float bt_6 = (z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H)]);
     float bt_7 = fabsf(bt_6);
     float bt_8 = (bt_6 * bt_6);
@@ -131,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restric
       int v__6 = ((bt_21 >> 1) * 8388608) + 1065353216;
       int v__7 = ((bt_21 * 8388608) + 1065353216) - ((bt_21 >> 1) * 8388608);
     float bt_22 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20) * bt_20) + bt_20) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__6)))) * (*(float *)(&(v__7))));
-    o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((0x0p+0f/*0.000000e+00*/ <= bt_17) ? (0x1p+0f/*1.000000e+00*/ / (0x1p+0f/*1.000000e+00*/ + bt_22)) : (bt_22 / (0x1p+0f/*1.000000e+00*/ + bt_22)));
+    o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt_17) ? 0x1p+0f/*1.000000e+00*/ : bt_22) / (0x1p+0f/*1.000000e+00*/ + bt_22));
     if (t == 0) {
       cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((0x1p+0f/*1.000000e+00*/ - f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) * z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
     }
