@@ -46,7 +46,7 @@ class _Hoist:
         if isinstance(e, (tirx.IntImm, tirx.FloatImm, tvm.ir.expr.StringImm)):
             return True
         if isinstance(e, tvm.ir.expr.Call):
-            return all(self.invariant(a) for a in e.args)
+            return _pure(e) and all(self.invariant(a) for a in e.args)
         if isinstance(e, _BINARY + (tirx.And, tirx.Or)):
             return self.invariant(e.a) and self.invariant(e.b)
         if isinstance(e, (tirx.Cast, tirx.Not)):
@@ -92,11 +92,18 @@ class _Hoist:
         return s  # conditions, loops, bindings: left as they are
 
 
+def _pure(c) -> bool:
+    """A call without effects: not a packed call (the checked mode's error
+    callback) or an extern call that is not marked pure."""
+    name = getattr(c.op, "name", "")
+    return "packed" not in name and name != "tirx.call_extern"
+
+
 def _is_math(c) -> bool:
     """A pure math call (an intrinsic or a libm function), not
     ``if_then_else`` or a reinterpretation."""
     name = getattr(c.op, "name", "")
-    return name.startswith("tirx.") and name != "tirx.reinterpret"
+    return name.startswith("tirx.") and name != "tirx.reinterpret" and _pure(c)
 
 
 def _reads(e) -> bool:
