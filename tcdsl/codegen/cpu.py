@@ -45,6 +45,7 @@ from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
 
+
 # Lanes of a plain vectorized loop (a map, a row's normalisation): the
 # mapping's ``vector_width``, by default 16 with AVX-512 (a map of tanh and
 # sigmoid over 512 x 4096 floats took 1.85 ms with 16 lanes against 2.3 ms
@@ -52,6 +53,8 @@ from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
 def vector_lanes(mapping: CpuMapping | None = None) -> int:
     """The lanes of a plain vectorized loop under ``mapping`` (None: the defaults)."""
     return (mapping or CpuMapping()).resolved(False).vector_width
+
+
 REDUCE_BLOCK = 32  # vector iterations between combining a reduction's lanes (codegen/cpu_reduce.py)
 
 
@@ -202,10 +205,10 @@ class CpuAstLowering(AstLowering):
         bindings, (main_body, tail_body) = invariant.hoist([main_body, tail_body], [vo, vi, vt])
         main = tirx.For(vo, 0, n_main, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
                         tirx.For(vi, 0, w, tirx.ForKind.VECTORIZED, main_body))
-        out = tirx.SeqStmt([main, tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)])
+        tail = tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)
         if not bindings:
-            return out
-        out = tirx.SeqStmt([tirx.Bind(v, value) for v, value in bindings] + [main, out.seq[1]])
+            return tirx.SeqStmt([main, tail])
+        out = tirx.SeqStmt([tirx.Bind(v, value) for v, value in bindings] + [main, tail])
         return tirx.IfThenElse(extent > 0, out, None)  # the terms read only where the loop runs
 
 

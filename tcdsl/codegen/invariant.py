@@ -24,7 +24,7 @@ import tvm_ffi
 from tvm import tirx
 
 from .expr import dtype_of as _dtype
-from .lower import _LOAD
+from .lower import _LOAD, loads
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max,
            tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
@@ -69,7 +69,7 @@ class _Hoist:
             return e
         if isinstance(e, tvm.ir.expr.Call) and self.invariant(e) and _is_math(e):
             return self.bind(e)
-        if isinstance(e, tirx.Div) and self.invariant(e.b) and not self.invariant(e.a) and _reads(e.b):
+        if isinstance(e, tirx.Div) and self.invariant(e.b) and not self.invariant(e.a) and loads(e.b):
             one = tirx.FloatImm(_dtype(e), 1.0)
             return tirx.Mul(self.expr(e.a), self.bind(tirx.Div(one, e.b), "rcp"))
         if isinstance(e, _BINARY):
@@ -104,14 +104,6 @@ def _is_math(c) -> bool:
     ``if_then_else`` or a reinterpretation."""
     name = getattr(c.op, "name", "")
     return name.startswith("tirx.") and name != "tirx.reinterpret" and _pure(c)
-
-
-def _reads(e) -> bool:
-    if isinstance(e, _LOAD):
-        return True
-    return any(_reads(getattr(e, f)) for f in ("a", "b", "value") if hasattr(e, f) and getattr(e, f) is not None
-               and isinstance(getattr(e, f), tvm.ir.expr.Expr)) \
-        or isinstance(e, tvm.ir.expr.Call) and any(_reads(a) for a in e.args)
 
 
 def _stored(s, out: list) -> bool:
