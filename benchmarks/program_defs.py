@@ -211,6 +211,46 @@ def _lstm_io(torch, a, t, s):
     return {"torch.nn.LSTM": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
 
 
+LSTM_GATES_GIVEN = """
+# LSTM steps with the input projections computed beforehand (gates i, f, g, o)
+def lstm(float(T,4,B,H) G, float(B,H) h0, float(B,H) c0, float(4,H,H) Wh) -> (h, c) {
+  hp(b, j) = h0(b, j)
+  cp(b, j) = c0(b, j)
+  for t in T {
+    gates(g, b, j) = G(t, g, b, j)
+    gates(g, b, j) += hp(b, k) * Wh(g, k, j)
+    c(t, b, j) = sigmoid(gates(1, b, j)) * cp(b, j) + sigmoid(gates(0, b, j)) * tanh(gates(2, b, j))
+    h(t, b, j) = sigmoid(gates(3, b, j)) * tanh(c(t, b, j))
+    hp(b, j) = h(t, b, j)
+    cp(b, j) = c(t, b, j)
+  }
+}
+"""
+
+
+def _lstm_gates_inputs(rng, s):
+    T, B, H = s["T"], s["B"], s["H"]
+    return [_n(rng, T, 4, B, H), _n(rng, B, H), _n(rng, B, H), _w(rng, 4, H, H)]
+
+
+@program(name="lstm steps, input gates given", kind="rnn", src=LSTM_GATES_GIVEN, full=dict(T=64, B=32, H=256),
+         tiny=dict(T=3, B=2, H=4), inputs=_lstm_gates_inputs, pick=lambda r: r[0])
+def _lstm_gates(torch, a, t, s):
+    T, B, H = s["T"], s["B"], s["H"]
+    W = torch.from_numpy(np.ascontiguousarray(a[3].transpose(1, 0, 2).reshape(H, 4 * H)))  # (k, g*H + j)
+
+    def run():
+        G = t[0].permute(0, 2, 1, 3).reshape(T, B, 4 * H)
+        h, c, out = t[1], t[2], []
+        for step in range(T):
+            i, f, g, o = torch.addmm(G[step], h, W).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
 ELMAN_BIAS = """
 # Elman RNN with biases, (out, in) weights as torch.nn.RNN
 def rnn(float(T,B,I) x, float(B,H) h0, float(H,I) Wih, float(H,H) Whh,

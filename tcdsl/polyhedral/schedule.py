@@ -129,6 +129,7 @@ def _finish(sched: isl.Schedule, stride_one: isl.UnionMap) -> isl.ScheduleNode:
     # Hand-written walks rather than isl's node callbacks: an exception inside
     # an islpy callback is swallowed and can corrupt the process.
     root = _split(sched.get_root())
+    root = _lift_wide_bands(root, stride_one)
     root = _sink_vector_bands(root, stride_one)
     return mark_bands(root)
 
@@ -328,6 +329,52 @@ def _split(node: isl.ScheduleNode) -> isl.ScheduleNode:
     for c in range(node.n_children()):
         node = _split(node.child(c)).parent()
     return node
+
+
+# A parallel loop of at most this many iterations (a gate or direction
+# index) gives way to a wider parallel loop directly inside it.
+NARROW = 16
+
+
+def _lift_wide_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.ScheduleNode:
+    """Interchange the two outermost loops of a nest when both are coincident,
+    the outer one runs a few iterations fixed by the program (``g`` of
+    ``gates(g, b, j)``, 4) and the inner one more (``b``, the batch) and is
+    not the stride-one loop the vector loop wants innermost: the outermost
+    parallel loop is the one split across threads and the one register tiles
+    take their rows from, so a 4-row outer loop left an LSTM's recurrent GEMM
+    on one thread with one-row tiles.  Legal because neither loop carries a
+    dependence: with a zero distance at the outer level every remaining
+    dependence also has a zero distance at the inner one, in either order."""
+    NT = isl.schedule_node_type
+    if node.get_type() == NT.band:
+        if node.band_member_get_coincident(0) and node.n_children() == 1:
+            inner = node.child(0)
+            if (inner.get_type() == NT.band and inner.band_member_get_coincident(0)
+                    and not _walks(inner, stride_one)):
+                outer_n, inner_n = _extent(node), _extent(inner)
+                if outer_n is not None and outer_n <= NARROW and (inner_n is None or inner_n > outer_n):
+                    po, pi = node.band_get_partial_schedule(), inner.band_get_partial_schedule()
+                    perm_o, perm_i = node.band_get_permutable(), inner.band_get_permutable()
+                    node = node.delete().delete()
+                    node = node.insert_partial_schedule(po).band_member_set_coincident(0, True).band_set_permutable(perm_o)
+                    node = node.insert_partial_schedule(pi).band_member_set_coincident(0, True).band_set_permutable(perm_i)
+        return node  # only a nest's outermost loop
+    for c in range(node.n_children()):
+        node = _lift_wide_bands(node.child(c), stride_one).parent()
+    return node
+
+
+def _extent(band: isl.ScheduleNode) -> int | None:
+    """How many values a one-member band takes, when no size decides it."""
+    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    if umap.is_empty():
+        return None
+    rng = isl.Set.from_union_set(umap.range())
+    hi, lo = rng.dim_max_val(0), rng.dim_min_val(0)
+    if not (hi.is_int() and lo.is_int()):
+        return None
+    return hi.sub(lo).to_python() + 1
 
 
 def _stride_one(k: Kernel) -> isl.UnionMap:
