@@ -99,3 +99,49 @@ def test_cell_matches_numpy(mode):
         rh, rc = _numpy_cell(G, h0, c0, Wh)
         np.testing.assert_allclose(h, rh, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(c, rc, rtol=1e-4, atol=1e-5)
+
+
+COLSUM = "def colsum(float(N,C) x) -> (y) { y(j) +=! x(i, j) }"
+COLSOFTMAX = """
+def colsoftmax(float(N,C) x) -> (y) {
+  m(j) max=! x(i, j)
+  e(i, j) = exp(x(i, j) - m(j))
+  s(j) +=! e(i, j)
+  y(i, j) = e(i, j) / s(j)
+}
+"""
+
+
+def _parallel_inside_serial(stmt, serial: bool = False) -> int:
+    """How many parallel loops run inside a serial loop (a parallel region
+    launched per iteration of it)."""
+    if isinstance(stmt, tirx.For):
+        here = int(stmt.kind == tirx.ForKind.PARALLEL and serial)
+        return here + _parallel_inside_serial(stmt.body, serial or stmt.kind == tirx.ForKind.SERIAL)
+    if isinstance(stmt, tirx.SeqStmt):
+        return sum(_parallel_inside_serial(x, serial) for x in stmt.seq)
+    if isinstance(stmt, tirx.IfThenElse):
+        return _parallel_inside_serial(stmt.then_case, serial) + (
+            _parallel_inside_serial(stmt.else_case, serial) if stmt.else_case is not None else 0)
+    body = getattr(stmt, "body", None)
+    return _parallel_inside_serial(body, serial) if isinstance(body, tirx.Stmt) else 0
+
+
+@pytest.mark.parametrize("src", [COLSUM, COLSOFTMAX])
+def test_column_reductions_run_strips_in_parallel_outside_the_row_loop(src):
+    func = tcdsl.compile(src, tuning_db=False).backend(None).func
+    text = func.script()
+    assert "T.parallel" in text and "T.vectorized" in text
+    assert _parallel_inside_serial(func.body) == 0, text
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_column_reductions_match_numpy(mode):
+    ks = tcdsl.compile(COLSUM, tuning_db=False, specialize=mode)
+    km = tcdsl.compile(COLSOFTMAX, tuning_db=False, specialize=mode)
+    rng = np.random.default_rng(3)
+    for N, C in ((7, 200), (33, 64), (5, 1), (300, 129)):
+        x = rand(rng, N, C)
+        np.testing.assert_allclose(ks(x), x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+        e = np.exp(x - x.max(0))
+        np.testing.assert_allclose(km(x), e / e.sum(0), rtol=1e-5, atol=1e-7)

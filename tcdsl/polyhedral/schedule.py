@@ -460,21 +460,44 @@ def _params(k: Kernel) -> list[str]:
     return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
 
 
-def _sink_vector_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.ScheduleNode:
+# Columns per thread-parallel strip of a vector loop that a reduction loop
+# encloses (see _sink_vector_bands): 4 vectors of AVX-512, 256 bytes of a
+# row; narrow enough that 256 columns still make 4 strips for the threads.
+STRIP = 64
+
+
+def _sink_vector_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap,
+                       parallel_outside: bool = False) -> isl.ScheduleNode:
     """Interchange for vectorization: a coincident loop that every statement
     below it writes with stride 1 is sunk below the serial (reduction) loops
     under it, so it ends up innermost (``for b, for ci, for co`` instead of
     ``for b, for co, for ci``).  Legal because a coincident loop carries no
-    dependence, so any position is valid for it."""
+    dependence, so any position is valid for it.
+
+    When no parallel loop encloses it, the loop is first cut into strips of
+    STRIP iterations and only the points of a strip are sunk: the strips stay
+    outside as the parallel loop (a column sum ``y(j) +=! x(i, j)``: ``for
+    strip (parallel), for i, for j (vector)`` instead of a parallel region
+    launched for every row ``i``)."""
     NT = isl.schedule_node_type
-    if (node.get_type() == NT.band and node.band_member_get_coincident(0)
-            and _has_serial_band(node.child(0)) and _walks(node, stride_one)):
-        umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
-        node = node.band_sink()
-        node = _set_coincident(node, umap)
-        return _sink_vector_bands(node, stride_one)
+    if node.get_type() == NT.band:
+        coincident = bool(node.band_member_get_coincident(0))
+        if coincident and _has_serial_band(node.child(0)) and _walks(node, stride_one):
+            n = _extent(node)
+            if not parallel_outside and (n is None or n > STRIP):
+                node = node.band_tile(isl.MultiVal.zero(node.band_get_space()).set_val(
+                    0, isl.Val.int_from_si(node.get_ctx(), STRIP)))
+                node = node.band_member_set_coincident(0, True).child(0).band_member_set_coincident(0, True)
+                umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+                node = _set_coincident(node.band_sink(), umap)
+                return _sink_vector_bands(node, stride_one, True).parent()
+            umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+            node = node.band_sink()
+            node = _set_coincident(node, umap)
+            return _sink_vector_bands(node, stride_one, parallel_outside)
+        parallel_outside = parallel_outside or coincident
     for c in range(node.n_children()):
-        node = _sink_vector_bands(node.child(c), stride_one).parent()
+        node = _sink_vector_bands(node.child(c), stride_one, parallel_outside).parent()
     return node
 
 
