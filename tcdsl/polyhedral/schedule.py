@@ -420,11 +420,18 @@ def _unit_or_invariant(access, d: str) -> bool:
         return False
     if not uses(last) or is_d(last):
         return True
-    return _plus(last, d)
+    return _plus(last, d, SMALL_STRIDES)
 
 
-def _plus(e, d: str) -> bool:
-    """``e`` is ``d`` plus terms free of ``d`` (``t + k - K + 1``; isl decides)."""
+# A read whose last index moves by up to this many elements per step of the
+# vector loop (a convolution of stride 2: ``x(b, c, 2 * t + k)``) still makes
+# it the vector loop: a few strided lanes per vector against a scalar loop.
+SMALL_STRIDES = (1, 2, 3, 4)
+
+
+def _plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
+    """``e`` is ``c * d`` plus terms free of ``d`` for one of ``coefficients``
+    (``t + k - K + 1``; isl decides)."""
     from ..sema.affine import NotAffine, read_pwaff
     from ..syntax import nodes as n
 
@@ -434,7 +441,8 @@ def _plus(e, d: str) -> bool:
     except NotAffine:
         return False
     v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
-    return not pa.sub(v).involves_dims(isl.dim_type.in_, 0, 1)
+    return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
+               for c in coefficients)
 
 
 def _transposed(access, d: str, r: str, dims: tuple[str, ...]) -> bool:
