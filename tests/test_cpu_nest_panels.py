@@ -113,3 +113,53 @@ def test_a_triangular_nest_is_not_packed():
     X, A = rand(rng, 9, 13), rand(rng, 9, 70)
     want = sum(np.outer(X[t], A[: t + 1].sum(0)) for t in range(9))
     np.testing.assert_allclose(k(X, A), want, rtol=1e-5, atol=1e-5)
+
+
+# the right-hand tensor read twice at the same element (a squared difference):
+# one panel serves both reads, no gather per vector
+SQDIST = "def sq(float(N,D) x, float(M,D) y) -> (d) { d(i, j) +=! (x(i, k) - y(j, k)) * (x(i, k) - y(j, k)) }"
+# read at two different elements: no panel (it would hold one of them only)
+TWO_READS = "def tw(float(N,D) x, float(M,D) y) -> (d) { d(i, j) +=! x(i, k) * y(j, k) * y(j, D - 1 - k) }"
+
+
+def test_a_tensor_read_twice_at_one_element_is_packed_once():
+    s = tcdsl.compile(SQDIST, options={**TILE, "disk_cache": False}).script
+    assert "y_packed" in s and "y_panel" in s
+    # the main tiles read the panel at both places
+    assert re.search(r"\(x\[[^\n]* - y_packed\[[^\n]*\) \* \(x\[[^\n]* - y_packed\[", s), s
+    k = tcdsl.compile(SQDIST, options={"disk_cache": False})
+    rng = np.random.default_rng(4)
+    for N, M, D in ((37, 70, 5), (130, 129, 33), (4, 1, 1)):
+        x, y = rand(rng, N, D), rand(rng, M, D)
+        ref = ((x[:, None, :].astype(np.float64) - y[None]) ** 2).sum(-1)
+        np.testing.assert_allclose(k(x, y), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_tensor_read_at_two_elements_is_not_packed():
+    k = tcdsl.compile(TWO_READS, options={**TILE, "disk_cache": False})
+    assert "y_packed" not in k.script
+    rng = np.random.default_rng(6)
+    x, y = rand(rng, 40, 7), rand(rng, 70, 7)
+    ref = np.einsum("ik,jk,jk->ij", x.astype(np.float64), y, y[:, ::-1])
+    np.testing.assert_allclose(k(x, y), ref, rtol=1e-5, atol=1e-5)
+
+
+# one reduction loop, the rows' tensor read across its rows (dy(n, o), rows o):
+# the panel is copied in blocks by default; a matmul's A(m, k) keeps one block
+DW_ONE = "def dw1(float(N,O) dy, float(N,I) x) -> (dW) { dW(o, i) +=! dy(n, o) * x(n, i) }"
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+
+
+def test_rows_read_across_get_blocks_by_default():
+    s = tcdsl.compile(DW_ONE, options={**TILE, "disk_cache": False}).script
+    assert "x_packed" in s and re.search(r"for c\d_kb in range", s), s
+    m = tcdsl.compile(MATMUL, options={**TILE, "disk_cache": False}).script
+    assert "B_packed" in m and not re.search(r"for c\d_kb in range", m)
+
+
+@pytest.mark.parametrize("N", [1, 127, 128, 300])
+def test_rows_read_across_match_numpy(N):
+    k = _kernel(DW_ONE)
+    rng = np.random.default_rng(N)
+    dy, x = rand(rng, N, 37), rand(rng, N, 70)
+    np.testing.assert_allclose(k(dy, x), dy.T.astype(np.float64) @ x, rtol=1e-5, atol=2e-6 * N ** 0.5 + 1e-6)
