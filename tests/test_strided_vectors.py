@@ -2,12 +2,18 @@
 loop (a convolution of stride 2, ``x(b, c, 2 * t + k)``) no longer keeps that
 loop from being the vector loop (schedule.py, ``SMALL_STRIDES``): the
 reduction ran as a scalar dot product over the 5 taps, 64x slower than
-torch's conv1d.  Structure checked on the TIR, values against NumPy."""
+torch's conv1d.  Outside sequential loops the strided window is copied once
+per column tile to a panel that every row tile reads as contiguous vectors
+(codegen/cpu_tiles.py, ``Remapped``).  Structure checked on the TIR, values
+against NumPy, memory with guard pages."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 
+import guard
 import tcdsl
 from helpers import rand
 
@@ -51,3 +57,43 @@ def test_strided_convolutions_match_numpy(mode, src, stride, start):
     for B, C, L, O, K in ((2, 3, 300, 9, 5), (1, 2, 40, 4, 3), (3, 1, 9, 1, 1)):
         x, w = rand(rng, B, C, L), rand(rng, O, C, K)
         np.testing.assert_allclose(k(x, w), _conv(x, w, stride, start), rtol=1e-4, atol=1e-5)
+
+
+# a strided read under a select (padding written as a select): never copied
+# to a panel, whose copy would read every element of its box
+CAUSAL_S2 = ("def conv(float(B,C,L) x, float(O,C,K) w) -> (y) "
+             "{ y(b, o, t) +=! (2 * t + k - K + 1 >= 0 ? x(b, c, 2 * t + k - K + 1) : 0) * w(o, c, k) "
+             "where t in 0:(L+1)/2, k in 0:K }")
+
+
+def test_stride_two_window_is_copied_to_a_panel_the_row_tiles_share():
+    text = tcdsl.compile(CONV_S2, tuning_db=False).backend(None).func.script()
+    assert "x_panel[" in text
+    # the main tiles read the panel (contiguous in the column), not x
+    assert re.search(r"acc\[r, u \* \d+ \+ v\] \+ x_panel\[", text), text
+
+
+def test_a_strided_read_under_a_select_is_not_copied():
+    k = tcdsl.compile(CAUSAL_S2, tuning_db=False)
+    assert "x_panel" not in k.backend(None).func.script()
+    rng = np.random.default_rng(8)
+    B, C, L, O, K = 2, 3, 301, 9, 4
+    x, w = rand(rng, B, C, L), rand(rng, O, C, K)
+    padded = np.concatenate([np.zeros((B, C, K - 1), np.float32), x], axis=2)
+    T = (L + 1) // 2
+    ref = _conv(padded, w, 2)[:, :, :T]
+    np.testing.assert_allclose(k(x, w), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_strided_panels_stay_inside_their_tensors():
+    # guard pages after and before every input and output (tests/guard.py)
+    cases = [{"id": f"strided:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([
+                 (CONV_S2, {"B": 2, "C": 3, "L": 300, "O": 9, "K": 5}),
+                 (CONV_S2, {"B": 1, "C": 2, "L": 137, "O": 8, "K": 3}),
+                 (CONV_S3, {"B": 1, "C": 2, "L": 400, "O": 5, "K": 4}),
+                 (CAUSAL_S2, {"B": 1, "C": 2, "L": 200, "O": 9, "K": 4})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

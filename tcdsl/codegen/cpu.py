@@ -28,7 +28,6 @@ import dataclasses
 from typing import Callable
 
 import islpy as isl
-import tvm
 from tvm import tirx
 
 from ..options import CpuMapping
@@ -43,7 +42,7 @@ from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
-from .lower import AstLowering, ProgramLowering, from_zero, has_node, seq
+from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
 
 
 # Lanes of a plain vectorized loop (a map, a row's normalisation): the
@@ -194,7 +193,7 @@ class CpuAstLowering(AstLowering):
         main_body = self.body_with(node, name, init + vo * w + vi, parallel_ok)
         if not _stride_one_stores(main_body, vi):
             return None
-        if has_node(main_body, _is_if_then_else) and has_node(main_body, (tirx.Let,)):
+        if has_node(main_body, is_if_then_else) and has_node(main_body, (tirx.Let,)):
             # TVM 0.27's vectorizer fails on a Let beside an if_then_else ("Let
             # cannot bind the same var to two different values"; found by the
             # random programs: `(i >= T - 1 ? 2 : X(i, j)) * tanh(tanh(float(j)))`)
@@ -473,10 +472,6 @@ def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
             return False
     return bool(stores)
-
-
-def _is_if_then_else(x) -> bool:
-    return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "prim.if_then_else"
 
 
 def _stores(stmt: tirx.Stmt):

@@ -32,8 +32,9 @@ from ..options import DEFAULT_NEST_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
-from .expr import INDEX
-from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, uses as _uses
+from .expr import INDEX, Remapped
+from .lower import _LOAD as _LOAD_T, coefficient as _coefficient, from_zero, has_node, is_if_then_else, \
+    loads as _loads, seq, uses as _uses
 
 # Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
 # constants) or that are one: in an unrolled register tile the same Let
@@ -344,9 +345,9 @@ class RegisterTiles:
         """The tensors read as a k x columns panel shared by all rows
         (``B(k, n)`` of a matmul, or ``B(n, k)``; over several reduction loops
         ``A(t, b, n)`` of ``dW(i, n) += X(t, b, i) * A(t, b, n)``): one element
-        of the tensor read in the statement (at one place or several), one index moving with the column by 1 and
-        one with each reduction loop by 1 (a dimension of its own each), none
-        with the row.  Their tiles are copied to a contiguous panel before the
+        of the tensor read in the statement (at one place or several), one
+        index moving with the column by 1 and one with each reduction loop by 1
+        (a dimension of its own each), none with the row.  Their tiles are copied to a contiguous panel before the
         row tiles use them: rows of a big matrix at a power-of-two stride fall
         into a few cache sets otherwise, and a transposed operand would be a
         gather per vector.  The inner reduction loops' bounds may not depend
@@ -362,6 +363,7 @@ class RegisterTiles:
         loads: dict[str, list] = {}
         for ld in _loads(value):
             loads.setdefault(ld.source.name, []).append(ld)
+        strided = _strided_reads(value, probe[j_name], [probe[x] for x in k_names])
         out = []
         for name, lds in loads.items():
             # one element per step (a tensor read twice at the same indices,
@@ -373,6 +375,12 @@ class RegisterTiles:
             idx = list(lds[0].indices)
             if any(_uses(x, probe[row]) for x in idx):
                 continue
+            if name in strided:
+                # the columns' lanes lie apart in the tensor (a convolution of
+                # stride 2): a panel found from the loops' values (Remapped),
+                # read as contiguous vectors by every row tile
+                out.append((name, None, None))
+                continue
             dims = [[d for d, x in enumerate(idx) if _uses(x, probe[v])] for v in [j_name] + k_names]
             if any(len(ds) != 1 for ds in dims) or len({ds[0] for ds in dims}) != len(dims):
                 continue
@@ -380,6 +388,44 @@ class RegisterTiles:
                 continue
             out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
         return out
+
+
+def _strided_reads(value, j: tirx.Var, ks: list) -> set[str]:
+    """The tensors that ``value`` reads, outside any conditional, at an
+    element whose last index moves with the column ``j`` by more than one
+    (``x(b, c, 2 * t + k)``) and with some reduction loop of ``ks``.  Reads
+    under a select or ``if_then_else`` are not taken: the panel's copy reads
+    every element of its box, a guarded read only where its condition holds."""
+    out, seen = set(), {}
+
+    def walk(x):
+        if isinstance(x, _LOAD_T):
+            seen.setdefault(x.source.name, []).append(x)
+            return
+        if isinstance(x, tirx.Select):
+            walk(x.condition)
+            return
+        if is_if_then_else(x):
+            walk(x.args[0])
+            return
+        for f in ("a", "b", "value", "condition", "true_value", "false_value"):
+            if hasattr(x, f):
+                walk(getattr(x, f))
+        if hasattr(x, "args"):
+            for y in x.args:
+                walk(y)
+    walk(value)
+    everywhere = {ld.source.name for ld in _loads(value)}
+    for name, lds in seen.items():
+        if len(lds) != len([ld for ld in _loads(value) if ld.source.name == name]):
+            continue  # also read under a condition
+        last = lds[0].indices[-1] if lds[0].indices else None
+        if last is None or not any(_uses(x, k) for x in lds[0].indices for k in ks):
+            continue
+        c = _coefficient(last, j)
+        if c is not None and c > 1 and name in everywhere:
+            out.add(name)
+    return out
 
 
 class _Column:
@@ -519,6 +565,19 @@ class _Panels(_Column):
         self.packed = packed
         self.rows_across = rows_across
 
+    def _locate(self, names: list, ranges: list, inner_ext: list, k_init) -> Callable:
+        """The panel's index of the element a row tile's load reads, from the
+        values the tile binds to the reduction loops and the column (the
+        panel holds step (k, inner steps) of the nest x ``w`` columns)."""
+        low = self.low
+
+        def locate():
+            step = low.env[names[0]] - k_init
+            for x, (first, _), e in zip(names[1:], ranges[1:], inner_ext):
+                step = step * e + (low.env[x] - first)
+            return step * self.w + (low.env[self.j_name] - self.col0)
+        return locate
+
     def around(self, make: Callable) -> tirx.Stmt:
         """The panels' copies around ``make((first, count))``, the row tiles for
         ``count`` steps of the outer reduction loop from its ``first``-th."""
@@ -581,6 +640,9 @@ class _Panels(_Column):
                                      elem_offset=-(k0 * inner * w))
             decls.append(tirx.DeclBuffer(panel, data=block.data))
             fills.append(tirx.BufferStore(panel, src, [step * w + u * vw + v]))
+            if kdims is None:
+                views[name] = Remapped(tensor, panel, self._locate(names, ranges, inner_ext, k_init))
+                continue
             # the tensor seen through the panel: element (.., k-index, .., col) at
             # the sum of (k-index - its value at the block's first step) x the
             # loop's stride, + (col - col0)

@@ -75,6 +75,29 @@ class Merged:
         return self.tensor.shape
 
 
+class Remapped:
+    """A tensor read through a copied panel whose element a load finds from
+    the loops' current values rather than from the tensor's indices (a
+    strided window ``x(b, c, 2 * t + k)``: no strided view of the panel
+    exists; codegen/cpu_tiles.py, ``_Panels``).  ``locate()`` gives the
+    panel's index for the load being built."""
+
+    def __init__(self, tensor: tirx.Buffer, panel: tirx.Buffer, locate):
+        self.tensor, self.panel, self.locate = tensor, panel, locate
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     """The buffer and indices a load or store of ``buf[indices]`` uses: the
     slot of a :class:`Folded` temporary, ``i & (size - 1)`` (``size`` is a
@@ -85,6 +108,8 @@ def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     if isinstance(buf, Merged):
         idx = list(indices)
         return buf.view, idx[:buf.dim + 1] + idx[buf.dim + 2:]
+    if isinstance(buf, Remapped):
+        return buf.panel, [buf.locate()]
     if not isinstance(buf, Folded):
         return buf, indices
     idx = list(indices)

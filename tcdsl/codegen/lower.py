@@ -22,6 +22,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 import islpy as isl
+import tvm
 from tvm import tirx
 
 from ..errors import InternalError
@@ -400,6 +401,10 @@ def loads(e) -> list:
 
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
+
+
+def is_if_then_else(x) -> bool:
+    return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "prim.if_then_else"
 
 
 def coefficient(x: tirx.PrimExpr, v: tirx.Var) -> int | None:
