@@ -641,6 +641,23 @@ def _softmax(torch, a, t, s):
     return {"torch.softmax": _nograd(torch, lambda: torch.softmax(t[0], 1))}
 
 
+SOFTMAX_COLS = """
+# softmax over the first dimension (each column)
+def softmax0(float(N,C) x) -> (y) {
+  m(c) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - m(c))
+  s(c) +=! e(n, c)
+  y(n, c) = e(n, c) / s(c)
+}
+"""
+
+
+@program(name="softmax over columns", kind="norm", src=SOFTMAX_COLS, full=dict(N=4096, C=1024),
+         tiny=dict(N=3, C=5), inputs=lambda rng, s: [_n(rng, s["N"], s["C"])])
+def _softmax0(torch, a, t, s):
+    return {"torch.softmax(dim=0)": _nograd(torch, lambda: torch.softmax(t[0], 0))}
+
+
 LAYERNORM = """
 def layernorm(float(N,C) x, float(C) gamma, float(C) beta) -> (y) {
   mean(n) +=! x(n, c) / C
@@ -709,6 +726,21 @@ def same_conv(float(B,C,L) x, float(O,C,5) w, float(O) bias) -> (y) {
 def _same_conv(torch, a, t, s):
     F = torch.nn.functional
     return {"F.conv1d(padding=2)": _nograd(torch, lambda: F.conv1d(t[0], t[1], t[2], padding=2))}
+
+
+STRIDED_CONV = """
+# convolution of stride 2 (a downsampling layer)
+def strided(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! x(b, c, 2 * t + k) * w(o, c, k) where t in 0:(L-K)/2+1
+}
+"""
+
+
+@program(name="conv1d stride 2", kind="conv", src=STRIDED_CONV,
+         full=dict(B=16, C=128, L=1024, O=128, K=5), tiny=dict(B=2, C=3, L=9, O=4, K=3), inputs=_conv_inputs)
+def _strided_conv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(stride=2)": _nograd(torch, lambda: F.conv1d(t[0], t[1], stride=2))}
 
 
 DILATED_CONV = """
@@ -870,6 +902,36 @@ def _mse(torch, a, t, s):
     F = torch.nn.functional
     return {"F.mse_loss": _nograd(torch, lambda: F.mse_loss(*t)),
             "numpy": lambda: np.mean(np.square(a[0] - a[1]))}
+
+
+LINEAR_GRAD = """
+# gradients of a linear layer's weight and bias (dy: the output's gradient)
+def linear_grad(float(N,O) dy, float(N,I) x) -> (dW, db) {
+  dW(o, i) +=! dy(n, o) * x(n, i)
+  db(o) +=! dy(n, o)
+}
+"""
+
+
+@program(name="linear layer weight + bias gradients", kind="matmul", src=LINEAR_GRAD,
+         full=dict(N=4096, O=512, I=768), tiny=dict(N=3, O=4, I=5),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["O"]), _n(rng, s["N"], s["I"])], pick=lambda r: r[0])
+def _linear_grad(torch, a, t, s):
+    return {"dy.T @ x, dy.sum(0)": _nograd(torch, lambda: (t[0].t() @ t[1], t[0].sum(0))[0])}
+
+
+PAIRWISE = """
+# squared euclidean distances between two sets of points
+def sqdist(float(N,D) x, float(M,D) y) -> (d) {
+  d(i, j) +=! (x(i, k) - y(j, k)) * (x(i, k) - y(j, k))
+}
+"""
+
+
+@program(name="pairwise squared distances", kind="matmul", src=PAIRWISE, full=dict(N=2048, M=2048, D=64),
+         tiny=dict(N=3, M=4, D=5), inputs=lambda rng, s: [_n(rng, s["N"], s["D"]), _n(rng, s["M"], s["D"])])
+def _pairwise(torch, a, t, s):
+    return {"torch.cdist ** 2": _nograd(torch, lambda: torch.cdist(t[0], t[1]) ** 2)}
 
 
 EMB_BAG = """
