@@ -5,6 +5,7 @@ import pathlib
 import sys
 
 import numpy as np
+from tvm import tirx
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "rnn"
@@ -57,3 +58,23 @@ def conv2d_valid(I, W):
         for kw in range(KW):
             out += np.einsum("nchw,mc->nmhw", I[:, :, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1], W[:, :, kh, kw])
     return out
+
+
+def parallel_inside_serial(stmt, serial: tuple = (), allowed=("t",)) -> list[tuple[str, str]]:
+    """(serial loop, parallel loop) for every parallel loop nested inside a
+    serial loop, but for the program's sequential loops (``allowed``)."""
+    out = []
+    if isinstance(stmt, tirx.For):
+        name = stmt.loop_var.name
+        if stmt.kind == tirx.ForKind.PARALLEL and serial:
+            out.append((serial[-1], name))
+        if stmt.kind == tirx.ForKind.SERIAL and name not in allowed:
+            serial = serial + (name,)
+        return out + parallel_inside_serial(stmt.body, serial, allowed)
+    if isinstance(stmt, tirx.SeqStmt):
+        return [x for s in stmt.seq for x in parallel_inside_serial(s, serial, allowed)]
+    if isinstance(stmt, tirx.IfThenElse):
+        return parallel_inside_serial(stmt.then_case, serial, allowed) + (
+            parallel_inside_serial(stmt.else_case, serial, allowed) if stmt.else_case is not None else [])
+    body = getattr(stmt, "body", None)
+    return parallel_inside_serial(body, serial, allowed) if isinstance(body, tirx.Stmt) else []

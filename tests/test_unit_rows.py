@@ -12,31 +12,11 @@ import pytest
 from tvm import tirx
 
 import tcdsl
-from helpers import ELMAN, EXAMPLES, QRNN, elman_inputs, qrnn_inputs, rand, reference
+from helpers import ELMAN, EXAMPLES, QRNN, elman_inputs, parallel_inside_serial, qrnn_inputs, rand, reference
 
 LSTM = EXAMPLES / "lstm.tc"
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
 MODES = ["after-scheduling", "before-scheduling"]
-
-
-def _parallel_inside_serial(stmt, serial: tuple = (), allowed=("t",)) -> list[tuple[str, str]]:
-    """(serial loop, parallel loop) for every parallel loop nested inside a
-    serial loop, but for the program's sequential loops (``allowed``)."""
-    out = []
-    if isinstance(stmt, tirx.For):
-        name = stmt.loop_var.name
-        if stmt.kind == tirx.ForKind.PARALLEL and serial:
-            out.append((serial[-1], name))
-        if stmt.kind == tirx.ForKind.SERIAL and name not in allowed:
-            serial = serial + (name,)
-        return out + _parallel_inside_serial(stmt.body, serial, allowed)
-    if isinstance(stmt, tirx.SeqStmt):
-        return [x for s in stmt.seq for x in _parallel_inside_serial(s, serial, allowed)]
-    if isinstance(stmt, tirx.IfThenElse):
-        return _parallel_inside_serial(stmt.then_case, serial, allowed) + (
-            _parallel_inside_serial(stmt.else_case, serial, allowed) if stmt.else_case is not None else [])
-    body = getattr(stmt, "body", None)
-    return _parallel_inside_serial(body, serial, allowed) if isinstance(body, tirx.Stmt) else []
 
 
 def _regions_per_step(func) -> int:
@@ -66,7 +46,7 @@ def _regions_per_step(func) -> int:
 def test_batch_1_elman_has_no_parallel_region_inside_a_reduction_loop(mode):
     k = tcdsl.compile(ELMAN, specialize=mode, options={"disk_cache": False, "measure_specialized": False})
     b = k.backend({"T": 9, "B": 1, "Ci": 40, "Co": 72})
-    assert _parallel_inside_serial(b.func.body) == []
+    assert parallel_inside_serial(b.func.body) == []
     assert _regions_per_step(b.func) == 0
     # the reductions still run in register tiles (one row of tiles, as wide as the host's vectors allow)
     assert re.search(r"T\.alloc_local\(\(1, (16|24|32|48|64|128|256)\)\)", b.func.script())
@@ -81,7 +61,7 @@ def test_batch_1_lstm_and_qrnn_run_each_step_without_parallel_regions(mode):
     opts = {"disk_cache": False, "measure_specialized": False}
     lstm = tcdsl.compile(LSTM, specialize=mode, options=opts)
     b = lstm.backend({"T": 5, "B": 1, "I": 16, "H": 24})
-    assert _parallel_inside_serial(b.func.body) == [] and _regions_per_step(b.func) == 0
+    assert parallel_inside_serial(b.func.body) == [] and _regions_per_step(b.func) == 0
     rng = np.random.default_rng(12)
     x = [rand(rng, 5, 1, 16), rand(rng, 1, 24), rand(rng, 1, 24), rand(rng, 4, 16, 24), rand(rng, 4, 24, 24),
          rand(rng, 4, 24)]
@@ -89,7 +69,7 @@ def test_batch_1_lstm_and_qrnn_run_each_step_without_parallel_regions(mode):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     qrnn = tcdsl.compile(QRNN, specialize=mode, options=opts)
     b = qrnn.backend({"T": 6, "B": 1, "C": 8, "H": 20})
-    assert _parallel_inside_serial(b.func.body) == []
+    assert parallel_inside_serial(b.func.body) == []
     x = qrnn_inputs(rng, 6, 1, 8, 20)
     for got, want in zip(qrnn(*x), reference.qrnn(*x)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -100,7 +80,7 @@ def test_matrix_vector_product_keeps_the_reduction_inside(mode):
     """A matmul with one row: no parallel column loop per step of k."""
     k = tcdsl.compile(MATMUL, specialize=mode, options={"disk_cache": False, "measure_specialized": False})
     b = k.backend({"M": 1, "K": 33, "N": 70})
-    assert _parallel_inside_serial(b.func.body, allowed=()) == []
+    assert parallel_inside_serial(b.func.body, allowed=()) == []
     rng = np.random.default_rng(13)
     for M, K, N in [(1, 33, 70), (1, 1, 1), (2, 33, 70)]:
         A, B = rand(rng, M, K), rand(rng, K, N)
@@ -113,7 +93,7 @@ def test_symbolic_kernels_keep_their_parallel_loops():
     # (without hoisting: the input projection would be a parallel kernel of its own)
     k = tcdsl.compile(ELMAN, options={"disk_cache": False, "hoist": False})
     assert k.script.count("T.parallel") == 1
-    assert _parallel_inside_serial(k.backend(None).func.body) == []
+    assert parallel_inside_serial(k.backend(None).func.body) == []
 
 
 def _gru_reference(x, h0, Wx, Wh, bx, bh):
@@ -140,7 +120,7 @@ def test_before_scheduling_keeps_the_symbolic_schedule_when_it_vectorizes_more()
 
     k = tcdsl.compile(GRU, specialize="before-scheduling", options={"disk_cache": False, "measure_specialized": False})
     b = k.backend({"T": 4, "B": 1, "I": 8, "H": 40})
-    assert "T.vectorized" in b.func.script() and _parallel_inside_serial(b.func.body) == []
+    assert "T.vectorized" in b.func.script() and parallel_inside_serial(b.func.body) == []
     rng = np.random.default_rng(14)
     for B in (1, 3):
         x = [rand(rng, 4, B, 8), rand(rng, B, 40), rand(rng, 3, 8, 40), rand(rng, 3, 40, 40), rand(rng, 3, 40),

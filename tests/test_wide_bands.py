@@ -14,7 +14,7 @@ from tvm import tirx
 
 import tcdsl
 from tcdsl.driver import emit
-from helpers import rand
+from helpers import parallel_inside_serial, rand
 
 CELL = """
 def cell(float(T,4,B,H) G, float(B,H) h0, float(B,H) c0, float(4,H,H) Wh) -> (h, c) {
@@ -112,27 +112,12 @@ def colsoftmax(float(N,C) x) -> (y) {
 """
 
 
-def _parallel_inside_serial(stmt, serial: bool = False) -> int:
-    """How many parallel loops run inside a serial loop (a parallel region
-    launched per iteration of it)."""
-    if isinstance(stmt, tirx.For):
-        here = int(stmt.kind == tirx.ForKind.PARALLEL and serial)
-        return here + _parallel_inside_serial(stmt.body, serial or stmt.kind == tirx.ForKind.SERIAL)
-    if isinstance(stmt, tirx.SeqStmt):
-        return sum(_parallel_inside_serial(x, serial) for x in stmt.seq)
-    if isinstance(stmt, tirx.IfThenElse):
-        return _parallel_inside_serial(stmt.then_case, serial) + (
-            _parallel_inside_serial(stmt.else_case, serial) if stmt.else_case is not None else 0)
-    body = getattr(stmt, "body", None)
-    return _parallel_inside_serial(body, serial) if isinstance(body, tirx.Stmt) else 0
-
-
 @pytest.mark.parametrize("src", [COLSUM, COLSOFTMAX])
 def test_column_reductions_run_strips_in_parallel_outside_the_row_loop(src):
     func = tcdsl.compile(src, tuning_db=False).backend(None).func
     text = func.script()
     assert "T.parallel" in text and "T.vectorized" in text
-    assert _parallel_inside_serial(func.body) == 0, text
+    assert parallel_inside_serial(func.body, allowed=()) == [], text
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])

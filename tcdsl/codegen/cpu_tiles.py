@@ -28,13 +28,13 @@ import islpy as isl
 import tvm_ffi
 from tvm import tirx
 
-from ..options import DEFAULT_NEST_K_BLOCK, CpuMapping
+from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
-from .expr import INDEX, Remapped
-from .lower import _LOAD as _LOAD_T, coefficient as _coefficient, from_zero, has_node, is_if_then_else, \
-    loads as _loads, seq, uses as _uses
+from .expr import INDEX
+from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, uses as _uses
+from .panels import _Column, _Panels, strided_reads
 
 # Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
 # constants) or that are one: in an unrolled register tile the same Let
@@ -363,7 +363,7 @@ class RegisterTiles:
         loads: dict[str, list] = {}
         for ld in _loads(value):
             loads.setdefault(ld.source.name, []).append(ld)
-        strided = _strided_reads(value, probe[j_name], [probe[x] for x in k_names])
+        strided = strided_reads(value, probe[j_name], [probe[x] for x in k_names])
         out = []
         for name, lds in loads.items():
             # one element per step (a tensor read twice at the same indices,
@@ -388,59 +388,6 @@ class RegisterTiles:
                 continue
             out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
         return out
-
-
-def _strided_reads(value, j: tirx.Var, ks: list) -> set[str]:
-    """The tensors that ``value`` reads, outside any conditional, at an
-    element whose last index moves with the column ``j`` by more than one
-    (``x(b, c, 2 * t + k)``) and with some reduction loop of ``ks``.  Reads
-    under a select or ``if_then_else`` are not taken: the panel's copy reads
-    every element of its box, a guarded read only where its condition holds."""
-    out, seen = set(), {}
-
-    def walk(x):
-        if isinstance(x, _LOAD_T):
-            seen.setdefault(x.source.name, []).append(x)
-            return
-        if isinstance(x, tirx.Select):
-            walk(x.condition)
-            return
-        if is_if_then_else(x):
-            walk(x.args[0])
-            return
-        for f in ("a", "b", "value", "condition", "true_value", "false_value"):
-            if hasattr(x, f):
-                walk(getattr(x, f))
-        if hasattr(x, "args"):
-            for y in x.args:
-                walk(y)
-    walk(value)
-    everywhere = {ld.source.name for ld in _loads(value)}
-    for name, lds in seen.items():
-        if len(lds) != len([ld for ld in _loads(value) if ld.source.name == name]):
-            continue  # also read under a condition
-        last = lds[0].indices[-1] if lds[0].indices else None
-        if last is None or not any(_uses(x, k) for x in lds[0].indices for k in ks):
-            continue
-        c = _coefficient(last, j)
-        if c is not None and c > 1 and name in everywhere:
-            out.add(name)
-    return out
-
-
-class _Column:
-    """One statement (``call``) on one column tile: ``w`` columns of the loop
-    ``j_name`` from ``col0``, for rows of the loop ``row``."""
-
-    def __init__(self, gen: RegisterTiles, call, row: str, j_name: str, col0, w: int):
-        self.gen = gen
-        self.low = gen.low
-        self.m = gen.m
-        self.call = call
-        self.row = row
-        self.j_name = j_name
-        self.col0 = col0
-        self.w = w
 
 
 class _Tile(_Column):
@@ -543,138 +490,3 @@ class _Tile(_Column):
         with self.low.bound({name: from_zero(init, k)}):
             body = self._nest(i + 1, innermost)
         return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)
-
-
-class _Panels(_Column):
-    """Copies of the panels of :meth:`RegisterTiles._packable` for one column
-    tile, and the statement reading them instead of the tensors.
-
-    The outer reduction loop is cut into blocks of ``k_block`` steps (over
-    several reduction loops: of as many of its steps as make ``k_block``
-    steps of the whole nest, at least one), outside the row tiles: for each
-    block, its panel (the block's steps of the nest x ``w`` columns, in the
-    nest's order) is copied (it stays in L1 while all row tiles use it), then
-    every row tile loads its accumulators, adds the block's steps and stores
-    them.  Each element still sums the reduction in order, so the results do
-    not depend on the block size."""
-
-    def __init__(self, gen: RegisterTiles, chain, call, row: str, j_name: str, col0, w: int, packed,
-                 rows_across: bool = False):
-        super().__init__(gen, call, row, j_name, col0, w)
-        self.chain = chain
-        self.packed = packed
-        self.rows_across = rows_across
-
-    def _locate(self, names: list, ranges: list, inner_ext: list, k_init) -> Callable:
-        """The panel's index of the element a row tile's load reads, from the
-        values the tile binds to the reduction loops and the column (the
-        panel holds step (k, inner steps) of the nest x ``w`` columns)."""
-        low = self.low
-
-        def locate():
-            step = low.env[names[0]] - k_init
-            for x, (first, _), e in zip(names[1:], ranges[1:], inner_ext):
-                step = step * e + (low.env[x] - first)
-            return step * self.w + (low.env[self.j_name] - self.col0)
-        return locate
-
-    def around(self, make: Callable) -> tirx.Stmt:
-        """The panels' copies around ``make((first, count))``, the row tiles for
-        ``count`` steps of the outer reduction loop from its ``first``-th."""
-        low, w = self.low, self.w
-        names = [iterator(c) for c in self.chain]
-        k_name = names[0]
-        ranges = [low.loop_range(c) for c in self.chain]
-        k_init, k_ext = ranges[0]
-        k_ext = tirx.max(k_ext, 0)
-        inner_ext = [tirx.max(e, 0) for _, e in ranges[1:]]
-        inner = tirx.const(1, INDEX)  # steps of the inner loops per step of the outer one
-        for e in inner_ext:
-            inner = inner * e
-        # k_block 0: one block, the whole loop (over a nest, or with the rows'
-        # tensor read across its rows: blocks of DEFAULT_NEST_K_BLOCK steps;
-        # dW(o, i) +=! dy(n, o) * x(n, i) at (N, O, I) = (4096, 512, 768): 48 -> 24 ms)
-        kc = self.m.k_block or (DEFAULT_NEST_K_BLOCK if len(self.chain) > 1 or self.rows_across else 0)
-        blocked = bool(kc)
-        head = []
-        if blocked and len(self.chain) > 1:  # steps of the outer loop per block, bound once
-            steps_per_block = tirx.max(tirx.floordiv(tirx.const(kc, INDEX), tirx.max(inner, 1)), 1)
-            kc = tirx.Var(k_name + "_kc", INDEX)
-            head.append(tirx.Bind(kc, steps_per_block))
-        vw = self.m.vector_width
-        kb = tirx.Var(k_name + "_kb", INDEX)
-        kn = tirx.Var(k_name + "_kn", INDEX)  # steps in this block
-        k0 = kb * kc if blocked else tirx.const(0, INDEX)
-        q = tirx.Var(k_name + "_q", INDEX)  # the step in the block
-        k = tirx.Var(k_name + "_pk", INDEX)  # the step, k0 + q
-        ks = [tirx.Var(x + "_pk", INDEX) for x in names[1:]]  # the inner loops' steps
-        u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
-        steps = {k_name: from_zero(k_init, k), **{x: from_zero(r[0], kv) for x, r, kv in zip(names[1:], ranges[1:], ks)}}
-        # the tensors' reads at (k, column): rows do not matter (bound to any value)
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, **steps}):
-            _, _, value, _ = low.statement_parts(self.call)
-        reads = {ld.source.name: ld for ld in _loads(value)}
-        firsts = {k_name: k_init + k0, **{x: r[0] for x, r in zip(names[1:], ranges[1:])}}
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, **firsts}):
-            _, _, first, _ = low.statement_parts(self.call)
-        origin = {ld.source.name: ld for ld in _loads(first)}
-        # the panel's stride of each reduction loop: the inner loops' steps x w
-        strides = []
-        stride = tirx.const(w, INDEX)
-        for e in reversed(inner_ext):
-            strides.insert(0, stride)
-            stride = stride * e
-        strides.insert(0, stride)  # the outer loop's: inner * w
-        step = k
-        for kv, e in zip(ks, inner_ext):
-            step = step * e + kv
-        decls, fills, views = [], [], {}
-        for name, kdims, jdim in self.packed:
-            src = reads[name]
-            tensor = low.gen.sig.buffers[name]
-            block = tirx.decl_buffer(((tirx.min(k_ext, kc) if blocked else k_ext) * inner * w,), tensor.dtype,
-                                     name=name + "_block")
-            head.append(tirx.AllocBuffer(block))
-            # the block seen as the whole panel: step (k, inner steps) at its number in the nest * w
-            panel = tirx.decl_buffer((k_ext * inner * w,), tensor.dtype, name=name + "_panel", data=block.data,
-                                     elem_offset=-(k0 * inner * w))
-            decls.append(tirx.DeclBuffer(panel, data=block.data))
-            fills.append(tirx.BufferStore(panel, src, [step * w + u * vw + v]))
-            if kdims is None:
-                views[name] = Remapped(tensor, panel, self._locate(names, ranges, inner_ext, k_init))
-                continue
-            # the tensor seen through the panel: element (.., k-index, .., col) at
-            # the sum of (k-index - its value at the block's first step) x the
-            # loop's stride, + (col - col0)
-            rank = len(src.indices)
-            by_dim = dict(zip(kdims, strides))
-            view_strides = [by_dim.get(d, 1 if d == jdim else 0) for d in range(rank)]
-            o = origin[name].indices
-            offset = -o[jdim]
-            for d, st in by_dim.items():
-                offset = offset - o[d] * st
-            view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
-                                    strides=view_strides, elem_offset=offset)
-            decls.append(tirx.DeclBuffer(view, data=block.data))
-            views[name] = view
-        copy = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED, seq(fills)))
-        for kv, e in reversed(list(zip(ks, inner_ext))):
-            copy = tirx.For(kv, 0, e, tirx.ForKind.SERIAL, copy)
-        fill = tirx.For(q, 0, kn, tirx.ForKind.SERIAL, tirx.SeqStmt([tirx.Bind(k, k0 + q), copy]))
-        saved = low.buffer_override
-        low.buffer_override = {**saved, **views}
-        try:
-            body = make((k0, kn))
-        finally:
-            low.buffer_override = saved
-        block = tirx.SeqStmt([tirx.Bind(kn, tirx.min(kc, k_ext - k0) if blocked else k_ext)] + decls + [fill, body])
-        if blocked:
-            block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
-        return tirx.SeqStmt(head + [block])
-
-
-# Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
-# constants) or that are one: in an unrolled register tile the same Let
-# variable ends up bound once per copy, which its simplifier rejects
-# ("Binding of variable rmod ... conflicts"; found by the random programs).
-_UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)

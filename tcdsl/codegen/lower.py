@@ -382,13 +382,20 @@ def has_node(e, match) -> bool:
     return False
 
 
-def loads(e) -> list:
-    """The BufferLoads in a TIR expression, in a fixed order."""
+def loads(e, unguarded: bool = False) -> list:
+    """The BufferLoads in a TIR expression, in a fixed order; ``unguarded``:
+    only those outside the branches of selects and ``if_then_else``s."""
     out = []
 
     def walk(x):
         if isinstance(x, _LOAD):
             out.append(x)
+            return
+        if unguarded and isinstance(x, tirx.Select):
+            walk(x.condition)
+            return
+        if unguarded and is_if_then_else(x):
+            walk(x.args[0])
             return
         for f in ("a", "b", "value", "condition", "true_value", "false_value", "body"):
             if hasattr(x, f):

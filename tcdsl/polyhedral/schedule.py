@@ -357,8 +357,9 @@ def _lift_wide_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.Sc
                     po, pi = node.band_get_partial_schedule(), inner.band_get_partial_schedule()
                     perm_o, perm_i = node.band_get_permutable(), inner.band_get_permutable()
                     node = node.delete().delete()
-                    node = node.insert_partial_schedule(po).band_member_set_coincident(0, True).band_set_permutable(perm_o)
-                    node = node.insert_partial_schedule(pi).band_member_set_coincident(0, True).band_set_permutable(perm_i)
+                    for part, perm in ((po, perm_o), (pi, perm_i)):  # inserted above: the inner one last
+                        node = (node.insert_partial_schedule(part).band_member_set_coincident(0, True)
+                                .band_set_permutable(perm))
         return node  # only a nest's outermost loop
     for c in range(node.n_children()):
         node = _lift_wide_bands(node.child(c), stride_one).parent()
