@@ -134,6 +134,7 @@ class CpuMapping:
     tile_depth: int = 0
     overlap_tail: bool = True
     reorder_reductions: bool = True
+    prepack: bool = True
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -260,7 +261,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
     "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
-    "reorder_reductions": ("cpu", _bool),
+    "reorder_reductions": ("cpu", _bool), "prepack": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
@@ -417,6 +418,11 @@ class MappingOptions:
       outside the ones that do not (its channels ``c``), so that its inner
       loop is long; ``False``: the schedule's order.  Only the order of
       each sum changes.
+    * ``prepack``: inside a sequential ``for``, an input of the program that
+      a register tile reads as a panel (an RNN's recurrent weight
+      ``Wh(g, k, j)``) is copied once per call, before the program, to
+      panels of ``tile_cols`` columns that the tiles of every step read
+      contiguously; ``False``: every step reads the tensor itself.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -475,6 +481,7 @@ class MappingOptions:
     tile_depth: int = CpuMapping.tile_depth
     overlap_tail: bool = CpuMapping.overlap_tail
     reorder_reductions: bool = CpuMapping.reorder_reductions
+    prepack: bool = CpuMapping.prepack
     hoist: bool | str = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -78,3 +79,11 @@ def parallel_inside_serial(stmt, serial: tuple = (), allowed=("t",)) -> list[tup
             parallel_inside_serial(stmt.else_case, serial, allowed) if stmt.else_case is not None else [])
     body = getattr(stmt, "body", None)
     return parallel_inside_serial(body, serial, allowed) if isinstance(body, tirx.Stmt) else []
+
+
+def parallel_regions(script: str) -> int:
+    """The parallel loops of a kernel's TIR text but for the copies of inputs
+    packed whole once per call before the program (``W_whole``, filled by a
+    parallel loop ``W_o``; codegen/panels.py ``pack_whole``)."""
+    packs = sum(1 for m in re.finditer(r"for (\w+)_o in T\.parallel", script) if f"{m.group(1)}_whole" in script)
+    return script.count("T.parallel") - packs

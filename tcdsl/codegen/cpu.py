@@ -271,7 +271,12 @@ class ChunkedLoop:
         bind = [tirx.Bind(lo, init + ch * chunk), tirx.Bind(rows, tirx.min(chunk, extent - ch * chunk))]
 
         def make():
-            return self.rows(body, name, lo, rows)
+            saved = self.tiles.rows_extent
+            self.tiles.rows_extent = extent
+            try:
+                return self.rows(body, name, lo, rows)
+            finally:
+                self.tiles.rows_extent = saved
         inner = self.wrap(make) if self.wrap is not None else make()
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))

@@ -26,7 +26,8 @@ from typing import Callable
 
 import islpy as isl
 import tvm_ffi
-from tvm import tirx
+from tvm import sym, tirx
+from tvm.tirx.analysis import undefined_vars
 
 from ..options import CpuMapping
 from ..polyhedral import isl_ast
@@ -34,7 +35,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import IslStmt
 from .expr import INDEX
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, uses as _uses
-from .panels import _Column, _Panels, strided_reads
+from .panels import _Column, _Panels, _Prepacked, pack_whole, strided_reads
 
 # Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
 # constants) or that are one: in an unrolled register tile the same Let
@@ -86,6 +87,8 @@ class RegisterTiles:
         # each tile covers besides its rows (``ChunkedLoop._outside`` in
         # codegen/cpu.py), while the parts of its body are emitted; else None
         self.depth: tuple[str, tirx.PrimExpr, int] | None = None
+        # the rows of the chunked loop around the tiles (ChunkedLoop._chunks), when known
+        self.rows_extent: tirx.PrimExpr | None = None
 
     def _fixed(self, row: str) -> set[str]:
         """Loop variables that a tile's loops may not depend on."""
@@ -254,9 +257,12 @@ class RegisterTiles:
                 jt = tirx.Var(f"{j_name}_w{w}", INDEX)
                 col0 = j_init + start + jt * w
                 tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
-                if pack and w == m.tile_cols:
+                if pack and packed and w == m.tile_cols:
                     body = _Panels(self, chain, call, row, j_name, col0, w, packed, rows_across).around(
                         lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
+                elif pack and whole and w == m.tile_cols:
+                    body = _Prepacked(self, call, row, j_name, col0, w, jt, whole).around(
+                        lambda tile=tile: tile.rows(lo, n, rest=False))
                 else:
                     body = tile.rows(lo, n, rest=False)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
@@ -318,8 +324,11 @@ class RegisterTiles:
 
         if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
             return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
+        # inside one, the program's inputs read as panels (an RNN's recurrent
+        # weight) are packed whole, once per call (panels.pack_whole)
+        whole = self._whole(chain, call, row, j_name, j_init) if in_loop and not self.depth else []
         if not packed:
-            return columns(False)
+            return columns(bool(whole))
         # a panel is worth copying when several row tiles read it
         return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
 
@@ -340,6 +349,48 @@ class RegisterTiles:
                     and not _uses(idx[-1], probe[k_name])):
                 return True
         return False
+
+    def _whole(self, chain, call, row: str, j_name: str, j_init) -> list:
+        """The tensors of :meth:`_packable` that are inputs of the program,
+        read at column ``j`` itself (its loop from 0), packed whole once per
+        call in panels of ``tile_cols`` columns: (tensor, kdims, jdim, the
+        packed buffer).  Their contents do not change during the call, so one
+        copy serves every step of the sequential loops around."""
+        m, gen = self.m, self.low.gen
+        if not m.prepack or m.tile_cols % m.vector_width or not (isinstance(j_init, tirx.IntImm) and j_init.value == 0):
+            return []
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + [iterator(c) for c in chain]}
+        with self.low.bound(probe):
+            _, _, value, _ = self.low.statement_parts(call)
+        at_column = {ld.source.name: ld.indices for ld in _loads(value)}
+        out = []
+        for name, kdims, jdim in self._packable(chain, call, row, j_name):
+            tensor = gen.sig.buffers[name]
+            if kdims is None or name not in gen.sig.inputs or not isinstance(tensor, tirx.Buffer) \
+                    or not at_column[name][jdim].same_as(probe[j_name]):
+                continue
+            panels = sym.Analyzer().simplify(tirx.floordiv(tirx.max(tensor.shape[jdim], 0), m.tile_cols))
+            if isinstance(panels, tirx.IntImm) and panels.value == 0:
+                continue  # fewer columns than one panel at the sizes fixed
+            key = (name, tuple(kdims), jdim, m.tile_cols)
+            if key not in gen.prologue:
+                gen.prologue[key] = (*pack_whole(tensor, kdims, jdim, m.tile_cols, m.vector_width), [])
+            # the copy is needed only when some chunk has a full row tile (a
+            # batch of 1 runs no such tile: no copy, as before)
+            gen.prologue[key][2].append(self._when_rows())
+            out.append((tensor, kdims, jdim, gen.prologue[key][0]))
+        return out
+
+    def _when_rows(self) -> tirx.PrimExpr | None:
+        """The condition, over the sizes alone, that the kernel's rows fill a
+        register tile (None: always, or not known before the program)."""
+        extent = self.rows_extent
+        if extent is None:
+            return None
+        sizes = [v for v in self.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)]
+        if len(undefined_vars(extent, sizes)):
+            return None
+        return tirx.max(extent, 0) >= self.m.tile_rows
 
     def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, list[int], int]]:
         """The tensors read as a k x columns panel shared by all rows

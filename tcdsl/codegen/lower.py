@@ -75,6 +75,11 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
     gen = (program or ProgramLowering)(model, asts, sig, options)
     body = gen.block(model.body, dict(size_vars))
     temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in checked.temps)]
+    if gen.prologue:  # inputs packed once per call (codegen/panels.py pack_whole), before every statement
+        whole = list(gen.prologue.values())
+        temps += [tirx.AllocBuffer(buf) for buf, _, _ in whole]
+        for _, fill, when in whole:  # when: the conditions of the kernels reading it (None: always)
+            temps.append(fill if any(c is None for c in when) else tirx.IfThenElse(tirx.any(*when), fill, None))
     if temps:
         body = tirx.SeqStmt(temps + [body])
     params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs]
@@ -103,6 +108,8 @@ class ProgramLowering:
         self.asts = asts
         self.sig = sig
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
+        # statements run once before the program: (key) -> (buffer, its fill)
+        self.prologue: dict = {}
         for k in model.kernels():  # the reads whose indices are kept inside (codegen/expr.py, rule 3)
             for s in k.stmts:
                 if not s.is_init:

@@ -68,6 +68,7 @@ def _cpu_knobs(avx512: bool) -> tuple[Knob, ...]:
         "tile_depth": (0, 1, 2, 3, 6),
         "overlap_tail": (True, False),
         "reorder_reductions": (True, False),
+        "prepack": (True, False),
         "parallel": (True, False),
         "steps_inside": (True, False),
         "register_tiles": (True, False),
