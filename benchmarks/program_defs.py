@@ -802,6 +802,15 @@ def _matmul(torch, a, t, s):
     return {"torch.matmul": _nograd(torch, lambda: torch.matmul(*t)), "numpy": lambda: a[0] @ a[1]}
 
 
+GEMV_IN_OUT = "def gemv(float(I) x, float(I,O) W) -> (y) { y(j) +=! x(i) * W(i, j) }"
+
+
+@program(name="gemv (in,out) 4096x4096", kind="matmul", src=GEMV_IN_OUT, full=dict(I=4096, O=4096),
+         tiny=dict(I=5, O=7), inputs=lambda rng, s: [_n(rng, s["I"]), _w(rng, s["I"], s["O"])])
+def _gemv(torch, a, t, s):
+    return {"torch.matmul": _nograd(torch, lambda: torch.matmul(*t)), "numpy": lambda: a[0] @ a[1]}
+
+
 LINEAR = """
 # a linear layer as torch.nn.Linear stores it: W(out, in), y = x W^T + b
 def linear(float(M,K) x, float(N,K) W, float(N) bias) -> (y) {

@@ -118,6 +118,8 @@ def test_column_reductions_run_strips_in_parallel_outside_the_row_loop(src):
     text = func.script()
     assert "T.parallel" in text and "T.vectorized" in text
     assert parallel_inside_serial(func.body, allowed=()) == [], text
+    # strips of 128 columns: a thread streams 512 bytes of each row
+    assert "T.parallel((T.max(C, 0) + 128 - 1) // 128)" in text, text
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
