@@ -418,9 +418,10 @@ class MappingOptions:
       outside the ones that do not (its channels ``c``), so that its inner
       loop is long; ``False``: the schedule's order.  Only the order of
       each sum changes.
-    * ``prepack``: inside a sequential ``for``, an input of the program that
-      a register tile reads as a panel (an RNN's recurrent weight
-      ``Wh(g, k, j)``) is copied once per call, before the program, to
+    * ``prepack``: inside a sequential ``for``, an input of the program (or
+      a temporary computed before the loop) that a register tile reads as a
+      panel (an RNN's recurrent weight ``Wh(g, k, j)``) is copied once per
+      call, before the loop, to
       panels of ``tile_cols`` columns that the tiles of every step read
       contiguously; ``False``: every step reads the tensor itself.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on

@@ -1,6 +1,6 @@
-"""Inside a sequential loop an input read by the register tiles as a panel
-(an RNN's recurrent weight) is packed whole once per call, before the
-program, in panels of ``tile_cols`` columns (codegen/panels.py
+"""Inside a sequential loop an input (or a temporary the loop does not
+write) read by the register tiles as a panel (an RNN's recurrent weight) is
+packed whole once per call, before the loop, in panels of ``tile_cols`` columns (codegen/panels.py
 ``pack_whole``); every step's tiles read the panels contiguously instead of
 rows of the weight at a power-of-two stride (an LSTM at (T, B, H) =
 (128, 64, 512): 155 -> 118 ms for its recurrent part).  Structure checked on
@@ -98,20 +98,54 @@ def test_prepack_off_reads_the_weight_itself():
     assert "Wh_whole" not in text and "Wh_packed" not in text
 
 
-def test_a_tensor_the_program_writes_is_not_packed_whole():
-    # hp is read as the tiles' row operand; the weight of a stacked layer
-    # computed by the program would change while the loop runs: only inputs
-    src = """
-    def rnn(float(T,B,H) x, float(B,H) h0, float(H,H) W0) -> (h) {
-      W(k, j) = W0(k, j) * 0.5
-      hp(b, j) = h0(b, j)
-      for t in T {
-        a(b, j) +=! hp(b, k) * W(k, j)
-        h(t, b, j) = tanh(x(t, b, j) + a(b, j))
-        hp(b, j) = h(t, b, j)
-      }
-    }"""
-    assert "W_whole" not in _tir(src)
+SCALED_BEFORE = """
+def rnn(float(T,B,H) x, float(B,H) h0, float(H,H) W0) -> (h) {
+  W(k, j) = W0(k, j) * 0.5
+  hp(b, j) = h0(b, j)
+  for t in T {
+    a(b, j) +=! hp(b, k) * W(k, j)
+    h(t, b, j) = tanh(x(t, b, j) + a(b, j))
+    hp(b, j) = h(t, b, j)
+  }
+}"""
+
+# the weight changes at every step: never packed once
+SCALED_EACH_STEP = """
+def rnn(float(T,B,H) x, float(B,H) h0, float(H,H) W0, float(T) s) -> (h) {
+  hp(b, j) = h0(b, j)
+  for t in T {
+    W(k, j) = W0(k, j) * s(t)
+    a(b, j) +=! hp(b, k) * W(k, j)
+    h(t, b, j) = tanh(x(t, b, j) + a(b, j))
+    hp(b, j) = h(t, b, j)
+  }
+}"""
+
+
+def test_a_temporary_computed_before_the_loop_is_packed_after_it_is_computed():
+    text = _tir(SCALED_BEFORE)
+    assert "W_whole" in text
+    # the copy comes after W's own kernel and before the loop
+    assert text.index("W[") < text.index("W_whole[") < text.index("for t in range"), text
+    k = tcdsl.compile(SCALED_BEFORE, tuning_db=False)
+    rng = np.random.default_rng(9)
+    T, B, H = 4, 17, 100
+    x, h0, W0 = rand(rng, T, B, H), rand(rng, B, H), (rand(rng, H, H) / np.sqrt(H)).astype(np.float32)
+    np.testing.assert_allclose(k(x, h0, W0), _elman_ref(x, h0, (W0 * 0.5).T), rtol=1e-4, atol=2e-5)
+
+
+def test_a_tensor_written_inside_the_loop_is_not_packed_whole():
+    assert "W_whole" not in _tir(SCALED_EACH_STEP)
+    k = tcdsl.compile(SCALED_EACH_STEP, tuning_db=False)
+    rng = np.random.default_rng(10)
+    T, B, H = 4, 17, 100
+    x, h0, W0 = rand(rng, T, B, H), rand(rng, B, H), (rand(rng, H, H) / np.sqrt(H)).astype(np.float32)
+    sc = rng.uniform(0.5, 1.5, T).astype(np.float32)
+    hp, ref = h0.astype(np.float64), []
+    for t in range(T):
+        hp = np.tanh(x[t] + hp @ (W0.astype(np.float64) * sc[t]))
+        ref.append(hp)
+    np.testing.assert_allclose(k(x, h0, W0, sc), np.stack(ref), rtol=1e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
@@ -130,9 +164,10 @@ def test_lstm_with_packed_weight_matches_numpy(mode):
 
 @pytest.mark.parametrize("transpose", [True, False])
 def test_out_in_weight_matches_numpy(transpose):
-    # (out, in): transposed by the frontend (a temporary, not packed whole),
-    # or read across its rows
+    # (out, in): transposed by the frontend before the loop (a temporary the
+    # loop does not write: packed whole), or read across its rows
     k = tcdsl.compile(ELMAN_OUT_IN, tuning_db=False, options={"transpose": transpose})
+    assert ("Whh_t_whole" in k.backend(None).func.script()) == transpose
     rng = np.random.default_rng(4)
     for T, B, H in ((6, 20, 144), (3, 16, 61)):
         x, h0, Whh = rand(rng, T, B, H), rand(rng, B, H), (rand(rng, H, H) / np.sqrt(H)).astype(np.float32)
@@ -167,7 +202,8 @@ def test_packed_weights_stay_inside_their_tensors():
                  (LSTM_GIVEN, {"T": 3, "B": 17, "H": 96}),
                  (LSTM_GIVEN, {"T": 2, "B": 16, "H": 53}),
                  (ELMAN_OUT_IN, {"T": 3, "B": 18, "H": 97}),
-                 (ELMAN_IN_OUT_BATCH_FIRST, {"T": 3, "B": 18, "H": 97})])]
+                 (ELMAN_IN_OUT_BATCH_FIRST, {"T": 3, "B": 18, "H": 97}),
+                 (SCALED_BEFORE, {"T": 3, "B": 18, "H": 97})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)

@@ -351,11 +351,12 @@ class RegisterTiles:
         return False
 
     def _whole(self, chain, call, row: str, j_name: str, j_init) -> list:
-        """The tensors of :meth:`_packable` that are inputs of the program,
-        read at column ``j`` itself (its loop from 0), packed whole once per
-        call in panels of ``tile_cols`` columns: (tensor, kdims, jdim, the
-        packed buffer).  Their contents do not change during the call, so one
-        copy serves every step of the sequential loops around."""
+        """The tensors of :meth:`_packable` that are inputs of the program or
+        temporaries that the program's top-level item around this kernel
+        does not write, read at column ``j`` itself (its loop from 0), packed
+        whole in panels of ``tile_cols`` columns before that item: (tensor,
+        kdims, jdim, the packed buffer).  Their contents do not change while
+        the item runs, so one copy serves every step of its sequential loops."""
         m, gen = self.m, self.low.gen
         if not m.prepack or m.tile_cols % m.vector_width or not (isinstance(j_init, tirx.IntImm) and j_init.value == 0):
             return []
@@ -366,7 +367,9 @@ class RegisterTiles:
         out = []
         for name, kdims, jdim in self._packable(chain, call, row, j_name):
             tensor = gen.sig.buffers[name]
-            if kdims is None or name not in gen.sig.inputs or not isinstance(tensor, tirx.Buffer) \
+            # an input, or a temporary that the top-level item around does not write
+            fixed = name in gen.sig.inputs or name not in gen.sig.outputs and name not in gen.item_writes
+            if kdims is None or not fixed or not isinstance(tensor, tirx.Buffer) \
                     or not at_column[name][jdim].same_as(probe[j_name]):
                 continue
             panels = sym.Analyzer().simplify(tirx.floordiv(tirx.max(tensor.shape[jdim], 0), m.tile_cols))

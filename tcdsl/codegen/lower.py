@@ -73,18 +73,25 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
         else:
             sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
     gen = (program or ProgramLowering)(model, asts, sig, options)
-    body = gen.block(model.body, dict(size_vars))
+    body = gen.program(model.body, dict(size_vars))
     temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in checked.temps)]
-    if gen.prologue:  # inputs packed once per call (codegen/panels.py pack_whole), before every statement
-        whole = list(gen.prologue.values())
-        temps += [tirx.AllocBuffer(buf) for buf, _, _ in whole]
-        for _, fill, when in whole:  # when: the conditions of the kernels reading it (None: always)
-            temps.append(fill if any(c is None for c in when) else tirx.IfThenElse(tirx.any(*when), fill, None))
     if temps:
         body = tirx.SeqStmt(temps + [body])
     params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs]
     func = tirx.PrimFunc(params, body).with_attr("global_symbol", name).with_attr("tirx.noalias", True)
     return func, sig
+
+
+def _writes(it) -> set[str]:
+    """The tensors that the statements of a program item write."""
+    match it:
+        case Kernel():
+            return {s.info.comp.tensor for s in it.stmts}
+        case ForLoop(body=body):
+            return set().union(*(_writes(x) for x in body.items))
+        case Branch(then=a, orelse=b):
+            return set().union(*(_writes(x) for x in a.items + b.items))
+    return set()
 
 
 def seq(stmts: list[tirx.Stmt | None]) -> tirx.Stmt:
@@ -108,8 +115,28 @@ class ProgramLowering:
         self.asts = asts
         self.sig = sig
         self.kernel_index = {id(k): i for i, k in enumerate(model.kernels())}
-        # statements run once before the program: (key) -> (buffer, its fill)
+        # tensors packed whole before the top-level item being lowered
+        # (codegen/panels.py pack_whole): key -> (buffer, its fill, conditions)
         self.prologue: dict = {}
+        self.item_writes: set[str] = set()  # the tensors that item writes
+
+    def program(self, b: Block, env: dict) -> tirx.Stmt:
+        """The program's top-level items, each preceded by the copies its
+        kernels asked for (:attr:`prologue`): an input, or a temporary the
+        item does not write (an RNN's transposed weight, computed before its
+        loop), does not change while the item runs."""
+        out = []
+        for it in b.items:
+            self.item_writes = _writes(it)
+            self.prologue = {}
+            stmt = self.item(it, env)
+            whole = list(self.prologue.values())
+            out += [tirx.AllocBuffer(buf) for buf, _, _ in whole]
+            for _, fill, when in whole:  # when: the conditions of the kernels reading it (None: always)
+                out.append(fill if any(c is None for c in when) else tirx.IfThenElse(tirx.any(*when), fill, None))
+            out.append(stmt)
+        self.prologue = {}
+        return seq(out)
         for k in model.kernels():  # the reads whose indices are kept inside (codegen/expr.py, rule 3)
             for s in k.stmts:
                 if not s.is_init:
