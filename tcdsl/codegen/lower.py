@@ -119,6 +119,10 @@ class ProgramLowering:
         # (codegen/panels.py pack_whole): key -> (buffer, its fill, conditions)
         self.prologue: dict = {}
         self.item_writes: set[str] = set()  # the tensors that item writes
+        for k in model.kernels():  # the reads whose indices are kept inside (codegen/expr.py, rule 3)
+            for s in k.stmts:
+                if not s.is_init:
+                    guarded_reads(s, model.ranges)
 
     def program(self, b: Block, env: dict) -> tirx.Stmt:
         """The program's top-level items, each preceded by the copies its
@@ -137,10 +141,6 @@ class ProgramLowering:
             out.append(stmt)
         self.prologue = {}
         return seq(out)
-        for k in model.kernels():  # the reads whose indices are kept inside (codegen/expr.py, rule 3)
-            for s in k.stmts:
-                if not s.is_init:
-                    guarded_reads(s, model.ranges)
 
     def ast_of(self, k: Kernel) -> isl.AstNode:
         return self.asts[self.kernel_index[id(k)]]
