@@ -145,3 +145,23 @@ def test_specialized_lstm_at_batch_2_keeps_the_steps_inside_its_parallel_loop(mo
          rand(rng, 4, 48)]
     for got, want in zip(lstm(*x), reference.lstm(*x)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_specialized_qrnn_at_batch_2_takes_tile_rows_from_the_steps(mode):
+    """The QRNN's hoisted gate projections: with (T, B, C, H) = (32, 2, 32,
+    96) fixed before scheduling, isl ran them parallel over the 31 steps with
+    the 2 batch rows as the register tiles' rows (one-row tiles, 1.25x slower
+    than symbolic); the symbolic schedule, parallel over the batch with the
+    steps as rows, serves then (schedule.py ``_short_rows``)."""
+    opts = {"disk_cache": False, "measure_specialized": False}
+    qrnn = tcdsl.compile(QRNN, specialize=mode, options=opts)
+    sizes = {"T": 32, "B": 2, "C": 32, "H": 96}
+    text = qrnn.backend(sizes).func.script()
+    loops = re.findall(r"for c0 in T\.parallel\((\d+)\)", text)
+    assert loops and set(loops) == {"2"}, loops  # over the batch, never over the 31 steps
+    assert "T.grid(1, 0)" not in text  # no row tile loop of zero full tiles
+    rng = np.random.default_rng(16)
+    x = qrnn_inputs(rng, 32, 2, 32, 96)
+    for got, want in zip(qrnn(*x), reference.qrnn(*x)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

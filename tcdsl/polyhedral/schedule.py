@@ -95,9 +95,17 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # parallel loop (one parallel region per call, PARALLEL_STEPS) and
         # this one does not (a region per step: an LSTM at batch 2 was 2.6x
         # slower before-scheduling than symbolic).
+        # And when, all else equal, fewer of its reductions take their tiles'
+        # rows from a loop shorter than a tile (a QRNN's gate projections at
+        # B = 2: parallel over the 31 steps, rows the 2 batch entries, one-row
+        # tiles; symbolic: parallel over the batch, rows the steps, 1.25x
+        # faster).
         sym = _schedule_kernel(k, None, fusion)
-        if (_vector_statements(sym.get_root(), stride_one), _steps_inside(sym.get_root())) > (
-                _vector_statements(root, stride_one), _steps_inside(root)):
+        red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
+        fixed_sym = sym.intersect_domain(dom).get_root()
+        if (_vector_statements(sym.get_root(), stride_one), _steps_inside(sym.get_root()),
+                -_short_rows(fixed_sym, stride_one, red)) > (
+                _vector_statements(root, stride_one), _steps_inside(root), -_short_rows(root, stride_one, red)):
             return sym.intersect_domain(dom)
     return root.get_schedule()
 
@@ -251,6 +259,33 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
         for c in range(node.n_children()):
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
     visit(root, None, False)
+    return count
+
+
+# register tiles take this many rows (codegen/cpu_tiles.py: 4 or 8): a row
+# loop of fewer iterations runs one-row tiles
+SHORT_ROWS = 4
+
+
+def _short_rows(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
+    """How many reductions end in a parallel stride-one loop (the register
+    tiles' columns) whose nearest enclosing parallel loop (their rows) has a
+    fixed number of iterations below SHORT_ROWS."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, mark: str | None, rows: int | None) -> None:
+        nonlocal count
+        if node.get_type() == NT.band and mark in (PARALLEL, PARALLEL_STEPS):
+            if mark == PARALLEL and not _has_band(node.child(0)) and _walks(node, stride_one):
+                if rows is not None and rows < SHORT_ROWS:
+                    dl = node.get_domain().get_set_list()
+                    count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
+            else:
+                rows = _extent(node)
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if node.get_type() == NT.mark else None, rows)
+    visit(root, None, None)
     return count
 
 
