@@ -87,3 +87,35 @@ def parallel_regions(script: str) -> int:
     parallel loop ``W_o``; codegen/panels.py ``pack_whole``)."""
     packs = sum(1 for m in re.finditer(r"for (\w+)_o in T\.parallel", script) if f"{m.group(1)}_whole" in script)
     return script.count("T.parallel") - packs
+
+
+# An LSTM's steps with the input gates given (the recurrent GEMM per gate,
+# weights in (in, out) layout), as test_wide_bands.py and test_prepack.py use it
+LSTM_GATES_GIVEN = """
+def cell(float(T,4,B,H) G, float(B,H) h0, float(B,H) c0, float(4,H,H) Wh) -> (h, c) {
+  hp(b, j) = h0(b, j)
+  cp(b, j) = c0(b, j)
+  for t in T {
+    gates(g, b, j) = G(t, g, b, j)
+    gates(g, b, j) += hp(b, k) * Wh(g, k, j)
+    c(t, b, j) = sigmoid(gates(1, b, j)) * cp(b, j) + sigmoid(gates(0, b, j)) * tanh(gates(2, b, j))
+    h(t, b, j) = sigmoid(gates(3, b, j)) * tanh(c(t, b, j))
+    hp(b, j) = h(t, b, j)
+    cp(b, j) = c(t, b, j)
+  }
+}
+"""
+
+
+def lstm_gates_given_reference(G, h0, c0, Wh):
+    """(h, c) of LSTM_GATES_GIVEN in float64."""
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    G, h, c, Wh = (a.astype(np.float64) for a in (G, h0, c0, Wh))
+    hs, cs = [], []
+    for t in range(G.shape[0]):
+        g = G[t] + np.einsum("bk,gkj->gbj", h, Wh)
+        c = sig(g[1]) * c + sig(g[0]) * np.tanh(g[2])
+        h = sig(g[3]) * np.tanh(c)
+        hs.append(h)
+        cs.append(c)
+    return np.stack(hs), np.stack(cs)

@@ -15,23 +15,11 @@ import pytest
 
 import guard
 import tcdsl
-from helpers import rand
+from helpers import LSTM_GATES_GIVEN, lstm_gates_given_reference, rand
 
 # the recurrent weight in (in, out) layout per gate, and in PyTorch's (out, in)
 # layout (a transposing copy); B rows per step, H columns
-LSTM_GIVEN = """
-def lstm(float(T,4,B,H) G, float(B,H) h0, float(B,H) c0, float(4,H,H) Wh) -> (h, c) {
-  hp(b, j) = h0(b, j)
-  cp(b, j) = c0(b, j)
-  for t in T {
-    gates(g, b, j) = G(t, g, b, j)
-    gates(g, b, j) += hp(b, k) * Wh(g, k, j)
-    c(t, b, j) = sigmoid(gates(1, b, j)) * cp(b, j) + sigmoid(gates(0, b, j)) * tanh(gates(2, b, j))
-    h(t, b, j) = sigmoid(gates(3, b, j)) * tanh(c(t, b, j))
-    hp(b, j) = h(t, b, j)
-    cp(b, j) = c(t, b, j)
-  }
-}"""
+LSTM_GIVEN = LSTM_GATES_GIVEN
 
 ELMAN_OUT_IN = """
 def rnn(float(T,B,H) x, float(B,H) h0, float(H,H) Whh) -> (h) {
@@ -44,20 +32,7 @@ def rnn(float(T,B,H) x, float(B,H) h0, float(H,H) Whh) -> (h) {
 }"""
 
 
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def _lstm_ref(G, h0, c0, Wh):
-    G, hp, cp, Wh = (a.astype(np.float64) for a in (G, h0, c0, Wh))
-    hs, cs = [], []
-    for t in range(G.shape[0]):
-        g = G[t] + np.einsum("bk,gkj->gbj", hp, Wh)
-        cp = _sigmoid(g[1]) * cp + _sigmoid(g[0]) * np.tanh(g[2])
-        hp = _sigmoid(g[3]) * np.tanh(cp)
-        hs.append(hp)
-        cs.append(cp)
-    return np.stack(hs), np.stack(cs)
+_lstm_ref = lstm_gates_given_reference
 
 
 def _elman_ref(x, h0, Whh):

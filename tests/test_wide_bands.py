@@ -14,36 +14,14 @@ from tvm import tirx
 
 import tcdsl
 from tcdsl.driver import emit
-from helpers import parallel_inside_serial, rand
+from helpers import LSTM_GATES_GIVEN, lstm_gates_given_reference, parallel_inside_serial, rand
 
-CELL = """
-def cell(float(T,4,B,H) G, float(B,H) h0, float(B,H) c0, float(4,H,H) Wh) -> (h, c) {
-  hp(b, j) = h0(b, j)
-  cp(b, j) = c0(b, j)
-  for t in T {
-    gates(g, b, j) = G(t, g, b, j)
-    gates(g, b, j) += hp(b, k) * Wh(g, k, j)
-    c(t, b, j) = sigmoid(gates(1, b, j)) * cp(b, j) + sigmoid(gates(0, b, j)) * tanh(gates(2, b, j))
-    h(t, b, j) = sigmoid(gates(3, b, j)) * tanh(c(t, b, j))
-    hp(b, j) = h(t, b, j)
-    cp(b, j) = c(t, b, j)
-  }
-}
-"""
+CELL = LSTM_GATES_GIVEN
 # a small fixed loop next to the vector loop stays outside it
 ROWS = "def rows(float(3,N) x, float(3) s) -> (y) { y(g, n) = x(g, n) * s(g) }"
 
 
-def _numpy_cell(G, h0, c0, Wh):
-    sig = lambda v: 1 / (1 + np.exp(-v))
-    G, h, c, Wh = (a.astype(np.float64) for a in (G, h0, c0, Wh))
-    hs, cs = [], []
-    for t in range(G.shape[0]):
-        g = G[t] + np.einsum("bk,gkj->gbj", h, Wh)
-        c = sig(g[1]) * c + sig(g[0]) * np.tanh(g[2])
-        h = sig(g[3]) * np.tanh(c)
-        hs.append(h), cs.append(c)
-    return np.stack(hs), np.stack(cs)
+_numpy_cell = lstm_gates_given_reference
 
 
 def _outer_parallel_extents(func) -> list:
