@@ -421,9 +421,9 @@ class MappingOptions:
     * ``prepack``: inside a sequential ``for``, an input of the program (or
       a temporary computed before the loop) that a register tile reads as a
       panel (an RNN's recurrent weight ``Wh(g, k, j)``) is copied once per
-      call, before the loop, to
-      panels of ``tile_cols`` columns that the tiles of every step read
-      contiguously; ``False``: every step reads the tensor itself.
+      call, before the loop, to panels of ``tile_cols`` columns that the
+      tiles of every step read contiguously; ``False``: every step reads the
+      tensor itself.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).

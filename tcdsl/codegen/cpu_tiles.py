@@ -324,8 +324,9 @@ class RegisterTiles:
 
         if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
             return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
-        # inside one, the program's inputs read as panels (an RNN's recurrent
-        # weight) are packed whole, once per call (panels.pack_whole)
+        # inside one, inputs (and temporaries the loop does not write) read as
+        # panels (an RNN's recurrent weight) are packed whole, once per call
+        # (panels.pack_whole)
         whole = self._whole(chain, call, row, j_name, j_init) if in_loop and not self.depth else []
         if not packed:
             return columns(bool(whole))

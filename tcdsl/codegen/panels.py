@@ -11,9 +11,11 @@ its loads find the panel's element from the loops' current values instead
 (:class:`~tcdsl.codegen.expr.Remapped`).
 
 Inside a sequential loop a panel copied per step would be copied again at
-every step; an input of the program read there as a panel (the recurrent
-weight of an RNN) is instead packed whole, once per call, before the
-program's first statement (:func:`pack_whole`, :class:`_Prepacked`)."""
+every step; an input of the program, or a temporary the loop does not
+write, read there as a panel (the recurrent weight of an RNN) is instead
+packed whole, once per call, right before the program's top-level item
+holding the loop (:func:`pack_whole`, :class:`_Prepacked`,
+``lower.ProgramLowering.program``)."""
 from __future__ import annotations
 
 from typing import Callable

@@ -71,7 +71,7 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # attention's scores and row max); row reductions (norms) keep
         # isl's fused pass over each row
         other = _finish(_compute(sc, True), stride_one)
-        red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
+        red = _reductions(k)
         if ((_tiled_statements(other, stride_one, red), _vector_statements(other, stride_one))
                 > (_tiled_statements(root, stride_one, red), _vector_statements(root, stride_one))):
             root = other
@@ -80,7 +80,7 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         if other is not None:
             other = _finish(other, stride_one)
             # (with sizes fixed first, a unit batch loop may vanish: the old count, see below)
-            red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts} if fix is None else None
+            red = _reductions(k) if fix is None else None
             if fusion == "outer" or _vector_statements(other, stride_one, red) > _vector_statements(root, stride_one, red):
                 root = other
     if k.loops:
@@ -101,13 +101,18 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # tiles; symbolic: parallel over the batch, rows the steps, 1.25x
         # faster).
         sym = _schedule_kernel(k, None, fusion)
-        red = {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
+        red = _reductions(k)
         fixed_sym = sym.intersect_domain(dom).get_root()
         if (_vector_statements(sym.get_root(), stride_one), _steps_inside(sym.get_root()),
                 -_short_rows(fixed_sym, stride_one, red)) > (
                 _vector_statements(root, stride_one), _steps_inside(root), -_short_rows(root, stride_one, red)):
             return sym.intersect_domain(dom)
     return root.get_schedule()
+
+
+def _reductions(k: Kernel) -> dict[str, int]:
+    """Each statement's number of reduction variables (0 for an init)."""
+    return {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
 
 
 def _contracts(k: Kernel) -> bool:
