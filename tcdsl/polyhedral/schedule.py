@@ -96,10 +96,7 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # this one does not (a region per step: an LSTM at batch 2 was 2.6x
         # slower before-scheduling than symbolic).
         # And when, all else equal, fewer of its reductions take their tiles'
-        # rows from a loop shorter than a tile (a QRNN's gate projections at
-        # B = 2: parallel over the 31 steps, rows the 2 batch entries, one-row
-        # tiles; symbolic: parallel over the batch, rows the steps, 1.25x
-        # faster).
+        # rows from a loop shorter than a tile (a QRNN at B = 2, _short_rows).
         sym = _schedule_kernel(k, None, fusion)
         red = _reductions(k)
         fixed_sym = sym.intersect_domain(dom).get_root()
@@ -509,12 +506,9 @@ def _params(k: Kernel) -> list[str]:
     return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
 
 
-# Columns per thread-parallel strip of a vector loop that a reduction loop
-# encloses (see _sink_vector_bands): 8 vectors of AVX-512, 512 bytes of a
-# row, so that a thread streams rows in runs the prefetchers follow; 256
-# columns still make 2 strips for the threads.  (Intel Xeon, 2 threads, with
-# strips of 64 / 128 / 256: GEMV 4096 x 4096 6.1 / 4.8 / 4.4 ms, column sums
-# 4096 x 1024 1.51 / 1.24 / 1.29 ms and 16384 x 256 1.40 / 1.27 / 1.78 ms.)
+# Columns per thread-parallel strip of a vector loop under a reduction loop
+# (_sink_vector_bands): 512 bytes of a row, and 256 columns still make 2
+# strips (docs/internals.md: GEMV 4096^2 6.1 ms with strips of 64, 4.8 ms).
 STRIP = 128
 
 
