@@ -1,15 +1,20 @@
-"""GPU benchmarks of issue 5: the Elman RNN and the QRNN on CUDA against PyTorch.
+"""GPU benchmarks: the Elman RNN, the QRNN and the LSTM on CUDA against PyTorch.
 
     .venv/bin/python benchmarks/cuda_rnn.py            # needs a CUDA GPU and a CUDA build of torch
 
-For (T, B, C) = (64, 32, 256) and (256, 1, 128) it reports, per time step:
+For the Elman RNN at (T, B, C) = (64, 32, 256) and (256, 1, 128), the QRNN
+at (64, 32, 256), (256, 1, 128) and (512, 32, 512) and the LSTM of
+examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512) it reports, per
+time step:
 
 * tcdsl's kernels (``target="cuda"``, DLPack CUDA tensors in and out, so no
-  host copies are timed) for ``examples/rnn/elman.tc`` and ``qrnn.tc``;
-* ``torch.nn.RNN`` (cuDNN) and a PyTorch loop for the Elman RNN, a PyTorch
-  loop for the QRNN;
+  host copies are timed), called as they are (one launch per kernel per
+  step from the host loop) and replayed as a CUDA graph captured around one
+  call (``torch.cuda.CUDAGraph``; "n/a" when the capture fails);
+* ``torch.nn.RNN`` / ``torch.nn.LSTM`` (cuDNN) and PyTorch loops;
 * the launch overhead: a program whose step is one kernel copying one
-  element, per step (what the host loop and a launch cost).
+  element, per step (what the host loop and a launch cost), called and
+  replayed as a graph.
 
 CUDA events time each contender, medians over interleaved rounds; results go
 to benchmarks/results/cuda-<timestamp>.json.  Without a GPU it says so and
@@ -34,6 +39,8 @@ import tcdsl  # noqa: E402
 from tcdsl.codegen import targets  # noqa: E402
 
 SHAPES = [(64, 32, 256), (256, 1, 128)]
+QRNN_SHAPES = SHAPES + [(512, 32, 512)]
+LSTM_SHAPES = [(128, 64, 256, 512)]
 # One statement per step, one element (N = 1): the cost of the host loop and a launch.
 EMPTY_STEP = "def step(float(T,N) x) -> (y) { for t in T { y(t, i) = x(t, i) } }"
 
@@ -101,17 +108,76 @@ def qrnn(torch, T, B, C):
     return {"tcdsl": lambda: k(dx, dW0, dW1, db), "torch loop": torch_loop}, err
 
 
-def launch_overhead(torch, T: int, timer) -> float:
-    """Seconds per step of a step whose kernel copies one element."""
+def lstm(torch, T, B, I, H):
+    rng = np.random.default_rng(2)
+    x, h0, c0 = _rand(rng, T, B, I), _rand(rng, B, H), _rand(rng, B, H)
+    Wx, Wh, bias = _rand(rng, 4, I, H), _rand(rng, 4, H, H), _rand(rng, 4, H)
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "lstm.tc", target="cuda")
+    d = [torch.from_numpy(a).cuda() for a in (x, h0, c0, Wx, Wh, bias)]
+    err = float(np.abs(k(*d)[0].cpu().numpy() - reference.lstm(x, h0, c0, Wx, Wh, bias)[0]).max())
+    net = torch.nn.LSTM(I, H).cuda()
+    with torch.no_grad():  # torch's (4H, in) weights of gates i, f, g, o
+        net.weight_ih_l0.copy_(d[3].permute(0, 2, 1).reshape(4 * H, I))
+        net.weight_hh_l0.copy_(d[4].permute(0, 2, 1).reshape(4 * H, H))
+        net.bias_ih_l0.copy_(d[5].reshape(-1))
+        net.bias_hh_l0.zero_()
+    dx, dh0, dc0, dWx, dWh, db = d
+
+    def cudnn():
+        with torch.no_grad():
+            return net(dx, (dh0[None], dc0[None]))
+
+    def torch_loop():
+        h, c, hs = dh0, dc0, []
+        gx = torch.einsum("tbi,gij->tgbj", dx, dWx) + db[:, None]
+        for t in range(T):
+            g = gx[t] + torch.einsum("bk,gkj->gbj", h, dWh)
+            c = torch.sigmoid(g[1]) * c + torch.sigmoid(g[0]) * torch.tanh(g[2])
+            h = torch.sigmoid(g[3]) * torch.tanh(c)
+            hs.append(h)
+        return torch.stack(hs)
+    return {"tcdsl": lambda: k(*d), "torch.nn.LSTM (cuDNN)": cudnn, "torch loop": torch_loop}, err
+
+
+def as_graph(torch, fn):
+    """``fn`` replayed from a CUDA graph captured around one call, or None
+    when the capture fails (the error is printed)."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        torch.cuda.synchronize()
+        return g.replay
+    except Exception as e:  # noqa: BLE001 - reported, the benchmark goes on
+        print(f"  (CUDA graph capture failed: {type(e).__name__}: {str(e).splitlines()[0][:200]})")
+        torch.cuda.synchronize()
+        return None
+
+
+def launch_overhead(torch, T: int, timer) -> dict:
+    """Microseconds per step of a step whose kernel copies one element, called
+    and replayed as a CUDA graph."""
     k = tcdsl.compile(EMPTY_STEP, target="cuda")
     x = torch.zeros((T, 1), device="cuda")
-    return timer(lambda: k(x), 20) / T
+    out = {"call": timer(lambda: k(x), 20) / T * 1e6}
+    g = as_graph(torch, lambda: k(x))
+    if g is not None:
+        out["graph"] = timer(g, 20) / T * 1e6
+    return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "benchmarks" / "results",
+                    help="folder of the results' JSON file")
     a = ap.parse_args(argv)
     try:
         import torch
@@ -123,22 +189,31 @@ def main(argv=None) -> int:
         return 0
     timer = _timer(torch)
     results = {"device": torch.cuda.get_device_name(), "workloads": {}}
-    for T, B, C in SHAPES:
-        for name, make in (("elman", elman), ("qrnn", qrnn)):
-            contenders, err = make(torch, T, B, C)
-            samples = {n: [] for n in contenders}
-            for _ in range(a.rounds):
-                for n, fn in contenders.items():
-                    samples[n].append(timer(fn, a.repeat))
-            per_step = {n: statistics.median(v) / T * 1e6 for n, v in samples.items()}
-            key = f"{name} ({T},{B},{C})"
-            results["workloads"][key] = {"us per step": per_step, "max_abs_err": err}
-            print(f"{key:22s} " + "  ".join(f"{n} {v:8.2f} us/step" for n, v in per_step.items()) + f"  err {err:.1e}")
-        results["launch overhead us per step"] = launch_overhead(torch, T, timer) * 1e6
-        print(f"launch overhead (T={T}): {results['launch overhead us per step']:.2f} us per step")
-    out = ROOT / "benchmarks" / "results"
-    out.mkdir(exist_ok=True)
-    (out / f"cuda-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
+    print(f"device: {results['device']}")
+    work = [("elman", elman, s) for s in SHAPES] + [("qrnn", qrnn, s) for s in QRNN_SHAPES] \
+        + [("lstm", lstm, s) for s in LSTM_SHAPES]
+    for name, make, shape in work:
+        T = shape[0]
+        contenders, err = make(torch, *shape)
+        graph = as_graph(torch, contenders["tcdsl"])
+        if graph is not None:
+            contenders = {"tcdsl": contenders["tcdsl"], "tcdsl (CUDA graph)": graph,
+                          **{n: f for n, f in contenders.items() if n != "tcdsl"}}
+        samples = {n: [] for n in contenders}
+        for _ in range(a.rounds):
+            for n, fn in contenders.items():
+                samples[n].append(timer(fn, a.repeat))
+        per_step = {n: statistics.median(v) / T * 1e6 for n, v in samples.items()}
+        key = f"{name} ({','.join(map(str, shape))})"
+        results["workloads"][key] = {"us per step": per_step, "max_abs_err": err}
+        print(f"{key:24s} " + "  ".join(f"{n} {v:8.2f}" for n, v in per_step.items()) + f"  us/step, err {err:.1e}",
+              flush=True)
+    for T in (64, 256):
+        over = launch_overhead(torch, T, timer)
+        results[f"launch overhead us per step (T={T})"] = over
+        print(f"launch overhead (T={T}): " + ", ".join(f"{n} {v:.2f}" for n, v in over.items()) + " us per step")
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / f"cuda-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -439,3 +439,66 @@ def test_torch_cuda_tensors_stay_on_the_device():
     torch.testing.assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
     c = k(a.cpu(), b.cpu())  # CPU tensors: copied over and back
     assert c.device.type == "cpu"
+
+
+def test_host_arrays_keep_their_shape():
+    """What is copied to the GPU has the argument's shape: a 0-d array (a
+    scalar input or output) stays 0-d (``np.ascontiguousarray`` makes it
+    1-d, which the kernel refused on a GPU: "Mismatched ndim ... expected 0"),
+    a strided array becomes contiguous."""
+    from tcdsl.runtime.device import host_array
+
+    for x in (np.float32(2.5), np.array(3, np.int32), np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]):
+        h = host_array(x)
+        assert h.shape == np.shape(x) and h.flags.c_contiguous
+        np.testing.assert_array_equal(h, x)
+    torch = pytest.importorskip("torch")
+    assert host_array(torch.tensor(1.5)).shape == ()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("on_gpu", [False, True], ids=["numpy", "torch-cuda"])
+def test_scalar_inputs_and_outputs(on_gpu):
+    k = tcdsl.compile("def f(float(N) A, float s) -> (B, total) { B(i) = A(i) * s\n total +=! A(i) }",
+                      target="cuda")
+    A, s = np.arange(5, dtype=np.float32), np.float32(3)
+    if on_gpu:
+        torch = pytest.importorskip("torch")
+        B, total = k(torch.from_numpy(A).cuda(), torch.tensor(s).cuda())
+        B, total = B.cpu().numpy(), total.cpu().numpy()
+    else:
+        B, total = k(A, s)
+    np.testing.assert_allclose(B, A * 3)
+    assert np.shape(total) == () and float(total) == 10.0
+
+
+@pytest.mark.cuda
+def test_a_call_replays_from_a_cuda_graph():
+    """A call on PyTorch CUDA tensors launches on PyTorch's current stream, so
+    ``torch.cuda.graph`` captures its host loop's launches (docs/cuda.md):
+    the replay reads the inputs' current values and writes ``out=``."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(EXAMPLES))
+    import reference
+
+    k = example("elman.tc", "cuda")
+    rng = np.random.default_rng(7)
+    T, B, C = 6, 3, 10
+    host = [(rng.standard_normal(s) / 3).astype(np.float32) for s in ((T, B, C), (B, C), (C, C), (C, C))]
+    dev = [torch.from_numpy(a).cuda() for a in host]
+    out = torch.zeros(T, B, C, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        k(*dev, out=out)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        k(*dev, out=out)
+    for step in range(2):
+        host[0] = (rng.standard_normal((T, B, C)) / 3).astype(np.float32)
+        dev[0].copy_(torch.from_numpy(host[0]))
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        np.testing.assert_allclose(out.cpu().numpy(), reference.elman_rnn(*host), rtol=1e-5, atol=1e-5)

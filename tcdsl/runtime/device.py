@@ -59,13 +59,21 @@ def call(fn, size_args: list[int], args: list[Arg], outs: list[Arg], names: list
     return [a.value for a in outs]
 
 
+def host_array(x: Any) -> np.ndarray:
+    """A C-contiguous NumPy array of a host argument, of the same shape: a
+    0-d array (a scalar input or output) stays 0-d, where
+    ``np.ascontiguousarray`` would make it 1-d and the kernel would refuse it
+    ("Mismatched ndim")."""
+    host = x.detach().cpu().numpy() if is_torch(x) else np.asarray(x)
+    return host if host.flags.c_contiguous else np.ascontiguousarray(host).reshape(host.shape)
+
+
 def _to_device(a: Arg, dev):
     import tvm
 
     if 0 in a.shape:
         return tvm.runtime.empty(a.shape, a.dtype, dev)
-    host = a.value.detach().cpu().numpy() if is_torch(a.value) else np.ascontiguousarray(a.value)
-    return tvm.runtime.tensor(host, dev)
+    return tvm.runtime.tensor(host_array(a.value), dev)
 
 
 def _copy_back(result: np.ndarray, host: Any) -> None:
@@ -95,7 +103,7 @@ def _call_torch(fn, size_args, args: list[Arg], outs: list[Arg], names: list[str
         elif _is_cuda_tensor(x):
             values.append(x)
         else:  # a host array: copy it over; an out= array also back after the call
-            t = (x.detach() if is_torch(x) else torch.from_numpy(np.ascontiguousarray(x))).to(on)
+            t = (x.detach() if is_torch(x) else torch.from_numpy(host_array(x))).to(on)
             if any(x is r for r in results):
                 back.append((t, x))
             values.append(t)
