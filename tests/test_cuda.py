@@ -25,6 +25,7 @@ import pytest
 import tcdsl
 from tcdsl.codegen import targets
 from tcdsl.errors import InternalError
+from tcdsl.runtime.signature import compile_shapes
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tests" / "programs"
@@ -472,33 +473,76 @@ def test_scalar_inputs_and_outputs(on_gpu):
     assert np.shape(total) == () and float(total) == 10.0
 
 
+@pytest.mark.parametrize("case", cases.params())
+def test_temporaries_are_parameters_of_the_shape_the_runtime_allocates(case):
+    """On CUDA the caller allocates the temporaries (runtime/device.py): the
+    host function takes them after the outputs, each of the shape that the
+    runtime's signature computes for the call's sizes."""
+    from tvm import sym, tirx
+
+    k = compiled(case)
+    b = k.backend()
+    assert tuple(o.name for o in k.signature.scratch) == b.signature.scratch == tuple(k.frontend.checked.temps)
+    assert len(b.func.params) == len(b.signature.sizes) + len(k.signature.inputs) + len(k.signature.outputs) \
+        + len(k.signature.scratch)
+    shapes = compile_shapes([o.shape for o in k.signature.scratch])
+    for sizes in case.sizes:
+        an = sym.Analyzer()
+        for s, v in b.signature.size_vars.items():
+            if isinstance(v, tirx.Var):
+                an.bind(v, tirx.const(sizes[s], "int32"))
+        for name, want in zip(b.signature.scratch, shapes(sizes)):
+            buf = b.signature.buffers[name]
+            assert tuple(int(an.simplify(e)) for e in buf.shape) == want, (name, sizes)
+
+
+def test_lstm_host_function_allocates_nothing():
+    k = example("lstm.tc", "cuda")
+    assert [o.name for o in k.signature.scratch] == ["hp", "cp", "gates"]
+    assert "alloc_buffer" not in k.source_code("host")
+    # the emulated mapping (a CPU build) allocates them inside, as the CPU does
+    em = Emulated(k.frontend, target="llvm")
+    assert not em.signature.scratch and "alloc_buffer" in em.script
+
+
 @pytest.mark.cuda
 def test_a_call_replays_from_a_cuda_graph():
-    """A call on PyTorch CUDA tensors launches on PyTorch's current stream, so
-    ``torch.cuda.graph`` captures its host loop's launches (docs/cuda.md):
-    the replay reads the inputs' current values and writes ``out=``."""
+    """A call on PyTorch CUDA tensors launches on PyTorch's current stream and
+    takes its temporaries from PyTorch's allocator, so ``torch.cuda.graph``
+    captures it (docs/cuda.md): the replay reads the inputs' current values
+    and writes ``out=`` -- also after calls of other sizes in between, whose
+    temporaries are larger (from TVM's workspace pool, which frees a page to
+    grow it, the graph's temporaries would have been freed memory)."""
     torch = pytest.importorskip("torch")
     sys.path.insert(0, str(EXAMPLES))
     import reference
 
-    k = example("elman.tc", "cuda")
+    k = example("lstm.tc", "cuda")
     rng = np.random.default_rng(7)
-    T, B, C = 6, 3, 10
-    host = [(rng.standard_normal(s) / 3).astype(np.float32) for s in ((T, B, C), (B, C), (C, C), (C, C))]
+
+    def inputs(T, B, I, H):
+        return [(rng.standard_normal(s) / 3).astype(np.float32)
+                for s in ((T, B, I), (B, H), (B, H), (4, I, H), (4, H, H), (4, H))]
+
+    host = inputs(6, 3, 5, 10)
     dev = [torch.from_numpy(a).cuda() for a in host]
-    out = torch.zeros(T, B, C, device="cuda")
+    h, c = torch.zeros(6, 3, 10, device="cuda"), torch.zeros(6, 3, 10, device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        k(*dev, out=out)  # warm-up outside the capture
+        k(*dev, out=(h, c))  # warm-up outside the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        k(*dev, out=out)
-    for step in range(2):
-        host[0] = (rng.standard_normal((T, B, C)) / 3).astype(np.float32)
+        k(*dev, out=(h, c))
+    for step in range(3):
+        big = [torch.from_numpy(a).cuda() for a in inputs(20 + 10 * step, 16, 64, 96)]
+        k(*big)  # larger temporaries, between capture and replay
+        host[0] = (rng.standard_normal((6, 3, 5)) / 3).astype(np.float32)
         dev[0].copy_(torch.from_numpy(host[0]))
-        out.zero_()
+        h.zero_()
         graph.replay()
         torch.cuda.synchronize()
-        np.testing.assert_allclose(out.cpu().numpy(), reference.elman_rnn(*host), rtol=1e-5, atol=1e-5)
+        want = reference.lstm(*host)
+        np.testing.assert_allclose(h.cpu().numpy(), want[0], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(c.cpu().numpy(), want[1], rtol=1e-5, atol=1e-5)

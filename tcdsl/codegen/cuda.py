@@ -82,6 +82,16 @@ class CudaProgram(ProgramLowering):
         low = AstLowering(self, {s.name: s for s in k.stmts}, env)
         return lower_kernel(low, self.ast_of(k), self.options.cuda)
 
+    def scratch_params(self) -> tuple[str, ...]:
+        """Every temporary is a parameter after the outputs, allocated by the
+        caller (runtime/device.py): from PyTorch's allocator on PyTorch
+        tensors, so that a ``torch.cuda.graph`` capturing a call keeps them in
+        the graph's memory pool.  Allocated inside the host function, they
+        would come from TVM's workspace pool, which frees a page to grow it:
+        a captured graph would then write to freed memory.  The emulated
+        mapping (a CPU build) allocates them inside as the CPU does."""
+        return () if self.options.cuda.emulate else tuple(self.model.ranges.checked.temps)
+
 def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
     the ``lower.AstLowering`` of the kernel (its statements and environment)."""

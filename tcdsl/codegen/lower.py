@@ -4,7 +4,9 @@
 stage entry point.  The function's parameters are the sizes (``int32``
 scalars, or nothing for sizes fixed to constants), then the input buffers,
 then the output buffers; temporaries are allocated inside (a temporary in
-``folds``, the fold plan of polyhedral/contract.py, in a few slots).  Each
+``folds``, the fold plan of polyhedral/contract.py, in a few slots), except
+where the target's lowering passes them in after the outputs
+(:meth:`ProgramLowering.scratch_params`: CUDA, whose caller allocates them).  Each
 sequential ``for`` of the program is a serial TIR loop around its body's
 kernels; each kernel is its isl AST, loop by loop.  Statement instances are
 emitted by substituting the AST's arguments for the statement's index
@@ -47,6 +49,7 @@ class Signature:
     outputs: tuple[str, ...]
     buffers: dict[str, tirx.Buffer] = field(default_factory=dict)
     size_vars: dict[str, tirx.PrimExpr] = field(default_factory=dict)
+    scratch: tuple[str, ...] = ()  # temporaries passed in after the outputs
 
 
 def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: dict[str, int] | None = None,
@@ -74,10 +77,12 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
             sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem)
     gen = (program or ProgramLowering)(model, asts, sig, options)
     body = gen.program(model.body, dict(size_vars))
-    temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in checked.temps)]
+    sig.scratch = gen.scratch_params()
+    temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b)
+             for b in (sig.buffers[t] for t in checked.temps if t not in sig.scratch)]
     if temps:
         body = tirx.SeqStmt(temps + [body])
-    params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs]
+    params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs + sig.scratch]
     func = tirx.PrimFunc(params, body).with_attr("global_symbol", name).with_attr("tirx.noalias", True)
     return func, sig
 
@@ -123,6 +128,11 @@ class ProgramLowering:
             for s in k.stmts:
                 if not s.is_init:
                     guarded_reads(s, model.ranges)
+
+    def scratch_params(self) -> tuple[str, ...]:
+        """The temporaries the caller allocates and passes after the outputs
+        (none here: they are allocated inside the function)."""
+        return ()
 
     def program(self, b: Block, env: dict) -> tirx.Stmt:
         """The program's top-level items, each preceded by the copies its

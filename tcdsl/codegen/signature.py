@@ -33,7 +33,10 @@ def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: 
                                  if _in_int32(part)))
                     for t in checked.tensors)
     guards = tuple((_python_truth(g.cond), g.message) for g in ranges.size_guards)
-    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards)
+    # CUDA's host function takes its temporaries after the outputs (codegen/cuda.py, CudaProgram.scratch_params)
+    scratch = tuple(Output(t, checked.tensors[t].dtype, _shape(ranges.extent_exprs(t)), False)
+                    for t in checked.temps) if target == "cuda" else ()
+    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards, scratch)
 
 
 def _dim(d: str | int | n.Expr) -> str | int | Linear:

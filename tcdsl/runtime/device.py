@@ -7,6 +7,10 @@
 * Otherwise (NumPy arrays, PyTorch CPU tensors) the inputs are copied to GPU
   0 and the outputs copied back into the host arrays the kernel returns (or
   into the ``out=`` arrays).
+* The program's temporaries (``scratch``) are allocated here for each call
+  and passed after the outputs: by PyTorch's caching allocator on PyTorch
+  CUDA tensors -- under ``torch.cuda.graph`` capture that is the graph's own
+  memory pool, kept as long as the graph -- else by TVM on the device.
 
 Without a GPU, a call raises ``TcError("no CUDA device ...")``.
 """
@@ -37,10 +41,11 @@ def _is_cuda_tensor(x: Any) -> bool:
 
 
 def call(fn, size_args: list[int], args: list[Arg], outs: list[Arg], names: list[str],
-         allocated: bool) -> list[Any]:
+         allocated: bool, scratch: list[tuple[str, tuple[int, ...]]] = ()) -> list[Any]:
     """Run ``fn`` on the GPU and return the output values.  ``outs`` are the
     host outputs (zeros when ``allocated``, else the ``out=`` arrays);
-    ``names`` are the inputs' then the outputs' names, for messages."""
+    ``names`` are the inputs' then the outputs' names, for messages;
+    ``scratch`` the (dtype, shape) of each temporary."""
     if not cuda_device_present():
         raise TcError("no CUDA device: this kernel was compiled for target 'cuda', but TVM sees no GPU "
                       "(tvm.cuda(0).exist is false); its CUDA source is in kernel.source_code('cuda')")
@@ -48,11 +53,11 @@ def call(fn, size_args: list[int], args: list[Arg], outs: list[Arg], names: list
 
     on = next((a.value.device for a in args + outs if _is_cuda_tensor(a.value)), None)
     if on is not None:
-        return _call_torch(fn, size_args, args, outs, names, allocated, on)
+        return _call_torch(fn, size_args, args, outs, names, allocated, on, scratch)
     dev = tvm.cuda(0)
     dev_args = [_to_device(a, dev) for a in args]
     dev_outs = [_to_device(a, dev) for a in outs]
-    fn(*size_args, *dev_args, *dev_outs)
+    fn(*size_args, *dev_args, *dev_outs, *(tvm.runtime.empty(shape, dtype, dev) for dtype, shape in scratch))
     for a, d in zip(outs, dev_outs):
         if 0 not in a.shape:
             _copy_back(d.numpy(), a.value)
@@ -85,7 +90,8 @@ def _copy_back(result: np.ndarray, host: Any) -> None:
         np.copyto(host, result)
 
 
-def _call_torch(fn, size_args, args: list[Arg], outs: list[Arg], names: list[str], allocated: bool, on) -> list[Any]:
+def _call_torch(fn, size_args, args: list[Arg], outs: list[Arg], names: list[str], allocated: bool, on,
+                scratch) -> list[Any]:
     """Some tensor is a PyTorch CUDA tensor on device ``on``: everything runs
     there, and allocated outputs are PyTorch tensors on ``on``."""
     import torch
@@ -107,6 +113,9 @@ def _call_torch(fn, size_args, args: list[Arg], outs: list[Arg], names: list[str
             if any(x is r for r in results):
                 back.append((t, x))
             values.append(t)
+    for dtype, shape in scratch:
+        values.append(tvm.runtime.empty(shape, dtype, dev) if 0 in shape
+                      else torch.empty(shape, dtype=getattr(torch, dtype), device=on))
     fn(*size_args, *values)
     for t, host in back:
         _copy_back(t.cpu().numpy(), host)

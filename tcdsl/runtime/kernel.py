@@ -66,6 +66,7 @@ class CompiledKernel:
         self._size_names = signature.sizes
         self._output_names = tuple(o.name for o in signature.outputs)
         self._output_shapes = compile_shapes([o.shape for o in signature.outputs])
+        self._scratch_shapes = compile_shapes([o.shape for o in signature.scratch])
         # outputs that need no zero fill come from the pool (runtime/pool.py)
         self.output_pool = OutputPool(keep=KEEP * max(len(self._output_names), 1))
         fill = [o.fill or self._kind != "llvm" for o in signature.outputs]
@@ -113,8 +114,10 @@ class CompiledKernel:
         if key in self._on_trial:  # the dispatcher measures b against the binary it would replace
             b, settled = self._trial(key, b, sizes, args, shapes), True
         if self._kind == "cuda":  # data to the GPU and back: runtime/device.py
+            scratch = [(o.dtype, shape) for o, shape in zip(sig.scratch, self._scratch_shapes(sizes))]
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
-                                 [p.name for p in params] + list(self._output_names), allocated=out is None)
+                                 [p.name for p in params] + list(self._output_names), allocated=out is None,
+                                 scratch=scratch)
             return values[0] if len(values) == 1 else tuple(values)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
         started, wall = time.thread_time(), time.perf_counter()  # CPU time: not the wait for the GIL after the call

@@ -76,6 +76,8 @@ class Signature:
     target: str  # "llvm" or "cuda"
     # (Python condition over the sizes ``s``, "FILE:LINE:COL: 'A' would be read out of bounds")
     guards: tuple[tuple[str, str], ...] = ()
+    # temporaries the caller allocates and passes after the outputs (CUDA: runtime/device.py)
+    scratch: tuple[Output, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
@@ -83,7 +85,8 @@ class Signature:
                            for p in self.inputs],
                 "outputs": [[o.name, o.dtype, list(o.shape), o.fill] for o in self.outputs],
                 "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents],
-                "guards": [list(g) for g in self.guards]}
+                "guards": [list(g) for g in self.guards],
+                "scratch": [[o.name, o.dtype, list(o.shape)] for o in self.scratch]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Signature":
@@ -92,7 +95,8 @@ class Signature:
                          for name, dtype, dims in d["inputs"]),
                    tuple(Output(name, dtype, tuple(shape), fill) for name, dtype, shape, fill in d["outputs"]),
                    tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
-                   d["target"], tuple((c, m) for c, m in d.get("guards", [])))
+                   d["target"], tuple((c, m) for c, m in d.get("guards", [])),
+                   tuple(Output(name, dtype, tuple(shape), False) for name, dtype, shape in d.get("scratch", [])))
 
 
 def compile_shapes(shapes: list[tuple[str, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
