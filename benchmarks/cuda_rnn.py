@@ -4,13 +4,16 @@
 
 For the Elman RNN at (T, B, C) = (64, 32, 256) and (256, 1, 128), the QRNN
 at (64, 32, 256), (256, 1, 128) and (512, 32, 512) and the LSTM of
-examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512) it reports, per
+examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512) and (256, 1, 32,
+32) it reports, per
 time step:
 
 * tcdsl's kernels (``target="cuda"``, DLPack CUDA tensors in and out, so no
-  host copies are timed), called as they are (one launch per kernel per
-  step from the host loop) and replayed as a CUDA graph captured around one
-  call (``torch.cuda.CUDAGraph``; "n/a" when the capture fails);
+  host copies are timed), called as they are and replayed as a CUDA graph
+  captured around one call (``torch.cuda.CUDAGraph``; left out when the
+  capture fails).  Where a step's launches are single blocks (batch 1 here)
+  the default is one persistent launch for all steps; "launch per step" is
+  the same program with ``persistent: False`` (the host loop);
 * ``torch.nn.RNN`` / ``torch.nn.LSTM`` (cuDNN) and PyTorch loops;
 * the launch overhead: a program whose step is one kernel copying one
   element, per step (what the host loop and a launch cost), called and
@@ -40,7 +43,7 @@ from tcdsl.codegen import targets  # noqa: E402
 
 SHAPES = [(64, 32, 256), (256, 1, 128)]
 QRNN_SHAPES = SHAPES + [(512, 32, 512)]
-LSTM_SHAPES = [(128, 64, 256, 512)]
+LSTM_SHAPES = [(128, 64, 256, 512), (256, 1, 32, 32)]  # 4 * B * H <= 256: persistent
 # One statement per step, one element (N = 1): the cost of the host loop and a launch.
 EMPTY_STEP = "def step(float(T,N) x) -> (y) { for t in T { y(t, i) = x(t, i) } }"
 
@@ -65,10 +68,10 @@ def _rand(rng, *shape):
     return (rng.standard_normal(shape) / np.sqrt(shape[-2] if len(shape) > 1 else 1)).astype(np.float32)
 
 
-def elman(torch, T, B, C):
+def elman(torch, T, B, C, options=None):
     rng = np.random.default_rng(0)
     x, h0, i2h, h2h = _rand(rng, T, B, C), _rand(rng, B, C), _rand(rng, C, C), _rand(rng, C, C)
-    k = tcdsl.compile(ROOT / "examples" / "rnn" / "elman.tc", target="cuda")
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "elman.tc", target="cuda", options=options)
     dx, dh0, di2h, dh2h = (torch.from_numpy(a).cuda() for a in (x, h0, i2h, h2h))
     err = float(np.abs(k(dx, dh0, di2h, dh2h).cpu().numpy() - reference.elman_rnn(x, h0, i2h, h2h)).max())
     rnn = torch.nn.RNN(C, C, bias=False, nonlinearity="tanh").cuda()
@@ -89,10 +92,10 @@ def elman(torch, T, B, C):
     return {"tcdsl": lambda: k(dx, dh0, di2h, dh2h), "torch.nn.RNN (cuDNN)": cudnn, "torch loop": torch_loop}, err
 
 
-def qrnn(torch, T, B, C):
+def qrnn(torch, T, B, C, options=None):
     rng = np.random.default_rng(1)
     x, W0, W1, bias = _rand(rng, T, B, C), _rand(rng, 3, C, C), _rand(rng, 3, C, C), _rand(rng, 3, C)
-    k = tcdsl.compile(ROOT / "examples" / "rnn" / "qrnn.tc", target="cuda")
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "qrnn.tc", target="cuda", options=options)
     dx, dW0, dW1, db = (torch.from_numpy(a).cuda() for a in (x, W0, W1, bias))
     err = float(np.abs(k(dx, dW0, dW1, db)[0].cpu().numpy() - reference.qrnn(x, W0, W1, bias)[0]).max())
 
@@ -108,11 +111,11 @@ def qrnn(torch, T, B, C):
     return {"tcdsl": lambda: k(dx, dW0, dW1, db), "torch loop": torch_loop}, err
 
 
-def lstm(torch, T, B, I, H):
+def lstm(torch, T, B, I, H, options=None):
     rng = np.random.default_rng(2)
     x, h0, c0 = _rand(rng, T, B, I), _rand(rng, B, H), _rand(rng, B, H)
     Wx, Wh, bias = _rand(rng, 4, I, H), _rand(rng, 4, H, H), _rand(rng, 4, H)
-    k = tcdsl.compile(ROOT / "examples" / "rnn" / "lstm.tc", target="cuda")
+    k = tcdsl.compile(ROOT / "examples" / "rnn" / "lstm.tc", target="cuda", options=options)
     d = [torch.from_numpy(a).cuda() for a in (x, h0, c0, Wx, Wh, bias)]
     err = float(np.abs(k(*d)[0].cpu().numpy() - reference.lstm(x, h0, c0, Wx, Wh, bias)[0]).max())
     net = torch.nn.LSTM(I, H).cuda()
@@ -199,6 +202,8 @@ def main(argv=None) -> int:
         if graph is not None:
             contenders = {"tcdsl": contenders["tcdsl"], "tcdsl (CUDA graph)": graph,
                           **{n: f for n, f in contenders.items() if n != "tcdsl"}}
+        if shape[1] == 1:  # batch 1: the persistent launch; the host loop for comparison
+            contenders["tcdsl (launch per step)"] = make(torch, *shape, options={"persistent": False})[0]["tcdsl"]
         samples = {n: [] for n in contenders}
         for _ in range(a.rounds):
             for n, fn in contenders.items():

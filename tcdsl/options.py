@@ -158,12 +158,14 @@ class CpuMapping:
 class CudaMapping:
     """The CUDA mapping (codegen/cuda.py, docs/cuda.md): ``threads`` per block,
     at most ``flatten`` nested coincident loops on the threads (None: all),
-    accumulators in ``registers``; ``emulate`` builds the thread loops as
-    serial loops (tests on the CPU)."""
+    accumulators in ``registers``; a host loop whose launches are single
+    blocks as one ``persistent`` launch; ``emulate`` builds the thread loops
+    as serial loops (tests on the CPU)."""
 
     threads: int = 256
     flatten: int | None = None
     registers: bool = True
+    persistent: bool = True
     emulate: bool = False
 
 
@@ -263,6 +265,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
     "reorder_reductions": ("cpu", _bool), "prepack": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
+    "persistent": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
     "measure_specialized": ("dispatch", _bool),
@@ -466,7 +469,7 @@ class MappingOptions:
     a piece that adds 0 to a sum is left out (polyhedral/split.py).
 
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
-    ``registers``, ``emulate``.
+    ``registers``, ``persistent``, ``emulate``.
     """
 
     tile_rows: int = CpuMapping.tile_rows
@@ -494,6 +497,7 @@ class MappingOptions:
     threads: int = CudaMapping.threads
     flatten: int | None = CudaMapping.flatten
     registers: bool = CudaMapping.registers
+    persistent: bool = CudaMapping.persistent
     emulate: bool = CudaMapping.emulate
 
     def to_dict(self) -> dict:

@@ -141,12 +141,48 @@ def test_launches_per_step_of_the_examples(file, before, per_step):
     QRNN's gates for t >= 1 are hoisted (polyhedral/hoist.py): three launches
     for all steps before the loop; the Elman RNN's input projection (a +=
     onto the recurrent sum, split by polyhedral/accumulate.py): one."""
-    k = tcdsl.compile(EXAMPLES / file, target="cuda")
+    k = tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False})
     found = launches(k.source_code("host"))
     assert [loops for loops, _, _ in found] == [()] * before + [("t",)] * per_step
     assert all(grid_block.endswith(", 256") for _, _, grid_block in found)
-    k = tcdsl.compile(EXAMPLES / file, target="cuda", options={"hoist": False})
+    k = tcdsl.compile(EXAMPLES / file, target="cuda", options={"hoist": False, "persistent": False})
     assert [loops for loops, _, _ in launches(k.source_code("host"))] == [("t",)] * per_step
+
+
+@pytest.mark.parametrize("file,before", [("elman.tc", 1), ("qrnn.tc", 3), ("lstm.tc", 3)])
+def test_single_block_steps_run_in_one_persistent_launch(file, before):
+    """Where each step's launches would be single blocks (a condition on the
+    sizes), the whole loop is one launch of one block, a barrier after each
+    former launch; else the host loop launches every step (docs/cuda.md)."""
+    k = tcdsl.compile(EXAMPLES / file, target="cuda")
+    host = k.source_code("host")
+    found = launches(host)
+    loops = [loops for loops, _, _ in found]
+    assert loops[:before] == [()] * before and loops[before] == () and ("t",) in loops[before + 1:]
+    assert found[before][2] == "1, 256"  # one block of 256 threads
+    assert re.search(r"if .* <= 256", host)
+    src = k.source_code("cuda")
+    body = src[src.rindex(f"void __launch_bounds__(256) {found[before][1]}("):]  # the definition
+    body = body[body.index(") {"):body.index("\n}\n")]
+    assert "for (int t = 0; t < T; ++t)" in body and body.count("__syncthreads()") >= 1
+    off = launches(tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False}).source_code("host"))
+    assert len(off) == len(found) - 1 and "__syncthreads" not in \
+        tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False}).source_code("cuda")
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize("name", [c.name for c in RNN_CASES])
+def test_persistent_mapping_emulated_on_cpu(name, persistent):
+    """The persistent launch, its phases run one after the other on the CPU:
+    1024 threads make every size of the corpus case take it."""
+    from tcdsl import driver
+    from tcdsl.source import Source
+
+    case = cases.by_name(name)
+    fe = driver.frontend(Source((PROGRAMS / case.file).read_text(encoding="utf-8"), str(case.file)), case.entry)
+    script = Emulated(fe, target="llvm", options={"threads": 1024, "persistent": persistent}).script
+    assert ("<= 1024" in script) == persistent
+    run_emulated(case, threads=1024, persistent=persistent)
 
 
 @pytest.mark.parametrize("name", ["elman.tc", "qrnn.tc"])
@@ -237,8 +273,9 @@ def test_accumulators_in_registers():
     src = k.source_code("cuda")
     assert "float C_acc_ptr[1];" in src
     assert re.search(r"for \(int c2 = 0; c2 < K; \+\+c2\) \{\n\s+C_acc_ptr\[0\] = \(C_acc_ptr\[0\] \+", src)
-    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda")  # hidden(t-1, b, c) is provably not hidden(t, b, co)
-    # (the recurrent sums, and the hoisted input projection's, polyhedral/accumulate.py)
+    # hidden(t-1, b, c) is provably not hidden(t, b, co) (the recurrent sums, and the hoisted input
+    # projection's, polyhedral/accumulate.py; without the persistent launch, which has the sums once more)
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda", options={"persistent": False})
     assert k.script.count("hidden_acc = hidden_acc + ") == 2 and k.script.count("hidden_in_acc = hidden_in_acc + ") == 1
     # a read that may alias the accumulated element keeps it in memory
     k = tcdsl.compile("def f(float(N) A, int32(N) I) -> (O) { O(i) = A(i)\n O(i) += O(I(j)) * A(j) }",
@@ -310,7 +347,8 @@ def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop(monkeypatch)
 
     monkeypatch.setattr(gpu_schedule, "outer_parallelism", lambda node: 2)
     case = cases.by_name("tcg")
-    found = launches(tcdsl.compile(PROGRAMS / case.file, case.entry, target="cuda").source_code("host"))
+    found = launches(tcdsl.compile(PROGRAMS / case.file, case.entry, target="cuda",
+                                   options={"persistent": False}).source_code("host"))
     assert len(found) == 2 and all(loops == ("c0",) for loops, _, _ in found)
     run_emulated(case)
 
@@ -318,11 +356,12 @@ def test_dependence_carrying_loop_with_parallel_body_is_a_host_loop(monkeypatch)
 def test_schedule_with_outer_parallelism_is_preferred():
     """isl fuses the LSTM step into one band parallel in b only; the GPU
     schedule splits it into launches parallel in (g, b, j) and (b, j)."""
-    found = launches(compiled(cases.by_name("lstm"), options={"hoist": False}).source_code("host"))
+    found = launches(compiled(cases.by_name("lstm"), options={"hoist": False, "persistent": False})
+                     .source_code("host"))
     in_loop = [gb for loops, _, gb in found if loops == ("t",)]
     assert len(in_loop) == 8 and not any("(B + 255) // 256" in gb for gb in in_loop)
     # hoisted, the input projection x(t) * Wx is one launch before the loop
-    found = launches(compiled(cases.by_name("lstm")).source_code("host"))
+    found = launches(compiled(cases.by_name("lstm"), options={"persistent": False}).source_code("host"))
     assert [loops for loops, _, _ in found].count(()) == 3  # hp = h0, cp = c0, gates(t, g, b, j) +=! x * Wx
     assert [loops for loops, _, _ in found].count(("t",)) == 6
 
@@ -401,8 +440,10 @@ def example(file: str, target: str) -> tcdsl.Kernel:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (5, 3, 7), (16, 4, 33)])
+@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (5, 3, 7), (16, 4, 33), (7, 3, 90)])
 def test_elman_and_qrnn(target, T, B, C):
+    """On CUDA the first three sizes run the persistent launch (B * C <= 256
+    threads), the last the host loop."""
     sys.path.insert(0, str(EXAMPLES))
     import reference
 

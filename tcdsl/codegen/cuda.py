@@ -26,7 +26,16 @@ How the isl AST is walked, from the top (the "host level"):
 * an ``if`` stays on the host: at the host level its condition can only
   involve sizes and the loop variables of host loops.
 * a loop that carries a dependence (``seq``) and has a ``par`` loop inside
-  becomes a host loop launching its body at every step; one without any
+  becomes a host loop launching its body at every step -- or, where each of
+  those launches would be a single block (every launch's thread count at
+  most ``threads``: a size condition checked on the host at the call), one
+  **persistent** launch of one block that runs the loop itself, each former
+  launch a phase of the block's threads followed by ``__syncthreads()``
+  (``persistent``, default True; the batch-1 RNN steps, where a launch costs
+  more than the step's work).  Its phases do what the launches do, on the
+  same single block; the barrier orders them as the kernel boundaries did.
+  The host loop stays for the other sizes, and where a launch's thread
+  count depends on the loop's own variables.  One without any
   ``par`` loop inside, and any statement that is under no coincident loop
   (e.g. a 0-rank reduction ``O +=! A(i)``), is launched on a single thread
   (grid 1 x block 1) rather than left on the host: the data is on the device.
@@ -49,8 +58,9 @@ turns this off.
 
 Options (``options=`` of :func:`tcdsl.compile`): ``threads`` (threads per
 block, default 256, at most 1024), ``flatten`` (how many nested
-coincident loops to map at most, default: all of the perfectly nested ones)
-and ``registers`` (accumulators in registers, default True).  For tests,
+coincident loops to map at most, default: all of the perfectly nested ones),
+``registers`` (accumulators in registers, default True) and ``persistent``
+(one launch for a host loop whose launches are single blocks, default True).  For tests,
 ``{"emulate": True}`` emits the thread-bound loops as serial loops, so that
 the mapped program (guards, index arithmetic, registers, host loops) can be
 built for the CPU and checked against NumPy on a machine without a GPU.
@@ -74,13 +84,30 @@ from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, emit_statement, seq as _seq
 
 
+@dataclasses.dataclass
+class _Persist:
+    """The persistent launch being built: its thread index and the thread
+    count of each of its phases."""
+
+    tx: tirx.Var
+    totals: list
+
+
 class CudaProgram(ProgramLowering):
     """The program on CUDA: its ``for`` loops on the host (serial loops
-    around the launches); each kernel through :func:`lower_kernel`."""
+    around the launches) or persistent launches; each kernel through
+    :func:`lower_kernel`."""
+
+    persist: _Persist | None = None
 
     def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
         low = AstLowering(self, {s.name: s for s in k.stmts}, env)
         return lower_kernel(low, self.ast_of(k), self.options.cuda)
+
+    def sequential(self, lp, body, env: dict) -> tirx.Stmt:
+        loop = super().sequential(lp, body, env)
+        fused = persistent(self, lambda: super(CudaProgram, self).sequential(lp, body, env))
+        return loop if fused is None else tirx.IfThenElse(fused[0], fused[1], loop)
 
     def scratch_params(self) -> tuple[str, ...]:
         """Every temporary is a parameter after the outputs, allocated by the
@@ -94,9 +121,33 @@ class CudaProgram(ProgramLowering):
 
 def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
-    the ``lower.AstLowering`` of the kernel (its statements and environment)."""
+    the ``lower.AstLowering`` of the kernel (its statements and environment);
+    inside a persistent launch, the kernel's phases."""
     thread = _ThreadLowering(low.gen, low.stmts, low.env, options.registers)
-    return _Launcher(thread, options).host(ast)
+    launcher = _Launcher(thread, options)
+    return launcher.host(ast) if low.gen.persist is None else launcher.device(ast)
+
+
+def persistent(gen: CudaProgram, build) -> tuple[tirx.PrimExpr, tirx.Stmt] | None:
+    """(condition on the sizes, one launch of one block running ``build()``,
+    a loop whose launches become phases) -- see the module docstring -- or
+    None: option off, inside another persistent launch already, or a phase
+    whose thread count depends on a loop variable."""
+    options = gen.options.cuda
+    if not options.persistent or gen.persist is not None:
+        return None
+    gen.persist = ctx = _Persist(tirx.Var("tx", INDEX), [])
+    try:
+        loop = build()
+    finally:
+        gen.persist = None
+    sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
+    if not ctx.totals or any(len(tirx.analysis.undefined_vars(t, sizes)) for t in ctx.totals):
+        return None
+    if not options.emulate:  # emulated, every phase has its own serial loop of threads
+        loop = _bind(False, tirx.Var("bx", INDEX), 1, ctx.tx, options.threads, loop)
+    totals = list({str(t): t for t in ctx.totals}.values())
+    return _simplify(_all([t <= options.threads for t in totals])), loop
 
 
 def thread_axis(tag: str) -> IterVar:
@@ -131,8 +182,49 @@ class _Launcher:
             v = tirx.Var(name, INDEX)
             with self.low.bound({name: init + v}):
                 body = self.host(node.for_get_body())
-            return tirx.For(v, 0, extent, ForKind.SERIAL, body)
+            loop = tirx.For(v, 0, extent, ForKind.SERIAL, body)
+            fused = persistent(self.low.gen, lambda: self._device_loop(node))
+            return loop if fused is None else tirx.IfThenElse(fused[0], fused[1], loop)
         raise InternalError(f"unexpected isl AST node {t} at the host level of a CUDA kernel")
+
+    # ------------------------------------------------------- persistent loops
+    def device(self, node: isl.AstNode) -> tirx.Stmt:
+        """``host`` for the body of a persistent loop: launches become phases."""
+        t = node.get_type()
+        if not isl_ast.has(node, isl_ast.is_parallel_mark):
+            return self.phase(lambda tx: tirx.IfThenElse(tx == 0, self.low.node(node, False, None), None),
+                              tirx.const(1, INDEX))
+        if t == _NT.block:
+            return _seq([self.device(x) for x in isl_ast.children(node)])
+        if t == _NT.if_:  # a condition on sizes and loop variables: the same in every thread
+            other = self.device(node.if_get_else_node()) if node.if_has_else_node() else None
+            return tirx.IfThenElse(self.low._cond(node.if_get_cond()), self.device(node.if_get_then_node()), other)
+        if t == _NT.mark:
+            inner = node.mark_get_node()
+            if isl_ast.mark(node) == PARALLEL and inner.get_type() == _NT.for_:
+                return self.launch(inner)
+            return self.device(inner)
+        if t == _NT.for_:
+            return self._device_loop(node)
+        raise InternalError(f"unexpected isl AST node {t} in a persistent CUDA loop")
+
+    def _device_loop(self, node: isl.AstNode) -> tirx.Stmt:
+        name, init, extent = _header(self.low, node)
+        v = tirx.Var(name, INDEX)
+        with self.low.bound({name: init + v}):
+            body = self.device(node.for_get_body())
+        return tirx.For(v, 0, extent, ForKind.SERIAL, body)
+
+    def phase(self, make, total: tirx.PrimExpr) -> tirx.Stmt:
+        """``make(tx)`` run by the block's threads, then a barrier.  The phase
+        runs where the block has a thread for each of ``total`` (the host's
+        condition)."""
+        ctx = self.low.gen.persist
+        ctx.totals.append(total)
+        if self.emulate:
+            tx = tirx.Var("tx", INDEX)
+            return tirx.For(tx, 0, self.threads, ForKind.SERIAL, make(tx))
+        return _seq([make(ctx.tx), tirx.Evaluate(tirx.op.tvm_storage_sync("shared"))])
 
     # --------------------------------------------------------------- launches
     def launch(self, loop: isl.AstNode) -> tirx.Stmt:
@@ -156,22 +248,42 @@ class _Launcher:
         threads = self.threads
         if isinstance(total, tirx.IntImm):
             threads = max(1, min(threads, total.value))
+        positive = _simplify(_all([e > 0 for e in extents]))
+        if self.low.gen.persist is not None:  # a phase of a persistent loop: one block, the thread count checked before
+            if isinstance(positive, tirx.IntImm) and not positive.value:
+                return tirx.Evaluate(tirx.const(0, INDEX))
+
+            def make(tx):
+                stmt = self._flat(band, tx, lambda: self.low.node(body, False, None))
+                guard = [] if isinstance(total, tirx.IntImm) and total.value == self.threads else [tx < total]
+                if not isinstance(positive, tirx.IntImm):
+                    guard.insert(0, positive)
+                return tirx.IfThenElse(_all(guard), stmt, None) if guard else stmt
+            return self.phase(make, total)
         bx, tx = tirx.Var("bx", INDEX), tirx.Var("tx", INDEX)
         flat = bx * threads + tx
+
+        def make_launch():
+            stmt = self.low.node(body, False, None)
+            if not (isinstance(total, tirx.IntImm) and total.value % threads == 0):
+                stmt = tirx.IfThenElse(flat < total, stmt, None)
+            return stmt
+        nest = _bind(self.emulate, bx, _simplify(tirx.ceildiv(total, threads)), tx, threads,
+                     self._flat(band, flat, make_launch))
+        if isinstance(positive, tirx.IntImm):
+            return nest if positive.value else tirx.Evaluate(tirx.const(0, INDEX))
+        return tirx.IfThenElse(positive, nest, None)
+
+    def _flat(self, band, flat: tirx.PrimExpr, make) -> tirx.Stmt:
+        """``make()`` with the band's loop variables bound to their values at
+        the flattened index ``flat`` (the innermost varies fastest)."""
         values, rest = {}, flat
         for name, init, extent in reversed(band[1:]):
             values[name] = init + tirx.truncmod(rest, extent)
             rest = tirx.truncdiv(rest, extent)
         values[band[0][0]] = band[0][1] + rest
         with self.low.bound(values):
-            stmt = self.low.node(body, False, None)
-        if not (isinstance(total, tirx.IntImm) and total.value % threads == 0):
-            stmt = tirx.IfThenElse(flat < total, stmt, None)
-        nest = _bind(self.emulate, bx, _simplify(tirx.ceildiv(total, threads)), tx, threads, stmt)
-        positive = _simplify(_all([e > 0 for e in extents]))
-        if isinstance(positive, tirx.IntImm):
-            return nest if positive.value else tirx.Evaluate(tirx.const(0, INDEX))
-        return tirx.IfThenElse(positive, nest, None)
+            return make()
 
     def single_thread(self, node: isl.AstNode) -> tirx.Stmt:
         """Code under no coincident loop: run on the device by one thread."""

@@ -85,6 +85,7 @@ def _cuda_knobs() -> tuple[Knob, ...]:
         "threads": (32, 64, 128, 256, 512, 1024),
         "flatten": (None, 1, 2, 3),
         "registers": (True, False),
+        "persistent": (True, False),
         "hoist": (True, False),  # ("auto" hoists on a GPU)
         "fold": (True, False),
     }
