@@ -17,7 +17,8 @@ time step:
 * ``torch.nn.RNN`` / ``torch.nn.LSTM`` (cuDNN) and PyTorch loops;
 * the launch overhead: a program whose step is one kernel copying one
   element, per step (what the host loop and a launch cost), called and
-  replayed as a graph.
+  replayed as a graph, and the same program as one persistent launch (what a
+  step's barrier costs, plus the call's own cost spread over the steps).
 
 CUDA events time each contender, medians over interleaved rounds; results go
 to benchmarks/results/cuda-<timestamp>.json.  Without a GPU it says so and
@@ -164,14 +165,17 @@ def as_graph(torch, fn):
 
 
 def launch_overhead(torch, T: int, timer) -> dict:
-    """Microseconds per step of a step whose kernel copies one element, called
-    and replayed as a CUDA graph."""
-    k = tcdsl.compile(EMPTY_STEP, target="cuda")
+    """Microseconds per step of a step whose kernel copies one element: one
+    launch per step (``persistent: False``), called and replayed as a CUDA
+    graph, and the persistent launch (one for all steps), called."""
     x = torch.zeros((T, 1), device="cuda")
-    out = {"call": timer(lambda: k(x), 20) / T * 1e6}
-    g = as_graph(torch, lambda: k(x))
+    per_step = tcdsl.compile(EMPTY_STEP, target="cuda", options={"persistent": False})
+    out = {"launch per step": timer(lambda: per_step(x), 20) / T * 1e6}
+    g = as_graph(torch, lambda: per_step(x))
     if g is not None:
-        out["graph"] = timer(g, 20) / T * 1e6
+        out["launch per step, CUDA graph"] = timer(g, 20) / T * 1e6
+    persistent = tcdsl.compile(EMPTY_STEP, target="cuda")
+    out["persistent"] = timer(lambda: persistent(x), 20) / T * 1e6
     return out
 
 
