@@ -124,8 +124,7 @@ def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     the ``lower.AstLowering`` of the kernel (its statements and environment);
     inside a persistent launch, the kernel's phases."""
     thread = _ThreadLowering(low.gen, low.stmts, low.env, options.registers)
-    launcher = _Launcher(thread, options)
-    return launcher.host(ast) if low.gen.persist is None else launcher.device(ast)
+    return _Launcher(thread, options).host(ast)
 
 
 def persistent(gen: CudaProgram, build) -> tuple[tirx.PrimExpr, tirx.Stmt] | None:
@@ -163,12 +162,18 @@ class _Launcher:
 
     # ------------------------------------------------------------ host level
     def host(self, node: isl.AstNode) -> tirx.Stmt:
+        """The TIR of ``node``: launches under host code, or inside a
+        persistent launch (``gen.persist``) its phases."""
         t = node.get_type()
+        inside = self.low.gen.persist is not None
         if not isl_ast.has(node, isl_ast.is_parallel_mark):
+            if inside:  # on thread 0 of the block
+                return self.phase(lambda tx: tirx.IfThenElse(tx == 0, self.low.node(node, False, None), None),
+                                  tirx.const(1, INDEX))
             return self.single_thread(node)
         if t == _NT.block:
             return _seq([self.host(x) for x in isl_ast.children(node)])
-        if t == _NT.if_:
+        if t == _NT.if_:  # inside a persistent launch too, the same branch in every thread
             other = self.host(node.if_get_else_node()) if node.if_has_else_node() else None
             return tirx.IfThenElse(self.low._cond(node.if_get_cond()), self.host(node.if_get_then_node()), other)
         if t == _NT.mark:
@@ -177,44 +182,21 @@ class _Launcher:
                 return self.launch(inner)
             return self.host(inner)
         if t == _NT.for_:
-            # a dependence-carrying loop with parallel work inside: a host loop of launches
-            name, init, extent = _header(self.low, node)
-            v = tirx.Var(name, INDEX)
-            with self.low.bound({name: init + v}):
-                body = self.host(node.for_get_body())
-            loop = tirx.For(v, 0, extent, ForKind.SERIAL, body)
-            fused = persistent(self.low.gen, lambda: self._device_loop(node))
+            # a dependence-carrying loop with parallel work inside: a host loop of launches, or
+            # one persistent launch where the sizes allow
+            loop = self._serial(node)
+            fused = None if inside else persistent(self.low.gen, lambda: self._serial(node))
             return loop if fused is None else tirx.IfThenElse(fused[0], fused[1], loop)
         raise InternalError(f"unexpected isl AST node {t} at the host level of a CUDA kernel")
 
-    # ------------------------------------------------------- persistent loops
-    def device(self, node: isl.AstNode) -> tirx.Stmt:
-        """``host`` for the body of a persistent loop: launches become phases."""
-        t = node.get_type()
-        if not isl_ast.has(node, isl_ast.is_parallel_mark):
-            return self.phase(lambda tx: tirx.IfThenElse(tx == 0, self.low.node(node, False, None), None),
-                              tirx.const(1, INDEX))
-        if t == _NT.block:
-            return _seq([self.device(x) for x in isl_ast.children(node)])
-        if t == _NT.if_:  # a condition on sizes and loop variables: the same in every thread
-            other = self.device(node.if_get_else_node()) if node.if_has_else_node() else None
-            return tirx.IfThenElse(self.low._cond(node.if_get_cond()), self.device(node.if_get_then_node()), other)
-        if t == _NT.mark:
-            inner = node.mark_get_node()
-            if isl_ast.mark(node) == PARALLEL and inner.get_type() == _NT.for_:
-                return self.launch(inner)
-            return self.device(inner)
-        if t == _NT.for_:
-            return self._device_loop(node)
-        raise InternalError(f"unexpected isl AST node {t} in a persistent CUDA loop")
-
-    def _device_loop(self, node: isl.AstNode) -> tirx.Stmt:
+    def _serial(self, node: isl.AstNode) -> tirx.Stmt:
         name, init, extent = _header(self.low, node)
         v = tirx.Var(name, INDEX)
         with self.low.bound({name: init + v}):
-            body = self.device(node.for_get_body())
+            body = self.host(node.for_get_body())
         return tirx.For(v, 0, extent, ForKind.SERIAL, body)
 
+    # ------------------------------------------------------- persistent loops
     def phase(self, make, total: tirx.PrimExpr) -> tirx.Stmt:
         """``make(tx)`` run by the block's threads, then a barrier.  The phase
         runs where the block has a thread for each of ``total`` (the host's
