@@ -105,9 +105,7 @@ class CudaProgram(ProgramLowering):
         return lower_kernel(low, self.ast_of(k), self.options.cuda)
 
     def sequential(self, lp, body, env: dict) -> tirx.Stmt:
-        loop = super().sequential(lp, body, env)
-        fused = persistent(self, lambda: super(CudaProgram, self).sequential(lp, body, env))
-        return loop if fused is None else tirx.IfThenElse(fused[0], fused[1], loop)
+        return or_persistent(self, lambda: super(CudaProgram, self).sequential(lp, body, env))
 
     def scratch_params(self) -> tuple[str, ...]:
         """Every temporary is a parameter after the outputs, allocated by the
@@ -119,6 +117,7 @@ class CudaProgram(ProgramLowering):
         mapping (a CPU build) allocates them inside as the CPU does."""
         return () if self.options.cuda.emulate else tuple(self.model.ranges.checked.temps)
 
+
 def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
     the ``lower.AstLowering`` of the kernel (its statements and environment);
@@ -127,26 +126,29 @@ def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     return _Launcher(thread, options).host(ast)
 
 
-def persistent(gen: CudaProgram, build) -> tuple[tirx.PrimExpr, tirx.Stmt] | None:
-    """(condition on the sizes, one launch of one block running ``build()``,
-    a loop whose launches become phases) -- see the module docstring -- or
-    None: option off, inside another persistent launch already, or a phase
-    whose thread count depends on a loop variable."""
+def or_persistent(gen: CudaProgram, build) -> tirx.Stmt:
+    """The host loop ``build()`` -- or, where the sizes allow, one launch of
+    one block running the loop that ``build()`` makes inside the persistent
+    context, its launches phases (see the module docstring): ``if
+    <every phase's thread count <= threads>: <that launch> else: <host
+    loop>``.  Only the host loop: option off, inside a persistent launch
+    already, or a phase whose thread count depends on a loop variable."""
+    loop = build()
     options = gen.options.cuda
     if not options.persistent or gen.persist is not None:
-        return None
+        return loop
     gen.persist = ctx = _Persist(tirx.Var("tx", INDEX), [])
     try:
-        loop = build()
+        fused = build()
     finally:
         gen.persist = None
     sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
     if not ctx.totals or any(len(tirx.analysis.undefined_vars(t, sizes)) for t in ctx.totals):
-        return None
+        return loop
     if not options.emulate:  # emulated, every phase has its own serial loop of threads
-        loop = _bind(False, tirx.Var("bx", INDEX), 1, ctx.tx, options.threads, loop)
+        fused = _bind(False, tirx.Var("bx", INDEX), 1, ctx.tx, options.threads, fused)
     totals = list({str(t): t for t in ctx.totals}.values())
-    return _simplify(_all([t <= options.threads for t in totals])), loop
+    return tirx.IfThenElse(_simplify(_all([t <= options.threads for t in totals])), fused, loop)
 
 
 def thread_axis(tag: str) -> IterVar:
@@ -183,10 +185,8 @@ class _Launcher:
             return self.host(inner)
         if t == _NT.for_:
             # a dependence-carrying loop with parallel work inside: a host loop of launches, or
-            # one persistent launch where the sizes allow
-            loop = self._serial(node)
-            fused = None if inside else persistent(self.low.gen, lambda: self._serial(node))
-            return loop if fused is None else tirx.IfThenElse(fused[0], fused[1], loop)
+            # one persistent launch where the sizes allow (inside one: a loop of its phases)
+            return or_persistent(self.low.gen, lambda: self._serial(node))
         raise InternalError(f"unexpected isl AST node {t} at the host level of a CUDA kernel")
 
     def _serial(self, node: isl.AstNode) -> tirx.Stmt:
