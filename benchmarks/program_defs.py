@@ -791,6 +791,77 @@ def _dw2d(torch, a, t, s):
     return {"F.conv2d(groups=C)": _nograd(torch, lambda: F.conv2d(t[0], w, groups=s["C"]))}
 
 
+CONV2D_SAME = """
+# 3x3 convolution, 'same' padding written as a select, bias and ReLU (a CNN layer)
+def conv_same(float(N,C,H,W) x, float(O,C,3,3) w, float(O) bias) -> (y) {
+  y(n, o, h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ?
+                     x(n, c, h + kh - 1, v + kw - 1) : 0) * w(o, c, kh, kw)
+      where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  y(n, o, h, v) = fmax(y(n, o, h, v) + bias(o), 0)
+}
+"""
+
+
+def _conv2d_inputs(rng, s, k=3):
+    return [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"], k, k)]
+
+
+@program(name="conv2d 3x3 same + bias + relu", kind="conv", src=CONV2D_SAME,
+         full=dict(N=8, C=64, H=32, W=32, O=64), tiny=dict(N=1, C=2, H=5, W=4, O=3),
+         inputs=lambda rng, s: _conv2d_inputs(rng, s) + [_w(rng, s["O"])])
+def _conv2d_same(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(padding=1) + relu": _nograd(torch, lambda: F.relu(F.conv2d(t[0], t[1], t[2], padding=1)))}
+
+
+CONV2D_S2 = """
+# 3x3 convolution of stride 2 (a downsampling layer of a CNN)
+def conv_s2(float(N,C,H,W) x, float(O,C,KH,KW) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, 2 * h + kh, 2 * v + kw) * w(o, c, kh, kw)
+      where h in 0:(H - KH) / 2 + 1, v in 0:(W - KW) / 2 + 1
+}
+"""
+
+
+@program(name="conv2d 3x3 stride 2", kind="conv", src=CONV2D_S2,
+         full=dict(N=8, C=64, H=65, W=65, O=128), tiny=dict(N=1, C=2, H=7, W=6, O=3), inputs=_conv2d_inputs)
+def _conv2d_s2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(stride=2)": _nograd(torch, lambda: F.conv2d(t[0], t[1], stride=2))}
+
+
+CONV2D_1X1 = """
+# pointwise (1x1) convolution, NCHW
+def pointwise(float(N,C,H,W) x, float(O,C) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h, v) * w(o, c)
+}
+"""
+
+
+@program(name="conv2d 1x1 (pointwise)", kind="conv", src=CONV2D_1X1,
+         full=dict(N=8, C=128, H=28, W=28, O=256), tiny=dict(N=1, C=2, H=3, W=4, O=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"])])
+def _conv2d_1x1(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1][:, :, None, None].contiguous()
+    return {"F.conv2d(1x1)": _nograd(torch, lambda: F.conv2d(t[0], w))}
+
+
+MAXPOOL = """
+# 2x2 max pooling of stride 2
+def maxpool(float(N,C,H,W) x) -> (y) {
+  y(n, c, h, v) max=! x(n, c, 2 * h + i, 2 * v + j) where h in 0:H / 2, v in 0:W / 2, i in 0:2, j in 0:2
+}
+"""
+
+
+@program(name="max pool 2x2", kind="conv", src=MAXPOOL, full=dict(N=16, C=128, H=64, W=64),
+         tiny=dict(N=1, C=2, H=4, W=6), inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"])])
+def _maxpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool2d(2)": _nograd(torch, lambda: F.max_pool2d(t[0], 2))}
+
+
 # ---------------------------------------------------------------- matmul, MLP, losses
 
 MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
