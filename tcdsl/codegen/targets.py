@@ -24,6 +24,7 @@ from tvm import tirx
 from .. import host
 from ..errors import InternalError, TcError
 from ..runtime.device import cuda_device_present
+from . import strided
 
 _build_lock = threading.Lock()
 
@@ -65,7 +66,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
     with _build_lock:
         try:
             with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES, config=config):
-                return tvm.compile(mod, target=target)
+                return tvm.compile(mod, target=target, tir_pipeline=strided.PIPELINE)
         except tvm.error.InternalError as e:
             # TVM's vectorizer rejects some nests of formulas' ``Let`` bindings
             # (``tanh(sigmoid(x)) * 0.5`` of a loop-invariant ``x`` in a vector
@@ -75,7 +76,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
                 raise
             with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES,
                                            config={**config, "tirx.disable_vectorize": True}):
-                return tvm.compile(mod, target=target)
+                return tvm.compile(mod, target=target, tir_pipeline=strided.PIPELINE)
 
 
 def export(executable, path: str) -> None:
