@@ -862,6 +862,39 @@ def _maxpool(torch, a, t, s):
     return {"F.max_pool2d(2)": _nograd(torch, lambda: F.max_pool2d(t[0], 2))}
 
 
+GLOBAL_POOL = """
+# global average pooling: the mean of each feature map
+def gap(float(N,C,H,W) x) -> (y) {
+  y(n, c) +=! x(n, c, h, v) / (H * W)
+}
+"""
+
+
+@program(name="global average pool", kind="conv", src=GLOBAL_POOL, full=dict(N=32, C=256, H=14, W=14),
+         tiny=dict(N=1, C=2, H=3, W=5), inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"])])
+def _gap(torch, a, t, s):
+    return {"x.mean((2, 3))": _nograd(torch, lambda: t[0].mean((2, 3)))}
+
+
+BATCH_NORM = """
+# batch normalization with the batch's statistics (training mode)
+def bn(float(N,C,H,W) x, float(C) gamma, float(C) beta) -> (y, mean, var) {
+  mean(c) +=! x(n, c, h, v) / (N * H * W)
+  var(c) +=! (x(n, c, h, v) - mean(c)) * (x(n, c, h, v) - mean(c)) / (N * H * W)
+  y(n, c, h, v) = (x(n, c, h, v) - mean(c)) * rsqrt(var(c) + 1e-5) * gamma(c) + beta(c)
+}
+"""
+
+
+@program(name="batch norm (batch statistics)", kind="norm", src=BATCH_NORM, full=dict(N=32, C=64, H=32, W=32),
+         tiny=dict(N=2, C=3, H=3, W=2), pick=lambda r: r[0],
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["C"]), _w(rng, s["C"])])
+def _bn(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.batch_norm(training=True)": _nograd(torch, lambda: F.batch_norm(t[0], None, None, t[1], t[2],
+                                                                               training=True, eps=1e-5))}
+
+
 # ---------------------------------------------------------------- matmul, MLP, losses
 
 MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"

@@ -117,3 +117,70 @@ def test_a_tensor_also_read_without_the_pair_keeps_the_two_loops():
     for N in (1, 2, 5):
         x = rng.standard_normal((N, N, N)).astype(np.float32)
         np.testing.assert_allclose(k(x), evaluate(src, [x]), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------ the two innermost loops of a nest
+GAP = "def gap(float(N,C,H,W) x) -> (y) { y(n, c) +=! x(n, c, h, v) / (H * W) }"
+SCALE = "def scale(float(N,C,H,W) x, float(C) s) -> (y) { y(n, c, h, v) = x(n, c, h, v) * s(c) }"
+MAX_POOL_ALL = "def m(float(N,C,H,W) x) -> (y) { y(n, c) max=! x(n, c, h, v) }"
+SHAPES = [(2, 3, 14, 14), (1, 2, 7, 28), (1, 1, 1, 1), (2, 2, 3, 1), (1, 2, 1, 17), (2, 3, 33, 5)]
+
+
+def test_a_reduction_over_a_feature_map_is_one_vector_reduction():
+    k = tcdsl.compile(GAP, options=NO_CACHE)
+    assert "x_rows = T.decl_buffer((N, C, H * W), data=x.data)" in k.script
+    # one vector reduction over the H * W elements, no loop over h
+    assert re.search(r"y_lanes\[\w+\] = y_lanes\[\w+\] \+ x_rows\[c0, c1, \(\w+ \* 32 \+ \w+\) \* 16 \+ \w+\]", k.script)
+    m = tcdsl.compile(MAX_POOL_ALL, options=NO_CACHE)
+    assert "x_rows" in m.script
+    rng = np.random.default_rng(1)
+    for shape in SHAPES:
+        x = _rand(rng, *shape)
+        np.testing.assert_allclose(k(x), x.astype(np.float64).mean(axis=(2, 3)), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(m(x), x.max(axis=(2, 3)))
+
+
+def test_a_map_over_a_feature_map_is_one_vector_loop():
+    k = tcdsl.compile(SCALE, options=NO_CACHE)
+    assert re.search(r"x_rows = T\.decl_buffer\(\(N, C, H \* W\), data=x\.data\)", k.script), k.script
+    assert re.search(r"for \w+ in T\.vectorized\(16\):\n\s+y_rows\[", k.script), k.script
+    rng = np.random.default_rng(2)
+    for shape in SHAPES:
+        x, s = _rand(rng, *shape), _rand(rng, shape[1])
+        np.testing.assert_array_equal(k(x, s), x * s[None, :, None, None])
+
+
+@pytest.mark.parametrize("src,ref", [
+    # v indexes a tensor alone
+    ("def f(float(N,C,H,W) x, float(W) s) -> (y) { y(n, c) +=! x(n, c, h, v) * s(v) }",
+     lambda x, *s: np.einsum("nchw,w->nc", x.astype(np.float64), s[0])),
+    # the inner loop is shorter than its dimension: rows of the pair are not contiguous
+    ("def f(float(N,C,H,W) x) -> (y) { y(n, c) +=! x(n, c, h, v) where v in 0:W - 1 }",
+     lambda x: x[..., :-1].astype(np.float64).sum(axis=(2, 3))),
+    # the pair in one order in one tensor and in the other in another
+    ("def f(float(N,C,H,W) x, float(N,C,W,H) z) -> (y) { y(n, c) +=! x(n, c, h, v) * z(n, c, v, h) }",
+     lambda x, z: np.einsum("nchw,ncwh->nc", x.astype(np.float64), z)),
+])
+def test_pairs_that_are_not_rows_of_a_tensor_stay_two_loops(src, ref):
+    k = tcdsl.compile(src, options=NO_CACHE)
+    assert "x_rows" not in k.script
+    rng = np.random.default_rng(3)
+    for shape in SHAPES:
+        x = _rand(rng, *shape)
+        args = [x] + ([_rand(rng, shape[3])] if "s(v)" in src else []) \
+            + ([_rand(rng, *shape[:2], shape[3], shape[2])] if "z(n" in src else [])
+        np.testing.assert_allclose(k(*args), ref(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_merged_feature_maps_stay_inside_their_tensors():
+    import guard  # tests/guard.py: guard pages before and after every tensor
+
+    cases = [{"id": f"pair:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([(GAP, {"N": 2, "C": 3, "H": 7, "W": 9}),
+                                               (GAP, {"N": 1, "C": 1, "H": 1, "W": 33}),
+                                               (SCALE, {"N": 2, "C": 3, "H": 5, "W": 14}),
+                                               (MAX_POOL_ALL, {"N": 1, "C": 2, "H": 17, "W": 3})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

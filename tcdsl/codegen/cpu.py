@@ -34,7 +34,7 @@ from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import Block, IslStmt, Kernel
-from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, fixed_set
+from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
 from ..syntax import nodes as n
 from . import invariant
@@ -171,6 +171,9 @@ class CpuAstLowering(AstLowering):
                 return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
         parallel = outer and cpu.parallel
         inner_ok = parallel_ok and not outer
+        pair = self._pair(node, name, init, extent, mark, parallel, inner_ok)
+        if pair is not None:
+            return pair
         if mark == PARALLEL and not isl_ast.has(node.for_get_body(), isl_ast.is_loop):
             vec = self._vectorized(node, name, init, extent, parallel, inner_ok)
             if vec is not None:
@@ -182,6 +185,41 @@ class CpuAstLowering(AstLowering):
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+
+    def _pair(self, node, name: str, init, extent, mark: str | None, parallel: bool,
+              parallel_ok: bool) -> tirx.Stmt | None:
+        """The two innermost loops of a nest, both parallel or both not, as one
+        vector loop (:meth:`_vectorized`) or vector reduction
+        (:func:`~tcdsl.codegen.cpu_reduce.vector_reduction`) over their
+        product, when their variables occur only as two adjacent indices of
+        every tensor they index (codegen/collapse.py); else None."""
+        cpu = self.gen.cpu
+        inner, inner_mark = strip_marks(node.for_get_body())
+        if inner.get_type() != NT.for_ or isl_ast.has(inner.for_get_body(), isl_ast.is_loop):
+            return None
+        if mark == PARALLEL:
+            marks = (PARALLEL,)
+        elif cpu.reduce_lanes:
+            marks = tuple(m for m in (SERIAL, None) if m != PARALLEL)
+        else:
+            return None
+        merged = collapse(self, node, name, init, marks)
+        if merged is None:
+            return None
+        body, inner_name, inner_extent, views = merged
+        total = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+        saved = self.buffer_override
+        self.buffer_override = {**saved, **views}
+        try:
+            with self.bound({inner_name: tirx.const(0, INDEX)}):
+                both = _Pair(node, body)
+                if mark == PARALLEL:
+                    out = self._vectorized(both, name, init, total, parallel, parallel_ok)
+                else:
+                    out = vector_reduction(self, both, name, init, total, cpu.reduce_lanes, REDUCE_BLOCK)
+        finally:
+            self.buffer_override = saved
+        return None if out is None else tirx.SeqStmt(declarations(views) + [out])
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
         """An innermost coincident loop whose stores are stride-1 in it becomes a
@@ -212,6 +250,20 @@ class CpuAstLowering(AstLowering):
 
 
 CpuProgram.ast_lowering = CpuAstLowering
+
+
+class _Pair:
+    """The outer loop of two collapsed loops (``CpuAstLowering._pair``) as the
+    lowering of a single loop sees it: its body is the inner loop's body."""
+
+    def __init__(self, node: isl.AstNode, body: isl.AstNode):
+        self._node, self._body = node, body
+
+    def for_get_body(self) -> isl.AstNode:
+        return self._body
+
+    def __getattr__(self, attr):
+        return getattr(self._node, attr)
 
 
 class ChunkedLoop:
