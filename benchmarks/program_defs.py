@@ -101,6 +101,38 @@ def _gru(torch, a, t, s):
     return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
 
 
+GRU_SIX = """
+# GRU with a weight tensor per gate, PyTorch's (out, in) layout, the previous state copied once per step
+def gru(float(T,B,I) x, float(B,H) h0, float(H,I) Wr, float(H,I) Wz, float(H,I) Wn,
+        float(H,H) Ur, float(H,H) Uz, float(H,H) Un) -> (h) {
+  for t in T {
+    if t == 0 { hp(b, k) = h0(b, k) } else { hp(b, k) = h(t - 1, b, k) }
+    r(b, j) +=! x(t, b, i) * Wr(j, i)
+    r(b, j) += hp(b, k) * Ur(j, k)
+    z(b, j) +=! x(t, b, i) * Wz(j, i)
+    z(b, j) += hp(b, k) * Uz(j, k)
+    a(b, j) +=! hp(b, k) * Un(j, k)
+    nn(b, j) +=! x(t, b, i) * Wn(j, i)
+    h(t, b, j) = (1 - sigmoid(z(b, j))) * tanh(nn(b, j) + sigmoid(r(b, j)) * a(b, j)) + sigmoid(z(b, j)) * hp(b, j)
+  }
+}
+"""
+
+
+def _gru_six_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H)] + [_w(rng, H, I) for _ in range(3)] + [_w(rng, H, H) for _ in range(3)]
+
+
+@program(name="gru, a weight per gate (out,in)", kind="rnn", src=GRU_SIX, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_gru_six_inputs)
+def _gru_six(torch, a, t, s):
+    H = s["H"]
+    zeros = np.zeros((3, H), np.float32)
+    net = _torch_gru(torch, s["I"], H, np.stack([a[2], a[3], a[4]]), np.stack([a[5], a[6], a[7]]), zeros, zeros)
+    return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
+
+
 GRU_IN_OUT = """
 # GRU, weights in (in, out) layout; the state carried in hp
 def gru(float(T,B,I) x, float(B,H) h0, float(3,I,H) Wx, float(3,H,H) Wh,

@@ -281,15 +281,15 @@ def test_lstm_and_gru_steps_keep_their_vector_loops(file, entry):
     assert statements
     for s in set(statements):  # the loop around each statement is a `par` loop
         assert re.search(r"// par\n\s*for \(int (c\d+)[^\n]*\n\s*" + s + r"\(", ast), s
-    assert re.search(r"T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows: .*\s+for t(, c0_r in T\.grid| in range)\(", k.script)
+    assert re.search(r"T\.parallel\(.*\):\s+c0_lo: .*\s+c0_rows\w*: .*\s+for t(, c0_r\w* in T\.grid| in range)\(", k.script)
     # the LSTM's gate loop g runs outside the register tiles over the batch rows (both loops are parallel)
     from tcdsl.options import host_defaults
 
     rows, cols = tuple(host_defaults(in_loop=True).values())[:2]
     assert entry != "lstm" or re.search(
         rf"for c1 in range\([34]\):\s+(for c4_w{cols} in range\(.*\):\s+(\w+_packed = T\.decl_buffer\(.*\)\s+)?"
-        rf"for c0_b in range\(c0_rows // {rows}\)"
-        rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows // {rows}\)):\s+acc = T\.alloc_local\(\({rows}, {cols}\)\)",
+        rf"for c0_b in range\(c0_rows\w* // {rows}\)"
+        rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows\w* // {rows}\)):\s+acc = T\.alloc_local\(\({rows}, {cols}\)\)",
         k.script)
 
 

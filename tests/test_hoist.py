@@ -365,3 +365,31 @@ def test_hoisted_on_the_gpu():
     """A GPU launches a kernel per step: the hoisted program, whatever the rows."""
     k = tcdsl.compile(RNN_PROJ, target="cuda", options=AUTO)
     assert hoisted(k) == ["xw"]
+
+
+# ------------------------------------------------------------- where the step index goes
+RNN_BATCH_FIRST = RNN_PROJ.replace("float(T,B,I) x", "float(B,T,I) x").replace("x(t, b, i)", "x(b, t, i)")
+
+
+def _indices_of(kernel, tensor: str) -> list[str]:
+    c = next(s for s in kernel.frontend.checked.node.body if isinstance(s, n.Comprehension) and s.tensor == tensor)
+    return [getattr(i, "name", "?") for i in c.indices]
+
+
+def test_the_step_index_goes_where_the_operand_has_it():
+    # x(t, b, i): xw(t_1, b, j), so the hoisted product's loops over t_1 and b
+    # run as one loop over T * B rows of x (codegen/collapse.py)
+    k = tcdsl.compile(RNN_PROJ, options={**HOIST, "disk_cache": False})
+    assert _indices_of(k, "xw") == ["t_1", "b", "j"]
+    assert "x_rows = T.decl_buffer((T_1 * B, I_1), data=x.data)" in k.script
+    # batch first, x(b, t, i): xw(b, t_1, j), rows of x again adjacent in order
+    kb = tcdsl.compile(RNN_BATCH_FIRST, options={**HOIST, "disk_cache": False})
+    assert _indices_of(kb, "xw") == ["b", "t_1", "j"]
+    assert "x_rows = T.decl_buffer((B * T_1, I_1), data=x.data)" in kb.script
+    rng = np.random.default_rng(4)
+    for T, B, I, H in [(5, 3, 7, 9), (1, 1, 1, 1), (9, 2, 16, 33)]:
+        x, h0, Wx, Wh = rand(rng, T, B, I), rand(rng, B, H), rand(rng, I, H), rand(rng, H, H)
+        want = _rnn_numpy(x, h0, Wx, Wh)
+        np.testing.assert_allclose(k(x, h0, Wx, Wh), want, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(kb(np.ascontiguousarray(x.transpose(1, 0, 2)), h0, Wx, Wh), want,
+                                   rtol=1e-4, atol=1e-5)
