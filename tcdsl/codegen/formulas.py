@@ -10,6 +10,7 @@ mathlib's docstring for what that costs at compile time).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from decimal import Context, Decimal
@@ -18,6 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import tirx
 
 Lower = Callable[[Sequence["tirx.PrimExpr"], str], "tirx.PrimExpr"]
@@ -136,6 +138,74 @@ def _simple(x: "tirx.PrimExpr") -> bool:
     return ok(x)
 
 
+# Statements being lowered whose formulas may bind a nested argument to a
+# variable of their own (:func:`bindings`).
+_BINDERS: list = []
+
+
+@contextlib.contextmanager
+def bindings():
+    """Within this context a vector formula (exp, tanh, sigmoid, erf) whose
+    float32 argument is not :func:`_simple` -- it holds another formula, as
+    in a GRU's ``tanh(n + sigmoid(r) * a)`` -- takes a fresh variable bound
+    to the argument instead of falling back to a scalar libm call per lane
+    (the GRU's tanh was a quarter of its time); the yielded list receives
+    the (variable, value) pairs, which the caller binds in statements
+    (``tirx.Bind``) before the one using them (codegen/lower.py
+    ``emit_statement``).  Only for a chain of two: where a formula's
+    argument holds a bound variable already, ``deeper`` is set on the list
+    and the caller lowers the statement again without bindings (libm calls,
+    as before; with a binding per level TVM's LLVM code generator took
+    161 s for ``tanh(sigmoid(tanh(exp(x))))``).  Evaluating the argument
+    before the statement is safe where it sits in a branch of a select: a
+    read that could fall outside its tensor there is clamped into it
+    (codegen/expr.py, rule 3), and the branch's select still picks the
+    value."""
+    out = _Bound()
+    _BINDERS.append(out)
+    try:
+        yield out
+    finally:
+        _BINDERS.pop()
+
+
+class _Bound(list):
+    """The (variable, value) pairs of one statement (:func:`bindings`)."""
+    deeper = False
+
+
+def _argument(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr | None":
+    """``x`` when a float32 vector formula can take it as it is, a variable
+    bound to it inside :func:`bindings`, else None (libm)."""
+    if dtype != "float32":
+        return None
+    if _simple(x):
+        return x
+    if not _BINDERS:
+        return None
+    bound = _BINDERS[-1]
+    if _uses_any(x, [v for v, _ in bound]):
+        bound.deeper = True
+        return None
+    v = tirx.Var("act", dtype)
+    bound.append((v, x))
+    return v
+
+
+def _uses_any(x: "tirx.PrimExpr", bound: list) -> bool:
+    """``x`` reads one of the variables ``bound``."""
+    if not bound:
+        return False
+    found = []
+
+    def visit(e):
+        if any(e.same_as(v) for v in bound):
+            found.append(e)
+        return e
+    tvm_ffi.structural_map(x, [(tirx.Var, visit)])
+    return bool(found)
+
+
 def _exp2i(k: "tirx.PrimExpr") -> "tirx.PrimExpr":
     """2**k for an int32 ``k`` in [-126, 127], as a float32 built from its bits."""
     return tirx.reinterpret("float32", (k + 127) * (1 << 23))
@@ -157,14 +227,17 @@ def _fast_exp_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
 
 
 def exp(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    if dtype == "float32" and _simple(x):
-        return _fast_exp_f32(x)
+    arg = _argument(x, dtype)
+    if arg is not None:
+        return _fast_exp_f32(arg)
     return tirx.exp(x)
 
 
 def tanh(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    if dtype != "float32" or not _simple(x):
+    arg = _argument(x, dtype)
+    if arg is None:
         return libm("tanh")([x], dtype)
+    x = arg
     f32 = "float32"
 
     def body(v):
@@ -177,8 +250,10 @@ def tanh(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
 
 
 def sigmoid(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    if dtype != "float32" or not _simple(x):
+    arg = _argument(x, dtype)
+    if arg is None:
         return tirx.sigmoid(x)
+    x = arg
     f32 = "float32"
 
     def body(v):
@@ -200,9 +275,12 @@ _ERF_Q = (-1.42647390514189e-02, -7.37332916720468e-03, -1.68282697438203e-03, -
 def erf(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
     """float32: the vectorizable rational formula above (TVM lowers ``erf`` on
     a vector to one libm call per lane; a GELU spent most of its time there);
-    float64 and arguments that are formulas themselves: ``tirx.erf``."""
-    if dtype != "float32" or not _simple(x):
+    float64, and arguments that are formulas themselves outside
+    :func:`bindings`: ``tirx.erf``."""
+    arg = _argument(x, dtype)
+    if arg is None:
         return tirx.erf(x)
+    x = arg
     f32 = "float32"
 
     def body(v):

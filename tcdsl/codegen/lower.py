@@ -36,6 +36,7 @@ from ..polyhedral.contract import Fold
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.bounds import guarded_reads
 from .expr import INDEX, Folded, dtype_of, lower_expr, physical
+from . import formulas
 
 _OP = isl.ast_expr_op_type
 
@@ -367,8 +368,17 @@ def from_zero(init: tirx.PrimExpr, v: tirx.Var) -> tirx.PrimExpr:
 
 
 def emit_statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
-    buf, idx, value, combine = _parts(s, env, buffers)
-    return tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
+    """The store of a statement instance, after the bindings of the nested
+    arguments of its vector formulas (codegen/formulas.py ``bindings``)."""
+    with formulas.bindings() as binds:
+        buf, idx, value, combine = _parts(s, env, buffers)
+    if binds.deeper:
+        buf, idx, value, combine = _parts(s, env, buffers)
+        binds = []
+    store = tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
+    if not binds:
+        return store
+    return tirx.SeqStmt([tirx.Bind(v, x) for v, x in binds] + [store])
 
 
 def _parts(s: IslStmt, env: dict, buffers: dict):
