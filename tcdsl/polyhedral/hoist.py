@@ -204,12 +204,19 @@ class _Loop:
         embedding -> LSTM of benchmarks/programs.py: 21.1, 20.9 -> 18.6, 15.8 ms
         in alternating runs; after ``b`` for a batch-first ``x(b, t, i)``),
         unless that makes it
-        the last, contiguous one; else before the last one, so that the
+        the last, contiguous one, or an operand reads a shifted step
+        (``x(t - 1, b, i)``: its rows are no view's); else before the last one, so that the
         hoisted nest's rows are the steps (a matmul of ``T`` rows per batch
         row, which keeps its register tiles with one batch row)."""
         extents = self.r.extents[z]
         if len(extents) < 2 or any(pa.is_cst() for pa in extents[:-1]):
             return 0
+        if any(isinstance(acc, n.Access) and any(
+                not isinstance(x, (n.IndexVar, n.Ident)) and any(
+                    isinstance(y, (n.IndexVar, n.Ident)) and y.name == self.t for y in n.walk(x))
+                for x in acc.indices) for c in comps for acc in n.walk(c.rhs)):
+            # a shifted step (a QRNN's x(t - 1, b, i)): no view merges its rows
+            return len(extents) - 1
         for c in comps:
             lhs = [getattr(x, "name", None) for x in c.indices]
             for acc in n.walk(c.rhs):

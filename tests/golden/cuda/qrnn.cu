@@ -1,104 +1,101 @@
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int cse_v14, int cse_v35);
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_1(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, int B, int C, int H, int cse_v14, int cse_v2, int cse_v35);
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_2(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ f_ptr, float* __restrict__ x_ptr, int B, int C, int H, int cse_v14, int cse_v35);
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v2, int cse_v3, int cse_v6);
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int cse_v2, int cse_v3, int cse_v6, int t);
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int cse_v14, int cse_v35) {
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v37);
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_1(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v3, int cse_v37);
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_2(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ f_ptr, float* __restrict__ x_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v37);
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v3, int cse_v4, int cse_v7);
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v3, int cse_v4, int cse_v7, int t);
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v37) {
   alignas(64) float z_acc_ptr[1];
-  int cse_v9 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
-  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v14) {
-    int cse_v15 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
-    int cse_v16 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
-    int cse_v23 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B);
-    int cse_v24 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B);
-    int cse_v38 = (((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B));
-    int cse_v41 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-    z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
-    if (0 < C) {
-      z_acc_ptr[0] = z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
-      for (int c3 = 0; c3 < C; ++c3) {
-        int cse_v25 = ((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-        z_acc_ptr[0] = (z_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W0_ptr[((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W1_ptr[((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
-      }
-      z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = z_acc_ptr[0];
-    }
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_1(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, int B, int C, int H, int cse_v14, int cse_v2, int cse_v35) {
-  alignas(64) float o_acc_ptr[1];
-  int cse_v10 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
-  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v14) {
+  int cse_v11 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v16) {
     int cse_v17 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
     int cse_v18 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
-    int cse_v26 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B);
-    int cse_v27 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B);
-    int cse_v39 = (((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B));
-    int cse_v42 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-    o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+    int cse_v25 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2);
+    int cse_v26 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2);
+    int cse_v42 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+    z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
     if (0 < C) {
-      o_acc_ptr[0] = o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+      z_acc_ptr[0] = z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
       for (int c3 = 0; c3 < C; ++c3) {
-        int cse_v28 = (((cse_v2 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-        o_acc_ptr[0] = (o_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W0_ptr[(((cse_v2 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W1_ptr[(((cse_v2 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
+        int cse_v27 = ((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+        z_acc_ptr[0] = (z_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W0_ptr[((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W1_ptr[((c3 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
       }
-      o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = o_acc_ptr[0];
+      z_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = z_acc_ptr[0];
     }
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_2(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ f_ptr, float* __restrict__ x_ptr, int B, int C, int H, int cse_v14, int cse_v35) {
-  alignas(64) float f_acc_ptr[1];
-  int cse_v11 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
-  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v14) {
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_1(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v3, int cse_v37) {
+  alignas(64) float o_acc_ptr[1];
+  int cse_v12 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v16) {
     int cse_v19 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
     int cse_v20 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
-    int cse_v29 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B);
-    int cse_v30 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B);
-    int cse_v40 = (((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B));
-    int cse_v43 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-    f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+    int cse_v28 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2);
+    int cse_v29 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2);
+    int cse_v43 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+    o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
     if (0 < C) {
-      f_acc_ptr[0] = f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+      o_acc_ptr[0] = o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
       for (int c3 = 0; c3 < C; ++c3) {
-        int cse_v31 = (((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
-        f_acc_ptr[0] = (f_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W0_ptr[(((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * C) + c3)] * W1_ptr[(((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
+        int cse_v30 = (((cse_v3 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+        o_acc_ptr[0] = (o_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W0_ptr[(((cse_v3 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W1_ptr[(((cse_v3 + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
       }
-      f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / B) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % B)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = f_acc_ptr[0];
+      o_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = o_acc_ptr[0];
     }
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v2, int cse_v3, int cse_v6) {
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_2(float* __restrict__ W0_ptr, float* __restrict__ W1_ptr, float* __restrict__ f_ptr, float* __restrict__ x_ptr, int B, int C, int H, int T, int cse_v16, int cse_v2, int cse_v37) {
+  alignas(64) float f_acc_ptr[1];
+  int cse_v13 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v16) {
+    int cse_v21 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
+    int cse_v22 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
+    int cse_v31 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2);
+    int cse_v32 = ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2);
+    int cse_v44 = (((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+    f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+    if (0 < C) {
+      f_acc_ptr[0] = f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+      for (int c3 = 0; c3 < C; ++c3) {
+        int cse_v33 = (((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+        f_acc_ptr[0] = (f_acc_ptr[0] + ((x_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) + 1) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W0_ptr[(((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + (x_ptr[((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2) * B) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2)) * C) + c3)] * W1_ptr[(((C + c3) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))])));
+      }
+      f_ptr[(((((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) / cse_v2) * T) + ((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) % cse_v2)) + 1) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = f_acc_ptr[0];
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v3, int cse_v4, int cse_v7) {
   alignas(64) float o_acc_ptr[1];
   alignas(64) float f_acc_ptr[1];
   alignas(64) float z_acc_ptr[1];
   for (int t = 0; t < T; ++t) {
-    if (((0 < B) && (0 < H)) && (((int)threadIdx.x) < cse_v3)) {
-      int cse_v4 = (((int)threadIdx.x) / H);
-      int cse_v5 = (((int)threadIdx.x) % H);
-      int cse_v12 = ((t * B) + (((int)threadIdx.x) / H));
-      int cse_v32 = ((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H));
+    if (((0 < B) && (0 < H)) && (((int)threadIdx.x) < cse_v4)) {
+      int cse_v5 = (((int)threadIdx.x) / H);
+      int cse_v6 = (((int)threadIdx.x) % H);
+      int cse_v14 = ((t * B) + (((int)threadIdx.x) / H));
+      int cse_v38 = (((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H));
       if (t == 0) {
-        f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
-        o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
-        z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
+        f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
+        o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
+        z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = 0x0p+0f/*0.000000e+00*/;
         if (0 < C) {
-          o_acc_ptr[0] = o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))];
-          f_acc_ptr[0] = f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))];
-          z_acc_ptr[0] = z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))];
+          o_acc_ptr[0] = o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))];
+          f_acc_ptr[0] = f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))];
+          z_acc_ptr[0] = z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))];
           for (int c2 = 0; c2 < C; ++c2) {
-            int cse_v33 = ((((t * B) + (((int)threadIdx.x) / H)) * C) + c2);
-            o_acc_ptr[0] = (o_acc_ptr[0] + (x_ptr[((((t * B) + (((int)threadIdx.x) / H)) * C) + c2)] * W0_ptr[(((cse_v2 + c2) * H) + (((int)threadIdx.x) % H))]));
+            int cse_v34 = ((((t * B) + (((int)threadIdx.x) / H)) * C) + c2);
+            o_acc_ptr[0] = (o_acc_ptr[0] + (x_ptr[((((t * B) + (((int)threadIdx.x) / H)) * C) + c2)] * W0_ptr[(((cse_v3 + c2) * H) + (((int)threadIdx.x) % H))]));
             f_acc_ptr[0] = (f_acc_ptr[0] + (x_ptr[((((t * B) + (((int)threadIdx.x) / H)) * C) + c2)] * W0_ptr[(((C + c2) * H) + (((int)threadIdx.x) % H))]));
             z_acc_ptr[0] = (z_acc_ptr[0] + (x_ptr[((((t * B) + (((int)threadIdx.x) / H)) * C) + c2)] * W0_ptr[((c2 * H) + (((int)threadIdx.x) % H))]));
           }
-          o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = o_acc_ptr[0];
-          f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = f_acc_ptr[0];
-          z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = z_acc_ptr[0];
+          o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = o_acc_ptr[0];
+          f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = f_acc_ptr[0];
+          z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = z_acc_ptr[0];
         }
       }
-      float bt = (f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(H + (((int)threadIdx.x) % H))]);
+      float bt = (f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(H + (((int)threadIdx.x) % H))]);
       float bt_1 = (fabsf(bt) * -0x1p+0f/*-1.000000e+00*/);
       float bt_2 = floorf(((max(min(bt_1, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) * 0x1.715476p+0f/*1.442695e+00*/) + 0x1p-1f/*5.000000e-01*/));
       float bt_3 = ((max(min(bt_1, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) - (bt_2 * 0x1.63p-1f/*6.933594e-01*/)) + (bt_2 * 0x1.bd0106p-13f/*2.121944e-04*/));
@@ -106,8 +103,8 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restric
         int v_ = ((bt_4 >> 1) * 8388608) + 1065353216;
         int v__1 = ((bt_4 * 8388608) + 1065353216) - ((bt_4 >> 1) * 8388608);
       float bt_5 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3) * bt_3) + bt_3) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v_)))) * (*(float *)(&(v__1))));
-      f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt) ? 0x1p+0f/*1.000000e+00*/ : bt_5) / (0x1p+0f/*1.000000e+00*/ + bt_5));
-      float bt_6 = (z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(((int)threadIdx.x) % H)]);
+      f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt) ? 0x1p+0f/*1.000000e+00*/ : bt_5) / (0x1p+0f/*1.000000e+00*/ + bt_5));
+      float bt_6 = (z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(((int)threadIdx.x) % H)]);
       float bt_7 = fabsf(bt_6);
       float bt_8 = (bt_6 * bt_6);
       float bt_9 = (bt_7 + bt_7);
@@ -122,11 +119,12 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restric
       int bt_16 = ((int)bt_14);
         int v__4 = ((bt_16 >> 1) * 8388608) + 1065353216;
         int v__5 = ((bt_16 * 8388608) + 1065353216) - ((bt_16 >> 1) * 8388608);
-      z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = ((bt_7 < 0x1.4p-1f/*6.250000e-01*/) ? (bt_6 + ((bt_6 * bt_8) * (-0x1.555532p-2f/*-3.333328e-01*/ + ((0x1.110726p-3f/*1.333144e-01*/ + ((-0x1.b83c5ap-5f/*-5.373972e-02*/ + ((0x1.52269cp-6f/*2.063909e-02*/ + (-0x1.75e1d4p-8f/*-5.704989e-03*/ * bt_8)) * bt_8)) * bt_8)) * bt_8)))) : ((bt_6 < 0x0p+0f/*0.000000e+00*/) ? ((0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11) * bt_11) + bt_11) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__2)))) * (*(float *)(&(v__3)))) + 0x1p+0f/*1.000000e+00*/))) * -0x1p+0f/*-1.000000e+00*/) : (0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15) * bt_15) + bt_15) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__4)))) * (*(float *)(&(v__5)))) + 0x1p+0f/*1.000000e+00*/)))));
+      z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = ((bt_7 < 0x1.4p-1f/*6.250000e-01*/) ? (bt_6 + ((bt_6 * bt_8) * (-0x1.555532p-2f/*-3.333328e-01*/ + ((0x1.110726p-3f/*1.333144e-01*/ + ((-0x1.b83c5ap-5f/*-5.373972e-02*/ + ((0x1.52269cp-6f/*2.063909e-02*/ + (-0x1.75e1d4p-8f/*-5.704989e-03*/ * bt_8)) * bt_8)) * bt_8)) * bt_8)))) : ((bt_6 < 0x0p+0f/*0.000000e+00*/) ? ((0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11) * bt_11) + bt_11) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__2)))) * (*(float *)(&(v__3)))) + 0x1p+0f/*1.000000e+00*/))) * -0x1p+0f/*-1.000000e+00*/) : (0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15) * bt_15) + bt_15) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__4)))) * (*(float *)(&(v__5)))) + 0x1p+0f/*1.000000e+00*/)))));
+      int cse_v35 = ((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H));
       if (1 <= t) {
-        cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = ((f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] * cell_ptr[(((((t - 1) * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]) + ((0x1p+0f/*1.000000e+00*/ - f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]) * z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]));
+        cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = ((f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] * cell_ptr[(((((t - 1) * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]) + ((0x1p+0f/*1.000000e+00*/ - f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))]) * z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))]));
       }
-      float bt_17 = (o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(cse_v6 + (((int)threadIdx.x) % H))]);
+      float bt_17 = (o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] + bias_ptr[(cse_v7 + (((int)threadIdx.x) % H))]);
       float bt_18 = (fabsf(bt_17) * -0x1p+0f/*-1.000000e+00*/);
       float bt_19 = floorf(((max(min(bt_18, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) * 0x1.715476p+0f/*1.442695e+00*/) + 0x1p-1f/*5.000000e-01*/));
       float bt_20 = ((max(min(bt_18, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) - (bt_19 * 0x1.63p-1f/*6.933594e-01*/)) + (bt_19 * 0x1.bd0106p-13f/*2.121944e-04*/));
@@ -134,46 +132,46 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_3(float* __restric
         int v__6 = ((bt_21 >> 1) * 8388608) + 1065353216;
         int v__7 = ((bt_21 * 8388608) + 1065353216) - ((bt_21 >> 1) * 8388608);
       float bt_22 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20) * bt_20) + bt_20) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__6)))) * (*(float *)(&(v__7))));
-      o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt_17) ? 0x1p+0f/*1.000000e+00*/ : bt_22) / (0x1p+0f/*1.000000e+00*/ + bt_22));
+      o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt_17) ? 0x1p+0f/*1.000000e+00*/ : bt_22) / (0x1p+0f/*1.000000e+00*/ + bt_22));
       if (t == 0) {
-        cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = ((0x1p+0f/*1.000000e+00*/ - f_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]) * z_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]);
+        cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = ((0x1p+0f/*1.000000e+00*/ - f_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))]) * z_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))]);
       }
-      h_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = (o_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] * cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]);
+      h_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))] = (o_ptr[(((((((int)threadIdx.x) / H) * T) + t) * H) + (((int)threadIdx.x) % H))] * cell_ptr[((((t * B) + (((int)threadIdx.x) / H)) * H) + (((int)threadIdx.x) % H))]);
     }
     __syncthreads();
   }
 }
 
-extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int cse_v2, int cse_v3, int cse_v6, int t) {
+extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restrict__ W0_ptr, float* __restrict__ bias_ptr, float* __restrict__ cell_ptr, float* __restrict__ f_ptr, float* __restrict__ h_ptr, float* __restrict__ o_ptr, float* __restrict__ x_ptr, float* __restrict__ z_ptr, int B, int C, int H, int T, int cse_v3, int cse_v4, int cse_v7, int t) {
   alignas(64) float o_acc_ptr[1];
   alignas(64) float f_acc_ptr[1];
   alignas(64) float z_acc_ptr[1];
-  int cse_v13 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
-  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v3) {
-    int cse_v21 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
-    int cse_v22 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
-    int cse_v34 = ((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H));
-    int cse_v36 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
+  int cse_v15 = ((((int)blockIdx.x) * 256) + ((int)threadIdx.x));
+  if (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) < cse_v4) {
+    int cse_v23 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H);
+    int cse_v24 = (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H);
+    int cse_v36 = ((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H));
+    int cse_v41 = (((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
     if (t == 0) {
-      f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
-      o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
-      z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+      f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+      o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
+      z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = 0x0p+0f/*0.000000e+00*/;
       if (0 < C) {
-        o_acc_ptr[0] = o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
-        f_acc_ptr[0] = f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
-        z_acc_ptr[0] = z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+        o_acc_ptr[0] = o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+        f_acc_ptr[0] = f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
+        z_acc_ptr[0] = z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))];
         for (int c2 = 0; c2 < C; ++c2) {
-          int cse_v37 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2);
-          o_acc_ptr[0] = (o_acc_ptr[0] + (x_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2)] * W0_ptr[(((cse_v2 + c2) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
+          int cse_v39 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2);
+          o_acc_ptr[0] = (o_acc_ptr[0] + (x_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2)] * W0_ptr[(((cse_v3 + c2) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
           f_acc_ptr[0] = (f_acc_ptr[0] + (x_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2)] * W0_ptr[(((C + c2) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
           z_acc_ptr[0] = (z_acc_ptr[0] + (x_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * C) + c2)] * W0_ptr[((c2 * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
         }
-        o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = o_acc_ptr[0];
-        f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = f_acc_ptr[0];
-        z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = z_acc_ptr[0];
+        o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = o_acc_ptr[0];
+        f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = f_acc_ptr[0];
+        z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = z_acc_ptr[0];
       }
     }
-    float bt = (f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(H + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
+    float bt = (f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(H + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
     float bt_1 = (fabsf(bt) * -0x1p+0f/*-1.000000e+00*/);
     float bt_2 = floorf(((max(min(bt_1, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) * 0x1.715476p+0f/*1.442695e+00*/) + 0x1p-1f/*5.000000e-01*/));
     float bt_3 = ((max(min(bt_1, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) - (bt_2 * 0x1.63p-1f/*6.933594e-01*/)) + (bt_2 * 0x1.bd0106p-13f/*2.121944e-04*/));
@@ -181,8 +179,8 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restric
       int v_ = ((bt_4 >> 1) * 8388608) + 1065353216;
       int v__1 = ((bt_4 * 8388608) + 1065353216) - ((bt_4 >> 1) * 8388608);
     float bt_5 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3)) * bt_3) * bt_3) + bt_3) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v_)))) * (*(float *)(&(v__1))));
-    f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt) ? 0x1p+0f/*1.000000e+00*/ : bt_5) / (0x1p+0f/*1.000000e+00*/ + bt_5));
-    float bt_6 = (z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H)]);
+    f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt) ? 0x1p+0f/*1.000000e+00*/ : bt_5) / (0x1p+0f/*1.000000e+00*/ + bt_5));
+    float bt_6 = (z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H)]);
     float bt_7 = fabsf(bt_6);
     float bt_8 = (bt_6 * bt_6);
     float bt_9 = (bt_7 + bt_7);
@@ -197,11 +195,12 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restric
     int bt_16 = ((int)bt_14);
       int v__4 = ((bt_16 >> 1) * 8388608) + 1065353216;
       int v__5 = ((bt_16 * 8388608) + 1065353216) - ((bt_16 >> 1) * 8388608);
-    z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((bt_7 < 0x1.4p-1f/*6.250000e-01*/) ? (bt_6 + ((bt_6 * bt_8) * (-0x1.555532p-2f/*-3.333328e-01*/ + ((0x1.110726p-3f/*1.333144e-01*/ + ((-0x1.b83c5ap-5f/*-5.373972e-02*/ + ((0x1.52269cp-6f/*2.063909e-02*/ + (-0x1.75e1d4p-8f/*-5.704989e-03*/ * bt_8)) * bt_8)) * bt_8)) * bt_8)))) : ((bt_6 < 0x0p+0f/*0.000000e+00*/) ? ((0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11) * bt_11) + bt_11) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__2)))) * (*(float *)(&(v__3)))) + 0x1p+0f/*1.000000e+00*/))) * -0x1p+0f/*-1.000000e+00*/) : (0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15) * bt_15) + bt_15) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__4)))) * (*(float *)(&(v__5)))) + 0x1p+0f/*1.000000e+00*/)))));
+    z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((bt_7 < 0x1.4p-1f/*6.250000e-01*/) ? (bt_6 + ((bt_6 * bt_8) * (-0x1.555532p-2f/*-3.333328e-01*/ + ((0x1.110726p-3f/*1.333144e-01*/ + ((-0x1.b83c5ap-5f/*-5.373972e-02*/ + ((0x1.52269cp-6f/*2.063909e-02*/ + (-0x1.75e1d4p-8f/*-5.704989e-03*/ * bt_8)) * bt_8)) * bt_8)) * bt_8)))) : ((bt_6 < 0x0p+0f/*0.000000e+00*/) ? ((0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11)) * bt_11) * bt_11) + bt_11) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__2)))) * (*(float *)(&(v__3)))) + 0x1p+0f/*1.000000e+00*/))) * -0x1p+0f/*-1.000000e+00*/) : (0x1p+0f/*1.000000e+00*/ - (0x1p+1f/*2.000000e+00*/ / ((((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15)) * bt_15) * bt_15) + bt_15) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__4)))) * (*(float *)(&(v__5)))) + 0x1p+0f/*1.000000e+00*/)))));
+    int cse_v40 = ((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H));
     if (1 <= t) {
-      cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] * cell_ptr[(((((t - 1) * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + ((0x1p+0f/*1.000000e+00*/ - f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) * z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
+      cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] * cell_ptr[(((((t - 1) * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) + ((0x1p+0f/*1.000000e+00*/ - f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) * z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]));
     }
-    float bt_17 = (o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(cse_v6 + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
+    float bt_17 = (o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] + bias_ptr[(cse_v7 + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
     float bt_18 = (fabsf(bt_17) * -0x1p+0f/*-1.000000e+00*/);
     float bt_19 = floorf(((max(min(bt_18, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) * 0x1.715476p+0f/*1.442695e+00*/) + 0x1p-1f/*5.000000e-01*/));
     float bt_20 = ((max(min(bt_18, 0x1.64p+6f/*8.900000e+01*/), -0x1.ap+6f/*-1.040000e+02*/) - (bt_19 * 0x1.63p-1f/*6.933594e-01*/)) + (bt_19 * 0x1.bd0106p-13f/*2.121944e-04*/));
@@ -209,11 +208,11 @@ extern "C" __global__ void __launch_bounds__(256) qrnn_kernel_4(float* __restric
       int v__6 = ((bt_21 >> 1) * 8388608) + 1065353216;
       int v__7 = ((bt_21 * 8388608) + 1065353216) - ((bt_21 >> 1) * 8388608);
     float bt_22 = (((((((0x1p-1f/*5.000000e-01*/ + ((0x1.555554p-3f/*1.666667e-01*/ + ((0x1.555382p-5f/*4.166580e-02*/ + ((0x1.11121p-7f/*8.333452e-03*/ + ((0x1.6e879cp-10f/*1.398200e-03*/ + (0x1.a0d2cep-13f/*1.987569e-04*/ * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20)) * bt_20) * bt_20) + bt_20) + 0x1p+0f/*1.000000e+00*/) * (*(float *)(&(v__6)))) * (*(float *)(&(v__7))));
-    o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt_17) ? 0x1p+0f/*1.000000e+00*/ : bt_22) / (0x1p+0f/*1.000000e+00*/ + bt_22));
+    o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (((0x0p+0f/*0.000000e+00*/ <= bt_17) ? 0x1p+0f/*1.000000e+00*/ : bt_22) / (0x1p+0f/*1.000000e+00*/ + bt_22));
     if (t == 0) {
-      cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((0x1p+0f/*1.000000e+00*/ - f_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) * z_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
+      cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = ((0x1p+0f/*1.000000e+00*/ - f_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]) * z_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
     }
-    h_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (o_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] * cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
+    h_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] = (o_ptr[(((((((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H) * T) + t) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))] * cell_ptr[((((t * B) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) / H)) * H) + (((((int)blockIdx.x) * 256) + ((int)threadIdx.x)) % H))]);
   }
 }
 
