@@ -200,7 +200,7 @@ class CpuAstLowering(AstLowering):
         if mark == PARALLEL:
             marks = (PARALLEL,)
         elif cpu.reduce_lanes:
-            marks = tuple(m for m in (SERIAL, None) if m != PARALLEL)
+            marks = (SERIAL, None)  # a reduction loop, marked or not
         else:
             return None
         merged = collapse(self, node, name, init, marks)
