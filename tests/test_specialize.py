@@ -176,7 +176,11 @@ def _wait_for_background(k, seconds=120):
 
 
 def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binary():
-    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "auto_payback": 0, "disk_cache": False})
+    # (the specialised binary is taken unmeasured: a measurement on a machine
+    # loaded by other test workers may keep the symbolic one, which is tested
+    # with the measured dispatch elsewhere)
+    k = tcdsl.compile(ELMAN, specialize="auto", options={"auto_threshold": 2, "auto_payback": 0, "disk_cache": False,
+                                                          "measure_specialized": False})
     inputs = elman_inputs(np.random.default_rng(1), 3, 2, 4, 5)
     want = reference.elman_rnn(*inputs)
     shapes = tuple(x.shape for x in inputs)
@@ -192,7 +196,10 @@ def test_auto_hot_sizes_are_served_by_a_plan_that_moves_to_the_specialized_binar
     k._call = lambda *a: pytest.fail("the general path ran for a planned call")
     np.testing.assert_allclose(k(*inputs), want, rtol=1e-5, atol=1e-5)
     fn, size_args, _ = k._plans[shapes]
-    assert fn is k._binaries[(3, 2, 4, 5)].fn_keeping_gil and size_args == ()  # a short call: keeps the GIL
+    # the specialised binary, without size arguments (whether it keeps the GIL
+    # depends on one call's CPU time: test_short_planned_calls_keep_the_gil...)
+    spec = k._binaries[(3, 2, 4, 5)]
+    assert (fn is spec.fn_keeping_gil or fn is spec.fn) and size_args == ()
     assert k.cache_info()["hits"] == 4 and k.cache_info()["compiles"] == 2
 
 
