@@ -1094,3 +1094,232 @@ def _bag(torch, a, t, s):
     F = torch.nn.functional
     idx = t[0].long()
     return {"F.embedding_bag(mean)": _nograd(torch, lambda: F.embedding_bag(idx, t[1], mode="mean"))}
+
+
+# ------------------------------------------------- more programs users wrote
+
+
+LINATT = """
+def linatt(float(T,B,D) q, float(T,B,D) k, float(T,B,E) v) -> (S, o) {
+  for t in T {
+    if t == 0 { S(t, b, i, j) = k(t, b, i) * v(t, b, j) }
+    else { S(t, b, i, j) = S(t - 1, b, i, j) + k(t, b, i) * v(t, b, j) }
+    o(t, b, j) +=! q(t, b, i) * S(t, b, i, j)
+  }
+}
+"""
+
+
+@program(name="linear attention recurrence", kind="rnn", src=LINATT, full=dict(T=128, B=8, D=64, E=64), tiny=dict(T=3,B=2,D=3,E=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["D"]), _n(rng, s["T"], s["B"], s["D"]), _n(rng, s["T"], s["B"], s["E"])],
+         pick=lambda r: r[1])
+def _la(torch, a, t, s):
+    q, k, v = t
+    def run():
+        S = torch.cumsum(torch.einsum("tbi,tbj->tbij", k, v), 0)
+        return torch.einsum("tbi,tbij->tbj", q, S)
+    return {"cumsum einsum": _nograd(torch, run)}
+
+
+SCAN = """
+def scan(float(T,B,D) x, float(T,B,D) dt, float(D,N) A, float(T,B,N) Bm, float(T,B,N) Cm) -> (h, y) {
+  for t in T {
+    if t == 0 { h(t, b, d, n) = dt(t, b, d) * Bm(t, b, n) * x(t, b, d) }
+    else { h(t, b, d, n) = exp(dt(t, b, d) * A(d, n)) * h(t - 1, b, d, n) + dt(t, b, d) * Bm(t, b, n) * x(t, b, d) }
+    y(t, b, d) +=! h(t, b, d, n) * Cm(t, b, n)
+  }
+}
+"""
+
+
+@program(name="selective scan (mamba)", kind="rnn", src=SCAN, full=dict(T=128, B=4, D=256, N=16), tiny=dict(T=3,B=2,D=3,N=2),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["D"]), (0.1*np.abs(_n(rng, s["T"], s["B"], s["D"]))).astype(np.float32),
+                                (-np.abs(_n(rng, s["D"], s["N"]))).astype(np.float32), _n(rng, s["T"], s["B"], s["N"]), _n(rng, s["T"], s["B"], s["N"])],
+         pick=lambda r: r[1])
+def _scan(torch, a, t, s):
+    x, dt, A, Bm, Cm = t
+    def run():
+        dA = torch.exp(dt[..., None] * A)  # T,B,D,N
+        dBx = dt[..., None] * Bm[:, :, None, :] * x[..., None]
+        h = torch.zeros_like(dA[0]); ys = []
+        for i in range(x.shape[0]):
+            h = dA[i] * h + dBx[i]
+            ys.append(torch.einsum("bdn,bn->bd", h, Cm[i]))
+        return torch.stack(ys)
+    return {"torch loop": _nograd(torch, run)}
+
+
+MHA = """
+def mha(float(B,T,H,D) q, float(B,T,H,D) k, float(B,T,H,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d)
+  m(b, h, i) max=! s(b, h, i, j)
+  e(b, h, i, j) = exp((s(b, h, i, j) - m(b, h, i)) * 0.125)
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d) / z(b, h, i)
+}
+"""
+
+
+@program(name="attention (B,T,H,D) layout", kind="attention", src=MHA, full=dict(B=8, T=256, H=8, D=64), tiny=dict(B=1,T=3,H=2,D=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["H"], s["D"]) for _ in range(3)])
+def _mha(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    return {"sdpa": _nograd(torch, lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=0.125).transpose(1, 2))}
+
+
+SWIGLU = """
+def swiglu(float(B,I) x, float(H,I) W1, float(H,I) W3, float(O,H) W2) -> (y) {
+  a(b, j) +=! x(b, i) * W1(j, i)
+  c(b, j) +=! x(b, i) * W3(j, i)
+  g(b, j) = a(b, j) * sigmoid(a(b, j)) * c(b, j)
+  y(b, o) +=! g(b, j) * W2(o, j)
+}
+"""
+
+
+@program(name="swiglu mlp", kind="matmul", src=SWIGLU, full=dict(B=256, I=512, H=1376, O=512), tiny=dict(B=2,I=3,H=4,O=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I"]), _w(rng, s["H"], s["I"]), _w(rng, s["H"], s["I"]), _w(rng, s["O"], s["H"])])
+def _swiglu(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, W3, W2 = t
+    return {"F.silu": _nograd(torch, lambda: F.linear(F.silu(F.linear(x, W1)) * F.linear(x, W3), W2))}
+
+
+BILINEAR = """
+def bil(float(B,I) x1, float(B,J) x2, float(O,I,J) W, float(O) bias) -> (y) {
+  y(b, o) +=! x1(b, i) * W(o, i, j) * x2(b, j)
+  y(b, o) = y(b, o) + bias(o)
+}
+"""
+
+
+@program(name="bilinear layer", kind="matmul", src=BILINEAR, full=dict(B=256, I=64, J=64, O=128), tiny=dict(B=2,I=3,J=2,O=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I"]), _n(rng, s["B"], s["J"]), _w(rng, s["O"], s["I"], s["J"]), _n(rng, s["O"])])
+def _bil(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.bilinear": _nograd(torch, lambda: F.bilinear(t[0], t[1], t[2], t[3]))}
+
+
+GLU = """
+def gluconv(float(B,C,L) x, float(O2,C,K) w, float(O2) bias) -> (y) {
+  z(b, o, t) +=! x(b, c, t + k) * w(o, c, k)
+  y(b, o, t) = (z(b, o, t) + bias(o)) * sigmoid(z(b, o + O2 / 2, t) + bias(o + O2 / 2)) where o in 0:O2 / 2
+}
+"""
+
+
+@program(name="glu conv1d", kind="conv", src=GLU, full=dict(B=16, C=256, L=512, O2=512, K=3), tiny=dict(B=1,C=2,L=5,O2=4,K=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O2"], s["C"], s["K"]), _n(rng, s["O2"])])
+def _glu(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.glu(conv1d)": _nograd(torch, lambda: F.glu(F.conv1d(t[0], t[1], t[2]), 1))}
+
+
+HEAT = """
+def heat(float(N,M) u0) -> (u) {
+  for t in T {
+    if t == 0 { u(t, i, j) = u0(i, j) }
+    else { u(t, i, j) = (i >= 1 && i < N - 1 && j >= 1 && j < M - 1) ?
+        u(t - 1, i, j) + 0.2 * (u(t - 1, i - 1, j) + u(t - 1, i + 1, j) + u(t - 1, i, j - 1) + u(t - 1, i, j + 1) - 4 * u(t - 1, i, j))
+        : u(t - 1, i, j) where i in 0:N, j in 0:M }
+  }
+}
+"""
+
+
+@program(name="heat stencil 2d (time loop)", kind="stencil", src=HEAT, full=dict(N=512, M=512, T=50), tiny=dict(N=4, M=5, T=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["M"])], free=("T",), pick=lambda r: r[-1])
+def _heat(torch, a, t, s):
+    u0 = t[0]
+    def run():
+        u = u0.clone()
+        for i in range(s["T"] - 1):
+            v = u.clone()
+            v[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.2 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * u[1:-1, 1:-1])
+            u = v
+        return u
+    return {"torch loop": _nograd(torch, run)}
+
+
+VITERBI = """
+def viterbi(float(T,B,S) em, float(S,S) logA, float(B,S) init) -> (delta) {
+  for t in T {
+    if t == 0 { delta(t, b, j) = init(b, j) + em(t, b, j) }
+    else {
+      m(b, j) max=! delta(t - 1, b, i) + logA(i, j)
+      delta(t, b, j) = m(b, j) + em(t, b, j)
+    }
+  }
+}
+"""
+
+
+@program(name="viterbi (max-plus recurrence)", kind="rnn", src=VITERBI, full=dict(T=128, B=32, S=256), tiny=dict(T=3, B=2, S=3),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["S"]), _n(rng, s["S"], s["S"]), _n(rng, s["B"], s["S"])])
+def _vit(torch, a, t, s):
+    em, logA, init = t
+    def run():
+        d = init + em[0]; ds = [d]
+        for i in range(1, em.shape[0]):
+            d = (d[:, :, None] + logA).amax(1) + em[i]; ds.append(d)
+        return torch.stack(ds)
+    return {"torch loop": _nograd(torch, run)}
+
+
+TRIL = """
+def trilmm(float(N,N) a, float(N,M) b) -> (c) {
+  c(i, j) +=! (k <= i ? a(i, k) : 0) * b(k, j)
+}
+"""
+
+
+@program(name="lower-triangular matmul (select)", kind="matmul", src=TRIL, full=dict(N=1024, M=512), tiny=dict(N=3, M=2),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["N"]), _n(rng, s["N"], s["M"])])
+def _tril(torch, a, t, s):
+    return {"tril @": _nograd(torch, lambda: torch.tril(t[0]) @ t[1])}
+
+
+POWER = """
+def power(float(N,N) A, float(N) v0) -> (v) {
+  for t in T {
+    if t == 0 { w(i) +=! A(i, j) * v0(j) } else { w(i) +=! A(i, j) * v(t - 1, j) }
+    nn +=! w(i) * w(i)
+    v(t, i) = w(i) / sqrt(nn)
+  }
+}
+"""
+
+
+@program(name="power iteration", kind="rnn", src=POWER, full=dict(N=1024, T=50), tiny=dict(N=3, T=2),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["N"]), _n(rng, s["N"])], free=("T",), pick=lambda r: r[-1])
+def _pow(torch, a, t, s):
+    A, v0 = t
+    def run():
+        v = v0
+        for i in range(s["T"]):
+            w = A @ v; v = w / torch.sqrt(w @ w)
+        return v
+    return {"torch loop": _nograd(torch, run)}
+
+
+ELMAN1 = """
+def elman1(float(T,I) x, float(H) h0, float(H,I) Wih, float(H,H) Whh, float(H) bias) -> (h) {
+  for t in T {
+    if t == 0 { a(j) +=! Whh(j, k) * h0(k) } else { a(j) +=! Whh(j, k) * h(t - 1, k) }
+    p(j) +=! Wih(j, i) * x(t, i)
+    h(t, j) = tanh(a(j) + p(j) + bias(j))
+  }
+}
+"""
+
+
+@program(name="elman, no batch dim (out,in)", kind="rnn", src=ELMAN1, full=dict(T=256, I=128, H=256), tiny=dict(T=3, I=2, H=3),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["I"]), _n(rng, s["H"]), _w(rng, s["H"], s["I"]), _w(rng, s["H"], s["H"]), _n(rng, s["H"])])
+def _e1(torch, a, t, s):
+    x, h0, Wih, Whh, bias = t
+    rnn = torch.nn.RNN(s["I"], s["H"])
+    _copy(torch, rnn.weight_ih_l0, a[2]); _copy(torch, rnn.weight_hh_l0, a[3]); _copy(torch, rnn.bias_ih_l0, a[4])
+    _copy(torch, rnn.bias_hh_l0, np.zeros(s["H"], np.float32))
+    return {"nn.RNN": _nograd(torch, lambda: rnn(x[:, None], h0[None, None])[0][:, 0])}
+

@@ -100,7 +100,10 @@ class RegisterTiles:
         fit for a register tile and no dependence between two of them (so the
         ``k`` loops can be split into one nest per statement), else None."""
         fixed = self._fixed(row)
-        if not self.m.register_tiles or fixed & loop_ids(outer) or not unit_stride(outer):
+        # the outer reduction loop's bounds may move with the row (a
+        # triangular ``k <= i`` piece of a split select): each tile runs the
+        # steps all its rows share, and the others row by row (_Tile.tile)
+        if not self.m.register_tiles or (fixed - {row}) & loop_ids(outer) or not unit_stride(outer):
             return None
         chain = [outer]
         body, _ = strip_marks(outer.for_get_body())
@@ -233,7 +236,8 @@ class RegisterTiles:
         # step would copy them again for the few rows of a batch (measured on
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
-        packed = self._packable(chain, call, row, j_name) if not in_loop and not self.depth else []
+        ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
+        packed = self._packable(chain, call, row, j_name) if not in_loop and not self.depth and not ragged else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         depth = self.depth[2] if self.depth else 1
 
@@ -327,7 +331,7 @@ class RegisterTiles:
         # inside one, inputs (and temporaries the loop does not write) read as
         # panels (an RNN's recurrent weight) are packed whole, once per call
         # (panels.pack_whole)
-        whole = self._whole(chain, call, row, j_name, j_init) if in_loop and not self.depth else []
+        whole = self._whole(chain, call, row, j_name, j_init) if in_loop and not self.depth and not ragged else []
         if not packed:
             return columns(bool(whole))
         # a panel is worth copying when several row tiles read it
@@ -483,13 +487,14 @@ class _Tile(_Column):
         acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
                                scope="local")
 
-        def lanes(body_of: Callable) -> tirx.Stmt:
+        def lanes(body_of: Callable, rows: int | None = None) -> tirx.Stmt:
             """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
             d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
             body = body_of(d, r, u * vw + v)
             inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
-            nest = tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
+            nest = tirx.For(r, 0, nr if rows is None else rows, tirx.ForKind.UNROLLED,
+                            tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
             return tirx.For(d, 0, nd, tirx.ForKind.UNROLLED, nest) if nd > 1 else nest
 
         def at(d, r, extra=None):
@@ -519,6 +524,9 @@ class _Tile(_Column):
                 _, _, value, combine = low.statement_parts(self.call)
             return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [d * nr + r, c]), value), [d * nr + r, c])
 
+        if row in loop_ids(self.chain[0]):
+            return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), self._ragged(r0, nr, nd, lanes, update),
+                                 lanes(store)])
         saved = self.chain
         if ks is None and self.m.reorder_reductions:
             self.chain = self.gen.window_loops_outside(self.chain, self.call, row, j_name)
@@ -527,6 +535,44 @@ class _Tile(_Column):
         finally:
             self.chain = saved
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
+
+    def _ragged(self, r0, nr: int, nd: int, lanes: Callable, update: Callable) -> tirx.Stmt:
+        """The reduction of a tile whose outer loop's range moves with the row
+        (``for k in 0 .. i`` of a triangular piece): the steps every row of
+        the tile has, ``[max first, min end)``, as one tile; before them the
+        steps of each row below that range and after them those above it, row
+        by row.  Each row still sums its steps in increasing ``k``."""
+        low, node = self.low, self.chain[0]
+        name = iterator(node)
+        ranges = []
+        for r in range(nr):
+            with low.bound({self.row: r0 + r}):
+                init, ext = low.loop_range(node)
+            ranges.append((init, init + tirx.max(ext, 0)))
+        lo = ranges[0][0]
+        for a, _ in ranges[1:]:
+            lo = tirx.max(lo, a)
+        hi = ranges[0][1]
+        for _, b in ranges[1:]:
+            hi = tirx.min(hi, b)
+        hi = tirx.max(hi, lo)
+        simplify = sym.Analyzer().simplify
+        lo, hi = simplify(lo), simplify(hi)
+
+        def run(first, end, body_of) -> tirx.Stmt:
+            k = tirx.Var(name + "_k", INDEX)
+            with low.bound({name: first + k}):
+                body = self._nest(1, body_of)
+            return tirx.For(k, 0, simplify(tirx.max(end - first, 0)), tirx.ForKind.SERIAL, body)
+
+        def one_row(r: int) -> Callable:
+            def body_of(d, rr, c):
+                return update(d, tirx.const(r, INDEX), c)
+            return lambda: lanes(body_of, rows=1)
+
+        before = [run(a, tirx.min(lo, b), one_row(r)) for r, (a, b) in enumerate(ranges)]
+        after = [run(tirx.max(hi, a), b, one_row(r)) for r, (a, b) in enumerate(ranges)]
+        return seq(before + [run(lo, hi, lambda: lanes(update))] + after)
 
     def _nest(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt:
         """The reduction loops chain[i:], in their order, around ``innermost()``;

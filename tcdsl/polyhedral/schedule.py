@@ -22,11 +22,9 @@ from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from .model import Kernel, Model, lift_param, maps
 
-PARALLEL, SERIAL = "par", "seq"
-# The mark of an outermost parallel loop that no dependence crosses between
-# steps of the enclosing sequential ``for``: the code generator may run that
-# ``for`` inside it, so no step waits for the others (``par`` otherwise).
-PARALLEL_STEPS = "par_steps"
+from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _extent, _parallel_statements,  # noqa: F401
+                              _short_rows, _steps_inside, _tiled_statements, _top_parallel, _vector_statements,
+                              _walks)
 
 # The ``fusion`` option: which schedule a kernel inside a sequential ``for``
 # gets.  "auto": the one of the next two whose statements end in more
@@ -82,6 +80,16 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             # (with sizes fixed first, a unit batch loop may vanish: the old count, see below)
             red = _reductions(k) if fix is None else None
             if fusion == "outer" or _vector_statements(other, stride_one, red) > _vector_statements(root, stride_one, red):
+                root = other
+        if fusion == "auto" and not _top_parallel(root):
+            # isl fused a reduction over the rows into their loop, which it
+            # made serial (``w(i) +=! A(i, j) * v(j)`` then ``nn +=! w(i) *
+            # w(i)``: a power iteration's step on one core): a nest per
+            # component keeps the rows parallel
+            other = _finish(_compute(sc, True), stride_one)
+            red = _reductions(k) if fix is None else None
+            if (_vector_statements(other, stride_one, red), _parallel_statements(other)) > (
+                    _vector_statements(root, stride_one, red), _parallel_statements(root)):
                 root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
@@ -192,111 +200,6 @@ def _restricted(sc: isl.ScheduleConstraints, dom: isl.UnionSet) -> isl.ScheduleC
             .set_proximity(within(sc.get_proximity())))
 
 
-def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None) -> int:
-    """How many statements end in a parallel loop over their stride-one
-    dimension.  With ``reductions`` (statement name -> number of reduction
-    variables), a statement counts only when no more serial loops enclose it
-    than it has reduction variables: a statement run inside a serial loop
-    over something else (an LSTM's gate loop that isl made serial by fusing
-    the elementwise gates into it) loses its register tiles and chunks."""
-    NT = isl.schedule_node_type
-    count = 0
-
-    def serial_loops(name: str, dom: isl.Set, serial: list) -> int:
-        n = 0
-        for m in serial:
-            one = m.intersect_domain(isl.UnionSet.from_set(dom))
-            if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
-                n += 1
-        return n
-
-    def visit(node: isl.ScheduleNode, mark: str | None, serial: list) -> None:
-        nonlocal count
-        t = node.get_type()
-        if t == NT.band:
-            below = node.child(0)
-            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one):
-                if reductions is None:
-                    count += node.get_domain().n_set()
-                else:
-                    dl = node.get_domain().get_set_list()
-                    for dom in (dl.get_at(i) for i in range(dl.n_set())):
-                        name = dom.get_tuple_name()
-                        if serial_loops(name, dom, serial) <= reductions.get(name, 0):
-                            count += 1
-            if mark != PARALLEL and mark != PARALLEL_STEPS and reductions is not None:
-                serial = serial + [isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())]
-        for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
-    visit(root, None, [])
-    return count
-
-
-def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
-    """How many reductions end in a parallel stride-one loop below serial
-    loops that enclose no other statement: the form the CPU's register tiles
-    take (``for k { for j (par) { S } }``, codegen/cpu_tiles.py).  A padded
-    convolution's interior piece fused with its boundary pieces in one
-    ``k`` loop has no tiles."""
-    NT = isl.schedule_node_type
-    count = 0
-
-    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool) -> None:
-        nonlocal count
-        t = node.get_type()
-        if t == NT.band:
-            below = node.child(0)
-            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone:
-                dl = node.get_domain().get_set_list()
-                count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
-            if mark not in (PARALLEL, PARALLEL_STEPS):
-                # statements this loop really iterates (an init at a constant position only precedes it)
-                m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
-                dl = node.get_domain().get_set_list()
-                moving = 0
-                for i in range(dl.n_set()):
-                    one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
-                    moving += not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
-                alone = moving == 1
-        for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
-    visit(root, None, False)
-    return count
-
-
-# register tiles take this many rows (codegen/cpu_tiles.py: 4 or 8): a row
-# loop of fewer iterations runs one-row tiles
-SHORT_ROWS = 4
-
-
-def _short_rows(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
-    """How many reductions end in a parallel stride-one loop (the register
-    tiles' columns) whose nearest enclosing parallel loop (their rows) has a
-    fixed number of iterations below SHORT_ROWS."""
-    NT = isl.schedule_node_type
-    count = 0
-
-    def visit(node: isl.ScheduleNode, mark: str | None, rows: int | None) -> None:
-        nonlocal count
-        if node.get_type() == NT.band and mark in (PARALLEL, PARALLEL_STEPS):
-            if mark == PARALLEL and not _has_band(node.child(0)) and _walks(node, stride_one):
-                if rows is not None and rows < SHORT_ROWS:
-                    dl = node.get_domain().get_set_list()
-                    count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
-            else:
-                rows = _extent(node)
-        for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if node.get_type() == NT.mark else None, rows)
-    visit(root, None, None)
-    return count
-
-
-def _has_band(node: isl.ScheduleNode) -> bool:
-    if node.get_type() == isl.schedule_node_type.band:
-        return True
-    return any(_has_band(node.child(c)) for c in range(node.n_children()))
-
-
 def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.ScheduleNode:
     """Rename the outermost ``par`` mark to ``par_steps`` when the steps of the
     innermost enclosing ``for`` only depend on each other at equal values of
@@ -311,13 +214,6 @@ def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.S
         return root
     node = node.delete().insert_mark(isl.Id(PARALLEL_STEPS, context=node.get_ctx()))
     return node.parent() if root.get_type() == NT.domain else node
-
-
-def _steps_inside(root: isl.ScheduleNode) -> bool:
-    """The schedule's outermost mark is PARALLEL_STEPS (see _mark_steps)."""
-    NT = isl.schedule_node_type
-    node = root.child(0) if root.get_type() == NT.domain else root
-    return node.get_type() == NT.mark and node.mark_get_id().get_name() == PARALLEL_STEPS
 
 
 def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> bool:
@@ -403,18 +299,6 @@ def _lift_wide_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.Sc
     return node
 
 
-def _extent(band: isl.ScheduleNode) -> int | None:
-    """How many values a one-member band takes, when no size decides it."""
-    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
-    if umap.is_empty():
-        return None
-    rng = isl.Set.from_union_set(umap.range())
-    hi, lo = rng.dim_max_val(0), rng.dim_min_val(0)
-    if not (hi.is_int() and lo.is_int()):
-        return None
-    return hi.sub(lo).to_python() + 1
-
-
 def _stride_one(k: Kernel) -> isl.UnionMap:
     """``{ S[...] -> [d] }``: each statement to the index variable its write
     walks with stride 1 (the last lhs index), when that is a variable of its own."""
@@ -431,8 +315,8 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         # outside sequential loops (``B(n, k)``), which the CPU generator
         # copies to a contiguous panel (codegen/cpu.py, _packable)
         red = s.info.comp.reduction_vars
-        packs = not k.loops and len(red) == 1
-        if not all(_unit_or_invariant(a, last.name) or packs and _transposed(a, last.name, red[0], s.dims)
+        packs = not k.loops and len(red) >= 1
+        if not all(_unit_or_invariant(a, last.name) or packs and _transposed(a, last.name, red, s.dims)
                    for a in reads):
             continue
         dims = ", ".join(map(isl_name, s.dims))
@@ -483,21 +367,22 @@ def _plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
                for c in coefficients)
 
 
-def _transposed(access, d: str, r: str, dims: tuple[str, ...]) -> bool:
+def _transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
     """``access`` is ``X(.., d, .., r)``: ``d`` alone in one index that is not
-    the last, the reduction variable ``r`` alone in the last one, and some
-    other variable of the statement (``dims``) not in it -- a matmul's
-    ``B(n, k)`` next to ``A(m, k)``: contiguous along ``r``, copied to a
-    panel contiguous along ``d`` that all rows ``m`` share."""
+    the last, a reduction variable ``r`` (of ``red``) alone in the last one,
+    and some other variable of the statement (``dims``) not in it -- a
+    matmul's ``B(n, k)`` next to ``A(m, k)``, a bilinear form's ``W(o, i, j)``
+    next to ``x1(b, i) * x2(b, j)``: contiguous along ``r``, copied to a panel
+    contiguous along ``d`` that all rows ``m`` share."""
     from ..syntax import nodes as n
 
     idx = access.indices
-    if len(idx) < 2 or not (isinstance(idx[-1], n.IndexVar) and idx[-1].name == r):
+    if len(idx) < 2 or not (isinstance(idx[-1], n.IndexVar) and idx[-1].name in red):
         return False
     used = {x.name for e in idx for x in n.walk(e) if isinstance(x, n.IndexVar)}
-    if not set(dims) - used - {d, r}:
+    if not set(dims) - used - {d, *red}:
         return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
-    uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name in (d, r) for x in n.walk(e))]
+    uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))]
     return len(uses) == 1 and isinstance(uses[0], n.IndexVar) and uses[0].name == d
 
 
@@ -545,11 +430,6 @@ def _sink_vector_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap,
     for c in range(node.n_children()):
         node = _sink_vector_bands(node.child(c), stride_one, parallel_outside).parent()
     return node
-
-
-def _walks(band: isl.ScheduleNode, stride_one: isl.UnionMap) -> bool:
-    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
-    return not umap.is_empty() and umap.is_subset(stride_one)
 
 
 def _has_serial_band(node: isl.ScheduleNode) -> bool:

@@ -1,0 +1,182 @@
+"""Counting what a schedule tree gives the CPU code generator: statements
+that end in a vector loop, reductions in register-tile form, statements a
+parallel loop iterates, tiles whose rows are short.  polyhedral/schedule.py
+compares candidate schedules (isl's, one nest per component, the outer loop
+shared) by these counts."""
+from __future__ import annotations
+
+import islpy as isl
+
+PARALLEL, SERIAL = "par", "seq"
+# The mark of an outermost parallel loop that no dependence crosses between
+# steps of the enclosing sequential ``for``: the code generator may run that
+# ``for`` inside it, so no step waits for the others (``par`` otherwise).
+PARALLEL_STEPS = "par_steps"
+
+
+def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None) -> int:
+    """How many statements end in a parallel loop over their stride-one
+    dimension.  With ``reductions`` (statement name -> number of reduction
+    variables), a statement counts only when no more serial loops enclose it
+    than it has reduction variables: a statement run inside a serial loop
+    over something else (an LSTM's gate loop that isl made serial by fusing
+    the elementwise gates into it) loses its register tiles and chunks."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def serial_loops(name: str, dom: isl.Set, serial: list) -> int:
+        n = 0
+        for m in serial:
+            one = m.intersect_domain(isl.UnionSet.from_set(dom))
+            if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
+                n += 1
+        return n
+
+    def visit(node: isl.ScheduleNode, mark: str | None, serial: list) -> None:
+        nonlocal count
+        t = node.get_type()
+        if t == NT.band:
+            below = node.child(0)
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one):
+                if reductions is None:
+                    count += node.get_domain().n_set()
+                else:
+                    dl = node.get_domain().get_set_list()
+                    for dom in (dl.get_at(i) for i in range(dl.n_set())):
+                        name = dom.get_tuple_name()
+                        if serial_loops(name, dom, serial) <= reductions.get(name, 0):
+                            count += 1
+            if mark != PARALLEL and mark != PARALLEL_STEPS and reductions is not None:
+                serial = serial + [isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())]
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
+    visit(root, None, [])
+    return count
+
+
+def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
+    """How many reductions end in a parallel stride-one loop below serial
+    loops that enclose no other statement: the form the CPU's register tiles
+    take (``for k { for j (par) { S } }``, codegen/cpu_tiles.py).  A padded
+    convolution's interior piece fused with its boundary pieces in one
+    ``k`` loop has no tiles."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool) -> None:
+        nonlocal count
+        t = node.get_type()
+        if t == NT.band:
+            below = node.child(0)
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone:
+                dl = node.get_domain().get_set_list()
+                count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
+            if mark not in (PARALLEL, PARALLEL_STEPS):
+                # statements this loop really iterates (an init at a constant position only precedes it)
+                m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+                dl = node.get_domain().get_set_list()
+                moving = 0
+                for i in range(dl.n_set()):
+                    one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
+                    moving += not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
+                alone = moving == 1
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
+    visit(root, None, False)
+    return count
+
+
+# register tiles take this many rows (codegen/cpu_tiles.py: 4 or 8): a row
+# loop of fewer iterations runs one-row tiles
+SHORT_ROWS = 4
+
+
+def _short_rows(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
+    """How many reductions end in a parallel stride-one loop (the register
+    tiles' columns) whose nearest enclosing parallel loop (their rows) has a
+    fixed number of iterations below SHORT_ROWS."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, mark: str | None, rows: int | None) -> None:
+        nonlocal count
+        if node.get_type() == NT.band and mark in (PARALLEL, PARALLEL_STEPS):
+            if mark == PARALLEL and not _has_band(node.child(0)) and _walks(node, stride_one):
+                if rows is not None and rows < SHORT_ROWS:
+                    dl = node.get_domain().get_set_list()
+                    count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
+            else:
+                rows = _extent(node)
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if node.get_type() == NT.mark else None, rows)
+    visit(root, None, None)
+    return count
+
+
+def _top_parallel(root: isl.ScheduleNode) -> bool:
+    """The outermost loop of the schedule (of each part of a sequence at the
+    top) carries no dependence."""
+    NT = isl.schedule_node_type
+
+    def first(node: isl.ScheduleNode) -> list:
+        t = node.get_type()
+        if t == NT.mark:
+            return [node.mark_get_id().get_name() in (PARALLEL, PARALLEL_STEPS)] if node.child(0).get_type() == NT.band \
+                else first(node.child(0))
+        if t == NT.band:
+            return [bool(node.band_member_get_coincident(0))]
+        out = []
+        for c in range(node.n_children()):
+            out += first(node.child(c))
+        return out
+    return all(first(root))
+
+
+def _parallel_statements(root: isl.ScheduleNode) -> int:
+    """How many statements some parallel loop iterates (more than one value)."""
+    NT = isl.schedule_node_type
+    names: set[str] = set()
+
+    def visit(node: isl.ScheduleNode, mark: str | None) -> None:
+        t = node.get_type()
+        if t == NT.band and mark in (PARALLEL, PARALLEL_STEPS):
+            m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+            dl = node.get_domain().get_set_list()
+            for i in range(dl.n_set()):
+                one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
+                if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
+                    names.add(dl.get_at(i).get_tuple_name())
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None)
+    visit(root, None)
+    return len(names)
+
+
+def _has_band(node: isl.ScheduleNode) -> bool:
+    if node.get_type() == isl.schedule_node_type.band:
+        return True
+    return any(_has_band(node.child(c)) for c in range(node.n_children()))
+
+
+def _steps_inside(root: isl.ScheduleNode) -> bool:
+    """The schedule's outermost mark is PARALLEL_STEPS (see _mark_steps)."""
+    NT = isl.schedule_node_type
+    node = root.child(0) if root.get_type() == NT.domain else root
+    return node.get_type() == NT.mark and node.mark_get_id().get_name() == PARALLEL_STEPS
+
+
+def _extent(band: isl.ScheduleNode) -> int | None:
+    """How many values a one-member band takes, when no size decides it."""
+    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    if umap.is_empty():
+        return None
+    rng = isl.Set.from_union_set(umap.range())
+    hi, lo = rng.dim_max_val(0), rng.dim_min_val(0)
+    if not (hi.is_int() and lo.is_int()):
+        return None
+    return hi.sub(lo).to_python() + 1
+
+
+def _walks(band: isl.ScheduleNode, stride_one: isl.UnionMap) -> bool:
+    umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    return not umap.is_empty() and umap.is_subset(stride_one)

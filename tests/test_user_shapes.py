@@ -1,0 +1,117 @@
+"""Programs whose shape defeated the default mapping: a reduction over a
+triangle or a band (a select ``k <= i ? a(i, k) : 0`` split by
+polyhedral/split.py gives the reduction loop a range that moves with the
+row), a bilinear form (a weight read across its rows under two reduction
+loops), and a matrix-vector product inside a sequential loop (a norm fused
+into its row loop).  Structure on the
+TIR, values against NumPy in float64, guard pages around every tensor."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tcdsl
+
+NO_CACHE = {"disk_cache": False}
+
+TRIANGLES = {
+    "lower": ("c(i, j) +=! (k <= i ? a(i, k) : 0) * b(k, j)", lambda a: np.tril(a)),
+    "strictly lower": ("c(i, j) +=! (k < i ? a(i, k) : 0) * b(k, j)", lambda a: np.tril(a, -1)),
+    "upper": ("c(i, j) +=! (k >= i ? a(i, k) : 0) * b(k, j)", lambda a: np.triu(a)),
+    "band": ("c(i, j) +=! (k >= i - 2 && k <= i + 3 ? a(i, k) : 0) * b(k, j)", lambda a: np.triu(np.tril(a, 3), -2)),
+}
+
+
+def _tri_src(stmt: str) -> str:
+    return f"def f(float(N,N) a, float(N,M) b) -> (c) {{\n  {stmt}\n}}\n"
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", list(TRIANGLES))
+def test_a_reduction_over_a_triangle_or_band_runs_in_register_tiles(name):
+    stmt, mask = TRIANGLES[name]
+    k = tcdsl.compile(_tri_src(stmt), options=NO_CACHE)
+    # the tile's rows share one reduction loop: no select is left in it
+    assert "acc = T.alloc_local((4, 64))" in k.script
+    updates = [ln for ln in k.script.splitlines() if re.search(r"acc\[\w+, u \* 16 \+ v\] = acc", ln)]
+    assert updates and not any("Select" in ln or "if_then_else" in ln for ln in updates)
+    rng = np.random.default_rng(0)
+    for N, M in [(1, 1), (3, 17), (4, 64), (5, 65), (9, 100), (13, 16), (37, 129)]:
+        a, b = _rand(rng, N, N), _rand(rng, N, M)
+        np.testing.assert_allclose(k(a, b), mask(a.astype(np.float64)) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_ragged_tiles_sum_each_row_in_order():
+    """The steps below the shared range, the shared range and those above it
+    run in increasing ``k``: the results equal a plain row-by-row loop's."""
+    src = _tri_src(TRIANGLES["band"][0])
+    k = tcdsl.compile(src, options=NO_CACHE)
+    plain = tcdsl.compile(src, options={**NO_CACHE, "register_tiles": False})
+    rng = np.random.default_rng(1)
+    a, b = _rand(rng, 23, 23), _rand(rng, 23, 70)
+    np.testing.assert_array_equal(k(a, b), plain(a, b))
+
+
+def test_ragged_tiles_stay_inside_their_tensors():
+    import guard  # tests/guard.py: guard pages before and after every tensor
+
+    cases = [{"id": f"ragged:{i}", "source": _tri_src(TRIANGLES[name][0]), "sizes": sizes, "seed": i}
+             for i, (name, sizes) in enumerate([("lower", {"N": 5, "M": 65}), ("upper", {"N": 9, "M": 17}),
+                                                ("band", {"N": 13, "M": 64}), ("strictly lower", {"N": 1, "M": 3})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+BILINEAR = """
+def bil(float(B,I) x1, float(B,J) x2, float(O,I,J) W, float(O) bias) -> (y) {
+  y(b, o) +=! x1(b, i) * W(o, i, j) * x2(b, j)
+  y(b, o) = y(b, o) + bias(o)
+}
+"""
+
+
+def test_a_bilinear_form_packs_its_weight_across_both_reductions():
+    k = tcdsl.compile(BILINEAR, options=NO_CACHE)
+    # W(o, i, j) copied to a panel contiguous along o, read by 4 x 64 tiles
+    assert "W_panel" in k.script and "acc = T.alloc_local((4, 64))" in k.script
+    rng = np.random.default_rng(2)
+    for B, I, J, O in [(1, 1, 1, 1), (3, 5, 7, 9), (9, 4, 6, 70), (16, 8, 8, 128)]:
+        x1, x2, W, bias = _rand(rng, B, I), _rand(rng, B, J), _rand(rng, O, I, J), _rand(rng, O)
+        want = np.einsum("bi,oij,bj->bo", x1.astype(np.float64), W, x2) + bias
+        np.testing.assert_allclose(k(x1, x2, W, bias), want, rtol=1e-4, atol=1e-4)
+
+
+POWER = """
+def power(float(N,N) A, float(N) v0) -> (v) {
+  for t in T {
+    if t == 0 { w(i) +=! A(i, j) * v0(j) } else { w(i) +=! A(i, j) * v(t - 1, j) }
+    nn +=! w(i) * w(i)
+    v(t, i) = w(i) / sqrt(nn)
+  }
+}
+"""
+
+
+def test_a_matrix_vector_product_in_a_loop_keeps_its_rows_parallel():
+    k = tcdsl.compile(POWER, options=NO_CACHE)
+    # isl fuses the norm's reduction into the rows' loop, which makes it
+    # serial; the schedule of one nest per component keeps the rows
+    # parallel, a vector loop over them reading the transposed copy
+    loop = k.script[k.script.index("for t in range"):]
+    assert re.search(r"T\.parallel\(.*\n(.*\n){0,6}.*A_t\[", loop), loop
+    rng = np.random.default_rng(3)
+    for N, T in [(1, 1), (5, 3), (70, 4), (129, 6)]:
+        A, v0 = _rand(rng, N, N), _rand(rng, N)
+        v, want = v0.astype(np.float64), []
+        for _ in range(T):
+            w = A.astype(np.float64) @ v
+            v = w / np.sqrt(w @ w)
+            want.append(v)
+        np.testing.assert_allclose(k(A, v0, T=T), np.array(want), rtol=1e-4, atol=1e-4)
