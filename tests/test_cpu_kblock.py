@@ -149,7 +149,26 @@ def test_transposed_right_hand_operand(name, mode):
 
 def test_transposed_operand_is_copied_to_a_panel():
     script = tcdsl.compile(TRANSPOSED["nt"][0]).script
-    # the copy reads B(n, k) along the column n into the panel, and the
-    # register tiles read the panel (vectors of the host's width), not B
-    assert re.search(r"B_panel\[.*\] = B\[c\d_w(\d+) \* \1 \+ u \* \d+ \+ v", script), script
+    # the copy reads rows of B(n, k) as contiguous vectors along k,
+    # transposes blocks of them with shuffles, and stores contiguous vectors
+    # of the panel; the steps after the last full block are copied one
+    # element per lane, along the column n; the register tiles read the
+    # panel (vectors of the host's width), not B
+    assert re.search(r"B_r0: T\.let\[T\.float32x(\d+)\] = B\[.*, T\.Ramp\(.*, 1, \1\)\]", script), script
+    assert "T.Shuffle([B_r0, B_r" in script
+    assert re.search(r"B_panel\[.*:.*\] = B_t1_0", script)
+    assert re.search(r"B_panel\[.*\] = B\[c\d_w(\d+) \* \1 \+ c\d_ur \* \d+ \+ c\d_vr", script), script
     assert "B_packed[" in script
+
+
+@pytest.mark.parametrize("vw", [8, 16])
+def test_transposing_copy_in_register_blocks(vw):
+    # blocks of vw x vw elements: every row and step count around a block's
+    # multiple, at either vector width (AVX2's 8 lanes, AVX-512's 16)
+    src, ref = TRANSPOSED["nt"]
+    k = tcdsl.compile(src, options={"vector_width": vw, "disk_cache": False})
+    assert "T.Shuffle(" in k.script
+    rng = np.random.default_rng(vw)
+    for M, K, N in [(8, vw - 1, 4 * vw), (9, vw, 4 * vw + 1), (16, 3 * vw + 5, 8 * vw), (20, 2 * vw, 13)]:
+        A, B = rand(rng, M, K), rand(rng, N, K)
+        np.testing.assert_allclose(k(A, B), ref(A.astype(np.float64), B.astype(np.float64)), rtol=1e-5, atol=1e-5)
