@@ -250,19 +250,23 @@ def test_short_planned_calls_keep_the_gil_while_another_thread_runs_python():
     (5 ms).  Planned calls of a kernel that runs in microseconds keep it."""
     import threading
 
-    k = tcdsl.compile("def add(float(N) A, float(N) B) -> (C) { C(i) = A(i) + B(i) }")
+    # a kernel without a parallel loop: the calling thread's CPU time of a
+    # parallel one includes its spinning while it waits for a pool thread,
+    # which a machine loaded by other test workers deschedules for
+    # milliseconds (the first call's CPU time is what a plan is judged by)
+    k = tcdsl.compile("def total(float(N) A) -> (s) { s +=! A(i) }")
+    assert "T.parallel" not in k.script
     warm = np.ones(8, np.float32)
-    k(warm, warm)  # the binary's first run (page faults, lazy binding) is not what a plan is judged by
-    # A plan is judged by the CPU time of the first call at its shapes; on a
-    # machine loaded by other test workers that one call can take over
-    # _KEEP_GIL_BELOW (1 ms) of CPU, so the first of a few fresh shapes
-    # judged short is the one used below.
-    for n in range(16, 24):
+    k(warm)  # the binary's first run (page faults, lazy binding) is not what a plan is judged by
+    # on a loaded machine that one call can still take over _KEEP_GIL_BELOW
+    # (1 ms) of CPU, so the first of a few fresh shapes judged short is the
+    # one used below
+    for n in range(16, 32):
         a = np.ones(n, np.float32)
-        k(a, a)
-        if k._plans[((n,), (n,))][0].release_gil is False:
+        k(a)
+        if k._plans[((n,),)][0].release_gil is False:
             break
-    assert k._plans[((n,), (n,))][0].release_gil is False
+    assert k._plans[((n,),)][0].release_gil is False
     stop = threading.Event()
 
     def python_loop():
@@ -273,11 +277,11 @@ def test_short_planned_calls_keep_the_gil_while_another_thread_runs_python():
     busy.start()
     try:
         for _ in range(50):
-            np.testing.assert_array_equal(k(a, a), a + a)
+            assert float(k(a)) == float(n)
     finally:
         stop.set()
         busy.join()
     # (how much faster that is -- 500 calls in ~0.01 s instead of 500 x 5 ms --
     # is measured by benchmarks/call_overhead.py, not asserted here: timings
     # on a shared machine are not a test)
-    assert k._plans[((n,), (n,))][0].release_gil is False
+    assert k._plans[((n,),)][0].release_gil is False

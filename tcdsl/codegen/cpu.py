@@ -245,7 +245,7 @@ class CpuAstLowering(AstLowering):
         tail = tirx.For(vt, 0, tirx.floormod(extent, w), tirx.ForKind.SERIAL, tail_body)
         if not bindings:
             return tirx.SeqStmt([main, tail])
-        out = tirx.SeqStmt([tirx.Bind(v, value) for v, value in bindings] + [main, tail])
+        out = tirx.SeqStmt(invariant.held(bindings, [main, tail]))
         return tirx.IfThenElse(extent > 0, out, None)  # the terms read only where the loop runs
 
 

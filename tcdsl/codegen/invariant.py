@@ -144,3 +144,33 @@ def hoist(bodies: list[tirx.Stmt], loop_vars: list[tirx.Var]):
     h = _Hoist(loop_vars, stored, bound)
     out = [h.stmt(b) for b in bodies]
     return h.bindings, out
+
+
+def held(bindings: list, stmts: list) -> list:
+    """``stmts`` after the hoisted terms of :func:`hoist`, each computed once
+    into a one-element local buffer and read from it where its variable was.
+    Not a ``Bind``: TVM's passes bind a let variable's value in their
+    analyzers, and the integer-set analysis of a float value built from an
+    index (``float(i) * rcp0`` in a tanh's let, ``rcp0 = 1 / (1 + |X0(0)|)``)
+    stopped the build with an internal error (found by the random
+    programs).  LLVM keeps the element in a register."""
+    out, loads_of = [], {}
+    for v, value in bindings:
+        buf = tirx.decl_buffer((1,), _dtype(value), name=v.name, scope="local")
+        out += [tirx.AllocBuffer(buf), tirx.BufferStore(buf, _read(value, loads_of), [0])]
+        loads_of[v] = tirx.BufferLoad(buf, [0])
+    return out + [_read(st, loads_of) for st in stmts]
+
+
+def _read(node, loads_of: dict):
+    """``node`` with the variables of ``loads_of`` replaced by their loads."""
+    if not loads_of:
+        return node
+
+    def swap(v):
+        for var, ld in loads_of.items():
+            if v.same_as(var):
+                return ld
+        return v
+    return tvm_ffi.structural_map(node, [(tirx.Var, swap)])
+
