@@ -173,4 +173,3 @@ def _read(node, loads_of: dict):
                 return ld
         return v
     return tvm_ffi.structural_map(node, [(tirx.Var, swap)])
-

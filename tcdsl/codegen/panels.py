@@ -184,6 +184,7 @@ class _Panels(_Column):
                                     strides=view_strides, elem_offset=offset)
             decls.append(tirx.DeclBuffer(view, data=block.data))
             views[name] = view
+
         def copy_of(stores):
             copy = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED,
                                                                            seq(stores)))
@@ -203,7 +204,6 @@ class _Panels(_Column):
         if blocked:
             block = tirx.For(kb, 0, tirx.floordiv(k_ext + kc - 1, kc), tirx.ForKind.SERIAL, block)
         return tirx.SeqStmt(head + [block])
-
 
     def _transposes(self, kdims, jdim, src) -> bool:
         """The panel of ``src`` is its transpose: one reduction loop, which

@@ -27,9 +27,7 @@ def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reducti
     def serial_loops(name: str, dom: isl.Set, serial: list) -> int:
         n = 0
         for m in serial:
-            one = m.intersect_domain(isl.UnionSet.from_set(dom))
-            if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
-                n += 1
+            n += _iterates(m, dom)
         return n
 
     def visit(node: isl.ScheduleNode, mark: str | None, serial: list) -> None:
@@ -77,8 +75,7 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
                 dl = node.get_domain().get_set_list()
                 moving = 0
                 for i in range(dl.n_set()):
-                    one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
-                    moving += not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
+                    moving += _iterates(m, dl.get_at(i))
                 alone = moving == 1
         for c in range(node.n_children()):
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
@@ -143,8 +140,7 @@ def _parallel_statements(root: isl.ScheduleNode) -> int:
             m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
             dl = node.get_domain().get_set_list()
             for i in range(dl.n_set()):
-                one = m.intersect_domain(isl.UnionSet.from_set(dl.get_at(i)))
-                if not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton():
+                if _iterates(m, dl.get_at(i)):
                     names.add(dl.get_at(i).get_tuple_name())
         for c in range(node.n_children()):
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None)
@@ -180,3 +176,11 @@ def _extent(band: isl.ScheduleNode) -> int | None:
 def _walks(band: isl.ScheduleNode, stride_one: isl.UnionMap) -> bool:
     umap = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
     return not umap.is_empty() and umap.is_subset(stride_one)
+
+
+def _iterates(m: isl.UnionMap, dom: isl.Set) -> bool:
+    """The loop ``m`` (a band's partial schedule) takes more than one value
+    over the statement instances ``dom`` (an init at a constant position
+    only precedes it)."""
+    one = m.intersect_domain(isl.UnionSet.from_set(dom))
+    return not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
