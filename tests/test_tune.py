@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import random
+import statistics
 import time
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 
 import tcdsl
 from tcdsl.tune import database as dbm
-from tcdsl.tune.database import Database, Record
+from tcdsl.tune.database import IN_PROCESS, Database, Record
 from tcdsl.tune.reuse import Tuned, program_key
 from tcdsl.tune.space import space_for
 from tcdsl.tune.workload import dispatch, learn_rule, select
@@ -147,6 +148,62 @@ def test_database_keeps_every_measurement_and_the_median_decides(tmp_path):
     assert options == {"fold": False} and seconds == 0.9  # tile_rows=2's median is 1.5
     other = dataclasses.replace(key, cpu="another cpu")
     assert db.records(other) == []
+
+
+def test_in_process_records_decide_and_the_defaults_keep_a_near_tie(tmp_path):
+    db, key = Database(tmp_path / "t.sqlite"), elman_key()
+    # the runner process found tile_rows=2 twice as fast; called in process it is 1% faster: a tie
+    db.add(key, [rec(SMALL, {}, 1.0), rec(SMALL, {"tile_rows": 2}, 0.5),
+                 rec(SMALL, {}, 2.00, device=IN_PROCESS), rec(SMALL, {}, 2.02, device=IN_PROCESS),
+                 rec(SMALL, {"tile_rows": 2}, 1.98, device=IN_PROCESS),
+                 rec(SMALL, {"tile_rows": 2}, 1.99, device=IN_PROCESS)])
+    (options, seconds), = db.best(key).values()
+    assert options == {} and seconds == pytest.approx(2.01)
+    # a clear win in process is kept
+    db.add(key, [rec(SMALL, {}, 1.0, run="r2"), rec(SMALL, {"fold": False}, 1.0, run="r2"),
+                 rec(SMALL, {}, 2.0, run="r2", device=IN_PROCESS), rec(SMALL, {"fold": False}, 1.5, run="r2",
+                                                                         device=IN_PROCESS)])
+    (options, seconds), = db.best(key).values()
+    assert options == {"fold": False} and seconds == 1.5
+
+
+def test_the_defaults_win_unless_beaten_by_the_margin():
+    from tcdsl.tune.database import MARGIN, choose
+
+    assert choose({"{}": 1.0, '{"fold": false}': 1.0 - MARGIN / 2}) == "{}"
+    assert choose({"{}": 1.0, '{"fold": false}': 1.0 - 2 * MARGIN}) == '{"fold": false}'
+    assert choose({'{"fold": false}': 1.0, '{"tile_rows": 2}': 0.99}) == '{"tile_rows": 2}'  # no defaults measured
+
+
+def test_a_candidate_is_kept_only_when_it_wins_round_after_round():
+    from tcdsl.tune.confirm import Confirmed, sign_test
+
+    assert sign_test(15, 15) == pytest.approx(0.5 ** 15) and sign_test(0, 15) == 1.0
+    assert sign_test(11, 15) < 0.1 < sign_test(10, 15)
+    d = [1.0] * 15
+    fold, tiles = '{"fold": false}', '{"tile_rows": 2}'
+    options = {"{}": {}, fold: {"fold": False}, tiles: {"tile_rows": 2}}
+    # 10% faster in the median, but in only 9 of 15 rounds (a drifting machine): the defaults stay
+    lucky = [0.5] * 9 + [1.2] * 6
+    kept, seconds, default = Confirmed([{"{}": d, fold: lucky}], options).decision(0)
+    assert kept == {} and seconds == default == 1.0
+    # 5% faster in 12 of 15 rounds: kept; of two such, the one with the smaller median ratio
+    steady, better = [0.95] * 12 + [1.01] * 3, [0.9] * 12 + [1.02] * 3
+    assert Confirmed([{"{}": d, fold: steady}], options).decision(0) == ({"fold": False}, 0.95, 1.0)
+    assert Confirmed([{"{}": d, fold: steady, tiles: better}], options).decision(0)[0] == {"tile_rows": 2}
+    # within the margin: the defaults
+    assert Confirmed([{"{}": d, fold: [0.99] * 15}], options).decision(0)[0] == {}
+
+
+def test_the_tuners_decision_overrides_the_medians(tmp_path):
+    db, key = Database(tmp_path / "t.sqlite"), elman_key()
+    db.add(key, [rec(SMALL, {}, 1.0), rec(SMALL, {"fold": False}, 0.5)])
+    db.add_decision(key, SMALL, {}, 1.0, "r1")
+    (options, seconds), = db.best(key).values()
+    assert options == {} and seconds == 1.0
+    db.add(key, [rec(SMALL, {}, 1.0, run="r2"), rec(SMALL, {"fold": False}, 0.5, run="r2")])  # a newer run, undecided
+    (options, _), = db.best(key).values()
+    assert options == {"fold": False}
 
 
 def test_the_latest_run_at_a_size_wins(tmp_path):
@@ -311,8 +368,28 @@ def test_autotune_records_every_measurement(tuned):
     key = elman_key()
     assert {(r["program"], r["entry"], r["target"], r["cpu"]) for r in rows} == {
         (key.program, key.entry, "llvm", host_cpu())}
-    assert all(r["sizes"] == SMALL and r["device"] == "local" and r["run"] == result.run for r in rows)
+    assert all(r["sizes"] == SMALL and r["device"] in ("local", IN_PROCESS) and r["run"] == result.run for r in rows)
     assert {json_key(r["options"]) for r in rows} >= {json_key(t.options) for t in result.trials}
+
+
+def test_autotune_confirms_the_finalists_in_its_own_process(tuned):
+    from tcdsl.tune.confirm import ROUNDS
+
+    result, db = tuned
+    here = [r for r in db if r["device"] == IN_PROCESS]
+    per_options = {}
+    for r in here:
+        per_options.setdefault(json_key(r["options"]), []).append(r["seconds"])
+    ok = [t for t in result.trials if t.ok]
+    assert "{}" in per_options and len(per_options) == 1 + min(2, len(ok) - 1)
+    assert all(len(v) == ROUNDS and all(x > 0 for x in v) for v in per_options.values())
+    # what the tuner reports is what the database keeps: the in-process rounds decide
+    r, = result.per_size
+    kept = json_key(r.options)
+    medians = {o: statistics.median(v) for o, v in per_options.items()}
+    assert r.seconds == medians[kept] and r.default_seconds == medians["{}"]
+    (options, seconds), = db.best(elman_key()).values()
+    assert options == r.options and seconds == r.seconds
 
 
 def json_key(d):

@@ -28,6 +28,10 @@ from ..errors import TcError
 
 BUSY_TIMEOUT = 60.0
 FILE_NAME = "tuning.sqlite"
+# The device of the records the tuner makes last, calling the finalists in its own process (tune/confirm.py).
+IN_PROCESS = "local, in-process"
+# Options other than the defaults are kept only when their median beats the defaults' by this fraction.
+MARGIN = 0.03
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -45,6 +49,18 @@ CREATE TABLE IF NOT EXISTS measurements (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS measurements_key ON measurements (program, entry, target, cpu);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    program TEXT NOT NULL,
+    entry TEXT NOT NULL,
+    target TEXT NOT NULL,
+    cpu TEXT NOT NULL,
+    sizes TEXT NOT NULL,
+    options TEXT NOT NULL,
+    seconds REAL NOT NULL,
+    run TEXT NOT NULL,
+    created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS workloads (
     id INTEGER PRIMARY KEY,
     program TEXT NOT NULL,
@@ -76,6 +92,17 @@ def sizes_text(sizes: dict[str, int]) -> str:
 
 def options_text(options: dict) -> str:
     return json.dumps(options, sort_keys=True)
+
+
+def choose(medians: dict[str, float]) -> str:
+    """The options (text) kept among measured ones: the fastest, unless the
+    defaults (``"{}"``) were measured and it does not beat them by ``MARGIN``
+    (a tuned kernel must never be slower than the default one)."""
+    best = min(medians, key=medians.get)
+    default = medians.get(options_text({}))
+    if default is not None and best != options_text({}) and medians[best] > (1.0 - MARGIN) * default:
+        return options_text({})
+    return best
 
 
 @dataclass(frozen=True)
@@ -173,6 +200,14 @@ class Database:
             [(key.program, key.entry, key.target, key.cpu, sizes_text(r.sizes), options_text(r.options),
               r.seconds, r.error, r.device, r.run, r.created) for r in records])
 
+    def add_decision(self, key: Key, sizes: dict[str, int], options: dict, seconds: float, run: str) -> None:
+        """What tuning run ``run`` kept at ``sizes`` after its in-process confirmation (tune/confirm.py)."""
+        self._write(
+            "INSERT INTO decisions (program, entry, target, cpu, sizes, options, seconds, run, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(key.program, key.entry, key.target, key.cpu, sizes_text(sizes), options_text(options), seconds, run,
+              time.time())])
+
     def add_workload(self, key: Key, w: Workload) -> None:
         self._write(
             "INSERT INTO workloads (program, entry, target, cpu, sizes, weights, option_sets, rule, run, created)"
@@ -190,25 +225,39 @@ class Database:
         return [Record(json.loads(s), json.loads(o), t, e, d, r, c) for s, o, t, e, d, r, c in rows]
 
     def best(self, key: Key) -> dict[str, tuple[dict, float]]:
-        """For each tuned size tuple (its ``sizes_text``): the fastest options and
-        their time, the median of their measurements.  Only the most recent
-        tuning run that measured a size counts (the machine, or the compiler,
-        may have changed since an older one)."""
+        """For each tuned size tuple (its ``sizes_text``): the options kept and
+        their time.  Only the most recent tuning run that measured a size
+        counts (the machine, or the compiler, may have changed since an older
+        one).  That run's decision where it made one (``add_decision``: the
+        in-process confirmation's paired comparison), else :func:`choose` on
+        the medians of its measurements -- of those made in process
+        (``IN_PROCESS``) where there are some."""
         import statistics
 
         latest: dict[str, str] = {}
-        times: dict[tuple[str, str, str], list[float]] = {}
+        confirmed: set[tuple[str, str]] = set()
+        times: dict[tuple[str, str, bool], dict[str, list[float]]] = {}
         for r in self.records(key, ok_only=True):
             s = sizes_text(r.sizes)
             latest[s] = r.run
-            times.setdefault((s, r.run, options_text(r.options)), []).append(r.seconds)
+            here = r.device == IN_PROCESS
+            if here:
+                confirmed.add((s, r.run))
+            times.setdefault((s, r.run, here), {}).setdefault(options_text(r.options), []).append(r.seconds)
+        decided = {(s, run): (json.loads(o), t) for s, o, t, run in self._read(
+            "SELECT sizes, options, seconds, run FROM decisions WHERE program = ? AND entry = ? AND target = ?"
+            " AND cpu = ? ORDER BY id", (key.program, key.entry, key.target, key.cpu))}
         out: dict[str, tuple[dict, float]] = {}
-        for (s, run, o), ts in times.items():
-            if latest[s] != run:
+        for s, run in latest.items():
+            if (s, run) in decided:
+                out[s] = decided[(s, run)]
                 continue
-            t = statistics.median(ts)
-            if s not in out or t < out[s][1]:
-                out[s] = (json.loads(o), t)
+            per = times.get((s, run, (s, run) in confirmed))
+            if not per:
+                continue
+            medians = {o: statistics.median(ts) for o, ts in per.items()}
+            o = choose(medians)
+            out[s] = (json.loads(o), medians[o])
         return out
 
     def workload(self, key: Key) -> Workload | None:

@@ -5,6 +5,8 @@
        parallel) -> measure (LocalRunner, or rpc.RpcRunner) -> record every
        measurement in the database -> tell the search
     -> confirm the best against the defaults (measured again, interleaved)
+    -> on a local CPU, the finalists called in this process (confirm.py):
+       the options kept are those that beat the defaults there
     -> for a workload: option sets and dispatch rule (workload.py)
 
 Ctrl-C stops the loop; what was measured is in the database and in the
@@ -125,17 +127,24 @@ def autotune(source, entry: str | None = None, *, sizes, weights=None, trials: i
         runner = _runner(rpc, data, repeat, min_repeat_ms, kind)
         search = Search(space, size_list, weight_list, seeds=seeds, rng=random.Random(seed))
         libs: dict[int, Built] = {}
-        interrupted = False
+        interrupted, confirmed = False, None
         try:
             _loop(search, builder, runner, db, key, run_id, trials, report, libs, timeout, data)
             _confirm(search, runner, db, key, run_id, libs, data)
+            builder.close()
+            runner.close()
+            if rpc is None and kind == "llvm" and search.default is not None and search.default.ok:
+                from .confirm import confirm_here
+
+                confirmed = confirm_here(search, _median_seconds, src.text, entry, target, data, db, key, run_id)
         except KeyboardInterrupt:
             interrupted = True
         finally:
             builder.close()
             runner.close()
             report(None)
-    return _result(search, fe.name, kind, db, key, run_id, time.perf_counter() - started, interrupted, weight_list)
+    return _result(search, fe.name, kind, db, key, run_id, time.perf_counter() - started, interrupted, weight_list,
+                   confirmed)
 
 
 def _check_sizes(fe, sizes, weights) -> tuple[list[dict[str, int]], list[float]]:
@@ -331,7 +340,7 @@ def _median_seconds(t: Trial, i: int) -> float | None:
 
 
 def _result(search: Search, entry: str, kind: str, db: Database, key: Key, run_id: str, seconds: float,
-            interrupted: bool, weights: list[float]) -> TuneResult:
+            interrupted: bool, weights: list[float], confirmed=None) -> TuneResult:
     from .workload import learn_rule, select
 
     per_size = []
@@ -340,6 +349,10 @@ def _result(search: Search, entry: str, kind: str, db: Database, key: Key, run_i
         ok = [t for t in search.trials if t.ok]
         if not ok or d is None:
             per_size.append(SizeResult(s, {}, None, None))
+            continue
+        kept = confirmed.decision(i) if confirmed is not None else None
+        if kept is not None:  # the in-process times decide (confirm.py), as the database does
+            per_size.append(SizeResult(s, *kept))
             continue
         best = min(ok, key=lambda t: _median_seconds(t, i))
         per_size.append(SizeResult(s, dict(best.options), _median_seconds(best, i), _median_seconds(d, i)))
