@@ -115,3 +115,46 @@ def test_a_matrix_vector_product_in_a_loop_keeps_its_rows_parallel():
             v = w / np.sqrt(w @ w)
             want.append(v)
         np.testing.assert_allclose(k(A, v0, T=T), np.array(want), rtol=1e-4, atol=1e-4)
+
+
+SELF_PRODUCTS = {
+    # X read at the row (i) and at the column (j): the column's read from a panel
+    "gram": ("def f(float(N,D) X) -> (G) {\n  G(i, j) +=! X(n, i) * X(n, j)\n}\n",
+             lambda X: X.T @ X, [(1, 1), (3, 5), (130, 17), (257, 64), (64, 130)]),
+    "gram of rows": ("def f(float(D,N) X) -> (G) {\n  G(i, j) +=! X(i, n) * X(j, n)\n}\n",
+                     lambda X: X @ X.T, [(1, 1), (5, 3), (17, 130), (64, 257)]),
+    "centered": ("def f(float(N,D) X, float(D) m) -> (C) {\n"
+                 "  C(i, j) +=! (X(n, i) - m(i)) * (X(n, j) - m(j))\n}\n", None, [(2, 3), (129, 70)]),
+}
+
+
+@pytest.mark.parametrize("name", list(SELF_PRODUCTS))
+def test_a_tensor_read_at_the_row_and_at_the_column_packs_the_columns_read(name):
+    src, ref, shapes = SELF_PRODUCTS[name]
+    k = tcdsl.compile(src, options=NO_CACHE)
+    plain = tcdsl.compile(src, options={**NO_CACHE, "register_tiles": False})
+    # the column's read comes from the panel, the row's from X itself
+    assert "X_panel" in k.script and "X_packed[" in k.script and re.search(r"X\[[^\]]*c0_b \* 4 \+ r", k.script)
+    rng = np.random.default_rng(4)
+    for shape in shapes:
+        X = _rand(rng, *shape)
+        if ref is None:
+            m = _rand(rng, shape[1])
+            want = (X - m).T.astype(np.float64) @ (X - m)
+            np.testing.assert_allclose(k(X, m), want, rtol=1e-4, atol=1e-3)
+            np.testing.assert_array_equal(k(X, m), plain(X, m))
+        else:
+            np.testing.assert_allclose(k(X), ref(X.astype(np.float64)), rtol=1e-4, atol=1e-3)
+            np.testing.assert_array_equal(k(X), plain(X))
+
+
+def test_self_products_stay_inside_their_tensors():
+    import guard
+
+    cases = [{"id": f"self:{name}:{i}", "source": SELF_PRODUCTS[name][0], "sizes": sizes, "seed": i}
+             for i, (name, sizes) in enumerate([("gram", {"N": 130, "D": 17}), ("gram of rows", {"D": 65, "N": 3}),
+                                                ("centered", {"N": 5, "D": 66})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -36,7 +36,7 @@ from tvm import sym, tirx
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
-from .expr import INDEX, Folded, Merged
+from .expr import INDEX, Folded, Merged, Partial
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
@@ -66,7 +66,7 @@ def collapse(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, marks: tupl
     merged = {}
     for tensor, d in pairs.items():
         buf = buffers.get(tensor)
-        if buf is None or isinstance(buf, (Folded, Merged)) or not an.can_prove_equal(buf.shape[d + 1], ext1):
+        if buf is None or isinstance(buf, (Folded, Merged, Partial)) or not an.can_prove_equal(buf.shape[d + 1], ext1):
             return None
         shape = list(buf.shape)
         view = tirx.decl_buffer(shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:], buf.dtype,

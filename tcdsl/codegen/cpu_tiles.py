@@ -368,7 +368,8 @@ class RegisterTiles:
         probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + [iterator(c) for c in chain]}
         with self.low.bound(probe):
             _, _, value, _ = self.low.statement_parts(call)
-        at_column = {ld.source.name: ld.indices for ld in _loads(value)}
+        at_column = {ld.source.name: ld.indices for ld in _loads(value)
+                     if not any(_uses(x, probe[row]) for x in ld.indices)}
         out = []
         for name, kdims, jdim in self._packable(chain, call, row, j_name):
             tensor = gen.sig.buffers[name]
@@ -425,16 +426,20 @@ class RegisterTiles:
         strided = strided_reads(value, probe[j_name], [probe[x] for x in k_names])
         out = []
         for name, lds in loads.items():
-            # one element per step (a tensor read twice at the same indices,
-            # as in ``(x(i, k) - y(j, k)) * (x(i, k) - y(j, k))``, is one read)
-            if name == buf.name or len(lds[0].indices) < len(chain) + 1:
+            # the reads that do not move with the row (the Gram matrix
+            # ``X(n, i) * X(n, j)`` reads X at a row too: that read stays, see
+            # expr.Partial); one element per step of those (a tensor read twice
+            # at the same indices, as in ``(x(i, k) - y(j, k)) * (x(i, k) - y(j, k))``, is one read)
+            at_rows = [ld for ld in lds if any(_uses(x, probe[row]) for x in ld.indices)]
+            lds = [ld for ld in lds if not any(ld.same_as(r) for r in at_rows)]
+            if name == buf.name or not lds or len(lds[0].indices) < len(chain) + 1:
                 continue
             if any(not tvm_ffi.structural_equal(list(ld.indices), list(lds[0].indices)) for ld in lds[1:]):
                 continue
             idx = list(lds[0].indices)
-            if any(_uses(x, probe[row]) for x in idx):
-                continue
             if name in strided:
+                if at_rows:
+                    continue
                 # the columns' lanes lie apart in the tensor (a convolution of
                 # stride 2): a panel found from the loops' values (Remapped),
                 # read as contiguous vectors by every row tile

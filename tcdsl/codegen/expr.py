@@ -98,6 +98,37 @@ class Remapped:
         return self.tensor.shape
 
 
+class Partial:
+    """A tensor read at several places of a statement, of which only those
+    that do not move with the row tile's rows read a packed panel: the Gram
+    matrix ``G(i, j) +=! X(n, i) * X(n, j)`` reads ``X(n, j)`` from the panel
+    and ``X(n, i)`` from ``X``.  ``row_dims`` are the statement's index
+    variables bound to the row (codegen/panels.py)."""
+
+    def __init__(self, tensor, view, row_dims: frozenset):
+        self.tensor, self.view, self.row_dims = tensor, view, row_dims
+
+    def pick(self, indices: list):
+        """The buffer a read at ``indices`` (the program's index expressions) uses."""
+        for i in indices:
+            for node in n.walk(i):
+                if isinstance(node, n.IndexVar) and node.name in self.row_dims:
+                    return self.tensor
+        return self.view
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    @property
+    def shape(self):
+        return self.tensor.shape
+
+
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     """The buffer and indices a load or store of ``buf[indices]`` uses: the
     slot of a :class:`Folded` temporary, ``i & (size - 1)`` (``size`` is a
@@ -155,6 +186,8 @@ class _Lower:
                 return _convert(x, e.dtype or INDEX)
             case n.Access(tensor=t, indices=idx):
                 buf = self.buffers[t]
+                if isinstance(buf, Partial):
+                    buf = buf.pick(idx)
                 keep = id(e) in self.guarded
                 # a folded dimension's slot (physical) is inside by construction
                 inside = [keep and not (isinstance(buf, Folded) and k == buf.dim) for k in range(len(idx))]

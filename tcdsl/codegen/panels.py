@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+import islpy as isl
 from tvm import tirx
 from tvm.tirx import ForKind
 
 from ..options import DEFAULT_NEST_K_BLOCK
+from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import iterator
-from .expr import INDEX, Remapped
+from .expr import INDEX, Partial, Remapped
 from .lower import coefficient, from_zero, loads, seq, uses
 
 
@@ -51,6 +53,27 @@ def strided_reads(value, j: tirx.Var, ks: list) -> set[str]:
         if c is not None and c > 1:
             out.add(name)
     return out
+
+
+def row_dims(low, call, row: str) -> frozenset:
+    """The statement's index variables that move with the loop ``row`` (every
+    other loop bound to a probe of its own meanwhile)."""
+    s = low.stmts[isl_ast.statement(call)]
+    args = isl_ast.args(call)[1:]
+    names: set[str] = set()
+
+    def ids(e):
+        if e.get_type() == isl.ast_expr_type.id:
+            names.add(e.get_id().get_name())
+        elif e.get_type() == isl.ast_expr_type.op:
+            for x in isl_ast.args(e):
+                ids(x)
+    for a in args:
+        ids(a)
+    probe = {x: tirx.Var(x + "_p", INDEX) for x in names | {row}}
+    with low.bound(probe):
+        values = [low.expr(x) for x in args]
+    return frozenset(d for d, a in zip(s.dims, values) if uses(a, probe[row]))
 
 
 class _Column:
@@ -134,14 +157,16 @@ class _Panels(_Column):
         ks = [tirx.Var(x + "_pk", INDEX) for x in names[1:]]  # the inner loops' steps
         u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
         steps = {k_name: from_zero(k_init, k), **{x: from_zero(r[0], kv) for x, r, kv in zip(names[1:], ranges[1:], ks)}}
-        # the tensors' reads at (k, column): rows do not matter (bound to any value)
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v, **steps}):
+        # the tensors' reads at (k, column), those that do not move with the row
+        rp = tirx.Var(self.row + "_p", INDEX)
+        with low.bound({self.row: rp, self.j_name: self.col0 + u * vw + v, **steps}):
             _, _, value, _ = low.statement_parts(self.call)
-        reads = {ld.source.name: ld for ld in loads(value)}
+        reads = {ld.source.name: ld for ld in loads(value) if not any(uses(x, rp) for x in ld.indices)}
         firsts = {k_name: k_init + k0, **{x: r[0] for x, r in zip(names[1:], ranges[1:])}}
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0, **firsts}):
+        with low.bound({self.row: rp, self.j_name: self.col0, **firsts}):
             _, _, first, _ = low.statement_parts(self.call)
-        origin = {ld.source.name: ld for ld in loads(first)}
+        origin = {ld.source.name: ld for ld in loads(first) if not any(uses(x, rp) for x in ld.indices)}
+        at_row = row_dims(low, self.call, self.row)
         # the panel's stride of each reduction loop: the inner loops' steps x w
         strides = []
         stride = tirx.const(w, INDEX)
@@ -183,7 +208,7 @@ class _Panels(_Column):
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=name + "_packed", data=block.data,
                                     strides=view_strides, elem_offset=offset)
             decls.append(tirx.DeclBuffer(view, data=block.data))
-            views[name] = view
+            views[name] = Partial(tensor, view, at_row)
 
         def copy_of(stores):
             copy = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED,
@@ -228,11 +253,12 @@ class _Panels(_Column):
         qb, ub = tirx.Var(k_name + "_qb", INDEX), tirx.Var(k_name + "_ub", INDEX)
         base = k0 + qb * vw  # the block's first step
         rows = []
+        rp = tirx.Var(self.row + "_p", INDEX)
         for n in range(vw):
-            with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + ub * vw + n,
+            with low.bound({self.row: rp, self.j_name: self.col0 + ub * vw + n,
                             k_name: from_zero(k_init, base)}):
                 _, _, value, _ = low.statement_parts(self.call)
-            ld = next(x for x in loads(value) if x.source.name == name)
+            ld = next(x for x in loads(value) if x.source.name == name and not any(uses(i, rp) for i in x.indices))
             idx = list(ld.indices)
             idx[kd] = tirx.Ramp(idx[kd], 1, vw)
             rows.append(tirx.BufferLoad(ld.source, idx))
@@ -263,10 +289,10 @@ class _Panels(_Column):
         # the steps after the last full block, one element per lane
         q, u, v = (tirx.Var(k_name + x, INDEX) for x in ("_qr", "_ur", "_vr"))
         first = k0 + tirx.floordiv(kn, vw) * vw
-        with low.bound({self.row: tirx.const(0, INDEX), self.j_name: self.col0 + u * vw + v,
+        with low.bound({self.row: rp, self.j_name: self.col0 + u * vw + v,
                         k_name: from_zero(k_init, first + q)}):
             _, _, value, _ = low.statement_parts(self.call)
-        ld = next(x for x in loads(value) if x.source.name == name)
+        ld = next(x for x in loads(value) if x.source.name == name and not any(uses(i, rp) for i in x.indices))
         lane = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED,
                         tirx.BufferStore(panel, ld, [(first + q) * w + u * vw + v]))
         rest = tirx.For(q, 0, kn - tirx.floordiv(kn, vw) * vw, tirx.ForKind.SERIAL,
@@ -339,6 +365,7 @@ class _Prepacked(_Column):
         from L2.)"""
         low, w = self.low, self.w
         decls, views = [], {}
+        at_row = row_dims(low, self.call, self.row)
         for tensor, kdims, jdim, whole in self.packs:
             shape = [tirx.max(e, 0) for e in tensor.shape]
             others, panels, per_panel = whole_layout(tensor, kdims, jdim, w)
@@ -356,7 +383,7 @@ class _Prepacked(_Column):
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=tensor.name + "_packed", data=whole.data,
                                     strides=strides, elem_offset=self.jt * (per_panel - w))
             decls.append(tirx.DeclBuffer(view, data=whole.data))
-            views[tensor.name] = view
+            views[tensor.name] = Partial(tensor, view, at_row)
         saved = low.buffer_override
         low.buffer_override = {**saved, **views}
         try:
