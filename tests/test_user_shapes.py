@@ -158,3 +158,67 @@ def test_self_products_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+ELMAN1 = """
+def elman1(float(T,I) x, float(H) h0, float(H,I) Wih, float(H,H) Whh) -> (h) {
+  for t in T {
+    if t == 0 { a(j) +=! Whh(j, k) * h0(k) } else { a(j) +=! Whh(j, k) * h(t - 1, k) }
+    p(j) +=! Wih(j, i) * x(t, i)
+    h(t, j) = tanh(a(j) + p(j))
+  }
+}
+"""
+
+
+def test_a_strip_of_a_matrix_vector_product_sums_in_registers():
+    k = tcdsl.compile(ELMAN1, options=NO_CACHE)
+    plain = tcdsl.compile(ELMAN1, options={**NO_CACHE, "register_tiles": False})
+    # each step's product runs in parallel strips of 128 columns; a strip's
+    # columns are accumulated in registers over the whole k loop
+    step = k.script[k.script.index("for t in range"):]
+    assert re.search(r"T\.parallel\(.*\n(.*\n){0,12}.*acc = T\.alloc_local\(\(1, 128\)\)", step), step
+    assert "acc = T.alloc_local" not in plain.script[plain.script.index("for t in range"):]
+    rng = np.random.default_rng(5)
+    for T, I, H in [(1, 1, 1), (3, 2, 5), (4, 3, 17), (3, 5, 128), (2, 4, 130), (3, 2, 300)]:
+        x, h0 = _rand(rng, T, I), _rand(rng, H)
+        Wih, Whh = _rand(rng, H, I) / np.float32(np.sqrt(I)), _rand(rng, H, H) / np.float32(np.sqrt(H))
+        h, want = h0.astype(np.float64), []
+        for t in range(T):
+            h = np.tanh(Whh.astype(np.float64) @ h + Wih @ x[t].astype(np.float64))
+            want.append(h)
+        got = k(x, h0, Wih, Whh)
+        np.testing.assert_allclose(got, np.array(want), rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(got, plain(x, h0, Wih, Whh))
+
+
+TRSV = """
+def trsv(float(N,N) L, float(N,B) b) -> (x) {
+  for i in N {
+    s(c) +=! (j < i ? L(i, j) * x(j, c) : 0) where j in 0:N, c in 0:B
+    x(i, c) = (b(i, c) - s(c)) / L(i, i)
+  }
+}
+"""
+
+
+def test_a_triangular_solve_written_as_a_loop():
+    k = tcdsl.compile(TRSV, options=NO_CACHE)
+    rng = np.random.default_rng(6)
+    for N, B in [(1, 1), (4, 3), (33, 16), (70, 130)]:
+        L = np.tril(_rand(rng, N, N)) * 0.1 + 2 * np.eye(N, dtype=np.float32)
+        b = _rand(rng, N, B)
+        want = np.linalg.solve(L.astype(np.float64), b.astype(np.float64))
+        np.testing.assert_allclose(k(L, b), want, rtol=1e-4, atol=1e-4)
+
+
+def test_strips_stay_inside_their_tensors():
+    import guard
+
+    cases = [{"id": f"strip:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([(ELMAN1, {"T": 2, "I": 3, "H": 130}), (ELMAN1, {"T": 3, "I": 1, "H": 17}),
+                                               (TRSV, {"N": 9, "B": 131})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -145,6 +145,9 @@ class CpuProgram(ProgramLowering):
         return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
 
 
+ONE_ROW = "_fixed_row"  # the row of CpuAstLowering._one_row_tile's tiles: no loop of the program
+
+
 class CpuAstLowering(AstLowering):
     """A kernel's isl AST on the CPU: the outermost parallel loop in chunks
     (:class:`ChunkedLoop`), register tiles, vectorized innermost loops."""
@@ -169,6 +172,10 @@ class CpuAstLowering(AstLowering):
             rows = ChunkedLoop(self, cpu, None)
             if rows.has_micro(node.for_get_body(), name):  # register tiles below an inner parallel loop
                 return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
+        if not parallel_ok and mark == SERIAL:
+            tiled = self._one_row_tile(node)
+            if tiled is not None:
+                return tiled
         parallel = outer and cpu.parallel
         inner_ok = parallel_ok and not outer
         pair = self._pair(node, name, init, extent, mark, parallel, inner_ok)
@@ -185,6 +192,25 @@ class CpuAstLowering(AstLowering):
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+
+    def _one_row_tile(self, node: isl.AstNode) -> tirx.Stmt | None:
+        """A reduction nest ``for k { for j (par) { S } }`` lowered where its
+        rows are already fixed -- inside a parallel loop that
+        :class:`ChunkedLoop` does not tile, as the strips of columns of a
+        matrix-vector product (polyhedral/schedule.py, ``_sink_vector_bands``:
+        ``for strip (parallel, step 128) { for k { for j in the strip } }``,
+        a batch-1 RNN's step, a power iteration, a triangular solve) -- as a
+        one-row register tile: the accumulators stay in registers over the
+        whole ``k`` loop instead of a partial sum stored and loaded at every
+        step.  None when the nest is no such micro-kernel."""
+        m = self.gen.cpu.resolved(self.kernel is not None and bool(self.kernel.loops))
+        if not m.register_tiles:
+            return None
+        tiles = RegisterTiles(self, m, single=True)
+        micro = tiles.parts(node, ONE_ROW)
+        if micro is None:
+            return None
+        return tiles.emit(micro, ONE_ROW, tirx.const(0, INDEX), tirx.const(1, INDEX))
 
     def _pair(self, node, name: str, init, extent, mark: str | None, parallel: bool,
               parallel_ok: bool) -> tirx.Stmt | None:

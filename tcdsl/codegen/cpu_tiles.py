@@ -80,9 +80,11 @@ class RegisterTiles:
     them (:meth:`emit`); ``low`` is the kernel's ``cpu.CpuAstLowering``, ``m``
     its resolved CPU mapping."""
 
-    def __init__(self, low, m: CpuMapping):
+    def __init__(self, low, m: CpuMapping, single: bool = False):
         self.low = low
         self.m = m
+        # tiles of a single row, its value bound by the caller (codegen/cpu.py, ChunkedLoop._strip): no panels
+        self.single = single
         # (name, first value, count): the iterations of a parallel loop that
         # each tile covers besides its rows (``ChunkedLoop._outside`` in
         # codegen/cpu.py), while the parts of its body are emitted; else None
@@ -237,7 +239,8 @@ class RegisterTiles:
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
-        packed = self._packable(chain, call, row, j_name) if not in_loop and not self.depth and not ragged else []
+        packed = self._packable(chain, call, row, j_name) \
+            if not in_loop and not self.depth and not ragged and not self.single else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         depth = self.depth[2] if self.depth else 1
 
@@ -313,6 +316,8 @@ class RegisterTiles:
             vw = m.vector_width
             # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
             wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
+            if self.single:  # a strip of columns: its width in as few tiles as may be (64 = 4 vectors, not 4 x 1)
+                wide = tuple(w for w in (8 * vw, 4 * vw, 2 * vw) if w * depth <= m.tile_rows * m.tile_cols)
             # narrower vectors before single columns: a single column's sum is
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
@@ -331,7 +336,8 @@ class RegisterTiles:
         # inside one, inputs (and temporaries the loop does not write) read as
         # panels (an RNN's recurrent weight) are packed whole, once per call
         # (panels.pack_whole)
-        whole = self._whole(chain, call, row, j_name, j_init) if in_loop and not self.depth and not ragged else []
+        whole = self._whole(chain, call, row, j_name, j_init) \
+            if in_loop and not self.depth and not ragged and not self.single else []
         if not packed:
             return columns(bool(whole))
         # a panel is worth copying when several row tiles read it
