@@ -204,6 +204,11 @@ def trsv(float(N,N) L, float(N,B) b) -> (x) {
 
 def test_a_triangular_solve_written_as_a_loop():
     k = tcdsl.compile(TRSV, options=NO_CACHE)
+    # each step's strips of 128 columns: in parallel when there are two or
+    # more, else on the calling thread (no parallel region per step for one strip)
+    step = k.script[k.script.index("for i in range"):]
+    assert re.search(r"if \(T\.max\(B, 0\) \+ 128 - 1\) // 128 >= 2:\n\s*for c0 in T\.parallel", step), step
+    assert re.search(r"else:\n\s*for c0 in range\(\(T\.max\(B, 0\) \+ 128 - 1\) // 128\)", step), step
     rng = np.random.default_rng(6)
     for N, B in [(1, 1), (4, 3), (33, 16), (70, 130)]:
         L = np.tril(_rand(rng, N, N)) * 0.1 + 2 * np.eye(N, dtype=np.float32)

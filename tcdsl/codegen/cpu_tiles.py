@@ -83,7 +83,7 @@ class RegisterTiles:
     def __init__(self, low, m: CpuMapping, single: bool = False):
         self.low = low
         self.m = m
-        # tiles of a single row, its value bound by the caller (codegen/cpu.py, ChunkedLoop._strip): no panels
+        # tiles of a single row, its value bound by the caller (cpu.py, CpuAstLowering._one_row_tile): no panels
         self.single = single
         # (name, first value, count): the iterations of a parallel loop that
         # each tile covers besides its rows (``ChunkedLoop._outside`` in
@@ -147,8 +147,6 @@ class RegisterTiles:
             return None
         j_name = iterator(inner)
         # the accumulated element must not move with any k, and must move by 1 with j
-        from tvm import sym as arith
-
         probe = {x: tirx.Var(x + "_p", INDEX) for x in k_names | {row, j_name}}
         with self.low.bound(probe):
             buf, idx, value, _ = self.low.statement_parts(call)
@@ -156,7 +154,7 @@ class RegisterTiles:
             return None
         if has_node(value, _UNROLL_UNSAFE) or any(has_node(x, _UNROLL_UNSAFE) for x in idx):
             return None
-        coeffs = arith.detect_linear_equation(idx[-1], [probe[j_name]])
+        coeffs = sym.detect_linear_equation(idx[-1], [probe[j_name]])
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
             return None
         if any(_uses(x, probe[j_name]) for x in idx[:-1]):
@@ -183,7 +181,7 @@ class RegisterTiles:
             mine = [x for x in idx if _uses(x, probe[name])]
             if len(mine) != 1 or _uses(mine[0], probe[row]) or _uses(mine[0], probe[j]):
                 return False
-            coeffs = arith.detect_linear_equation(mine[0], [probe[name]])
+            coeffs = sym.detect_linear_equation(mine[0], [probe[name]])
             if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value == 0:
                 return False
         return True
@@ -239,8 +237,8 @@ class RegisterTiles:
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
-        packed = self._packable(chain, call, row, j_name) \
-            if not in_loop and not self.depth and not ragged and not self.single else []
+        copies = not self.depth and not ragged and not self.single  # panels may be copied
+        packed = self._packable(chain, call, row, j_name) if not in_loop and copies else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         depth = self.depth[2] if self.depth else 1
 
@@ -336,8 +334,7 @@ class RegisterTiles:
         # inside one, inputs (and temporaries the loop does not write) read as
         # panels (an RNN's recurrent weight) are packed whole, once per call
         # (panels.pack_whole)
-        whole = self._whole(chain, call, row, j_name, j_init) \
-            if in_loop and not self.depth and not ragged and not self.single else []
+        whole = self._whole(chain, call, row, j_name, j_init) if in_loop and copies else []
         if not packed:
             return columns(bool(whole))
         # a panel is worth copying when several row tiles read it
@@ -432,10 +429,8 @@ class RegisterTiles:
         strided = strided_reads(value, probe[j_name], [probe[x] for x in k_names])
         out = []
         for name, lds in loads.items():
-            # the reads that do not move with the row (the Gram matrix
-            # ``X(n, i) * X(n, j)`` reads X at a row too: that read stays, see
-            # expr.Partial); one element per step of those (a tensor read twice
-            # at the same indices, as in ``(x(i, k) - y(j, k)) * (x(i, k) - y(j, k))``, is one read)
+            # the reads that do not move with the row (``X(n, i) * X(n, j)``: X(n, i) stays, expr.Partial), of one
+            # element per step (read twice at the same indices, ``(x(i, k) - y(j, k)) ** 2``, is one read)
             at_rows = [ld for ld in lds if any(_uses(x, probe[row]) for x in ld.indices)]
             lds = [ld for ld in lds if not any(ld.same_as(r) for r in at_rows)]
             if name == buf.name or not lds or len(lds[0].indices) < len(chain) + 1:
