@@ -1323,3 +1323,157 @@ def _e1(torch, a, t, s):
     _copy(torch, rnn.bias_hh_l0, np.zeros(s["H"], np.float32))
     return {"nn.RNN": _nograd(torch, lambda: rnn(x[:, None], h0[None, None])[0][:, 0])}
 
+
+
+# ---------------------------------------------------------------- session 15: linear algebra, scans, more norms
+
+@program(name="gram X^T X", kind="linear", src="""
+def gram(float(N,D) X) -> (G) {
+  G(i, j) +=! X(n, i) * X(n, j)
+}""", full=dict(N=4096, D=256), tiny=dict(N=5, D=3), inputs=lambda r, s: [_n(r, s["N"], s["D"])])
+def _g(torch, a, t, s):
+    return {"X.T @ X": _nograd(torch, lambda: t[0].T @ t[0])}
+
+
+@program(name="covariance (centered)", kind="linear", src="""
+def cov(float(N,D) X) -> (C) {
+  m(i) +=! X(n, i) / N
+  C(i, j) +=! (X(n, i) - m(i)) * (X(n, j) - m(j)) / (N - 1)
+}""", full=dict(N=4096, D=256), tiny=dict(N=5, D=3), inputs=lambda r, s: [_n(r, s["N"], s["D"])])
+def _c(torch, a, t, s):
+    return {"torch.cov(X.T)": _nograd(torch, lambda: torch.cov(t[0].T))}
+
+
+@program(name="floyd-warshall (min-plus loop)", kind="scan", src="""
+def fw(float(N,N) D0) -> (D) {
+  D(i, j) = D0(i, j)
+  for k in N {
+    D(i, j) = fmin(D(i, j), D(i, k) + D(k, j))
+  }
+}""", full=dict(N=512), tiny=dict(N=4), inputs=lambda r, s: [np.abs(_n(r, s["N"], s["N"])) + 0.1])
+def _fw(torch, a, t, s):
+    def run():
+        d = t[0].clone()
+        for k in range(s["N"]):
+            d = torch.minimum(d, d[:, k:k+1] + d[k:k+1, :])
+        return d
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="triangular solve (forward substitution)", kind="linear", src="""
+def trsv(float(N,N) L, float(N,B) b) -> (x) {
+  for i in N {
+    s(c) +=! (j < i ? L(i, j) * x(j, c) : 0) where j in 0:N, c in 0:B
+    x(i, c) = (b(i, c) - s(c)) / L(i, i)
+  }
+}""", full=dict(N=512, B=64), tiny=dict(N=4, B=2),
+   inputs=lambda r, s: [(np.tril(_n(r, s["N"], s["N"])) * 0.05 + np.eye(s["N"])*2).astype(np.float32), _n(r, s["N"], s["B"])])
+def _trsv(torch, a, t, s):
+    return {"solve_triangular": _nograd(torch, lambda: torch.linalg.solve_triangular(t[0], t[1], upper=False))}
+
+
+@program(name="cumsum over time (loop)", kind="scan", src="""
+def cs(float(T,B,D) x) -> (s) {
+  for t in T {
+    if t == 0 { s(t, b, d) = x(t, b, d) } else { s(t, b, d) = s(t - 1, b, d) + x(t, b, d) }
+  }
+}""", full=dict(T=512, B=16, D=256), tiny=dict(T=3, B=2, D=3), inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"])])
+def _cs(torch, a, t, s):
+    return {"torch.cumsum": _nograd(torch, lambda: torch.cumsum(t[0], 0))}
+
+
+@program(name="logsumexp rows", kind="norm", src="""
+def lse(float(N,D) x) -> (y) {
+  m(i) max=! x(i, j)
+  e(i) +=! exp(x(i, j) - m(i))
+  y(i) = m(i) + log(e(i))
+}""", full=dict(N=4096, D=1024), tiny=dict(N=3, D=4), inputs=lambda r, s: [_n(r, s["N"], s["D"])])
+def _lse(torch, a, t, s):
+    return {"torch.logsumexp": _nograd(torch, lambda: torch.logsumexp(t[0], 1))}
+
+
+@program(name="group norm", kind="norm", src="""
+def gn(float(B,G,C,L) x, float(G,C) g, float(G,C) bb) -> (y) {
+  m(b, gg) +=! x(b, gg, c, l) / (C * L)
+  v(b, gg) +=! (x(b, gg, c, l) - m(b, gg)) * (x(b, gg, c, l) - m(b, gg)) / (C * L)
+  y(b, gg, c, l) = (x(b, gg, c, l) - m(b, gg)) * rsqrt(v(b, gg) + 1e-5) * g(gg, c) + bb(gg, c)
+}""", full=dict(B=16, G=8, C=32, L=1024), tiny=dict(B=2, G=2, C=3, L=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["G"], s["C"], s["L"]), _w(r, s["G"], s["C"]), _w(r, s["G"], s["C"])])
+def _gn(torch, a, t, s):
+    F = torch.nn.functional
+    B, G, C, L = s["B"], s["G"], s["C"], s["L"]
+    return {"F.group_norm": _nograd(torch, lambda: F.group_norm(t[0].reshape(B, G * C, L), G, t[1].reshape(-1), t[2].reshape(-1), eps=1e-5).reshape(B, G, C, L))}
+
+
+@program(name="conv_transpose1d (select)", kind="conv", src="""
+def ct(float(B,C,L) x, float(C,O,K) w) -> (y) {
+  y(b, o, t) +=! (t - k >= 0 && t - k < L ? x(b, c, t - k) : 0) * w(c, o, k) where t in 0:L + K - 1, k in 0:K
+}""", full=dict(B=16, C=128, L=512, O=128, K=5), tiny=dict(B=2, C=3, L=6, O=2, K=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["O"], s["K"])])
+def _ct(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv_transpose1d": _nograd(torch, lambda: F.conv_transpose1d(t[0], t[1]))}
+
+
+@program(name="batched gemv transposed", kind="linear", src="""
+def bg(float(B,N,M) A, float(B,N) x) -> (y) {
+  y(b, i) +=! A(b, j, i) * x(b, j)
+}""", full=dict(B=64, N=512, M=512), tiny=dict(B=2, N=3, M=4), inputs=lambda r, s: [_n(r, s["B"], s["N"], s["M"]), _n(r, s["B"], s["N"])])
+def _bg(torch, a, t, s):
+    return {"bmm": _nograd(torch, lambda: torch.bmm(t[1][:, None, :], t[0])[:, 0])}
+
+
+@program(name="attention pooling over time", kind="attention", src="""
+def apool(float(B,T,D) h, float(D) q) -> (y) {
+  sc(b, t) +=! h(b, t, d) * q(d)
+  m(b) max=! sc(b, t)
+  e(b, t) = exp(sc(b, t) - m(b))
+  z(b) +=! e(b, t)
+  y(b, d) +=! e(b, t) * h(b, t, d) / z(b)
+}""", full=dict(B=64, T=256, D=512), tiny=dict(B=2, T=3, D=4), inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _w(r, s["D"])])
+def _apool(torch, a, t, s):
+    def run():
+        w = torch.softmax(t[0] @ t[1], 1)
+        return torch.einsum("bt,btd->bd", w, t[0])
+    return {"softmax + einsum": _nograd(torch, run)}
+
+
+@program(name="NCHW -> NHWC transpose", kind="conv", src="""
+def tr(float(N,C,H,W) x) -> (y) {
+  y(n, h, w, c) = x(n, c, h, w)
+}""", full=dict(N=32, C=64, H=56, W=56), tiny=dict(N=1, C=2, H=3, W=2), inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _tr(torch, a, t, s):
+    return {"permute.contiguous": _nograd(torch, lambda: t[0].permute(0, 2, 3, 1).contiguous())}
+
+
+@program(name="layer-norm elman (LN in the loop)", kind="rnn", src="""
+def lnrnn(float(T,B,I) x, float(B,H) h0, float(H,I) W, float(H,H) U, float(H) g) -> (h) {
+  for t in T {
+    if t == 0 { a(b, j) +=! h0(b, k) * U(j, k) } else { a(b, j) +=! h(t - 1, b, k) * U(j, k) }
+    a(b, j) += x(t, b, i) * W(j, i)
+    m(b) +=! a(b, j) / H
+    v(b) +=! (a(b, j) - m(b)) * (a(b, j) - m(b)) / H
+    h(t, b, j) = tanh((a(b, j) - m(b)) * rsqrt(v(b) + 1e-5) * g(j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["H"]), 1 + _w(r, s["H"])])
+def _lnrnn(torch, a, t, s):
+    F = torch.nn.functional
+    def run():
+        h = t[1]; out = []
+        for i in range(s["T"]):
+            h = torch.tanh(F.layer_norm(t[0][i] @ t[2].T + h @ t[3].T, (s["H"],), t[4], None, 1e-5))
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="softmax over middle dim", kind="norm", src="""
+def smid(float(B,N,D) x) -> (y) {
+  m(b, d) max=! x(b, n, d)
+  e(b, n, d) = exp(x(b, n, d) - m(b, d))
+  z(b, d) +=! e(b, n, d)
+  y(b, n, d) = e(b, n, d) / z(b, d)
+}""", full=dict(B=32, N=256, D=512), tiny=dict(B=2, N=3, D=4), inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"])])
+def _smid(torch, a, t, s):
+    return {"softmax(dim=1)": _nograd(torch, lambda: torch.softmax(t[0], 1))}
