@@ -6,6 +6,8 @@ tails and several blocks, and the float32 rounding of a long sum against a
 float64 reference."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -56,12 +58,12 @@ def test_row_reductions_get_partial_accumulators_in_vector_lanes():
     script = tcdsl.compile(SOFTMAX, options=NO_CACHE).script
     assert "mx_lanes = T.alloc_local((16,))" in script
     assert "s_lanes = T.alloc_local((16,))" in script
-    assert "mx_lanes[c1_v] = T.max(mx_lanes[c1_v], x[" in script
+    assert re.search(r"mx_lanes\[(c\d)_v\] = T\.max\(mx_lanes\[\1_v\], x\[", script)
     # the map statement of the same loop (e, computed in the output y: polyhedral/inplace.py) is
     # stored by the same vector iterations
-    assert "y[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in script
+    assert re.search(r"y\[c0, \((c\d)_b \* 32 \+ \1_o\) \* 16 \+ \1_v\] =", script)
     written = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "inplace": False}).script
-    assert "e[c0, (c1_b * 32 + c1_o) * 16 + c1_v] =" in written
+    assert re.search(r"e\[c0, \((c\d)_b \* 32 \+ \1_o\) \* 16 \+ \1_v\] =", written)
     scalar = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": 0}).script
     assert "_lanes" not in scalar
 

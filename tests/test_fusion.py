@@ -164,3 +164,57 @@ def test_auto_does_not_count_statements_that_a_serial_gate_loop_encloses():
         ref.append(h)
     got = auto(*(a.astype(np.float32) for a in (x, h0, c0, Wx, Wh)))
     np.testing.assert_allclose(got, np.stack(ref), rtol=1e-4, atol=1e-5)
+
+
+CROSS_ENTROPY = """def ce(float(N,C) x, int32(N) target) -> (loss) {
+  mx(n) max=! x(n, c)
+  z(n) +=! exp(x(n, c) - mx(n))
+  loss +=! (log(z(n)) + mx(n) - x(n, target(n))) / N
+}"""
+
+
+SOFTMAX_MIDDLE = """def smid(float(B,N,D) x) -> (y) {
+  m(b, d) max=! x(b, n, d)
+  e(b, n, d) = exp(x(b, n, d) - m(b, d))
+  z(b, d) +=! e(b, n, d)
+  y(b, n, d) = e(b, n, d) / z(b, d)
+}"""
+
+
+def _softmax(x, axis):
+    e = np.exp(x.astype(np.float64) - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("name", ["rows", "middle"])
+def test_nests_over_the_same_rows_share_one_parallel_loop(name):
+    """isl runs a softmax's normalisation as a second parallel pass over the
+    tensor, after the sums; every dependence stays in a row (a batch), so
+    one parallel loop over the rows runs them all while the row is in cache."""
+    from helpers import SOFTMAX
+
+    src = {"rows": SOFTMAX, "middle": SOFTMAX_MIDDLE}[name]
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    separate = tcdsl.compile(src, options={"disk_cache": False, "fusion": "isl"})
+    assert k.script.count("T.parallel") == 1 and separate.script.count("T.parallel") == 2
+    rng = np.random.default_rng(7)
+    for shape in ([(1, 1), (3, 17), (5, 100), (64, 1030)] if name == "rows" else [(1, 1, 1), (2, 3, 17), (3, 40, 33)]):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(k(x), _softmax(x, 1), rtol=1e-4, atol=1e-6)
+
+
+def test_rows_are_not_shared_when_a_dependence_crosses_them():
+    """The mean over the whole tensor needs every row before any output
+    (``y(n, c) = x(n, c) - m``): no shared loop over the rows."""
+    src = """def center(float(N,C) x) -> (y) {
+  m +=! x(n, c) / (N * C)
+  y(n, c) = x(n, c) - m
+}"""
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    x = np.random.default_rng(8).standard_normal((37, 19)).astype(np.float32)
+    np.testing.assert_allclose(k(x), x - x.astype(np.float64).mean(), rtol=1e-5, atol=1e-5)
+    rows = tcdsl.compile(CROSS_ENTROPY, options={"disk_cache": False})
+    t = np.random.default_rng(9).integers(0, 19, 37).astype(np.int32)
+    xd = x.astype(np.float64)
+    want = np.mean(np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1)) + xd.max(1) - xd[np.arange(37), t])
+    np.testing.assert_allclose(rows(x, t), want, rtol=1e-5)

@@ -73,6 +73,15 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         if ((_tiled_statements(other, stride_one, red), _vector_statements(other, stride_one))
                 > (_tiled_statements(root, stride_one, red), _vector_statements(root, stride_one))):
             root = other
+    if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 and not _contracts(k):
+        # isl's nests over the same rows, one after the other (a softmax's
+        # normalisation after its row sums): one parallel loop over the rows,
+        # so that each row is still in cache for the next nest
+        other = _rows_fused(sched, sc)
+        if other is not None:
+            other = _finish(other, stride_one)
+            if _vector_statements(other, stride_one) >= _vector_statements(root, stride_one):
+                root = other
     if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
         if other is not None:
@@ -171,6 +180,35 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
         node = node.band_split(1)
     outer = node.band_get_partial_schedule()
     inner = _compute(sc, True).get_root().child(0)
+    return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
+
+
+def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
+    """isl's sequence of nests at the top, each under a parallel loop, as
+    one parallel loop (the union of theirs) with isl's nests below it, when every dependence stays at
+    one value of that loop: a softmax ``y(n, c) = e(n, c) / s(n)`` after the
+    row sums ``s(n) +=! e(n, c)`` then runs while the row is in cache, not as
+    a second pass over the whole tensor.  None otherwise."""
+    NT = isl.schedule_node_type
+    seq = sched.get_root().child(0)
+    if seq.get_type() != NT.sequence or seq.n_children() < 2:
+        return None
+    outer = None
+    for i in range(seq.n_children()):
+        band = seq.child(i).child(0)
+        if band.get_type() != NT.band or not band.band_member_get_coincident(0):
+            return None
+        if band.band_n_member() > 1:
+            band = band.band_split(1)
+        part = band.band_get_partial_schedule()
+        outer = part if outer is None else outer.union_add(part)
+    phi = isl.UnionMap.from_multi_union_pw_aff(outer)
+    moved = sc.get_validity().apply_domain(phi).apply_range(phi).deltas()
+    zero = isl.Set.read_from_str(sched.get_ctx(), "{ [0] }")
+    sets = moved.get_set_list()
+    if not all(d.is_subset(zero.align_params(d.get_space())) for d in (sets.get_at(i) for i in range(sets.n_set()))):
+        return None
+    inner = sched.get_root().child(0)  # isl's nests, each now at one value of the shared loop
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
 
 
