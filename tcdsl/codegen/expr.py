@@ -75,15 +75,9 @@ class Merged:
         return self.tensor.shape
 
 
-class Remapped:
-    """A tensor read through a copied panel whose element a load finds from
-    the loops' current values rather than from the tensor's indices (a
-    strided window ``x(b, c, 2 * t + k)``: no strided view of the panel
-    exists; codegen/cpu_tiles.py, ``_Panels``).  ``locate()`` gives the
-    panel's index for the load being built."""
-
-    def __init__(self, tensor: tirx.Buffer, panel: tirx.Buffer, locate):
-        self.tensor, self.panel, self.locate = tensor, panel, locate
+class _StandIn:
+    """What stands for ``self.tensor`` in the code generator's ``buffers``
+    maps: the tensor's dtype, name and shape."""
 
     @property
     def dtype(self):
@@ -98,7 +92,18 @@ class Remapped:
         return self.tensor.shape
 
 
-class Partial:
+class Remapped(_StandIn):
+    """A tensor read through a copied panel whose element a load finds from
+    the loops' current values rather than from the tensor's indices (a
+    strided window ``x(b, c, 2 * t + k)``: no strided view of the panel
+    exists; codegen/cpu_tiles.py, ``_Panels``).  ``locate()`` gives the
+    panel's index for the load being built."""
+
+    def __init__(self, tensor: tirx.Buffer, panel: tirx.Buffer, locate):
+        self.tensor, self.panel, self.locate = tensor, panel, locate
+
+
+class Partial(_StandIn):
     """A tensor read at several places of a statement, of which only those
     that do not move with the row tile's rows read a packed panel: the Gram
     matrix ``G(i, j) +=! X(n, i) * X(n, j)`` reads ``X(n, j)`` from the panel
@@ -115,18 +120,6 @@ class Partial:
                 if isinstance(node, n.IndexVar) and node.name in self.row_dims:
                     return self.tensor
         return self.view
-
-    @property
-    def dtype(self):
-        return self.tensor.dtype
-
-    @property
-    def name(self) -> str:
-        return self.tensor.name
-
-    @property
-    def shape(self):
-        return self.tensor.shape
 
 
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
