@@ -168,7 +168,7 @@ class CpuAstLowering(AstLowering):
                 return par
             # in a sequential loop, a single strip runs on the calling thread: a
             # parallel region per step for one iteration costs more than the step
-            # (a triangular solve of 512 x 64, one strip: 1.2 -> 0.9 ms)
+            # (a triangular solve of 512 x 64, one strip: 1.2-2.3 -> 0.33-0.49 ms)
             _, extent = self.loop_range(node)
             count = tirx.floordiv(tirx.max(extent, 0) + step - 1, step)
             return tirx.IfThenElse(count >= 2, par, self.plain_loop(node, False, tirx.ForKind.SERIAL))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-import islpy as isl
 from tvm import tirx
 from tvm.tirx import ForKind
 
@@ -60,16 +59,7 @@ def row_dims(low, call, row: str) -> frozenset:
     other loop bound to a probe of its own meanwhile)."""
     s = low.stmts[isl_ast.statement(call)]
     args = isl_ast.args(call)[1:]
-    names: set[str] = set()
-
-    def ids(e):
-        if e.get_type() == isl.ast_expr_type.id:
-            names.add(e.get_id().get_name())
-        elif e.get_type() == isl.ast_expr_type.op:
-            for x in isl_ast.args(e):
-                ids(x)
-    for a in args:
-        ids(a)
+    names = set().union(*(isl_ast.ids(a) for a in args))
     probe = {x: tirx.Var(x + "_p", INDEX) for x in names | {row}}
     with low.bound(probe):
         values = [low.expr(x) for x in args]
