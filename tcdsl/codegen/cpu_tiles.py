@@ -22,6 +22,7 @@ accumulator still sums ``k`` in order.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import islpy as isl
@@ -550,20 +551,22 @@ class _Tile(_Column):
         by row.  Each row still sums its steps in increasing ``k``."""
         low, node = self.low, self.chain[0]
         name = iterator(node)
+        simplify = sym.Analyzer().simplify
+        # the bounds live in a local array (LLVM keeps it in registers): TVM's
+        # passes see through variables, and a band's nested min/max
+        # (``k >= i - 2 && k <= i + 3``) took them half a minute per kernel
+        cells = tirx.decl_buffer((2 * nr + 2,), INDEX, name=f"{name}_range", scope="local")
+        binds = [tirx.AllocBuffer(cells)]
+        def bind(x: tirx.PrimExpr) -> tirx.PrimExpr:
+            binds.append(tirx.BufferStore(cells, simplify(x), [len(binds) - 1]))
+            return tirx.BufferLoad(cells, [len(binds) - 2])
         ranges = []
         for r in range(nr):
             with low.bound({self.row: r0 + r}):
                 init, ext = low.loop_range(node)
-            ranges.append((init, init + tirx.max(ext, 0)))
-        lo = ranges[0][0]
-        for a, _ in ranges[1:]:
-            lo = tirx.max(lo, a)
-        hi = ranges[0][1]
-        for _, b in ranges[1:]:
-            hi = tirx.min(hi, b)
-        hi = tirx.max(hi, lo)
-        simplify = sym.Analyzer().simplify
-        lo, hi = simplify(lo), simplify(hi)
+            ranges.append((bind(init), bind(init + tirx.max(ext, 0))))
+        lo = bind(functools.reduce(tirx.max, [a for a, _ in ranges]))
+        hi = bind(tirx.max(functools.reduce(tirx.min, [b for _, b in ranges]), lo))
 
         def run(first, end, body_of) -> tirx.Stmt:
             k = tirx.Var(name + "_k", INDEX)
@@ -572,13 +575,11 @@ class _Tile(_Column):
             return tirx.For(k, 0, simplify(tirx.max(end - first, 0)), tirx.ForKind.SERIAL, body)
 
         def one_row(r: int) -> Callable:
-            def body_of(d, rr, c):
-                return update(d, tirx.const(r, INDEX), c)
-            return lambda: lanes(body_of, rows=1)
+            return lambda: lanes(lambda d, rr, c: update(d, tirx.const(r, INDEX), c), rows=1)
 
         before = [run(a, tirx.min(lo, b), one_row(r)) for r, (a, b) in enumerate(ranges)]
         after = [run(tirx.max(hi, a), b, one_row(r)) for r, (a, b) in enumerate(ranges)]
-        return seq(before + [run(lo, hi, lambda: lanes(update))] + after)
+        return tirx.SeqStmt(binds + [seq(before + [run(lo, hi, lambda: lanes(update))] + after)])
 
     def _nest(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt:
         """The reduction loops chain[i:], in their order, around ``innermost()``;
