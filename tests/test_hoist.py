@@ -321,7 +321,8 @@ def test_auto_keeps_both_programs_and_runs_each_on_its_side():
         rng = np.random.default_rng(B)
         inputs = [rand(rng, 4, B, 5), rand(rng, B, 6), rand(rng, 5, 6), rand(rng, 6, 6)]
         want = _rnn_numpy(*inputs)
-        for mode in ("never", "after-scheduling", "before-scheduling"):
+        # the specialized binaries (a compile per size) on each side of R
+        for mode in ("never",) + (("after-scheduling", "before-scheduling") if B in (R - 1, R) else ()):
             np.testing.assert_allclose(tcdsl.compile(RNN_PROJ, specialize=mode, options=AUTO)(*inputs), want,
                                        rtol=1e-4, atol=1e-5)
     assert hoisted(tcdsl.compile(RNN_PROJ, specialize="after-scheduling", options=AUTO)) == ["xw"]
