@@ -218,3 +218,24 @@ def test_rows_are_not_shared_when_a_dependence_crosses_them():
     xd = x.astype(np.float64)
     want = np.mean(np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1)) + xd.max(1) - xd[np.arange(37), t])
     np.testing.assert_allclose(rows(x, t), want, rtol=1e-5)
+
+
+def test_a_reduction_over_the_rows_runs_after_their_parallel_loop():
+    """isl fuses a cross entropy's row max and sum with the loss's sum over
+    the rows into one loop, which the loss makes serial: the row max and
+    sum then share one parallel loop over the rows and the loss sums the
+    rows after it (isl's fused loop: no parallel loop at all)."""
+    k = tcdsl.compile(CROSS_ENTROPY, options={"disk_cache": False})
+    fused = tcdsl.compile(CROSS_ENTROPY, options={"disk_cache": False, "fusion": "isl"})
+    assert k.script.count("T.parallel") == 1 and "T.parallel" not in fused.script
+    # the parallel loop holds the max and the sum, not the loss
+    par = k.script[k.script.index("T.parallel"):]
+    head = par[:par.index("\n    for") if "\n    for" in par else len(par)]
+    assert "mx[" in head and "z[" in head and "loss[()] = loss[()] +" not in head
+    rng = np.random.default_rng(10)
+    for N, C in [(1, 1), (2, 3), (17, 5), (100, 33), (513, 1000)]:
+        x = (rng.standard_normal((N, C)) * 3).astype(np.float32)
+        t = rng.integers(0, C, N).astype(np.int32)
+        xd = x.astype(np.float64)
+        want = np.mean(np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1)) + xd.max(1) - xd[np.arange(N), t])
+        np.testing.assert_allclose(k(x, t), want, rtol=1e-5, atol=1e-6)

@@ -82,6 +82,17 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             other = _finish(other, stride_one)
             if _vector_statements(other, stride_one) >= _vector_statements(root, stride_one):
                 root = other
+    if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 and not _top_parallel(root):
+        # isl fused a reduction over the rows into their loop, which it made
+        # serial (a cross entropy's ``loss +=! ... / N`` with each row's max
+        # and sum: the whole loss on one core): a nest per component,
+        # consecutive ones over the same rows sharing one parallel loop, and
+        # the reduction over the rows after them
+        serial = _compute(sc, True)
+        other = _finish(_row_runs(serial, sc) or serial, stride_one)
+        if (_parallel_statements(other), _vector_statements(other, stride_one)) > (
+                _parallel_statements(root), _vector_statements(root, stride_one)):
+            root = other
     if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
         if other is not None:
@@ -210,6 +221,38 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedul
         return None
     inner = sched.get_root().child(0)  # isl's nests, each now at one value of the shared loop
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
+
+
+def _row_runs(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
+    """isl's sequence of nests at the top with each run of consecutive nests
+    under a parallel loop fused as :func:`_rows_fused` fuses them (where it
+    can), in isl's order, which respects the dependences between the runs;
+    None when no run has two nests."""
+    NT = isl.schedule_node_type
+    seq = sched.get_root().child(0)
+    if seq.get_type() != NT.sequence:
+        return None
+    runs: list[tuple[bool, list[int]]] = []
+    for i in range(seq.n_children()):
+        band = seq.child(i).child(0)
+        ok = band.get_type() == NT.band and bool(band.band_member_get_coincident(0))
+        if ok and runs and runs[-1][0]:
+            runs[-1][1].append(i)
+        else:
+            runs.append((ok, [i]))
+    if not any(ok and len(ix) > 1 for ok, ix in runs):
+        return None
+    out = None
+    for ok, ix in runs:
+        dom = seq.child(ix[0]).filter_get_filter()
+        for i in ix[1:]:
+            dom = dom.union(seq.child(i).filter_get_filter())
+        sub = _restricted(sc, dom)
+        part = _compute(sub, True)
+        fused = _rows_fused(part, sub) if ok and len(ix) > 1 else None
+        part = fused if fused is not None else part
+        out = part if out is None else out.sequence(part)
+    return out
 
 
 def _outer_parts(seq: isl.ScheduleNode, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
