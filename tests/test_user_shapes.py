@@ -231,3 +231,47 @@ def test_strips_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+GROUPED = """def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
+  y(b, o, t) +=! x(b, (o / 4) * CG + c, t + k) * w(o, c, k) where t in 0:L - K + 1
+}"""
+
+
+def _grouped_numpy(x, w, groups):
+    B, C, L = x.shape
+    O, CG, K = w.shape
+    y = np.zeros((B, O, L - K + 1))
+    for o in range(O):
+        g = o // (O // groups)
+        for k in range(K):
+            y[:, o] += np.einsum("bcl,c->bl", x[:, g * CG:(g + 1) * CG, k:k + L - K + 1], w[o, :, k])
+    return y
+
+
+def test_a_grouped_convolution_with_a_power_of_two_group_runs_in_register_tiles():
+    """``x(b, (o / 4) * CG + c, t + k)``: a division by a power of two is a
+    shift, which unrolled register tiles may copy (other divisions become
+    TVM Let bindings that may not be)."""
+    k = tcdsl.compile(GROUPED, options=NO_CACHE)
+    assert "acc = T.alloc_local((4," in k.script
+    other = tcdsl.compile(GROUPED.replace("o / 4", "o / 3"), options=NO_CACHE)
+    assert "acc = T.alloc_local" not in other.script
+    rng = np.random.default_rng(11)
+    for B, G, CG, L, K in [(1, 1, 1, 3, 3), (2, 2, 3, 20, 3), (3, 3, 5, 70, 2), (2, 4, 8, 37, 5)]:
+        x, w = _rand(rng, B, G * CG, L), _rand(rng, 4 * G, CG, K)
+        np.testing.assert_allclose(k(x, w), _grouped_numpy(x.astype(np.float64), w, G), rtol=1e-4, atol=1e-4)
+    x, w = _rand(rng, 2, 9, 11), _rand(rng, 9, 3, 3)
+    np.testing.assert_allclose(other(x, w), _grouped_numpy(x.astype(np.float64), w, 3), rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_tiles_stay_inside_their_tensors():
+    import guard
+
+    cases = [{"id": f"grouped:{i}", "source": GROUPED, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"B": 2, "C": 6, "L": 21, "O": 8, "CG": 3, "K": 3},
+                                        {"B": 1, "C": 16, "L": 70, "O": 16, "CG": 4, "K": 2}])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

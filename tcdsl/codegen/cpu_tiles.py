@@ -35,14 +35,8 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
 from .expr import INDEX
-from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, uses as _uses
+from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import _Column, _Panels, _Prepacked, pack_whole, strided_reads
-
-# Nodes that TVM 0.27 lowers to a Let (floor division and remainder by
-# constants) or that are one: in an unrolled register tile the same Let
-# variable ends up bound once per copy, which its simplifier rejects
-# ("Binding of variable rmod ... conflicts"; found by the random programs).
-_UNROLL_UNSAFE = (tirx.FloorDiv, tirx.FloorMod, tirx.Let)
 
 
 # ----------------------------------------------------------------- isl side
@@ -153,7 +147,7 @@ class RegisterTiles:
             buf, idx, value, _ = self.low.statement_parts(call)
         if not idx or any(_uses(x, probe[k]) for x in idx for k in k_names):
             return None
-        if has_node(value, _UNROLL_UNSAFE) or any(has_node(x, _UNROLL_UNSAFE) for x in idx):
+        if has_node(value, unroll_unsafe) or any(has_node(x, unroll_unsafe) for x in idx):
             return None
         coeffs = sym.detect_linear_equation(idx[-1], [probe[j_name]])
         if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:

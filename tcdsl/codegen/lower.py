@@ -436,6 +436,18 @@ def has_node(e, match) -> bool:
     return False
 
 
+def unroll_unsafe(e) -> bool:
+    """``e`` is a Let or a node that TVM 0.27 lowers to one (a floor division
+    or remainder, except by a power of two: a shift or a mask): in an unrolled
+    register tile the same Let variable would be bound once per copy, which
+    its simplifier rejects ("Binding of variable rmod ... conflicts"; found by
+    the random programs)."""
+    if isinstance(e, (tirx.FloorDiv, tirx.FloorMod)):
+        d = e.b
+        return not (isinstance(d, tirx.IntImm) and d.value > 0 and d.value & (d.value - 1) == 0)
+    return isinstance(e, tirx.Let)
+
+
 def loads(e, unguarded: bool = False) -> list:
     """The BufferLoads in a TIR expression, in a fixed order; ``unguarded``:
     only those outside the branches of selects and ``if_then_else``s."""
