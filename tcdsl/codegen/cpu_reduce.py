@@ -35,7 +35,8 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT
 from ..sema import types as ty
 from .expr import INDEX
-from .lower import coefficient, loads, uses
+from . import formulas
+from .lower import binds_kept, coefficient, loads, seq, uses
 
 _ASSOCIATIVE = ("+", "*", "min", "max")
 
@@ -83,7 +84,13 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     with low.bound({name: j}):
         for call in calls:
             s = low.stmts[isl_ast.statement(call)]
-            buf, idx, value, combine = low.statement_parts(call)
+            # a formula's argument holding another formula bound first (formulas.bindings)
+            with formulas.bindings() as binds:
+                buf, idx, value, combine = low.statement_parts(call)
+            if not binds_kept(binds, value):
+                buf, idx, value, combine = low.statement_parts(call)
+                binds = []
+            value = (value, [tirx.Bind(v, x) for v, x in binds])
             moves = [uses(x, vi) or uses(x, vo) or uses(x, vb) for x in idx]
             if not any(moves):
                 c = s.info.comp
@@ -102,8 +109,8 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     stored = {}
     for kind, _, _, buf, idx, _, _ in parts:
         stored.setdefault(buf.name, []).append((kind, idx))
-    for kind, _, _, buf, idx, value, _ in parts:
-        reads = loads(value) + _index_loads(idx)
+    for kind, _, _, buf, idx, (value, binds), _ in parts:
+        reads = loads(value) + [ld for b in binds for ld in loads(b.value)] + _index_loads(idx)
         for ld in reads:
             if ld.source.name not in stored:
                 continue
@@ -121,13 +128,13 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     accs = {}
     body, inits, combines = [], [], []
     totals, inits_once, finals = [], [], []
-    for kind, s, call, buf, idx, value, combine in parts:
+    for kind, s, call, buf, idx, (value, binds), combine in parts:
         if kind == "map":
-            body.append(tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx))
+            body.append(seq(binds + [tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)]))
             continue
         acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope="local")
         accs[call] = acc
-        body.append(tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi]))
+        body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))
         lane = tirx.Var(name + "_l", INDEX)
         ident = tirx.const(ty.identity(s.info.comp.reduction, str(buf.dtype)), buf.dtype)
         inits.append(tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, tirx.BufferStore(acc, ident, [lane])))

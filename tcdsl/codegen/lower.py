@@ -372,13 +372,26 @@ def emit_statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
     arguments of its vector formulas (codegen/formulas.py ``bindings``)."""
     with formulas.bindings() as binds:
         buf, idx, value, combine = _parts(s, env, buffers)
-    if binds.deeper:
+    if not binds_kept(binds, value):
         buf, idx, value, combine = _parts(s, env, buffers)
         binds = []
     store = tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
     if not binds:
         return store
     return tirx.SeqStmt([tirx.Bind(v, x) for v, x in binds] + [store])
+
+
+def _extern_call(e) -> bool:
+    return isinstance(e, tvm.ir.expr.Call) and getattr(e.op, "name", "") == "tirx.call_pure_extern"
+
+
+def binds_kept(binds, value) -> bool:
+    """The bindings of a statement's formulas (``formulas.bindings``) may
+    precede it: not for a chain of more than two, nor beside a libm call
+    (``fmax(x, 0) + log(1 + exp(-fabs(x)))``: TVM's vectorizer runs such a
+    statement lane by lane and loses the bound variable)."""
+    return not binds.deeper and not (binds and (has_node(value, _extern_call)
+                                                or any(has_node(x, _extern_call) for _, x in binds)))
 
 
 def _parts(s: IslStmt, env: dict, buffers: dict):

@@ -39,6 +39,7 @@ from tvm import tirx
 
 from ..sema.builtins import BUILTINS
 from . import formulas as f
+from . import special as sp
 from .formulas import check_dtype, float_const, libm as _libm
 
 __all__ = ["LOWERINGS", "FORMULAS", "lower", "float_const"]
@@ -85,15 +86,15 @@ LOWERINGS: dict[str, Lower] = {
     "cos": _intrin(tirx.cos),
     # libm: TVM 0.27 has no vector lowering of tirx.cosh / tirx.sinh on llvm ("unknown intrinsic").
     "cosh": _libm("cosh"),
-    "cospi": _formula(f.cospi),
-    "cyl_bessel_i0": _formula(f.i0),
-    "cyl_bessel_i1": _formula(f.i1),
+    "cospi": _formula(sp.cospi),
+    "cyl_bessel_i0": _formula(sp.i0),
+    "cyl_bessel_i1": _formula(sp.i1),
     "erfc": _libm("erfc"),
-    "erfcinv": _formula(f.erfcinv),
-    "erfcx": _formula(f.erfcx),
+    "erfcinv": _formula(sp.erfcinv),
+    "erfcx": _formula(sp.erfcx),
     # float32: a vectorizable formula (see f.erf); float64: tirx.erf.
     "erf": _formula(f.erf),
-    "erfinv": _formula(f.erfinv),
+    "erfinv": _formula(sp.erfinv),
     # tirx.exp10 is exp(x*ln10) on llvm: 1.2e-11 relative error in float64.
     "exp10": _libm("exp10"),
     "exp2": _intrin(tirx.exp2),
@@ -105,12 +106,12 @@ LOWERINGS: dict[str, Lower] = {
     "fdivide": _intrin(lambda a, b: a / b),
     "floor": _intrin(tirx.floor),
     "fma": _libm("fma"),
-    # C fmax/fmin ignore a NaN operand; tirx.max/min are a compare+select that do not.
-    "fmax": _libm("fmax"),
-    "fmin": _libm("fmin"),
+    # C fmax/fmin ignore a NaN operand (tirx.max/min alone do not): selects on its bits.
+    "fmax": _formula(f.fmax_fmin("fmax")),
+    "fmin": _formula(f.fmax_fmin("fmin")),
     # tirx.fmod has no llvm lowering ("unknown intrinsic tirx.fmod").
     "fmod": _libm("fmod"),
-    "hypot": _intrin(f.hypot),
+    "hypot": _intrin(sp.hypot),
     "j0": _libm("j0"),
     "j1": _libm("j1"),
     "lgamma": _libm("lgamma"),
@@ -118,24 +119,24 @@ LOWERINGS: dict[str, Lower] = {
     "log1p": _intrin(tirx.log1p),
     "log2": _intrin(tirx.log2),
     "logb": _libm("logb"),
-    "log": _intrin(tirx.log),
+    "log": _formula(f.log),
     "nextafter": _intrin(tirx.nextafter),
-    "norm3d": _formula(f.norm3d),
-    "norm4d": _formula(f.norm4d),
-    "normcdf": _formula(f.normcdf),
-    "normcdfinv": _formula(f.normcdfinv),
+    "norm3d": _formula(sp.norm3d),
+    "norm4d": _formula(sp.norm4d),
+    "normcdf": _formula(sp.normcdf),
+    "normcdfinv": _formula(sp.normcdfinv),
     "pow": _intrin(tirx.pow),
-    "rcbrt": _formula(lambda x, dt: f.recip(f.cbrt(x, dt), dt)),
+    "rcbrt": _formula(lambda x, dt: sp.recip(f.cbrt(x, dt), dt)),
     "remainder": _libm("remainder"),
-    "rhypot": _formula(lambda a, b, dt: f.recip(f.hypot(a, b), dt)),
-    "rnorm3d": _formula(lambda a, b, c, dt: f.recip(f.norm3d(a, b, c, dt), dt)),
-    "rnorm4d": _formula(lambda a, b, c, d, dt: f.recip(f.norm4d(a, b, c, d, dt), dt)),
+    "rhypot": _formula(lambda a, b, dt: sp.recip(sp.hypot(a, b), dt)),
+    "rnorm3d": _formula(lambda a, b, c, dt: sp.recip(sp.norm3d(a, b, c, dt), dt)),
+    "rnorm4d": _formula(lambda a, b, c, d, dt: sp.recip(sp.norm4d(a, b, c, d, dt), dt)),
     # tirx.round is nearbyint (half to even); C/CUDA round() rounds halves away from zero.
     "round": _libm("round"),
     "rsqrt": _intrin(tirx.rsqrt),
     "sin": _intrin(tirx.sin),
     "sinh": _libm("sinh"),
-    "sinpi": _formula(f.sinpi),
+    "sinpi": _formula(sp.sinpi),
     "sqrt": _intrin(tirx.sqrt),
     "tan": _intrin(tirx.tan),
     # Not tirx.tanh: its llvm formula loses small arguments (relative error > 1e-6 below

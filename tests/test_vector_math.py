@@ -1,0 +1,89 @@
+"""Float32 math that stays vectorized (codegen/formulas.py): ``log`` as a
+formula (``llvm.log`` on a vector is one libm call per lane), ``fmax`` and
+``fmin`` as selects, NaN kept by every formula, and nested formulas beside
+such calls inside vector loops and vector reductions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+
+NO_CACHE = {"disk_cache": False}
+
+
+def _one(fn: str, dtype: str = "float") -> tcdsl.Kernel:
+    return tcdsl.compile(f"def f({dtype}(N) x) -> (y) {{\n  y(i) = {fn}(x(i))\n}}", options=NO_CACHE)
+
+
+def test_log_is_a_formula_within_an_ulp():
+    k = _one("log")
+    assert "T.log" not in k.script
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.exp(rng.uniform(-103, 88, 100_000)).astype(np.float32),
+                        rng.uniform(0.5, 2, 100_000).astype(np.float32),
+                        # every exponent, subnormals included (positive bit patterns below inf)
+                        rng.integers(1, 0x7F800000, 100_000, dtype=np.int32).view(np.float32)])
+    want = np.log(x.astype(np.float64))
+    ulp = np.abs(k(x) - want) / np.spacing(np.abs(want).astype(np.float32))
+    assert ulp.max() <= 1.0, (ulp.max(), x[ulp.argmax()])
+
+
+def test_log_of_special_values():
+    k = _one("log")
+    x = np.float32([0.0, -0.0, -1.0, -np.inf, np.inf, np.nan, 1.0, 1e-45, 2.0] * 3)  # vector lanes and the tail
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(k(x), np.log(x))
+
+
+@pytest.mark.parametrize("fn", ["exp", "log", "tanh", "sigmoid", "erf"])
+def test_a_nan_stays_a_nan(fn):
+    """The formulas test NaN on its bits: LLVM may fold a float ``v != v``
+    (exp(NaN) was inf, tanh(NaN) and erf(NaN) 1)."""
+    y = _one(fn)(np.float32([np.nan, 1.0, -np.nan] * 8))
+    assert np.isnan(y[0::3]).all() and np.isnan(y[2::3]).all() and np.isfinite(y[1::3]).all()
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [("float", np.float32), ("double", np.float64)])
+def test_fmax_and_fmin_ignore_a_nan_operand_in_vector_loops(dtype, np_dtype):
+    k = tcdsl.compile(f"def f({dtype}(N) a, {dtype}(N) b) -> (y, z) {{\n  y(i) = fmax(a(i), b(i))\n"
+                      f"  z(i) = fmin(a(i), b(i))\n}}", options=NO_CACHE)
+    assert "fmax" not in k.script and "fmin" not in k.script and "T.vectorized" in k.script
+    a = np_dtype([np.nan, 1, np.nan, -np.inf, 3, -2, 0.5] * 5)
+    b = np_dtype([2, np.nan, np.nan, 1, np.inf, -3, 0.25] * 5)
+    y, z = k(a, b)
+    np.testing.assert_array_equal(y, np.fmax(a, b))
+    np.testing.assert_array_equal(z, np.fmin(a, b))
+
+
+BCE = """def bce(float(N,C) x, float(N,C) t) -> (loss) {
+  loss +=! (fmax(x(n, c), 0) - x(n, c) * t(n, c) + log(1 + exp(-fabs(x(n, c))))) / (N * C)
+}"""
+
+
+def test_a_loss_with_nested_formulas_and_fmax_is_one_vector_reduction():
+    """Binary cross entropy with logits: ``log(1 + exp(..))`` nests two
+    formulas (the inner one bound first) beside an ``fmax``; the sum runs in
+    vector lanes with no libm call."""
+    k = tcdsl.compile(BCE, options=NO_CACHE)
+    assert "loss_lanes" in k.script and "T.log" not in k.script and "fmaxf" not in k.script
+    rng = np.random.default_rng(1)
+    for N, C in [(1, 1), (3, 5), (17, 40), (64, 1000)]:
+        x = (rng.standard_normal((N, C)) * 4).astype(np.float32)
+        t = (rng.random((N, C)) > 0.5).astype(np.float32)
+        xd = x.astype(np.float64)
+        want = np.mean(np.maximum(xd, 0) - xd * t + np.log1p(np.exp(-np.abs(xd))))
+        np.testing.assert_allclose(k(x, t), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("body", ["y(n, c) = fmod(x(n, c), 3) + log(1 + exp(x(n, c)))",
+                                  "y(n, c) = fmod(x(n, c), 3) + tanh(1 + exp(x(n, c)))"])
+def test_nested_formulas_beside_a_libm_call_compile(body):
+    """A libm call (``fmod``) makes TVM run the vector statement lane by lane,
+    which loses a bound argument ("variables (act,) are used, but are not
+    passed in"): such a statement keeps its formulas unbound."""
+    k = tcdsl.compile(f"def f(float(N,C) x) -> (y) {{\n  {body}\n}}", options=NO_CACHE)
+    x = np.random.default_rng(2).standard_normal((3, 37)).astype(np.float32)
+    xd = x.astype(np.float64)
+    outer = np.log if "log" in body else np.tanh
+    np.testing.assert_allclose(k(x), np.fmod(xd, 3) + outer(1 + np.exp(xd)), rtol=1e-5, atol=1e-6)
