@@ -133,3 +133,61 @@ def test_a_long_float32_sum_is_accurate():
     serial = float(tcdsl.compile(FULL_SUM, options={**NO_CACHE, "reduce_lanes": 0})(x))
     assert abs(lanes - exact) / exact < 3e-7  # NumPy's pairwise sum: 5e-8
     assert abs(serial - exact) / exact > 10 * abs(lanes - exact) / exact  # what the lanes are for
+
+
+MSE = """def mse(float(N,C) x, float(N,C) y) -> (loss) {
+  loss +=! (x(n, c) - y(n, c)) * (x(n, c) - y(n, c)) / (N * C)
+}"""
+
+MAX_ABS = """def mabs(float(N,C) x) -> (m) {
+  m max=! fabs(x(n, c))
+}"""
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_a_reduction_of_a_whole_tensor_shares_its_blocks_among_threads(threads):
+    """A loss over a whole tensor (no loop of the kernel around it): each
+    thread sums its share of the vector blocks into its own total, the
+    totals are combined in thread order (float64 for a float32 sum)."""
+    opts = {**NO_CACHE, "cpu_threads": threads}
+    k, m = tcdsl.compile(MSE, options=opts), tcdsl.compile(MAX_ABS, options=opts)
+    for kern in (k, m):
+        assert f"T.parallel({threads})" in kern.script and "_threads = T.alloc_buffer" in kern.script
+    rng = np.random.default_rng(3)
+    # fewer blocks than threads, a block and a tail, many blocks
+    for N, C in [(1, 1), (1, 17), (3, 200), (37, 1000), (1000, 333)]:
+        x, y = rng.standard_normal((N, C)).astype(np.float32), rng.standard_normal((N, C)).astype(np.float32)
+        d = x.astype(np.float64) - y
+        np.testing.assert_allclose(k(x, y), np.mean(d * d), rtol=1e-5)
+        np.testing.assert_array_equal(m(x), np.abs(x).max())
+
+
+def test_a_reduction_inside_a_loop_is_not_shared_out():
+    """Inside a row's loop (isl's fused cross entropy) or a sequential ``for``
+    a parallel region per row or step would cost more than it saves."""
+    rows = tcdsl.compile("""def f(float(N,C) x) -> (s) {
+  mx(n) max=! x(n, c)
+  s +=! mx(n)
+}""", options={**NO_CACHE, "fusion": "isl"})
+    steps = tcdsl.compile("""def g(float(T,C) x) -> (s) {
+  for t in T {
+    s(t) +=! x(t, c) * x(t, c)
+  }
+}""", options=NO_CACHE)
+    for kern in (rows, steps):
+        assert "_threads = T.alloc_buffer" not in kern.script
+    x = np.random.default_rng(4).standard_normal((9, 300)).astype(np.float32)
+    np.testing.assert_allclose(rows(x), x.max(1).sum(), rtol=1e-5)
+    np.testing.assert_allclose(steps(x), (x.astype(np.float64) ** 2).sum(1), rtol=1e-5)
+
+
+def test_shared_out_reductions_stay_inside_their_tensors():
+    import guard  # tests/guard.py: guard pages before and after every tensor
+
+    cases = [{"id": f"shared:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([(MSE, {"N": 3, "C": 171}), (MSE, {"N": 1, "C": 15}),
+                                               (MAX_ABS, {"N": 33, "C": 517})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

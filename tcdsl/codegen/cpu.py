@@ -196,12 +196,21 @@ class CpuAstLowering(AstLowering):
             if vec is not None:
                 return vec
         if mark != PARALLEL and cpu.reduce_lanes and not isl_ast.has(node.for_get_body(), isl_ast.is_loop):
-            vec = vector_reduction(self, node, name, init, extent, cpu.reduce_lanes, REDUCE_BLOCK)
+            vec = vector_reduction(self, node, name, init, extent, cpu.reduce_lanes, REDUCE_BLOCK,
+                                   self._reduction_threads(parallel_ok))
             if vec is not None:
                 return vec
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+
+    def _reduction_threads(self, parallel_ok: bool) -> int:
+        """Threads among which a vector reduction that no loop encloses shares
+        its blocks (a loss over a whole tensor)."""
+        cpu = self.gen.cpu
+        in_loop = self.kernel is not None and bool(self.kernel.loops)
+        outermost = set(self.env) <= self.top  # no loop of the kernel encloses it
+        return cpu.threads if parallel_ok and outermost and cpu.parallel and not in_loop else 0
 
     def _one_row_tile(self, node: isl.AstNode) -> tirx.Stmt | None:
         """A reduction nest ``for k { for j (par) { S } }`` lowered where its
@@ -239,6 +248,7 @@ class CpuAstLowering(AstLowering):
             marks = (SERIAL, None)  # a reduction loop, marked or not
         else:
             return None
+        threads = self._reduction_threads(parallel_ok)
         merged = collapse(self, node, name, init, marks)
         if merged is None:
             return None
@@ -252,7 +262,7 @@ class CpuAstLowering(AstLowering):
                 if mark == PARALLEL:
                     out = self._vectorized(both, name, init, total, parallel, parallel_ok)
                 else:
-                    out = vector_reduction(self, both, name, init, total, cpu.reduce_lanes, REDUCE_BLOCK)
+                    out = vector_reduction(self, both, name, init, total, cpu.reduce_lanes, REDUCE_BLOCK, threads)
         finally:
             self.buffer_override = saved
         return None if out is None else tirx.SeqStmt(declarations(views) + [out])

@@ -28,6 +28,8 @@ with the block's length instead of the row's.
 """
 from __future__ import annotations
 
+import functools
+
 import islpy as isl
 from tvm import sym, tirx
 
@@ -69,10 +71,13 @@ def _index_loads(idx: list) -> list:
 
 
 def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr,
-                     lanes: int, block: int) -> tirx.Stmt | None:
+                     lanes: int, block: int, threads: int = 0) -> tirx.Stmt | None:
     """The innermost loop ``node`` (iterator ``name``, ``extent`` iterations
     from ``init``) as vector iterations with partial accumulators (see the
-    module docstring), or None when it does not qualify."""
+    module docstring), or None when it does not qualify.  ``threads`` > 1:
+    the blocks are shared out among that many threads, each with its own
+    partial results, combined in thread order after them (a loss summed over
+    a whole tensor, outside any parallel loop)."""
     calls = _calls(node.for_get_body())
     if not calls or lanes < 2:
         return None
@@ -125,6 +130,11 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
         if not all(_same_element(writes[0][1], w) for _, w in writes):
             return None
 
+    # threads: only accumulators (a map's stores would be shared out too: fine,
+    # but such loops run inside a row's parallel loop already)
+    threads = threads if threads > 1 and all(p[0] == "acc" for p in parts) else 0
+    if threads:
+        return _shared_out(low, node, name, init, n, parts, lanes, block, threads)
     accs = {}
     body, inits, combines = [], [], []
     totals, inits_once, finals = [], [], []
@@ -164,3 +174,68 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
                     low.body_with(node, name, init + n_vec * lanes + vt, False))
     allocs = [tirx.AllocBuffer(b) for b in list(accs.values()) + totals]
     return tirx.SeqStmt(allocs + inits_once + [main] + finals + [tail])
+
+
+def _shared_out(low, node, name: str, init, n, parts: list, lanes: int, block: int, threads: int) -> tirx.Stmt:
+    """:func:`vector_reduction`'s loop with its blocks shared out among
+    ``threads``: thread ``p`` runs blocks ``[p * nb / threads, (p + 1) * nb /
+    threads)`` into slot ``p`` of each accumulator's partial results (float64
+    for a float32 sum), started at the identity; then the slots are combined
+    into the element in order, and a scalar loop does the iterations left."""
+    vp, vb, vo, vi = (tirx.Var(name + x, INDEX) for x in ("_p", "_b", "_o", "_v"))
+    n_vec = tirx.floordiv(n, lanes)
+    nb = tirx.floordiv(n_vec + block - 1, block)
+    first, last = tirx.floordiv(vp * nb, threads), tirx.floordiv((vp + 1) * nb, threads)
+    j = init + ((first + vb) * block + vo) * lanes + vi
+    body, inits, combines, slots_init, allocs, slot_allocs, finals = [], [], [], [], [], [], []
+    zero = tirx.const(0, INDEX)
+    with low.bound({name: j}):
+        values = []
+        for _, s, call, _, _, _, _ in parts:
+            with formulas.bindings() as binds:
+                buf, idx, value, combine = low.statement_parts(call)
+            if not binds_kept(binds, value):
+                buf, idx, value, combine = low.statement_parts(call)
+                binds = []
+            values.append((s, call, buf, value, [tirx.Bind(v, x) for v, x in binds], combine))
+    stores = []  # each thread's total into its slot
+    for s, call, buf, value, binds, combine in values:
+        red = s.info.comp.reduction
+        wide = red == "+" and str(buf.dtype) in ("float32", "float16")
+        sdtype = "float64" if wide else str(buf.dtype)
+        acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope="local")
+        total = tirx.decl_buffer((1,), sdtype, name=buf.name + "_total", scope="local")
+        slots = tirx.decl_buffer((threads,), sdtype, name=buf.name + "_threads")
+        allocs += [acc, total]
+        body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))
+        lane = tirx.Var(name + "_l", INDEX)
+        ident = ty.identity(red, str(buf.dtype))
+        inits.append(tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
+                              tirx.BufferStore(acc, tirx.const(ident, buf.dtype), [lane])))
+        vals = [tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)]
+        while len(vals) > 1:
+            vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+        mine = tirx.BufferLoad(total, [zero])
+        combines.append(tirx.BufferStore(total, combine(mine, tirx.Cast(sdtype, vals[0])) if wide
+                                         else combine(mine, vals[0]), [zero]))
+        slots_init.append(tirx.BufferStore(total, tirx.const(ident, sdtype), [zero]))
+        stores.append(tirx.BufferStore(slots, mine, [vp]))
+        with low.bound({name: init}):  # the element does not move with the loop
+            ebuf, eidx, _, _ = low.statement_parts(call)
+        slot_allocs.append(tirx.AllocBuffer(slots))
+        got = [tirx.BufferLoad(slots, [tirx.const(q, INDEX)]) for q in range(threads)]
+        if wide:  # the threads' float64 totals added up, then into the element once
+            finals.append(tirx.BufferStore(ebuf, tirx.BufferLoad(ebuf, eidx)
+                                           + tirx.Cast(buf.dtype, functools.reduce(tirx.Add, got)), eidx))
+        else:
+            finals.append(tirx.BufferStore(ebuf, functools.reduce(combine, got, tirx.BufferLoad(ebuf, eidx)), eidx))
+    inner = tirx.For(vi, 0, lanes, tirx.ForKind.VECTORIZED, seq(body))
+    count = tirx.min(block, n_vec - (first + vb) * block)
+    blk = tirx.SeqStmt(inits + [tirx.For(vo, 0, count, tirx.ForKind.SERIAL, inner)] + combines)
+    per_thread = seq([tirx.AllocBuffer(a) for a in allocs] + slots_init
+                     + [tirx.For(vb, 0, last - first, tirx.ForKind.SERIAL, blk)] + stores)
+    main = tirx.For(vp, 0, threads, tirx.ForKind.PARALLEL, per_thread)
+    vt = tirx.Var(name + "_t", INDEX)
+    tail = tirx.For(vt, 0, tirx.floormod(n, lanes), tirx.ForKind.SERIAL,
+                    low.body_with(node, name, init + n_vec * lanes + vt, False))
+    return tirx.SeqStmt(slot_allocs + [main] + finals + [tail])

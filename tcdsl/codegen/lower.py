@@ -195,6 +195,7 @@ class AstLowering:
         self.gen = gen
         self.stmts = stmts
         self.env = dict(env)
+        self.top = frozenset(self.env)  # what is bound outside every loop of the kernel
         self.kernel = kernel
 
     def independent(self, names: list[str]) -> bool:
