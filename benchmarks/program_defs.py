@@ -1477,3 +1477,93 @@ def smid(float(B,N,D) x) -> (y) {
 }""", full=dict(B=32, N=256, D=512), tiny=dict(B=2, N=3, D=4), inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"])])
 def _smid(torch, a, t, s):
     return {"softmax(dim=1)": _nograd(torch, lambda: torch.softmax(t[0], 1))}
+
+
+# ---------------------------------------------------------------- session 16: losses and more
+
+@program(name="bce with logits", kind="loss", src="""
+def bce(float(N,C) x, float(N,C) y) -> (loss) {
+  loss +=! (fmax(x(n, c), 0) - x(n, c) * y(n, c) + log(1 + exp(-fabs(x(n, c))))) / (N * C)
+}""", full=dict(N=4096, C=1024), tiny=dict(N=3, C=4),
+    inputs=lambda rng, s: [_n(rng, s["N"], s["C"]), (rng.random((s["N"], s["C"])) > 0.5).astype(np.float32)])
+def _bce(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.bce_with_logits": _nograd(torch, lambda: F.binary_cross_entropy_with_logits(t[0], t[1]))}
+
+
+@program(name="kl div (log probs)", kind="loss", src="""
+def kl(float(N,C) lp, float(N,C) q) -> (loss) {
+  loss +=! q(n, c) * (log(q(n, c)) - lp(n, c)) / N
+}""", full=dict(N=4096, C=1024), tiny=dict(N=3, C=4),
+    inputs=lambda rng, s: [np.log(np.full((s["N"], s["C"]), 1.0 / s["C"], np.float32)), (rng.random((s["N"], s["C"])) * 0.9 + 0.1).astype(np.float32)])
+def _kl(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.kl_div": _nograd(torch, lambda: F.kl_div(t[0], t[1], reduction="batchmean"))}
+
+
+@program(name="label-smoothed cross entropy", kind="loss", src="""
+def ls(float(N,C) x, int32(N) tgt) -> (loss) {
+  mx(n) max=! x(n, c)
+  se(n) +=! exp(x(n, c) - mx(n))
+  sx(n) +=! x(n, c)
+  loss +=! (log(se(n)) + mx(n) - 0.9 * x(n, tgt(n)) - 0.1 * sx(n) / C) / N
+}""", full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+    inputs=lambda rng, s: [_n(rng, s["N"], s["C"]), rng.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _ls(torch, a, t, s):
+    F = torch.nn.functional
+    tg = t[1].long()
+    return {"F.cross_entropy(label_smoothing)": _nograd(torch, lambda: F.cross_entropy(t[0], tg, label_smoothing=0.1))}
+
+
+@program(name="key-padding masked attention", kind="attention", src="""
+def kpm(float(B,L,D) q, float(B,S,D) k, float(B,S,D) v, int32(B) len) -> (o) {
+  s(b, i, j) +=! q(b, i, d) * k(b, j, d)
+  m(b, i) max=! (j < len(b) ? s(b, i, j) : -3.0e38)
+  e(b, i, j) = j < len(b) ? exp((s(b, i, j) - m(b, i)) * 0.125) : 0
+  z(b, i) +=! e(b, i, j)
+  o(b, i, d) +=! e(b, i, j) * v(b, j, d) / z(b, i)
+}""", full=dict(B=32, L=256, S=256, D=64), tiny=dict(B=2, L=3, S=4, D=2),
+    inputs=lambda rng, s: [_n(rng, s["B"], s["L"], s["D"]), _n(rng, s["B"], s["S"], s["D"]), _n(rng, s["B"], s["S"], s["D"]),
+                           rng.integers(1, s["S"] + 1, s["B"]).astype(np.int32)])
+def _kpm(torch, a, t, s):
+    F = torch.nn.functional
+    mask = torch.arange(s["S"])[None, None, :] < t[3][:, None, None].long()
+    return {"sdpa(mask)": _nograd(torch, lambda: F.scaled_dot_product_attention(t[0], t[1], t[2], attn_mask=mask, scale=0.125))}
+
+
+@program(name="peephole lstm cell loop", kind="rnn", src="""
+def pl(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4,H,I) Wx, float(4,H,H) Wh, float(3,H) p) -> (h, c) {
+  for t in T {
+    if t == 0 { hp(b, k) = h0(b, k)
+                cp(b, k) = c0(b, k) } else { hp(b, k) = h(t - 1, b, k)
+                cp(b, k) = c(t - 1, b, k) }
+    g(q, b, j) +=! x(t, b, i) * Wx(q, j, i)
+    g(q, b, j) += hp(b, k) * Wh(q, j, k)
+    c(t, b, j) = sigmoid(g(1, b, j) + p(1, j) * cp(b, j)) * cp(b, j) + sigmoid(g(0, b, j) + p(0, j) * cp(b, j)) * tanh(g(2, b, j))
+    h(t, b, j) = sigmoid(g(3, b, j) + p(2, j) * c(t, b, j)) * tanh(c(t, b, j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=2, B=2, I=3, H=4),
+    inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _n(rng, s["B"], s["H"]), _n(rng, s["B"], s["H"]),
+                           _w(rng, 4, s["H"], s["I"]), _w(rng, 4, s["H"], s["H"]), _n(rng, 3, s["H"]) * 0.1],
+    pick=lambda r: r[0])
+def _pl(torch, a, t, s):
+    x, h0, c0, Wx, Wh, p = t
+    def run():
+        h, c = h0, c0; out = []
+        xw = torch.einsum("tbi,qji->tqbj", x, Wx)
+        for i in range(s["T"]):
+            g = xw[i] + torch.einsum("bk,qjk->qbj", h, Wh)
+            c = torch.sigmoid(g[1] + p[1] * c) * c + torch.sigmoid(g[0] + p[0] * c) * torch.tanh(g[2])
+            h = torch.sigmoid(g[3] + p[2] * c) * torch.tanh(c); out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="grouped conv1d (G=8, 32 outputs per group)", kind="conv", src="""
+def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
+  y(b, o, t) +=! x(b, (o / 32) * CG + c, t + k) * w(o, c, k) where t in 0:L - K + 1
+}""", full=dict(B=16, C=256, L=512, O=256, CG=32, K=3), tiny=dict(B=1, C=16, L=5, O=256, CG=2, K=3),
+    inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O"], s["CG"], s["K"])])
+def _gc(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(groups=8)": _nograd(torch, lambda: F.conv1d(t[0], t[1], groups=8))}
