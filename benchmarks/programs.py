@@ -84,7 +84,7 @@ def _sizes_str(s: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", help="substring of the program names to run")
+    ap.add_argument("--only", help="substrings of the program names to run, separated by commas")
     ap.add_argument("--quick", action="store_true", help="2 rounds of 1 repeat: a smoke run")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
@@ -100,7 +100,8 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(a.threads)
-    progs = [p for p in PROGRAMS if not a.only or a.only in p.name]
+    only = [x for x in (a.only or "").split(",") if x]
+    progs = [p for p in PROGRAMS if not only or any(x in p.name for x in only)]
     rows, wrong = [], []
     print(f"{len(progs)} programs; load average {os.getloadavg()[0]:.2f}", flush=True)
     for p in progs:
