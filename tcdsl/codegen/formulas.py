@@ -248,13 +248,6 @@ def _fast_exp_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
     return _let(f32, x, body)
 
 
-def exp(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    arg = _argument(x, dtype)
-    if arg is not None:
-        return _fast_exp_f32(arg)
-    return tirx.exp(x)
-
-
 # Cephes' ``logf`` polynomial (highest degree last here), about 1 ulp.
 _LOG_P = (3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1, 1.4249322787e-1,
           -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1, 7.0376836292e-2)
@@ -295,11 +288,16 @@ def _fast_log_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
     return _let(f32, x, body)
 
 
-def log(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    arg = _argument(x, dtype)
-    if arg is not None:
-        return _fast_log_f32(arg)
-    return tirx.log(x)
+def _vector_or(fast: Callable, fallback: Callable) -> Callable:
+    """``fast(x)`` where :func:`_argument` takes ``x``, else the intrinsic."""
+    def lower(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+        arg = _argument(x, dtype)
+        return fast(arg) if arg is not None else fallback(x)
+    return lower
+
+
+exp = _vector_or(_fast_exp_f32, tirx.exp)
+log = _vector_or(_fast_log_f32, tirx.log)
 
 
 def tanh(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
