@@ -148,14 +148,15 @@ MAX_ABS = """def mabs(float(N,C) x) -> (m) {
 def test_a_reduction_of_a_whole_tensor_shares_its_blocks_among_threads(threads):
     """A loss over a whole tensor (no loop of the kernel around it): each
     thread sums its share of the vector blocks into its own total, the
-    totals are combined in thread order (float64 for a float32 sum)."""
+    totals are combined in thread order (float64 for a float32 sum); below
+    SHARED_MIN elements per thread the calling thread sums them all."""
     opts = {**NO_CACHE, "cpu_threads": threads}
     k, m = tcdsl.compile(MSE, options=opts), tcdsl.compile(MAX_ABS, options=opts)
     for kern in (k, m):
         assert f"T.parallel({threads})" in kern.script and "_threads = T.alloc_buffer" in kern.script
     rng = np.random.default_rng(3)
-    # fewer blocks than threads, a block and a tail, many blocks
-    for N, C in [(1, 1), (1, 17), (3, 200), (37, 1000), (1000, 333)]:
+    # below SHARED_MIN elements per thread (one thread), just above it, many blocks
+    for N, C in [(1, 1), (1, 17), (3, 200), (1, 16384 * threads + 1), (37, 1000), (1000, 333)]:
         x, y = rng.standard_normal((N, C)).astype(np.float32), rng.standard_normal((N, C)).astype(np.float32)
         d = x.astype(np.float64) - y
         np.testing.assert_allclose(k(x, y), np.mean(d * d), rtol=1e-5)
@@ -185,7 +186,7 @@ def test_shared_out_reductions_stay_inside_their_tensors():
     import guard  # tests/guard.py: guard pages before and after every tensor
 
     cases = [{"id": f"shared:{i}", "source": src, "sizes": sizes, "seed": i}
-             for i, (src, sizes) in enumerate([(MSE, {"N": 3, "C": 171}), (MSE, {"N": 1, "C": 15}),
+             for i, (src, sizes) in enumerate([(MSE, {"N": 3, "C": 171}), (MSE, {"N": 2, "C": 16411}),
                                                (MAX_ABS, {"N": 33, "C": 517})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)

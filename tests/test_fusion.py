@@ -230,7 +230,8 @@ def test_a_reduction_over_the_rows_runs_after_their_parallel_loop():
     assert "T.parallel" in k.script and "T.parallel" not in fused.script
     # the parallel loop holds the max and the sum, not the loss
     par = k.script[k.script.index("T.parallel"):]
-    head = par[:par.index("\n    for") if "\n    for" in par else len(par)]
+    end = re.search(r"\n    \S", par)  # the next statement at the parallel loop's level
+    head = par[:end.start() if end else len(par)]
     assert "mx[" in head and "z[" in head and "loss[()] = loss[()] +" not in head
     rng = np.random.default_rng(10)
     for N, C in [(1, 1), (2, 3), (17, 5), (100, 33), (513, 1000)]:

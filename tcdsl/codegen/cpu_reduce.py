@@ -133,8 +133,7 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     # threads: only accumulators (a map's stores would be shared out too: fine,
     # but such loops run inside a row's parallel loop already)
     threads = threads if threads > 1 and all(p[0] == "acc" for p in parts) else 0
-    if threads:
-        return _shared_out(low, node, name, init, n, parts, lanes, block, threads)
+    shared = _shared_out(low, node, name, init, n, parts, lanes, block, threads) if threads else None
     accs = {}
     body, inits, combines = [], [], []
     totals, inits_once, finals = [], [], []
@@ -173,7 +172,14 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     tail = tirx.For(vt, 0, tirx.floormod(n, lanes), tirx.ForKind.SERIAL,
                     low.body_with(node, name, init + n_vec * lanes + vt, False))
     allocs = [tirx.AllocBuffer(b) for b in list(accs.values()) + totals]
-    return tirx.SeqStmt(allocs + inits_once + [main] + finals + [tail])
+    out = tirx.SeqStmt(allocs + inits_once + [main] + finals + [tail])
+    # a short sum stays on the calling thread: waking the pool costs microseconds
+    return out if shared is None else tirx.IfThenElse(n >= SHARED_MIN * threads, shared, out)
+
+
+# elements per thread below which a reduction is not shared out (about the
+# time a parallel region takes to start, summed on one core)
+SHARED_MIN = 16384
 
 
 def _shared_out(low, node, name: str, init, n, parts: list, lanes: int, block: int, threads: int) -> tirx.Stmt:
