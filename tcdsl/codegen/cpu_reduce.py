@@ -70,6 +70,32 @@ def _index_loads(idx: list) -> list:
     return [ld for x in idx for ld in loads(x)]
 
 
+def _bound_parts(low, call):
+    """(buffer, indices, value, bindings, combine) of a statement instance, a
+    formula's argument that holds another formula bound first
+    (``formulas.bindings``; the bindings as ``Bind`` statements)."""
+    with formulas.bindings() as binds:
+        buf, idx, value, combine = low.statement_parts(call)
+    if not binds_kept(binds, value):
+        buf, idx, value, combine = low.statement_parts(call)
+        binds = []
+    return buf, idx, value, [tirx.Bind(v, x) for v, x in binds], combine
+
+
+def _lanes_init(acc: tirx.Buffer, name: str, lanes: int, reduction: str) -> tirx.Stmt:
+    lane = tirx.Var(name + "_l", INDEX)
+    ident = tirx.const(ty.identity(reduction, str(acc.dtype)), acc.dtype)
+    return tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, tirx.BufferStore(acc, ident, [lane]))
+
+
+def _lanes_combined(acc: tirx.Buffer, lanes: int, combine) -> tirx.PrimExpr:
+    """The partial accumulators combined by a balanced tree."""
+    vals = [tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)]
+    while len(vals) > 1:
+        vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+    return vals[0]
+
+
 def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr,
                      lanes: int, block: int, threads: int = 0) -> tirx.Stmt | None:
     """The innermost loop ``node`` (iterator ``name``, ``extent`` iterations
@@ -89,13 +115,8 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     with low.bound({name: j}):
         for call in calls:
             s = low.stmts[isl_ast.statement(call)]
-            # a formula's argument holding another formula bound first (formulas.bindings)
-            with formulas.bindings() as binds:
-                buf, idx, value, combine = low.statement_parts(call)
-            if not binds_kept(binds, value):
-                buf, idx, value, combine = low.statement_parts(call)
-                binds = []
-            value = (value, [tirx.Bind(v, x) for v, x in binds])
+            buf, idx, value, binds, combine = _bound_parts(low, call)
+            value = (value, binds)
             moves = [uses(x, vi) or uses(x, vo) or uses(x, vb) for x in idx]
             if not any(moves):
                 c = s.info.comp
@@ -144,14 +165,10 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
         acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope="local")
         accs[call] = acc
         body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))
-        lane = tirx.Var(name + "_l", INDEX)
-        ident = tirx.const(ty.identity(s.info.comp.reduction, str(buf.dtype)), buf.dtype)
-        inits.append(tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, tirx.BufferStore(acc, ident, [lane])))
+        inits.append(_lanes_init(acc, name, lanes, s.info.comp.reduction))
         with low.bound({name: init}):  # the element does not move with the loop
             ebuf, eidx, _, _ = low.statement_parts(call)
-        vals = [tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)]
-        while len(vals) > 1:
-            vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+        vals = [_lanes_combined(acc, lanes, combine)]
         if s.info.comp.reduction == "+" and str(buf.dtype) in ("float32", "float16"):
             # the blocks' sums add up in float64, stored into the element once
             total = tirx.decl_buffer((1,), "float64", name=buf.name + "_total", scope="local")
@@ -198,12 +215,8 @@ def _shared_out(low, node, name: str, init, n, parts: list, lanes: int, block: i
     with low.bound({name: j}):
         values = []
         for _, s, call, _, _, _, _ in parts:
-            with formulas.bindings() as binds:
-                buf, idx, value, combine = low.statement_parts(call)
-            if not binds_kept(binds, value):
-                buf, idx, value, combine = low.statement_parts(call)
-                binds = []
-            values.append((s, call, buf, value, [tirx.Bind(v, x) for v, x in binds], combine))
+            buf, _, value, binds, combine = _bound_parts(low, call)
+            values.append((s, call, buf, value, binds, combine))
     stores = []  # each thread's total into its slot
     for s, call, buf, value, binds, combine in values:
         red = s.info.comp.reduction
@@ -214,16 +227,12 @@ def _shared_out(low, node, name: str, init, n, parts: list, lanes: int, block: i
         slots = tirx.decl_buffer((threads,), sdtype, name=buf.name + "_threads")
         allocs += [acc, total]
         body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))
-        lane = tirx.Var(name + "_l", INDEX)
         ident = ty.identity(red, str(buf.dtype))
-        inits.append(tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
-                              tirx.BufferStore(acc, tirx.const(ident, buf.dtype), [lane])))
-        vals = [tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)]
-        while len(vals) > 1:
-            vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+        inits.append(_lanes_init(acc, name, lanes, red))
+        lanes_total = _lanes_combined(acc, lanes, combine)
         mine = tirx.BufferLoad(total, [zero])
-        combines.append(tirx.BufferStore(total, combine(mine, tirx.Cast(sdtype, vals[0])) if wide
-                                         else combine(mine, vals[0]), [zero]))
+        combines.append(tirx.BufferStore(total, combine(mine, tirx.Cast(sdtype, lanes_total)) if wide
+                                         else combine(mine, lanes_total), [zero]))
         slots_init.append(tirx.BufferStore(total, tirx.const(ident, sdtype), [zero]))
         stores.append(tirx.BufferStore(slots, mine, [vp]))
         with low.bound({name: init}):  # the element does not move with the loop
