@@ -37,8 +37,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT
 from ..sema import types as ty
 from .expr import INDEX
-from . import formulas
-from .lower import binds_kept, coefficient, loads, seq, uses
+from .lower import coefficient, loads, seq, uses, with_bindings
 
 _ASSOCIATIVE = ("+", "*", "min", "max")
 
@@ -74,11 +73,7 @@ def _bound_parts(low, call):
     """(buffer, indices, value, bindings, combine) of a statement instance, a
     formula's argument that holds another formula bound first
     (``formulas.bindings``; the bindings as ``Bind`` statements)."""
-    with formulas.bindings() as binds:
-        buf, idx, value, combine = low.statement_parts(call)
-    if not binds_kept(binds, value):
-        buf, idx, value, combine = low.statement_parts(call)
-        binds = []
+    (buf, idx, value, combine), binds = with_bindings(lambda: low.statement_parts(call))
     return buf, idx, value, [tirx.Bind(v, x) for v, x in binds], combine
 
 

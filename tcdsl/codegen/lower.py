@@ -371,11 +371,7 @@ def from_zero(init: tirx.PrimExpr, v: tirx.Var) -> tirx.PrimExpr:
 def emit_statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
     """The store of a statement instance, after the bindings of the nested
     arguments of its vector formulas (codegen/formulas.py ``bindings``)."""
-    with formulas.bindings() as binds:
-        buf, idx, value, combine = _parts(s, env, buffers)
-    if not binds_kept(binds, value):
-        buf, idx, value, combine = _parts(s, env, buffers)
-        binds = []
+    (buf, idx, value, combine), binds = with_bindings(lambda: _parts(s, env, buffers))
     store = tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
     if not binds:
         return store
@@ -384,6 +380,18 @@ def emit_statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
 
 def _extern_call(e) -> bool:
     return isinstance(e, tvm.ir.expr.Call) and getattr(e.op, "name", "") == "tirx.call_pure_extern"
+
+
+def with_bindings(parts):
+    """``parts()`` (buffer, indices, value, combine) lowered inside
+    ``formulas.bindings`` and the (variable, value) pairs to bind before the
+    statement; lowered again without any where they may not be bound
+    (:func:`binds_kept`)."""
+    with formulas.bindings() as binds:
+        out = parts()
+    if not binds_kept(binds, out[2]):
+        return parts(), []
+    return out, list(binds)
 
 
 def binds_kept(binds, value) -> bool:
