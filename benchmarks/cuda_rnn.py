@@ -2,18 +2,20 @@
 
     .venv/bin/python benchmarks/cuda_rnn.py            # needs a CUDA GPU and a CUDA build of torch
 
-For the Elman RNN at (T, B, C) = (64, 32, 256) and (256, 1, 128), the QRNN
-at (64, 32, 256), (256, 1, 128) and (512, 32, 512) and the LSTM of
-examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512) and (256, 1, 32,
-32) it reports, per
-time step:
+For the Elman RNN at (T, B, C) = (64, 32, 256), (256, 1, 128) and (256, 4,
+256), the QRNN at (64, 32, 256), (256, 1, 128) and (512, 32, 512) and the
+LSTM of examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512), (256, 1,
+32, 32) and (256, 1, 128, 128) it reports, per time step:
 
 * tcdsl's kernels (``target="cuda"``, DLPack CUDA tensors in and out, so no
   host copies are timed), called as they are and replayed as a CUDA graph
   captured around one call (``torch.cuda.CUDAGraph``; left out when the
   capture fails).  Where a step's launches are single blocks (batch 1 here)
-  the default is one persistent launch for all steps; "launch per step" is
-  the same program with ``persistent: False`` (the host loop);
+  the default is one persistent launch for all steps (a block of 256
+  threads where each step's launches fit one, else of 1024); "launch per
+  step" is the same program with ``persistent: False`` (the host loop),
+  "split" with ``split: True`` (sums across the lanes of a warp), "blocks
+  of 256" with ``persistent_threads: 256``;
 * ``torch.nn.RNN`` / ``torch.nn.LSTM`` (cuDNN) and PyTorch loops;
 * the launch overhead: a program whose step is one kernel copying one
   element, per step (what the host loop and a launch cost), called and
@@ -43,8 +45,13 @@ import tcdsl  # noqa: E402
 from tcdsl.codegen import targets  # noqa: E402
 
 SHAPES = [(64, 32, 256), (256, 1, 128)]
+ELMAN_SHAPES = SHAPES + [(256, 4, 256)]
 QRNN_SHAPES = SHAPES + [(512, 32, 512)]
-LSTM_SHAPES = [(128, 64, 256, 512), (256, 1, 32, 32)]  # 4 * B * H <= 256: persistent
+LSTM_SHAPES = [(128, 64, 256, 512), (256, 1, 32, 32), (256, 1, 128, 128)]
+# Where a step's outputs fit one block of 1024 threads (the persistent launch), the same program
+# also with a launch per step, with its sums split across lanes, and with blocks of 256 threads only
+VARIANTS = {"tcdsl (launch per step)": {"persistent": False}, "tcdsl (split)": {"split": True},
+            "tcdsl (blocks of 256)": {"persistent_threads": 256}}
 # One statement per step, one element (N = 1): the cost of the host loop and a launch.
 EMPTY_STEP = "def step(float(T,N) x) -> (y) { for t in T { y(t, i) = x(t, i) } }"
 
@@ -197,7 +204,7 @@ def main(argv=None) -> int:
     timer = _timer(torch)
     results = {"device": torch.cuda.get_device_name(), "workloads": {}}
     print(f"device: {results['device']}")
-    work = [("elman", elman, s) for s in SHAPES] + [("qrnn", qrnn, s) for s in QRNN_SHAPES] \
+    work = [("elman", elman, s) for s in ELMAN_SHAPES] + [("qrnn", qrnn, s) for s in QRNN_SHAPES] \
         + [("lstm", lstm, s) for s in LSTM_SHAPES]
     for name, make, shape in work:
         T = shape[0]
@@ -206,8 +213,9 @@ def main(argv=None) -> int:
         if graph is not None:
             contenders = {"tcdsl": contenders["tcdsl"], "tcdsl (CUDA graph)": graph,
                           **{n: f for n, f in contenders.items() if n != "tcdsl"}}
-        if shape[1] == 1:  # batch 1: the persistent launch; the host loop for comparison
-            contenders["tcdsl (launch per step)"] = make(torch, *shape, options={"persistent": False})[0]["tcdsl"]
+        if shape[1] * shape[-1] * (4 if name == "lstm" else 1) <= 1024:  # the persistent launch
+            for label, options in VARIANTS.items():
+                contenders[label] = make(torch, *shape, options=options)[0]["tcdsl"]
         samples = {n: [] for n in contenders}
         for _ in range(a.rounds):
             for n, fn in contenders.items():

@@ -158,14 +158,18 @@ class CpuMapping:
 class CudaMapping:
     """The CUDA mapping (codegen/cuda.py, docs/cuda.md): ``threads`` per block,
     at most ``flatten`` nested coincident loops on the threads (None: all),
-    accumulators in ``registers``; a host loop whose launches are single
-    blocks as one ``persistent`` launch; ``emulate`` builds the thread loops
-    as serial loops (tests on the CPU)."""
+    accumulators in ``registers``; a host loop whose launches each fit a
+    block of ``persistent_threads`` as one ``persistent`` launch of one such
+    block, whose phases ``split`` a sum of an output across the lanes of a
+    warp where they have fewer outputs than threads; ``emulate`` builds the
+    thread loops as serial loops (tests on the CPU)."""
 
     threads: int = 256
     flatten: int | None = None
     registers: bool = True
     persistent: bool = True
+    persistent_threads: int = 1024
+    split: bool = False
     emulate: bool = False
 
 
@@ -265,7 +269,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
     "reorder_reductions": ("cpu", _bool), "prepack": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
-    "persistent": ("cuda", _bool),
+    "persistent": ("cuda", _bool), "persistent_threads": ("cuda", _cuda_threads), "split": ("cuda", _bool),
     "emulate": ("cuda", _bool),
     "disk_cache": ("dispatch", _bool), "auto_threshold": ("dispatch", _int(1)), "auto_payback": ("dispatch", _payback),
     "measure_specialized": ("dispatch", _bool),
@@ -469,7 +473,8 @@ class MappingOptions:
     a piece that adds 0 to a sum is left out (polyhedral/split.py).
 
     CUDA (see docs/cuda.md): ``threads`` per block, ``flatten``,
-    ``registers``, ``persistent``, ``emulate``.
+    ``registers``, ``persistent``, ``persistent_threads``, ``split``,
+    ``emulate``.
     """
 
     tile_rows: int = CpuMapping.tile_rows
@@ -498,6 +503,8 @@ class MappingOptions:
     flatten: int | None = CudaMapping.flatten
     registers: bool = CudaMapping.registers
     persistent: bool = CudaMapping.persistent
+    persistent_threads: int = CudaMapping.persistent_threads
+    split: bool = CudaMapping.split
     emulate: bool = CudaMapping.emulate
 
     def to_dict(self) -> dict:

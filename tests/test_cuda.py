@@ -159,15 +159,63 @@ def test_single_block_steps_run_in_one_persistent_launch(file, before):
     found = launches(host)
     loops = [loops for loops, _, _ in found]
     assert loops[:before] == [()] * before and loops[before] == () and ("t",) in loops[before + 1:]
-    assert found[before][2] == "1, 256"  # one block of 256 threads
-    assert re.search(r"if .* <= 256", host)
+    # one block of `threads` (256) where every phase fits it, else one of `persistent_threads` (1024)
+    assert found[before][2] == "1, 256" and found[before + 1][2] == "1, 1024" and loops[before + 1] == ()
+    assert re.search(r"if .* <= 256", host) and re.search(r"if .* <= 1024", host)
     src = k.source_code("cuda")
-    body = src[src.rindex(f"void __launch_bounds__(256) {found[before][1]}("):]  # the definition
-    body = body[body.index(") {"):body.index("\n}\n")]
-    assert "for (int t = 0; t < T; ++t)" in body and body.count("__syncthreads()") >= 1
+    for threads, launch in ((256, found[before]), (1024, found[before + 1])):
+        body = src[src.rindex(f"void __launch_bounds__({threads}) {launch[1]}("):]  # the definition
+        body = body[body.index(") {"):body.index("\n}\n")]
+        assert "for (int t = 0; t < T; ++t)" in body and body.count("__syncthreads()") >= 1
     off = launches(tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False}).source_code("host"))
-    assert len(off) == len(found) - 1 and "__syncthreads" not in \
+    assert len(off) == len(found) - 2 and "__syncthreads" not in \
         tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False}).source_code("cuda")
+
+
+@pytest.mark.parametrize("file,sums", [("elman.tc", 2), ("qrnn.tc", 3), ("lstm.tc", 1)])
+def test_persistent_phases_split_their_sums_across_lanes(file, sums):
+    """In the persistent launch, each sum of a step (Elman: its t == 0 and t >
+    0 pieces; QRNN: its three gates at t == 0, those of t >= 1 are hoisted;
+    LSTM: the recurrent term, the input's is hoisted) runs on a group of
+    lanes combined by warp shuffles, five steps at most, the group's size
+    from the sizes; ``split: False`` or blocks of 256 threads
+    (``persistent_threads``) change the launch as documented (docs/cuda.md)."""
+    k = tcdsl.compile(EXAMPLES / file, target="cuda", options={"split": True})
+    src = k.source_code("cuda")
+
+    def definition(threads: int) -> str:
+        """The persistent kernel of blocks of ``threads``: the one running the loop."""
+        found = [d for d in re.findall(r"__launch_bounds__\(" + str(threads) + r"\) \w+\([^)]*\) \{\n(.*?)\n\}\n",
+                                       src, re.S) if "for (int t = 0; t < T; ++t)" in d]
+        assert len(found) == 1
+        return found[0]
+    small, large = definition(256), definition(1024)
+    assert small.count("__shfl_down_sync(") == 5 * sums  # groups of up to 32 lanes
+    # in blocks of 1024, more than 256 outputs (Elman, QRNN: groups of up to 2 lanes, which the
+    # simplifier knows from the condition of the blocks of 256)
+    assert sums <= large.count("__shfl_down_sync(") <= 5 * sums
+    if sums:
+        assert "lanes_log2" in k.script and re.search(r"<= \d+\) \? 5", small)
+    off = tcdsl.compile(EXAMPLES / file, target="cuda")  # the default: no split
+    assert "__shfl" not in kernel_text(off.source_code("cuda"))
+    small = tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent_threads": 256})
+    assert re.search(r"if .* <= 256", small.source_code("host")) and "__launch_bounds__(1024)" not in \
+        small.source_code("cuda")
+
+
+def test_only_sums_and_products_split():
+    """A max reduction, or a loop that also writes elsewhere, keeps one thread
+    per output; a product splits."""
+    def shuffles(op: str, also: str = "") -> int:
+        k = tcdsl.compile("def f(float(N) h0, float(N,N) w) -> (h) { for t in T {\n"
+                          f"  if t == 0 {{ h(t, j) {op} w(j, k) * h0(k) }}\n"
+                          f"  else {{ h(t, j) {op} w(j, k) * h(t - 1, k) {also} }} }} }}", target="cuda",
+                          options={"split": True, "persistent_threads": 256})  # one persistent launch
+        return kernel_text(k.source_code("cuda")).count("__shfl_down_sync(")
+    assert shuffles("+=!") == 10 and shuffles("*=!") == 10  # both pieces, five steps each
+    assert shuffles("max=!") == 0 and shuffles("min=!") == 0
+    # the second sum also reads the element it accumulates (through h(t - 1, k) at k = j, t = 1)
+    assert shuffles("+=!", "+ h(t, j)") == 5
 
 
 @pytest.mark.parametrize("persistent", [True, False])
@@ -191,7 +239,7 @@ def test_golden_rnn_kernels(name):
     golden(name.replace(".tc", ".cu"), kernel_text(k.source_code("cuda")))
 
 
-NVCC_SUBSET = ["elman_rnn", "qrnn_fo", "matmul", "convolution", "builtins", "lstm"]
+NVCC_SUBSET = ["elman_rnn", "qrnn_fo", "matmul", "convolution", "builtins", "lstm", "relu", "masked_convolve"]
 
 
 @needs_nvcc
@@ -428,31 +476,35 @@ def test_corpus_on_gpu(case):
 
 
 TARGETS = ["llvm", pytest.param("cuda", marks=pytest.mark.cuda)]
-_examples: dict[tuple[str, str], tcdsl.Kernel] = {}
+_examples: dict[tuple[str, str, bool], tcdsl.Kernel] = {}
 
 
-def example(file: str, target: str) -> tcdsl.Kernel:
+def example(file: str, target: str, split: bool = False) -> tcdsl.Kernel:
     """An example of examples/rnn, compiled once per target and test session
     (its binary serves every size)."""
-    if (file, target) not in _examples:
-        _examples[file, target] = tcdsl.compile(EXAMPLES / file, target=target)
-    return _examples[file, target]
+    if (file, target, split) not in _examples:
+        _examples[file, target, split] = tcdsl.compile(EXAMPLES / file, target=target, options={"split": split})
+    return _examples[file, target, split]
 
 
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (5, 3, 7), (16, 4, 33), (7, 3, 90)])
-def test_elman_and_qrnn(target, T, B, C):
-    """On CUDA the first three sizes run the persistent launch (B * C <= 256
-    threads), the last the host loop."""
+@pytest.mark.parametrize("target,split", [("llvm", False), pytest.param("cuda", False, marks=pytest.mark.cuda),
+                                          pytest.param("cuda", True, marks=pytest.mark.cuda)])
+@pytest.mark.parametrize("T,B,C", [(1, 1, 1), (9, 1, 5), (5, 3, 7), (16, 4, 33), (7, 3, 90), (4, 6, 90),
+                                   (3, 4, 300)])
+def test_elman_and_qrnn(target, split, T, B, C):
+    """On CUDA all but the last size run the persistent launch, in a block
+    of 256 threads (B * C <= 256) or of 1024 (the last but two), the last
+    the host loop; with ``split``, the recurrent sums on groups of 32, 32, 32
+    and 4 lanes, then 2 (in blocks of 1024) and one lane per output."""
     sys.path.insert(0, str(EXAMPLES))
     import reference
 
     rng = np.random.default_rng(T * 100 + B * 10 + C)
     r = lambda *s: (rng.standard_normal(s) / np.sqrt(max(C, 1))).astype(np.float32)  # noqa: E731
-    elman = example("elman.tc", target)
+    elman = example("elman.tc", target, split)
     inputs = [r(T, B, C), r(B, C), r(C, C), r(C, C)]
     np.testing.assert_allclose(elman(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
-    qrnn = example("qrnn.tc", target)
+    qrnn = example("qrnn.tc", target, split)
     inputs = [r(T, B, C), r(3, C, C), r(3, C, C), r(3, C)]
     for got, want in zip(qrnn(*inputs), reference.qrnn(*inputs)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -466,6 +518,26 @@ def test_out_accumulates_and_zero_sizes(target):
     assert k(A, out=out) is out
     np.testing.assert_array_equal(out, A + 10)
     assert k(np.zeros(0, np.float32)).shape == (0,)
+
+
+SPLIT_OPTIONS = [{"split": True}, {"split": True, "persistent_threads": 64}, {"persistent_threads": 256}]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("options", SPLIT_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.name)
+def test_rnns_with_and_without_lanes_on_gpu(case, options):
+    """Every RNN of the corpus, its sums on lanes (blocks of 256 or 1024
+    threads; of 64, where most of the corpus's sizes take the host loop) or
+    in blocks of 256 threads alone, against NumPy; the default options are
+    test_corpus_on_gpu's."""
+    k = compiled(case, options=options)
+    for i, sizes in enumerate(case.sizes):
+        inputs = case.make_inputs(np.random.default_rng(i), **sizes)
+        got = k(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, case.reference(*inputs)):
+            np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol, err_msg=f"sizes {sizes}")
 
 
 @pytest.mark.cuda

@@ -81,16 +81,18 @@ from ..polyhedral.model import Kernel
 from ..polyhedral.schedule import PARALLEL
 from ..syntax import nodes as n
 from .expr import INDEX, lower_expr
-from .lower import AstLowering, ProgramLowering, emit_statement, seq as _seq
+from .cuda_thread import Lanes, ThreadLowering, group_log2
+from .lower import AstLowering, ProgramLowering, seq as _seq
 
 
 @dataclasses.dataclass
 class _Persist:
-    """The persistent launch being built: its thread index and the thread
-    count of each of its phases."""
+    """The persistent launch being built: its thread index, the thread
+    count of each of its phases and the block's."""
 
     tx: tirx.Var
     totals: list
+    block: int
 
 
 class CudaProgram(ProgramLowering):
@@ -122,33 +124,38 @@ def lower_kernel(low, ast: isl.AstNode, options: CudaMapping) -> tirx.Stmt:
     """The host-side TIR of one kernel (see the module docstring).  ``low`` is
     the ``lower.AstLowering`` of the kernel (its statements and environment);
     inside a persistent launch, the kernel's phases."""
-    thread = _ThreadLowering(low.gen, low.stmts, low.env, options.registers)
+    thread = ThreadLowering(low.gen, low.stmts, low.env, options.registers)
     return _Launcher(thread, options).host(ast)
 
 
 def or_persistent(gen: CudaProgram, build) -> tirx.Stmt:
     """The host loop ``build()`` -- or, where the sizes allow, one launch of
     one block running the loop that ``build()`` makes inside the persistent
-    context, its launches phases (see the module docstring): ``if
-    <every phase's thread count <= threads>: <that launch> else: <host
-    loop>``.  Only the host loop: option off, inside a persistent launch
-    already, or a phase whose thread count depends on a loop variable."""
+    context, its launches phases (see the module docstring): ``if <every
+    phase's thread count <= threads>: <that launch in a block of threads>
+    elif <... <= persistent_threads>: <in a block of persistent_threads>
+    else: <host loop>``.  Only the host loop: option off, inside a
+    persistent launch already, or a phase whose thread count depends on a
+    loop variable."""
     loop = build()
     options = gen.options.cuda
     if not options.persistent or gen.persist is not None:
         return loop
-    gen.persist = ctx = _Persist(tirx.Var("tx", INDEX), [])
-    try:
-        fused = build()
-    finally:
-        gen.persist = None
-    sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
-    if not ctx.totals or any(len(tirx.analysis.undefined_vars(t, sizes)) for t in ctx.totals):
-        return loop
-    if not options.emulate:  # emulated, every phase has its own serial loop of threads
-        fused = _bind(False, tirx.Var("bx", INDEX), 1, ctx.tx, options.threads, fused)
-    totals = list({str(t): t for t in ctx.totals}.values())
-    return tirx.IfThenElse(_simplify(_all([t <= options.threads for t in totals])), fused, loop)
+    out = loop
+    for block in sorted({options.threads, options.persistent_threads}, reverse=True):
+        gen.persist = ctx = _Persist(tirx.Var("tx", INDEX), [], block)
+        try:
+            fused = build()
+        finally:
+            gen.persist = None
+        sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
+        if not ctx.totals or any(len(tirx.analysis.undefined_vars(t, sizes)) for t in ctx.totals):
+            return loop
+        if not options.emulate:  # emulated, every phase has its own serial loop of threads
+            fused = _bind(False, tirx.Var("bx", INDEX), 1, ctx.tx, block, fused)
+        totals = list({str(t): t for t in ctx.totals}.values())
+        out = tirx.IfThenElse(_simplify(_all([t <= block for t in totals])), fused, out)
+    return out
 
 
 def thread_axis(tag: str) -> IterVar:
@@ -161,6 +168,7 @@ class _Launcher:
         self.threads = options.threads
         self.flatten = options.flatten
         self.emulate = options.emulate
+        self.split = options.split and not options.emulate
 
     # ------------------------------------------------------------ host level
     def host(self, node: isl.AstNode) -> tirx.Stmt:
@@ -205,7 +213,7 @@ class _Launcher:
         ctx.totals.append(total)
         if self.emulate:
             tx = tirx.Var("tx", INDEX)
-            return tirx.For(tx, 0, self.threads, ForKind.SERIAL, make(tx))
+            return tirx.For(tx, 0, ctx.block, ForKind.SERIAL, make(tx))
         return _seq([make(ctx.tx), tirx.Evaluate(tirx.op.tvm_storage_sync("shared"))])
 
     # --------------------------------------------------------------- launches
@@ -235,12 +243,20 @@ class _Launcher:
             if isinstance(positive, tirx.IntImm) and not positive.value:
                 return tirx.Evaluate(tirx.const(0, INDEX))
 
-            def make(tx):
-                stmt = self._flat(band, tx, lambda: self.low.node(body, False, None))
-                guard = [] if isinstance(total, tirx.IntImm) and total.value == self.threads else [tx < total]
+            def make(tx, split=self.split):
+                lanes, lets = self._lanes(tx, total) if split else (None, [])
+                out = tx if lanes is None else tirx.shift_right(tx, lanes.log2)
+                with self.low.lanes(lanes):
+                    splits = self.low.splits
+                    stmt = self._flat(band, out, lambda: self.low.node(body, False, None), lanes is not None)
+                if lanes is not None and self.low.splits == splits:  # no sum to split: a thread per output
+                    return make(tx, False)
+                block = self.low.gen.persist.block
+                guard = [] if isinstance(total, tirx.IntImm) and total.value == block else [out < total]
                 if not isinstance(positive, tirx.IntImm):
                     guard.insert(0, positive)
-                return tirx.IfThenElse(_all(guard), stmt, None) if guard else stmt
+                stmt = tirx.IfThenElse(_all(guard), stmt, None) if guard else stmt
+                return tirx.SeqStmt([tirx.Bind(var, value) for var, value in lets] + [stmt]) if lets else stmt
             return self.phase(make, total)
         bx, tx = tirx.Var("bx", INDEX), tirx.Var("tx", INDEX)
         flat = bx * threads + tx
@@ -256,16 +272,40 @@ class _Launcher:
             return nest if positive.value else tirx.Evaluate(tirx.const(0, INDEX))
         return tirx.IfThenElse(positive, nest, None)
 
-    def _flat(self, band, flat: tirx.PrimExpr, make) -> tirx.Stmt:
+    def _lanes(self, tx: tirx.Var, total: tirx.PrimExpr) -> tuple[Lanes | None, list]:
+        """A group of lanes per output of a phase of ``total`` outputs
+        (cuda_thread.py), and the (variable, value) bindings it uses; None
+        where each output has one thread."""
+        log2 = group_log2(total, self.low.gen.persist.block)
+        if isinstance(log2, tirx.IntImm) and log2.value == 0:
+            return None, []
+        lets = []
+        if not isinstance(log2, tirx.IntImm):
+            lets.append((tirx.Var("lanes_log2", INDEX), log2))
+            log2 = lets[-1][0]
+        lets.append((tirx.Var("lane", INDEX), _simplify(tirx.bitwise_and(tx, (tirx.const(1, INDEX) << log2) - 1))))
+        return Lanes(lets[-1][0], log2, tirx.bitwise_and(tx, 31)), lets
+
+    def _flat(self, band, flat: tirx.PrimExpr, make, local: bool = False) -> tirx.Stmt:
         """``make()`` with the band's loop variables bound to their values at
-        the flattened index ``flat`` (the innermost varies fastest)."""
+        the flattened index ``flat`` (the innermost varies fastest).  With
+        ``local``, the values are computed once into a local array that the
+        code reads: nvcc kept a divison by a size inside a loop whose trip
+        count it could not prove positive (a lane's share of a sum), since a
+        division hoisted out of it might trap."""
         values, rest = {}, flat
         for name, init, extent in reversed(band[1:]):
             values[name] = init + tirx.truncmod(rest, extent)
             rest = tirx.truncdiv(rest, extent)
         values[band[0][0]] = band[0][1] + rest
-        with self.low.bound(values):
-            return make()
+        if not local:
+            with self.low.bound(values):
+                return make()
+        at = tirx.decl_buffer((len(values),), INDEX, name="at", scope="local")
+        with self.low.bound({name: tirx.BufferLoad(at, [k]) for k, name in enumerate(values)}):
+            body = make()
+        return _seq([tirx.AllocBuffer(at)] + [tirx.BufferStore(at, v, [k]) for k, v in enumerate(values.values())]
+                    + [body])
 
     def single_thread(self, node: isl.AstNode) -> tirx.Stmt:
         """Code under no coincident loop: run on the device by one thread."""
@@ -308,180 +348,3 @@ def _all(conds: list[tirx.PrimExpr]) -> tirx.PrimExpr:
     for c in conds[1:]:
         out = tirx.And(out, c)
     return out
-
-
-# ------------------------------------------------- accumulators in registers
-class _ThreadLowering(AstLowering):
-    """The AST lowering of code inside a thread, with register promotion
-    (see the module docstring): ``_for`` plans it, ``_user`` applies it by
-    renaming the promoted accesses of a statement to a local buffer."""
-
-    def __init__(self, gen, stmts, env, registers: bool = True):
-        super().__init__(gen, stmts, env)
-        self.registers = registers
-        self.promoted: dict[str, list[tuple[list, tirx.Buffer]]] = {}  # tensor -> [(indices, local)]
-
-    def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
-        plan = self._plan(node) if self.registers else []
-        if not plan:
-            return super()._for(node, parallel_ok, mark)
-        buffers = self.gen.sig.buffers
-        locals_ = []
-        for tensor, idx in plan:
-            buf = buffers[tensor]
-            local = tirx.decl_buffer((1,), buf.dtype, name=f"{tensor}_acc", scope="local")
-            self.promoted.setdefault(tensor, []).append((idx, local))
-            locals_.append((buf, idx, local))
-        try:
-            loop = super()._for(node, parallel_ok, mark)
-        finally:
-            for tensor, _ in plan:
-                self.promoted[tensor].pop()
-                if not self.promoted[tensor]:
-                    del self.promoted[tensor]
-        zero = [tirx.const(0, INDEX)]
-        stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
-        stmts += [tirx.BufferStore(local, tirx.BufferLoad(buf, idx), zero) for buf, idx, local in locals_]
-        stmts.append(loop)
-        stmts += [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
-        _, _, extent = _header(self, node)
-        positive = _simplify(extent > 0)
-        if isinstance(positive, tirx.IntImm) and positive.value:
-            return tirx.SeqStmt(stmts)
-        return tirx.IfThenElse(positive, tirx.SeqStmt(stmts), None)
-
-    def _user(self, call: isl.AstExpr) -> tirx.Stmt:
-        if not self.promoted:
-            return super()._user(call)
-        name = isl_ast.statement(call)
-        s = self.stmts[name]
-        args = [self.expr(x) for x in isl_ast.args(call)[1:]]
-        env = {**self.env, **dict(zip(s.dims, args))}
-        buffers = dict(self.gen.sig.buffers)
-        zero = (n.Const(value=0, dtype=INDEX),)
-
-        def local_name(tensor: str, indices) -> str | None:
-            idx = [lower_expr(e, env, buffers, INDEX) for e in indices]
-            for k, (pidx, local) in enumerate(self.promoted.get(tensor, ())):
-                if _relation(idx, pidx) == "same":
-                    buffers[f"{tensor}#{k}"] = local
-                    return f"{tensor}#{k}"
-            return None
-
-        def rename(e):
-            if isinstance(e, n.Access):
-                e = dataclasses.replace(e, indices=tuple(rename(i) for i in e.indices))
-                to = local_name(e.tensor, e.indices)
-                return dataclasses.replace(e, tensor=to, indices=zero) if to else e
-            return _map_children(e, rename)
-
-        c = s.info.comp
-        comp = c if s.is_init else dataclasses.replace(c, rhs=rename(c.rhs))  # an init has no rhs to read
-        to = local_name(c.tensor, c.indices)
-        if to:
-            comp = dataclasses.replace(comp, tensor=to, indices=zero)
-        s2 = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=comp))
-        return emit_statement(s2, env, buffers)
-
-    def _plan(self, loop: isl.AstNode) -> list[tuple[str, list]]:
-        """The (tensor, indices) to keep in registers over ``loop``."""
-        inner: list[tirx.Var] = []
-        must, accesses = [], []  # (tensor, idx): unconditional writes; every access
-
-        def walk(node: isl.AstNode, direct: bool) -> None:
-            t = node.get_type()
-            if t == _NT.for_:
-                name = iterator(node)
-                v = tirx.Var(name, INDEX)
-                inner.append(v)
-                with self.bound({name: v}):
-                    walk(node.for_get_body(), False)
-            elif t == _NT.if_:
-                walk(node.if_get_then_node(), False)
-                if node.if_has_else_node():
-                    walk(node.if_get_else_node(), False)
-            elif t == _NT.block:
-                for x in isl_ast.children(node):
-                    walk(x, direct)
-            elif t == _NT.mark:
-                walk(node.mark_get_node(), direct)
-            elif t == _NT.user:
-                self._accesses(node.user_get_expr(), direct, must, accesses)
-            else:
-                raise _NoPlan
-
-        name = iterator(loop)
-        v = tirx.Var(name, INDEX)
-        inner.append(v)
-        try:
-            with self.bound({name: v}):
-                walk(loop.for_get_body(), True)
-        except _NoPlan:
-            return []
-        plan: list[tuple[str, list]] = []
-        for tensor, idx in must:
-            if tensor in self.promoted or any(t == tensor and _relation(idx, i) == "same" for t, i in plan):
-                continue
-            if any(_uses(e, inner) for e in idx):
-                continue
-            if all(_relation(idx, i) in ("same", "distinct") for t, i in accesses if t == tensor):
-                plan.append((tensor, idx))
-        return plan
-
-    def _accesses(self, call: isl.AstExpr, direct: bool, must: list, accesses: list) -> None:
-        s = self.stmts[isl_ast.statement(call)]
-        args = [self.expr(x) for x in isl_ast.args(call)[1:]]
-        env = {**self.env, **dict(zip(s.dims, args))}
-        buffers = self.gen.sig.buffers
-        c = s.info.comp
-        write = (c.tensor, [lower_expr(e, env, buffers, INDEX) for e in c.indices])
-        accesses.append(write)
-        if direct:
-            must.append(write)
-
-        def reads(e) -> None:
-            if isinstance(e, n.Access):
-                accesses.append((e.tensor, [lower_expr(i, env, buffers, INDEX) for i in e.indices]))
-            _map_children(e, lambda x: (reads(x), x)[1])
-
-        if not s.is_init:
-            reads(c.rhs)
-
-
-class _NoPlan(Exception):
-    """Something in the loop that the promotion does not analyse."""
-
-
-def _map_children(e, f):
-    """``e`` with ``f`` applied to its direct sub-expressions (tcdsl nodes)."""
-    changes = {}
-    for fld in dataclasses.fields(e):
-        v = getattr(e, fld.name)
-        if isinstance(v, n.Expr):
-            changes[fld.name] = f(v)
-        elif isinstance(v, tuple) and v and all(isinstance(x, n.Expr) for x in v):
-            changes[fld.name] = tuple(f(x) for x in v)
-    return dataclasses.replace(e, **changes) if changes else e
-
-
-def _relation(a: list, b: list) -> str:
-    """"same" (equal in every dimension), "distinct" (provably differ in
-    some dimension) or "unknown", for two index lists of one tensor."""
-    if len(a) != len(b):
-        return "unknown"
-    same = True
-    for x, y in zip(a, b):
-        d = _simplify(x - y)
-        if isinstance(d, tirx.IntImm):
-            if d.value != 0:
-                return "distinct"
-        else:
-            same = False
-    return "same" if same else "unknown"
-
-
-def _uses(e: tirx.PrimExpr, vs: list[tirx.Var]) -> bool:
-    from tvm.tirx.analysis import undefined_vars
-
-    free = undefined_vars(e)
-    return any(v.same_as(f) for v in vs for f in free)

@@ -207,12 +207,15 @@ def _uses_any(x: "tirx.PrimExpr", bound: list) -> bool:
 def _nan_kept(v: "tirx.PrimExpr", value: "tirx.PrimExpr") -> "tirx.PrimExpr":
     """``value``, or ``v`` (float32) where it is a NaN: tested on its bits,
     since LLVM may fold a float ``v != v`` to false (exp(NaN) was inf)."""
-    bits = tirx.bitwise_and(tirx.reinterpret("int32", v), tirx.const(0x7FFFFFFF, "int32"))
-    return _select(bits > tirx.const(0x7F800000, "int32"), v, value)
+    return _select(_is_nan(v, "float32"), v, value)
 
 
 def _is_nan(v: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
-    """``v`` is a NaN, tested on its bits (see :func:`_nan_kept`)."""
+    """``v`` is a NaN, tested on its bits (see :func:`_nan_kept`); decided
+    here for a constant (CUDA C cannot take the address of one to read its
+    bits: ``fmax(x, 0)`` did not compile for CUDA)."""
+    if isinstance(v, tirx.FloatImm):
+        return tirx.const(math.isnan(v.value), "bool")
     i, mask, inf = ("int32", 0x7FFFFFFF, 0x7F800000) if dtype == "float32" else \
         ("int64", 0x7FFFFFFFFFFFFFFF, 0x7FF0000000000000)
     return tirx.bitwise_and(tirx.reinterpret(i, v), tirx.const(mask, i)) > tirx.const(inf, i)

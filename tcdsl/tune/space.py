@@ -86,6 +86,8 @@ def _cuda_knobs() -> tuple[Knob, ...]:
         "flatten": (None, 1, 2, 3),
         "registers": (True, False),
         "persistent": (True, False),
+        "persistent_threads": (256, 512, 1024),
+        "split": (False, True),
         "hoist": (True, False),  # ("auto" hoists on a GPU)
         "fold": (True, False),
     }
