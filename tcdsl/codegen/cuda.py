@@ -27,13 +27,15 @@ How the isl AST is walked, from the top (the "host level"):
   involve sizes and the loop variables of host loops.
 * a loop that carries a dependence (``seq``) and has a ``par`` loop inside
   becomes a host loop launching its body at every step -- or, where each of
-  those launches would be a single block (every launch's thread count at
-  most ``threads``: a size condition checked on the host at the call), one
-  **persistent** launch of one block that runs the loop itself, each former
-  launch a phase of the block's threads followed by ``__syncthreads()``
-  (``persistent``, default True; the batch-1 RNN steps, where a launch costs
-  more than the step's work).  Its phases do what the launches do, on the
-  same single block; the barrier orders them as the kernel boundaries did.
+  those launches would fit one block (every launch's thread count at most
+  ``threads``, else at most ``persistent_threads``: size conditions checked
+  on the host at the call), one **persistent** launch of one block of that
+  many threads that runs the loop itself, each former launch a phase of the
+  block's threads followed by ``__syncthreads()`` (``persistent``, default
+  True; the batch-1 RNN steps, where a launch costs more than the step's
+  work).  Its phases do what the launches do, on one block; the barrier
+  orders them as the kernel boundaries did.  With ``split``, a phase's sums
+  run on groups of lanes (codegen/cuda_thread.py).
   The host loop stays for the other sizes, and where a launch's thread
   count depends on the loop's own variables.  One without any
   ``par`` loop inside, and any statement that is under no coincident loop
@@ -45,22 +47,15 @@ CPU path's: the GPU mapping wants the scheduler's outer coincident loops
 outermost (they become the threads), while the CPU path may interchange
 loops for vectorization.
 
-Accumulators in registers: inside a thread, a serial loop whose body
-writes a location that does not move with the loop (``C(m, n)`` in
-``for k: C(m, n) += A(m, k) * B(k, n)``) keeps that location in a local
-variable for the loop -- loaded before, stored after, guarded by
-``extent > 0`` -- when the write is unconditional in the loop body and every
-other access of that tensor in the loop is provably to another element
-(``hidden(t-1, b, c)`` against ``hidden(t, b, co)``).  Otherwise every
-iteration would load and store global memory: nvcc cannot prove the
-``__restrict__`` pointer's other accesses distinct.  ``{"registers": False}``
-turns this off.
+Accumulators in registers (``registers``): see codegen/cuda_thread.py.
 
 Options (``options=`` of :func:`tcdsl.compile`): ``threads`` (threads per
 block, default 256, at most 1024), ``flatten`` (how many nested
 coincident loops to map at most, default: all of the perfectly nested ones),
-``registers`` (accumulators in registers, default True) and ``persistent``
-(one launch for a host loop whose launches are single blocks, default True).  For tests,
+``registers`` (accumulators in registers, default True), ``persistent``
+(one launch for a host loop whose launches are single blocks, default True),
+``persistent_threads`` (its larger block, default 1024) and ``split`` (sums
+across lanes, default False).  For tests,
 ``{"emulate": True}`` emits the thread-bound loops as serial loops, so that
 the mapped program (guards, index arithmetic, registers, host loops) can be
 built for the CPU and checked against NumPy on a machine without a GPU.

@@ -13,14 +13,15 @@ loop is provably to another element (``hidden(t-1, b, c)`` against
 memory: nvcc cannot prove the ``__restrict__`` pointer's other accesses
 distinct.  ``{"registers": False}`` turns this off.
 
-Lanes (``split``, inside a persistent launch): a phase with fewer outputs than
+Lanes (``split``, default False, inside a persistent launch): a phase with fewer outputs than
 the block has threads (the batch-1 RNN step: 128 outputs, 1024 threads) gives
 each output a group of ``g`` consecutive lanes of a warp, ``g`` the largest
 power of two up to 32 with ``outputs * g <= threads`` (computed from the
 sizes, at the call).  A register-accumulated loop of the phase whose body only
 adds (or multiplies) into its accumulators -- a sum ``+=`` or product ``*=``,
 nothing else written, the accumulated elements read nowhere else in the loop
--- runs its iterations ``lane, lane + g, ...`` on the group's lanes, each lane
+-- runs its iterations ``lane, lane + g, ...`` on the group's lanes (``UNROLL``
+per trip of the loop: nvcc left it rolled), each lane
 from the operator's identity (lane 0 from the element's value), and the
 partial values are combined by ``__shfl_down_sync`` within the group (at most
 five steps); lane 0 stores the result.  Everything else of the phase runs on
@@ -29,7 +30,8 @@ the same branch at every condition of the phase (those depend on the output,
 the loop variables and the sizes, never on the lane), so each shuffle is met
 by the whole group, whose lanes it names in its mask.  Only the order of the
 sum changes.  Emulated on the CPU (``emulate``) there are no lanes (``g =
-1``).
+1``).  On an H100 it measured slower than a thread per output (docs/cuda.md,
+section 1), hence off by default; it stays in the tuner's space.
 """
 from __future__ import annotations
 
