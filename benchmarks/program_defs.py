@@ -1567,3 +1567,13 @@ def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
 def _gc(torch, a, t, s):
     F = torch.nn.functional
     return {"F.conv1d(groups=8)": _nograd(torch, lambda: F.conv1d(t[0], t[1], groups=8))}
+
+
+@program(name="grouped conv1d (G=8, group size O / 8)", kind="conv", src="""
+def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
+  y(b, o, t) +=! x(b, (o / (O / 8)) * CG + c, t + k) * w(o, c, k) where t in 0:L - K + 1
+}""", full=dict(B=16, C=256, L=512, O=256, CG=32, K=3), tiny=dict(B=1, C=16, L=5, O=16, CG=2, K=3),
+    inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O"], s["CG"], s["K"])])
+def _gc_sized(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(groups=8)": _nograd(torch, lambda: F.conv1d(t[0], t[1], groups=8))}

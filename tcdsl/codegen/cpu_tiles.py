@@ -35,6 +35,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
 from .expr import INDEX
+from . import invariant
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import _Column, _Panels, _Prepacked, pack_whole, strided_reads
 
@@ -520,12 +521,17 @@ class _Tile(_Column):
                 value = tirx.Select(col0 + c >= self.keep_below, value, tirx.BufferLoad(buf, idx))
             return tirx.BufferStore(buf, value, idx)
 
+        terms = invariant.RowTerms(nd * nr)  # the row's divisions by a value, once per tile
+
         def update(d, r, c):
             with low.bound(at(d, r, {j_name: col0 + c})):
                 _, _, value, combine = low.statement_parts(self.call)
+                if terms is not None:
+                    value = terms.take(value, r, d, nr, [low.env[iterator(x)] for x in self.chain] + [c])
             return tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [d * nr + r, c]), value), [d * nr + r, c])
 
         if row in loop_ids(self.chain[0]):
+            terms = None
             return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), self._ragged(r0, nr, nd, lanes, update),
                                  lanes(store)])
         saved = self.chain
@@ -535,7 +541,7 @@ class _Tile(_Column):
             nest = self._nest(0, lambda: lanes(update), ks)
         finally:
             self.chain = saved
-        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), nest, lanes(store)])
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load)] + terms.fill(nr, nd) + [nest, lanes(store)])
 
     def _ragged(self, r0, nr: int, nd: int, lanes: Callable, update: Callable) -> tirx.Stmt:
         """The reduction of a tile whose outer loop's range moves with the row

@@ -23,8 +23,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .expr import dtype_of as _dtype
-from .lower import _LOAD, loads
+from .expr import INDEX, dtype_of as _dtype
+from .lower import _LOAD, has_node, loads
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max,
            tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
@@ -173,3 +173,60 @@ def _read(node, loads_of: dict):
                 return ld
         return v
     return tvm_ffi.structural_map(node, [(tirx.Var, swap)])
+
+
+def _by_value(e) -> bool:
+    """A division by a value that is not a constant (LLVM moves one by a
+    constant itself)."""
+    return isinstance(e, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)) and not isinstance(e.b, tirx.IntImm)
+
+
+class RowTerms:
+    """The integer terms of a register tile's update that change with its row
+    alone -- a division in an index, as a grouped convolution's ``(o / (O /
+    G)) * CG`` -- computed once per row into a small local array before the
+    tile's reduction loops, and read from it inside them.  LLVM does not
+    move such a division out of the loops itself: a division it moves
+    might trap where the loop would not have run.  Only terms without loads
+    and with a division by a value (the others cost less than the array, or
+    LLVM moves them) are taken;
+    their divisors never trap (codegen/expr.py guards a division by a value
+    that may be 0 or -1)."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+        self.terms: list[tuple[tirx.Buffer, tirx.PrimExpr, tirx.Var, object]] = []  # (cells, term, r, d)
+
+    def take(self, value: tirx.PrimExpr, r: tirx.Var, d, nr: int, moving: list) -> tirx.PrimExpr:
+        """``value`` (the update of row ``d * nr + r``) with its terms that use
+        none of the variables of ``moving`` (the reduction loops' values, the
+        column) replaced by their cells."""
+        moving = [v for m in moving for v in tirx.analysis.undefined_vars(m)]
+
+        def moves(e) -> bool:
+            return any(v.same_as(m) for v in tirx.analysis.undefined_vars(e) for m in moving)
+
+        def visit(e):
+            if not _dtype(e).startswith("int") or isinstance(e, (tirx.IntImm, tirx.Var, _LOAD)):
+                return e
+            if not has_node(e, _by_value) or loads(e) or moves(e):
+                return e
+            for cells, term, _, _ in self.terms:
+                if tvm_ffi.structural_equal(term, e):
+                    return tirx.BufferLoad(cells, [d * nr + r])
+            cells = tirx.decl_buffer((self.rows,), _dtype(e), name=f"row_term{len(self.terms)}", scope="local")
+            self.terms.append((cells, e, r, d))
+            return tirx.BufferLoad(cells, [d * nr + r])
+        return tvm_ffi.structural_map(value, [(tvm.ir.expr.Expr, visit)], order="pre")
+
+    def fill(self, nr: int, nd: int) -> list[tirx.Stmt]:
+        """The cells' allocations and their values, row by row (unrolled)."""
+        out = []
+        for cells, term, r, d in self.terms:
+            r2, d2 = tirx.Var("r", INDEX), tirx.Var("d", INDEX)
+            value = tvm_ffi.structural_map(term, [(tirx.Var, lambda v, r=r, d=d, r2=r2, d2=d2: r2 if v.same_as(r)
+                                                   else d2 if isinstance(d, tirx.Var) and v.same_as(d) else v)])
+            store = tirx.BufferStore(cells, value, [(d2 if isinstance(d, tirx.Var) else 0) * nr + r2])
+            loop = tirx.For(r2, 0, nr, tirx.ForKind.UNROLLED, store)
+            out += [tirx.AllocBuffer(cells), tirx.For(d2, 0, nd, tirx.ForKind.UNROLLED, loop) if nd > 1 else loop]
+        return out
