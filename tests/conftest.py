@@ -29,6 +29,19 @@ def pytest_addoption(parser):
 
 
 @pytest.fixture
+def avx512_tiles(monkeypatch):
+    """The default register tiles and vector width of a host with AVX-512
+    (``tcdsl.options.host_defaults``: 16-lane vectors, 4 x 64 tiles, 8 x 48
+    inside a sequential loop), whatever this machine has: for tests that
+    read those shapes in the generated TIR.  On a machine without AVX-512
+    LLVM splits each 16-lane vector in two, so the results are checked all
+    the same."""
+    from tcdsl import host
+
+    monkeypatch.setattr(host, "avx512", lambda: True)
+
+
+@pytest.fixture
 def golden(request):
     update = request.config.getoption("--update-goldens")
 

@@ -1034,7 +1034,9 @@ def _check_records(records: list[dict], seed: int) -> None:
 
 def test_mutated_corpus_runs_or_raises_tc_errors():
     seed = _fuzz_seed(0)
-    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 15)), seed=seed, at_least=20)
+    # at least the seed's first 30 mutants (seed 0: mutants 4, 10 and 26 of them run; a loaded
+    # machine that ran 22 in the 15 s found 2 and failed)
+    records = run_fuzzer(float(os.environ.get("TCDSL_FUZZ_SECONDS", 15)), seed=seed, at_least=30)
     assert len(records) > 10, f"seed {seed}: {_report(records)}"
     assert sum(r["outcome"] == "works" for r in records) >= 3, f"seed {seed}: {_report(records)}"
     _check_records(records, seed)

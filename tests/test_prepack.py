@@ -48,6 +48,7 @@ def _tir(src, **options):
     return tcdsl.compile(src, tuning_db=False, options=options).backend(None).func.script()
 
 
+@pytest.mark.usefixtures("avx512_tiles")  # the TIR it reads is an AVX-512 host's
 def test_recurrent_weight_is_packed_once_before_the_loop():
     text = _tir(LSTM_GIVEN)
     # the fill comes before the time loop and writes the whole weight
