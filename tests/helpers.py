@@ -119,3 +119,16 @@ def lstm_gates_given_reference(G, h0, c0, Wh):
         hs.append(h)
         cs.append(c)
     return np.stack(hs), np.stack(cs)
+
+
+def grouped_conv1d(x, w, groups):
+    """NumPy's grouped 1-D convolution without padding: output channel o reads
+    the input channels of group o // (O // groups)."""
+    B, C, L = x.shape
+    O, CG, K = w.shape
+    y = np.zeros((B, O, L - K + 1))
+    for o in range(O):
+        g = o // (O // groups)
+        for k in range(K):
+            y[:, o] += np.einsum("bcl,c->bl", x[:, g * CG:(g + 1) * CG, k:k + L - K + 1], w[o, :, k])
+    return y

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tcdsl
+from helpers import grouped_conv1d
 
 OPTS = {"disk_cache": False}
 
@@ -39,17 +40,6 @@ GROUPED = """def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
 }"""
 
 
-def _grouped_reference(x, w, G):
-    B, C, L = x.shape
-    O, CG, K = w.shape
-    y = np.zeros((B, O, L - K + 1))
-    for o in range(O):
-        g = o // (O // G)
-        for k in range(K):
-            y[:, o] += np.einsum("bct,c->bt", x[:, g * CG:(g + 1) * CG, k:k + L - K + 1], w[o, :, k])
-    return y
-
-
 @pytest.mark.parametrize("O,G", [(12, 4), (10, 2), (24, 8), (7, 7)])
 def test_register_tiles_over_an_index_divided_by_a_size(O, G):
     """A grouped convolution with its group written through sizes: register
@@ -67,5 +57,5 @@ def test_register_tiles_over_an_index_divided_by_a_size(O, G):
     CG = 3
     x = rng.standard_normal((2, G * CG, 29)).astype(np.float32)
     w = rng.standard_normal((O, CG, 3)).astype(np.float32)
-    np.testing.assert_allclose(k(x, w), _grouped_reference(x.astype(np.float64), w.astype(np.float64), G),
+    np.testing.assert_allclose(k(x, w), grouped_conv1d(x.astype(np.float64), w.astype(np.float64), G),
                                rtol=1e-4, atol=1e-4)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tcdsl
+from helpers import grouped_conv1d
 
 NO_CACHE = {"disk_cache": False}
 
@@ -243,17 +244,6 @@ GROUPED = """def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
 }"""
 
 
-def _grouped_numpy(x, w, groups):
-    B, C, L = x.shape
-    O, CG, K = w.shape
-    y = np.zeros((B, O, L - K + 1))
-    for o in range(O):
-        g = o // (O // groups)
-        for k in range(K):
-            y[:, o] += np.einsum("bcl,c->bl", x[:, g * CG:(g + 1) * CG, k:k + L - K + 1], w[o, :, k])
-    return y
-
-
 def test_a_grouped_convolution_runs_in_register_tiles():
     """``x(b, (o / 4) * CG + c, t + k)``: a division by a power of two is a
     shift; by 3 it is C's truncating division with a correction
@@ -267,9 +257,9 @@ def test_a_grouped_convolution_runs_in_register_tiles():
     rng = np.random.default_rng(11)
     for B, G, CG, L, K in [(1, 1, 1, 3, 3), (2, 2, 3, 20, 3), (3, 3, 5, 70, 2), (2, 4, 8, 37, 5)]:
         x, w = _rand(rng, B, G * CG, L), _rand(rng, 4 * G, CG, K)
-        np.testing.assert_allclose(k(x, w), _grouped_numpy(x.astype(np.float64), w, G), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(k(x, w), grouped_conv1d(x.astype(np.float64), w, G), rtol=1e-4, atol=1e-4)
     x, w = _rand(rng, 2, 9, 11), _rand(rng, 9, 3, 3)
-    np.testing.assert_allclose(other(x, w), _grouped_numpy(x.astype(np.float64), w, 3), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(other(x, w), grouped_conv1d(x.astype(np.float64), w, 3), rtol=1e-4, atol=1e-4)
 
 
 def test_grouped_tiles_stay_inside_their_tensors():
