@@ -74,9 +74,8 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT as _NT, iterator, loop_ids, unit_stride
 from ..polyhedral.model import Kernel
 from ..polyhedral.schedule import PARALLEL
-from ..syntax import nodes as n
-from .expr import INDEX, lower_expr
-from .cuda_thread import Lanes, ThreadLowering, group_log2
+from .expr import INDEX
+from .cuda_thread import Lanes, ThreadLowering, group_log2, simplify as _simplify
 from .lower import AstLowering, ProgramLowering, seq as _seq
 
 
@@ -137,13 +136,13 @@ def or_persistent(gen: CudaProgram, build) -> tirx.Stmt:
     if not options.persistent or gen.persist is not None:
         return loop
     out = loop
+    sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
     for block in sorted({options.threads, options.persistent_threads}, reverse=True):
         gen.persist = ctx = _Persist(tirx.Var("tx", INDEX), [], block)
         try:
             fused = build()
         finally:
             gen.persist = None
-        sizes = [x for x in gen.sig.size_vars.values() if isinstance(x, tirx.Var)]
         if not ctx.totals or any(len(tirx.analysis.undefined_vars(t, sizes)) for t in ctx.totals):
             return loop
         if not options.emulate:  # emulated, every phase has its own serial loop of threads
@@ -330,12 +329,6 @@ def _par_loop(node: isl.AstNode) -> isl.AstNode | None:
         return None
     inner = node.mark_get_node()
     return inner if inner.get_type() == _NT.for_ else None
-
-
-def _simplify(e: tirx.PrimExpr) -> tirx.PrimExpr:
-    from tvm import sym
-
-    return sym.Analyzer().simplify(e)
 
 
 def _all(conds: list[tirx.PrimExpr]) -> tirx.PrimExpr:

@@ -65,7 +65,7 @@ class Lanes:
 
     @property
     def size(self) -> tirx.PrimExpr:
-        return _simplify(tirx.const(1, INDEX) << self.log2)
+        return simplify(tirx.const(1, INDEX) << self.log2)
 
 
 def group_log2(total: tirx.PrimExpr, threads: int) -> tirx.PrimExpr:
@@ -74,7 +74,7 @@ def group_log2(total: tirx.PrimExpr, threads: int) -> tirx.PrimExpr:
     out = tirx.const(0, INDEX)
     for k in range(1, 6):  # the last test that holds decides
         out = tirx.Select(total * (1 << k) <= threads, tirx.const(k, INDEX), out)
-    return _simplify(out)
+    return simplify(out)
 
 
 class ThreadLowering(AstLowering):
@@ -151,7 +151,7 @@ class ThreadLowering(AstLowering):
     def _if_iterates(self, node: isl.AstNode, stmt: tirx.Stmt) -> tirx.Stmt:
         """``stmt`` where the loop ``node`` has an iteration."""
         _, extent = self.loop_range(node)
-        positive = _simplify(extent > 0)
+        positive = simplify(extent > 0)
         if isinstance(positive, tirx.IntImm) and positive.value:
             return stmt
         return tirx.IfThenElse(positive, stmt, None)
@@ -184,7 +184,7 @@ class ThreadLowering(AstLowering):
         name = iterator(loop)
         init, extent = self.loop_range(loop)
         # the lane's iterations (the loop has one, checked below: extent - lane + g - 1 >= 0)
-        count = _simplify(tirx.shift_right(extent - lanes.lane + g - 1, lanes.log2))
+        count = simplify(tirx.shift_right(extent - lanes.lane + g - 1, lanes.log2))
         q, r = tirx.Var(f"{name}_q", INDEX), tirx.Var(f"{name}_r", INDEX)
         with self._promoting(plan) as locals_, self.lanes(None):
             def at(c: tirx.PrimExpr) -> tirx.Stmt:  # the lane's iteration c
@@ -209,7 +209,7 @@ class ThreadLowering(AstLowering):
                 mine = tirx.BufferLoad(local, zero)
                 other = tirx.call_intrin(buf.dtype, "tirx.tvm_warp_shuffle_down", mask, mine, off, g, WARP)
                 step.append(tirx.BufferStore(local, mine + other if op == "+" else mine * other, zero))
-            cond = _simplify(g > off)
+            cond = simplify(g > off)
             if not (isinstance(cond, tirx.IntImm) and not cond.value):
                 stmts.append(tirx.IfThenElse(cond, tirx.SeqStmt(step) if len(step) > 1 else step[0], None))
         stores = [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
@@ -339,7 +339,7 @@ def _group_mask(lanes: Lanes, g: tirx.PrimExpr) -> tirx.PrimExpr:
     u = "uint32"
     first = tirx.bitwise_and(lanes.warp_lane, tirx.bitwise_not(g - 1))
     ones = tirx.shift_right(tirx.const(0xFFFFFFFF, u), (WARP - g).astype(u))
-    return _simplify(tirx.shift_left(ones, first.astype(u)))
+    return simplify(tirx.shift_left(ones, first.astype(u)))
 
 
 def _map_children(e, f):
@@ -361,7 +361,7 @@ def _relation(a: list, b: list) -> str:
         return "unknown"
     same = True
     for x, y in zip(a, b):
-        d = _simplify(x - y)
+        d = simplify(x - y)
         if isinstance(d, tirx.IntImm):
             if d.value != 0:
                 return "distinct"
@@ -370,7 +370,8 @@ def _relation(a: list, b: list) -> str:
     return "same" if same else "unknown"
 
 
-def _simplify(e: tirx.PrimExpr) -> tirx.PrimExpr:
+def simplify(e: tirx.PrimExpr) -> tirx.PrimExpr:
+    """``e`` simplified by TVM's analyzer."""
     from tvm import sym
 
     return sym.Analyzer().simplify(e)
