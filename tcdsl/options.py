@@ -202,12 +202,18 @@ def host_defaults(in_loop: bool = False) -> dict[str, int]:
     2.71 with 4 x 64 (batch 12: 2.45 against 2.76; the LSTM 10.7 against
     11.4; batch 1 and 3 and the QRNN alike: their rows are left over, see
     ``leftover_rows`` in codegen/cpu_tiles.py).  Without AVX-512 (16
-    registers of 8): 4 x 24 for a kernel on its own, 2 x 48 inside a
-    sequential loop, whose rows are few."""
+    registers of 8): 4 x 24, inside a sequential loop too.  Measured on an
+    AMD EPYC (Zen 3, AVX2), interleaved: the LSTM at (128, 64, 256, 512)
+    221-233 ms against 388 for 2 x 48 (4 x 16: 249, 6 x 16: 317, 3 x 32:
+    511), at (64, 32, 256, 256) 23.5 against 44.4, the Elman RNN at (64,
+    32, 256) 5.9 against 7.0 ms; a batch of 4 as fast as with 2 x 48 once a
+    thread's 2 rows run in tiles of 2 x 48 (``leftover_rows``) and the rows
+    split evenly when there are fewer tiles than threads (codegen/cpu.py,
+    ``ChunkedLoop``)."""
     if host.avx512():
         rows, cols, vw = (8, 48, 16) if in_loop else (4, 64, 16)
     else:
-        rows, cols, vw = (2, 48, 8) if in_loop else (4, 24, 8)
+        rows, cols, vw = 4, 24, 8
     return {"tile_rows": rows, "tile_cols": cols, "vector_width": vw}
 
 
@@ -377,7 +383,7 @@ class MappingOptions:
     * ``vector_width``: elements per vector instruction (``tile_cols`` is a
       multiple of it).  0 in these three: the host's defaults (4 x 64 in
       16-lane vectors with AVX-512, 8 x 48 inside a sequential loop; else
-      4 x 24 in 8-lane vectors, 2 x 48 inside a sequential loop).
+      4 x 24 in 8-lane vectors).
     * ``chunk_rows``: at most this many rows of the parallel loop per chunk
       (a chunk's columns tiles reuse the same right-hand data from cache, and
       its copied panels, see ``k_block``); every thread gets as many chunks,

@@ -362,6 +362,13 @@ class ChunkedLoop:
         chunk = tirx.max(tirx.floordiv(per_thread + count - 1, count) * m.tile_rows, 1)
         if m.chunk_rows < m.tile_rows:
             chunk = tirx.const(m.chunk_rows, INDEX)
+        elif m.parallel and m.threads > 1 and m.tile_rows > 1:
+            # no more rows than an even share per thread: with fewer whole
+            # tiles than threads (an RNN's batch of 4 under tiles of 4 rows)
+            # every thread gets rows, which run in the leftover tiles, rather
+            # than one thread them all; with a few tiles more than threads
+            # (12 rows, 4-row tiles, 2 threads) 6 and 6 rows, not 8 and 4
+            chunk = tirx.min(chunk, tirx.max(tirx.floordiv(extent + m.threads - 1, m.threads), 1))
         ch = tirx.Var(name + "_chunk", INDEX)
         # the chunk's first row and row count, bound once (TVM's simplifier and
         # LLVM would otherwise meet the whole formula in every index)

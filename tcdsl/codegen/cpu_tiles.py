@@ -163,8 +163,6 @@ class RegisterTiles:
         accumulated element moves with ``name`` in an index of its own: the
         loop may then run outside the row tiles, several of its iterations in
         each tile (``ChunkedLoop._outside`` in codegen/cpu.py)."""
-        from tvm import sym as arith
-
         chain, leaves = parts
         for inner, call in leaves:
             j = iterator(inner)
@@ -238,9 +236,19 @@ class RegisterTiles:
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         depth = self.depth[2] if self.depth else 1
 
-        def columns(pack: bool) -> tirx.Stmt:
+        def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX)) -> tuple[list, tirx.PrimExpr]:
+            """Column tiles of each width in turn from ``start``: their loops,
+            and the first column they leave."""
             stmts = []
-            start = tirx.const(0, INDEX)
+            for w in dict.fromkeys(widths):
+                count = tirx.floordiv(j_ext - start, w)
+                jt = tirx.Var(f"{j_name}_{tag}{w}", INDEX)
+                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
+                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body_of(tile, jt)))
+                start = start + count * w
+            return stmts, start
+
+        def columns(pack: bool) -> tirx.Stmt:
             # outside sequential loops also half-width tiles: a 4 x 64 tile
             # leaves 32 columns (a convolution's output rows) to 16-wide ones
             half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
@@ -253,21 +261,16 @@ class RegisterTiles:
             # 16 + 8 + 4; single columns were most of its time)
             narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
                 if not in_loop or depth > 1 else ()
-            for w in dict.fromkeys((main,) + half + (m.vector_width,)):
-                count = tirx.floordiv(j_ext - start, w)
-                jt = tirx.Var(f"{j_name}_w{w}", INDEX)
-                col0 = j_init + start + jt * w
-                tile = _Tile(self, chain, call, row, j_name, col0, w, zeros)
-                if pack and packed and w == m.tile_cols:
-                    body = _Panels(self, chain, call, row, j_name, col0, w, packed, rows_across).around(
-                        lambda ks, tile=tile: tile.rows(lo, n, ks, rest=False))
-                elif pack and whole and w == m.tile_cols:
-                    body = _Prepacked(self, call, row, j_name, col0, w, jt, whole).around(
-                        lambda tile=tile: tile.rows(lo, n, rest=False))
-                else:
-                    body = tile.rows(lo, n, rest=False)
-                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body))
-                start = start + count * w
+
+            def body(tile, jt) -> tirx.Stmt:
+                if pack and packed and tile.w == m.tile_cols:
+                    return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
+                        lambda ks: tile.rows(lo, n, ks, rest=False))
+                if pack and whole and tile.w == m.tile_cols:
+                    return _Prepacked(self, call, row, j_name, tile.col0, tile.w, jt, whole).around(
+                        lambda: tile.rows(lo, n, rest=False))
+                return tile.rows(lo, n, rest=False)
+            stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
             stmts.append(tail(start, narrow, lambda tile: tile.rows(lo, n, rest=False)))
             return seq(stmts + [leftover_rows()])
 
@@ -278,15 +281,8 @@ class RegisterTiles:
             (a convolution's 28 columns: 16 + 16 lanes instead of 16 + 8 + 4, one
             pass less over the reduction); else narrower vectors and single
             columns."""
-            vw = m.vector_width
-            singles = []
-            first = start
-            for w in dict.fromkeys(narrow + (1,)):
-                count = j_ext - start if w == 1 else tirx.floordiv(j_ext - start, w)
-                jt = tirx.Var(f"{j_name}_n{w}", INDEX)
-                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
-                singles.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body_of(tile)))
-                start = start + count * w if w > 1 else start
+            vw, first = m.vector_width, start
+            singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
             if vw < 4 or not m.overlap_tail:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
@@ -295,18 +291,19 @@ class RegisterTiles:
 
         def leftover_rows() -> tirx.Stmt | None:
             """The rows after the last full row tile (all of them for a batch
-            of 1), one at a time, in tiles of 16 vectors, then 8 (as many
-            accumulators as a full tile holds at most), then one vector, half
-            a vector and single columns: a 1 x 64 tile has 4 accumulators,
-            too few to hide the FMA latency; 1 x 256 has 16, as many as a
-            4 x 64 one."""
+            of 1): inside sequential loops first in tiles of half the rows and
+            twice the columns (a thread's 2 rows under tiles of 4: as many
+            accumulators), then one at a time, in tiles of 16 vectors, then 8
+            (as many accumulators as a full tile holds at most), then one
+            vector, half a vector and single columns: a 1 x 64 tile has 4
+            accumulators, too few to hide the FMA latency; 1 x 256 has 16."""
             rb = m.tile_rows
             if rb == 1:
                 return None
             r = tirx.Var(row + "_t", INDEX)
-            r0 = lo + tirx.floordiv(n, rb) * rb + r
-            stmts = []
-            start = tirx.const(0, INDEX)
+            left = tirx.floormod(n, rb)
+            half = rb // 2 if rb >= 4 and depth == 1 and in_loop and not self.single else 0  # (outside: rows many)
+            r0 = lo + tirx.floordiv(n, rb) * rb + (tirx.floordiv(left, half) * half if half else 0) + r
             vw = m.vector_width
             # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
             wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
@@ -316,14 +313,16 @@ class RegisterTiles:
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
             narrow = tuple(w for w in (vw // 2,) if w >= 4)
-            for w in dict.fromkeys(wide + (vw,)):
-                count = tirx.floordiv(j_ext - start, w)
-                jt = tirx.Var(f"{j_name}_v{w}", INDEX)
-                tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
-                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, tile.tile(r0, 1)))
-                start = start + count * w
+            stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1))
             stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1)))
-            return tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL, seq(stmts))
+            if not half:
+                return tirx.For(r, 0, left, tirx.ForKind.SERIAL, seq(stmts))
+            q = tirx.Var(row + "_h", INDEX)
+            h0 = lo + tirx.floordiv(n, rb) * rb + q * half
+            hs, start = strips((max(2 * m.tile_cols // vw * vw, vw), vw), "h", lambda tile, _: tile.tile(h0, half))
+            hs.append(tail(start, narrow, lambda tile: tile.tile(h0, half)))
+            return seq([tirx.For(q, 0, tirx.floordiv(left, half), tirx.ForKind.SERIAL, seq(hs)),
+                        tirx.For(r, 0, tirx.floormod(left, half), tirx.ForKind.SERIAL, seq(stmts))])
 
         if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
             return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
