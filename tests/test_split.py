@@ -303,3 +303,102 @@ def test_selects_in_a_reduction_and_a_statement_inside_a_loop(mode):
     np.testing.assert_allclose(_run(RNN2, (x, h0, W, U), mode), ref, rtol=1e-4, atol=1e-5)
     if mode == "never":
         assert _pieces(RNN2) == [["S0_0", "S0_1", "S1_0", "S1_1"]]
+
+
+# -------- cut where a read of the written tensor meets the write (split._meets)
+FLOYD = """
+def fw(float(N,N) D0) -> (D) {
+  D(i, j) = D0(i, j)
+  for k in N {
+    D(i, j) = fmin(D(i, j), D(i, k) + D(k, j))
+  }
+}
+"""
+
+# a rank-1 update through the pivot's row and column, which the step changes too
+PIVOT = """
+def pivot(double(N,N) A0) -> (A) {
+  A(i, j) = A0(i, j)
+  for k in N {
+    A(i, j) = A(i, j) - 0.25 * A(i, k) * A(k, j)
+  }
+}
+"""
+
+# the second half reads the first, already reversed
+MIRROR = """
+def mirror(int32(N) x0) -> (x) {
+  x(i) = x0(i)
+  x(i) = x(N - 1 - i) * 3 + x(i)
+}
+"""
+
+
+def _sequential(a, step):
+    """The program's order: every element in turn, each read seeing the writes before it."""
+    a = a.copy()
+    for idx in np.ndindex(*a.shape):
+        a[idx] = step(a, *idx)
+    return a
+
+
+def _floyd_ref(d):
+    for kk in range(d.shape[0]):
+        d = _sequential(d, lambda a, i, j: np.float32(min(a[i, j], np.float32(a[i, kk] + a[kk, j]))))
+    return d
+
+
+def _pivot_ref(a):
+    for kk in range(a.shape[0]):
+        a = _sequential(a, lambda m, i, j: m[i, j] - 0.25 * m[i, kk] * m[kk, j])
+    return a
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_floyd_warshall_in_the_program_order(mode):
+    """Negative distances make the order visible: row and column k change
+    during step k, and each element reads them before or after as the
+    sequential order says.  Exact in float32."""
+    k = _compile(FLOYD, mode)
+    for n in (1, 2, 3, 8, 17):
+        d0 = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+        np.testing.assert_array_equal(k(d0), _floyd_ref(d0), err_msg=f"N={n}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_update_through_the_changing_pivot(mode):
+    k = _compile(PIVOT, mode)
+    for n in (1, 4, 9):
+        a0 = np.random.default_rng(n).uniform(-1, 1, (n, n))
+        np.testing.assert_allclose(k(a0), _pivot_ref(a0), rtol=1e-12, atol=1e-12, err_msg=f"N={n}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_read_mirrored_through_the_written_tensor(mode):
+    k = _compile(MIRROR, mode)
+    for n in (1, 2, 5, 8):
+        x0 = np.arange(1, n + 1, dtype=np.int32)
+        want = _sequential(x0, lambda a, i: a[n - 1 - i] * 3 + a[i])
+        np.testing.assert_array_equal(k(x0), want, err_msg=f"N={n}")
+
+
+def test_floyd_warshall_pieces_run_in_parallel_and_in_vectors():
+    """Cut at j == k and i == k, the step is 9 pieces, each without a
+    dependence of its own: the 2-D pieces get a parallel loop and a
+    vectorized inner loop (one serial wavefront before)."""
+    assert len(_pieces(FLOYD)[1]) == 9
+    assert _pieces(FLOYD, split=False)[1] == ["S1"]
+    ast = driver.emit(_compile(FLOYD), "isl-ast")
+    step = ast[ast.index("S0("):]
+    assert step.count("// par\n") == 4 * 2 + 4, step  # 4 2-D pieces, 4 1-D pieces, the point (k, k)
+    script = _compile(FLOYD).script
+    assert "T.parallel(" in script[script.index("for k in"):] and "T.vectorized(" in script[script.index("for k in"):]
+
+
+def test_no_cut_where_the_read_is_a_constant_step_away():
+    """``c(t - 1, j)`` never meets ``c(t, j)``: nothing to cut, as before."""
+    src = """def scan(float(T,N) x) -> (c) {
+      c(t, j) = x(t, j)
+      for s in T { c(t, j) = t >= 1 && t == s ? c(t - 1, j) + x(t, j) : c(t, j) }
+    }"""
+    assert all(len(names) <= 4 for names in _pieces(src))

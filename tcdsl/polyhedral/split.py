@@ -27,6 +27,16 @@ at scheduling disappear from isl's AST.  A statement is cut into at most
 ``MAX_PIECES`` pieces; a select that would make more stays a select, and so
 does one whose condition is not affine (``x(i) > 0 ? ...``).
 
+A statement that reads the tensor it writes at another element, where
+the two meet on a thinner set (Floyd-Warshall's step ``D(i, j) = fmin(D(i,
+j), D(i, k) + D(k, j))`` inside ``for k``: the read ``D(i, k)`` is the
+element written at ``j == k``), is also cut there, below, at and above
+(``j < k``, ``j == k``, ``j > k``; then ``i`` against ``k`` for ``D(k,
+j)``): each piece then reads only elements that other pieces write, so it
+carries no dependence of its own, and its loops run in parallel and in
+vectors, where the whole domain was one serial wavefront (N = 512: 407 ms
+before, on an AMD EPYC).  At most ``MAX_MEET_PIECES`` pieces.
+
 The pieces of a statement keep its position in the program order (the
 order map of a piece is the statement's, restricted to its domain), so the
 dependences between them are those between the statement's instances.
@@ -43,6 +53,7 @@ from ..syntax import nodes as n
 from .model import Block, Branch, ForLoop, IslStmt, Kernel, Model, _accesses, _Builder, maps
 
 MAX_PIECES = 4
+MAX_MEET_PIECES = 9
 
 
 def split_model(model: Model) -> Model:
@@ -100,6 +111,11 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     comp = s.info.comp
     conds = _Conditions(s, context)
     pieces = [(dom, conds.resolve(comp.rhs, dom)) for dom in _interior(s, conds)]
+    for cut in _meets(s, conds):
+        split = [(part.coalesce(), conds.resolve(rhs, part)) for dom, rhs in pieces for part in
+                 (dom & c for c in cut) if not conds.empty(part)]
+        if len(split) <= MAX_MEET_PIECES:
+            pieces = split
     refused: set[n.Expr] = set()
     while True:
         cond = next((c for _, rhs in pieces for c in _selects(rhs) if c not in refused and conds.set(c) is not None),
@@ -138,6 +154,33 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
                 p.may_reads.append(builder._whole(p, acc.tensor, len(acc.indices)))
         out.append(p)
     return out
+
+
+def _meets(s: IslStmt, conds: "_Conditions") -> list[tuple[isl.Set, isl.Set, isl.Set]]:
+    """For each index where a read of the tensor that ``s`` assigns (no
+    reduction) differs from the write by more than a constant, the parts of
+    the domain where the read's index is below, at and above the written
+    one; only where the meeting is thinner than the domain."""
+    comp = s.info.comp
+    if comp.reduction is not None:
+        return []
+    cuts, seen = [], set()
+    for acc in _accesses(comp.rhs):
+        if acc.tensor != comp.tensor or len(acc.indices) != len(comp.indices):
+            continue
+        for f, g in zip(comp.indices, acc.indices):
+            try:
+                key = (to_isl(f), to_isl(g))
+            except NotAffine:
+                continue
+            if key[0] == key[1] or key in seen:
+                continue
+            seen.add(key)
+            cut = tuple(conds.text(f"{key[0]} {op} {key[1]}") for op in ("<", "=", ">"))
+            if any(c is None for c in cut) or conds.empty(s.domain & cut[1]) or conds.empty(s.domain - cut[1]):
+                continue
+            cuts.append(cut)
+    return cuts
 
 
 def _interior(s: IslStmt, conds: "_Conditions") -> list[isl.Set]:
@@ -203,10 +246,17 @@ class _Conditions:
 
     def _read(self, cond: n.Expr) -> isl.Set | None:
         try:
+            return self.text(to_isl(cond))
+        except NotAffine:
+            return None
+
+    def text(self, cond: str) -> isl.Set | None:
+        """The set of the statement's instances where the isl condition ``cond`` holds."""
+        try:
             text = (params_prefix(self.params) + "{ " + self.s.name + "[" + ", ".join(map(isl_name, self.s.dims))
-                    + "] : " + to_isl(cond) + " }")
+                    + "] : " + cond + " }")
             out = isl.Set.read_from_str(self.context.get_ctx(), text)
-        except (NotAffine, isl.Error):
+        except isl.Error:
             return None
         return out.align_params(self.s.domain.get_space()).set_tuple_name(self.s.domain.get_tuple_name())
 
