@@ -97,7 +97,9 @@ class ScheduleOptions:
     inside a sequential ``for``; see ``FUSION`` there);
     ``split_selects`` cuts a statement's domain at its selects' affine
     conditions first (polyhedral/split.py), so padding and boundary selects
-    leave the inner loops."""
+    leave the inner loops, and where a read of the tensor it assigns meets
+    the write (Floyd-Warshall's ``D(i, k)`` at ``j == k``), so that each
+    piece runs in parallel."""
 
     fusion: str = "auto"
     split_selects: bool = True
