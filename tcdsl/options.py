@@ -206,7 +206,7 @@ def host_defaults(in_loop: bool = False) -> dict[str, int]:
     ``leftover_rows`` in codegen/cpu_tiles.py).  Without AVX-512 (16
     registers of 8): 4 x 24, inside a sequential loop too.  Measured on an
     AMD EPYC (Zen 3, AVX2), interleaved: the LSTM at (128, 64, 256, 512)
-    221-233 ms against 388 for 2 x 48 (4 x 16: 249, 6 x 16: 317, 3 x 32:
+    221-255 ms against 388-561 for 2 x 48 (4 x 16: 249, 6 x 16: 317, 3 x 32:
     511), at (64, 32, 256, 256) 23.5 against 44.4, the Elman RNN at (64,
     32, 256) 5.9 against 7.0 ms; a batch of 4 as fast as with 2 x 48 once a
     thread's 2 rows run in tiles of 2 x 48 (``leftover_rows``) and the rows
