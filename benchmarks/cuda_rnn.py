@@ -14,7 +14,7 @@ LSTM of examples/rnn/lstm.tc at (T, B, I, H) = (128, 64, 256, 512), (256, 1,
   the default is one persistent launch for all steps (a block of 256
   threads where each step's launches fit one, else of 1024); "launch per
   step" is the same program with ``persistent: False`` (the host loop),
-  "split" with ``split: True`` (sums across the lanes of a warp), "blocks
+  "split" with ``split: True`` (sums split into parts across a block of 1024), "blocks
   of 256" with ``persistent_threads: 256``;
 * ``torch.nn.RNN`` / ``torch.nn.LSTM`` (cuDNN) and PyTorch loops;
 * the launch overhead: a program whose step is one kernel copying one
@@ -49,7 +49,7 @@ ELMAN_SHAPES = SHAPES + [(256, 4, 256)]
 QRNN_SHAPES = SHAPES + [(512, 32, 512)]
 LSTM_SHAPES = [(128, 64, 256, 512), (256, 1, 32, 32), (256, 1, 128, 128)]
 # Where a step's outputs fit one block of 1024 threads (the persistent launch), the same program
-# also with a launch per step, with its sums split across lanes, and with blocks of 256 threads only
+# also with a launch per step, with its sums split into parts, and with blocks of 256 threads only
 VARIANTS = {"tcdsl (launch per step)": {"persistent": False}, "tcdsl (split)": {"split": True},
             "tcdsl (blocks of 256)": {"persistent_threads": 256}}
 # One statement per step, one element (N = 1): the cost of the host loop and a launch.

@@ -162,8 +162,8 @@ class CudaMapping:
     at most ``flatten`` nested coincident loops on the threads (None: all),
     accumulators in ``registers``; a host loop whose launches each fit a
     block of ``persistent_threads`` as one ``persistent`` launch of one such
-    block, whose phases ``split`` a sum of an output across the lanes of a
-    warp where they have fewer outputs than threads; ``emulate`` builds the
+    block, whose phases ``split`` their sums into parts across the block's
+    threads where they have at most half as many outputs; ``emulate`` builds the
     thread loops as serial loops (tests on the CPU)."""
 
     threads: int = 256

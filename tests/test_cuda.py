@@ -172,50 +172,56 @@ def test_single_block_steps_run_in_one_persistent_launch(file, before):
         tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent": False}).source_code("cuda")
 
 
+def persistent_kernels(src: str, threads: int) -> list[str]:
+    """The bodies of the persistent kernels in blocks of ``threads`` (those
+    running the loop ``for t``)."""
+    return [d for d in re.findall(r"__launch_bounds__\(" + str(threads) + r"\) \w+\([^)]*\) \{\n(.*?)\n\}\n", src, re.S)
+            if "for (int t = 0; t < T; ++t)" in d]
+
+
 @pytest.mark.parametrize("file,sums", [("elman.tc", 2), ("qrnn.tc", 3), ("lstm.tc", 1)])
-def test_persistent_phases_split_their_sums_across_lanes(file, sums):
-    """In the persistent launch, each sum of a step (Elman: its t == 0 and t >
-    0 pieces; QRNN: its three gates at t == 0, those of t >= 1 are hoisted;
-    LSTM: the recurrent term, the input's is hoisted) runs on a group of
-    lanes combined by warp shuffles, five steps at most, the group's size
-    from the sizes; ``split: False`` or blocks of 256 threads
-    (``persistent_threads``) change the launch as documented (docs/cuda.md)."""
+def test_persistent_phases_split_their_sums_into_parts(file, sums):
+    """With ``split``, each sum of a step (Elman: its t == 0 and t > 0
+    pieces; QRNN: its three gates at t == 0, those of t >= 1 are hoisted;
+    LSTM: the recurrent term, the input's is hoisted) is split into parts
+    across the block: a shared array per sum, each part's share stored to it,
+    a barrier, then part 0 adds the parts' values in a loop over ``parts``
+    (codegen/cuda_thread.py); only in blocks of 1024 (``persistent_threads``),
+    so that there are as many parts as fit.  The divisions by the sizes that
+    give a thread its output and part are computed once, before the loop.
+    ``split: False`` or blocks of 256 threads change the launch as documented
+    (docs/cuda.md)."""
     k = tcdsl.compile(EXAMPLES / file, target="cuda", options={"split": True})
     src = k.source_code("cuda")
-
-    def definition(threads: int) -> str:
-        """The persistent kernel of blocks of ``threads``: the one running the loop."""
-        found = [d for d in re.findall(r"__launch_bounds__\(" + str(threads) + r"\) \w+\([^)]*\) \{\n(.*?)\n\}\n",
-                                       src, re.S) if "for (int t = 0; t < T; ++t)" in d]
-        assert len(found) == 1
-        return found[0]
-    small, large = definition(256), definition(1024)
-    assert small.count("__shfl_down_sync(") == 5 * sums  # groups of up to 32 lanes
-    # in blocks of 1024, more than 256 outputs (Elman, QRNN: groups of up to 2 lanes, which the
-    # simplifier knows from the condition of the blocks of 256)
-    assert sums <= large.count("__shfl_down_sync(") <= 5 * sums
-    if sums:
-        assert "lanes_log2" in k.script and re.search(r"<= \d+\) \? 5", small)
+    assert persistent_kernels(src, 256) == []
+    [large] = persistent_kernels(src, 1024)
+    assert len(re.findall(r"__shared__ .*_part_ptr(_\d+)?\[1024\];", large)) == sums
+    body = large[large.index("for (int t = 0"):]
+    first, second = body.split("__syncthreads();")[:2]
+    assert len(re.findall(r"_part_ptr(_\d+)?\[\(\(int\)threadIdx.x\)\] = ", first)) == sums  # each part's share
+    assert "for (int c" in second and re.search(r"_q(_\d+)? < parts\d+_ptr\[0\]; ", second)
+    assert len(re.findall(r" \+ \w+_part_ptr(_\d+)?\[", second)) == sums  # part 0 adds the parts' values
+    assert re.search(r"part\d+_ptr\[0\] = \(\(\(int\)threadIdx.x\) / max\(", large)  # before the loop
     off = tcdsl.compile(EXAMPLES / file, target="cuda")  # the default: no split
-    assert "__shfl" not in kernel_text(off.source_code("cuda"))
+    assert "_part_ptr" not in kernel_text(off.source_code("cuda"))
     small = tcdsl.compile(EXAMPLES / file, target="cuda", options={"persistent_threads": 256})
     assert re.search(r"if .* <= 256", small.source_code("host")) and "__launch_bounds__(1024)" not in \
         small.source_code("cuda")
 
 
 def test_only_sums_and_products_split():
-    """A max reduction, or a loop that also writes elsewhere, keeps one thread
-    per output; a product splits."""
-    def shuffles(op: str, also: str = "") -> int:
+    """A max reduction, or a loop whose sum reads what its phase writes, keeps
+    one thread per output; a product splits."""
+    def parts(op: str, also: str = "") -> int:
         k = tcdsl.compile("def f(float(N) h0, float(N,N) w) -> (h) { for t in T {\n"
                           f"  if t == 0 {{ h(t, j) {op} w(j, k) * h0(k) }}\n"
                           f"  else {{ h(t, j) {op} w(j, k) * h(t - 1, k) {also} }} }} }}", target="cuda",
                           options={"split": True, "persistent_threads": 256})  # one persistent launch
-        return kernel_text(k.source_code("cuda")).count("__shfl_down_sync(")
-    assert shuffles("+=!") == 10 and shuffles("*=!") == 10  # both pieces, five steps each
-    assert shuffles("max=!") == 0 and shuffles("min=!") == 0
+        return len(re.findall(r"_part_ptr(_\d+)?\[\(\(int\)threadIdx.x\)\] = ", kernel_text(k.source_code("cuda"))))
+    assert parts("+=!") == 2 and parts("*=!") == 2  # both pieces
+    assert parts("max=!") == 0 and parts("min=!") == 0
     # the second sum also reads the element it accumulates (through h(t - 1, k) at k = j, t = 1)
-    assert shuffles("+=!", "+ h(t, j)") == 5
+    assert parts("+=!", "+ h(t, j)") == 1
 
 
 @pytest.mark.parametrize("persistent", [True, False])
@@ -494,8 +500,8 @@ def example(file: str, target: str, split: bool = False) -> tcdsl.Kernel:
 def test_elman_and_qrnn(target, split, T, B, C):
     """On CUDA all but the last size run the persistent launch, in a block
     of 256 threads (B * C <= 256) or of 1024 (the last but two), the last
-    the host loop; with ``split``, the recurrent sums on groups of 32, 32, 32
-    and 4 lanes, then 2 (in blocks of 1024) and one lane per output."""
+    the host loop; with ``split``, in blocks of 1024, the recurrent sums in
+    32, 32, 32, 4 and 2 parts, then (540 outputs) one thread per output."""
     sys.path.insert(0, str(EXAMPLES))
     import reference
 
@@ -526,8 +532,8 @@ SPLIT_OPTIONS = [{"split": True}, {"split": True, "persistent_threads": 64}, {"p
 @pytest.mark.cuda
 @pytest.mark.parametrize("options", SPLIT_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
 @pytest.mark.parametrize("case", RNN_CASES, ids=lambda c: c.name)
-def test_rnns_with_and_without_lanes_on_gpu(case, options):
-    """Every RNN of the corpus, its sums on lanes (blocks of 256 or 1024
+def test_rnns_with_and_without_split_sums_on_gpu(case, options):
+    """Every RNN of the corpus, its sums split into parts (blocks of 1024
     threads; of 64, where most of the corpus's sizes take the host loop) or
     in blocks of 256 threads alone, against NumPy; the default options are
     test_corpus_on_gpu's."""
@@ -659,3 +665,35 @@ def test_a_call_replays_from_a_cuda_graph():
         want = reference.lstm(*host)
         np.testing.assert_allclose(h.cpu().numpy(), want[0], rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(c.cpu().numpy(), want[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{}, {"split": True}], ids=["default", "split"])
+def test_step_kernel_benchmark_reads_the_launch_arguments(options):
+    """benchmarks/cuda_step_kernels.py launches tcdsl's persistent kernels
+    itself: the arguments it reads off the host TIR are the four tensors and
+    the sizes the kernel's parameters name (B * Co for ``cse_v2``)."""
+    sys.path.insert(0, str(EXAMPLES.parent.parent / "benchmarks"))
+    import cuda_step_kernels as bench
+
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda", options=options)
+    calls, env = bench.host_calls(k.source_code("host"), {"T_1": 7, "B": 3, "Ci": 5, "Co": 5})
+    found = bench.persistent_kernels(k.source_code("cuda"))
+    assert [threads for _, threads in found] == ([1024] if options else [256, 1024])
+    for name, threads in found:
+        args, block = calls[name]
+        assert block == str(threads)
+        tensors = [re.fullmatch(r"(\w+?)(_\d+)?\.data", a) for a in args[:4]]
+        assert [m.group(1) for m in tensors] == ["h0", "h2h", "hidden", "hidden_in"]
+        params = re.search(name + r"\(([^)]*)\)", k.source_code("cuda")).group(1).split(", ")[4:]
+        values = {p.split()[-1]: eval(a, {}, dict(env)) for p, a in zip(params, args[4:])}
+        assert values["B"] == 3 and values["Co"] == 5 and values["T"] == 7 and values.get("cse_v2", 15) == 15
+
+
+@needs_nvcc
+def test_hand_written_step_kernels_compile(tmp_path):
+    """The hand-written kernels the step benchmark sets against tcdsl's."""
+    src = EXAMPLES.parent.parent / "benchmarks" / "cuda_step_kernels.cu"
+    import subprocess
+    r = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(tmp_path / "k.o")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

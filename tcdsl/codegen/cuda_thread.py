@@ -1,7 +1,7 @@
-"""The code inside a CUDA thread: accumulators in registers, and a sum split
-across the lanes of a warp.  :mod:`tcdsl.codegen.cuda` maps the loops of a
-kernel onto launches and threads; :class:`ThreadLowering` lowers what one
-thread (or one group of lanes) runs.
+"""The code inside a CUDA thread: accumulators in registers, and sums split
+into parts across a persistent block's threads.  :mod:`tcdsl.codegen.cuda`
+maps the loops of a kernel onto launches and threads; :class:`ThreadLowering`
+lowers what one thread runs.
 
 Accumulators in registers: inside a thread, a serial loop whose body writes a
 location that does not move with the loop (``C(m, n)`` in ``for k: C(m, n) +=
@@ -13,25 +13,26 @@ loop is provably to another element (``hidden(t-1, b, c)`` against
 memory: nvcc cannot prove the ``__restrict__`` pointer's other accesses
 distinct.  ``{"registers": False}`` turns this off.
 
-Lanes (``split``, default False, inside a persistent launch): a phase with fewer outputs than
-the block has threads (the batch-1 RNN step: 128 outputs, 1024 threads) gives
-each output a group of ``g`` consecutive lanes of a warp, ``g`` the largest
-power of two up to 32 with ``outputs * g <= threads`` (computed from the
-sizes, at the call).  A register-accumulated loop of the phase whose body only
-adds (or multiplies) into its accumulators -- a sum ``+=`` or product ``*=``,
-nothing else written, the accumulated elements read nowhere else in the loop
--- runs its iterations ``lane, lane + g, ...`` on the group's lanes (``UNROLL``
-per trip of the loop: nvcc left it rolled), each lane
-from the operator's identity (lane 0 from the element's value), and the
-partial values are combined by ``__shfl_down_sync`` within the group (at most
-five steps); lane 0 stores the result.  Everything else of the phase runs on
-lane 0 alone, as it ran on the output's thread before.  A group's lanes take
-the same branch at every condition of the phase (those depend on the output,
-the loop variables and the sizes, never on the lane), so each shuffle is met
-by the whole group, whose lanes it names in its mask.  Only the order of the
-sum changes.  Emulated on the CPU (``emulate``) there are no lanes (``g =
-1``).  On an H100 it measured slower than a thread per output (docs/cuda.md,
-section 1), hence off by default; it stays in the tuner's space.
+Parts (``split``, default False, inside a persistent launch): a phase with at
+most half as many outputs as the block has threads (the batch-1 RNN step: 128
+outputs, 1024 threads) runs in two halves around a barrier.  Thread ``tx``
+takes output ``tx % outputs`` and part ``p = tx / outputs`` of ``P`` (the
+largest power of two up to 32 with ``outputs * P <= threads``, from the sizes
+at the call): consecutive threads take consecutive outputs, so a warp reads a
+weight ``W(k, o)`` as one output per thread does.  First, each part computes
+its share ``k = p, p + P, ...`` of every split sum into a register, from the
+operator's identity, and stores it to shared memory; after the barrier, part 0
+runs the phase as one thread per output, each split loop replaced by the
+element's value combined with the ``P`` partial values, in order.  A loop is
+split where it is at the top of the phase (under no other loop) and only adds
+(or multiplies) into its register accumulators -- a sum ``+=`` or product
+``*=``, nothing else written, the accumulated elements read nowhere else in
+the loop -- and reads nothing the phase writes (checked index by index: the
+Elman step reads ``hidden(t - 1, b, k)`` and writes ``hidden(t, b, co)``), so
+computing it before the phase's other statements changes nothing but the
+order of the sum.  Shared memory holds one value per thread and accumulator.
+Emulated on the CPU (``emulate``) there are no parts.  Section 5 of
+docs/cuda.md has the measurements.
 """
 from __future__ import annotations
 
@@ -47,33 +48,36 @@ from ..syntax import nodes as n
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, emit_statement, uses
 
-WARP = 32
-UNROLL = 4  # a lane's iterations per trip of its loop (a power of two)
-# the accumulations a group of lanes may split: operator -> identity
+# the accumulations a phase may split: operator -> identity
 _IDENTITY = {"+": 0, "*": 1}
+_NOTHING = tirx.Evaluate(tirx.const(0, "int32"))  # a statement the first half of a split phase leaves out
 
 
 @dataclasses.dataclass(frozen=True)
-class Lanes:
-    """The lanes of one output inside a phase: ``lane`` (0 to ``g - 1``) and
-    ``log2`` of the group size ``g`` (expressions of the thread index and the
-    sizes), and the warp lane of the thread (for the shuffles' masks)."""
+class Parts:
+    """How a phase's sums are split (module docstring): the thread's part
+    ``p`` of ``count`` (``2 ** log2``), its slot ``tx`` and output ``out`` of ``total``, the
+    split loops' (plan, operators) in the order of :func:`_top_loops` (None
+    for a loop that is not split), the shared buffers (one per accumulator,
+    in that order), and ``combine``: lowering the second half."""
 
-    lane: tirx.PrimExpr
+    p: tirx.PrimExpr
+    count: tirx.PrimExpr
     log2: tirx.PrimExpr
-    warp_lane: tirx.PrimExpr
+    tx: tirx.PrimExpr
+    out: tirx.PrimExpr
+    total: tirx.PrimExpr
+    loops: list
+    slots: list
+    combine: bool = False
 
-    @property
-    def size(self) -> tirx.PrimExpr:
-        return simplify(tirx.const(1, INDEX) << self.log2)
 
-
-def group_log2(total: tirx.PrimExpr, threads: int) -> tirx.PrimExpr:
-    """log2 of the largest power of two ``g <= 32`` with ``total * g <=
-    threads`` (0 where ``total`` exceeds ``threads / 2``)."""
-    out = tirx.const(0, INDEX)
+def parts_count(total: tirx.PrimExpr, threads: int, log2: bool = False) -> tirx.PrimExpr:
+    """The largest power of two ``P <= 32`` with ``total * P <= threads``
+    (1 where ``total`` exceeds ``threads / 2``); with ``log2``, its log2."""
+    out = tirx.const(0 if log2 else 1, INDEX)
     for k in range(1, 6):  # the last test that holds decides
-        out = tirx.Select(total * (1 << k) <= threads, tirx.const(k, INDEX), out)
+        out = tirx.Select(total * (1 << k) <= threads, tirx.const(k if log2 else 1 << k, INDEX), out)
     return simplify(out)
 
 
@@ -81,40 +85,132 @@ class ThreadLowering(AstLowering):
     """The AST lowering of code inside a thread, with register promotion
     (see the module docstring): ``_for`` plans it, ``_user`` applies it by
     renaming the promoted accesses of a statement to a local buffer; inside
-    :meth:`lanes`, the split of a phase's sums across lanes."""
+    :meth:`splitting`, one half of a phase whose sums are split into parts."""
 
     def __init__(self, gen, stmts, env, registers: bool = True):
         super().__init__(gen, stmts, env)
         self.registers = registers
         self.promoted: dict[str, list[tuple[list, tirx.Buffer]]] = {}  # tensor -> [(indices, local)]
-        self.split: Lanes | None = None  # lowering a phase's code outside its split loops
-        self.splits = 0  # loops split so far
+        self.parts: Parts | None = None  # lowering a half of a phase whose sums are split
+        self._top = 0  # top loops of the phase met so far
+        self._depth = 0  # loops around the node being lowered, inside the phase
 
     @contextlib.contextmanager
-    def lanes(self, lanes: Lanes | None):
-        """Lower a phase's body with its sums split across ``lanes`` (None:
-        one thread per output)."""
-        saved, self.split = self.split, lanes
+    def splitting(self, parts: Parts | None):
+        """Lower a phase's body as one half of ``parts`` (None: one thread per
+        output, as inside a split loop)."""
+        saved = self.parts, self._top, self._depth
+        self.parts, self._top, self._depth = parts, 0, 0
         try:
             yield
         finally:
-            self.split = saved
+            self.parts, self._top, self._depth = saved
 
     def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
-        if self.split is None:
+        parts = self.parts
+        if parts is None:
             return super().node(node, parallel_ok, mark)
         t = node.get_type()
+        if t == _NT.for_ and self._depth == 0:
+            k, self._top = self._top, self._top + 1
+            if parts.loops[k] is not None:
+                return (self._combined if parts.combine else self._partial)(node, k)
+        if not parts.combine and t in (_NT.for_, _NT.user):  # the first half computes the split sums only
+            return _NOTHING
+        if not parts.combine and t == _NT.block:
+            stmts = [self.node(x, parallel_ok, None) for x in _children(node)]
+            return _seq([x for x in stmts if x is not _NOTHING] or [_NOTHING])
         if t == _NT.for_:
-            plan = self._plan(node) if self.registers else []
-            ops = self._split_ops(node, plan) if plan else None
+            self._depth += 1
+            try:
+                return super().node(node, parallel_ok, mark)
+            finally:
+                self._depth -= 1
+        return super().node(node, parallel_ok, mark)  # if, block, mark, user: as written
+
+    def split_loops(self, body: isl.AstNode) -> list | None:
+        """For each loop at the top of a phase's ``body`` (under no other loop,
+        in order) its (plan, operators) where it splits (module docstring),
+        else None; None where none splits."""
+        if not self.registers:
+            return None
+        writes = self._writes(body)
+        loops = []
+        for loop in _top_loops(body):
+            plan = self._plan(loop)
+            ops = self._split_ops(loop, plan) if plan else None
             if ops:
-                self.splits += 1
-                return self._split_for(node, plan, ops)
-        if t in (_NT.for_, _NT.user):  # on lane 0 alone, as the output's thread ran it
-            with self.lanes(None):
-                stmt = super().node(node, parallel_ok, mark)
-            return tirx.IfThenElse(self.split.lane == 0, stmt, None)
-        return super().node(node, parallel_ok, mark)  # if, block, mark: the same for the group's lanes
+                _, reads = self._survey(loop)
+                if any(t == w and _relation(idx, widx) != "distinct" for t, idx in reads for w, widx in writes):
+                    ops = None  # it reads what the phase writes: in the phase's order, on one thread
+            loops.append((plan, ops) if ops else None)
+        return loops if any(x is not None for x in loops) else None
+
+    def _writes(self, body: isl.AstNode) -> list[tuple[str, list]]:
+        """The (tensor, indices) written by the statements of ``body``, the
+        loop variables symbolic."""
+        out = []
+
+        def walk(node: isl.AstNode) -> None:
+            t = node.get_type()
+            if t == _NT.for_:
+                name = iterator(node)
+                with self.bound({name: tirx.Var(name, INDEX)}):
+                    walk(node.for_get_body())
+            elif t == _NT.user:
+                self._accesses(node.user_get_expr(), False, [], out, [])
+            else:
+                for x in _children(node):
+                    walk(x)
+        walk(body)
+        return [(tensor, idx) for tensor, idx, _ in out]
+
+    def _partial(self, loop: isl.AstNode, k: int) -> tirx.Stmt:
+        """The first half of split loop ``k``: this part's share of its sums,
+        from the identity, stored to the thread's slot."""
+        parts = self.parts
+        plan, ops = self._plan(loop), parts.loops[k][1]  # the plan's indices as bound here
+        name = iterator(loop)
+        init, extent = self.loop_range(loop)
+        count = simplify(tirx.shift_right(tirx.max(extent - parts.p + parts.count - 1, 0), parts.log2))
+        c = tirx.Var(f"{name}_p", INDEX)
+        with self._promoting(plan) as locals_, self.splitting(None):
+            with self.bound({name: init + parts.p + c * parts.count}):
+                body = self.node(loop.for_get_body(), False, None)
+        zero = [tirx.const(0, INDEX)]
+        stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
+        stmts += [tirx.BufferStore(local, tirx.const(_IDENTITY[op], buf.dtype), zero)
+                  for (buf, _, local), op in zip(locals_, ops)]
+        stmts.append(tirx.For(c, 0, count, tirx.ForKind.SERIAL, body))
+        slots = self._slots(k)
+        stmts += [tirx.BufferStore(slot, tirx.BufferLoad(local, zero), [parts.tx])
+                  for slot, (_, _, local) in zip(slots, locals_)]
+        return tirx.SeqStmt(stmts)
+
+    def _combined(self, loop: isl.AstNode, k: int) -> tirx.Stmt:
+        """The second half of split loop ``k``: each accumulated element
+        combined with the parts' values, in order, where the loop has an
+        iteration."""
+        parts = self.parts
+        plan, ops = self._plan(loop), parts.loops[k][1]
+        q = tirx.Var(f"{iterator(loop)}_q", INDEX)
+        zero = [tirx.const(0, INDEX)]
+        with self._promoting(plan) as locals_:
+            pass
+        stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
+        stmts += [tirx.BufferStore(local, tirx.BufferLoad(buf, idx), zero) for buf, idx, local in locals_]
+        adds = []
+        for slot, (buf, idx, local), op in zip(self._slots(k), locals_, ops):
+            mine, other = tirx.BufferLoad(local, zero), tirx.BufferLoad(slot, [q * parts.total + parts.out])
+            adds.append(tirx.BufferStore(local, mine + other if op == "+" else mine * other, zero))
+        stmts.append(tirx.For(q, 0, parts.count, tirx.ForKind.SERIAL, _seq(adds)))
+        stmts += [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
+        return self._if_iterates(loop, tirx.SeqStmt(stmts))
+
+    def _slots(self, k: int) -> list[tirx.Buffer]:
+        """The shared buffers of split loop ``k``'s accumulators."""
+        first = sum(len(x[0]) for x in self.parts.loops[:k] if x is not None)
+        return self.parts.slots[first:first + len(self.parts.loops[k][0])]
 
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         plan = self._plan(node) if self.registers else []
@@ -156,7 +252,7 @@ class ThreadLowering(AstLowering):
             return stmt
         return tirx.IfThenElse(positive, stmt, None)
 
-    # ------------------------------------------------------------ lanes
+    # ------------------------------------------------------------ parts
     def _split_ops(self, loop: isl.AstNode, plan: list[tuple[str, list]]) -> list[str] | None:
         """The operator of each of ``plan``'s accumulators where the
         register-accumulated ``loop`` only accumulates into them, with one
@@ -177,44 +273,6 @@ class ThreadLowering(AstLowering):
         if any(_relation(idx, i) != "distinct" for tensor, idx in reads for t, i in plan if t == tensor):
             return None
         return [ops[k] for k in range(len(plan))]
-
-    def _split_for(self, loop: isl.AstNode, plan: list[tuple[str, list]], ops: list[str]) -> tirx.Stmt:
-        lanes = self.split
-        g = lanes.size
-        name = iterator(loop)
-        init, extent = self.loop_range(loop)
-        # the lane's iterations (the loop has one, checked below: extent - lane + g - 1 >= 0)
-        count = simplify(tirx.shift_right(extent - lanes.lane + g - 1, lanes.log2))
-        q, r = tirx.Var(f"{name}_q", INDEX), tirx.Var(f"{name}_r", INDEX)
-        with self._promoting(plan) as locals_, self.lanes(None):
-            def at(c: tirx.PrimExpr) -> tirx.Stmt:  # the lane's iteration c
-                with self.bound({name: init + lanes.lane + c * g}):
-                    return self.node(loop.for_get_body(), False, None)
-            # UNROLL iterations per trip, their loads independent: nvcc left the loop rolled
-            main = tirx.For(q, 0, tirx.shift_right(count, UNROLL.bit_length() - 1), tirx.ForKind.SERIAL,
-                            tirx.SeqStmt([at(q * UNROLL + u) for u in range(UNROLL)]))
-            rest = tirx.For(r, 0, tirx.bitwise_and(count, UNROLL - 1), tirx.ForKind.SERIAL,
-                            at(tirx.shift_right(count, UNROLL.bit_length() - 1) * UNROLL + r))
-        zero = [tirx.const(0, INDEX)]
-        first = lanes.lane == 0
-        stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
-        for (buf, idx, local), op in zip(locals_, ops):
-            stmts.append(tirx.IfThenElse(first, tirx.BufferStore(local, tirx.BufferLoad(buf, idx), zero),
-                                         tirx.BufferStore(local, tirx.const(_IDENTITY[op], buf.dtype), zero)))
-        stmts += [main, rest]
-        mask = _group_mask(lanes, g)
-        for off in (16, 8, 4, 2, 1):
-            step = []
-            for (buf, idx, local), op in zip(locals_, ops):
-                mine = tirx.BufferLoad(local, zero)
-                other = tirx.call_intrin(buf.dtype, "tirx.tvm_warp_shuffle_down", mask, mine, off, g, WARP)
-                step.append(tirx.BufferStore(local, mine + other if op == "+" else mine * other, zero))
-            cond = simplify(g > off)
-            if not (isinstance(cond, tirx.IntImm) and not cond.value):
-                stmts.append(tirx.IfThenElse(cond, tirx.SeqStmt(step) if len(step) > 1 else step[0], None))
-        stores = [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
-        stmts.append(tirx.IfThenElse(first, tirx.SeqStmt(stores) if len(stores) > 1 else stores[0], None))
-        return self._if_iterates(loop, tirx.SeqStmt(stmts))
 
     # ------------------------------------------------- accumulators in registers
     def _user(self, call: isl.AstExpr) -> tirx.Stmt:
@@ -333,13 +391,29 @@ class _NoPlan(Exception):
     """Something in the loop that the promotion does not analyse."""
 
 
-def _group_mask(lanes: Lanes, g: tirx.PrimExpr) -> tirx.PrimExpr:
-    """The warp lanes of the thread's group: ``g`` bits from the group's
-    first lane."""
-    u = "uint32"
-    first = tirx.bitwise_and(lanes.warp_lane, tirx.bitwise_not(g - 1))
-    ones = tirx.shift_right(tirx.const(0xFFFFFFFF, u), (WARP - g).astype(u))
-    return simplify(tirx.shift_left(ones, first.astype(u)))
+def _children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The nodes directly under an ``if``, block or mark."""
+    t = node.get_type()
+    if t == _NT.if_:
+        return [node.if_get_then_node()] + ([node.if_get_else_node()] if node.if_has_else_node() else [])
+    if t == _NT.block:
+        return list(isl_ast.children(node))
+    if t == _NT.mark:
+        return [node.mark_get_node()]
+    return []
+
+
+def _top_loops(node: isl.AstNode):
+    """The loops of ``node`` under no other loop, in the order of the AST."""
+    if node.get_type() == _NT.for_:
+        yield node
+        return
+    for x in _children(node):
+        yield from _top_loops(x)
+
+
+def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
+    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
 
 
 def _map_children(e, f):
