@@ -30,6 +30,12 @@ SHAPES = [((2, 3, 11, 40), (7, 3, 3, 3)), ((1, 2, 6, 33), (5, 2, 2, 3)), ((3, 2,
           ((1, 1, 1, 1), (1, 1, 1, 1)), ((2, 5, 14, 14), (9, 5, 3, 1)), ((1, 4, 3, 20), (3, 4, 1, 5))]
 
 
+def _plain(script: str) -> str:
+    """``script`` without the 64-bit casts of a sliding window's reads
+    (test_sliding_windows_read_with_64_bit_offsets)."""
+    return re.sub(r'T\.Cast\("int64", ([^,\]()]+)\)(?=[,\]])', r"\1", script)
+
+
 def _check_conv(k, shapes=SHAPES, seed=0):
     rng = np.random.default_rng(seed)
     for ishape, wshape in shapes:
@@ -49,8 +55,8 @@ def test_convolution_tiles_channels_times_output_rows():
     # the window (kh, kw) outside the channels c: the tile's inner loop runs C steps
     assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
                      r"\s+for d in T\.unroll\(4\):\s+for r in T\.unroll\(4\):", s)
-    assert re.search(r"I_1\[c0, c\d_k, c\d_d \* 4 \+ d \+ c\d_k, ", s)
-    assert re.search(r"Wt\[c\d_b \* 4 \+ r, c\d_k, c\d_k, c\d_k\]", s)
+    assert re.search(r"I_1\[c0, c\d_k, c\d_d \* 4 \+ d \+ c\d_k, ", _plain(s))
+    assert re.search(r"Wt\[c\d_b \* 4 \+ r, c\d_k, c\d_k, c\d_k\]", _plain(s))
     # the h left after the blocks of 4, one at a time
     assert re.search(r"for c\d(, c\d_r)? in (range|T\.grid)\(T\.max\(H - KH \+ 1, 0\) % 4", s)
     _check_conv(k)
@@ -87,7 +93,7 @@ def test_reduction_order_option():
 def test_depth_one_keeps_output_rows_as_tile_rows():
     k = tcdsl.compile(CONV, options={**DEEP, "tile_depth": 1})
     assert "for d in T.unroll(" not in k.script
-    assert re.search(r"I_1\[c0, c\d_k, c\d_b \* 4 \+ r \+ c\d_k, ", k.script)
+    assert re.search(r"I_1\[c0, c\d_k, c\d_b \* 4 \+ r \+ c\d_k, ", _plain(k.script))
     _check_conv(k, SHAPES[:2], seed=3)
 
 
@@ -171,3 +177,41 @@ def test_parts_after_the_tiles_and_a_strided_convolution():
         full = conv2d_valid(I.astype(np.float64), W)
         want = full[:, :, ::2][:, :, :(ishape[2] - KH) // 2 + 1] + b[None, :, None, None]
         np.testing.assert_allclose(k(I, W, b), want, rtol=1e-5, atol=1e-5)
+
+
+def _reduction_reads(script: str) -> list[str]:
+    """The register tiles' reduction statements (``acc[...] = acc[...] + ...``)."""
+    return [line for line in script.splitlines() if re.search(r"acc\[.*\] = acc\[.*\] \+ ", line)]
+
+
+def test_sliding_windows_read_with_64_bit_offsets():
+    """A register tile whose reductions slide a window over its columns (a
+    convolution, two reduction loops or more) reads its global tensors with
+    64-bit outer indices in the innermost reduction loop, so that LLVM can
+    bump a pointer by ``H * W`` per channel (codegen/panels.py
+    ``sliding_window``); the last index, which carries the vector lanes,
+    stays 32-bit.  Not a matrix product (one reduction loop), not a bilinear
+    form (no window), not the input of a stride-2 window whose lanes lie
+    apart (its copy in a contiguous panel may be: the weights then are).
+    The results are those of NumPy (_check_conv and the 1-D case)."""
+    k = tcdsl.compile(CONV, options=DEEP)
+    reads = _reduction_reads(k.script)
+    assert reads and all('I_1[T.Cast("int64", ' in r and 'Wt[T.Cast("int64", ' in r for r in reads)
+    assert all(not re.search(r'T\.Cast\("int64", [^,\]]*\+ \(u \* \d+ \+ v\)', r) for r in reads)  # lanes: 32-bit
+    _check_conv(k)
+    conv1d = tcdsl.compile("def c(float(B,C,T) x, float(O,C,K) w) -> (y) "
+                           "{ y(b,o,t) +=! x(b,c,t+k) * w(o,c,k) }")
+    assert all("T.Cast(\"int64\"" in r for r in _reduction_reads(conv1d.script))
+    rng = np.random.default_rng(1)
+    x, w = rand(rng, 2, 5, 37), rand(rng, 6, 5, 4)
+    want = np.einsum("bcti,oci->bot", np.lib.stride_tricks.sliding_window_view(x, 4, axis=2), w)
+    np.testing.assert_allclose(conv1d(x, w), want, rtol=1e-5, atol=1e-5)
+    for src in ("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+                "def bil(float(B,I) x1, float(B,J) x2, float(O,I,J) W) -> (y) "
+                "{ y(b,o) +=! x1(b,i) * W(o,i,j) * x2(b,j) }"):
+        reads = _reduction_reads(tcdsl.compile(src).script)
+        assert reads and not any("int64" in r for r in reads), src
+    s2 = tcdsl.compile("def s2(float(N,C,H,W) I, float(M,C,KH,KW) Wt) -> (O) { O(n,m,h,w) +=! "
+                       "I(n,c,2*h+kh,2*w+kw) * Wt(m,c,kh,kw) where h in 0:(H-KH)/2+1, w in 0:(W-KW)/2+1 }")
+    reads = _reduction_reads(s2.script)
+    assert any("I_1[c0, " in r for r in reads) and not any('I_1[T.Cast("int64"' in r for r in reads)

@@ -34,10 +34,10 @@ from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from ..polyhedral.model import IslStmt
-from .expr import INDEX
+from .expr import INDEX, wide_indices
 from . import invariant
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
-from .panels import _Column, _Panels, _Prepacked, pack_whole, strided_reads
+from .panels import _Column, _Panels, _Prepacked, pack_whole, sliding_window, strided_reads
 
 
 # ----------------------------------------------------------------- isl side
@@ -594,6 +594,7 @@ class _Tile(_Column):
             with self.low.bound({name: init + first + k}):
                 body = self._nest(i + 1, innermost)
             return tirx.For(k, 0, ext, tirx.ForKind.SERIAL, body)
-        with self.low.bound({name: from_zero(init, k)}):
+        wide = i == len(self.chain) - 1 and sliding_window(self.low, self.chain, self.call, self.row, self.j_name)
+        with self.low.bound({name: from_zero(init, k)}), wide_indices(wide):
             body = self._nest(i + 1, innermost)
         return tirx.For(k, 0, tirx.max(ext, 0), tirx.ForKind.SERIAL, body)

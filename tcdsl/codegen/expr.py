@@ -21,6 +21,8 @@ Rules (TC semantics, see SPEC 1.1):
 """
 from __future__ import annotations
 
+import contextlib
+
 from typing import Mapping
 
 from tvm import tirx
@@ -122,6 +124,22 @@ class Partial(_StandIn):
         return self.view
 
 
+_WIDE = [False]  # inside wide_indices()
+
+
+@contextlib.contextmanager
+def wide_indices(on: bool = True):
+    """Reads of global tensors lowered inside the context index them with
+    64-bit values: their offsets are computed in 64 bits, which LLVM can
+    turn into pointers bumped by a stride in a loop (it cannot widen 32-bit
+    products that may overflow)."""
+    saved, _WIDE[0] = _WIDE[0], on
+    try:
+        yield
+    finally:
+        _WIDE[0] = saved
+
+
 def physical(buf, indices: list) -> tuple[tirx.Buffer, list]:
     """The buffer and indices a load or store of ``buf[indices]`` uses: the
     slot of a :class:`Folded` temporary, ``i & (size - 1)`` (``size`` is a
@@ -184,8 +202,10 @@ class _Lower:
                 keep = id(e) in self.guarded
                 # a folded dimension's slot (physical) is inside by construction
                 inside = [keep and not (isinstance(buf, Folded) and k == buf.dim) for k in range(len(idx))]
-                load = tirx.BufferLoad(*physical(buf, [self._index(i, buf.shape[k], t, k, inside[k])
-                                                       for k, i in enumerate(idx)]))
+                pb, pidx = physical(buf, [self._index(i, buf.shape[k], t, k, inside[k]) for k, i in enumerate(idx)])
+                if _WIDE[0] and len(pidx) > 1 and pb.scope() == "global":
+                    pidx = [tirx.Cast("int64", x) for x in pidx[:-1]] + pidx[-1:]
+                load = tirx.BufferLoad(pb, pidx)
                 clamped = [buf.shape[k] for k, i in enumerate(idx)
                            if (inside[k] or not _is_affine(i)) and not isinstance(buf.shape[k], tirx.IntImm)]
                 if clamped and not checks.enabled():
