@@ -46,7 +46,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT as _NT, iterator
 from ..syntax import nodes as n
 from .expr import INDEX, lower_expr
-from .lower import AstLowering, emit_statement, uses
+from .lower import AstLowering, emit_statement, seq, uses
 
 # the accumulations a phase may split: operator -> identity
 _IDENTITY = {"+": 0, "*": 1}
@@ -119,7 +119,7 @@ class ThreadLowering(AstLowering):
             return _NOTHING
         if not parts.combine and t == _NT.block:
             stmts = [self.node(x, parallel_ok, None) for x in _children(node)]
-            return _seq([x for x in stmts if x is not _NOTHING] or [_NOTHING])
+            return seq([x for x in stmts if x is not _NOTHING] or [_NOTHING])
         if t == _NT.for_:
             self._depth += 1
             try:
@@ -135,6 +135,8 @@ class ThreadLowering(AstLowering):
         if not self.registers:
             return None
         writes = self._writes(body)
+        if writes is None:
+            return None
         loops = []
         for loop in _top_loops(body):
             plan = self._plan(loop)
@@ -146,24 +148,16 @@ class ThreadLowering(AstLowering):
             loops.append((plan, ops) if ops else None)
         return loops if any(x is not None for x in loops) else None
 
-    def _writes(self, body: isl.AstNode) -> list[tuple[str, list]]:
+    def _writes(self, body: isl.AstNode) -> list[tuple[str, list]] | None:
         """The (tensor, indices) written by the statements of ``body``, the
-        loop variables symbolic."""
-        out = []
-
-        def walk(node: isl.AstNode) -> None:
-            t = node.get_type()
-            if t == _NT.for_:
-                name = iterator(node)
-                with self.bound({name: tirx.Var(name, INDEX)}):
-                    walk(node.for_get_body())
-            elif t == _NT.user:
-                self._accesses(node.user_get_expr(), False, [], out, [])
-            else:
-                for x in _children(node):
-                    walk(x)
-        walk(body)
-        return [(tensor, idx) for tensor, idx, _ in out]
+        loop variables symbolic; None: something :meth:`_walk` does not
+        analyse."""
+        writes: list = []
+        try:
+            self._walk(body, False, [], [], writes, [])
+        except _NoPlan:
+            return None
+        return [(tensor, idx) for tensor, idx, _ in writes]
 
     def _partial(self, loop: isl.AstNode, k: int) -> tirx.Stmt:
         """The first half of split loop ``k``: this part's share of its sums,
@@ -195,15 +189,14 @@ class ThreadLowering(AstLowering):
         plan, ops = self._plan(loop), parts.loops[k][1]
         q = tirx.Var(f"{iterator(loop)}_q", INDEX)
         zero = [tirx.const(0, INDEX)]
-        with self._promoting(plan) as locals_:
-            pass
+        locals_ = self._locals(plan)
         stmts = [tirx.AllocBuffer(local) for _, _, local in locals_]
         stmts += [tirx.BufferStore(local, tirx.BufferLoad(buf, idx), zero) for buf, idx, local in locals_]
         adds = []
         for slot, (buf, idx, local), op in zip(self._slots(k), locals_, ops):
             mine, other = tirx.BufferLoad(local, zero), tirx.BufferLoad(slot, [q * parts.total + parts.out])
             adds.append(tirx.BufferStore(local, mine + other if op == "+" else mine * other, zero))
-        stmts.append(tirx.For(q, 0, parts.count, tirx.ForKind.SERIAL, _seq(adds)))
+        stmts.append(tirx.For(q, 0, parts.count, tirx.ForKind.SERIAL, seq(adds)))
         stmts += [tirx.BufferStore(buf, tirx.BufferLoad(local, zero), idx) for buf, idx, local in locals_]
         return self._if_iterates(loop, tirx.SeqStmt(stmts))
 
@@ -229,13 +222,9 @@ class ThreadLowering(AstLowering):
     def _promoting(self, plan: list[tuple[str, list]]):
         """The local buffers of ``plan``'s accumulators, (tensor's buffer,
         indices, local) each, promoted while the context lasts."""
-        buffers = self.gen.sig.buffers
-        locals_ = []
-        for tensor, idx in plan:
-            buf = buffers[tensor]
-            local = tirx.decl_buffer((1,), buf.dtype, name=f"{tensor}_acc", scope="local")
+        locals_ = self._locals(plan)
+        for (tensor, _), (_, idx, local) in zip(plan, locals_):
             self.promoted.setdefault(tensor, []).append((idx, local))
-            locals_.append((buf, idx, local))
         try:
             yield locals_
         finally:
@@ -243,6 +232,14 @@ class ThreadLowering(AstLowering):
                 self.promoted[tensor].pop()
                 if not self.promoted[tensor]:
                     del self.promoted[tensor]
+
+    def _locals(self, plan: list[tuple[str, list]]) -> list[tuple[tirx.Buffer, list, tirx.Buffer]]:
+        """(tensor's buffer, indices, a one-element local buffer) for each of
+        ``plan``'s accumulators."""
+        buffers = self.gen.sig.buffers
+        return [(buffers[tensor], idx, tirx.decl_buffer((1,), buffers[tensor].dtype, name=f"{tensor}_acc",
+                                                         scope="local"))
+                for tensor, idx in plan]
 
     def _if_iterates(self, node: isl.AstNode, stmt: tirx.Stmt) -> tirx.Stmt:
         """``stmt`` where the loop ``node`` has an iteration."""
@@ -334,38 +331,38 @@ class ThreadLowering(AstLowering):
         must = [] if must is None else must
         inner = [] if inner is None else inner
         writes, reads = [], []
-
-        def walk(node: isl.AstNode, direct: bool) -> None:
-            t = node.get_type()
-            if t == _NT.for_:
-                name = iterator(node)
-                v = tirx.Var(name, INDEX)
-                inner.append(v)
-                with self.bound({name: v}):
-                    walk(node.for_get_body(), False)
-            elif t == _NT.if_:
-                walk(node.if_get_then_node(), False)
-                if node.if_has_else_node():
-                    walk(node.if_get_else_node(), False)
-            elif t == _NT.block:
-                for x in isl_ast.children(node):
-                    walk(x, direct)
-            elif t == _NT.mark:
-                walk(node.mark_get_node(), direct)
-            elif t == _NT.user:
-                self._accesses(node.user_get_expr(), direct, must, writes, reads)
-            else:
-                raise _NoPlan
-
         name = iterator(loop)
         v = tirx.Var(name, INDEX)
         inner.append(v)
         try:
             with self.bound({name: v}):
-                walk(loop.for_get_body(), True)
+                self._walk(loop.for_get_body(), True, must, inner, writes, reads)
         except _NoPlan:
             return None
         return writes, reads
+
+    def _walk(self, node: isl.AstNode, direct: bool, must: list, inner: list, writes: list, reads: list) -> None:
+        """:meth:`_accesses` of every statement of ``node``, its loops'
+        variables symbolic (added to ``inner``); ``direct``: ``node`` runs
+        at every iteration of the loop around it.  _NoPlan: a node it does
+        not analyse."""
+        t = node.get_type()
+        if t == _NT.for_:
+            name = iterator(node)
+            v = tirx.Var(name, INDEX)
+            inner.append(v)
+            with self.bound({name: v}):
+                self._walk(node.for_get_body(), False, must, inner, writes, reads)
+        elif t == _NT.if_:
+            for x in _children(node):
+                self._walk(x, False, must, inner, writes, reads)
+        elif t in (_NT.block, _NT.mark):
+            for x in _children(node):
+                self._walk(x, direct, must, inner, writes, reads)
+        elif t == _NT.user:
+            self._accesses(node.user_get_expr(), direct, must, writes, reads)
+        else:
+            raise _NoPlan
 
     def _accesses(self, call: isl.AstExpr, direct: bool, must: list, writes: list, reads: list) -> None:
         s = self.stmts[isl_ast.statement(call)]
@@ -410,10 +407,6 @@ def _top_loops(node: isl.AstNode):
         return
     for x in _children(node):
         yield from _top_loops(x)
-
-
-def _seq(stmts: list[tirx.Stmt]) -> tirx.Stmt:
-    return stmts[0] if len(stmts) == 1 else tirx.SeqStmt(stmts)
 
 
 def _map_children(e, f):
