@@ -72,6 +72,24 @@ def test_convolution_specialized():
     np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-4, atol=1e-4)
 
 
+def test_shallow_tiles_update_channel_by_channel():
+    """A tile of 4 channels x 3 output rows of one vector (AVX2's default
+    conv tile) updates channel by channel: the 3 rows' input vectors are
+    loaded once, then each channel's weight is broadcast and used 3 times
+    (12 accumulators + 3 + 1 registers; rows outermost kept 4 broadcasts
+    live and spilled an accumulator).  With as many row vectors as channels
+    (4 x 4) the order stays rows outermost; loads and stores keep it too."""
+    k = tcdsl.compile(CONV, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
+    s = k.script
+    assert "acc = T.alloc_local((12, 8))" in s
+    assert re.search(r"T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
+                     r"\s+for r in T\.unroll\(4\):\s+for d in T\.unroll\(3\):", s)
+    assert re.search(r"acc = T\.alloc_local\(\(12, 8\)\)\s+for d in T\.unroll\(3\):\s+for r in T\.unroll\(4\):", s)
+    _check_conv(k, seed=11)
+    deep = tcdsl.compile(CONV, options=DEEP).script
+    assert not re.search(r"for r in T\.unroll\(4\):\s+for d in T\.unroll", deep)
+
+
 @pytest.mark.parametrize("depth", [2, 3])
 def test_other_depths(depth):
     k = tcdsl.compile(CONV, options={**DEEP, "tile_depth": depth})

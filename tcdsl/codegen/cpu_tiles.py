@@ -37,7 +37,7 @@ from ..polyhedral.model import IslStmt
 from .expr import INDEX, wide_indices
 from . import invariant
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
-from .panels import _Column, _Panels, _Prepacked, pack_whole, sliding_window, strided_reads
+from .panels import _Column, _Panels, _Prepacked, pack_whole, sliding_window, strided_reads, window_loops_outside
 
 
 # ----------------------------------------------------------------- isl side
@@ -179,36 +179,6 @@ class RegisterTiles:
             if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value == 0:
                 return False
         return True
-
-    def window_loops_outside(self, chain: list, call, row: str, j_name: str) -> list:
-        """The reduction loops ``chain`` in the order a register tile runs them:
-        the loops that only ever index a dimension alone (a convolution's input
-        channel ``c``) inside the ones that shift another index (its window
-        ``kh``, ``kw`` of ``I(n, c, h + kh, w + kw)``), each group in the
-        schedule's order.  A window is short (3 steps of a 3x3 kernel): run
-        innermost, its loop is entered C x KH times per tile, and each entry
-        costs the address arithmetic of every read and a loop exit; with the
-        channels innermost the tile's inner loop runs C steps (a 3x3
-        convolution on one core: 152 -> 214 GFLOP/s).  Every accumulator still
-        sums each product once; only the order of the sum changes.  Kept as
-        scheduled when a loop's bounds depend on another of the chain."""
-        names = [iterator(c) for c in chain]
-        if len(chain) < 2 or any((loop_ids(c) - {x}) & set(names) for c, x in zip(chain, names)):
-            return chain
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in names + [row, j_name]}
-        if self.depth is not None:
-            probe[self.depth[0]] = tirx.Var(self.depth[0] + "_p", INDEX)
-        with self.low.bound(probe):
-            _, _, value, _ = self.low.statement_parts(call)
-        window = set()
-        for ld in _loads(value):
-            for x in ld.indices:
-                used = [v for v in probe if _uses(x, probe[v])]
-                if len(used) > 1:
-                    window |= {v for v in used if v in names}
-        outer = [c for c, x in zip(chain, names) if x in window]
-        inner = [c for c, x in zip(chain, names) if x not in window]
-        return outer + inner if outer and inner else chain
 
     def emit(self, parts, row: str, lo, n) -> tirx.Stmt:
         """The micro-kernels of ``parts`` (what :meth:`parts` found) for rows lo .. lo+n-1."""
@@ -488,15 +458,18 @@ class _Tile(_Column):
         acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
                                scope="local")
 
-        def lanes(body_of: Callable, rows: int | None = None) -> tirx.Stmt:
-            """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col)"""
+        def lanes(body_of: Callable, rows: int | None = None, rows_outside: bool = False) -> tirx.Stmt:
+            """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col);
+            ``rows_outside``: for r, d, u (see ``update`` below)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
             d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
             body = body_of(d, r, u * vw + v)
-            inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body)
-            nest = tirx.For(r, 0, nr if rows is None else rows, tirx.ForKind.UNROLLED,
-                            tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner))
-            return tirx.For(d, 0, nd, tirx.ForKind.UNROLLED, nest) if nd > 1 else nest
+            inner = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED,
+                             tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body))
+            loops = [(r, nr if rows is None else rows)] + ([(d, nd)] if nd > 1 else [])
+            for x, n in loops[::-1] if rows_outside else loops:
+                inner = tirx.For(x, 0, n, tirx.ForKind.UNROLLED, inner)
+            return inner
 
         def at(d, r, extra=None):
             out = {row: r0 + r, **(extra or {})}
@@ -535,9 +508,15 @@ class _Tile(_Column):
                                  lanes(store)])
         saved = self.chain
         if ks is None and self.m.reorder_reductions:
-            self.chain = self.gen.window_loops_outside(self.chain, self.call, row, j_name)
+            self.chain = window_loops_outside(self.low, self.depth, self.chain, self.call, row, j_name)
         try:
-            nest = self._nest(0, lambda: lanes(update), ks)
+            # LLVM keeps the operands of the inner unrolled loops in registers, one
+            # of the outer's at a time: a deep tile (a convolution's 4 channels x
+            # 3 rows of one vector) updates channel by channel when its rows'
+            # vectors are fewer than its channels (12 accumulators + 3 + 1 fit
+            # AVX2's 16 registers, + 4 + 1 spilled one)
+            outside = nd > 1 and nd * (w // vw) < nr
+            nest = self._nest(0, lambda: lanes(update, rows_outside=outside), ks)
         finally:
             self.chain = saved
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load)] + terms.fill(nr, nd) + [nest, lanes(store)])
