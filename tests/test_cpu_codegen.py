@@ -42,6 +42,22 @@ def test_matmul_accumulates_in_a_register_tile():
     assert "T.alloc_local((6, 8))" in k.script and "T.alloc_local((1, 1))" in k.script
 
 
+def test_wide_tiles_update_column_vector_by_column_vector():
+    """A tile with more column vectors than rows (2 x 48: 6 vectors) updates
+    one vector at a time for all its rows, so that the rows' 2 scalars, not
+    its 6 vectors, stay in registers beside the 12 accumulators (16 on
+    AVX2); loading and storing the accumulators keep rows outermost."""
+    k = tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 48, "vector_width": 8})
+    s = k.script
+    assert re.search(r"for c\d_k in range\(.*K.*\):\s+for u in T\.unroll\(6\):\s+for r in T\.unroll\(2\):"
+                     r"\s+for v in T\.vectorized\(8\):\s+acc\[r, u \* 8 \+ v\] = acc\[r, u \* 8 \+ v\] \+", s)
+    assert re.search(r"acc = T\.alloc_local\(\(2, 48\)\)\s+for r in T\.unroll\(2\):\s+for u in T\.unroll\(6\):", s)
+    rng = np.random.default_rng(4)
+    for M, K, N in [(5, 7, 100), (2, 3, 48), (1, 1, 1)]:
+        A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
+        np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
+
+
 def test_default_tiles_fit_the_host():
     from tcdsl import host, options
     from tcdsl.codegen import targets

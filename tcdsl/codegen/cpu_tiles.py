@@ -458,16 +458,14 @@ class _Tile(_Column):
         acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
                                scope="local")
 
-        def lanes(body_of: Callable, rows: int | None = None, rows_outside: bool = False) -> tirx.Stmt:
-            """for d, r (unrolled) for u (unrolled) for v (vectorized): body_of(d, r, col);
-            ``rows_outside``: for r, d, u (see ``update`` below)"""
+        def lanes(body_of: Callable, rows: int | None = None, order: str = "dru") -> tirx.Stmt:
+            """for d, r, u (unrolled, in ``order``) for v (vectorized): body_of(d, r, col)"""
             r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
             d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
-            body = body_of(d, r, u * vw + v)
-            inner = tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED,
-                             tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL, body))
-            loops = [(r, nr if rows is None else rows)] + ([(d, nd)] if nd > 1 else [])
-            for x, n in loops[::-1] if rows_outside else loops:
+            inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL,
+                             body_of(d, r, u * vw + v))
+            loops = {"d": (d, nd), "r": (r, nr if rows is None else rows), "u": (u, w // vw)}
+            for x, n in (loops[c] for c in order[::-1] if c != "d" or nd > 1):
                 inner = tirx.For(x, 0, n, tirx.ForKind.UNROLLED, inner)
             return inner
 
@@ -510,13 +508,15 @@ class _Tile(_Column):
         if ks is None and self.m.reorder_reductions:
             self.chain = window_loops_outside(self.low, self.depth, self.chain, self.call, row, j_name)
         try:
-            # LLVM keeps the operands of the inner unrolled loops in registers, one
-            # of the outer's at a time: a deep tile (a convolution's 4 channels x
-            # 3 rows of one vector) updates channel by channel when its rows'
-            # vectors are fewer than its channels (12 accumulators + 3 + 1 fit
-            # AVX2's 16 registers, + 4 + 1 spilled one)
-            outside = nd > 1 and nd * (w // vw) < nr
-            nest = self._nest(0, lambda: lanes(update, rows_outside=outside), ks)
+            # LLVM keeps the operands the inner unrolled loops reuse in registers
+            # (the vectors of a row, or the rows' scalars), one of the outer's at
+            # a time: the fewer inside.  AVX2's 4 x 3 x 8 convolution tile (4
+            # channels' scalars, 3 rows' vectors) as r, d, u: 12 accumulators + 3
+            # + 1 registers of 16 (d, r, u: + 4 + 1, one spilled); a 2 x 48 tile
+            # as u, r: 12 + 2 + 1 (r, u: + 6 + 1)
+            vectors = nd * (w // vw)
+            order = "rdu" if vectors < nr else "dur" if vectors > nr > 1 else "dru"
+            nest = self._nest(0, lambda: lanes(update, order=order), ks)
         finally:
             self.chain = saved
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load)] + terms.fill(nr, nd) + [nest, lanes(store)])
