@@ -51,6 +51,12 @@ DEFAULT_K_BLOCK = 0
 # blocks of 64 or 128, 1.26 with 256, 1.7 with one block, 1.9 without a panel.
 DEFAULT_NEST_K_BLOCK = 128
 
+# Steps per block of a deep register tile's channel loop (codegen/cpu_tiles.py,
+# ``channel_blocks``), ``k_block`` 0: a 3x3 convolution's tiles then read a
+# block's 32 channels x 5 input rows from L1 (0.91x at 16x64x30x30 on an AMD
+# EPYC with AVX2; 64: 0.99x, 16: 0.94x).
+DEFAULT_DEPTH_K_BLOCK = 32
+
 # At most this many iterations of a parallel loop between the rows and a
 # reduction (a convolution's output row ``h`` below its channel rows ``m``)
 # in one register tile by default (``tile_depth`` 0: as many as the vectors
@@ -408,6 +414,9 @@ class MappingOptions:
       measured no faster at 1024^3 and slower at 1536^3); over a nest, or
       when the rows' tensor is read across its rows (``dy(n, o)`` of a
       weight gradient ``dW(o, i) +=! dy(n, o) * x(n, i)``), blocks of 128 steps.
+      In deep tiles (``tile_depth``): steps per block of the loop that
+      indexes a dimension alone (a convolution's input channels), the blocks
+      outside the row tiles; 0: blocks of 32 (:data:`DEFAULT_DEPTH_K_BLOCK`).
     * ``reduce_lanes``: partial accumulators of a reduction along an
       innermost loop (a row's max or sum, a dot product): the loop runs as
       vector iterations of this many elements (codegen/cpu_reduce.py); 0

@@ -52,11 +52,17 @@ def test_convolution_tiles_channels_times_output_rows():
     s = k.script
     assert "acc = T.alloc_local((16, 8))" in s
     assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s)
-    # the window (kh, kw) outside the channels c: the tile's inner loop runs C steps
-    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
+    # the channels c in blocks of 32 outside the row tiles (every column tile,
+    # the overlapping last one too), the window (kh, kw) outside the block's
+    # channels: the tile's inner loop runs 32 steps
+    assert s.count("(T.max(C, 0) + 32 - 1) // 32, T.max(M, 0) // 4)") == 4
+    assert re.search(r"for c\d_w8, c(\d)_kb, c\d_b in T\.grid\(T\.max\(W - KW \+ 1, 0\) // 8, "
+                     r"\(T\.max\(C, 0\) \+ 32 - 1\) // 32, T\.max\(M, 0\) // 4\):", s)
+    assert re.search(r"for c\d_k, c\d_k, c\d_k in T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), "
+                     r"T\.min\(32, T\.max\(C, 0\) - c\d_kb \* 32\)\):"
                      r"\s+for d in T\.unroll\(4\):\s+for r in T\.unroll\(4\):", s)
-    assert re.search(r"I_1\[c0, c\d_k, c\d_d \* 4 \+ d \+ c\d_k, ", _plain(s))
-    assert re.search(r"Wt\[c\d_b \* 4 \+ r, c\d_k, c\d_k, c\d_k\]", _plain(s))
+    assert re.search(r"I_1\[c0, c(\d)_kb \* 32 \+ c\1_k, c\d_d \* 4 \+ d \+ c\d_k, ", _plain(s))
+    assert re.search(r"Wt\[c\d_b \* 4 \+ r, c(\d)_kb \* 32 \+ c\1_k, c\d_k, c\d_k\]", _plain(s))
     # the h left after the blocks of 4, one at a time
     assert re.search(r"for c\d(, c\d_r)? in (range|T\.grid)\(T\.max\(H - KH \+ 1, 0\) % 4", s)
     _check_conv(k)
@@ -72,6 +78,17 @@ def test_convolution_specialized():
     np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("k_block", [0, 5, 256])
+def test_channel_blocks(k_block):
+    """Deep tiles run their channel loop in blocks of ``k_block`` steps (0: 32)
+    outside the row tiles, each block adding to what the blocks before it
+    stored: channel counts of one block, several, and a partial last one."""
+    k = tcdsl.compile(CONV, options={**DEEP, "k_block": k_block})
+    kb = k_block or 32
+    assert f"(T.max(C, 0) + {kb} - 1) // {kb}" in k.script
+    _check_conv(k, SHAPES + [((2, 37, 7, 19), (3, 37, 3, 3)), ((1, 64, 6, 10), (5, 64, 2, 2))], seed=kb)
+
+
 def test_shallow_tiles_update_channel_by_channel():
     """A tile of 4 channels x 3 output rows of one vector (AVX2's default
     conv tile) updates channel by channel: the 3 rows' input vectors are
@@ -82,7 +99,7 @@ def test_shallow_tiles_update_channel_by_channel():
     k = tcdsl.compile(CONV, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
     s = k.script
     assert "acc = T.alloc_local((12, 8))" in s
-    assert re.search(r"T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.max\(C, 0\)\):"
+    assert re.search(r"T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.min\(32, T\.max\(C, 0\) - c\d_kb \* 32\)\):"
                      r"\s+for r in T\.unroll\(4\):\s+for d in T\.unroll\(3\):", s)
     assert re.search(r"acc = T\.alloc_local\(\(12, 8\)\)\s+for d in T\.unroll\(3\):\s+for r in T\.unroll\(4\):", s)
     _check_conv(k, seed=11)
