@@ -89,6 +89,19 @@ def test_channel_blocks(k_block):
     _check_conv(k, SHAPES + [((2, 37, 7, 19), (3, 37, 3, 3)), ((1, 64, 6, 10), (5, 64, 2, 2))], seed=kb)
 
 
+def test_no_channel_blocks_over_one_reduction_loop():
+    """Attention's ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d)`` gets deep
+    tiles (depth ``h``) but its single reduction loop ``j`` is not cut into
+    blocks (measured slower); results against NumPy."""
+    src = "def av(float(B,H,T,T) e, float(B,T,H,D) v) -> (o) { o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d) }"
+    k = tcdsl.compile(src, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
+    assert "for d in T.unroll(3)" in k.script and "_kb" not in k.script
+    rng = np.random.default_rng(12)
+    e, v = rand(rng, 2, 5, 37, 37), rand(rng, 2, 37, 5, 19)
+    np.testing.assert_allclose(k(e, v), np.einsum("bhij,bjhd->bihd", e.astype(np.float64), v),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_shallow_tiles_update_channel_by_channel():
     """A tile of 4 channels x 3 output rows of one vector (AVX2's default
     conv tile) updates channel by channel: the 3 rows' input vectors are

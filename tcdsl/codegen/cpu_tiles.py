@@ -251,9 +251,11 @@ class RegisterTiles:
             blocks outside the row tiles: the tiles of a block then read the
             block's input rows from L1 (32 of a 3x3 convolution's 64 channels x 5
             rows x 2 lines: 20 KiB).  0.91x on an AMD EPYC (AVX2) at 16x64x30x30,
-            64 channels per block 0.99x, 16 0.94x."""
+            64 channels per block 0.99x, 16 0.94x.  Not over a single reduction
+            loop (attention's ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d)``,
+            depth ``h``: 1.08x slower in blocks)."""
             moving = {row, j_name, self.depth[0] if self.depth else row} | {iterator(c) for c in chain}
-            if depth == 1 or in_loop or (loop_ids(chain[0]) - {iterator(chain[0])}) & moving:
+            if depth == 1 or in_loop or len(chain) < 2 or (loop_ids(chain[0]) - {iterator(chain[0])}) & moving:
                 return tile.rows(lo, n, rest=False)
             kb = m.k_block or DEFAULT_DEPTH_K_BLOCK
             with self.low.bound(zeros):
