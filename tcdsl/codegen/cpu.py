@@ -40,6 +40,7 @@ from ..syntax import nodes as n
 from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
+from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -163,9 +164,9 @@ class CpuAstLowering(AstLowering):
         if step != 1:  # a stride (sizes fixed before scheduling, or strips of columns): a plain loop
             if not (outer and cpu.parallel):
                 return self.plain_loop(node, parallel_ok, tirx.ForKind.SERIAL)
-            par = self.plain_loop(node, parallel_ok, tirx.ForKind.PARALLEL)
             if self.kernel is None or not self.kernel.loops:
-                return par
+                return strip_blocks(self, node, step, lambda: self.plain_loop(node, parallel_ok, tirx.ForKind.PARALLEL))
+            par = self.plain_loop(node, parallel_ok, tirx.ForKind.PARALLEL)
             # in a sequential loop, a single strip runs on the calling thread: a
             # parallel region per step for one iteration costs more than the step
             # (a triangular solve of 512 x 64, one strip: 1.2-2.3 -> 0.33-0.49 ms)

@@ -36,6 +36,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import IslStmt
 from .expr import INDEX, wide_indices
 from . import invariant
+from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import _Column, _Panels, _Prepacked, pack_whole, sliding_window, strided_reads, window_loops_outside
 
@@ -247,13 +248,9 @@ class RegisterTiles:
         def channel_blocks(tile) -> tirx.Stmt:
             """The row tiles of ``tile``'s columns; deep ones (outside sequential
             loops) in blocks of ``k_block`` steps of the reduction loop that
-            indexes a dimension alone (a convolution's input channels ``c``), the
-            blocks outside the row tiles: the tiles of a block then read the
-            block's input rows from L1 (32 of a 3x3 convolution's 64 channels x 5
-            rows x 2 lines: 20 KiB).  0.91x on an AMD EPYC (AVX2) at 16x64x30x30,
-            64 channels per block 0.99x, 16 0.94x.  Not over a single reduction
-            loop (attention's ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d)``,
-            depth ``h``: 1.08x slower in blocks)."""
+            indexes a dimension alone (a convolution's input channels ``c``)
+            outside the row tiles, whose block's input rows then stay in L1
+            (docs/internals.md, CPU mapping); not over one reduction loop."""
             moving = {row, j_name, self.depth[0] if self.depth else row} | {iterator(c) for c in chain}
             if depth == 1 or in_loop or len(chain) < 2 or (loop_ids(chain[0]) - {iterator(chain[0])}) & moving:
                 return tile.rows(lo, n, rest=False)
@@ -304,8 +301,9 @@ class RegisterTiles:
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
             narrow = tuple(w for w in (vw // 2,) if w >= 4)
-            stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1))
-            stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1)))
+            ks = strip_steps(self.low, chain) if self.single else None
+            stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1, ks))
+            stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1, ks)))
             if not half:
                 return tirx.For(r, 0, left, tirx.ForKind.SERIAL, seq(stmts))
             q = tirx.Var(row + "_h", INDEX)
