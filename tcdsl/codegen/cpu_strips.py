@@ -18,6 +18,7 @@ products in ``i`` order.  GEMV (in, out) 4096^2 on an AMD EPYC (AVX2): 7.6 ->
 or more (MIN_STRIPS), decided at run time."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import islpy as isl
@@ -32,6 +33,17 @@ STRIP_K_BLOCK = 16
 # stores of the accumulators cost more than they save (a column sum over 256
 # or 512 columns: 1.12x slower in blocks).
 MIN_STRIPS = 8
+
+
+@dataclass
+class StripBlock:
+    """The steps ``first .. first + count - 1`` of the reduction loop ``name``
+    that the tiles of a strip run (``low.strip_block`` while
+    :func:`strip_blocks` lowers the strip); ``taken``: a tile ran them."""
+    name: str
+    first: tirx.PrimExpr
+    count: tirx.PrimExpr
+    taken: bool = False
 
 
 def strip_blocks(low, node: isl.AstNode, step: int, plain: Callable[[], tirx.Stmt]) -> tirx.Stmt:
@@ -52,13 +64,12 @@ def strip_blocks(low, node: isl.AstNode, step: int, plain: Callable[[], tirx.Stm
     per = tirx.floordiv(count + threads - 1, threads)
     t, b, s = (tirx.Var(x, INDEX) for x in (name + "_th", k_name + "_sb", name + "_s"))
     kb = STRIP_K_BLOCK
-    # read by RegisterTiles (single strips): the steps of one block, and whether a tile took them
-    low.strip_steps = state = [k_name, b * kb, tirx.min(kb, k_ext - b * kb), False]
+    low.strip_block = block = StripBlock(k_name, b * kb, tirx.min(kb, k_ext - b * kb))
     try:
         inner = low.body_with(node, name, init + (t * per + s) * step, False)
     finally:
-        low.strip_steps = None
-    if not state[3]:
+        low.strip_block = None
+    if not block.taken:
         return plain()
     mine = tirx.max(tirx.min(per, count - t * per), 0)
     blocked = tirx.For(t, 0, threads, tirx.ForKind.PARALLEL,
@@ -68,10 +79,11 @@ def strip_blocks(low, node: isl.AstNode, step: int, plain: Callable[[], tirx.Stm
 
 
 def strip_steps(low, chain: list) -> tuple | None:
-    """The block of its reduction loop ``chain[0]`` that a single strip's
-    register tile runs, while :func:`strip_blocks` lowers its strip; else None."""
-    steps = getattr(low, "strip_steps", None)
-    if not steps or iterator(chain[0]) != steps[0]:
+    """(first, count): the block of its reduction loop ``chain[0]`` that a
+    single strip's register tile runs, while :func:`strip_blocks` lowers its
+    strip; else None."""
+    block = getattr(low, "strip_block", None)
+    if block is None or iterator(chain[0]) != block.name:
         return None
-    steps[3] = True
-    return tuple(steps[1:3])
+    block.taken = True
+    return block.first, block.count

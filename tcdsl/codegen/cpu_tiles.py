@@ -251,7 +251,7 @@ class RegisterTiles:
             indexes a dimension alone (a convolution's input channels ``c``)
             outside the row tiles, whose block's input rows then stay in L1
             (docs/internals.md, CPU mapping); not over one reduction loop."""
-            moving = {row, j_name, self.depth[0] if self.depth else row} | {iterator(c) for c in chain}
+            moving = {row, j_name, *self.depth[:1]} | {iterator(c) for c in chain} if self.depth else set()
             if depth == 1 or in_loop or len(chain) < 2 or (loop_ids(chain[0]) - {iterator(chain[0])}) & moving:
                 return tile.rows(lo, n, rest=False)
             kb = m.k_block or DEFAULT_DEPTH_K_BLOCK
