@@ -697,3 +697,31 @@ def test_hand_written_step_kernels_compile(tmp_path):
     r = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(tmp_path / "k.o")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.cuda
+def test_autotune_measures_cuda_candidates_on_the_gpu(tmp_path):
+    """``tcdsl.autotune(target="cuda")`` without ``rpc``: every candidate is
+    run on this machine's GPU (not on the CPU device), checked against the
+    default kernel, recorded under the target "cuda"; compile then uses the
+    options found, and they compute the Elman RNN."""
+    from tcdsl.tune.database import Database
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers import elman_inputs, reference
+
+    sizes = {"T": 12, "B": 4, "Ci": 16, "Co": 48}
+    db = tmp_path / "t.sqlite"
+    result = tcdsl.autotune(EXAMPLES / "elman.tc", sizes=sizes, trials=6, target="cuda", database=db,
+                            progress=False, workers=4)
+    assert result.trials[0].options == {} and result.trials[0].ok, result.trials[0]
+    assert sum(t.ok for t in result.trials) >= 3, [(t.options, t.error) for t in result.trials]
+    r, = result.per_size
+    assert r.speedup >= 1.0 and r.seconds > 0
+    rows = list(Database(db))
+    assert rows and {row["target"] for row in rows} == {"cuda"} and all(row["seconds"] > 0 for row in rows)
+    k = tcdsl.compile(EXAMPLES / "elman.tc", target="cuda", tuning_db=db)
+    opts, origin = k.options_for(**sizes)
+    assert origin == "tuned at T=12,B=4,Ci=16,Co=48" and opts == tcdsl.MappingOptions(**result.best)
+    args = elman_inputs(np.random.default_rng(1), *sizes.values())
+    np.testing.assert_allclose(k(*args), reference.elman_rnn(*args), rtol=1e-4, atol=1e-5)

@@ -263,15 +263,16 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def measure_local(built: Built, data: TaskData, repeat: int, min_repeat_ms: float,
-                  best: list[float | None]) -> Measured:
-    """Load ``built`` here and measure it at every size tuple (runs in the runner's worker process)."""
+                  best: list[float | None], kind: str = "llvm") -> Measured:
+    """Load ``built`` here and measure it at every size tuple (runs in the
+    runner's worker process), on this machine's first GPU for ``kind == "cuda"``."""
     import tvm
 
     try:
         module = tvm.runtime.load_module(built.path)
     except Exception as e:  # noqa: BLE001
         return Measured([None] * len(data.sizes), f"cannot load the library: {_reason(e)}")
-    dev = tvm.cpu()
+    dev = tvm.cuda(0) if kind == "cuda" else tvm.cpu()
     seconds: list[float | None] = []
     error = None
     for i in range(len(data.sizes)):
@@ -289,8 +290,8 @@ class LocalRunner:
 
     device = "local"
 
-    def __init__(self, data: TaskData, repeat: int = 5, min_repeat_ms: float = 20.0):
-        self.data, self.repeat, self.min_repeat_ms = data, repeat, min_repeat_ms
+    def __init__(self, data: TaskData, repeat: int = 5, min_repeat_ms: float = 20.0, kind: str = "llvm"):
+        self.data, self.repeat, self.min_repeat_ms, self.kind = data, repeat, min_repeat_ms, kind
         self._pool: cf.ProcessPoolExecutor | None = None
 
     def measure(self, items: list[tuple[Built, float]], best: list[float | None]) -> list[Measured]:
@@ -303,7 +304,8 @@ class LocalRunner:
                 continue
             if self._pool is None:
                 self._pool = _spawn_pool(1)
-            future = _submit(self._pool, measure_local, built, self.data, self.repeat, self.min_repeat_ms, list(best))
+            future = _submit(self._pool, measure_local, built, self.data, self.repeat, self.min_repeat_ms, list(best),
+                             self.kind)
             try:
                 m = future.result(timeout=limit)
             except cf.TimeoutError:

@@ -239,7 +239,7 @@ def _runner(rpc, data: TaskData, repeat: int, min_repeat_ms: float, kind: str):
     if rpc is None:
         if kind == "cuda" and not _cuda_present():
             raise TcError("target 'cuda': no CUDA device here to measure on (use rpc= for a remote one)")
-        return LocalRunner(data, repeat, min_repeat_ms)
+        return LocalRunner(data, repeat, min_repeat_ms, kind)
     from .rpc import RpcRunner
 
     return RpcRunner(rpc, data, repeat, min_repeat_ms, kind)
