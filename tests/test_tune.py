@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import pathlib
 import random
 import statistics
 import time
@@ -588,3 +589,23 @@ def test_cli_tune_errors(tmp_path, capsys, argv, message):
     rc = main(["tune", str(ELMAN), "--database", str(tmp_path / "t.sqlite"), "--no-progress"] + argv)
     err = capsys.readouterr().err
     assert rc == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None, reason="nvcc not installed")
+def test_a_cuda_candidate_carries_the_temporaries_its_caller_allocates(tmp_path):
+    """A CUDA library's host function takes the program's temporaries after
+    its outputs (the runtime allocates them on the GPU): the runner must pass
+    as many arguments as the host function has parameters, each temporary
+    with its shape at the sizes."""
+    from tcdsl.runtime.signature import compile_shapes
+    from tcdsl.tune.measure import build_candidate
+
+    src = (pathlib.Path(__file__).parents[1] / "examples" / "rnn" / "lstm.tc").read_text()
+    built = build_candidate(src, None, "cuda", {}, str(tmp_path / "c.so"))
+    assert built.error is None
+    k = tcdsl.compile(src, target="cuda", options={"disk_cache": False}, tuning_db=False)
+    params = k._binaries[None].backend.func.params
+    assert len(built.size_params) + 6 + 2 + len(built.scratch) == len(params)
+    shapes = compile_shapes([shape for _, shape in built.scratch])({"T": 5, "B": 3, "I": 4, "H": 7})
+    assert sorted(shapes) == [(3, 7), (3, 7), (5, 4, 3, 7)]
+    assert {dtype for dtype, _ in built.scratch} == {"float32"}

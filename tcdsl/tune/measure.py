@@ -48,6 +48,8 @@ class Built:
     size_params: tuple[str, ...] = ()
     seconds: float = 0.0
     error: str | None = None
+    # CUDA: the temporaries the caller allocates after the outputs, (dtype, shape formulas of the sizes)
+    scratch: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass
@@ -106,7 +108,7 @@ def build_candidate(source: str, entry: str | None, target: str, options: dict, 
 
         targets.export(b.executable, path)
         return Built(path, str(b.backend.func.attrs["global_symbol"]), tuple(b.size_params),
-                     time.perf_counter() - started)
+                     time.perf_counter() - started, scratch=tuple((o.dtype, o.shape) for o in k.signature.scratch))
     except Exception as e:  # noqa: BLE001 -- a candidate that does not build is skipped, with its reason
         return Built(None, seconds=time.perf_counter() - started, error=_reason(e))
 
@@ -227,8 +229,14 @@ def measure_module(module, dev, built: Built, data: TaskData, size_index: int, *
     sizes = data.sizes[size_index]
     args = [make(a) for a in ins]
     outs = [make(np.zeros(r.shape, r.dtype)) for r in refs]
+    scratch = []
+    if built.scratch:
+        from ..runtime.signature import compile_shapes
+
+        shapes = compile_shapes([shape for _, shape in built.scratch])(sizes)
+        scratch = [tvm.runtime.empty(shape, dtype, dev) for (dtype, _), shape in zip(built.scratch, shapes)]
     fn = module[built.symbol]
-    call = [int(sizes[s]) for s in built.size_params] + args + outs
+    call = [int(sizes[s]) for s in built.size_params] + args + outs + scratch
     started = time.perf_counter()
     fn(*call)
     if hasattr(dev, "sync"):
