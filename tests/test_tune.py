@@ -609,3 +609,39 @@ def test_a_cuda_candidate_carries_the_temporaries_its_caller_allocates(tmp_path)
     shapes = compile_shapes([shape for _, shape in built.scratch])({"T": 5, "B": 3, "I": 4, "H": 7})
     assert sorted(shapes) == [(3, 7), (3, 7), (5, 4, 3, 7)]
     assert {dtype for dtype, _ in built.scratch} == {"float32"}
+
+
+def test_the_defaults_are_measured_alone_first_and_set_the_others_time_limit(tmp_path):
+    """A candidate that hangs must be killed after a multiple of the defaults'
+    time, also in the first batch: before the defaults had been measured, the
+    whole first batch ran under the tuner's ``timeout`` (300 s)."""
+    from tcdsl.tune import tuner
+    from tcdsl.tune.measure import Built, Measured
+    from tcdsl.tune.search import Search
+
+    class Builder:
+        workers = 2
+
+        def build(self, options):
+            return [Built(str(tmp_path / f"{i}.so"), "f") for i, _ in enumerate(options)]
+
+    class Runner:
+        repeat, min_repeat_ms = 5, 20.0
+
+        def __init__(self):
+            self.calls = []
+
+        def measure(self, items, best):
+            self.calls.append([limit for _, limit in items])
+            return [Measured([0.001]) for _ in items]
+
+    runner, seen = Runner(), []
+    search = Search(space_for("llvm"), [SMALL], [1.0])
+    db = Database(tmp_path / "t.sqlite")
+    tuner._loop(search, Builder(), runner, db, elman_key(), "run", 6, lambda t, s=None: seen.append(t), {},
+                300.0, None)
+    assert [len(c) for c in runner.calls] == [1, 3, 2]  # the defaults alone, then the rest of the first batch
+    assert runner.calls[0] == [300.0]
+    limit = 30.0 + 10.0 * (2 * 0.001 + 5 * 0.02)
+    assert runner.calls[1] == [pytest.approx(limit)] * 3 and runner.calls[2] == [pytest.approx(limit)] * 2
+    assert [t.index for t in seen] == list(range(6)) and search.trials[0].options == {}

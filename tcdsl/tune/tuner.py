@@ -269,22 +269,29 @@ def _loop(search, builder, runner, db, key, run_id, trials, report, libs, timeou
             break
         options = [search.space.options(p) for p in points]
         built = builder.build(options)
-        limit = _limit(search, runner.repeat, runner.min_repeat_ms, timeout)
-        best = _best_times(search)
-        measured = runner.measure([(b, limit) for b in built], best)
-        new = []
-        for p, o, b, m in zip(points, options, built, measured):
-            t = Trial(p, o, m.seconds, m.error, b.seconds, m.device)
-            new.append(t)
-        search.tell(new)
-        for t, b in zip(new, built):
-            if t.ok and b.path:
-                libs[t.index] = b
-        _record(db, key, run_id, search.sizes, new)
-        if search.trials[0].options or not search.trials[0].ok:
-            raise TcError(f"the default kernel could not be measured: {search.trials[0].error}")
-        for t in new:
-            report(t, search)
+        group = list(zip(points, options, built))
+        # the defaults (the first trial) are measured alone first: their time
+        # sets the limit of every other candidate's run, so that one that
+        # hangs is killed after a multiple of it, not after ``timeout``
+        first = 1 if not search.trials else 0
+        for part in (group[:first], group[first:]):
+            if part:
+                _measure(search, runner, db, key, run_id, report, libs, timeout, part)
+
+
+def _measure(search, runner, db, key, run_id, report, libs, timeout, part) -> None:
+    limit = _limit(search, runner.repeat, runner.min_repeat_ms, timeout)
+    measured = runner.measure([(b, limit) for _, _, b in part], _best_times(search))
+    new = [Trial(p, o, m.seconds, m.error, b.seconds, m.device) for (p, o, b), m in zip(part, measured)]
+    search.tell(new)
+    for t, (_, _, b) in zip(new, part):
+        if t.ok and b.path:
+            libs[t.index] = b
+    _record(db, key, run_id, search.sizes, new)
+    if search.trials[0].options or not search.trials[0].ok:
+        raise TcError(f"the default kernel could not be measured: {search.trials[0].error}")
+    for t in new:
+        report(t, search)
 
 
 def _best_times(search: Search) -> list[float | None]:
