@@ -1577,3 +1577,148 @@ def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
 def _gc_sized(torch, a, t, s):
     F = torch.nn.functional
     return {"F.conv1d(groups=8)": _nograd(torch, lambda: F.conv1d(t[0], t[1], groups=8))}
+
+
+# ---------------------------------------------------------------- session 21: batch-first RNNs, decoders, pooling
+
+@program(name="gru batch-first (out,in)", kind="rnn", src="""
+# GRU over a batch-first input x(b, t, i) (nn.GRU(batch_first=True)), PyTorch's (out, in) weights
+def gru(float(B,T,I) x, float(B,H) h0, float(3,H,I) Wih, float(3,H,H) Whh,
+        float(3,H) bih, float(3,H) bhh) -> (h) {
+  for t in T {
+    gi(g, b, j) +=! x(b, t, i) * Wih(g, j, i)
+    if t == 0 { gh(g, b, j) +=! h0(b, k) * Whh(g, j, k) }
+    else      { gh(g, b, j) +=! h(b, t - 1, k) * Whh(g, j, k) }
+    r(b, j) = sigmoid(gi(0, b, j) + bih(0, j) + gh(0, b, j) + bhh(0, j))
+    z(b, j) = sigmoid(gi(1, b, j) + bih(1, j) + gh(1, b, j) + bhh(1, j))
+    n(b, j) = tanh(gi(2, b, j) + bih(2, j) + r(b, j) * (gh(2, b, j) + bhh(2, j)))
+    if t == 0 { h(b, t, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h0(b, j) }
+    else      { h(b, t, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h(b, t - 1, j) }
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=6),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3, s["H"], s["I"]),
+                         _w(r, 3, s["H"], s["H"]), _w(r, 3, s["H"]), _w(r, 3, s["H"])])
+def _gru_bf(torch, a, t, s):
+    net = _torch_gru(torch, s["I"], s["H"], *a[2:], batch_first=True)
+    return {"nn.GRU(batch_first)": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
+
+
+@program(name="lstm batch-first, a weight per gate", kind="rnn", src="""
+# LSTM over x(b, t, i), gate weights W(q, j, i) in (out, in) layout, the state in hp, cp
+def lstm(float(B,T,I) x, float(B,H) h0, float(B,H) c0, float(4,H,I) W, float(4,H,H) U,
+         float(4,H) bias) -> (h) {
+  hp(b, j) = h0(b, j)
+  cp(b, j) = c0(b, j)
+  for t in T {
+    g(q, b, j) +=! x(b, t, i) * W(q, j, i)
+    g(q, b, j) += hp(b, k) * U(q, j, k)
+    cp(b, j) = sigmoid(g(1, b, j) + bias(1, j)) * cp(b, j) + sigmoid(g(0, b, j) + bias(0, j)) * tanh(g(2, b, j) + bias(2, j))
+    hp(b, j) = sigmoid(g(3, b, j) + bias(3, j)) * tanh(cp(b, j))
+    h(b, t, j) = hp(b, j)
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]), _n(r, s["B"], s["H"]),
+                         _w(r, 4, s["H"], s["I"]), _w(r, 4, s["H"], s["H"]), _w(r, 4, s["H"])])
+def _lstm_bf(torch, a, t, s):
+    H = s["H"]
+    net = torch.nn.LSTM(s["I"], H, batch_first=True)
+    _copy(torch, net.weight_ih_l0, a[3].reshape(4 * H, -1))
+    _copy(torch, net.weight_hh_l0, a[4].reshape(4 * H, H))
+    _copy(torch, net.bias_ih_l0, a[5].reshape(-1))
+    _copy(torch, net.bias_hh_l0, np.zeros(4 * H, np.float32))
+    return {"nn.LSTM(batch_first)": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
+
+
+@program(name="conv1d channels-last (B,L,C)", kind="conv", src="""
+def conv(float(B,L,C) x, float(K,C,O) w) -> (y) {
+  y(b, t, o) +=! x(b, t + k, c) * w(k, c, o)
+}""", full=dict(B=16, L=512, C=128, O=128, K=3), tiny=dict(B=1, L=5, C=2, O=3, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["K"], s["C"], s["O"])])
+def _conv_cl(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(permute)": _nograd(torch, lambda: F.conv1d(t[0].permute(0, 2, 1), t[1].permute(2, 1, 0))
+                                          .permute(0, 2, 1))}
+
+
+@program(name="attention decoder loop (dot score)", kind="rnn", src="""
+# a decoder attending over encoder states each step: dot scores, softmax, context, Elman update
+def dec(float(B,S,H) enc, float(B,H) h0, float(H,H) Wc, float(H,H) Wh) -> (h) {
+  for t in T {
+    if t == 0 { sc(b, s) +=! enc(b, s, d) * h0(b, d) } else { sc(b, s) +=! enc(b, s, d) * h(t - 1, b, d) }
+    m(b) max=! sc(b, s)
+    e(b, s) = exp(sc(b, s) - m(b))
+    z(b) +=! e(b, s)
+    ctx(b, d) +=! e(b, s) * enc(b, s, d) / z(b)
+    if t == 0 { a(b, j) +=! h0(b, k) * Wh(j, k) } else { a(b, j) +=! h(t - 1, b, k) * Wh(j, k) }
+    a(b, j) += ctx(b, k) * Wc(j, k)
+    h(t, b, j) = tanh(a(b, j))
+  }
+}""", full=dict(T=32, B=32, S=128, H=256), tiny=dict(T=3, B=2, S=4, H=5), free=("T",),
+    inputs=lambda r, s: [_w(r, s["B"], s["S"], s["H"]), _n(r, s["B"], s["H"]), _w(r, s["H"], s["H"]),
+                         _w(r, s["H"], s["H"])])
+def _dec(torch, a, t, s):
+    def run():
+        h, out = t[1], []
+        for _ in range(s["T"]):
+            w = torch.softmax(torch.einsum("bsd,bd->bs", t[0], h), 1)
+            ctx = torch.einsum("bs,bsd->bd", w, t[0])
+            h = torch.tanh(h @ t[3].T + ctx @ t[2].T)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="max over time pooling", kind="norm", src="""
+def mpool(float(B,T,D) x) -> (y) {
+  y(b, d) max=! x(b, t, d)
+}""", full=dict(B=64, T=256, D=512), tiny=dict(B=2, T=3, D=4), inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"])])
+def _mpool(torch, a, t, s):
+    return {"amax(1)": _nograd(torch, lambda: t[0].amax(1))}
+
+
+@program(name="masked mean pooling", kind="norm", src="""
+def mmean(float(B,T,D) x, float(B,T) m) -> (y) {
+  num(b, d) +=! x(b, t, d) * m(b, t)
+  den(b) +=! m(b, t)
+  y(b, d) = num(b, d) / den(b)
+}""", full=dict(B=64, T=256, D=512), tiny=dict(B=2, T=3, D=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), np.maximum(
+        (r.random((s["B"], s["T"])) < 0.8), np.eye(s["B"], s["T"], dtype=bool)).astype(np.float32)])
+def _mmean(torch, a, t, s):
+    return {"(x*m).sum/m.sum": _nograd(torch, lambda: (t[0] * t[1][:, :, None]).sum(1) / t[1].sum(1, keepdim=True))}
+
+
+@program(name="linear + layer norm", kind="norm", src="""
+def linln(float(N,K) x, float(C,K) W, float(C) bias, float(C) g, float(C) be) -> (y) {
+  z(n, c) +=! x(n, k) * W(c, k)
+  z(n, c) = z(n, c) + bias(c)
+  mu(n) +=! z(n, c) / C
+  var(n) +=! (z(n, c) - mu(n)) * (z(n, c) - mu(n)) / C
+  y(n, c) = (z(n, c) - mu(n)) / sqrt(var(n) + 1e-5) * g(c) + be(c)
+}""", full=dict(N=2048, K=512, C=512), tiny=dict(N=2, K=3, C=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["K"]), _w(r, s["C"], s["K"]), _w(r, s["C"]), _n(r, s["C"]), _n(r, s["C"])])
+def _linln(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.linear + F.layer_norm": _nograd(torch, lambda: F.layer_norm(F.linear(t[0], t[1], t[2]), (s["C"],),
+                                                                             t[3], t[4]))}
+
+
+@program(name="dilated rnn (h(t-2))", kind="rnn", src="""
+# an RNN whose state skips a step: h(t) from h(t - 2)
+def drnn(float(T,B,I) x, float(2,B,H) h0, float(H,I) W, float(H,H) U) -> (h) {
+  for t in T {
+    if t < 2 { a(b, j) +=! h0(t, b, k) * U(j, k) } else { a(b, j) +=! h(t - 2, b, k) * U(j, k) }
+    a(b, j) += x(t, b, i) * W(j, i)
+    h(t, b, j) = tanh(a(b, j))
+  }
+}""", full=dict(T=128, B=16, I=256, H=256), tiny=dict(T=4, B=2, I=3, H=5),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, 2, s["B"], s["H"]), _w(r, s["H"], s["I"]),
+                         _w(r, s["H"], s["H"])])
+def _drnn(torch, a, t, s):
+    def run():
+        xw = t[0] @ t[2].T
+        hs = [t[1][0], t[1][1]]
+        for i in range(s["T"]):
+            hs.append(torch.tanh(xw[i] + hs[-2] @ t[3].T))
+        return torch.stack(hs[2:])
+    return {"torch loop": _nograd(torch, run)}
