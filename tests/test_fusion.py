@@ -240,3 +240,65 @@ def test_a_reduction_over_the_rows_runs_after_their_parallel_loop():
         xd = x.astype(np.float64)
         want = np.mean(np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1)) + xd.max(1) - xd[np.arange(N), t])
         np.testing.assert_allclose(k(x, t), want, rtol=1e-5, atol=1e-6)
+
+
+BATCHED_ATTENTION = """def mha(float(B,N,L,D) q, float(B,N,S,D) k, float(B,N,S,D) v) -> (o) {
+  s(b, n, i, j) +=! q(b, n, i, d) * k(b, n, j, d)
+  mx(b, n, i) max=! s(b, n, i, j)
+  e(b, n, i, j) = exp(s(b, n, i, j) - mx(b, n, i))
+  z(b, n, i) +=! e(b, n, i, j)
+  o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d)
+  o(b, n, i, d) = o(b, n, i, d) / z(b, n, i)
+}"""
+
+# the same contraction chain, but its second product reads a weight at every row
+BATCHED_MLP = """def mlp(float(B,R,I) x, float(H,I) W1, float(O,H) W2) -> (y) {
+  h(b, r, j) +=! x(b, r, i) * W1(j, i)
+  y(b, r, o) +=! h(b, r, j) * W2(o, j)
+}"""
+
+
+def _top_loops(ast: str) -> int:
+    """The loops at the top level of an isl AST listing (inside its braces when there are several)."""
+    return len(re.findall(r"^  for \(" if ast.startswith("{") else r"^for \(", ast, re.M))
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_batch_of_contractions_runs_one_batch_element_after_the_other(mode):
+    """Every statement of a multi-head attention is a nest of its own (each
+    keeps its register tiles), all of them under one parallel loop over the
+    batch: a batch element's scores are still in cache for its max, exps,
+    sums and weighted sum, instead of each being a pass over whole tensors."""
+    k = tcdsl.compile(BATCHED_ATTENTION, specialize=mode, options={"disk_cache": False})
+    sizes = {"B": 3, "N": 2, "L": 5, "S": 7, "D": 4}
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((3, 2, 5, 4)).astype(np.float32)
+    kk, v = (rng.standard_normal((3, 2, 7, 4)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(k(q, kk, v), np.stack([[attention_ref(q[b, n], kk[b, n], v[b, n]) for n in range(2)]
+                                                      for b in range(3)]), rtol=1e-4, atol=1e-5)
+    if mode == "never":
+        ast = emit(k, "isl-ast")
+        assert _top_loops(ast) == 1 and ast.startswith("// par\nfor (int c0 = 0; c0 < B;"), ast[:200]
+        separate = tcdsl.compile(BATCHED_ATTENTION, options={"disk_cache": False, "fusion": "none"})
+        assert _top_loops(emit(separate, "isl-ast")) >= 5
+        assert _tiles(emit(k, "tir")) == _tiles(emit(separate, "tir")) > 0
+    del sizes
+
+
+def test_contractions_over_a_shared_weight_keep_their_own_nests():
+    """A product that reads a weight at every batch element is not cut into
+    batch elements (its panels serve all rows), nor are nests over different
+    sizes fused: the MLP keeps a nest per statement, the GRU's copy of
+    ``h0`` (over B) stays apart from its input projection (over T)."""
+    ast = emit(tcdsl.compile(BATCHED_MLP, options={"disk_cache": False}), "isl-ast")
+    assert _top_loops(ast) >= 3, ast
+    rng = np.random.default_rng(2)
+    x, w1, w2 = rng.standard_normal((2, 3, 5)), rng.standard_normal((6, 5)), rng.standard_normal((4, 6))
+    got = tcdsl.compile(BATCHED_MLP)(*(a.astype(np.float32) for a in (x, w1, w2)))
+    np.testing.assert_allclose(got, (x @ w1.T) @ w2.T, rtol=1e-4, atol=1e-4)
+    gru = """def gru(float(T,B,I) x, float(B,H) h0, float(3,I,H) Wx) -> (hp, gx) {
+  hp(b, j) = h0(b, j)
+  gx(t, g, b, j) +=! x(t, b, i) * Wx(g, i, j)
+}"""
+    ast = emit(tcdsl.compile(gru, options={"disk_cache": False}), "isl-ast")
+    assert "c0 < B" in ast and "c0 < T" in ast, ast

@@ -73,6 +73,21 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         if ((_tiled_statements(other, stride_one, red), _vector_statements(other, stride_one))
                 > (_tiled_statements(root, stride_one, red), _vector_statements(root, stride_one))):
             root = other
+        # the nests of the components under one shared parallel loop (a
+        # batch: every operand of a reduction has its own slice at each of
+        # its values) when each reduction keeps a parallel loop of its own
+        # below it for its tiles' rows: attention's scores, row max, exps,
+        # sums and weighted sum then run one batch element after the other
+        # while its rows are in cache, not each as a pass over whole tensors
+        # (1.1-1.4x faster on a 2-core AMD EPYC)
+        fused = None
+        if len({x.info.comp.tensor for x in k.stmts}) > 1:
+            fused = _rows_fused(_compute(sc, True), sc, rows_below=red, batch_reads=_reduction_reads(k, red))
+        if fused is not None:
+            fused = _finish(fused, stride_one)
+            if ((_tiled_statements(fused, stride_one, red), _vector_statements(fused, stride_one))
+                    >= (_tiled_statements(root, stride_one, red), _vector_statements(root, stride_one))):
+                root = fused
     if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 and not _contracts(k):
         # isl's nests over the same rows, one after the other (a softmax's
         # normalisation after its row sums): one parallel loop over the rows,
@@ -194,26 +209,45 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
 
 
-def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
+def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
+                rows_below: dict | None = None, batch_reads: isl.UnionMap | None = None) -> isl.Schedule | None:
     """isl's sequence of nests at the top, each under a parallel loop, as
     one parallel loop (the union of theirs) with isl's nests below it, when every dependence stays at
     one value of that loop: a softmax ``y(n, c) = e(n, c) / s(n)`` after the
     row sums ``s(n) +=! e(n, c)`` then runs while the row is in cache, not as
-    a second pass over the whole tensor.  None otherwise."""
+    a second pass over the whole tensor.  With ``rows_below`` (statement ->
+    its reduction loops), only when each nest holding a reduction has a
+    second parallel loop before its first serial one, for its tiles' rows.
+    None otherwise."""
     NT = isl.schedule_node_type
     seq = sched.get_root().child(0)
     if seq.get_type() != NT.sequence or seq.n_children() < 2:
         return None
-    outer = None
+    outer, ranges = None, []
     for i in range(seq.n_children()):
         band = seq.child(i).child(0)
         if band.get_type() != NT.band or not band.band_member_get_coincident(0):
             return None
+        if rows_below is not None and _has_reduction(seq.child(i), rows_below) and _leading_parallel(band) < 2:
+            return None
         if band.band_n_member() > 1:
             band = band.band_split(1)
         part = band.band_get_partial_schedule()
+        if rows_below is not None:
+            # the same loop in every nest (a batch), not loops over different sizes
+            ranges.append(isl.UnionMap.from_multi_union_pw_aff(part).intersect_domain(band.get_domain()).range())
         outer = part if outer is None else outer.union_add(part)
+    if ranges:
+        # the same loop in every nest (a batch), not loops over different
+        # sizes: each nest's values are all of them, where it runs at all
+        every = ranges[0]
+        for r in ranges[1:]:
+            every = every.union(r)
+        if not all(r.is_equal(every.intersect_params(r.params())) for r in ranges):
+            return None
     phi = isl.UnionMap.from_multi_union_pw_aff(outer)
+    if batch_reads is not None and not batch_reads.reverse().apply_range(phi).is_single_valued():
+        return None  # a reduction reads an operand at every value of the loop (a weight): no batch
     moved = sc.get_validity().apply_domain(phi).apply_range(phi).deltas()
     zero = isl.Set.read_from_str(sched.get_ctx(), "{ [0] }")
     sets = moved.get_set_list()
@@ -221,6 +255,33 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedul
         return None
     inner = sched.get_root().child(0)  # isl's nests, each now at one value of the shared loop
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
+
+
+def _reduction_reads(k: Kernel, reductions: dict) -> isl.UnionMap:
+    out = isl.UnionMap.empty(k.context.get_space())
+    for x in k.stmts:
+        if reductions.get(x.name, 0):
+            for m in x.reads:
+                out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _has_reduction(node: isl.ScheduleNode, reductions: dict) -> bool:
+    dl = node.get_domain().get_set_list()
+    return any(reductions.get(dl.get_at(i).get_tuple_name(), 0) for i in range(dl.n_set()))
+
+
+def _leading_parallel(node: isl.ScheduleNode) -> int:
+    """How many parallel loops a nest starts with, down its bands until the
+    first serial loop or a node that is not a band."""
+    count = 0
+    while node.get_type() == isl.schedule_node_type.band:
+        for m in range(node.band_n_member()):
+            if not node.band_member_get_coincident(m):
+                return count
+            count += 1
+        node = node.child(0)
+    return count
 
 
 def _row_runs(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:
