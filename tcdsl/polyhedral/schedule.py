@@ -22,9 +22,9 @@ from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from .model import Kernel, Model, lift_param, maps
 
-from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _extent, _parallel_statements,  # noqa: F401
-                              _short_rows, _steps_inside, _tiled_statements, _top_parallel, _vector_statements,
-                              _walks)
+from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _extent, _has_reduction,  # noqa: F401
+                              _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
+                              _tiled_statements, _top_parallel, _vector_statements, _walks)
 
 # The ``fusion`` option: which schedule a kernel inside a sequential ``for``
 # gets.  "auto": the one of the next two whose statements end in more
@@ -255,33 +255,6 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
         return None
     inner = sched.get_root().child(0)  # isl's nests, each now at one value of the shared loop
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()
-
-
-def _reduction_reads(k: Kernel, reductions: dict) -> isl.UnionMap:
-    out = isl.UnionMap.empty(k.context.get_space())
-    for x in k.stmts:
-        if reductions.get(x.name, 0):
-            for m in x.reads:
-                out = out.union(isl.UnionMap.from_map(m))
-    return out
-
-
-def _has_reduction(node: isl.ScheduleNode, reductions: dict) -> bool:
-    dl = node.get_domain().get_set_list()
-    return any(reductions.get(dl.get_at(i).get_tuple_name(), 0) for i in range(dl.n_set()))
-
-
-def _leading_parallel(node: isl.ScheduleNode) -> int:
-    """How many parallel loops a nest starts with, down its bands until the
-    first serial loop or a node that is not a band."""
-    count = 0
-    while node.get_type() == isl.schedule_node_type.band:
-        for m in range(node.band_n_member()):
-            if not node.band_member_get_coincident(m):
-                return count
-            count += 1
-        node = node.child(0)
-    return count
 
 
 def _row_runs(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> isl.Schedule | None:

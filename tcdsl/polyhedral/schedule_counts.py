@@ -184,3 +184,30 @@ def _iterates(m: isl.UnionMap, dom: isl.Set) -> bool:
     only precedes it)."""
     one = m.intersect_domain(isl.UnionSet.from_set(dom))
     return not one.is_empty() and not isl.Set.from_union_set(one.range()).is_singleton()
+
+
+def _reduction_reads(k, reductions: dict) -> isl.UnionMap:
+    out = isl.UnionMap.empty(k.context.get_space())
+    for x in k.stmts:
+        if reductions.get(x.name, 0):
+            for m in x.reads:
+                out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _has_reduction(node: isl.ScheduleNode, reductions: dict) -> bool:
+    dl = node.get_domain().get_set_list()
+    return any(reductions.get(dl.get_at(i).get_tuple_name(), 0) for i in range(dl.n_set()))
+
+
+def _leading_parallel(node: isl.ScheduleNode) -> int:
+    """How many parallel loops a nest starts with, down its bands until the
+    first serial loop or a node that is not a band."""
+    count = 0
+    while node.get_type() == isl.schedule_node_type.band:
+        for m in range(node.band_n_member()):
+            if not node.band_member_get_coincident(m):
+                return count
+            count += 1
+        node = node.child(0)
+    return count
