@@ -130,3 +130,55 @@ def test_a_copy_of_a_name_in_use_gets_a_fresh_name():
 def test_the_option_is_checked():
     with pytest.raises(tcdsl.TcError, match="transpose"):
         tcdsl.compile(ELMAN_OI, options={"transpose": 1})
+
+
+# ------------------------------------------------------------ blocked transposing copies (codegen/cpu_transpose.py)
+TRANSPOSE = "def tr(float(M,N) x) -> (y) {\n  y(j, i) = x(i, j)\n}"
+NCHW_NHWC = "def nhwc(float(N,C,H,W) x) -> (y) {\n  y(n, h, w, c) = x(n, c, h, w)\n}"
+SCALED = "def sc(float(M,N) x, float(N,M) z) -> (y) {\n  y(j, i) = 2 * x(i, j) + z(j, i)\n}"
+
+
+def test_a_transposing_copy_reads_rows_in_blocks():
+    """``y(j, i) = x(i, j)``: blocks of two vectors of ``j``, each step of the
+    ``i`` loop one contiguous vector read of a row of ``x`` (a gather down a
+    column of ``x`` before), from 512 rows of ``x`` on; a plain copy keeps
+    its one vector loop."""
+    tir = tcdsl.compile(TRANSPOSE, options={"disk_cache": False, "vector_width": 8}).script
+    assert re.search(r"if M >= 512:\s*if T\.max\(N, 0\) >= 16:", tir), tir
+    assert re.search(r"for c0_blk in T\.parallel\(T\.max\(N, 0\) // 16\):\s*for c0_col in range\(T\.max\(M, 0\)\):"
+                     r"\s*for c0_in in T\.vectorized\(16\):\s*y\[c0_blk \* 16 \+ c0_in, c0_col\] = "
+                     r"x\[c0_col, c0_blk \* 16 \+ c0_in\]", tir), tir
+    plain = tcdsl.compile("def cp(float(M,N) x) -> (y) {\n  y(i, j) = x(i, j)\n}", options={"disk_cache": False}).script
+    assert "_blk" not in plain
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (16, 16), (17, 33), (40, 7), (3, 100), (512, 16), (515, 37),
+                                   (700, 5), (600, 130)])
+def test_blocked_transposes_agree_with_numpy(mode, shape):
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(tcdsl.compile(TRANSPOSE, specialize=mode)(x), x.T)
+    z = rng.standard_normal(shape[::-1]).astype(np.float32)
+    np.testing.assert_allclose(tcdsl.compile(SCALED, specialize=mode)(x, z), 2 * x.T + z, rtol=1e-6)
+    v = rng.standard_normal((2, shape[0], 3, shape[1])).astype(np.float32)  # NCHW, C from the shape
+    np.testing.assert_array_equal(tcdsl.compile(NCHW_NHWC, specialize=mode)(v), v.transpose(0, 2, 3, 1))
+
+
+def test_blocked_transposes_under_guard_pages():
+    """Never out of bounds: the blocks and the columns left, with every input
+    and output next to an inaccessible page (tests/guard.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import guard
+
+    cases = [{"id": f"transpose[{m},{n}]", "source": TRANSPOSE, "entry": "tr", "sizes": {"M": m, "N": n}, "seed": 1}
+             for m, n in [(37, 33), (16, 15), (1, 40), (33, 1), (520, 33), (512, 7), (530, 16)]]
+    cases += [{"id": f"nhwc[C={c}]", "source": NCHW_NHWC, "entry": "nhwc", "sizes": {"N": 2, "C": c, "H": 3, "W": 17},
+               "seed": 2} for c in (19, 515)]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -42,6 +42,7 @@ from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
+from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
 
@@ -189,7 +190,8 @@ class CpuAstLowering(AstLowering):
                 return tiled
         parallel = outer and cpu.parallel
         inner_ok = parallel_ok and not outer
-        pair = self._pair(node, name, init, extent, mark, parallel, inner_ok)
+        pair = self._pair(node, name, init, extent, mark, parallel, inner_ok) or transposed_pair(
+            self, node, name, init, extent, mark, parallel, inner_ok)
         if pair is not None:
             return pair
         if mark == PARALLEL and not isl_ast.has(node.for_get_body(), isl_ast.is_loop):
@@ -206,8 +208,7 @@ class CpuAstLowering(AstLowering):
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
 
     def _reduction_threads(self, parallel_ok: bool) -> int:
-        """Threads among which a vector reduction that no loop encloses shares
-        its blocks (a loss over a whole tensor)."""
+        """Threads sharing the blocks of a vector reduction no loop encloses (a loss over a whole tensor)."""
         cpu = self.gen.cpu
         in_loop = self.kernel is not None and bool(self.kernel.loops)
         outermost = set(self.env) <= self.top  # no loop of the kernel encloses it
@@ -269,9 +270,8 @@ class CpuAstLowering(AstLowering):
         return None if out is None else tirx.SeqStmt(declarations(views) + [out])
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
-        """An innermost coincident loop whose stores are stride-1 in it becomes a
-        main loop of :func:`vector_lanes`-wide vector iterations plus a scalar
-        tail (TVM vectorizes constant extents only)."""
+        """An innermost coincident loop whose stores are stride-1 in it becomes a main loop of
+        :func:`vector_lanes`-wide vector iterations plus a scalar tail (TVM vectorizes constant extents only)."""
         w = vector_lanes(self.gen.cpu)
         extent = tirx.max(extent, 0)  # an isl loop may run zero times with a negative extent; % would not
         vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
