@@ -30,7 +30,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
 from .expr import INDEX
-from .lower import from_zero, has_node, loads
+from .lower import coefficient as coeff, from_zero, loads, uses
 
 # Inner extents from which the blocks serve: a column of 512 elements reads
 # 512 lines, 32 KiB, an AMD EPYC's (Zen 3) L1 data cache
@@ -42,8 +42,6 @@ def transposed_pair(low, node, name: str, init, extent, mark: str | None, parall
     """``node`` (a parallel loop whose body is one parallel loop over one
     statement) as blocks of its iterations around the inner loop, see the
     module docstring; None when it is no transposing copy."""
-    from tvm import sym as arith
-
     inner, inner_mark = strip_marks(node.for_get_body())
     if mark != PARALLEL or inner.get_type() != NT.for_ or inner_mark != PARALLEL \
             or isl_ast.has(inner.for_get_body(), isl_ast.is_loop) or low.loop_step(inner) != 1:
@@ -53,18 +51,13 @@ def transposed_pair(low, node, name: str, init, extent, mark: str | None, parall
     with low.bound({name: init + u}):
         inner_init, inner_extent = low.loop_range(inner)
         body = low.body_with(inner, inner_name, inner_init + v, False)
-    if any(_uses(e, u) for e in (inner_init, inner_extent)) or not isinstance(body, tirx.BufferStore):
+    if any(uses(e, u) for e in (inner_init, inner_extent)) or not isinstance(body, tirx.BufferStore):
         return None
-
-    def coeff(e, var) -> int | None:
-        c = arith.detect_linear_equation(e, [var])
-        return c[0].value if len(c) == 2 and isinstance(c[0], tirx.IntImm) else None
-
     store = body
     if not store.indices or coeff(store.indices[-1], v) != 1 or coeff(store.indices[-1], u) != 0:
         return None
     if not any(ld.indices and coeff(ld.indices[-1], u) == 1 and coeff(ld.indices[-1], v) == 0
-               and any(_uses(i, v) for i in ld.indices[:-1]) for ld in loads(store.value)):
+               and any(uses(i, v) for i in ld.indices[:-1]) for ld in loads(store.value)):
         return None
     w = 2 * low.gen.cpu.resolved(False).vector_width  # two vectors: a 64-byte line of float32 on AVX2
     extent = tirx.max(extent, 0)
@@ -84,11 +77,8 @@ def transposed_pair(low, node, name: str, init, extent, mark: str | None, parall
                             tirx.IfThenElse(tirx.floormod(extent, w) > 0, left, None)])
     # the loops as written where the column's lines fit in L1 (an NCHW -> NHWC
     # copy over 64 channels: 1.26x faster so than in blocks, measured)
-    x = tirx.Var(name, INDEX)
-    written = tirx.For(x, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
-                       low.body_with(node, name, from_zero(init, x), parallel_ok))
+    r = tirx.Var(name, INDEX)
+    written = tirx.For(r, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL,
+                       low.body_with(node, name, from_zero(init, r), parallel_ok))
     return tirx.IfThenElse(inner_extent >= MIN_COLUMN, blocked, written)
 
-
-def _uses(e, var) -> bool:
-    return has_node(e, lambda x: isinstance(x, tirx.Var) and x.same_as(var))

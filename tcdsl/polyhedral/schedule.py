@@ -217,8 +217,10 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
     row sums ``s(n) +=! e(n, c)`` then runs while the row is in cache, not as
     a second pass over the whole tensor.  With ``rows_below`` (statement ->
     its reduction loops), only when each nest holding a reduction has a
-    second parallel loop before its first serial one, for its tiles' rows.
-    None otherwise."""
+    second parallel loop before its first serial one, for its tiles' rows,
+    and the loops have the same values in every nest; with ``batch_reads``
+    (the reductions' reads), only when each element read is read at one
+    value of the shared loop.  None otherwise."""
     NT = isl.schedule_node_type
     seq = sched.get_root().child(0)
     if seq.get_type() != NT.sequence or seq.n_children() < 2:
@@ -234,7 +236,6 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
             band = band.band_split(1)
         part = band.band_get_partial_schedule()
         if rows_below is not None:
-            # the same loop in every nest (a batch), not loops over different sizes
             ranges.append(isl.UnionMap.from_multi_union_pw_aff(part).intersect_domain(band.get_domain()).range())
         outer = part if outer is None else outer.union_add(part)
     if ranges:
