@@ -221,7 +221,8 @@ def run_case(case: dict) -> tuple[str, str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            kernel = tcdsl.compile(case["source"], case.get("entry"), specialize=case.get("mode", "never"))
+            kernel = tcdsl.compile(case["source"], case.get("entry"), specialize=case.get("mode", "never"),
+                                   options=case.get("options"))
         except TcError as e:
             return "refused", f"compile: {type(e).__name__}: {str(e).splitlines()[0]}"
         except Exception as e:  # noqa: BLE001

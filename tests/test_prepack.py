@@ -186,3 +186,63 @@ def test_packed_weights_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# ------------------------------------------------ the columns after the panels
+# 4 x 24 tiles (AVX2's inside a sequential loop): the columns the 24-wide
+# panels leave go to packed panels of 16, with one 24-wide panel fewer where
+# that leaves less than a vector (H = 512: 20 x 24 + 2 x 16, not 21 x 24 + 8,
+# whose 4 x 8 tile read the weight at a stride of H and was a chain of
+# dependent FMAs: the LSTM's recurrent part 8% slower)
+AVX2_TILES = {"vector_width": 8, "tile_rows": 4, "tile_cols": 24}
+
+
+def _loop_extent(text: str, name: str) -> str:
+    m = re.search(rf"for {name} in range\(([^\n]*)\):", text)
+    assert m, text
+    return m.group(1)
+
+
+def test_columns_after_the_panels_read_panels_of_two_vectors():
+    text = _tir(LSTM_GIVEN, **AVX2_TILES)
+    fill = text.index("Wh_rest[")
+    assert fill < text.index("for t in range"), text
+    # the 16-wide tiles read the second pack, contiguously
+    assert re.search(r"acc\[r, u \* 8 \+ v\] \+ hp\[[^\]]*\] \* Wh_packed\[", text), text
+    assert re.search(r"Wh_packed = T\.decl_buffer\([^\n]*data=Wh_rest\.data", text), text
+    assert "_w16" in text and "_w8 " not in text
+
+
+@pytest.mark.parametrize("H, wide, two_vectors", [(512, 20, 2), (520, 21, 1), (56, 1, 2), (48, 2, 0), (32, 0, 2)])
+def test_panels_of_two_vectors_take_the_columns_left(H, wide, two_vectors):
+    sizes = {"T": 2, "B": 64, "H": H}
+    k = tcdsl.compile(LSTM_GIVEN, tuning_db=False, specialize="after-scheduling", sizes=sizes, options=AVX2_TILES)
+    text = k.backend(sizes).func.script()
+    tiles24 = re.search(r"for (\w+_w24) in range\((\d+)\)", text)
+    assert tiles24 and int(tiles24.group(2)) == wide, text
+    tiles16 = re.search(r"for (\w+_w16) in range\((\d+)\)", text)
+    assert (int(tiles16.group(2)) if tiles16 else 0) == two_vectors, text
+    assert ("Wh_rest" in text) == bool(two_vectors)
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_lstm_with_panels_of_two_vectors_matches_numpy(mode):
+    k = tcdsl.compile(LSTM_GIVEN, tuning_db=False, specialize=mode, options=AVX2_TILES)
+    rng = np.random.default_rng(7)
+    # H % 24: 8 (one panel fewer), 16 (one more panel of 16), 13 (fewer, then a tail), 0, below one panel
+    for T, B, H in ((3, 9, 56), (2, 8, 40), (3, 5, 61), (2, 4, 48), (2, 6, 19), (2, 8, 32)):
+        G, h0, c0 = rand(rng, T, 4, B, H), rand(rng, B, H), rand(rng, B, H)
+        Wh = (rand(rng, 4, H, H) / np.sqrt(H)).astype(np.float32)
+        h, c = k(G, h0, c0, Wh)
+        hr, cr = _lstm_ref(G, h0, c0, Wh)
+        np.testing.assert_allclose(h, hr, rtol=1e-4, atol=2e-5)
+        np.testing.assert_allclose(c, cr, rtol=1e-4, atol=2e-5)
+
+
+def test_panels_of_two_vectors_stay_inside_their_tensors():
+    cases = [{"id": f"rest:{i}", "source": LSTM_GIVEN, "sizes": sizes, "seed": i, "options": AVX2_TILES}
+             for i, sizes in enumerate([{"T": 2, "B": 9, "H": 56}, {"T": 2, "B": 8, "H": 61}, {"T": 2, "B": 4, "H": 40}])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -11,7 +11,7 @@ of the right-hand matrix is reused by all of the chunk's rows while it is in
 cache; they are cut at three widths (``tile_cols``, one vector, one
 element), so symbolic sizes need no guards in the main tiles.  Legal when
 ``S`` reads no element that the part writes except through its accumulator
-(checked with isl in :func:`accumulates_privately`); ``j`` is coincident, so
+(checked with isl in :func:`~tcdsl.codegen.tile_checks.accumulates_privately`); ``j`` is coincident, so
 its iterations may be reordered, and each accumulator still sums ``k`` in
 order.
 
@@ -33,42 +33,13 @@ from tvm.tirx.analysis import undefined_vars
 from ..options import DEFAULT_DEPTH_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
-from ..polyhedral.model import IslStmt
 from .expr import INDEX, wide_indices
 from . import invariant
 from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
-from .panels import _Column, _Panels, _Prepacked, pack_whole, sliding_window, strided_reads, window_loops_outside
-
-
-# ----------------------------------------------------------------- isl side
-def accumulates_privately(s: IslStmt) -> bool:
-    """``S`` reads no element it writes except the one it accumulates into
-    (its first read, added for the reduction): the accumulator may then live
-    in registers while ``S`` runs over its reduction variables."""
-    if s.is_init or s.info.comp.reduction in (None, "argmax", "argmin") or not s.writes:
-        return False
-    tensor = s.writes[0].get_tuple_name(isl.dim_type.out)
-    if any(m.get_tuple_name(isl.dim_type.out) == tensor for m in s.may_reads):
-        return False
-    written = s.writes[0].range()
-    for m in s.reads[1:]:
-        if m.get_tuple_name(isl.dim_type.out) == tensor and not m.range().intersect(written).is_empty():
-            return False
-    return True
-
-
-def runs_in_one_step(s: IslStmt, loop_var: str) -> bool:
-    """``S`` runs at a single value of the enclosing sequential loop's variable
-    (the ``t == 0`` branch of a recurrence): not worth a register tile's code."""
-    d = s.domain.params()
-    i = d.find_dim_by_name(isl.dim_type.param, loop_var)
-    if i < 0:
-        return False
-    d = d.move_dims(isl.dim_type.set, 0, isl.dim_type.param, i, 1)
-    d = d.project_out(isl.dim_type.param, 0, d.dim(isl.dim_type.param))
-    return d.is_singleton()
-
+from .panels import (_Column, _Panels, _Prepacked, balanced_panels, pack_whole, rest_packs, sliding_window,
+                     strided_reads, window_loops_outside)
+from .tile_checks import accumulates_privately, runs_in_one_step  # noqa: F401  (cpu.py imports them from here)
 
 
 # ---------------------------------------------------------------- TIR side
@@ -207,12 +178,13 @@ class RegisterTiles:
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         depth = self.depth[2] if self.depth else 1
 
-        def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX)) -> tuple[list, tirx.PrimExpr]:
-            """Column tiles of each width in turn from ``start``: their loops,
+        def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX), first=None) -> tuple[list, tirx.PrimExpr]:
+            """Column tiles of each width in turn from ``start`` (of the first
+            width ``first`` tiles, if given, else as many as fit): their loops,
             and the first column they leave."""
             stmts = []
-            for w in dict.fromkeys(widths):
-                count = tirx.floordiv(j_ext - start, w)
+            for i, w in enumerate(dict.fromkeys(widths)):
+                count = first if i == 0 and first is not None else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_{tag}{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
                 stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body_of(tile, jt)))
@@ -240,8 +212,20 @@ class RegisterTiles:
                 if pack and whole and tile.w == m.tile_cols:
                     return _Prepacked(self, call, row, j_name, tile.col0, tile.w, jt, whole).around(
                         lambda: tile.rows(lo, n, rest=False))
+                if pack and rest and tile.w == 2 * m.vector_width:
+                    return _Prepacked(self, call, row, j_name, tile.col0, tile.w, jt, rest).around(
+                        lambda: tile.rows(lo, n, rest=False))
                 return channel_blocks(tile)
-            stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
+            # inside a sequential loop, the columns after the packed panels of
+            # tile_cols = 3 vectors in packed panels of 2 (fewer 3-vector
+            # panels where that leaves less than a vector: panels.balanced_panels)
+            rest = rest_packs(self.low.gen, whole, j_ext, m, self._when_rows()) \
+                if pack and whole and main == m.tile_cols == 3 * m.vector_width else []
+            if rest:
+                stmts, start = strips((main, 2 * m.vector_width), "w", body,
+                                      first=balanced_panels(j_ext, main, 2 * m.vector_width))
+            else:
+                stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
             stmts.append(tail(start, narrow, channel_blocks))
             return seq(stmts + [leftover_rows()])
 
@@ -374,7 +358,7 @@ class RegisterTiles:
             # the copy is needed only when some chunk has a full row tile (a
             # batch of 1 runs no such tile: no copy, as before)
             gen.prologue[key][2].append(self._when_rows())
-            out.append((tensor, kdims, jdim, gen.prologue[key][0]))
+            out.append((tensor, kdims, jdim, gen.prologue[key][0], 0))
         return out
 
     def _when_rows(self) -> tirx.PrimExpr | None:

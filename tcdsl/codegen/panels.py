@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tvm import tirx
+from tvm import sym, tirx
 from tvm.tirx import ForKind
 
 from ..options import DEFAULT_NEST_K_BLOCK
@@ -353,24 +353,40 @@ def _product(xs) -> tirx.PrimExpr:
     return out
 
 
-def whole_layout(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int):
+def whole_layout(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, j0=0):
     """The layout of ``tensor`` packed whole in panels of ``w`` columns (its
-    dimension ``jdim``): [other dimensions..., panel, kdims..., w], the
-    columns past the last full panel left out.  Returns (the other
-    dimensions, the number of panels, the elements of one panel)."""
+    dimension ``jdim``) from column ``j0``: [other dimensions..., panel,
+    kdims..., w], the columns past the last full panel left out.  Returns
+    (the other dimensions, the number of panels, the elements of one panel)."""
     shape = [tirx.max(e, 0) for e in tensor.shape]
     others = [d for d in range(len(shape)) if d != jdim and d not in kdims]
-    panels = tirx.floordiv(shape[jdim], w)
+    panels = tirx.floordiv(tirx.max(shape[jdim] - j0, 0) if _nonzero(j0) else shape[jdim], w)
     return others, panels, _product(shape[d] for d in kdims) * w
 
 
-def pack_whole(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, vw: int):
+def _nonzero(x) -> bool:
+    return not (isinstance(x, int) and x == 0 or isinstance(x, tirx.IntImm) and x.value == 0)
+
+
+def balanced_panels(extent, w: int, narrow: int):
+    """Panels of ``w`` columns that ``extent`` columns start with when the
+    columns after them go to panels of ``narrow`` (``w < 2 * narrow``): one
+    fewer than fit when the columns left would be ``2 * narrow - w`` to
+    ``narrow - 1`` (H = 512 in 24 and 16: 20 x 24 + 2 x 16, not 21 x 24 + 8,
+    whose tile of one vector per row is a chain of dependent FMAs)."""
+    left = tirx.floormod(extent, w)
+    fewer = tirx.all(extent >= w, left >= 2 * narrow - w, left < narrow)
+    return sym.Analyzer().simplify(tirx.floordiv(extent, w) - tirx.Select(fewer, tirx.const(1, INDEX), tirx.const(0, INDEX)))
+
+
+def pack_whole(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, vw: int, j0=0, tag: str = "whole"):
     """(the buffer, the statement filling it): ``tensor`` copied whole to
-    panels of ``w`` columns (:func:`whole_layout`), the panels in parallel."""
+    panels of ``w`` columns from column ``j0`` (:func:`whole_layout`), the
+    panels in parallel."""
     shape = [tirx.max(e, 0) for e in tensor.shape]
-    others, panels, per_panel = whole_layout(tensor, kdims, jdim, w)
+    others, panels, per_panel = whole_layout(tensor, kdims, jdim, w, j0)
     count = _product([shape[d] for d in others] + [panels])
-    whole = tirx.decl_buffer((count * per_panel,), tensor.dtype, name=tensor.name + "_whole")
+    whole = tirx.decl_buffer((count * per_panel,), tensor.dtype, name=f"{tensor.name}_{tag}")
     o = tirx.Var(tensor.name + "_o", INDEX)
     idx: list = [None] * len(shape)
     rest = o
@@ -383,7 +399,7 @@ def pack_whole(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, vw: int
     for d, kv in zip(kdims, ks):
         idx[d] = kv
     u, v = tirx.Var("u", INDEX), tirx.Var("v", INDEX)
-    idx[jdim] = idx_p * w + u * vw + v
+    idx[jdim] = (j0 + idx_p * w if _nonzero(j0) else idx_p * w) + u * vw + v
     step = tirx.const(0, INDEX)
     for d, kv in zip(kdims, ks):
         step = step * shape[d] + kv
@@ -394,15 +410,41 @@ def pack_whole(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, vw: int
     return whole, tirx.For(o, 0, count, ForKind.PARALLEL, body)
 
 
+def rest_packs(gen, whole: list, j_ext, m, when) -> list:
+    """The tensors of ``whole`` (``RegisterTiles._whole``: tensor, kdims,
+    jdim, buffer, 0) packed again, in panels of two vectors, from the column
+    where the ``tile_cols``-wide tiles stop (:func:`balanced_panels`), each
+    fill registered in ``gen.prologue`` under the condition ``when``: [] unless
+    each has as many columns as the kernel's column loop (``j_ext``: the packs
+    start at a column computed from the tensor's shape) and, at fixed sizes,
+    such a panel exists."""
+    w, out = 2 * m.vector_width, []
+    for tensor, kdims, jdim, _, _ in whole:
+        ext = tirx.max(tensor.shape[jdim], 0)
+        if not sym.Analyzer().can_prove_equal(ext, j_ext):
+            return []
+        j0 = balanced_panels(ext, m.tile_cols, w) * m.tile_cols
+        panels = sym.Analyzer().simplify(tirx.floordiv(tirx.max(ext - j0, 0), w))
+        if isinstance(panels, tirx.IntImm) and panels.value == 0:
+            return []
+        key = (tensor.name, tuple(kdims), jdim, w, "rest")
+        if key not in gen.prologue:
+            gen.prologue[key] = (*pack_whole(tensor, kdims, jdim, w, m.vector_width, j0, "rest"), [])
+        gen.prologue[key][2].append(when)
+        out.append((tensor, kdims, jdim, gen.prologue[key][0], j0))
+    return out
+
+
 class _Prepacked(_Column):
     """The reads of one column tile (the ``jt``-th of ``w`` columns from
-    column 0) from tensors packed whole (:func:`pack_whole`): each tensor is
-    seen through a view whose strides map its indices into the tile's panel."""
+    the packs' first column ``j0``) from tensors packed whole
+    (:func:`pack_whole`): each tensor is seen through a view whose strides
+    map its indices into the tile's panel."""
 
     def __init__(self, gen, call, row: str, j_name: str, col0, w: int, jt, packs):
         super().__init__(gen, call, row, j_name, col0, w)
         self.jt = jt
-        self.packs = packs  # (tensor, kdims, jdim, whole buffer)
+        self.packs = packs  # (tensor, kdims, jdim, whole buffer, first column j0)
 
     def around(self, make: Callable) -> tirx.Stmt:
         """The views around ``make()``, the row tiles.  (Cutting the
@@ -412,9 +454,9 @@ class _Prepacked(_Column):
         low, w = self.low, self.w
         decls, views = [], {}
         at_row = row_dims(low, self.call, self.row)
-        for tensor, kdims, jdim, whole in self.packs:
+        for tensor, kdims, jdim, whole, j0 in self.packs:
             shape = [tirx.max(e, 0) for e in tensor.shape]
-            others, panels, per_panel = whole_layout(tensor, kdims, jdim, w)
+            others, panels, per_panel = whole_layout(tensor, kdims, jdim, w, j0)
             strides: list = [None] * len(shape)
             strides[jdim] = tirx.const(1, INDEX)
             stride = tirx.const(w, INDEX)
@@ -425,9 +467,10 @@ class _Prepacked(_Column):
             for d in reversed(others):
                 strides[d] = stride
                 stride = stride * shape[d]
-            # column jt * w + c of the tensor is element c of panel jt
+            # column j0 + jt * w + c of the tensor is element c of panel jt
             view = tirx.decl_buffer(tensor.shape, tensor.dtype, name=tensor.name + "_packed", data=whole.data,
-                                    strides=strides, elem_offset=self.jt * (per_panel - w))
+                                    strides=strides,
+                                    elem_offset=self.jt * (per_panel - w) - j0 if _nonzero(j0) else self.jt * (per_panel - w))
             decls.append(tirx.DeclBuffer(view, data=whole.data))
             views[tensor.name] = Partial(tensor, view, at_row)
         saved = low.buffer_override
