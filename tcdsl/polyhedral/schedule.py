@@ -138,14 +138,19 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # parallel loop (one parallel region per call, PARALLEL_STEPS) and
         # this one does not (a region per step: an LSTM at batch 2 was 2.6x
         # slower before-scheduling than symbolic).
+        # Then when more of its reductions keep their register tiles: no
+        # serial loop around them but their own reduction loops (an LSTM at
+        # (B, H) = (64, 512) whose gate loop isl fused with the elementwise
+        # gates, which made it serial: 3x slower than symbolic).
         # And when, all else equal, fewer of its reductions take their tiles'
         # rows from a loop shorter than a tile (a QRNN at B = 2, _short_rows).
         sym = _schedule_kernel(k, None, fusion)
         red = _reductions(k)
         fixed_sym = sym.intersect_domain(dom).get_root()
         if (_vector_statements(sym.get_root(), stride_one), _steps_inside(sym.get_root()),
-                -_short_rows(fixed_sym, stride_one, red)) > (
-                _vector_statements(root, stride_one), _steps_inside(root), -_short_rows(root, stride_one, red)):
+                _vector_statements(fixed_sym, stride_one, red), -_short_rows(fixed_sym, stride_one, red)) > (
+                _vector_statements(root, stride_one), _steps_inside(root), _vector_statements(root, stride_one, red),
+                -_short_rows(root, stride_one, red)):
             return sym.intersect_domain(dom)
     return root.get_schedule()
 
