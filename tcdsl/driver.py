@@ -1,6 +1,6 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> pad -> inplace -> factor
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> gather -> pad -> inplace -> factor
                -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
@@ -127,6 +127,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
             else None
         rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model, threshold,
                                                              fixed or {})
+    if options.gather:
+        rewritten, checked, ranges, model = _gathered(rewritten, entry, checked, ranges, model)
     pads = frozenset()
     if options.pad:
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
@@ -150,6 +152,28 @@ def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     out = _rewritten("inplace", program, entry, checked, ranges, model,
                      lambda: inplace.plan(checked, ranges), inplace.rewrite)
     return out[:4]
+
+
+def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program reading once-gathered copies of its sums' reads through an
+    index (polyhedral/gather.py), kept only when every statement runs the
+    instances it ran and every copy is read within its bounds; see
+    :func:`_rewritten`."""
+    import warnings
+
+    from .polyhedral import gather
+
+    out = _rewritten("gathered", program, entry, checked, ranges, model, lambda: gather.plan(checked), gather.rewrite)
+    if out[4] is None:
+        return out[:4]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            safe = gather.same_domains(ranges, out[2]) and not check_bounds(out[3])
+    except TcError:
+        safe = False
+    out[2].size_guards = ranges.size_guards  # (check_bounds set its own: none found, or not kept)
+    return out[:4] if safe else (program, checked, ranges, model)
 
 
 def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, transpose, pad, inplace, factor   (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, gather, transpose, pad, inplace, factor   (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -82,10 +82,12 @@ class FrontendOptions:
     polyhedral/pad.py); a temporary that ends in an output of its shape is
     computed in that output (``inplace``, polyhedral/inplace.py); a sum's
     factors that do not depend on its reduction variables are applied once
-    after it (``factor``, polyhedral/factor.py)."""
+    after it (``factor``, polyhedral/factor.py); a sum's reads through an
+    index are copied once before it (``gather``, polyhedral/gather.py)."""
 
     strict_bounds: bool = False
     hoist: bool | str = True
+    gather: bool = True
     transpose: bool = True
     pad: bool = True
     inplace: bool = True
@@ -272,6 +274,7 @@ def _payback(key: str, v: Any) -> float:
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _hoist), "transpose": ("frontend", _bool),
     "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "factor": ("frontend", _bool),
+    "gather": ("frontend", _bool),
     "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
@@ -472,6 +475,11 @@ class MappingOptions:
       v(b, n, j, d) / z(b, n, i)``, a constant scale) are applied once per
       element in a statement after the sum instead of once per term
       (polyhedral/factor.py); the results differ by rounding only.
+    * ``gather``: a sum's read through an index reused across the sum's
+      other indices (``emb(tok(t, b), i)`` in ``g(t, b, r) +=! emb(tok(t,
+      b), i) * W(r, i)``, an embedding feeding a projection) is copied once,
+      outside every ``for``, into a temporary the sum then reads
+      (polyhedral/gather.py); the results are unchanged.
     * ``fold``: keep a temporary indexed by a sequential loop's variable in
       as many slots as steps it lives (``c(t % 2, b, j)`` for a state read at
       ``t`` and ``t - 1``) instead of one per step (polyhedral/contract.py).
@@ -513,6 +521,7 @@ class MappingOptions:
     pad: bool = FrontendOptions.pad
     inplace: bool = FrontendOptions.inplace
     factor: bool = FrontendOptions.factor
+    gather: bool = FrontendOptions.gather
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     split_selects: bool = ScheduleOptions.split_selects

@@ -250,7 +250,7 @@ MORE = {
         if t == 0 { h(t, b, j) = e(b, j) }
         else { h(t, b, j) = e(b, j) + h(t - 1, b, j) }
       }
-    }""", [(7, 4), "tok", (4, 4)], ["e"]),
+    }""", [(7, 4), "tok", (4, 4)], ["E_g", "e"]),  # (the hoisted sum reads its rows gathered once: gather.py)
     # t in the middle of the left-hand side; the whole body moves
     "t in the middle": ("""def f(float(T,B,I) x, float(I,H) W) -> (xw, h) {
       for t in T {
