@@ -41,7 +41,7 @@ def cases():
     for T, B, C in [(256, 1, 128), (64, 1, 32), (32, 2, 64), (16, 3, 96)]:
         out.append((f"elman T={T} B={B} C={C}", RNN / "elman.tc",
                     lambda rng, T=T, B=B, C=C: (_r(rng, T, B, C), _r(rng, B, C), _r(rng, C, C), _r(rng, C, C))))
-    for T, B, I, H in [(64, 1, 64, 64), (32, 1, 32, 128), (16, 2, 48, 48)]:
+    for T, B, I, H in [(64, 1, 64, 64), (32, 1, 32, 128), (16, 2, 48, 48), (16, 64, 256, 512)]:
         out.append((f"lstm T={T} B={B} I={I} H={H}", RNN / "lstm.tc",
                     lambda rng, T=T, B=B, I=I, H=H: (_r(rng, T, B, I), _r(rng, B, H), _r(rng, B, H),
                                                      _r(rng, 4, I, H), _r(rng, 4, H, H), _r(rng, 4, H))))
