@@ -131,7 +131,12 @@ def test_lstm_with_packed_weight_matches_numpy(mode):
     k = tcdsl.compile(LSTM_GIVEN, tuning_db=False, specialize=mode)
     rng = np.random.default_rng(3)
     # H: a multiple of the 48-column panels, panels and a tail, below one panel
-    for T, B, H in ((5, 17, 96), (4, 16, 100), (3, 9, 20), (2, 1, 50)):
+    _check_lstm(k, rng, ((5, 17, 96), (4, 16, 100), (3, 9, 20), (2, 1, 50)))
+
+
+def _check_lstm(k, rng, shapes) -> None:
+    """``k`` (LSTM_GIVEN) against NumPy at each (T, B, H) of ``shapes``."""
+    for T, B, H in shapes:
         G, h0, c0 = rand(rng, T, 4, B, H), rand(rng, B, H), rand(rng, B, H)
         Wh = (rand(rng, 4, H, H) / np.sqrt(H)).astype(np.float32)
         h, c = k(G, h0, c0, Wh)
@@ -230,13 +235,7 @@ def test_lstm_with_panels_of_two_vectors_matches_numpy(mode):
     k = tcdsl.compile(LSTM_GIVEN, tuning_db=False, specialize=mode, options=AVX2_TILES)
     rng = np.random.default_rng(7)
     # H % 24: 8 (one panel fewer), 16 (one more panel of 16), 13 (fewer, then a tail), 0, below one panel
-    for T, B, H in ((3, 9, 56), (2, 8, 40), (3, 5, 61), (2, 4, 48), (2, 6, 19), (2, 8, 32)):
-        G, h0, c0 = rand(rng, T, 4, B, H), rand(rng, B, H), rand(rng, B, H)
-        Wh = (rand(rng, 4, H, H) / np.sqrt(H)).astype(np.float32)
-        h, c = k(G, h0, c0, Wh)
-        hr, cr = _lstm_ref(G, h0, c0, Wh)
-        np.testing.assert_allclose(h, hr, rtol=1e-4, atol=2e-5)
-        np.testing.assert_allclose(c, cr, rtol=1e-4, atol=2e-5)
+    _check_lstm(k, rng, ((3, 9, 56), (2, 8, 40), (3, 5, 61), (2, 4, 48), (2, 6, 19), (2, 8, 32)))
 
 
 def test_panels_of_two_vectors_stay_inside_their_tensors():

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo
 from ..syntax import nodes as n
+from .hoist import same_extents
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,8 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
 def same_domains(old: RangeInfo, new: RangeInfo) -> bool:
     """Every statement of ``old`` runs the same instances in ``new`` and every
     tensor of ``old`` keeps its extents."""
-    for tensor, ext in old.extents.items():
-        got = new.extents.get(tensor)
-        if got is None or len(got) != len(ext):
-            return False
-        if not all(a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())) for a, b in zip(ext, got)):
-            return False
+    if not same_extents(old, new):
+        return False
     by_span = {s.comp.span: s for s in new.stmts}
     for st in old.stmts:
         ns = by_span.get(st.comp.span)

@@ -433,14 +433,8 @@ def same_domains(old: RangeInfo, new: RangeInfo, p: Plan) -> bool:
     """True when every hoisted statement runs exactly the instances it ran
     inside its loop, and every tensor (but the expanded ones) keeps its
     extents: the check that makes the rewrite safe to use."""
-    for tensor, ext in old.extents.items():
-        if tensor in p.expanded:
-            continue
-        got = new.extents.get(tensor)
-        if got is None or len(got) != len(ext):
-            return False
-        if not all(a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())) for a, b in zip(ext, got)):
-            return False
+    if not same_extents(old, new, p.expanded):
+        return False
     by_span = {s.comp.span: s for s in new.stmts}
     for st in old.stmts:
         if st.id not in p.hoisted_ids:
@@ -456,6 +450,19 @@ def same_domains(old: RangeInfo, new: RangeInfo, p: Plan) -> bool:
                 a, b = _lifted(a, t), _lifted(b, v)
                 if not a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())):
                     return False
+    return True
+
+
+def same_extents(old: RangeInfo, new: RangeInfo, skip=frozenset()) -> bool:
+    """Every tensor of ``old`` but those of ``skip`` has the same extents in ``new``."""
+    for tensor, ext in old.extents.items():
+        if tensor in skip:
+            continue
+        got = new.extents.get(tensor)
+        if got is None or len(got) != len(ext):
+            return False
+        if not all(a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())) for a, b in zip(ext, got)):
+            return False
     return True
 
 
