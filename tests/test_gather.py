@@ -34,6 +34,14 @@ def pick(float(N,K) x, int32(N,K) idx, float(K) w) -> (y) {
 }"""
 
 
+# the read may see what the sum itself writes: never copied before it
+ALIASED = """
+def f(float(N) A, int32(N) I) -> (O) {
+  O(i) = A(i)
+  O(i) += O(I(j)) * A(j)
+}"""
+
+
 def _tensors(src: str, **options) -> list[str]:
     opts = tcdsl.options.parse(options or None)
     fe = driver.frontend(src, None, opts.frontend, "llvm")
@@ -54,6 +62,18 @@ def test_inside_a_loop_the_hoisted_projection_reads_the_gathered_rows():
 
 def test_a_read_not_reused_stays_as_written():
     assert "x_g" not in _tensors(NOT_REUSED) and len(_tensors(NOT_REUSED)) == 1
+
+
+def test_a_read_of_the_tensor_the_sum_writes_stays_as_written():
+    assert _tensors(ALIASED) == ["O", "O"]
+    k = tcdsl.compile(ALIASED, tuning_db=False)
+    A = np.arange(1, 6, dtype=np.float32)
+    idx = np.array([4, 0, 0, 2, 1], dtype=np.int32)
+    O = A.astype(np.float64).copy()
+    for i in range(5):  # in order: each element sums over j while the earlier ones already changed
+        for j in range(5):
+            O[i] += O[idx[j]] * A[j]
+    np.testing.assert_allclose(k(A, idx), O, rtol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])

@@ -13,7 +13,7 @@ against 22 with the rows gathered first, the LSTM alone 20).  ``plan``
 finds, in the statements at the top of the ``def`` (outside every ``for``:
 the hoisted input projection of an RNN is one), each sum's reads whose
 indices read a tensor and whose value is reused across an index of the sum
-that they do not use; ``rewrite`` copies each such read once, into a new
+that they do not use (and that read nothing the sum writes); ``rewrite`` copies each such read once, into a new
 temporary indexed by the variables it uses, right before the sum, which
 then reads the copy::
 
@@ -60,6 +60,8 @@ def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
             if not isinstance(a, n.Access) or a.span is None \
                     or not any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i)):
                 continue
+            if any(isinstance(x, n.Access) and x.tensor == s.tensor for x in n.walk(a)):
+                continue  # reads what the sum writes: the sum may change it while it runs
             names = [x.name for x in n.walk(a) if isinstance(x, n.IndexVar)]
             variables = tuple(dict.fromkeys(names))
             if not variables or set(variables) & lets or not (lhs - set(variables)):
