@@ -172,8 +172,10 @@ def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges
             safe = gather.same_domains(ranges, out[2]) and not check_bounds(out[3])
     except TcError:
         safe = False
-    out[2].size_guards = ranges.size_guards  # (check_bounds set its own: none found, or not kept)
-    return out[:4] if safe else (program, checked, ranges, model)
+    if not safe:
+        return program, checked, ranges, model
+    out[2].size_guards = ranges.size_guards  # (check_bounds found none and set them to none)
+    return out[:4]
 
 
 def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

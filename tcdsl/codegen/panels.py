@@ -376,7 +376,8 @@ def balanced_panels(extent, w: int, narrow: int):
     whose tile of one vector per row is a chain of dependent FMAs)."""
     left = tirx.floormod(extent, w)
     fewer = tirx.all(extent >= w, left >= 2 * narrow - w, left < narrow)
-    return sym.Analyzer().simplify(tirx.floordiv(extent, w) - tirx.Select(fewer, tirx.const(1, INDEX), tirx.const(0, INDEX)))
+    one_fewer = tirx.Select(fewer, tirx.const(1, INDEX), tirx.const(0, INDEX))
+    return sym.Analyzer().simplify(tirx.floordiv(extent, w) - one_fewer)
 
 
 def pack_whole(tensor: tirx.Buffer, kdims: list[int], jdim: int, w: int, vw: int, j0=0, tag: str = "whole"):

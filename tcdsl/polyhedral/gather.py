@@ -62,12 +62,11 @@ def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
                 continue
             if any(isinstance(x, n.Access) and x.tensor == s.tensor for x in n.walk(a)):
                 continue  # reads what the sum writes: the sum may change it while it runs
-            names = [x.name for x in n.walk(a) if isinstance(x, n.IndexVar)]
-            variables = tuple(dict.fromkeys(names))
-            if not variables or set(variables) & lets or not (lhs - set(variables)):
-                continue  # nothing to reuse it across (or a ``where`` value inside)
-            if any(isinstance(x, n.Ident) and x.name in lets for x in n.walk(a)):
-                continue
+            if any(isinstance(x, (n.IndexVar, n.Ident)) and x.name in lets for x in n.walk(a)):
+                continue  # a ``where`` value inside
+            variables = tuple(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
+            if not variables or not (lhs - set(variables)):
+                continue  # nothing to reuse it across
             name = _fresh(a.tensor + "_g", taken)
             taken.add(name)
             found.append(Gather(a.span, variables, name))
