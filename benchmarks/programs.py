@@ -31,6 +31,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # this checkout's tcdsl, not the installed one
 import program_defs  # noqa: E402
 from program_defs import PROGRAMS, Program  # noqa: E402
 from rnn import FRESH, interleaved  # noqa: E402

@@ -23,6 +23,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples" / "rnn"))
+sys.path.insert(0, str(ROOT))  # this checkout's tcdsl, not the installed one
 import reference  # noqa: E402
 
 import tcdsl  # noqa: E402

@@ -59,3 +59,52 @@ def test_register_tiles_over_an_index_divided_by_a_size(O, G):
     w = rng.standard_normal((O, CG, 3)).astype(np.float32)
     np.testing.assert_allclose(k(x, w), grouped_conv1d(x.astype(np.float64), w.astype(np.float64), G),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("O,G", [(32, 4), (20, 2), (16, 16)])
+def test_tiles_whose_rows_share_their_group_read_its_input_once(O, G):
+    """Where every row of a register tile is in the same group (8 or 10 output
+    channels per group under tiles of 4 rows; 20 / 2 also has tiles across two
+    groups), the tile runs a variant in which all rows read the first row's
+    group, so that the group's input vector is loaded once for the tile's
+    rows (the affine ``o / 32`` gets that from LLVM): both variants agree with
+    NumPy."""
+    src = GROUPED.replace("G)", f"{G})")
+    k = tcdsl.compile(src, options=OPTS)
+    script = k.script
+    assert "if row_term0[1] == row_term0[0] and row_term0[2] == row_term0[0] and row_term0[3] == row_term0[0]:" \
+        in script
+    inner = [line for line in script.splitlines() if "acc[r, u" in line and "x[" in line]
+    assert any("row_term0[0]" in line for line in inner) and any("row_term0[r]" in line for line in inner)
+    rng = np.random.default_rng(O + G)
+    CG = 5
+    x = rng.standard_normal((3, G * CG, 41)).astype(np.float32)
+    w = rng.standard_normal((O, CG, 3)).astype(np.float32)
+    np.testing.assert_allclose(k(x, w), grouped_conv1d(x.astype(np.float64), w.astype(np.float64), G),
+                               rtol=1e-4, atol=1e-4)
+
+
+GROUPED_2D = """def gconv2d(float(B,C,H,W) x, float(O,CG,KH,KW) w) -> (y) {
+  y(b, o, h, v) +=! x(b, (o / (O / G)) * CG + c, h + kh, v + kw) * w(o, c, kh, kw)
+    where h in 0:H - KH + 1, v in 0:W - KW + 1
+}"""
+
+
+@pytest.mark.parametrize("O,G", [(16, 2), (12, 2)])
+def test_2d_tiles_whose_rows_share_their_group(O, G):
+    """The same in a 2-D convolution (two window loops around the tile's
+    channel loop): 8 and 6 channels per group."""
+    k = tcdsl.compile(GROUPED_2D.replace("G)", f"{G})"), options=OPTS)
+    assert "row_term0[0]" in k.script
+    rng = np.random.default_rng(O)
+    CG = 3
+    x = rng.standard_normal((2, G * CG, 9, 37)).astype(np.float64)
+    w = rng.standard_normal((O, CG, 3, 3)).astype(np.float64)
+    per = O // G
+    ref = np.zeros((2, O, 7, 35))
+    for o in range(O):
+        xs = x[:, (o // per) * CG:(o // per + 1) * CG]
+        for kh in range(3):
+            for kw in range(3):
+                ref[:, o] += np.einsum("bchw,c->bhw", xs[:, :, kh:kh + 7, kw:kw + 35], w[o, :, kh, kw])
+    np.testing.assert_allclose(k(x.astype(np.float32), w.astype(np.float32)), ref, rtol=1e-4, atol=1e-4)

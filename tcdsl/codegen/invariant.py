@@ -191,17 +191,25 @@ class RowTerms:
     and with a division by a value (the others cost less than the array, or
     LLVM moves them) are taken;
     their divisors never trap (codegen/expr.py guards a division by a value
-    that may be 0 or -1)."""
+    that may be 0 or -1).  A term is kept with the tile's row and depth
+    variables replaced by the class's own, so that the same term of another
+    copy of the update (each ``lanes`` of the tile binds fresh ones) finds
+    its cells."""
 
     def __init__(self, rows: int):
         self.rows = rows
-        self.terms: list[tuple[tirx.Buffer, tirx.PrimExpr, tirx.Var, object]] = []  # (cells, term, r, d)
+        self.r, self.d = tirx.Var("r", INDEX), tirx.Var("d", INDEX)
+        self.terms: list[tuple[tirx.Buffer, tirx.PrimExpr]] = []  # (cells, term over self.r and self.d)
+        # True: every row reads the first row's cells (the tile's variant for
+        # when all its rows' terms are equal, see :meth:`uniform_when`)
+        self.uniform = False
 
     def take(self, value: tirx.PrimExpr, r: tirx.Var, d, nr: int, moving: list) -> tirx.PrimExpr:
         """``value`` (the update of row ``d * nr + r``) with its terms that use
         none of the variables of ``moving`` (the reduction loops' values, the
         column) replaced by their cells."""
         moving = [v for m in moving for v in tirx.analysis.undefined_vars(m)]
+        own = {r: self.r, **({d: self.d} if isinstance(d, tirx.Var) else {})}
 
         def moves(e) -> bool:
             return any(v.same_as(m) for v in tirx.analysis.undefined_vars(e) for m in moving)
@@ -211,22 +219,45 @@ class RowTerms:
                 return e
             if not has_node(e, _by_value) or loads(e) or moves(e):
                 return e
-            for cells, term, _, _ in self.terms:
-                if tvm_ffi.structural_equal(term, e):
-                    return tirx.BufferLoad(cells, [d * nr + r])
+            term = _swap(e, own)
+            for cells, known in self.terms:
+                if tvm_ffi.structural_equal(known, term):
+                    return tirx.BufferLoad(cells, [tirx.const(0, INDEX)] if self.uniform else [d * nr + r])
+            # (a term first met in the uniform variant is not in its condition: its own row's cell)
             cells = tirx.decl_buffer((self.rows,), _dtype(e), name=f"row_term{len(self.terms)}", scope="local")
-            self.terms.append((cells, e, r, d))
+            self.terms.append((cells, term))
             return tirx.BufferLoad(cells, [d * nr + r])
         return tvm_ffi.structural_map(value, [(tvm.ir.expr.Expr, visit)], order="pre")
+
+    def uniform_when(self) -> tirx.PrimExpr | None:
+        """The condition that every row of the tile has the same terms (a
+        grouped convolution's tile of 4 output channels in one group): the
+        tile then runs a variant whose rows all read the first row's cells,
+        so that LLVM sees that they read the same elements (one vector load
+        of the group's input row for the 4 rows, not 4).  None: no terms, or
+        one row."""
+        if not self.terms or self.rows < 2:
+            return None
+        zero = tirx.const(0, INDEX)
+        return tirx.all(*[tirx.EQ(tirx.BufferLoad(cells, [tirx.const(i, INDEX)]), tirx.BufferLoad(cells, [zero]))
+                          for cells, _ in self.terms for i in range(1, self.rows)])
 
     def fill(self, nr: int, nd: int) -> list[tirx.Stmt]:
         """The cells' allocations and their values, row by row (unrolled)."""
         out = []
-        for cells, term, r, d in self.terms:
-            r2, d2 = tirx.Var("r", INDEX), tirx.Var("d", INDEX)
-            value = tvm_ffi.structural_map(term, [(tirx.Var, lambda v, r=r, d=d, r2=r2, d2=d2: r2 if v.same_as(r)
-                                                   else d2 if isinstance(d, tirx.Var) and v.same_as(d) else v)])
-            store = tirx.BufferStore(cells, value, [(d2 if isinstance(d, tirx.Var) else 0) * nr + r2])
+        for cells, term in self.terms:
+            r2, d2 = tirx.Var("r", INDEX), tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
+            store = tirx.BufferStore(cells, _swap(term, {self.r: r2, self.d: d2}), [d2 * nr + r2])
             loop = tirx.For(r2, 0, nr, tirx.ForKind.UNROLLED, store)
             out += [tirx.AllocBuffer(cells), tirx.For(d2, 0, nd, tirx.ForKind.UNROLLED, loop) if nd > 1 else loop]
         return out
+
+
+def _swap(node, subst: dict):
+    """``node`` with the variables of ``subst`` replaced by their values."""
+    def one(v):
+        for k, x in subst.items():
+            if v.same_as(k):
+                return x
+        return v
+    return tvm_ffi.structural_map(node, [(tirx.Var, one)])
