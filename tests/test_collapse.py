@@ -185,3 +185,55 @@ def test_merged_feature_maps_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+STRIDED_CONV = """
+def strided(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! x(b, c, 2 * t + k) * w(o, c, k) where t in 0:(L-K)/2+1
+}
+"""
+CONV2D = """
+def conv(float(N,C,H,W) x, float(M,C,KH,KW) w) -> (y) {
+  y(n, m, h, v) +=! x(n, c, h + kh, v + kw) * w(m, c, kh, kw)
+}
+"""
+
+
+def _strided_ref(x, w):
+    B, C, L = x.shape
+    O, _, K = w.shape
+    n = max((L - K) // 2 + 1, 0)
+    out = np.zeros((B, O, n))
+    for k in range(K):
+        out += np.einsum("bct,oc->bot", x[:, :, k:k + 2 * n - 1:2][:, :, :n], w[:, :, k])
+    return out
+
+
+@pytest.mark.parametrize("k_block", [0, 2, 7])
+def test_a_register_tiles_channel_and_tap_loops_run_as_one(k_block):
+    """A convolution of stride 2 reads a packed panel of its input, linear in
+    ``c * K + k`` as its weights ``w(o, c, k)`` are: the tile's channel and
+    tap loops run as one loop over the block's channels times K, each tile
+    summing in the same order (channel, then tap)."""
+    k = tcdsl.compile(STRIDED_CONV, options={**NO_CACHE, "k_block": k_block})
+    s = k.script
+    assert re.search(r"for c3_q in range\(T\.max\(c2_kn, 0\) \* T\.max\(K, 0\)\):", s)
+    assert not re.search(r"for c2_k, c3_k in T\.grid\(c2_kn", s)
+    rng = np.random.default_rng(k_block)
+    for B, C, L, O, K in [(2, 3, 61, 9, 5), (1, 17, 100, 8, 3), (3, 8, 70, 12, 1), (1, 2, 4, 4, 4), (2, 5, 3, 8, 5)]:
+        x, w = _rand(rng, B, C, L), _rand(rng, O, C, K)
+        np.testing.assert_allclose(k(x, w), _strided_ref(x.astype(np.float64), w.astype(np.float64)),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_loops_whose_reads_are_not_linear_in_one_index_stay_nested():
+    """A 3x3 convolution's taps read the input at ``h + kh`` and ``v + kw``
+    (strides W and 1: not one run), and the window's row loop stays a loop."""
+    k = tcdsl.compile(CONV2D, options=NO_CACHE)
+    inner = [line for line in k.script.splitlines() if "_q in range(" in line]
+    assert not any("KH" in line and "KW" in line for line in inner)
+    rng = np.random.default_rng(3)
+    x, w = _rand(rng, 2, 5, 9, 11), _rand(rng, 7, 5, 3, 3)
+    ref = sum(np.einsum("nchw,mc->nmhw", x[:, :, i:i + 7, j:j + 9].astype(np.float64), w[:, :, i, j])
+              for i in range(3) for j in range(3))
+    np.testing.assert_allclose(k(x, w), ref, rtol=1e-4, atol=1e-4)

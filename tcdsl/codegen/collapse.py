@@ -30,13 +30,17 @@ elements (the global average pool of benchmarks/programs.py, 32x256x14x14:
 """
 from __future__ import annotations
 
+import contextlib
+
 import islpy as isl
+import tvm
+import tvm_ffi
 from tvm import sym, tirx
 
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
-from .expr import INDEX, Folded, Merged, Partial
+from .expr import INDEX, Folded, Merged, Partial, dtype_of
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
@@ -130,3 +134,63 @@ def _only_as_pairs(root, v0: tirx.Var, v1: tirx.Var, pairs: dict) -> bool:
 
     walk(root)
     return ok and not unpaired & set(pairs)
+
+
+def one_run(value: tirx.PrimExpr, steps: list[tirx.Var], extents: list[tirx.PrimExpr]) -> bool:
+    """A register tile's reduction loops (outer to inner; ``steps`` their
+    values, ``extents`` their numbers of iterations) may run as one loop
+    over the product of their extents, the innermost variable counting on
+    and the others staying at their first values: every use of the variables
+    in ``value`` (the tile's update) is in the flat offset of a load, linear
+    in them, and each one's coefficient is the next one's times the next
+    loop's extent.  A convolution's channel and tap loops over its packed
+    panel ``x_panel((c * K + k) * 24 + j)`` and its weights ``w(o, c, k)``:
+    one loop of ``C * K`` steps instead of ``C`` loops of ``K`` (5) steps,
+    each with its own entry and exit.  The order of the sum is the same."""
+    if len(steps) < 2 or not all(isinstance(v, tirx.Var) for v in steps):
+        return False
+    found = []
+
+    def offsets(x) -> bool:  # the flat offsets of the loads; False where a step is used elsewhere
+        if isinstance(x, _LOAD):
+            flat = x.source.offset_of([_narrow(i) for i in x.indices])
+            if len(flat) != 1:
+                return False
+            found.append(flat[0])
+            return True
+        if isinstance(x, tirx.Var):
+            return not any(x.same_as(v) for v in steps)
+        kids = [getattr(x, f, None) for f in ("a", "b", "value", "condition", "true_value", "false_value")]
+        kids += list(getattr(x, "args", None) or ())
+        if isinstance(x, tirx.Let):
+            kids += [x.body]
+        return all(offsets(y) for y in kids if isinstance(y, tvm.ir.expr.Expr))
+
+    if not offsets(value) or not found:
+        return False
+    an = sym.Analyzer()
+    with contextlib.ExitStack() as scopes:
+        # (where an inner loop has no step, neither form runs a step)
+        for e in extents[1:]:
+            scopes.enter_context(an.constraint_scope(e >= 1))
+            if isinstance(e, tirx.Max) and _zero(e.b):  # max(K, 0) >= 1: K >= 1
+                scopes.enter_context(an.constraint_scope(e.a >= 1))
+        for off in found:
+            coeffs = sym.detect_linear_equation(off, list(steps))
+            if len(coeffs) != len(steps) + 1:
+                return False
+            for i in range(len(steps) - 1):
+                if not an.can_prove(coeffs[i] == coeffs[i + 1] * extents[i + 1]):
+                    return False
+    return True
+
+
+def _narrow(e):
+    """``e`` without its widening casts of integers (an index cast to 64 bits,
+    ``int64(c)``): the values are the same, and linear in the variables."""
+    def strip(x):
+        wide, narrow = dtype_of(x), dtype_of(x.value)
+        if wide.startswith("int") and narrow.startswith("int") and int(wide[3:]) >= int(narrow[3:]):
+            return x.value
+        return x
+    return tvm_ffi.structural_map(e, [(tirx.Cast, strip)])
