@@ -182,3 +182,78 @@ def test_blocked_transposes_under_guard_pages():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+NO_CACHE = {"disk_cache": False}
+CONV_S2 = """def s2(float(N,C,H,W) x, float(O,C,KH,KW) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, 2 * h + kh, 2 * v + kw) * w(o, c, kh, kw)
+      where h in 0:(H - KH) / 2 + 1, v in 0:(W - KW) / 2 + 1
+}"""
+CONV_S3 = """def s3(float(N,C,H,W) x, float(O,C,KH,KW) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, 3 * h + kh, kw + v * 3) * w(o, c, kh, kw)
+      where h in 0:(H - KH) / 3 + 1, v in 0:(W - KW) / 3 + 1
+}"""
+CONV1D_S2 = """def c1(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! x(b, c, 2 * t + k) * w(o, c, k) where t in 0:(L - K) / 2 + 1
+}"""
+
+
+def _conv2d_strided(x, w, s):
+    N, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    ho, wo = (H - KH) // s + 1, (W - KW) // s + 1
+    out = np.zeros((N, O, max(ho, 0), max(wo, 0)))
+    for kh in range(KH):
+        for kw in range(KW):
+            win = x[:, :, kh:kh + s * (ho - 1) + 1:s, kw:kw + s * (wo - 1) + 1:s]
+            out += np.einsum("nchv,oc->nohv", win, w[:, :, kh, kw])
+    return out
+
+
+@pytest.mark.parametrize("src,s", [(CONV_S2, 2), (CONV_S3, 3)])
+def test_a_strided_window_reads_its_input_split_in_phases(src, s):
+    """A 2-D convolution of stride s reads ``x(.., s * v + kw)``: every s-th
+    element along the vector loop.  It reads a copy of ``x`` split in s
+    phases instead, ``x_s(.., kw % s, v + kw / s)``, contiguous in ``v``
+    (odd and even widths, taps wider and narrower than the stride)."""
+    k = tcdsl.compile(src, options=NO_CACHE)
+    s_name = f"x_s{s}"
+    assert f"{s_name} = T.alloc_buffer((N, C, H, {s}, T.max(" in k.script  # (.., phase, (W + s - 1) / s)
+    reads = [line for line in k.script.splitlines() if re.search(r"acc\[.*\] = acc\[.*\] \+ ", line)]
+    assert reads and all(f"{s_name}[" in r and "x[" not in r for r in reads)
+    # the lanes at a stride of one in the copy's last index (``v0 + (u * 8 + v) + kw / s``), not s
+    last = [r.split(s_name + "[")[1].split("] * ")[0].rsplit("), ", 1)[-1] for r in reads]
+    assert all("v)" in x and f"{s} * (" not in x for x in last), last
+    rng = np.random.default_rng(s)
+    for N, C, H, W, O, KH, KW in [(2, 3, 9, 17, 5, 3, 3), (1, 4, 8, 16, 8, 2, 2), (1, 2, 7, 12, 4, 3, 1),
+                                  (2, 5, 11, 31, 9, 3, 4), (1, 1, 3, 3, 1, 3, 3)]:
+        x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+        w = rng.standard_normal((O, C, KH, KW)).astype(np.float32)
+        np.testing.assert_allclose(k(x, w), _conv2d_strided(x.astype(np.float64), w.astype(np.float64), s),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_a_1d_strided_window_keeps_its_packed_panel():
+    """A 1-D convolution of stride 2 (no window in another dimension) reads
+    ``x`` itself, through the register tiles' packed panel."""
+    k = tcdsl.compile(CONV1D_S2, options=NO_CACHE)
+    assert "x_s2" not in k.script and "x_panel" in k.script
+
+
+@pytest.mark.parametrize("options", [{"transpose": False}, {}])
+def test_strided_windows_under_guard_pages(options):
+    """Never out of bounds, with and without the copy (odd widths: the copy's
+    last column of the odd phase is past the input)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import guard
+
+    cases = [{"id": f"s{s}[{h},{w}]", "source": src, "entry": f"s{s}", "options": options, "seed": 3,
+              "sizes": {"N": 1, "C": 2, "H": h, "W": w, "O": 5, "KH": 3, "KW": kw}}
+             for src, s in [(CONV_S2, 2), (CONV_S3, 3)] for h, w, kw in [(7, 9, 3), (5, 10, 2), (3, 3, 3), (6, 17, 1)]]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
