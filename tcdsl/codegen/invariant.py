@@ -219,7 +219,7 @@ class RowTerms:
                 return e
             if not has_node(e, _by_value) or loads(e) or moves(e):
                 return e
-            term = _swap(e, own)
+            term = _read(e, own)
             for cells, known in self.terms:
                 if tvm_ffi.structural_equal(known, term):
                     return tirx.BufferLoad(cells, [tirx.const(0, INDEX)] if self.uniform else [d * nr + r])
@@ -247,17 +247,8 @@ class RowTerms:
         out = []
         for cells, term in self.terms:
             r2, d2 = tirx.Var("r", INDEX), tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
-            store = tirx.BufferStore(cells, _swap(term, {self.r: r2, self.d: d2}), [d2 * nr + r2])
+            store = tirx.BufferStore(cells, _read(term, {self.r: r2, self.d: d2}), [d2 * nr + r2])
             loop = tirx.For(r2, 0, nr, tirx.ForKind.UNROLLED, store)
             out += [tirx.AllocBuffer(cells), tirx.For(d2, 0, nd, tirx.ForKind.UNROLLED, loop) if nd > 1 else loop]
         return out
 
-
-def _swap(node, subst: dict):
-    """``node`` with the variables of ``subst`` replaced by their values."""
-    def one(v):
-        for k, x in subst.items():
-            if v.same_as(k):
-                return x
-        return v
-    return tvm_ffi.structural_map(node, [(tirx.Var, one)])
