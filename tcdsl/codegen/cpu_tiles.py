@@ -207,7 +207,7 @@ class RegisterTiles:
                 if not in_loop or depth > 1 else ()
 
             def body(tile, jt) -> tirx.Stmt:
-                if pack and packed and tile.w == m.tile_cols:
+                if pack and packed and tile.w in (m.tile_cols, narrow_panels):
                     return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
                         lambda ks: tile.rows(lo, n, ks, rest=False))
                 if pack and whole and tile.w == m.tile_cols:
@@ -222,8 +222,12 @@ class RegisterTiles:
             # panels where that leaves less than a vector: panels.balanced_panels)
             rest = rest_packs(self.low.gen, whole, j_ext, m, self._when_rows()) \
                 if pack and whole and main == m.tile_cols == 3 * m.vector_width else []
-            if rest:
-                stmts, start = strips((main, 2 * m.vector_width), "w", body,
+            # outside them, copied panels of 2 vectors after those of 3 too (a
+            # 256-column product: 10 x 24 + 16, not 10 x 24 + 2 x 8 read in place)
+            narrow_panels = 2 * m.vector_width if pack and packed and main == m.tile_cols == 3 * m.vector_width \
+                and not half else 0
+            if rest or narrow_panels:  # (and one vector: fewer than 16 columns in all leave up to 15)
+                stmts, start = strips((main, 2 * m.vector_width, m.vector_width), "w", body,
                                       first=balanced_panels(j_ext, main, 2 * m.vector_width))
             else:
                 stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
