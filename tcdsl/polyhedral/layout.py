@@ -19,15 +19,9 @@ at the top of the ``def``, ``Whh_t(k, j) = Whh(j, k)`` with ``j`` moved
 last, and reads the copy instead: one pass over the weights per call, out
 of the sequential loop, against ``T * B`` passes of a strided read.
 
-The same plan splits an input read at a stride ``s`` along the vector loop
-in a 2-D window (``x(n, c, 2 * h + kh, 2 * v + kw)``, :func:`_strided`)
-into ``s`` phases, ``x_s2(.., r, q) = x(.., 2 * q + r)``, read as ``x_s2(..,
-kw % 2, v + kw / 2)``.
-
 The rewritten ``def`` is checked and inferred again (driver.py), like the
 hoisted one; the bounds are unchanged (the copy has the input's extents,
-permuted; a phase copy reads the input only where ``s * q + r`` is inside
-it).  ``options={"transpose": False}`` leaves programs as written.
+permuted).  ``options={"transpose": False}`` leaves programs as written.
 """
 from __future__ import annotations
 
