@@ -256,7 +256,7 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
     except (TcError, InternalError, isl.Error) as e:
         _dump("transposed", lambda: f"not transposed: {type(e).__name__}: {e}")
         return checked, ranges, model
-    copies = plan.spans()
+    copies = {span for _, span in plan.copies.values()}
     for k in new_model.kernels():  # a copy fused with the statements after it would run in their loop order
         spans = {s.info.comp.span for s in k.stmts}
         k.serialize = spans <= serial | copies or bool(spans & copies)

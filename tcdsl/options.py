@@ -76,8 +76,7 @@ class FrontendOptions:
     """``driver.frontend``: bounds reads that may leave their tensor are errors
     (``strict_bounds``) instead of warnings; loop-invariant statements are
     hoisted out of sequential loops (``hoist``, polyhedral/hoist.py); inputs
-    read across their contiguous dimension are read from a transposed copy,
-    and inputs read at a stride in a 2-D window from a copy split in phases
+    read across their contiguous dimension are read from a transposed copy
     (``transpose``, polyhedral/layout.py); inputs read under a select that
     pads them with zeros are read from a zero-padded copy (``pad``,
     polyhedral/pad.py); a temporary that ends in an output of its shape is

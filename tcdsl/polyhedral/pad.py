@@ -38,8 +38,9 @@ import islpy as isl
 
 from ..sema.affine import NotAffine, isl_name, params_prefix, pwaff_to_expr, read_pwaff, to_isl
 from ..syntax import nodes as n
+from ..syntax.parse import parse
 from ..syntax.printer import expr_to_tc
-from .layout import _expr, _fresh, _names, _respan, _statement
+from .layout import _fresh, _names
 from .model import Model
 
 
@@ -186,3 +187,18 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
                 + (" where " + ", ".join(wheres) if wheres else ""))
         copies.append(_respan(_statement(text), span))
     return replace(d, body=tuple(copies) + body)
+
+
+def _statement(text: str) -> n.Comprehension:
+    return parse(f"def pad() -> (out) {{\n  {text}\n}}").defs[0].body[0]
+
+
+def _expr(text: str, span) -> n.Expr:
+    return _respan(_statement(f"out(i) = {text}").rhs, span)
+
+
+def _respan(node, span):
+    """``node`` with every span set to ``span`` (the read it pads): messages
+    about the copy point at the program's own text."""
+    node = n.map_children(node, lambda c: _respan(c, span))
+    return replace(node, span=span)
