@@ -31,6 +31,7 @@ elements (the global average pool of benchmarks/programs.py, 32x256x14x14:
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import islpy as isl
 import tvm
@@ -40,7 +41,7 @@ from tvm import sym, tirx
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
-from .expr import INDEX, Folded, Merged, Partial, dtype_of
+from .expr import INDEX, Folded, Merged, Partial, dtype_of, wide_indices
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
@@ -194,3 +195,33 @@ def _narrow(e):
             return x.value
         return x
     return tvm_ffi.structural_map(e, [(tirx.Cast, strip)])
+
+
+def run_as_one(tile, i: int, innermost, ks=None) -> tirx.Stmt | None:
+    """The reduction loops ``tile.chain[i:]`` of a register tile
+    (codegen/cpu_tiles.py, ``_Tile``) as one loop around ``innermost()``
+    when :func:`one_run` allows it, else None; ``ks`` as in ``_Tile._nest``."""
+    from .panels import sliding_window
+
+    low, rest = tile.low, tile.chain[i:]
+    names = [iterator(x) for x in rest]
+    if any(set(names[:j + 1]) & isl_ast.loop_ids(x) for j, x in enumerate(rest[1:])):
+        return None
+    wide = sliding_window(low, tile.chain, tile.call, tile.row, tile.j_name)  # (as _nest's innermost loop)
+    firsts, exts = [], []
+    for x in rest:
+        init, ext = low.loop_range(x)
+        if ks is not None and iterator(x) == ks[0]:
+            init, ext = init + ks[1], ks[2]
+        firsts.append(init)
+        exts.append(tirx.max(ext, 0))
+    fixed = [tile.row, tile.j_name] + ([tile.depth[0]] if tile.depth else [])
+    probe = {x: tirx.Var(x + "_p", INDEX) for x in names + fixed}
+    with low.bound(probe), wide_indices(wide):
+        _, _, value, _ = low.statement_parts(tile.call)
+    if not one_run(value, [probe[x] for x in names], exts):
+        return None
+    q = tirx.Var(names[-1] + "_q", INDEX)
+    with low.bound({**dict(zip(names[:-1], firsts[:-1])), names[-1]: firsts[-1] + q}), wide_indices(wide):
+        body = innermost()
+    return tirx.For(q, 0, functools.reduce(lambda a, b: a * b, exts), tirx.ForKind.SERIAL, body)

@@ -35,7 +35,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from .expr import INDEX, wide_indices
 from . import invariant
-from .collapse import one_run
+from .collapse import run_as_one
 from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, pack_whole, rest_packs, sliding_window,
@@ -207,7 +207,7 @@ class RegisterTiles:
                 if not in_loop or depth > 1 else ()
 
             def body(tile, jt) -> tirx.Stmt:
-                if pack and packed and tile.w in (m.tile_cols, narrow_panels):
+                if pack and packed and tile.w == m.tile_cols:
                     return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
                         lambda ks: tile.rows(lo, n, ks, rest=False))
                 if pack and whole and tile.w == m.tile_cols:
@@ -222,11 +222,7 @@ class RegisterTiles:
             # panels where that leaves less than a vector: panels.balanced_panels)
             rest = rest_packs(self.low.gen, whole, j_ext, m, self._when_rows()) \
                 if pack and whole and main == m.tile_cols == 3 * m.vector_width else []
-            # outside them, copied panels of 2 vectors after those of 3 too (a
-            # 256-column product: 10 x 24 + 16, not 10 x 24 + 2 x 8 read in place)
-            narrow_panels = 2 * m.vector_width if pack and packed and main == m.tile_cols == 3 * m.vector_width \
-                and not half else 0
-            if rest or narrow_panels:  # (and one vector: fewer than 16 columns in all leave up to 15)
+            if rest:  # (and one vector: fewer than 16 columns in all leave up to 15)
                 stmts, start = strips((main, 2 * m.vector_width, m.vector_width), "w", body,
                                       first=balanced_panels(j_ext, main, 2 * m.vector_width))
             else:
@@ -572,38 +568,13 @@ class _Tile(_Column):
         after = [run(tirx.max(hi, a), b, one_row(r)) for r, (a, b) in enumerate(ranges)]
         return tirx.SeqStmt(binds + [seq(before + [run(lo, hi, lambda: lanes(update))] + after)])
 
-    def _one_run(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt | None:
-        """The reduction loops chain[i:] as one loop (collapse.one_run), or None."""
-        rest = self.chain[i:]
-        names = [iterator(n) for n in rest]
-        if any(set(names[:j + 1]) & loop_ids(n) for j, n in enumerate(rest[1:])):
-            return None
-        wide = sliding_window(self.low, self.chain, self.call, self.row, self.j_name)  # (as _nest's innermost)
-        firsts, exts = [], []
-        for n in rest:
-            init, ext = self.low.loop_range(n)
-            if ks is not None and iterator(n) == ks[0]:
-                init, ext = init + ks[1], ks[2]
-            firsts.append(init)
-            exts.append(tirx.max(ext, 0))
-        fixed = [self.row, self.j_name] + ([self.depth[0]] if self.depth else [])
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in names + fixed}
-        with self.low.bound(probe), wide_indices(wide):
-            _, _, value, _ = self.low.statement_parts(self.call)
-        if not one_run(value, [probe[x] for x in names], exts):
-            return None
-        q = tirx.Var(names[-1] + "_q", INDEX)
-        with self.low.bound({**dict(zip(names[:-1], firsts[:-1])), names[-1]: firsts[-1] + q}), wide_indices(wide):
-            body = innermost()
-        return tirx.For(q, 0, functools.reduce(lambda a, b: a * b, exts), tirx.ForKind.SERIAL, body)
-
     def _nest(self, i: int, innermost: Callable, ks=None) -> tirx.Stmt:
         """The reduction loops chain[i:], in their order, around ``innermost()``;
         ``ks`` = (name, first, count): only these steps of the loop ``name``
         (see :meth:`rows`)."""
         if i == len(self.chain):
             return innermost()
-        run = self._one_run(i, innermost, ks) if i + 1 < len(self.chain) else None
+        run = run_as_one(self, i, innermost, ks) if i + 1 < len(self.chain) else None
         if run is not None:
             return run
         node = self.chain[i]
