@@ -520,12 +520,13 @@ class _Tile(_Column):
             # as u, r: 12 + 2 + 1 (r, u: + 6 + 1)
             vectors = nd * (w // vw)
             order = "rdu" if vectors < nr else "dur" if vectors > nr > 1 else "dru"
-            nest = self._nest(0, lambda: lanes(update, order=order), ks and (iterator(saved[0]),) + tuple(ks))
+            def build() -> tirx.Stmt:
+                return self._nest(0, lambda: lanes(update, order=order), ks and (iterator(saved[0]),) + tuple(ks))
+            nest = build()
             same = terms.uniform_when()
             if same is not None:  # the rows' terms may all be equal: a variant that reads row 0's
                 terms.uniform = True
-                nest = tirx.IfThenElse(same, self._nest(0, lambda: lanes(update, order=order),
-                                                        ks and (iterator(saved[0]),) + tuple(ks)), nest)
+                nest = tirx.IfThenElse(same, build(), nest)
         finally:
             self.chain = saved
         return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load)] + terms.fill(nr, nd) + [nest, lanes(store)])
