@@ -1722,3 +1722,249 @@ def _drnn(torch, a, t, s):
             hs.append(torch.tanh(xw[i] + hs[-2] @ t[3].T))
         return torch.stack(hs[2:])
     return {"torch loop": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- session 24: programs written other ways
+
+LSTM_SLICES = """
+def lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) Wih, float(4*H,H) Whh,
+         float(4*H) bih, float(4*H) bhh) -> (h) {
+  for t in T {
+    xi(b, j) +=! x(t, b, k) * Wih(j, k) where j in 0:H
+    xf(b, j) +=! x(t, b, k) * Wih(H + j, k) where j in 0:H
+    xg(b, j) +=! x(t, b, k) * Wih(2 * H + j, k) where j in 0:H
+    xo(b, j) +=! x(t, b, k) * Wih(3 * H + j, k) where j in 0:H
+    if t == 0 {
+      hi(b, j) +=! h0(b, k) * Whh(j, k) where j in 0:H
+      hf(b, j) +=! h0(b, k) * Whh(H + j, k) where j in 0:H
+      hg(b, j) +=! h0(b, k) * Whh(2 * H + j, k) where j in 0:H
+      ho(b, j) +=! h0(b, k) * Whh(3 * H + j, k) where j in 0:H
+    } else {
+      hi(b, j) +=! h(t - 1, b, k) * Whh(j, k) where j in 0:H
+      hf(b, j) +=! h(t - 1, b, k) * Whh(H + j, k) where j in 0:H
+      hg(b, j) +=! h(t - 1, b, k) * Whh(2 * H + j, k) where j in 0:H
+      ho(b, j) +=! h(t - 1, b, k) * Whh(3 * H + j, k) where j in 0:H
+    }
+    ig(b, j) = 1 / (1 + exp(-(xi(b, j) + hi(b, j) + bih(j) + bhh(j))))
+    fg(b, j) = 1 / (1 + exp(-(xf(b, j) + hf(b, j) + bih(H + j) + bhh(H + j))))
+    gg(b, j) = tanh(xg(b, j) + hg(b, j) + bih(2 * H + j) + bhh(2 * H + j))
+    og(b, j) = 1 / (1 + exp(-(xo(b, j) + ho(b, j) + bih(3 * H + j) + bhh(3 * H + j))))
+    if t == 0 { c(t, b, j) = fg(b, j) * c0(b, j) + ig(b, j) * gg(b, j) }
+    else      { c(t, b, j) = fg(b, j) * c(t - 1, b, j) + ig(b, j) * gg(b, j) }
+    h(t, b, j) = og(b, j) * tanh(c(t, b, j))
+  }
+}
+"""
+
+@program(name="lstm, gates sliced from (4H,in), 1/(1+exp(-x))", kind="rnn", src=LSTM_SLICES, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _n(r, s["B"], s["H"]),
+                              _w(r, 4 * s["H"], s["I"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"]), _w(r, 4 * s["H"])])
+def _ls(torch, a, t, s):
+    net = torch.nn.LSTM(s["I"], s["H"])
+    _copy(torch, net.weight_ih_l0, a[3]); _copy(torch, net.weight_hh_l0, a[4])
+    _copy(torch, net.bias_ih_l0, a[5]); _copy(torch, net.bias_hh_l0, a[6])
+    return {"torch.nn.LSTM": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
+
+
+ADDITIVE = """
+def additive(float(B,T,E) enc, float(B,D) dec, float(E,A) We, float(D,A) Wd, float(A) v) -> (ctx) {
+  pe(b, t, a) +=! enc(b, t, e) * We(e, a)
+  pd(b, a) +=! dec(b, d) * Wd(d, a)
+  s(b, t) +=! v(a) * tanh(pe(b, t, a) + pd(b, a))
+  m(b) max=! s(b, t)
+  w(b, t) = exp(s(b, t) - m(b))
+  z(b) +=! w(b, t)
+  ctx(b, e) +=! w(b, t) * enc(b, t, e) / z(b)
+}
+"""
+
+@program(name="additive (bahdanau) attention", kind="attention", src=ADDITIVE, full=dict(B=32, T=128, E=256, D=256, A=256),
+         tiny=dict(B=2, T=3, E=4, D=3, A=2),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"]), _n(r, s["B"], s["D"]), _w(r, s["E"], s["A"]), _w(r, s["D"], s["A"]), _w(r, s["A"])])
+def _add(torch, a, t, s):
+    enc, dec, We, Wd, v = t
+    def run():
+        sc = torch.tanh(enc @ We + (dec @ Wd)[:, None, :]) @ v
+        w = torch.softmax(sc, 1)
+        return torch.einsum("bt,bte->be", w, enc)
+    return {"torch": _nograd(torch, run)}
+
+
+NLL = """
+def nll(float(N,C) x, int32(N) y) -> (loss) {
+  m(n) max=! x(n, c)
+  e(n) +=! exp(x(n, c) - m(n))
+  loss +=! (m(n) + log(e(n)) - x(n, y(n))) / N
+}
+"""
+
+@program(name="cross entropy with int labels", kind="loss", src=NLL, full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _nll(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.cross_entropy": _nograd(torch, lambda: F.cross_entropy(t[0], t[1].long()))}
+
+
+LORA = """
+def lora(float(B,I) x, float(O,I) W, float(I,R) A, float(R,O) Bm) -> (y) {
+  y(b, o) +=! x(b, i) * W(o, i)
+  y(b, o) += x(b, i) * A(i, r) * Bm(r, o)
+}
+"""
+
+@program(name="linear + low-rank (lora) in one statement", kind="matmul", src=LORA, full=dict(B=256, I=1024, O=1024, R=16), tiny=dict(B=2, I=3, O=4, R=2),
+         inputs=lambda r, s: [_n(r, s["B"], s["I"]), _w(r, s["O"], s["I"]), _w(r, s["I"], s["R"]), _w(r, s["R"], s["O"])])
+def _lora(torch, a, t, s):
+    return {"torch": _nograd(torch, lambda: t[0] @ t[1].T + (t[0] @ t[2]) @ t[3])}
+
+
+SEQ2SEQ = """
+def s2s(float(T,B,H) xe, float(S,B,H) xd, float(H,H) U, float(H,H) U2, float(H,H) W2) -> (hd) {
+  for t in T {
+    if t == 0 { he(t, b, j) = tanh(xe(t, b, j)) }
+    else {
+      pe(b, j) +=! he(t - 1, b, k) * U(k, j)
+      he(t, b, j) = tanh(xe(t, b, j) + pe(b, j))
+    }
+  }
+  for s in S {
+    if s == 0 { pd(b, j) +=! he(T - 1, b, k) * U2(k, j) }
+    else { pd(b, j) +=! hd(s - 1, b, k) * W2(k, j) }
+    hd(s, b, j) = tanh(xd(s, b, j) + pd(b, j))
+  }
+}
+"""
+
+@program(name="seq2seq encoder then decoder loop", kind="rnn", src=SEQ2SEQ, full=dict(T=64, S=32, B=32, H=256),
+         tiny=dict(T=3, S=2, B=2, H=3),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"], s["H"]), _n(r, s["S"], s["B"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"])])
+def _s2s(torch, a, t, s):
+    xe, xd, U, U2, W2 = t
+    def run():
+        h = torch.tanh(xe[0])
+        for i in range(1, s["T"]):
+            h = torch.tanh(xe[i] + h @ U)
+        out = []
+        h = torch.tanh(xd[0] + h @ U2); out.append(h)
+        for i in range(1, s["S"]):
+            h = torch.tanh(xd[i] + h @ W2); out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+REV_GRU = """
+def rgru(float(T,B,I) x, float(B,H) h0, float(3*H,I) Wih, float(3*H,H) Whh, float(3*H) bih, float(3*H) bhh) -> (h) {
+  for t in T {
+    gi(b, r) +=! x(T - 1 - t, b, i) * Wih(r, i)
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(T - t, b, k) * Whh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    if t == 0 { h(T - 1 - t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(T - 1 - t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(T - t, b, j) }
+  }
+}
+"""
+
+@program(name="reversed gru, stacked (3H,in), odd sizes", kind="rnn", src=REV_GRU, full=dict(T=50, B=10, I=100, H=200),
+         tiny=dict(T=3, B=2, I=3, H=2),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3 * s["H"], s["I"]), _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]), _w(r, 3 * s["H"])])
+def _rg(torch, a, t, s):
+    net = torch.nn.GRU(s["I"], s["H"])
+    _copy(torch, net.weight_ih_l0, a[2]); _copy(torch, net.weight_hh_l0, a[3])
+    _copy(torch, net.bias_ih_l0, a[4]); _copy(torch, net.bias_hh_l0, a[5])
+    return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0].flip(0), t[1][None])[0].flip(0))}
+
+
+FFN_LN = """
+def block(float(N,D) x, float(F,D) W1, float(F) b1, float(D,F) W2, float(D) b2, float(D) g, float(D) be) -> (y) {
+  hh(n, f) +=! x(n, d) * W1(f, d)
+  a(n, f) = fmax(hh(n, f) + b1(f), 0)
+  o(n, d) +=! a(n, f) * W2(d, f)
+  r(n, d) = x(n, d) + o(n, d) + b2(d)
+  mu(n) +=! r(n, d) / D
+  var(n) +=! (r(n, d) - mu(n)) * (r(n, d) - mu(n)) / D
+  y(n, d) = (r(n, d) - mu(n)) / sqrt(var(n) + 1e-5) * g(d) + be(d)
+}
+"""
+
+@program(name="ffn + residual + layer norm (torch layout)", kind="matmul", src=FFN_LN, full=dict(N=500, D=300, F=1200),
+         tiny=dict(N=2, D=3, F=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, s["F"], s["D"]), _w(r, s["F"]), _w(r, s["D"], s["F"]), _w(r, s["D"]), _w(r, s["D"]), _w(r, s["D"])])
+def _ffn(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, b1, W2, b2, g, be = t
+    return {"torch": _nograd(torch, lambda: F.layer_norm(x + F.linear(F.relu(F.linear(x, W1, b1)), W2, b2), (s["D"],), g, be, 1e-5))}
+
+
+PAD_CONV = """
+def pconv(float(B,C,L) x, float(O,C,K) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (t + k - 2 >= 0 && t + k - 2 < L ? x(b, c, t + k - 2) : 0) * w(o, c, k) where t in 0:L, k in 0:K
+  y(b, o, t) = fmax(y(b, o, t) + bias(o), 0)
+}
+"""
+
+@program(name="conv1d pad 2 K=5 + relu, odd channels", kind="conv", src=PAD_CONV, full=dict(B=8, C=100, L=1000, O=120, K=5),
+         tiny=dict(B=1, C=2, L=6, O=3, K=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["O"], s["C"], s["K"]), _w(r, s["O"])])
+def _pc(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d": _nograd(torch, lambda: F.relu(F.conv1d(t[0], t[1], t[2], padding=2)))}
+
+
+ELMAN_SMALL = """
+def elman(float(T,I) x, float(H) h0, float(H,I) Wx, float(H,H) Wh, float(H) b) -> (h) {
+  for t in T {
+    if t == 0 { p(j) +=! Wh(j, k) * h0(k) } else { p(j) +=! Wh(j, k) * h(t - 1, k) }
+    q(j) +=! Wx(j, i) * x(t, i)
+    h(t, j) = tanh(p(j) + q(j) + b(j))
+  }
+}
+"""
+
+@program(name="elman, one sequence, H=64", kind="rnn", src=ELMAN_SMALL, full=dict(T=1000, I=32, H=64),
+         tiny=dict(T=3, I=2, H=3),
+         inputs=lambda r, s: [_n(r, s["T"], s["I"]), _n(r, s["H"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["H"]), _w(r, s["H"])])
+def _es(torch, a, t, s):
+    net = torch.nn.RNN(s["I"], s["H"])
+    _copy(torch, net.weight_ih_l0, a[2]); _copy(torch, net.weight_hh_l0, a[3]); _copy(torch, net.bias_ih_l0, a[4])
+    _copy(torch, net.bias_hh_l0, np.zeros(s["H"], np.float32))
+    return {"nn.RNN": _nograd(torch, lambda: net(t[0][:, None], t[1][None, None])[0][:, 0])}
+
+
+LUONG_DEC = """
+# a decoder attending over the encoder's states with Luong's "general" score
+def luong(float(B,S,H) enc, float(B,H) h0, float(H,H) Wa, float(H,H) Wc, float(H,H) U) -> (h) {
+  for t in T {
+    if t == 0 { sc(b, s) +=! h0(b, i) * Wa(i, j) * enc(b, s, j) }
+    else      { sc(b, s) +=! h(t - 1, b, i) * Wa(i, j) * enc(b, s, j) }
+    m(b) max=! sc(b, s)
+    e(b, s) = exp(sc(b, s) - m(b))
+    z(b) +=! e(b, s)
+    ctx(b, j) +=! e(b, s) * enc(b, s, j) / z(b)
+    if t == 0 { p(b, j) +=! ctx(b, k) * Wc(k, j) + h0(b, k) * U(k, j) }
+    else      { p(b, j) +=! ctx(b, k) * Wc(k, j) + h(t - 1, b, k) * U(k, j) }
+    h(t, b, j) = tanh(p(b, j))
+  }
+}
+"""
+
+
+@program(name="luong attention decoder loop", kind="rnn", src=LUONG_DEC, full=dict(B=32, S=128, H=256, T=32),
+         tiny=dict(B=2, S=3, H=4, T=3), free=("T",),
+         inputs=lambda r, s: [_n(r, s["B"], s["S"], s["H"]), _n(r, s["B"], s["H"]), _w(r, s["H"], s["H"]),
+                              _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"])])
+def _luong(torch, a, t, s):
+    enc, h, Wa, Wc, U = t
+
+    def run():
+        out, prev = [], h
+        for _ in range(s["T"]):
+            w = torch.softmax(torch.bmm(enc, (prev @ Wa)[:, :, None])[:, :, 0], 1)
+            ctx = torch.bmm(w[:, None, :], enc)[:, 0]
+            prev = torch.tanh(ctx @ Wc + prev @ U)
+            out.append(prev)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}

@@ -1,6 +1,6 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> hoist -> gather -> pad -> inplace -> factor
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> chain -> hoist -> gather -> pad -> inplace -> factor
                -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
@@ -122,10 +122,12 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
     rewritten, serial = program, frozenset()
+    if options.chain:
+        rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
     if hoist:
         threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
             else None
-        rewritten, checked, ranges, model, serial = _hoisted(program, entry, checked, ranges, model, threshold,
+        rewritten, checked, ranges, model, serial = _hoisted(rewritten, entry, checked, ranges, model, threshold,
                                                              fixed or {})
     if options.gather:
         rewritten, checked, ranges, model = _gathered(rewritten, entry, checked, ranges, model)
@@ -142,6 +144,38 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         if pads & {s.info.comp.span for s in k.stmts}:
             k.serialize = True
     return Frontend(source, program, checked, ranges, model)
+
+
+def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program computing each sum of a product of three or more factors
+    as a chain of two sums with fewer loops (polyhedral/chain.py), repeated
+    while a sum splits further (three times at most); a rewrite is kept only
+    when the new sums run exactly the original's terms and every read stays in
+    its tensor."""
+    import warnings
+
+    from .polyhedral import chain
+
+    for _ in range(3):
+        try:
+            plan = chain.plan(checked, ranges)
+            if not plan:
+                break
+            new_def = chain.rewrite(select_def(program, entry), plan)
+            new_checked, new_ranges, new_model = _checked_again(new_def, ranges)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                safe = chain.exact(ranges, new_ranges, plan) and not check_bounds(new_model)
+            new_ranges.size_guards = ranges.size_guards  # (check_bounds found none and set them to none)
+        except (TcError, InternalError, isl.Error) as e:
+            _dump("chained", lambda: f"not chained: {type(e).__name__}: {e}")
+            break
+        if not safe:
+            _dump("chained", lambda: "not chained: the two sums would not run the same terms")
+            break
+        program, checked, ranges, model = n.Program((new_def,)), new_checked, new_ranges, new_model
+        _dump("chained", lambda: to_sexpr(checked.node))
+    return program, checked, ranges, model
 
 
 def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -83,7 +83,9 @@ class FrontendOptions:
     computed in that output (``inplace``, polyhedral/inplace.py); a sum's
     factors that do not depend on its reduction variables are applied once
     after it (``factor``, polyhedral/factor.py); a sum's reads through an
-    index are copied once before it (``gather``, polyhedral/gather.py)."""
+    index are copied once before it (``gather``, polyhedral/gather.py); a
+    sum of a product of three or more factors runs as a chain of two sums
+    with fewer loops (``chain``, polyhedral/chain.py)."""
 
     strict_bounds: bool = False
     hoist: bool | str = True
@@ -92,6 +94,7 @@ class FrontendOptions:
     pad: bool = True
     inplace: bool = True
     factor: bool = True
+    chain: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -274,6 +277,7 @@ def _payback(key: str, v: Any) -> float:
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _hoist), "transpose": ("frontend", _bool),
     "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "factor": ("frontend", _bool),
+    "chain": ("frontend", _bool),
     "gather": ("frontend", _bool),
     "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
@@ -475,6 +479,11 @@ class MappingOptions:
       v(b, n, j, d) / z(b, n, i)``, a constant scale) are applied once per
       element in a statement after the sum instead of once per term
       (polyhedral/factor.py); the results differ by rounding only.
+    * ``chain``: a sum of a product of three or more factors that two sums
+      compute with fewer loops (``x(b, i) * A(i, r) * Bm(r, o)`` summed over
+      ``i`` and ``r``) runs as a chain: the factors of ``i`` summed first
+      into a temporary (polyhedral/chain.py); the results differ by rounding
+      only.
     * ``gather``: a sum's read through an index reused across the sum's
       other indices (``emb(tok(t, b), i)`` in ``g(t, b, r) +=! emb(tok(t,
       b), i) * W(r, i)``, an embedding feeding a projection) is copied once,
@@ -521,6 +530,7 @@ class MappingOptions:
     pad: bool = FrontendOptions.pad
     inplace: bool = FrontendOptions.inplace
     factor: bool = FrontendOptions.factor
+    chain: bool = FrontendOptions.chain
     gather: bool = FrontendOptions.gather
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion

@@ -10,7 +10,9 @@ tile, a scalar loop.  TC's users write both layouts; the code should not
 care.
 
 ``plan(checked)`` finds such reads: an input (a parameter of the ``def``,
-never written), indexed by distinct plain index variables, that has the
+never written), indexed by distinct index variables (each alone or plus an
+offset of sizes and constants: a gate's rows ``Whh(H + j, k)`` of a stacked
+weight), that has the
 written tensor's last index ``j`` in a dimension other than its last, and
 that is read inside a sequential ``for`` (so the same elements are read at
 every step; outside loops the CPU mapping packs such an operand into a
@@ -67,9 +69,9 @@ def plan(checked: CheckedDef) -> Plan:
         for acc in n.walk(c.rhs):
             if not (isinstance(acc, n.Access) and acc.tensor in inputs and acc.tensor not in written):
                 continue
-            if not all(isinstance(x, n.IndexVar) for x in acc.indices) or acc.span is None:
+            names = [_index_var(x) for x in acc.indices]
+            if None in names or acc.span is None:
                 continue
-            names = [x.name for x in acc.indices]
             if len(set(names)) != len(names) or j not in names or names[-1] == j:
                 continue
             if not in_loop:
@@ -103,6 +105,25 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
         rhs = n.Call(tensor, tuple(n.Ident(v, span=span) for v in vars_), span=span)
         copies.append(n.Comprehension(name, lhs, "=", rhs, span=span))
     return replace(d, body=tuple(copies) + body)
+
+
+def _index_var(x: n.Expr) -> str | None:
+    """The index variable of an index that is one, or one plus or minus an
+    offset without index variables (a gate's rows of a stacked weight,
+    ``Whh(2 * H + j, k)``); None otherwise."""
+    if isinstance(x, n.IndexVar):
+        return x.name
+    if isinstance(x, n.Binary) and x.op in ("+", "-"):
+        lhs, rhs = _has_index_var(x.lhs), _has_index_var(x.rhs)
+        if lhs and not rhs:
+            return _index_var(x.lhs)
+        if rhs and not lhs and x.op == "+":
+            return _index_var(x.rhs)
+    return None
+
+
+def _has_index_var(x: n.Expr) -> bool:
+    return any(isinstance(y, (n.IndexVar, n.Access)) for y in n.walk(x))
 
 
 def _names(d: n.Def) -> set[str]:

@@ -489,12 +489,12 @@ def _plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
 
 
 def _transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
-    """``access`` is ``X(.., d, .., r)``: ``d`` alone in one index that is not
-    the last, a reduction variable ``r`` (of ``red``) alone in the last one,
-    and some other variable of the statement (``dims``) not in it -- a
-    matmul's ``B(n, k)`` next to ``A(m, k)``, a bilinear form's ``W(o, i, j)``
-    next to ``x1(b, i) * x2(b, j)``: contiguous along ``r``, copied to a panel
-    contiguous along ``d`` that all rows ``m`` share."""
+    """``access`` is ``X(.., d, .., r)``: ``d`` (or ``H + d``, a gate's rows)
+    alone in one index that is not the last, a reduction variable ``r`` (of
+    ``red``) alone in the last one, and some other variable of the statement
+    (``dims``) not in it -- a matmul's ``B(n, k)`` next to ``A(m, k)``, a
+    bilinear form's ``W(o, i, j)`` next to ``x1(b, i) * x2(b, j)``: contiguous
+    along ``r``, copied to a panel contiguous along ``d`` that all rows share."""
     from ..syntax import nodes as n
 
     idx = access.indices
@@ -504,7 +504,7 @@ def _transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
     if not set(dims) - used - {d, *red}:
         return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
     uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))]
-    return len(uses) == 1 and isinstance(uses[0], n.IndexVar) and uses[0].name == d
+    return len(uses) == 1 and {x.name for x in n.walk(uses[0]) if isinstance(x, n.IndexVar)} == {d} and _plus(uses[0], d)
 
 
 def _params(k: Kernel) -> list[str]:

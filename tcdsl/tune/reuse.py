@@ -32,7 +32,7 @@ from .database import Database, Key, sizes_text
 
 # Options that are decided before the per-size stages (the frontend's), and
 # those of the schedule shared by after-scheduling's binaries.
-FRONTEND_OPTIONS = ("hoist", "gather", "transpose", "pad", "inplace", "factor", "strict_bounds")
+FRONTEND_OPTIONS = ("hoist", "gather", "transpose", "pad", "inplace", "factor", "chain", "strict_bounds")
 SCHEDULE_OPTIONS = ("fusion", "split_selects")
 
 

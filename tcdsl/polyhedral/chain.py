@@ -1,0 +1,308 @@
+"""A sum of a product of three or more factors computed as two sums with fewer loops.
+
+TC evaluates a comprehension as written: one loop per index variable.  A
+product of three reads summed over two of its variables costs the product of
+all the ranges, where a chain of two sums costs far less::
+
+    y(b, o) +=! x(b, i) * A(i, r) * Bm(r, o)          # B * I * R * O steps
+    s(b, t) +=! h(b, i) * W(i, j) * enc(b, t, j)      # B * T * I * J steps
+
+are, with a temporary,
+
+    y_c(b, r) +=! x(b, i) * A(i, r)                   # B * I * R
+    y(b, o) +=! y_c(b, r) * Bm(r, o)                  # B * R * O
+
+    s_c(b, j) +=! h(b, i) * W(i, j)                   # B * I * J
+    s(b, t) +=! s_c(b, j) * enc(b, t, j)              # B * T * J
+
+(a low-rank layer, Luong's "general" attention score) -- the order in which
+``torch.einsum`` and NumPy's ``einsum(optimize=True)`` contract.  ``plan``
+finds each ``+=!``/``+=`` statement whose right side is a product (``*``,
+``/`` by a factor) of three or more factors with two or more reduction
+variables, and the set ``R1`` of reduction variables whose factors, summed
+first over ``R1`` alone, leave both sums with fewer loops than the
+statement had (the sizes are symbolic: the number of loops is the measure,
+and a split is taken only when the larger of the two sums has fewer loops
+than the original).  ``rewrite`` puts the first sum in a fresh temporary
+right before the statement (in the same block: inside a ``for`` or an
+``if`` branch) and reads it in the statement.  The pass repeats on the
+rewritten program, so a chain of four factors becomes three sums.
+
+It applies only where the two sums run exactly the original's terms: the
+driver (``_chained``) checks that the rewritten program's statements run the
+instances they ran, that the statement's domain is the join of the two new
+domains (no term lost or added where ranges depend on each other, as in
+``x(t + k)``), that every element of the temporary it reads is one the
+first sum initialized, and that no read may leave its tensor.  The results
+differ from the program as written by rounding only; ``options={"chain":
+False}`` leaves programs as written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import combinations
+
+import islpy as isl
+
+from ..sema.affine import isl_name
+from ..sema.check import CheckedDef
+from ..sema.ranges import RangeInfo, readable
+from ..syntax import nodes as n
+from .hoist import same_extents
+
+MAX_FACTORS = 8
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A statement to split: the reduction variables summed first, the
+    first sum's temporary and its index variables, in order."""
+
+    first: frozenset[str]
+    temp: str
+    temp_vars: tuple[str, ...]
+    bounds: tuple = ()  # the temporary's ``where`` ranges: the statement's inferred ones
+
+
+def plan(checked: CheckedDef, ranges: RangeInfo) -> dict[tuple, Chain]:
+    """(statement span, tensor) -> :class:`Chain`, for the sums a chain makes
+    cheaper (a chain's two statements share the original's span)."""
+    taken = _taken(checked.node)
+    infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts}
+    out: dict[tuple, Chain] = {}
+    for s in n.walk(checked.node):
+        key = (s.span, getattr(s, "tensor", None))
+        if not isinstance(s, n.Comprehension) or s.span is None or key in out or key not in infos:
+            continue
+        c = _chain(checked, s, taken)
+        if c is None:
+            continue
+        # the first sum's variables keep the statement's ranges: its reads
+        # alone may not tell them (a state ``h(t - 1, b, i)`` written later)
+        st, bounds = infos[key], []
+        given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+        ctx = st.domain.params()
+        for v in c.temp_vars + tuple(sorted(c.first)):
+            if v not in given:
+                lo, hi = st.ranges[v]
+                bounds.append(n.RangeConstraint(v, readable(lo, ctx), readable(hi, ctx)))
+        out[key] = replace(c, bounds=tuple(bounds))
+        taken.add(c.temp)
+    return out
+
+
+def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | None:
+    if s.op not in ("+=!", "+=") or s.equivalent is not None or len(s.reduction_vars) < 2:
+        return None
+    if not checked.tensors[s.tensor].dtype.startswith("float"):
+        return None
+    if any(isinstance(w, n.Let) for w in s.wheres):
+        return None
+    lhs = [x.name if isinstance(x, n.IndexVar) else None for x in s.indices]
+    if None in lhs or len(set(lhs)) != len(lhs):
+        return None
+    if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
+        return None
+    rvars = set(s.reduction_vars)
+    for w in s.wheres:  # a range bounded by another index variable ties their loops
+        if isinstance(w, n.RangeConstraint) and _vars(w.lo) | _vars(w.hi):
+            return None
+        if isinstance(w, n.Exists):
+            return None
+    factors = split(s.rhs)
+    if not 3 <= len(factors) <= MAX_FACTORS:
+        return None
+    everything = set(lhs) | rvars  # (a loop variable is a parameter of the statement, not one of its loops)
+    fvars = [_vars(f) & everything for _, f in factors]
+    best = None
+    reductions = sorted(rvars)
+    for k in range(1, len(reductions) + 1):
+        for first in combinations(reductions, k):
+            r1 = set(first)
+            inner = [i for i, vs in enumerate(fvars) if vs & r1]
+            if len(inner) < 2 or len(inner) == len(factors):
+                continue
+            inner_vars = set().union(*(fvars[i] for i in inner))
+            # the reduction variables of R1 must appear only in the inner factors
+            if any(fvars[i] & r1 for i in range(len(factors)) if i not in inner):
+                continue
+            cost = sorted((len(inner_vars), len(everything - r1)), reverse=True)
+            if cost[0] >= len(everything):
+                continue
+            if best is None or cost < best[0]:
+                best = (cost, r1, inner_vars)
+    if best is None:
+        return None
+    _, r1, inner_vars = best
+    order = lhs + [v for v in _ordered_vars(s.rhs) if v not in lhs]
+    temp_vars = tuple(v for v in order if v in inner_vars - r1)
+    temp = _fresh(f"{s.tensor}_c", taken)
+    return Chain(frozenset(r1), temp, temp_vars)
+
+
+def split(e: n.Expr) -> list[tuple[str, n.Expr]]:
+    """The factors of the product ``e`` as ``("*" or "/", factor)`` pairs."""
+    out: list[tuple[str, n.Expr]] = []
+
+    def visit(x: n.Expr, op: str) -> None:
+        if isinstance(x, n.Binary) and x.op == "*" and op == "*":
+            visit(x.lhs, "*")
+            visit(x.rhs, "*")
+        elif isinstance(x, n.Binary) and x.op == "/" and op == "*":
+            visit(x.lhs, "*")
+            out.append(("/", x.rhs))
+        else:
+            out.append((op, x))
+
+    visit(e, "*")
+    return out
+
+
+def rewrite(d: n.Def, p: dict[tuple, Chain]) -> n.Def:
+    """``d`` (as parsed) with each statement of ``p`` as a chain of two sums."""
+    return replace(d, body=_block(d.body, p))
+
+
+def _block(body: tuple, p: dict[tuple, Chain]) -> tuple:
+    out: list = []
+    for s in body:
+        if isinstance(s, n.For):
+            out.append(replace(s, body=_block(s.body, p)))
+        elif isinstance(s, n.If):
+            out.append(replace(s, then=_block(s.then, p), orelse=_block(s.orelse, p)))
+        elif isinstance(s, n.Comprehension) and (s.span, s.tensor) in p:
+            out.extend(_split_stmt(s, p[s.span, s.tensor]))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _split_stmt(s: n.Comprehension, c: Chain) -> list[n.Comprehension]:
+    factors = split(s.rhs)
+    inner = [f for f in factors if _vars(f[1]) & c.first]
+    outer = [f for f in factors if not _vars(f[1]) & c.first]
+    # the first sum and its read carry the span of the factors they sum (a
+    # statement's span names it in the passes after this one)
+    here = inner[0][1].span
+    for _, f in inner[1:]:
+        here = here.merge(f.span) if here is not None else f.span
+    here = here or s.span
+    temp_idx = tuple(n.Ident(v, span=here) for v in c.temp_vars)
+    first_vars = set(c.temp_vars) | c.first
+    wheres1 = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in first_vars)
+    wheres2 = tuple(w for w in s.wheres if not (isinstance(w, n.RangeConstraint) and w.var in c.first))
+    first = n.Comprehension(c.temp, temp_idx, "+=!", _product(inner, here), wheres1 + c.bounds, span=here)
+    read = n.Call(c.temp, temp_idx, span=here)
+    rest = [("*", read)] + outer
+    return [first, replace(s, rhs=_product(rest, s.span), wheres=wheres2, reduction_vars=())]
+
+
+def _product(factors: list[tuple[str, n.Expr]], span) -> n.Expr:
+    out = factors[0][1] if factors[0][0] == "*" else n.Binary("/", n.Const(1.0, span=span), factors[0][1], span=span)
+    for op, f in factors[1:]:
+        out = n.Binary(op, out, f, span=f.span or span)
+    return out
+
+
+def _vars(node: n.Node) -> set[str]:
+    """The names below ``node`` (index variables, and sizes before the checker tells them apart)."""
+    return {x.name for x in n.walk(node) if isinstance(x, (n.IndexVar, n.Ident))}
+
+
+def _ordered_vars(node: n.Node) -> list[str]:
+    seen: list[str] = []
+    for x in n.walk(node):
+        if isinstance(x, n.IndexVar) and x.name not in seen:
+            seen.append(x.name)
+    return seen
+
+
+def _taken(d: n.Def) -> set[str]:
+    names = {p.name for p in d.params} | {o.name for o in d.outputs}
+    for x in n.walk(d):
+        if isinstance(x, (n.Comprehension,)):
+            names.add(x.tensor)
+        elif isinstance(x, (n.IndexVar, n.Ident, n.SizeVar)):
+            names.add(x.name)
+        elif isinstance(x, n.For):
+            names.add(x.var)
+    for p in d.params:
+        names.update(str(x) for x in p.type.dims)
+    return names
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, i = base, 1
+    while name in taken:
+        i += 1
+        name = f"{base}{i}"
+    return name
+
+
+def exact(old: RangeInfo, new: RangeInfo, p: dict[tuple, Chain]) -> bool:
+    """The rewritten program (``new``) runs the terms ``old`` ran: every other
+    statement its instances, each split statement's domain the join of its
+    two sums' domains, every element of a temporary that the second sum
+    reads one that the first initialized; every tensor of ``old`` keeps its
+    extents."""
+    if not same_extents(old, new):
+        return False
+    by_key = {(s.comp.span, s.comp.tensor): s for s in new.stmts}
+    for st in old.stmts:
+        ns = by_key.get((st.comp.span, st.comp.tensor))
+        if ns is None:
+            return False
+        if (st.init_domain is None) != (ns.init_domain is None):
+            return False
+        if st.init_domain is not None and not _equal(_flat(st.init_domain), _flat(ns.init_domain)):
+            return False
+        c = p.get((st.comp.span, st.comp.tensor))
+        if c is None:
+            if not _equal(_flat(st.domain), _flat(ns.domain)):
+                return False
+            continue
+        first = next((x for x in new.stmts if x.comp.tensor == c.temp), None)
+        if first is None or first.init_domain is None:
+            return False
+        d1, d2 = _flat(first.domain), _flat(ns.domain)
+        if not _equal(_flat(st.domain), _meet(d1, d2)):
+            return False
+        if not _subset(_project(d2, c.temp_vars, ns.vars), _flat(first.init_domain)):
+            return False
+    return True
+
+
+def _flat(s: isl.Set) -> isl.Set:
+    """``s`` with its dimensions as parameters (named as the index variables)."""
+    s = s.reset_tuple_id()
+    return s.move_dims(isl.dim_type.param, s.dim(isl.dim_type.param), isl.dim_type.set, 0, s.dim(isl.dim_type.set))
+
+
+def _aligned(a: isl.Set, b: isl.Set) -> tuple[isl.Set, isl.Set]:
+    return a.align_params(b.get_space()), b.align_params(a.get_space())
+
+
+def _equal(a: isl.Set, b: isl.Set) -> bool:
+    a, b = _aligned(a, b)
+    return a.is_equal(b)
+
+
+def _meet(a: isl.Set, b: isl.Set) -> isl.Set:
+    a, b = _aligned(a, b)
+    return a & b
+
+
+def _subset(a: isl.Set, b: isl.Set) -> bool:
+    a, b = _aligned(a, b)
+    return a.is_subset(b)
+
+
+def _project(d: isl.Set, keep: tuple[str, ...], own: tuple[str, ...]) -> isl.Set:
+    """``d`` (flat) with the index variables of ``own`` not in ``keep`` projected out."""
+    for v in own:
+        if v in keep:
+            continue
+        i = d.find_dim_by_name(isl.dim_type.param, isl_name(v))
+        if i >= 0:
+            d = d.project_out(isl.dim_type.param, i, 1)
+    return d

@@ -1,0 +1,160 @@
+"""A sum of a product of three or more factors computed as a chain of two
+sums with fewer loops (polyhedral/chain.py, option ``chain``): which sums
+split and which stay, the loops the kernel runs, and results against NumPy
+(float64 references) in every specialize mode."""
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import driver
+
+MODES = ("never", "after-scheduling", "before-scheduling")
+
+LORA = """
+def lora(float(B,I) x, float(O,I) W, float(I,R) A, float(R,O) Bm) -> (y) {
+  y(b, o) +=! x(b, i) * W(o, i)
+  y(b, o) += x(b, i) * A(i, r) * Bm(r, o)
+}
+"""
+
+LUONG = """
+def luong(float(B,I) h, float(I,J) W, float(B,T,J) enc) -> (s) {
+  s(b, t) +=! h(b, i) * W(i, j) * enc(b, t, j) / 2
+}
+"""
+
+CHAIN4 = """
+def c4(float(M,K) a, float(K,L) b, float(L,P) c, float(P,N) d) -> (y) {
+  y(i, n) +=! a(i, k) * b(k, l) * c(l, p) * d(p, n)
+}
+"""
+
+# Luong's "general" score in a decoder loop: the chain inside a ``for``,
+# in both branches of an ``if``, reading the loop's state
+DECODER = """
+def dec(float(B,S,H) enc, float(B,H) h0, float(H,H) Wa, float(H,H) U) -> (h) {
+  for t in T {
+    if t == 0 { sc(b, s) +=! h0(b, i) * Wa(i, j) * enc(b, s, j) }
+    else      { sc(b, s) +=! h(t - 1, b, i) * Wa(i, j) * enc(b, s, j) }
+    m(b) max=! sc(b, s)
+    e(b, s) = exp(sc(b, s) - m(b))
+    z(b) +=! e(b, s)
+    ctx(b, j) +=! e(b, s) * enc(b, s, j) / z(b)
+    p(b, j) +=! ctx(b, k) * U(k, j)
+    h(t, b, j) = tanh(p(b, j))
+  }
+}
+"""
+
+
+def _r(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def chained(src):
+    """The tensors of the frontend's program (the chain's temporaries among them)."""
+    fe = driver.frontend(src)
+    return sorted(fe.checked.tensors)
+
+
+def test_the_chains_temporaries():
+    assert "y_c" in chained(LORA)
+    assert "s_c" in chained(LUONG)
+    # a chain of four factors: two temporaries, three sums
+    assert {"y_c", "y_c2"} <= set(chained(CHAIN4))
+    assert {"sc_c", "sc_c2"} <= set(chained(DECODER))
+
+
+@pytest.mark.parametrize("src", [
+    # two factors: nothing to chain
+    "def f(float(M,K) a, float(K,N) b) -> (y) {\n  y(i, j) +=! a(i, k) * b(k, j)\n}",
+    # a bilinear form: summing i first leaves a sum over (b, o, j), as many loops
+    "def f(float(B,I) x1, float(O,I,J) W, float(B,J) x2) -> (y) {\n  y(b, o) +=! x1(b, i) * W(o, i, j) * x2(b, j)\n}",
+    # one reduction variable
+    "def f(float(M,K) a, float(K,N) b, float(M) c) -> (y) {\n  y(i, j) +=! c(i) * a(i, k) * b(k, j)\n}",
+    # a max, not a sum
+    "def f(float(B,I) x, float(I,R) a, float(R,O) b) -> (y) {\n  y(n, o) max=! x(n, i) * a(i, r) * b(r, o)\n}",
+    # an integer sum
+    "def f(int32(B,I) x, int32(I,R) a, int32(R,O) b) -> (y) {\n  y(n, o) +=! x(n, i) * a(i, r) * b(r, o)\n}",
+    # a sum of terms, not a product
+    "def f(float(B,I) x, float(I,R) a, float(R,O) b) -> (y) {\n  y(n, o) +=! x(n, i) * a(i, r) + b(r, o)\n}",
+])
+def test_sums_that_stay_as_written(src):
+    fe = driver.frontend(src)
+    assert not [t for t in fe.checked.tensors if t.endswith("_c")]
+
+
+def test_option_off_keeps_the_program():
+    fe = driver.frontend(LORA, chain=False)
+    assert "y_c" not in fe.checked.tensors
+
+
+def test_fewer_loops():
+    """Every statement of the chained programs runs three loops or fewer
+    (two and a reduction), none the four or five of the sums as written."""
+    for src, loops in ((LORA, 4), (LUONG, 4), (CHAIN4, 5)):
+        off = driver.frontend(src, chain=False).ranges.stmts
+        on = driver.frontend(src).ranges.stmts
+        assert max(len(st.vars) for st in off) == loops
+        assert max(len(st.vars) for st in on) == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sizes", [dict(B=3, I=5, O=7, R=2), dict(B=1, I=1, O=1, R=1), dict(B=17, I=33, O=9, R=4)])
+def test_lora_matches_numpy(mode, sizes):
+    rng = np.random.default_rng(sum(sizes.values()))
+    B, I, O, R = sizes["B"], sizes["I"], sizes["O"], sizes["R"]
+    x, W, A, Bm = _r(rng, B, I), _r(rng, O, I), _r(rng, I, R), _r(rng, R, O)
+    got = tcdsl.compile(LORA, specialize=mode)(x, W, A, Bm)
+    x, W, A, Bm = (a.astype(np.float64) for a in (x, W, A, Bm))
+    np.testing.assert_allclose(got, x @ W.T + x @ A @ Bm, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_luong_and_chain4_match_numpy(mode):
+    rng = np.random.default_rng(1)
+    h, W, enc = _r(rng, 3, 6), _r(rng, 6, 5), _r(rng, 3, 4, 5)
+    got = tcdsl.compile(LUONG, specialize=mode)(h, W, enc)
+    want = np.einsum("bi,ij,btj->bt", *(a.astype(np.float64) for a in (h, W, enc))) / 2
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    a, b, c, d = _r(rng, 5, 3), _r(rng, 3, 7), _r(rng, 7, 2), _r(rng, 2, 6)
+    got = tcdsl.compile(CHAIN4, specialize=mode)(a, b, c, d)
+    a, b, c, d = (v.astype(np.float64) for v in (a, b, c, d))
+    np.testing.assert_allclose(got, a @ b @ c @ d, rtol=1e-4, atol=1e-4)
+
+
+def decoder_reference(enc, h0, Wa, U, T):
+    enc, h, Wa, U = (a.astype(np.float64) for a in (enc, h0, Wa, U))
+    out = []
+    for _ in range(T):
+        sc = np.einsum("bi,ij,bsj->bs", h, Wa, enc)
+        e = np.exp(sc - sc.max(1, keepdims=True))
+        ctx = np.einsum("bs,bsj->bj", e / e.sum(1, keepdims=True), enc)
+        h = np.tanh(ctx @ U)
+        out.append(h)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_decoder_loop_matches_numpy(mode):
+    rng = np.random.default_rng(2)
+    B, S, H, T = 3, 5, 8, 4
+    enc, h0, Wa, U = _r(rng, B, S, H), _r(rng, B, H), _r(rng, H, H) * 0.3, _r(rng, H, H) * 0.3
+    got = tcdsl.compile(DECODER, specialize=mode)(enc, h0, Wa, U, T=T)
+    np.testing.assert_allclose(got, decoder_reference(enc, h0, Wa, U, T), rtol=1e-4, atol=1e-5)
+
+
+def test_window_sums_chain_only_where_the_terms_are_the_same():
+    """``x(i + j)`` ties ``i`` and ``j``: a chain over ``k`` keeps the terms
+    (the window's sum reads the temporary at ``j``), and the result matches."""
+    src = """
+def f(float(N) x, float(J,K) w, float(K) v) -> (y) {
+  y(i) +=! x(i + j) * w(j, k) * v(k)
+}"""
+    rng = np.random.default_rng(3)
+    x, w, v = _r(rng, 9), _r(rng, 4, 3), _r(rng, 3)
+    got = tcdsl.compile(src)(x, w, v)
+    u = w.astype(np.float64) @ v
+    want = np.array([sum(x[i + j] * u[j] for j in range(4)) for i in range(9 - 4 + 1)])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert "y_c" in driver.frontend(src).checked.tensors
