@@ -1970,3 +1970,132 @@ def _luong(torch, a, t, s):
             out.append(prev)
         return torch.stack(out)
     return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="gru, r applied before U (Cho), (in,out)", kind="rnn", src="""
+def gru(float(T,B,I) x, float(B,H) h0, float(3,I,H) W, float(3,H,H) U) -> (h) {
+  for t in T {
+    xw(g, b, j) +=! x(t, b, i) * W(g, i, j)
+    if t == 0 { hp(b, j) = h0(b, j) } else { hp(b, j) = h(t - 1, b, j) }
+    ru(g, b, j) +=! hp(b, k) * U(g, k, j) where g in 0:2
+    r(b, j) = sigmoid(xw(0, b, j) + ru(0, b, j))
+    z(b, j) = sigmoid(xw(1, b, j) + ru(1, b, j))
+    rh(b, k) = r(b, k) * hp(b, k)
+    nu(b, j) +=! rh(b, k) * U(2, k, j)
+    n(b, j) = tanh(xw(2, b, j) + nu(b, j))
+    h(t, b, j) = (1 - z(b, j)) * hp(b, j) + z(b, j) * n(b, j)
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3, s["I"], s["H"]), _w(r, 3, s["H"], s["H"])])
+def _cho(torch, a, t, s):
+    x, h0, W, U = t
+    def run():
+        xw = torch.einsum("tbi,gij->gtbj", x, W)
+        h = h0; out = []
+        for i in range(s["T"]):
+            r = torch.sigmoid(xw[0, i] + h @ U[0]); z = torch.sigmoid(xw[1, i] + h @ U[1])
+            n = torch.tanh(xw[2, i] + (r * h) @ U[2])
+            h = (1 - z) * h + z * n; out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="mha with head-split projections W(h, d, i)", kind="attention", src="""
+def mha(float(B,T,E) x, float(NH,D,E) Wq, float(NH,D,E) Wk, float(NH,D,E) Wv) -> (o) {
+  q(b, h, t, d) +=! x(b, t, i) * Wq(h, d, i)
+  k(b, h, t, d) +=! x(b, t, i) * Wk(h, d, i)
+  v(b, h, t, d) +=! x(b, t, i) * Wv(h, d, i)
+  s(b, h, t, u) +=! q(b, h, t, d) * k(b, h, u, d) / sqrt(float(D))
+  m(b, h, t) max=! s(b, h, t, u)
+  e(b, h, t, u) = exp(s(b, h, t, u) - m(b, h, t))
+  z(b, h, t) +=! e(b, h, t, u)
+  o(b, t, h, d) +=! e(b, h, t, u) * v(b, h, u, d) / z(b, h, t)
+}""", full=dict(B=8, T=128, E=256, NH=4, D=64), tiny=dict(B=1, T=3, E=4, NH=2, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"])] + [_w(r, s["NH"], s["D"], s["E"]) for _ in range(3)])
+def _mha(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wq, Wk, Wv = t
+    B, T, NH, D = s["B"], s["T"], s["NH"], s["D"]
+    def run():
+        q, k, v = ((x @ W.reshape(NH * D, -1).T).view(B, T, NH, D).transpose(1, 2) for W in (Wq, Wk, Wv))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, T, NH, D)
+    return {"linear + sdpa": _nograd(torch, run)}
+
+
+@program(name="conv1d via im2col statement", kind="conv", src="""
+def c(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  col(b, c, k, t) = x(b, c, t + k) where t in 0:L - K + 1
+  y(b, o, t) +=! col(b, c, k, t) * w(o, c, k)
+}""", full=dict(B=16, C=128, L=512, O=128, K=3), tiny=dict(B=1, C=2, L=5, O=3, K=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["O"], s["C"], s["K"])])
+def _im2col(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d": _nograd(torch, lambda: F.conv1d(t[0], t[1]))}
+
+
+@program(name="nll of a softmax (log p at label)", kind="loss", src="""
+def nll(float(N,C) x, int32(N) y) -> (loss) {
+  m(n) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - m(n))
+  s(n) +=! e(n, c)
+  p(n, c) = e(n, c) / s(n)
+  loss +=! -log(p(n, y(n))) / N
+}""", full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _nll2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.cross_entropy": _nograd(torch, lambda: F.cross_entropy(t[0], t[1].long()))}
+
+
+@program(name="batch norm inference NCHW", kind="norm", src="""
+def bn(float(N,C,H,W) x, float(C) rm, float(C) rv, float(C) g, float(C) bb) -> (y) {
+  y(n, c, h, w) = (x(n, c, h, w) - rm(c)) * g(c) / sqrt(rv(c) + 1e-5) + bb(c)
+}""", full=dict(N=32, C=64, H=56, W=56), tiny=dict(N=1, C=2, H=3, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _n(r, s["C"]), np.abs(_n(r, s["C"])) + 0.5, _n(r, s["C"]), _n(r, s["C"])])
+def _bni(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.batch_norm(eval)": _nograd(torch, lambda: F.batch_norm(t[0], t[1], t[2], t[3], t[4], False, 0.1, 1e-5))}
+
+
+@program(name="max pool 1d k=3 s=2", kind="conv", src="""
+def mp(float(B,C,L) x) -> (y) {
+  y(b, c, t) max=! x(b, c, 2 * t + k) where k in 0:3, t in 0:(L - 3) / 2 + 1
+}""", full=dict(B=32, C=256, L=1024), tiny=dict(B=1, C=2, L=7),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"])])
+def _mp1(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool1d": _nograd(torch, lambda: F.max_pool1d(t[0], 3, 2))}
+
+
+@program(name="lstm, one gate statement with select activation", kind="rnn", src="""
+def lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4,I,H) Wx, float(4,H,H) Wh) -> (h) {
+  for t in T {
+    z(g, b, j) +=! x(t, b, i) * Wx(g, i, j)
+    if t == 0 { z(g, b, j) += h0(b, k) * Wh(g, k, j) } else { z(g, b, j) += h(t - 1, b, k) * Wh(g, k, j) }
+    a(g, b, j) = g == 2 ? tanh(z(g, b, j)) : sigmoid(z(g, b, j))
+    if t == 0 { c(t, b, j) = a(1, b, j) * c0(b, j) + a(0, b, j) * a(2, b, j) }
+    else { c(t, b, j) = a(1, b, j) * c(t - 1, b, j) + a(0, b, j) * a(2, b, j) }
+    h(t, b, j) = a(3, b, j) * tanh(c(t, b, j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _n(r, s["B"], s["H"]), _w(r, 4, s["I"], s["H"]), _w(r, 4, s["H"], s["H"])])
+def _lsel(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    net = torch.nn.LSTM(I, H)
+    _copy(torch, net.weight_ih_l0, a[3].transpose(0, 2, 1).reshape(4 * H, I))
+    _copy(torch, net.weight_hh_l0, a[4].transpose(0, 2, 1).reshape(4 * H, H))
+    _copy(torch, net.bias_ih_l0, np.zeros(4 * H, np.float32)); _copy(torch, net.bias_hh_l0, np.zeros(4 * H, np.float32))
+    return {"torch.nn.LSTM": _nograd(torch, lambda: net(t[0], (t[1][None], t[2][None]))[0])}
+
+
+@program(name="gelu (erf) mlp, torch layout", kind="matmul", src="""
+def mlp(float(B,I) x, float(H,I) W1, float(H) b1, float(O,H) W2, float(O) b2) -> (y) {
+  a(b, j) +=! x(b, i) * W1(j, i)
+  g(b, j) = 0.5 * (a(b, j) + b1(j)) * (1 + erf((a(b, j) + b1(j)) / sqrt(2.0)))
+  y(b, o) +=! g(b, j) * W2(o, j)
+  y(b, o) = y(b, o) + b2(o)
+}""", full=dict(B=512, I=768, H=3072, O=768), tiny=dict(B=2, I=3, H=4, O=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["I"]), _w(r, s["H"], s["I"]), _w(r, s["H"]), _w(r, s["O"], s["H"]), _w(r, s["O"])])
+def _gelu2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"torch": _nograd(torch, lambda: F.linear(F.gelu(F.linear(t[0], t[1], t[2])), t[3], t[4]))}

@@ -302,3 +302,26 @@ def test_contractions_over_a_shared_weight_keep_their_own_nests():
 }"""
     ast = emit(tcdsl.compile(gru, options={"disk_cache": False}), "isl-ast")
     assert "c0 < B" in ast and "c0 < T" in ast, ast
+
+
+IM2COL = """
+def c(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  col(b, c, k, t) = x(b, c, t + k) where t in 0:L - K + 1
+  y(b, o, t) +=! col(b, c, k, t) * w(o, c, k)
+}"""
+
+
+def test_a_copy_fused_into_the_reduction_loops_does_not_count_as_tiled():
+    """isl fuses an im2col copy into the channel and tap loops of the product
+    that reads it (``for c, k { col(..); for o { for t { y += .. } } }``):
+    those serial loops enclose the copy too, so the product has no register
+    tile there and ``auto`` takes a nest per statement, where it has one."""
+    tir = emit(tcdsl.compile(IM2COL), "tir")
+    assert "acc = T.alloc_local" in tir
+    fused = emit(tcdsl.compile(IM2COL, options={"fusion": "isl"}), "tir")
+    assert "acc = T.alloc_local" not in fused
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 5, 19)).astype(np.float32), rng.standard_normal((7, 5, 3)).astype(np.float32)
+    want = sum(np.einsum("oc,bct->bot", w[:, :, k].astype(np.float64), x[:, :, k:k + 17]) for k in range(3))
+    for opts in (None, {"fusion": "isl"}):
+        np.testing.assert_allclose(tcdsl.compile(IM2COL, options=opts)(x, w), want, rtol=1e-4, atol=1e-4)

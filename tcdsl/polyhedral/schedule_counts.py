@@ -61,7 +61,7 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
     NT = isl.schedule_node_type
     count = 0
 
-    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool) -> None:
+    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool, shared: bool) -> None:
         nonlocal count
         t = node.get_type()
         if t == NT.band:
@@ -76,10 +76,14 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
                 moving = 0
                 for i in range(dl.n_set()):
                     moving += _iterates(m, dl.get_at(i))
-                alone = moving == 1
+                # a serial loop that iterates another statement too (an
+                # im2col copy fused into the channel loops of the product
+                # that reads it) leaves no tile below it
+                alone = moving == 1 and not shared
+                shared = shared or moving > 1
         for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone)
-    visit(root, None, False)
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone, shared)
+    visit(root, None, False, False)
     return count
 
 
