@@ -2099,3 +2099,122 @@ def mlp(float(B,I) x, float(H,I) W1, float(H) b1, float(O,H) W2, float(O) b2) ->
 def _gelu2(torch, a, t, s):
     F = torch.nn.functional
     return {"torch": _nograd(torch, lambda: F.linear(F.gelu(F.linear(t[0], t[1], t[2])), t[3], t[4]))}
+
+
+@program(name="char-rnn, logits inside the loop", kind="rnn", src="""
+def charrnn(float(T,B,I) x, float(B,H) h0, float(H,I) Wx, float(H,H) Wh, float(V,H) Wo) -> (y) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wx(j, i)
+    if t == 0 { a(b, j) += h0(b, k) * Wh(j, k) } else { a(b, j) += h(t - 1, b, k) * Wh(j, k) }
+    h(t, b, j) = tanh(a(b, j))
+    y(t, b, v) +=! h(t, b, j) * Wo(v, j)
+  }
+}""", full=dict(T=64, B=32, I=128, H=256, V=2000), tiny=dict(T=3, B=2, I=3, H=4, V=5),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["H"]), _w(r, s["V"], s["H"])])
+def _charrnn(torch, a, t, s):
+    rnn = torch.nn.RNN(s["I"], s["H"], bias=False)
+    _copy(torch, rnn.weight_ih_l0, a[2]); _copy(torch, rnn.weight_hh_l0, a[3])
+    return {"nn.RNN + linear": _nograd(torch, lambda: rnn(t[0], t[1][None])[0] @ t[4].T)}
+
+
+@program(name="tcn block (two dilated causal convs + residual)", kind="conv", src="""
+def tcn(float(B,C,L) x, float(C,C,3) w1, float(C,C,3) w2) -> (y) {
+  a(b, o, t) +=! (t - 2 * (2 - k) >= 0 ? x(b, c, t - 2 * (2 - k)) : 0) * w1(o, c, k) where t in 0:L, k in 0:3
+  r(b, o, t) = fmax(a(b, o, t), 0)
+  z(b, o, t) +=! (t - 2 * (2 - k) >= 0 ? r(b, c, t - 2 * (2 - k)) : 0) * w2(o, c, k) where t in 0:L, k in 0:3
+  y(b, o, t) = fmax(z(b, o, t), 0) + x(b, o, t)
+}""", full=dict(B=16, C=128, L=512), tiny=dict(B=1, C=2, L=6),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["C"], 3), _w(r, s["C"], s["C"], 3)])
+def _tcn(torch, a, t, s):
+    F = torch.nn.functional
+    def run():
+        h = F.relu(F.conv1d(F.pad(t[0], (4, 0)), t[1], dilation=2))
+        return F.relu(F.conv1d(F.pad(h, (4, 0)), t[2], dilation=2)) + t[0]
+    return {"F.conv1d x2": _nograd(torch, run)}
+
+
+@program(name="alibi attention (position bias)", kind="attention", src="""
+def alibi(float(B,NH,L,D) q, float(B,NH,L,D) k, float(B,NH,L,D) v, float(NH) slope) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d) / sqrt(float(D))
+  sb(b, h, i, j) = s(b, h, i, j) - slope(h) * fabs(float(i - j))
+  m(b, h, i) max=! sb(b, h, i, j)
+  e(b, h, i, j) = exp(sb(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}""", full=dict(B=4, NH=8, L=256, D=64), tiny=dict(B=1, NH=2, L=3, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["L"], s["D"]) for _ in range(3)] + [np.abs(_n(r, s["NH"])) * 0.1])
+def _alibi(torch, a, t, s):
+    F = torch.nn.functional
+    L = s["L"]
+    pos = torch.arange(L)
+    bias = -(t[3][:, None, None] * (pos[:, None] - pos[None, :]).abs()[None].float())
+    return {"sdpa(bias)": _nograd(torch, lambda: F.scaled_dot_product_attention(t[0], t[1], t[2], attn_mask=bias[None]))}
+
+
+@program(name="cosine similarity matrix", kind="matmul", src="""
+def cos(float(N,D) a, float(M,D) b) -> (s) {
+  na(i) +=! a(i, d) * a(i, d)
+  nb(j) +=! b(j, d) * b(j, d)
+  s(i, j) +=! a(i, d) * b(j, d)
+  s(i, j) = s(i, j) / sqrt(na(i) * nb(j) + 1e-12)
+}""", full=dict(N=2048, M=2048, D=128), tiny=dict(N=3, M=2, D=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["M"], s["D"])])
+def _cos(torch, a, t, s):
+    F = torch.nn.functional
+    return {"normalize @": _nograd(torch, lambda: F.normalize(t[0], dim=1) @ F.normalize(t[1], dim=1).T)}
+
+
+@program(name="ctc-like alpha recursion (logsumexp)", kind="rnn", src="""
+def alpha(float(T,B,S) em, float(B,S) a0) -> (a) {
+  for t in T {
+    if t == 0 { a(t, b, s) = a0(b, s) + em(t, b, s) }
+    else {
+      p(b, s) = s > 0 ? a(t - 1, b, s - 1) : -1e30 where s in 0:S
+      mx(b, s) = fmax(a(t - 1, b, s), p(b, s))
+      a(t, b, s) = mx(b, s) + log(exp(a(t - 1, b, s) - mx(b, s)) + exp(p(b, s) - mx(b, s))) + em(t, b, s)
+    }
+  }
+}""", full=dict(T=256, B=32, S=256), tiny=dict(T=3, B=2, S=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["S"]), _n(r, s["B"], s["S"])])
+def _alpha(torch, a, t, s):
+    def run():
+        al = t[1] + t[0][0]; out = [al]
+        for i in range(1, s["T"]):
+            p = torch.cat([torch.full_like(al[:, :1], -1e30), al[:, :-1]], 1)
+            al = torch.logaddexp(al, p) + t[0][i]; out.append(al)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="instance norm 2d", kind="norm", src="""
+def inorm(float(N,C,H,W) x) -> (y) {
+  m(n, c) +=! x(n, c, h, w) / (H * W)
+  v(n, c) +=! (x(n, c, h, w) - m(n, c)) * (x(n, c, h, w) - m(n, c)) / (H * W)
+  y(n, c, h, w) = (x(n, c, h, w) - m(n, c)) * rsqrt(v(n, c) + 1e-5)
+}""", full=dict(N=16, C=64, H=64, W=64), tiny=dict(N=1, C=2, H=3, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _inorm(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.instance_norm": _nograd(torch, lambda: F.instance_norm(t[0], eps=1e-5))}
+
+
+@program(name="fasttext (embedding mean + linear)", kind="embedding", src="""
+def ft(int32(B,L) tok, float(V,E) emb, float(K,E) W) -> (y) {
+  m(b, e) +=! emb(tok(b, l), e) / L
+  y(b, k) +=! m(b, e) * W(k, e)
+}""", full=dict(B=1024, L=64, V=50000, E=128, K=32), tiny=dict(B=2, L=3, V=7, E=4, K=2),
+   inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32), _n(r, s["V"], s["E"]), _w(r, s["K"], s["E"])])
+def _ft(torch, a, t, s):
+    F = torch.nn.functional
+    return {"embedding_bag + linear": _nograd(torch, lambda: F.embedding_bag(t[0].long(), t[1], mode="mean") @ t[2].T)}
+
+
+@program(name="multi-margin (hinge) loss", kind="loss", src="""
+def hinge(float(N,C) x, int32(N) y) -> (loss) {
+  l(n, c) = c == y(n) ? 0 : fmax(0, 1 - x(n, y(n)) + x(n, c))
+  loss +=! l(n, c) / (N * C)
+}""", full=dict(N=4096, C=1000), tiny=dict(N=3, C=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _hinge(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.multi_margin_loss": _nograd(torch, lambda: F.multi_margin_loss(t[0], t[1].long()))}

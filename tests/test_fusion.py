@@ -325,3 +325,37 @@ def test_a_copy_fused_into_the_reduction_loops_does_not_count_as_tiled():
     want = sum(np.einsum("oc,bct->bot", w[:, :, k].astype(np.float64), x[:, :, k:k + 17]) for k in range(3))
     for opts in (None, {"fusion": "isl"}):
         np.testing.assert_allclose(tcdsl.compile(IM2COL, options=opts)(x, w), want, rtol=1e-4, atol=1e-4)
+
+
+CTC = """
+def alpha(float(T,B,S) em, float(B,S) a0) -> (a) {
+  for t in T {
+    if t == 0 { a(t, b, s) = a0(b, s) + em(t, b, s) }
+    else {
+      p(b, s) = s > 0 ? a(t - 1, b, s - 1) : -1e30 where s in 0:S
+      mx(b, s) = fmax(a(t - 1, b, s), p(b, s))
+      a(t, b, s) = mx(b, s) + log(exp(a(t - 1, b, s) - mx(b, s)) + exp(p(b, s) - mx(b, s))) + em(t, b, s)
+    }
+  }
+}"""
+
+
+def test_a_select_piece_beside_exps_gets_nests_that_vectorize():
+    """isl fuses the select's piece ``s >= 1`` of ``p`` with the exps and
+    logs of the step: a guard beside the formulas' bindings, which the CPU
+    code does not vectorize.  ``auto`` takes a nest per statement, and the
+    step's logsumexp runs in vector lanes."""
+    tir = emit(tcdsl.compile(CTC), "tir")
+    assert "T.vectorized" in tir and re.search(r"a\[t, c\d+, c\d+_o \* \d+ \+ c\d+_v\] = mx", tir)
+    fused = emit(tcdsl.compile(CTC, options={"fusion": "isl"}), "tir")
+    assert not re.search(r"a\[t, c\d+, c\d+_o \* \d+ \+ c\d+_v\] = mx", fused)
+    rng = np.random.default_rng(0)
+    T, B, S = 5, 3, 11
+    em, a0 = rng.standard_normal((T, B, S)), rng.standard_normal((B, S))
+    want = [a0 + em[0]]
+    for t in range(1, T):
+        p = np.concatenate([np.full((B, 1), -1e30), want[-1][:, :-1]], 1)
+        want.append(np.logaddexp(want[-1], p) + em[t])
+    for opts in (None, {"fusion": "isl"}):
+        got = tcdsl.compile(CTC, options=opts)(em.astype(np.float32), a0.astype(np.float32))
+        np.testing.assert_allclose(got, np.stack(want), rtol=1e-4, atol=1e-4)

@@ -22,8 +22,8 @@ from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from .model import Kernel, Model, lift_param, maps
 
-from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _extent, _has_reduction,  # noqa: F401
-                              _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
+from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
+                              _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
 
 # The ``fusion`` option: which schedule a kernel inside a sequential ``for``
@@ -126,6 +126,12 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             if (_vector_statements(other, stride_one, red), _parallel_statements(other)) > (
                     _vector_statements(root, stride_one, red), _parallel_statements(root)):
                 root = other
+        lets = _formula_statements(k)
+        if fusion == "auto" and lets:  # (a CTC-like recursion's select piece fused with its exps: no vector loop)
+            other = _finish(_compute(sc, True), stride_one)
+            red = _reductions(k) if fix is None else None
+            if _vector_statements(other, stride_one, red, lets) > _vector_statements(root, stride_one, red, lets):
+                root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
     if fix is not None:
@@ -158,18 +164,6 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
 def _reductions(k: Kernel) -> dict[str, int]:
     """Each statement's number of reduction variables (0 for an init)."""
     return {x.name: 0 if x.is_init else len(x.info.comp.reduction_vars) for x in k.stmts}
-
-
-def _contracts(k: Kernel) -> bool:
-    """Some statement of ``k`` is a contraction: a reduction of a product of
-    reads of two different tensors (a matmul's ``A(i, k) * B(k, j)``)."""
-    for s in k.stmts:
-        c = s.info.comp
-        if s.is_init or c.reduction is None:
-            continue
-        if len({x.tensor for x in n.walk(c.rhs) if isinstance(x, n.Access)} - {c.tensor}) >= 2:
-            return True
-    return False
 
 
 def _compute(sc: isl.ScheduleConstraints, serialize: bool) -> isl.Schedule:

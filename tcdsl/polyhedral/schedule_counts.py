@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import islpy as isl
 
+from ..syntax import nodes as n
+
 PARALLEL, SERIAL = "par", "seq"
 # The mark of an outermost parallel loop that no dependence crosses between
 # steps of the enclosing sequential ``for``: the code generator may run that
@@ -14,7 +16,8 @@ PARALLEL, SERIAL = "par", "seq"
 PARALLEL_STEPS = "par_steps"
 
 
-def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None) -> int:
+def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None,
+                       formulas: frozenset = frozenset()) -> int:
     """How many statements end in a parallel loop over their stride-one
     dimension.  With ``reductions`` (statement name -> number of reduction
     variables), a statement counts only when no more serial loops enclose it
@@ -35,7 +38,7 @@ def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reducti
         t = node.get_type()
         if t == NT.band:
             below = node.child(0)
-            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one):
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and _unguarded(node, formulas):
                 if reductions is None:
                     count += node.get_domain().n_set()
                 else:
@@ -50,6 +53,21 @@ def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reducti
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
     visit(root, None, [])
     return count
+
+
+def _unguarded(node: isl.ScheduleNode, formulas: frozenset) -> bool:
+    """False where the one-member band ``node`` runs a statement of
+    ``formulas`` (one whose vector formulas bind values, exp or log) beside
+    statements over other values of its loop: its body then holds a guard
+    next to those bindings, which the CPU code does not vectorize (TVM's
+    vectorizer, codegen/cpu.py ``_vectorized``)."""
+    dl = node.get_domain().get_set_list()
+    names = [dl.get_at(i).get_tuple_name() for i in range(dl.n_set())]
+    if len(names) < 2 or not formulas & set(names):
+        return True
+    m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+    images = [isl.UnionSet.from_set(dl.get_at(i)).apply(m) for i in range(dl.n_set())]
+    return all(x.is_equal(images[0]) for x in images[1:])
 
 
 def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict) -> int:
@@ -215,3 +233,21 @@ def _leading_parallel(node: isl.ScheduleNode) -> int:
             count += 1
         node = node.child(0)
     return count
+
+
+def _formula_statements(k) -> frozenset:
+    """The elementwise statements of ``k`` that call exp or log."""
+    return frozenset(s.name for s in k.stmts if not s.is_init and s.info.comp.reduction is None and any(
+        isinstance(x, (n.Call, n.BuiltinCall)) and x.name in ("exp", "log") for x in n.walk(s.info.comp.rhs)))
+
+
+def _contracts(k) -> bool:
+    """Some statement of ``k`` is a contraction: a reduction of a product of
+    reads of two different tensors (a matmul's ``A(i, k) * B(k, j)``)."""
+    for s in k.stmts:
+        c = s.info.comp
+        if s.is_init or c.reduction is None:
+            continue
+        if len({x.tensor for x in n.walk(c.rhs) if isinstance(x, n.Access)} - {c.tensor}) >= 2:
+            return True
+    return False
