@@ -48,6 +48,7 @@ from ..sema.affine import isl_name
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo, readable
 from ..syntax import nodes as n
+from .gather import _fresh
 from .hoist import same_extents
 
 MAX_FACTORS = 8
@@ -229,14 +230,6 @@ def _taken(d: n.Def) -> set[str]:
     for p in d.params:
         names.update(str(x) for x in p.type.dims)
     return names
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, i = base, 1
-    while name in taken:
-        i += 1
-        name = f"{base}{i}"
-    return name
 
 
 def exact(old: RangeInfo, new: RangeInfo, p: dict[tuple, Chain]) -> bool:
