@@ -123,10 +123,7 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
             inner = [i for i, vs in enumerate(fvars) if vs & r1]
             if len(inner) < 2 or len(inner) == len(factors):
                 continue
-            inner_vars = set().union(*(fvars[i] for i in inner))
-            # the reduction variables of R1 must appear only in the inner factors
-            if any(fvars[i] & r1 for i in range(len(factors)) if i not in inner):
-                continue
+            inner_vars = set().union(*(fvars[i] for i in inner))  # (R1 appears in no other factor)
             cost = sorted((len(inner_vars), len(everything - r1)), reverse=True)
             if cost[0] >= len(everything):
                 continue
