@@ -48,6 +48,7 @@ from ..sema.affine import isl_name
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo, readable
 from ..syntax import nodes as n
+from .factor import _product
 from .gather import _fresh
 from .hoist import same_extents
 
@@ -67,7 +68,7 @@ class Chain:
 
 def plan(checked: CheckedDef, ranges: RangeInfo) -> dict[tuple, Chain]:
     """(statement span, tensor) -> :class:`Chain`, for the sums a chain makes
-    cheaper (a chain's two statements share the original's span)."""
+    cheaper (a statement split once keeps its span for its second sum)."""
     taken = _taken(checked.node)
     infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts}
     out: dict[tuple, Chain] = {}
@@ -193,13 +194,6 @@ def _split_stmt(s: n.Comprehension, c: Chain) -> list[n.Comprehension]:
     read = n.Call(c.temp, temp_idx, span=here)
     rest = [("*", read)] + outer
     return [first, replace(s, rhs=_product(rest, s.span), wheres=wheres2, reduction_vars=())]
-
-
-def _product(factors: list[tuple[str, n.Expr]], span) -> n.Expr:
-    out = factors[0][1] if factors[0][0] == "*" else n.Binary("/", n.Const(1.0, span=span), factors[0][1], span=span)
-    for op, f in factors[1:]:
-        out = n.Binary(op, out, f, span=f.span or span)
-    return out
 
 
 def _vars(node: n.Node) -> set[str]:

@@ -20,6 +20,7 @@ import islpy as isl
 from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
+from .layout import _index_var
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
@@ -498,7 +499,7 @@ def _transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
     if not set(dims) - used - {d, *red}:
         return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
     uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))]
-    return len(uses) == 1 and {x.name for x in n.walk(uses[0]) if isinstance(x, n.IndexVar)} == {d} and _plus(uses[0], d)
+    return len(uses) == 1 and _index_var(uses[0]) == d
 
 
 def _params(k: Kernel) -> list[str]:
