@@ -2218,3 +2218,269 @@ def hinge(float(N,C) x, int32(N) y) -> (loss) {
 def _hinge(torch, a, t, s):
     F = torch.nn.functional
     return {"F.multi_margin_loss": _nograd(torch, lambda: F.multi_margin_loss(t[0], t[1].long()))}
+
+
+# ---------------------------------------------------------------- session 25: more programs written other ways
+
+@program(name="conv rnn (3x3 same conv of the hidden image)", kind="rnn", src="""
+# a convolutional RNN: the hidden state is an image, updated by a 3x3 'same' convolution each step
+def convrnn(float(T,B,C,H,W) x, float(C,C,3,3) Wh, float(C,C) Wx, float(C) bias) -> (h) {
+  for t in T {
+    a(b, o, y, z) +=! Wx(o, c) * x(t, b, c, y, z)
+    if t == 0 { h(t, b, o, y, z) = tanh(a(b, o, y, z) + bias(o)) }
+    else {
+      u(b, o, y, z) +=! (y + ky - 1 >= 0 && y + ky - 1 < H && z + kz - 1 >= 0 && z + kz - 1 < W ?
+                         h(t - 1, b, c, y + ky - 1, z + kz - 1) : 0) * Wh(o, c, ky, kz)
+          where y in 0:H, z in 0:W, ky in 0:3, kz in 0:3
+      h(t, b, o, y, z) = tanh(a(b, o, y, z) + u(b, o, y, z) + bias(o))
+    }
+  }
+}""", full=dict(T=16, B=8, C=32, H=24, W=24), tiny=dict(T=3, B=1, C=2, H=4, W=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["C"], s["H"], s["W"]), _w(r, s["C"], s["C"], 3, 3) / 3,
+                        _w(r, s["C"], s["C"]), _w(r, s["C"])])
+def _convrnn(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wh, Wx, bias = t
+    wx = Wx[:, :, None, None].contiguous()
+
+    def loop():
+        out = []
+        h = None
+        for k in range(s["T"]):
+            z = F.conv2d(x[k], wx, bias)
+            if h is not None:
+                z = z + F.conv2d(h, Wh, padding=1)
+            h = torch.tanh(z)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop (conv2d)": _nograd(torch, loop)}
+
+
+@program(name="rwkv time mixing (wkv recurrence)", kind="rnn", src="""
+# RWKV's time mixing without the max shift: decayed running sums of exp(k) v and exp(k)
+def wkv(float(T,B,C) k, float(T,B,C) v, float(C) w, float(C) u) -> (y) {
+  for t in T {
+    if t == 0 {
+      y(t, b, c) = v(t, b, c)
+      num(b, c) = exp(k(t, b, c)) * v(t, b, c)
+      den(b, c) = exp(k(t, b, c))
+    } else {
+      y(t, b, c) = (num(b, c) + exp(u(c) + k(t, b, c)) * v(t, b, c)) / (den(b, c) + exp(u(c) + k(t, b, c)))
+      num(b, c) = exp(-w(c)) * num(b, c) + exp(k(t, b, c)) * v(t, b, c)
+      den(b, c) = exp(-w(c)) * den(b, c) + exp(k(t, b, c))
+    }
+  }
+}""", full=dict(T=256, B=16, C=512), tiny=dict(T=3, B=2, C=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["C"]) * 0.5, _n(r, s["T"], s["B"], s["C"]),
+                        r.uniform(0.1, 1.0, s["C"]).astype(np.float32), _n(r, s["C"]) * 0.5])
+def _wkv(torch, a, t, s):
+    k, v, w, u = t
+
+    def loop():
+        out = torch.empty_like(v)
+        ew = torch.exp(-w)
+        num = torch.zeros_like(v[0])
+        den = torch.zeros_like(v[0])
+        for i in range(s["T"]):
+            ek = torch.exp(k[i])
+            euk = torch.exp(u + k[i])
+            out[i] = (num + euk * v[i]) / (den + euk)
+            num = ew * num + ek * v[i]
+            den = ew * den + ek
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="fir filter per channel, channels-last (B,L,C)", kind="conv", src="""
+# a K-tap filter shared by all channels, sequences stored channels-last
+def fir(float(B,L,C) x, float(K) win) -> (y) {
+  y(b, t, c) +=! x(b, t + k, c) * win(k)
+}""", full=dict(B=16, L=2048, C=256, K=16), tiny=dict(B=1, L=6, C=3, K=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["K"])])
+def _fir(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1].expand(s["C"], 1, s["K"]).contiguous()
+    return {"F.conv1d(groups=C) on a transposed view":
+            _nograd(torch, lambda: F.conv1d(t[0].transpose(1, 2), w, groups=s["C"]).transpose(1, 2))}
+
+
+@program(name="conv2d 3x3 NHWC (channels last)", kind="conv", src="""
+def conv_nhwc(float(N,H,W,C) x, float(KH,KW,C,O) w) -> (y) {
+  y(n, h, v, o) +=! x(n, h + kh, v + kw, c) * w(kh, kw, c, o)
+}""", full=dict(N=8, H=34, W=34, C=64, O=64, KH=3, KW=3), tiny=dict(N=1, H=4, W=5, C=2, O=3, KH=3, KW=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), _w(r, s["KH"], s["KW"], s["C"], s["O"])])
+def _conv_nhwc(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d on channels-last views": _nograd(
+        torch, lambda: F.conv2d(t[0].permute(0, 3, 1, 2), t[1].permute(3, 2, 0, 1)).permute(0, 2, 3, 1))}
+
+
+@program(name="avg pool 3x3 s1 pad 1 (select)", kind="pool", src="""
+def avgpool(float(N,C,H,W) x) -> (y) {
+  y(n, c, h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ?
+                     x(n, c, h + kh - 1, v + kw - 1) : 0) / 9
+      where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+}""", full=dict(N=16, C=64, H=56, W=56), tiny=dict(N=1, C=2, H=4, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _avgpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.avg_pool2d(3, 1, 1)": _nograd(torch, lambda: F.avg_pool2d(t[0], 3, 1, 1))}
+
+
+@program(name="depthwise separable conv2d", kind="conv", src="""
+def dwsep(float(N,C,H,W) x, float(C,3,3) wd, float(O,C) wp) -> (y) {
+  d(n, c, h, v) +=! x(n, c, h + kh, v + kw) * wd(c, kh, kw)
+  y(n, o, h, v) +=! d(n, c, h, v) * wp(o, c)
+}""", full=dict(N=8, C=64, H=58, W=58, O=128), tiny=dict(N=1, C=2, H=4, W=5, O=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], 3, 3), _w(r, s["O"], s["C"])])
+def _dwsep(torch, a, t, s):
+    F = torch.nn.functional
+    wd = t[1][:, None].contiguous()
+    wp = t[2][:, :, None, None].contiguous()
+    return {"F.conv2d(groups=C) + F.conv2d 1x1": _nograd(
+        torch, lambda: F.conv2d(F.conv2d(t[0], wd, groups=s["C"]), wp))}
+
+
+@program(name="lstm with projection (proj_size), torch layout", kind="rnn", src="""
+# torch.nn.LSTM(proj_size=P): the hidden state is projected from H to P each step; h0 = c0 = 0
+def lstmp(float(T,B,I) x, float(4,H,I) Wih, float(4,H,P) Whh, float(4,H) bs, float(P,H) Whr) -> (h) {
+  for t in T {
+    g(q, b, j) +=! x(t, b, i) * Wih(q, j, i)
+    if t > 0 { g(q, b, j) += h(t - 1, b, k) * Whh(q, j, k) }
+    ig(b, j) = sigmoid(g(0, b, j) + bs(0, j))
+    fg(b, j) = sigmoid(g(1, b, j) + bs(1, j))
+    gg(b, j) = tanh(g(2, b, j) + bs(2, j))
+    og(b, j) = sigmoid(g(3, b, j) + bs(3, j))
+    if t == 0 { c(b, j) = ig(b, j) * gg(b, j) }
+    else      { c(b, j) = fg(b, j) * c(b, j) + ig(b, j) * gg(b, j) }
+    m(b, j) = og(b, j) * tanh(c(b, j))
+    h(t, b, p) +=! m(b, j) * Whr(p, j)
+  }
+}""", full=dict(T=64, B=32, I=256, H=512, P=128), tiny=dict(T=3, B=2, I=3, H=4, P=2),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, 4, s["H"], s["I"]), _w(r, 4, s["H"], s["P"]),
+                        _w(r, 4, s["H"]), _w(r, s["P"], s["H"])])
+def _lstmp(torch, a, t, s):
+    H, P = s["H"], s["P"]
+    net = torch.nn.LSTM(s["I"], H, proj_size=P)
+    _copy(torch, net.weight_ih_l0, a[1].reshape(4 * H, -1))
+    _copy(torch, net.weight_hh_l0, a[2].reshape(4 * H, P))
+    _copy(torch, net.bias_ih_l0, a[3].reshape(-1))
+    _copy(torch, net.bias_hh_l0, np.zeros(4 * H, np.float32))
+    _copy(torch, net.weight_hr_l0, a[4])
+    return {"torch.nn.LSTM(proj_size)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+@program(name="kalman covariance recursion (A P A^T + Q)", kind="loop", src="""
+def kalman(float(N,N) A, float(N,N) Q, float(N,N) P0) -> (P) {
+  for t in T {
+    if t == 0 { AP(i, j) +=! A(i, k) * P0(k, j) }
+    else      { AP(i, j) +=! A(i, k) * P(t - 1, k, j) }
+    P(t, i, j) +=! AP(i, k) * A(j, k)
+    P(t, i, j) = P(t, i, j) + Q(i, j)
+  }
+}""", full=dict(T=64, N=128), tiny=dict(T=3, N=3), free=("T",),
+   inputs=lambda r, s: [_w(r, s["N"], s["N"]) * 0.9, _w(r, s["N"], s["N"]) @ _w(r, s["N"], s["N"]).T,
+                        np.eye(s["N"], dtype=np.float32)])
+def _kalman(torch, a, t, s):
+    A, Q, P0 = t
+
+    def loop():
+        out = torch.empty(s["T"], *A.shape)
+        P = P0
+        for k in range(s["T"]):
+            P = torch.addmm(Q, A @ P, A.T)
+            out[k] = P
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="attention with relative position table", kind="attention", src="""
+# scores plus a learned bias per offset i - j, read from a table of 2T - 1 entries
+def relattn(float(B,T,D) q, float(B,T,D) k, float(B,T,D) v, float(R) rel) -> (o) {
+  s(b, i, j) +=! q(b, i, d) * k(b, j, d)
+  s(b, i, j) = s(b, i, j) / sqrt(D) + rel(i - j + T - 1)
+  m(b, i) max=! s(b, i, j)
+  e(b, i, j) = exp(s(b, i, j) - m(b, i))
+  z(b, i) +=! e(b, i, j)
+  o(b, i, d) +=! e(b, i, j) * v(b, j, d) / z(b, i)
+}""", full=dict(B=32, T=256, D=64, R=511), tiny=dict(B=1, T=3, D=2, R=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _n(r, s["B"], s["T"], s["D"]),
+                        _n(r, s["B"], s["T"], s["D"]), _n(r, s["R"])])
+def _relattn(torch, a, t, s):
+    F = torch.nn.functional
+    T = s["T"]
+    idx = (torch.arange(T)[:, None] - torch.arange(T)[None, :] + T - 1)
+    return {"F.scaled_dot_product_attention(mask=rel[idx])": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(t[0], t[1], t[2], attn_mask=t[3][idx]))}
+
+
+@program(name="bidirectional outputs concatenated (select on channel)", kind="data", src="""
+def bicat(float(T,B,H) f, float(T,B,H) r) -> (y) {
+  y(t, b, j) = j < H ? f(t, b, j) : r(T - 1 - t, b, j - H) where j in 0:2 * H
+}""", full=dict(T=256, B=32, H=512), tiny=dict(T=3, B=2, H=2),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["H"]), _n(r, s["T"], s["B"], s["H"])])
+def _bicat(torch, a, t, s):
+    return {"torch.cat([f, r.flip(0)], -1)": _nograd(torch, lambda: torch.cat([t[0], t[1].flip(0)], -1))}
+
+
+@program(name="mish activation", kind="elementwise", src="""
+def mish(float(N,C) x) -> (y) {
+  y(n, c) = x(n, c) * tanh(log(1 + exp(x(n, c))))
+}""", full=dict(N=4096, C=1024), tiny=dict(N=2, C=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]) * 3])
+def _mish(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.mish": _nograd(torch, lambda: F.mish(t[0]))}
+
+
+@program(name="autoregressive self-attention decoder (kv cache)", kind="attention", src="""
+# each step attends over the keys and values of all steps so far; its output is the next step's input
+def ardecode(float(B,D) x0, float(D,D) Wq, float(D,D) Wk, float(D,D) Wv) -> (y) {
+  for t in T {
+    if t == 0 { xin(b, i) = x0(b, i) } else { xin(b, i) = y(t - 1, b, i) }
+    q(b, d) +=! xin(b, i) * Wq(i, d)
+    kc(t, b, d) +=! xin(b, i) * Wk(i, d)
+    vc(t, b, d) +=! xin(b, i) * Wv(i, d)
+    s(b, u) +=! (u <= t ? q(b, d) * kc(u, b, d) : 0) where u in 0:T
+    sm(b, u) = u <= t ? s(b, u) / sqrt(D) : -1e30 where u in 0:T
+    m(b) max=! sm(b, u)
+    e(b, u) = exp(sm(b, u) - m(b))
+    z(b) +=! e(b, u)
+    y(t, b, d) +=! (u <= t ? e(b, u) * vc(u, b, d) : 0) / z(b) where u in 0:T
+  }
+}""", full=dict(T=64, B=16, D=256), tiny=dict(T=3, B=2, D=3), free=("T",),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"], s["D"])])
+def _ardecode(torch, a, t, s):
+    x0, Wq, Wk, Wv = t
+    T, D = s["T"], s["D"]
+
+    def loop():
+        out = torch.empty(T, *x0.shape)
+        kc = torch.empty(T, *x0.shape)
+        vc = torch.empty(T, *x0.shape)
+        x = x0
+        for i in range(T):
+            q = x @ Wq
+            kc[i] = x @ Wk
+            vc[i] = x @ Wv
+            sc = torch.einsum("bd,ubd->bu", q, kc[:i + 1]) / D ** 0.5
+            p = torch.softmax(sc, 1)
+            x = torch.einsum("bu,ubd->bd", p, vc[:i + 1])
+            out[i] = x
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="bert embeddings (token + position, layer norm)", kind="norm", src="""
+def bertemb(int32(B,L) tok, float(V,E) emb, float(L,E) pos, float(E) g, float(E) be) -> (y) {
+  x(b, l, e) = emb(tok(b, l), e) + pos(l, e)
+  mu(b, l) +=! x(b, l, e) / E
+  var(b, l) +=! (x(b, l, e) - mu(b, l)) * (x(b, l, e) - mu(b, l)) / E
+  y(b, l, e) = (x(b, l, e) - mu(b, l)) / sqrt(var(b, l) + 1e-5) * g(e) + be(e)
+}""", full=dict(B=64, L=128, V=30000, E=256), tiny=dict(B=2, L=3, V=5, E=4),
+   inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32), _n(r, s["V"], s["E"]),
+                        _n(r, s["L"], s["E"]), _n(r, s["E"]), _n(r, s["E"])])
+def _bertemb(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.layer_norm(emb[tok] + pos)": _nograd(
+        torch, lambda: F.layer_norm(F.embedding(t[0].long(), t[1]) + t[2], (s["E"],), t[3], t[4]))}

@@ -150,11 +150,11 @@ def bindings():
     (the GRU's tanh was a quarter of its time); the yielded list receives
     the (variable, value) pairs, which the caller binds in statements
     (``tirx.Bind``) before the one using them (codegen/lower.py
-    ``emit_statement``).  Only for a chain of two: where a formula's
-    argument holds a bound variable already, ``deeper`` is set on the list
-    and the caller lowers the statement again without bindings (libm calls,
-    as before; with a binding per level TVM's LLVM code generator took
-    161 s for ``tanh(sigmoid(tanh(exp(x))))``).  Evaluating the argument
+    ``emit_statement``), at any depth of nesting (a chain of formulas,
+    ``tanh(log(1 + exp(x)))``: one binding per level; the bindings become
+    scratch buffers before TVM sees them, codegen/scratch.py, since TVM's
+    analyzer expands bound variables and a chain of them compiled in
+    exponential time).  Evaluating the argument
     before the statement is safe where it sits in a branch of a select: a
     read that could fall outside its tensor there is clamped into it
     (codegen/expr.py, rule 3), and the branch's select still picks the
@@ -169,7 +169,6 @@ def bindings():
 
 class _Bound(list):
     """The (variable, value) pairs of one statement (:func:`bindings`)."""
-    deeper = False
 
 
 def _argument(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr | None":
@@ -181,27 +180,9 @@ def _argument(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr | None":
         return x
     if not _BINDERS:
         return None
-    bound = _BINDERS[-1]
-    if _uses_any(x, [v for v, _ in bound]):
-        bound.deeper = True
-        return None
     v = tirx.Var("act", dtype)
-    bound.append((v, x))
+    _BINDERS[-1].append((v, x))
     return v
-
-
-def _uses_any(x: "tirx.PrimExpr", bound: list) -> bool:
-    """``x`` reads one of the variables ``bound``."""
-    if not bound:
-        return False
-    found = []
-
-    def visit(e):
-        if any(e.same_as(v) for v in bound):
-            found.append(e)
-        return e
-    tvm_ffi.structural_map(x, [(tirx.Var, visit)])
-    return bool(found)
 
 
 def _nan_kept(v: "tirx.PrimExpr", value: "tirx.PrimExpr") -> "tirx.PrimExpr":

@@ -399,8 +399,7 @@ def binds_kept(binds, value) -> bool:
     precede it: not for a chain of more than two, nor beside a libm call
     (``fmax(x, 0) + log(1 + exp(-fabs(x)))``: TVM's vectorizer runs such a
     statement lane by lane and loses the bound variable)."""
-    return not binds.deeper and not (binds and (has_node(value, _extern_call)
-                                                or any(has_node(x, _extern_call) for _, x in binds)))
+    return not (binds and (has_node(value, _extern_call) or any(has_node(x, _extern_call) for _, x in binds)))
 
 
 def _parts(s: IslStmt, env: dict, buffers: dict):

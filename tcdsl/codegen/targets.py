@@ -24,7 +24,7 @@ from tvm import tirx
 from .. import host
 from ..errors import InternalError, TcError
 from ..runtime.device import cuda_device_present
-from . import strided
+from . import scratch, strided
 
 _build_lock = threading.Lock()
 
@@ -54,6 +54,7 @@ def target_kind(target: tvm.target.Target) -> str:
 
 def build(func: tirx.PrimFunc, target: tvm.target.Target):
     """Compile one PrimFunc; returns the ``tvm.runtime.Executable``."""
+    func = scratch.scratch_bindings(func, cpu=target_kind(target) != "cuda")
     mod = tvm.IRModule({func.attrs["global_symbol"]: func})
     if target_kind(target) == "cuda":
         verify_memory(mod, target)
@@ -151,6 +152,7 @@ def host_tir(func: tirx.PrimFunc, target: tvm.target.Target) -> str:
     split: the host loops and the ``T.call_ffi_kernel`` launches in them."""
     from tvm.tirx.build import split_host_device_mods
 
+    func = scratch.scratch_bindings(func, cpu=False)
     mod = tvm.IRModule({func.attrs["global_symbol"]: func})
     mod = tvm.tirx.transform.BindTarget(target.with_host(target.host))(mod)
     pipeline, _, _ = tvm.tirx.get_default_tir_pipeline(target)
