@@ -82,12 +82,60 @@ def test_reads_that_stay_as_written(src):
     assert not plan_of(src)
 
 
-def test_inside_a_loop_nothing_is_padded():
-    """(Unless hoisting moves the statement out of the loop first: not here.)"""
+def test_inside_a_loop_the_steps_slice_is_padded():
+    """(Hoisting first moves the statement out of the loop: not here.)  The copy
+    holds the step's slice, x(t, ...), made before the statement at each step."""
     src = ("def f(float(T,B,L) x, float(K) w) -> (y) {\n  for t in T {\n"
            "    y(t, b, i) +=! (i + k - 1 >= 0 ? x(t, b, i + k - 1) : 0) * w(k) where i in 0:L - K + 1, k in 0:K\n  }\n}")
-    assert not pad.plan(driver.frontend(src, pad=False, hoist=False).model)
+    p = pad.plan(driver.frontend(src, pad=False, hoist=False).model)
+    [(tensor, low, high, _, fixed)] = p.steps.values()
+    assert (tensor, low, high, fixed) == ("x", ("0", "0", "1"), ("0", "0", "0"), ("t", None, None))
     assert plan_of(src)  # hoisted out of the loop, then padded
+
+
+CONV_RNN = """
+def convrnn(float(T,B,C,H,W) x, float(C,C,3,3) Wh) -> (h) {
+  for t in T {
+    if t == 0 { h(t, b, o, y, z) = tanh(x(t, b, o, y, z)) }
+    else {
+      u(b, o, y, z) +=! (y + ky - 1 >= 0 && y + ky - 1 < H && z + kz - 1 >= 0 && z + kz - 1 < W ?
+                         h(t - 1, b, c, y + ky - 1, z + kz - 1) : 0) * Wh(o, c, ky, kz)
+          where y in 0:H, z in 0:W, ky in 0:3, kz in 0:3
+      h(t, b, o, y, z) = tanh(x(t, b, o, y, z) + u(b, o, y, z))
+    }
+  }
+}
+"""
+
+
+def _conv_rnn(x, wh):
+    T, B, C, H, W = x.shape
+    h = np.zeros(x.shape)
+    h[0] = np.tanh(x[0])
+    for t in range(1, T):
+        hp = np.pad(h[t - 1], ((0, 0), (0, 0), (1, 1), (1, 1)))
+        u = sum(np.einsum("bcyz,oc->boyz", hp[:, :, i:i + H, j:j + W], wh[:, :, i, j])
+                for i in range(3) for j in range(3))
+        h[t] = np.tanh(x[t] + u)
+    return h
+
+
+def test_a_state_written_in_the_loop_is_padded_step_by_step():
+    """A convolutional RNN reads the previous step's state under a padding
+    select: the copy is the step's slice h(t - 1) with a zero border, made in
+    the loop before the convolution, whose reduction then has no select."""
+    p = pad.plan(driver.frontend(CONV_RNN, pad=False).model)
+    [(tensor, low, high, _, fixed)] = p.steps.values()
+    assert (tensor, low, high, fixed) == ("h", ("0", "0", "0", "1", "1"), ("0", "0", "0", "1", "1"),
+                                          ("t - 1", None, None, None, None))
+    rng = np.random.default_rng(3)
+    for mode in MODES:
+        k = tcdsl.compile(CONV_RNN, specialize=mode, options={"disk_cache": False})
+        assert "h_pad" in k.script and "u[" in k.script
+        for T, B, C, H, W in [(3, 1, 2, 1, 1), (4, 2, 3, 5, 7), (2, 1, 1, 2, 9)]:
+            x = rng.standard_normal((T, B, C, H, W)).astype(np.float32)
+            wh = (rng.standard_normal((C, C, 3, 3)) / (3 * C)).astype(np.float32)
+            np.testing.assert_allclose(k(x, wh), _conv_rnn(x.astype(np.float64), wh), rtol=1e-5, atol=1e-5)
 
 
 def test_no_select_left_in_the_reduction():

@@ -14,9 +14,9 @@ does the same: ``plan(model)`` finds each such read -- a select ``c ? X(idx)
 : 0`` of an input ``X`` (a parameter of the ``def``, never written) whose
 condition ``c`` holds exactly where every index is inside ``X``'s extents,
 over the statement's whole domain (isl decides, whatever the condition's
-form), in a reduction outside sequential loops (each element of ``X`` is
-read many times) -- and ``rewrite(def, plan)`` adds at the top of the
-``def`` one copy per input and padding::
+form), in a reduction (each element of ``X`` is read many times) -- and
+``rewrite(def, plan)`` adds at the top of the ``def`` one copy per input
+and padding::
 
     x_pad(d0, d1, d2) = (d2 - 2 >= 0 && d2 - 2 < L ? x(d0, d1, d2 - 2) : 0) where d2 in 0:L + 4
 
@@ -26,6 +26,13 @@ padding on each side is how far the index goes below 0 and past the extent
 over the domain (isl's minimum and maximum, affine in the sizes: ``K - 1``
 for a causal convolution); a padding that is not one affine expression of
 the sizes leaves the read as written.  The copy costs one pass over ``X``.
+
+Inside sequential loops (``Plan.steps``) the copy is of the step's slice
+and is made just before the statement, in the same block of the loop's
+body, at each step; ``X`` may then be a tensor the loop writes (a
+convolutional RNN's state ``h(t - 1, b, c, y + ky - 1, z + kz - 1)``), but
+not one the statement writes.  Dimensions indexed by loop variables and
+sizes only (``t - 1``) are fixed to that index and left out of the copy.
 
 The rewritten ``def`` is checked and inferred again (driver.py).
 ``options={"pad": False}`` leaves programs as written.
@@ -51,13 +58,16 @@ class Plan:
     reads: dict = field(default_factory=dict)
     copies: dict = field(default_factory=dict)  # (input, low, high) -> (copy's name, span of its first read)
     extents: dict = field(default_factory=dict)  # input -> its extents as TC text
+    # inside sequential loops: select span -> (tensor, low, high, copy's name,
+    # the index of each dimension fixed by the loops as TC text, else None)
+    steps: dict = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.reads)
 
     @property
     def spans(self) -> set:
-        return {span for _, span in self.copies.values()}
+        return {span for _, span in self.copies.values()} | set(self.steps)
 
 
 def plan(model: Model) -> Plan:
@@ -68,29 +78,49 @@ def plan(model: Model) -> Plan:
     taken = _names(d) | set(checked.tensors) | set(checked.sizes)
     out = Plan()
     for k in model.kernels():
-        if k.loops:
-            continue  # inside a sequential loop the copy would be made at every step
+        loop_vars = {lp.var for lp in k.loops}
         for s in k.stmts:
             comp = s.info.comp
             if s.is_init or not comp.reduction_vars:
                 continue
             for sel in n.walk(comp.rhs):
                 if not (isinstance(sel, n.Select) and isinstance(sel.then, n.Access) and _zero(sel.other)
-                        and sel.then.tensor in inputs and sel.then.tensor not in written and sel.span is not None):
+                        and sel.span is not None):
+                    continue
+                x = sel.then.tensor
+                # outside loops a copy of an input, made once; inside them a copy of
+                # the step's slice, made before the statement (which must not write it)
+                if not (x in inputs and x not in written if not k.loops else x != comp.tensor):
                     continue
                 pads = _padding(model, s, sel.cond, sel.then)
                 if pads is None:
                     continue
                 low, high = pads
-                x = sel.then.tensor
                 if not any(v != "0" for v in low + high):
+                    continue
+                if k.loops:
+                    fixed = tuple(expr_to_tc(e) if _names_in(e) <= loop_vars | set(checked.sizes) else None
+                                  for e in sel.then.indices)
+                    if any(f is not None and (lo, hi) != ("0", "0") for f, lo, hi in zip(fixed, low, high)):
+                        continue
+                    if all(f is None for f in fixed) and x in written:
+                        continue  # the whole tensor at every step
+                    out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
+                    name = _fresh(f"{x}_pad", taken)
+                    taken.add(name)
+                    out.steps[sel.span] = (x, low, high, name, fixed)
+                    out.reads[sel.span] = (name, low, fixed)
                     continue
                 out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
                 key = (x, low, high)
                 if key not in out.copies:
                     out.copies[key] = (_fresh(f"{x}_pad", taken), sel.span)
-                out.reads[sel.span] = (out.copies[key][0], low)
+                out.reads[sel.span] = (out.copies[key][0], low, (None,) * len(low))
     return out
+
+
+def _names_in(e: n.Expr) -> set[str]:
+    return {x.name for x in n.walk(e) if isinstance(x, (n.Ident, n.IndexVar, n.SizeVar))}
 
 
 def _zero(e: n.Expr) -> bool:
@@ -163,29 +193,47 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
 
     def fn(node):
         if isinstance(node, n.Select) and node.span in p.reads:
-            name, low = p.reads[node.span]
+            name, low, fixed = p.reads[node.span]
             args = tuple(a if lo == "0" else n.Binary("+", a, _expr(lo, node.span), span=node.span)
-                         for a, lo in zip(node.then.args, low))
+                         for a, lo, f in zip(node.then.args, low, fixed) if f is None)
             return n.Call(name, args, span=node.span)
         return n.map_children(node, fn)
 
-    body = tuple(fn(s) for s in d.body)
-    copies = []
-    for (tensor, low, high), (name, span) in p.copies.items():
+    def copy(tensor, low, high, name, span, fixed):
         ext = p.extents[tensor]
-        vars_ = [_fresh(f"d{k}", taken) for k in range(len(low))]
+        vars_ = [None if f is not None else _fresh(f"d{k}", taken) for k, f in enumerate(fixed)]
         conds, args, wheres = [], [], []
-        for v, lo, hi, e in zip(vars_, low, high, ext):
-            if lo == "0" and hi == "0":
-                args.append(v)
+        for v, f, lo, hi, e in zip(vars_, fixed, low, high, ext):
+            if f is not None or (lo == "0" and hi == "0"):
+                args.append(f if f is not None else v)
                 continue
             shifted = v if lo == "0" else f"({v} - ({lo}))"
             args.append(shifted)
             conds += [f"{shifted} >= 0", f"{shifted} < ({e})"]
             wheres.append(f"{v} in 0:({e}) + ({lo}) + ({hi})")
-        text = (f"{name}({', '.join(vars_)}) = ({' && '.join(conds)}) ? {tensor}({', '.join(args)}) : 0"
-                + (" where " + ", ".join(wheres) if wheres else ""))
-        copies.append(_respan(_statement(text), span))
+        text = (f"{name}({', '.join(v for v in vars_ if v is not None)}) = ({' && '.join(conds)}) ? "
+                f"{tensor}({', '.join(args)}) : 0" + (" where " + ", ".join(wheres) if wheres else ""))
+        return _respan(_statement(text), span)
+
+    def block(stmts):
+        """The statements of a loop's body, each reading a step's copy after it."""
+        out = []
+        for st in stmts:
+            if isinstance(st, n.For):
+                out.append(replace(st, body=block(st.body)))
+            elif isinstance(st, n.If):
+                out.append(replace(st, then=block(st.then), orelse=block(st.orelse)))
+            else:
+                # (a copy's spans are its read's, so that its messages point there: not rewritten)
+                spans = {x.span for x in n.walk(st) if isinstance(x, n.Select)}
+                out += [copy(t, lo, hi, name, span, fixed)
+                        for span, (t, lo, hi, name, fixed) in p.steps.items() if span in spans]
+                out.append(fn(st))
+        return tuple(out)
+
+    body = block(d.body)
+    copies = [copy(tensor, low, high, name, span, (None,) * len(low))
+              for (tensor, low, high), (name, span) in p.copies.items()]
     return replace(d, body=tuple(copies) + body)
 
 
