@@ -91,6 +91,10 @@ def test_inside_a_loop_the_steps_slice_is_padded():
     [(tensor, low, high, _, fixed)] = p.steps.values()
     assert (tensor, low, high, fixed) == ("x", ("0", "0", "1"), ("0", "0", "0"), ("t", None, None))
     assert plan_of(src)  # hoisted out of the loop, then padded
+    # no index fixed by the loop: the copy would be of the whole tensor at every step
+    whole = ("def f(float(T,B) x, float(K) w) -> (y) {\n  for t in T {\n"
+             "    y(t, b) +=! (t - k >= 0 ? x(t - k, b) : 0) * w(k) where k in 0:K\n  }\n}")
+    assert not pad.plan(driver.frontend(whole, pad=False, hoist=False).model)
 
 
 CONV_RNN = """

@@ -103,7 +103,7 @@ def plan(model: Model) -> Plan:
                                   for e in sel.then.indices)
                     if any(f is not None and (lo, hi) != ("0", "0") for f, lo, hi in zip(fixed, low, high)):
                         continue
-                    if all(f is None for f in fixed) and x in written:
+                    if all(f is None for f in fixed):
                         continue  # the whole tensor at every step
                     out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
                     name = _fresh(f"{x}_pad", taken)
