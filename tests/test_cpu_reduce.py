@@ -56,8 +56,8 @@ def _softmax(x):
 
 def test_row_reductions_get_partial_accumulators_in_vector_lanes():
     script = tcdsl.compile(SOFTMAX, options=NO_CACHE).script
-    assert "mx_lanes = T.alloc_local((16,))" in script
-    assert "s_lanes = T.alloc_local((16,))" in script
+    assert "mx_lanes = T.alloc_buffer((16,))" in script
+    assert "s_lanes = T.alloc_buffer((16,))" in script
     assert re.search(r"mx_lanes\[(c\d)_v\] = T\.max\(mx_lanes\[\1_v\], x\[", script)
     # the map statement of the same loop (e, computed in the output y: polyhedral/inplace.py) is
     # stored by the same vector iterations
@@ -70,7 +70,7 @@ def test_row_reductions_get_partial_accumulators_in_vector_lanes():
 
 def test_the_number_of_lanes_is_an_option():
     script = tcdsl.compile(SOFTMAX, options={**NO_CACHE, "reduce_lanes": 8}).script
-    assert "s_lanes = T.alloc_local((8,))" in script
+    assert "s_lanes = T.alloc_buffer((8,))" in script
     with pytest.raises(tcdsl.TcError, match="reduce_lanes"):
         tcdsl.compile(SOFTMAX, options={"reduce_lanes": -1})
 

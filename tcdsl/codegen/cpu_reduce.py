@@ -38,6 +38,7 @@ from ..polyhedral.isl_ast import NT
 from ..sema import types as ty
 from .expr import INDEX
 from .lower import coefficient, loads, seq, uses, with_bindings
+from .scratch import STACK
 
 _ASSOCIATIVE = ("+", "*", "min", "max")
 
@@ -157,7 +158,7 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
         if kind == "map":
             body.append(seq(binds + [tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)]))
             continue
-        acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope="local")
+        acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope=STACK)
         accs[call] = acc
         body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))
         inits.append(_lanes_init(acc, name, lanes, s.info.comp.reduction))
@@ -166,7 +167,7 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
         vals = [_lanes_combined(acc, lanes, combine)]
         if s.info.comp.reduction == "+" and str(buf.dtype) in ("float32", "float16"):
             # the blocks' sums add up in float64, stored into the element once
-            total = tirx.decl_buffer((1,), "float64", name=buf.name + "_total", scope="local")
+            total = tirx.decl_buffer((1,), "float64", name=buf.name + "_total", scope=STACK)
             totals.append(total)
             zero = tirx.const(0, INDEX)
             inits_once.append(tirx.BufferStore(total, tirx.const(0.0, "float64"), [zero]))
@@ -217,8 +218,8 @@ def _shared_out(low, node, name: str, init, n, parts: list, lanes: int, block: i
         red = s.info.comp.reduction
         wide = red == "+" and str(buf.dtype) in ("float32", "float16")
         sdtype = "float64" if wide else str(buf.dtype)
-        acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope="local")
-        total = tirx.decl_buffer((1,), sdtype, name=buf.name + "_total", scope="local")
+        acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope=STACK)
+        total = tirx.decl_buffer((1,), sdtype, name=buf.name + "_total", scope=STACK)
         slots = tirx.decl_buffer((threads,), sdtype, name=buf.name + "_threads")
         allocs += [acc, total]
         body.append(seq(binds + [tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [vi]), value), [vi])]))

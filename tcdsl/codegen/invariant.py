@@ -25,6 +25,7 @@ from tvm import tirx
 
 from .expr import INDEX, dtype_of as _dtype
 from .lower import _LOAD, has_node, loads
+from .scratch import STACK
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min, tirx.Max,
            tirx.EQ, tirx.NE, tirx.LT, tirx.LE, tirx.GT, tirx.GE)
@@ -156,7 +157,7 @@ def held(bindings: list, stmts: list) -> list:
     programs).  LLVM keeps the element in a register."""
     out, loads_of = [], {}
     for v, value in bindings:
-        buf = tirx.decl_buffer((1,), _dtype(value), name=v.name, scope="local")
+        buf = tirx.decl_buffer((1,), _dtype(value), name=v.name, scope=STACK)
         out += [tirx.AllocBuffer(buf), tirx.BufferStore(buf, _read(value, loads_of), [0])]
         loads_of[v] = tirx.BufferLoad(buf, [0])
     return out + [_read(st, loads_of) for st in stmts]
@@ -224,7 +225,7 @@ class RowTerms:
                 if tvm_ffi.structural_equal(known, term):
                     return tirx.BufferLoad(cells, [tirx.const(0, INDEX)] if self.uniform else [d * nr + r])
             # (a term first met in the uniform variant is not in its condition: its own row's cell)
-            cells = tirx.decl_buffer((self.rows,), _dtype(e), name=f"row_term{len(self.terms)}", scope="local")
+            cells = tirx.decl_buffer((self.rows,), _dtype(e), name=f"row_term{len(self.terms)}", scope=STACK)
             self.terms.append((cells, term))
             return tirx.BufferLoad(cells, [d * nr + r])
         return tvm_ffi.structural_map(value, [(tvm.ir.expr.Expr, visit)], order="pre")

@@ -25,6 +25,18 @@ from tvm import tirx
 # the name formulas.py gives its bound variables
 PREFIX = "act"
 
+# The scope of the CPU code's small buffers allocated once per row or per
+# vector iteration (a row reduction's partial sums, hoisted per-row terms,
+# these scratch values): TVM 0.27 places an allocation of the "global" scope
+# of a constant size under 1 KiB on the stack, where LLVM keeps it in
+# registers, and takes every "local" one from its workspace pool, one call
+# to allocate and one to free per allocation.  Layer norm over 4096 x 1024
+# rows: 2.1-2.4 -> 1.4 ms, softmax rows 3.5-3.6 -> 2.3-2.5 ms (A/B, two
+# runs each).  Register tiles keep "local" accumulators: one allocation per
+# tile is amortized over its reduction loop (on the stack, the LSTM of
+# examples/rnn/lstm.tc moved within this machine's noise in an A/B run).
+STACK = "global"
+
 
 def _scratch(b, scope: str) -> bool:
     return b.name.startswith(PREFIX) and b.scope() == scope and len(b.shape) == 1
@@ -85,11 +97,8 @@ def _widened(loop: tirx.For, scope: str):
 
 def scratch_bindings(func: tirx.PrimFunc, cpu: bool) -> tirx.PrimFunc:
     """``func`` with its formulas' bindings in scratch buffers: on the CPU of
-    the "global" scope, which TVM 0.27 places on the stack when small and of
-    a constant size (a "local" buffer is taken from its workspace pool, one
-    call per allocation: per vector iteration here), on CUDA "local"
-    (registers)."""
-    scope = "global" if cpu else "local"
+    the :data:`STACK` scope, on CUDA "local" (registers)."""
+    scope = STACK if cpu else "local"
     body = tvm_ffi.structural_map(func.body, [(tirx.SeqStmt, lambda s: _stored(s, scope) or s)])
     body = tvm_ffi.structural_map(body, [(tirx.For, lambda f: _widened(f, scope))])
     return func.with_body(body)
