@@ -65,7 +65,7 @@ def test_reduction_loop_is_vectorized_only_through_partial_accumulators():
     vector lanes of partial sums (codegen/cpu_reduce.py), or scalar without them."""
     src = "def s(float(N,K) A) -> (O) { O(n) +=! A(n,k) }"
     k = tcdsl.compile(src)
-    assert "O_lanes = T.alloc_local((16,))" in k.script
+    assert "O_lanes = T.alloc_buffer((16,))" in k.script
     assert "O_lanes[c1_v] = O_lanes[c1_v] + A[" in k.script
     assert "vectorized" not in tcdsl.compile(src, options={"reduce_lanes": 0}).script
     A = np.random.default_rng(1).standard_normal((3, 37)).astype(np.float32)
