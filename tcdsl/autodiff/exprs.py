@@ -130,8 +130,7 @@ def substitute(e: n.Node, names: Mapping[str, n.Expr]) -> n.Node:
     return rewrite(e, fn)
 
 
-def names_in(e: n.Node) -> set[str]:
-    return {x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar, n.Ident))}
+names_in = n.names_in
 
 
 def accesses(e: n.Node) -> list[n.Access]:

@@ -98,29 +98,26 @@ def plan(model: Model) -> Plan:
                 low, high = pads
                 if not any(v != "0" for v in low + high):
                     continue
+                extents = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
                 if k.loops:
-                    fixed = tuple(expr_to_tc(e) if _names_in(e) <= loop_vars | set(checked.sizes) else None
+                    fixed = tuple(expr_to_tc(e) if n.names_in(e) <= loop_vars | set(checked.sizes) else None
                                   for e in sel.then.indices)
                     if any(f is not None and (lo, hi) != ("0", "0") for f, lo, hi in zip(fixed, low, high)):
                         continue
                     if all(f is None for f in fixed):
                         continue  # the whole tensor at every step
-                    out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
+                    out.extents[x] = extents
                     name = _fresh(f"{x}_pad", taken)
                     taken.add(name)
                     out.steps[sel.span] = (x, low, high, name, fixed)
                     out.reads[sel.span] = (name, low, fixed)
                     continue
-                out.extents[x] = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
+                out.extents[x] = extents
                 key = (x, low, high)
                 if key not in out.copies:
                     out.copies[key] = (_fresh(f"{x}_pad", taken), sel.span)
                 out.reads[sel.span] = (out.copies[key][0], low, (None,) * len(low))
     return out
-
-
-def _names_in(e: n.Expr) -> set[str]:
-    return {x.name for x in n.walk(e) if isinstance(x, (n.Ident, n.IndexVar, n.SizeVar))}
 
 
 def _zero(e: n.Expr) -> bool:

@@ -260,3 +260,8 @@ def walk(node: Node):
     yield node
     for c in children(node):
         yield from walk(c)
+
+
+def names_in(e: Node) -> set[str]:
+    """The names of the index variables, sizes and identifiers below ``e``."""
+    return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
