@@ -2484,3 +2484,286 @@ def _bertemb(torch, a, t, s):
     F = torch.nn.functional
     return {"F.layer_norm(emb[tok] + pos)": _nograd(
         torch, lambda: F.layer_norm(F.embedding(t[0].long(), t[1]) + t[2], (s["E"],), t[3], t[4]))}
+
+
+# ---------------------------------------------------------------- session 26: more programs written other ways
+
+@program(name="indrnn (elementwise recurrent weight)", kind="rnn", src="""
+# IndRNN: each unit has one recurrent weight, h = relu(W x + u * h(t-1) + b)
+def indrnn(float(T,B,I) x, float(H,I) W, float(H) u, float(H) bias) -> (h) {
+  for t in T {
+    p(b, j) +=! x(t, b, i) * W(j, i)
+    if t == 0 { h(t, b, j) = fmax(p(b, j) + bias(j), 0) }
+    else      { h(t, b, j) = fmax(p(b, j) + u(j) * h(t - 1, b, j) + bias(j), 0) }
+  }
+}""", full=dict(T=128, B=32, I=256, H=512), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["H"], s["I"]),
+                        r.uniform(0, 1, s["H"]).astype(np.float32), _w(r, s["H"])])
+def _indrnn(torch, a, t, s):
+    x, W, u, bias = t
+
+    def loop():
+        p = torch.nn.functional.linear(x, W, bias)
+        out = torch.empty_like(p)
+        h = torch.relu(p[0])
+        out[0] = h
+        for i in range(1, s["T"]):
+            h = torch.relu(p[i] + u * h)
+            out[i] = h
+        return out
+    return {"linear + torch loop": _nograd(torch, loop)}
+
+
+@program(name="sru (simple recurrent unit)", kind="rnn", src="""
+# SRU (Lei et al.): three projections of x, an elementwise recurrence on c with peepholes v
+def sru(float(T,B,D) x, float(3,D,D) W, float(2,D) v, float(2,D) bias) -> (h) {
+  for t in T {
+    xt(g, b, j) +=! x(t, b, i) * W(g, j, i)
+    if t == 0 {
+      f(b, j) = sigmoid(xt(1, b, j) + bias(0, j))
+      r(b, j) = sigmoid(xt(2, b, j) + bias(1, j))
+      c(t, b, j) = (1 - f(b, j)) * xt(0, b, j)
+    } else {
+      f(b, j) = sigmoid(xt(1, b, j) + v(0, j) * c(t - 1, b, j) + bias(0, j))
+      r(b, j) = sigmoid(xt(2, b, j) + v(1, j) * c(t - 1, b, j) + bias(1, j))
+      c(t, b, j) = f(b, j) * c(t - 1, b, j) + (1 - f(b, j)) * xt(0, b, j)
+    }
+    h(t, b, j) = r(b, j) * c(t, b, j) + (1 - r(b, j)) * x(t, b, j)
+  }
+}""", full=dict(T=128, B=32, D=512), tiny=dict(T=3, B=2, D=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"]), _w(r, 3, s["D"], s["D"]), _w(r, 2, s["D"]),
+                        _w(r, 2, s["D"])])
+def _sru(torch, a, t, s):
+    x, W, v, bias = t
+
+    def loop():
+        xt = torch.einsum("tbi,gji->tgbj", x, W)
+        out = torch.empty_like(x)
+        c = None
+        for i in range(s["T"]):
+            if c is None:
+                f = torch.sigmoid(xt[i, 1] + bias[0])
+                r = torch.sigmoid(xt[i, 2] + bias[1])
+                c = (1 - f) * xt[i, 0]
+            else:
+                f = torch.sigmoid(xt[i, 1] + v[0] * c + bias[0])
+                r = torch.sigmoid(xt[i, 2] + v[1] * c + bias[1])
+                c = f * c + (1 - f) * xt[i, 0]
+            out[i] = r * c + (1 - r) * x[i]
+        return out
+    return {"einsum + torch loop": _nograd(torch, loop)}
+
+
+@program(name="sinkhorn iterations (matrix scaling)", kind="loop", src="""
+# Sinkhorn-Knopp: alternately rescale rows and columns of K to the marginals a and bm
+def sinkhorn(float(N,M) K, float(N) a, float(M) bm, float(S) steps) -> (u, v) {
+  for s in S {
+    if s == 0 { Kv(i) +=! K(i, j) }
+    else      { Kv(i) +=! K(i, j) * v(j) }
+    u(i) = a(i) / Kv(i)
+    Ktu(j) +=! K(i, j) * u(i)
+    v(j) = bm(j) / Ktu(j)
+  }
+}""", full=dict(N=1024, M=1024, S=50), tiny=dict(N=3, M=4, S=3),
+   inputs=lambda r, s: [r.uniform(0.5, 1.5, (s["N"], s["M"])).astype(np.float32),
+                        np.full(s["N"], 1 / s["N"], np.float32), np.full(s["M"], 1 / s["M"], np.float32),
+                        np.zeros(s["S"], np.float32)],
+   pick=lambda r: r[1])
+def _sinkhorn(torch, a, t, s):
+    K, am, bm, _ = t
+
+    def loop():
+        v = torch.ones(s["M"])
+        for _ in range(s["S"]):
+            u = am / (K @ v)
+            v = bm / (K.T @ u)
+        return v
+    return {"torch loop (mv)": _nograd(torch, loop)}
+
+
+@program(name="smooth l1 (huber) loss (select on |d|)", kind="loss", src="""
+def huber(float(N,D) x, float(N,D) y) -> (loss) {
+  loss() +=! (fabs(x(n, d) - y(n, d)) < 1 ? 0.5 * (x(n, d) - y(n, d)) * (x(n, d) - y(n, d))
+                                          : fabs(x(n, d) - y(n, d)) - 0.5) / (N * D)
+}""", full=dict(N=4096, D=1024), tiny=dict(N=2, D=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]) * 2, _n(r, s["N"], s["D"])])
+def _huber(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.smooth_l1_loss": _nograd(torch, lambda: F.smooth_l1_loss(t[0], t[1]))}
+
+
+@program(name="adam optimizer step", kind="elementwise", src="""
+def adam(float(N) p, float(N) g, float(N) m, float(N) v, float lr, float bc1, float bc2) -> (m1, v1, p1) {
+  m1(i) = 0.9 * m(i) + 0.1 * g(i)
+  v1(i) = 0.999 * v(i) + 0.001 * g(i) * g(i)
+  p1(i) = p(i) - lr * (m1(i) / bc1) / (sqrt(v1(i) / bc2) + 1e-8)
+}""", full=dict(N=1 << 22), tiny=dict(N=5),
+   inputs=lambda r, s: [_n(r, s["N"]), _n(r, s["N"]), _n(r, s["N"]) * 0.1,
+                        np.abs(_n(r, s["N"])) * 0.01, np.array(1e-3, np.float32), np.array(0.1, np.float32), np.array(0.001, np.float32)],
+   pick=lambda r: r[2])
+def _adam(torch, a, t, s):
+    p, g, m, v, lr, bc1, bc2 = t
+
+    def step():
+        m1 = 0.9 * m + 0.1 * g
+        v1 = 0.999 * v + 0.001 * g * g
+        return p - lr * (m1 / bc1) / (torch.sqrt(v1 / bc2) + 1e-8)
+    return {"torch ops": _nograd(torch, step)}
+
+
+@program(name="leaky integrate-and-fire spiking layer", kind="rnn", src="""
+# LIF neurons: the membrane decays, integrates W x, spikes above 1 and resets
+def lif(float(T,B,I) x, float(H,I) W) -> (s) {
+  for t in T {
+    cur(b, j) +=! x(t, b, i) * W(j, i)
+    if t == 0 { v(t, b, j) = cur(b, j) }
+    else      { v(t, b, j) = 0.9 * v(t - 1, b, j) * (1 - s(t - 1, b, j)) + cur(b, j) }
+    s(t, b, j) = v(t, b, j) > 1.0 ? 1 : 0
+  }
+}""", full=dict(T=100, B=32, I=256, H=512), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["H"], s["I"]) * 2])
+def _lif(torch, a, t, s):
+    x, W = t
+
+    def loop():
+        cur = x @ W.T
+        out = torch.empty_like(cur)
+        v = cur[0]
+        out[0] = (v > 1.0).float()
+        for i in range(1, s["T"]):
+            v = 0.9 * v * (1 - out[i - 1]) + cur[i]
+            out[i] = (v > 1.0).float()
+        return out
+    return {"matmul + torch loop": _nograd(torch, loop)}
+
+
+@program(name="mixture of experts, dense softmax gate", kind="mlp", src="""
+def moe(float(B,D) x, float(E,D) Wg, float(E,O,D) We) -> (y) {
+  logit(b, e) +=! x(b, d) * Wg(e, d)
+  mx(b) max=! logit(b, e)
+  p(b, e) = exp(logit(b, e) - mx(b))
+  z(b) +=! p(b, e)
+  h(b, e, o) +=! x(b, d) * We(e, o, d)
+  y(b, o) +=! p(b, e) * h(b, e, o) / z(b)
+}""", full=dict(B=256, D=512, E=8, O=512), tiny=dict(B=2, D=3, E=2, O=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["E"], s["D"]), _w(r, s["E"], s["O"], s["D"])])
+def _moe(torch, a, t, s):
+    x, Wg, We = t
+
+    def run():
+        g = torch.softmax(x @ Wg.T, 1)
+        return torch.einsum("be,beo->bo", g, torch.einsum("bd,eod->beo", x, We))
+    return {"softmax + einsum": _nograd(torch, run)}
+
+
+@program(name="dilated conv2d 3x3 (d=2)", kind="conv", src="""
+def dconv(float(N,C,H,W) x, float(O,C,3,3) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h + 2 * kh, v + 2 * kw) * w(o, c, kh, kw)
+}""", full=dict(N=8, C=64, H=36, W=36, O=64), tiny=dict(N=1, C=2, H=6, W=5, O=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["O"], s["C"], 3, 3)])
+def _dconv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(dilation=2)": _nograd(torch, lambda: F.conv2d(t[0], t[1], dilation=2))}
+
+
+@program(name="tensor mode-2 product (tucker)", kind="matmul", src="""
+def mode2(float(A,J,C) x, float(R,J) U) -> (y) {
+  y(a, r, c) +=! x(a, j, c) * U(r, j)
+}""", full=dict(A=64, J=256, C=256, R=128), tiny=dict(A=2, J=3, C=4, R=2),
+   inputs=lambda r, s: [_n(r, s["A"], s["J"], s["C"]), _w(r, s["R"], s["J"])])
+def _mode2(torch, a, t, s):
+    return {"U @ x (broadcast matmul)": _nograd(torch, lambda: torch.matmul(t[1], t[0]))}
+
+
+@program(name="nearest upsample 2x (floor-div index)", kind="data", src="""
+def up2(float(N,C,H,W) x) -> (y) {
+  y(n, c, i, j) = x(n, c, i / 2, j / 2) where i in 0:2*H, j in 0:2*W
+}""", full=dict(N=16, C=64, H=64, W=64), tiny=dict(N=1, C=2, H=2, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _up2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.interpolate(nearest)": _nograd(torch, lambda: F.interpolate(t[0], scale_factor=2, mode="nearest"))}
+
+
+@program(name="grouped-query attention (kv head h / 4)", kind="attention", src="""
+def gqa(float(B,Hq,T,D) q, float(B,G,T,D) k, float(B,G,T,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h / 4, j, d) / sqrt(float(D))
+  mx(b, h, i) max=! s(b, h, i, j)
+  e(b, h, i, j) = exp(s(b, h, i, j) - mx(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h / 4, j, d) / z(b, h, i)
+}""", full=dict(B=4, Hq=16, G=4, T=256, D=64), tiny=dict(B=1, Hq=8, G=2, T=3, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["Hq"], s["T"], s["D"]), _n(r, s["B"], s["G"], s["T"], s["D"]),
+                        _n(r, s["B"], s["G"], s["T"], s["D"])])
+def _gqa(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.scaled_dot_product_attention(enable_gqa)": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(t[0], t[1], t[2], enable_gqa=True))}
+
+
+@program(name="neural ode, euler steps", kind="loop", src="""
+def ode(float(B,D) h0, float(D,D) W, float(D) bias, float(S) dt) -> (h) {
+  for s in S {
+    if s == 0 {
+      f(b, j) +=! h0(b, i) * W(i, j)
+      h(s, b, j) = h0(b, j) + dt(s) * tanh(f(b, j) + bias(j))
+    } else {
+      f(b, j) +=! h(s - 1, b, i) * W(i, j)
+      h(s, b, j) = h(s - 1, b, j) + dt(s) * tanh(f(b, j) + bias(j))
+    }
+  }
+}""", full=dict(B=64, D=512, S=100), tiny=dict(B=2, D=3, S=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"]),
+                        np.full(s["S"], 0.1, np.float32)])
+def _ode(torch, a, t, s):
+    h0, W, bias, dt = t
+
+    def loop():
+        out = torch.empty(s["S"], *h0.shape)
+        h = h0
+        for i in range(s["S"]):
+            h = h + dt[i] * torch.tanh(torch.addmm(bias, h, W))
+            out[i] = h
+        return out
+    return {"torch loop (addmm)": _nograd(torch, loop)}
+
+
+@program(name="bilinear pooling over time (x^T z per batch)", kind="matmul", src="""
+def bipool(float(B,T,I) x, float(B,T,J) z) -> (y) {
+  y(b, i, j) +=! x(b, t, i) * z(b, t, j) / T
+}""", full=dict(B=32, T=256, I=256, J=256), tiny=dict(B=2, T=3, I=2, J=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["T"], s["J"])])
+def _bipool(torch, a, t, s):
+    return {"bmm(x^T, z) / T": _nograd(torch, lambda: torch.bmm(t[0].transpose(1, 2), t[1]) / s["T"])}
+
+
+@program(name="k-means step (assign by min distance, new centroids)", kind="data", src="""
+def kmeans(float(N,D) x, float(K,D) c) -> (cnt, newc) {
+  d(n, k) +=! (x(n, e) - c(k, e)) * (x(n, e) - c(k, e))
+  best(n) min=! d(n, k)
+  onehot(n, k) = d(n, k) == best(n) ? 1 : 0
+  cnt(k) +=! onehot(n, k)
+  tot(k, e) +=! onehot(n, k) * x(n, e)
+  newc(k, e) = tot(k, e) / fmax(cnt(k), 1)
+}""", full=dict(N=16384, D=64, K=64), tiny=dict(N=5, D=2, K=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["K"], s["D"])], pick=lambda r: r[1])
+def _kmeans(torch, a, t, s):
+    x, c = t
+
+    def run():
+        lab = torch.cdist(x, c).argmin(1)
+        oh = torch.nn.functional.one_hot(lab, s["K"]).float()
+        return (oh.T @ x) / oh.sum(0).clamp(min=1)[:, None]
+    return {"cdist + argmin + one_hot matmul": _nograd(torch, run)}
+
+
+@program(name="max pool 3x3 s2 pad 1 (select, resnet stem)", kind="pool", src="""
+def mp(float(N,C,H,W) x) -> (y) {
+  y(n, c, i, j) max=! (2 * i + ki - 1 >= 0 && 2 * i + ki - 1 < H && 2 * j + kj - 1 >= 0 && 2 * j + kj - 1 < W ?
+                       x(n, c, 2 * i + ki - 1, 2 * j + kj - 1) : -1e30)
+      where i in 0:H/2, j in 0:W/2, ki in 0:3, kj in 0:3
+}""", full=dict(N=16, C=64, H=112, W=112), tiny=dict(N=1, C=2, H=4, W=6),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _mp(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool2d(3, 2, 1)": _nograd(torch, lambda: F.max_pool2d(t[0], 3, 2, 1))}

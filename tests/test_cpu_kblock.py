@@ -183,3 +183,39 @@ def test_column_counts_around_the_panel_widths_match_numpy(mode):
     k = tcdsl.compile(MATMUL, specialize=mode, options=AVX2_TILES)
     for N in (9, 13, 15, 16, 23, 24, 31, 32, 40, 47, 56, 61, 64, 256):
         _check(k, 33, 19, N, seed=N)
+
+
+# a weight per expert (or head, or gate) in PyTorch's (out, in) layout: the
+# column o moves the weight by a row, the expert e is a parallel loop between
+# the batch rows and the tiles
+PER_EXPERT = "def moe(float(B,D) x, float(E,O,D) W) -> (h) { h(b, e, o) +=! x(b, d) * W(e, o, d) }"
+PER_EXPERT_LOOP = """
+def heads(float(T,B,D) x, float(E,O,D) W) -> (h) {
+  for t in T { h(t, b, e, o) +=! x(t, b, d) * W(e, o, d) }
+}"""
+
+
+def test_weight_per_expert_out_in_is_copied_transposed_one_expert_at_a_time():
+    # a tile over several experts would read W with lanes D apart (a gather
+    # per vector); one expert at a time, each column tile's panel is W's
+    # transpose, copied with shuffles
+    script = tcdsl.compile(PER_EXPERT, options={"vector_width": 8, "disk_cache": False}).script
+    assert "T.Shuffle([W_r0, W_r" in script, script
+    # the main tiles read the panel, one expert (c1) at a time
+    assert re.search(r"\* W_packed\[c1, c3_w(\d+) \* \1 \+ \(u \* 8 \+ v\), c2_k\]", script), script
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+@pytest.mark.parametrize("src", [PER_EXPERT, PER_EXPERT_LOOP], ids=["plain", "in a loop"])
+def test_weight_per_expert_out_in_matches_numpy(src, mode):
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(7)
+    for B, D, E, O in [(9, 19, 3, 29), (16, 64, 4, 48), (5, 8, 1, 7), (33, 100, 2, 72)]:
+        W = rand(rng, E, O, D)
+        if src is PER_EXPERT:
+            x = rand(rng, B, D)
+            want = np.einsum("bd,eod->beo", x.astype(np.float64), W.astype(np.float64))
+        else:
+            x = rand(rng, 3, B, D)
+            want = np.einsum("tbd,eod->tbeo", x.astype(np.float64), W.astype(np.float64))
+        np.testing.assert_allclose(k(x, W), want, rtol=1e-5, atol=2e-6 * D ** 0.5 + 1e-6)

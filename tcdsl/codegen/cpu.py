@@ -41,7 +41,7 @@ from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_strips import strip_blocks
-from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step
+from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -411,23 +411,23 @@ class ChunkedLoop:
         loop ``g`` in ``for b { for g { for k { for j`` ...): it may run
         outside the row tiles, ``for g { tiles over b { for k { for j``,
         since both loops carry no dependence.  Outside sequential loops (whose
-        rows are many: measured slower there in general) only when each tile
-        covers several of its iterations (``tile_depth``) and the reads that
-        move with the column move with it, not with the rows (a convolution
-        ``O(n, m, h, w)`` with rows ``m``: each tile loads ``I(n, c, h + kh,
-        w + kw)`` once for all its channels, ``W1(m, c, kh, kw)`` once for all
-        its ``h``), see :meth:`RegisterTiles.shares_columns`."""
+        rows are many: slower there in general) only when the reads moving with
+        the column move with it, not with the rows (RegisterTiles.shares_columns),
+        and each tile covers several of its iterations (``tile_depth``: a conv
+        ``O(n, m, h, w)``, rows ``m``, loads ``I(n, c, h + kh, w + kw)`` once
+        for all its channels, ``W1(m, c, kh, kw)`` once for all its ``h``) or
+        such a read is transposed (tile_checks.transposed_loop: one iteration
+        at a time, its panels copied)."""
         if mark != "par" or row in loop_ids(node) or not unit_stride(node):
             return False
         deep = not self.in_loop
-        if deep and (self.m.tile_depth <= 1 or self.tiles.depth is not None):
+        if deep and self.tiles.depth is not None:
             return False
-        name = iterator(node)
-        with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # one such loop, not a nest of them
+        with self.low.bound({iterator(node): tirx.Var(iterator(node) + "_p", INDEX)}):  # one loop, not a nest
             if not self.has_micro(node.for_get_body(), row, outside=False):  # (a convolution's m, h: see below)
                 return False
-            return not deep or all(self.tiles.shares_columns(p, row, name)
-                                   for p in self._micro_parts(node.for_get_body(), row))
+            return not deep or (self.m.tile_depth > 1 or transposed_loop(self, node, row)) and all(
+                self.tiles.shares_columns(p, row, iterator(node)) for p in self._micro_parts(node.for_get_body(), row))
 
     def _micro_parts(self, node: isl.AstNode, row: str) -> list:
         """What :meth:`RegisterTiles.parts` finds in the parts of ``node``
@@ -450,7 +450,7 @@ class ChunkedLoop:
         name = iterator(node)
         init, extent = self.low.loop_range(node)
         body = node.for_get_body()
-        nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None else 1
+        nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None and not transposed_loop(self, node, row) else 1
         v = tirx.Var(name, INDEX)
         if nd <= 1:
             with self.low.bound({name: init + v}):

@@ -33,3 +33,44 @@ def runs_in_one_step(s: IslStmt, loop_var: str) -> bool:
     d = d.move_dims(isl.dim_type.set, 0, isl.dim_type.param, i, 1)
     d = d.project_out(isl.dim_type.param, 0, d.dim(isl.dim_type.param))
     return d.is_singleton()
+
+
+def transposed_columns(low, parts, row: str, name: str) -> bool:
+    """Some read of the micro-kernels ``parts`` (``RegisterTiles.parts``)
+    moves with the column and with the loop ``name`` but not in its last,
+    contiguous index: the columns' lanes lie a row apart in memory, PyTorch's
+    ``(out, in)`` layout of a weight per ``name``, ``h(b, e, o) +=! x(b, d) *
+    We(e, o, d)``.  A tile covering several iterations of ``name`` would
+    gather every vector; one iteration at a time, the column tiles copy the
+    weight's panel transposed (panels._Panels) instead (256 x 8 x 512 x 512:
+    47 -> ... ms)."""
+    from tvm import tirx
+
+    from ..polyhedral.isl_ast import iterator
+    from .expr import INDEX
+    from .lower import coefficient, loads, uses
+    chain, leaves = parts
+    for inner, call in leaves:
+        j = iterator(inner)
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, j, name}}
+        with low.bound(probe):
+            _, _, value, _ = low.statement_parts(call)
+        for ld in loads(value):
+            idx = list(ld.indices)
+            if any(uses(x, probe[j]) for x in idx) and any(uses(x, probe[name]) for x in idx) \
+                    and coefficient(idx[-1], probe[j]) == 0:
+                return True
+    return False
+
+
+def transposed_loop(chunked, node, row: str) -> bool:
+    """:func:`transposed_columns` for the micro-kernels in the parallel loop
+    ``node`` of ``chunked`` (codegen/cpu.py, ``ChunkedLoop._outside_rows``)."""
+    from tvm import tirx
+
+    from ..polyhedral.isl_ast import iterator
+    from .expr import INDEX
+    name = iterator(node)
+    with chunked.low.bound({name: tirx.Var(name + "_p", INDEX)}):
+        return any(transposed_columns(chunked.low, p, row, name)
+                   for p in chunked._micro_parts(node.for_get_body(), row))
