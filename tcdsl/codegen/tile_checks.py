@@ -42,8 +42,8 @@ def transposed_columns(low, parts, row: str, name: str) -> bool:
     ``(out, in)`` layout of a weight per ``name``, ``h(b, e, o) +=! x(b, d) *
     We(e, o, d)``.  A tile covering several iterations of ``name`` would
     gather every vector; one iteration at a time, the column tiles copy the
-    weight's panel transposed (panels._Panels) instead (256 x 8 x 512 x 512:
-    47 -> ... ms)."""
+    weight's panel transposed (panels._Panels) instead ((B, E, O, D) =
+    (256, 8, 512, 512): 47 -> 9.3 ms on 2 cores)."""
     from tvm import tirx
 
     from ..polyhedral.isl_ast import iterator
