@@ -2767,3 +2767,164 @@ def mp(float(N,C,H,W) x) -> (y) {
 def _mp(torch, a, t, s):
     F = torch.nn.functional
     return {"F.max_pool2d(3, 2, 1)": _nograd(torch, lambda: F.max_pool2d(t[0], 3, 2, 1))}
+
+
+@program(name="rotary position embedding (select on half of d)", kind="elementwise", src="""
+# RoPE on (B, T, H, D) queries, halves rotated as in GPT-NeoX / LLaMA (rotate_half)
+def rope(float(B,T,H,D) x, float(T,D) cs, float(T,D) sn) -> (y) {
+  y(b, t, h, d) = x(b, t, h, d) * cs(t, d)
+                + (d < D / 2 ? -x(b, t, h, d + D / 2) : x(b, t, h, d - D / 2)) * sn(t, d)
+      where d in 0:D
+}""", full=dict(B=8, T=512, H=16, D=64), tiny=dict(B=1, T=3, H=2, D=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), np.cos(_n(r, s["T"], s["D"])),
+                        np.sin(_n(r, s["T"], s["D"]))])
+def _rope(torch, a, t, s):
+    x, cs, sn = t
+    half = s["D"] // 2
+    c, n = cs[:, None, :], sn[:, None, :]
+
+    def run():
+        rot = torch.cat((-x[..., half:], x[..., :half]), -1)
+        return x * c + rot * n
+    return {"torch (rotate_half)": _nograd(torch, run)}
+
+
+@program(name="mamba causal depthwise conv1d, channels-last (K=4)", kind="conv", src="""
+def cconv(float(B,L,C) x, float(C,K) w, float(C) bias) -> (y) {
+  y(b, t, c) +=! (t + k - K + 1 >= 0 ? x(b, t + k - K + 1, c) : 0) * w(c, k) where t in 0:L, k in 0:K
+  y(b, t, c) = y(b, t, c) + bias(c)
+}""", full=dict(B=8, L=2048, C=512, K=4), tiny=dict(B=1, L=5, C=3, K=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["C"], s["K"]), _w(r, s["C"])])
+def _cconv(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1][:, None, :].contiguous()
+    K = s["K"]
+    return {"F.conv1d(groups=C, padding=K-1)[..., :L] on a transposed view": _nograd(
+        torch, lambda: F.conv1d(t[0].transpose(1, 2), w, t[2], padding=K - 1, groups=s["C"])[..., :s["L"]]
+        .transpose(1, 2))}
+
+
+@program(name="highway layer (torch layout)", kind="mlp", src="""
+def highway(float(B,D) x, float(D,D) Wh, float(D) bh, float(D,D) Wt, float(D) bt) -> (y) {
+  hh(b, o) +=! x(b, i) * Wh(o, i)
+  tt(b, o) +=! x(b, i) * Wt(o, i)
+  y(b, o) = sigmoid(tt(b, o) + bt(o)) * fmax(hh(b, o) + bh(o), 0) + (1 - sigmoid(tt(b, o) + bt(o))) * x(b, o)
+}""", full=dict(B=1024, D=1024), tiny=dict(B=2, D=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"]), _w(r, s["D"], s["D"]),
+                        _w(r, s["D"])])
+def _highway(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wh, bh, Wt, bt = t
+
+    def run():
+        g = torch.sigmoid(F.linear(x, Wt, bt))
+        return g * torch.relu(F.linear(x, Wh, bh)) + (1 - g) * x
+    return {"F.linear x2 + torch ops": _nograd(torch, run)}
+
+
+@program(name="symmetrize (x + x^T) / 2", kind="data", src="""
+def sym(float(N,N) x) -> (y) {
+  y(i, j) = (x(i, j) + x(j, i)) / 2
+}""", full=dict(N=4096), tiny=dict(N=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["N"])])
+def _sym(torch, a, t, s):
+    return {"(x + x.T) / 2": _nograd(torch, lambda: (t[0] + t[0].T) / 2)}
+
+
+@program(name="pixel shuffle (r=2, div/mod indices)", kind="data", src="""
+def shuffle(float(N,C4,H,W) x) -> (y) {
+  y(n, c, i, j) = x(n, 4 * c + 2 * (i % 2) + j % 2, i / 2, j / 2) where c in 0:C4/4, i in 0:2*H, j in 0:2*W
+}""", full=dict(N=16, C4=256, H=32, W=32), tiny=dict(N=1, C4=4, H=2, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C4"], s["H"], s["W"])])
+def _shuffle(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.pixel_shuffle(2)": _nograd(torch, lambda: F.pixel_shuffle(t[0], 2))}
+
+
+@program(name="conv_transpose2d stride 2 (select on parity)", kind="conv", src="""
+def convt(float(N,C,H,W) x, float(C,O,4,4) w) -> (y) {
+  y(n, o, i, j) +=! ((i - kh) % 2 == 0 && (j - kw) % 2 == 0 && i - kh >= 0 && j - kw >= 0
+                     && (i - kh) / 2 < H && (j - kw) / 2 < W ?
+                     x(n, c, (i - kh) / 2, (j - kw) / 2) : 0) * w(c, o, kh, kw)
+      where i in 0:2*H+2, j in 0:2*W+2, kh in 0:4, kw in 0:4
+}""", full=dict(N=8, C=64, H=16, W=16, O=32), tiny=dict(N=1, C=2, H=2, W=3, O=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], s["O"], 4, 4)])
+def _convt(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv_transpose2d(stride=2)": _nograd(torch, lambda: F.conv_transpose2d(t[0], t[1], stride=2))}
+
+
+@program(name="spatial softmax (keypoints: expected x, y)", kind="norm", src="""
+def spatial(float(N,C,H,W) f) -> (kx, ky) {
+  mx(n, c) max=! f(n, c, h, w)
+  e(n, c, h, w) = exp(f(n, c, h, w) - mx(n, c))
+  z(n, c) +=! e(n, c, h, w)
+  kx(n, c) +=! e(n, c, h, w) * w / z(n, c)
+  ky(n, c) +=! e(n, c, h, w) * h / z(n, c)
+}""", full=dict(N=32, C=64, H=64, W=64), tiny=dict(N=1, C=2, H=3, W=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])], pick=lambda r: r[0])
+def _spatial(torch, a, t, s):
+    f = t[0]
+    xs = torch.arange(s["W"], dtype=torch.float32)
+
+    def run():
+        p = torch.softmax(f.flatten(2), -1).view_as(f)
+        return (p.sum(2) * xs).sum(-1)
+    return {"softmax + sums": _nograd(torch, run)}
+
+
+@program(name="conv3d 3x3x3 (video, valid)", kind="conv", src="""
+def conv3d(float(N,C,D,H,W) x, float(O,C,3,3,3) w) -> (y) {
+  y(n, o, d, h, v) +=! x(n, c, d + kd, h + kh, v + kw) * w(o, c, kd, kh, kw)
+}""", full=dict(N=2, C=32, D=10, H=30, W=30, O=32), tiny=dict(N=1, C=2, D=3, H=4, W=3, O=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["D"], s["H"], s["W"]), _w(r, s["O"], s["C"], 3, 3, 3)])
+def _conv3d(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv3d": _nograd(torch, lambda: F.conv3d(t[0], t[1]))}
+
+
+@program(name="grouped conv2d 3x3 (resnext, G=32)", kind="conv", src="""
+def gconv(float(N,G,C,H,W) x, float(G,O,C,3,3) w) -> (y) {
+  y(n, g, o, h, v) +=! x(n, g, c, h + kh, v + kw) * w(g, o, c, kh, kw)
+}""", full=dict(N=8, G=32, C=4, H=30, W=30, O=4), tiny=dict(N=1, G=2, C=2, H=4, W=3, O=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["G"], s["C"], s["H"], s["W"]), _w(r, s["G"], s["O"], s["C"], 3, 3)])
+def _gconv(torch, a, t, s):
+    F = torch.nn.functional
+    N, G, C, H, W, O = (s[k] for k in ("N", "G", "C", "H", "W", "O"))
+    xin = t[0].reshape(N, G * C, H, W)
+    w = t[1].reshape(G * O, C, 3, 3)
+    return {"F.conv2d(groups=G)": _nograd(
+        torch, lambda: F.conv2d(xin, w, groups=G).view(N, G, O, H - 2, W - 2))}
+
+
+@program(name="head transpose (B,T,H,D) -> (B,H,T,D)", kind="data", src="""
+def heads(float(B,T,H,D) x) -> (y) {
+  y(b, h, t, d) = x(b, t, h, d)
+}""", full=dict(B=16, T=512, H=16, D=64), tiny=dict(B=1, T=3, H=2, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"])])
+def _heads(torch, a, t, s):
+    return {"transpose(1, 2).contiguous()": _nograd(torch, lambda: t[0].transpose(1, 2).contiguous())}
+
+
+@program(name="triplet margin loss", kind="loss", src="""
+def triplet(float(N,D) a, float(N,D) p, float(N,D) q) -> (loss) {
+  dp(n) +=! (a(n, d) - p(n, d) + 1e-6) * (a(n, d) - p(n, d) + 1e-6)
+  dq(n) +=! (a(n, d) - q(n, d) + 1e-6) * (a(n, d) - q(n, d) + 1e-6)
+  loss() +=! fmax(sqrt(dp(n)) - sqrt(dq(n)) + 1, 0) / N
+}""", full=dict(N=8192, D=512), tiny=dict(N=3, D=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]), _n(r, s["N"], s["D"])])
+def _triplet(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.triplet_margin_loss": _nograd(torch, lambda: F.triplet_margin_loss(t[0], t[1], t[2]))}
+
+
+@program(name="running max over time (loop)", kind="loop", src="""
+def cummax(float(B,T,C) x) -> (m) {
+  for t in T {
+    if t == 0 { m(b, t, c) = x(b, t, c) }
+    else      { m(b, t, c) = fmax(m(b, t - 1, c), x(b, t, c)) }
+  }
+}""", full=dict(B=32, T=1024, C=256), tiny=dict(B=2, T=3, C=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"])])
+def _cummax(torch, a, t, s):
+    return {"torch.cummax(dim=1)": _nograd(torch, lambda: torch.cummax(t[0], 1).values)}

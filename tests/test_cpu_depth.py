@@ -263,3 +263,39 @@ def test_sliding_windows_read_with_64_bit_offsets():
                        "I(n,c,2*h+kh,2*w+kw) * Wt(m,c,kh,kw) where h in 0:(H-KH)/2+1, w in 0:(W-KW)/2+1 }")
     reads = _reduction_reads(s2.script)
     assert any("I_1[c0, " in r for r in reads) and not any('I_1[T.Cast("int64"' in r for r in reads)
+
+
+CONV3D = ("def conv3d(float(N,C,D,H,W) I, float(M,C,KD,KH,KW) Wt) -> (O) "
+          "{ O(n,m,d,h,w) +=! I(n,c,d+kd,h+kh,w+kw) * Wt(m,c,kd,kh,kw) }")
+
+
+def _conv3d_ref(I, W):
+    N, C, D, H, Wd = I.shape
+    M, _, KD, KH, KW = W.shape
+    out = np.zeros((N, M, D - KD + 1, H - KH + 1, Wd - KW + 1))
+    for kd in range(KD):
+        for kh in range(KH):
+            for kw in range(KW):
+                win = I[:, :, kd:kd + D - KD + 1, kh:kh + H - KH + 1, kw:kw + Wd - KW + 1].astype(np.float64)
+                out += np.einsum("ncdhw,mc->nmdhw", win, W[:, :, kd, kh, kw].astype(np.float64))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_conv3d_tiles_channels_times_output_rows_depth_outside(mode):
+    """A nest of two parallel loops between the channel rows m and the
+    reduction (a 3-D convolution's output depth d and row h): d runs outside
+    the tiles one iteration at a time, h in blocks of tile_depth as in 2-D,
+    so the tiles' rows are still the channels (the weights' scalars do not
+    move with h, the inputs' vectors not with m)."""
+    k = tcdsl.compile(CONV3D, specialize=mode, options=DEEP)
+    s = _plain(k.script)
+    if mode == "never":
+        assert "acc = T.alloc_local((16, 8))" in s
+        assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s), s
+        assert re.search(r"Wt\[c1_b \* 4 \+ r, ", s), s
+    rng = np.random.default_rng(11)
+    for ishape, wshape in [((2, 3, 5, 11, 40), (7, 3, 2, 3, 3)), ((1, 2, 3, 6, 9), (5, 2, 3, 2, 1)),
+                           ((1, 1, 1, 1, 1), (1, 1, 1, 1, 1))]:
+        I, W = rand(rng, *ishape), rand(rng, *wshape)
+        np.testing.assert_allclose(k(I, W), _conv3d_ref(I, W), rtol=1e-5, atol=1e-5)

@@ -33,7 +33,7 @@ from tvm import tirx
 from ..options import CpuMapping
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
-from ..polyhedral.model import Block, IslStmt, Kernel
+from ..polyhedral.model import Block, IslStmt, Kernel, unit_dimension
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
 from ..syntax import nodes as n
@@ -106,18 +106,7 @@ class CpuProgram(ProgramLowering):
         """Some statement of ``k`` has a dimension of a single value at the sizes
         fixed in this lowering (none: the symbolic kernel)."""
         fixed = {s: int(v.value) for s, v in self.sig.size_vars.items() if isinstance(v, tirx.IntImm)}
-        if not fixed:
-            return False
-        fix = fixed_set(self.model, fixed)
-        for s in k.stmts:
-            dom = s.domain.intersect_params(fix.align_params(s.domain.get_space()))
-            n = dom.dim(isl.dim_type.set)
-            for i in range(n):
-                d = dom.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
-                if not d.is_empty() and isl.Map.from_domain_and_range(d, d).deltas().is_subset(
-                        isl.Set.read_from_str(d.get_ctx(), "{ [0] }").align_params(d.get_space())):
-                    return True
-        return False
+        return bool(fixed) and unit_dimension(k.stmts, fixed_set(self.model, fixed))
 
     def sequential(self, lp, body: Block, env: dict) -> tirx.Stmt:
         """The ``for`` run inside its body's parallel loop, when the body is one
@@ -417,15 +406,17 @@ class ChunkedLoop:
         ``O(n, m, h, w)``, rows ``m``, loads ``I(n, c, h + kh, w + kw)`` once
         for all its channels, ``W1(m, c, kh, kw)`` once for all its ``h``) or
         such a read is transposed (tile_checks.transposed_loop: one iteration
-        at a time, its panels copied)."""
+        at a time, its panels copied).  Outside sequential loops also a nest
+        of such loops, the outer ones one iteration at a time (a 3-D conv's
+        ``d`` around ``h``, rows ``o``: 20.5 -> 6.4 ms at (2, 32, 10, 30, 30))."""
         if mark != "par" or row in loop_ids(node) or not unit_stride(node):
             return False
         deep = not self.in_loop
         if deep and self.tiles.depth is not None:
             return False
-        with self.low.bound({iterator(node): tirx.Var(iterator(node) + "_p", INDEX)}):  # one loop, not a nest
+        with self.low.bound({iterator(node): tirx.Var(iterator(node) + "_p", INDEX)}):
             if not self.has_micro(node.for_get_body(), row, outside=False):  # (a convolution's m, h: see below)
-                return False
+                return deep and self.has_micro(node.for_get_body(), row)
             return not deep or (self.m.tile_depth > 1 or transposed_loop(self, node, row)) and all(
                 self.tiles.shares_columns(p, row, iterator(node)) for p in self._micro_parts(node.for_get_body(), row))
 
@@ -450,7 +441,10 @@ class ChunkedLoop:
         name = iterator(node)
         init, extent = self.low.loop_range(node)
         body = node.for_get_body()
-        nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None and not transposed_loop(self, node, row) else 1
+        with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # (the outer loops of a nest: one at a time)
+            inner = self.has_micro(body, row, outside=False)
+        nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None and inner \
+            and not transposed_loop(self, node, row) else 1
         v = tirx.Var(name, INDEX)
         if nd <= 1:
             with self.low.bound({name: init + v}):

@@ -278,3 +278,17 @@ def lift_param(m: isl.Map, param: str) -> isl.Map | None:
 
 def _accesses(e: n.Expr) -> list[n.Access]:
     return [x for x in n.walk(e) if isinstance(x, n.Access)]
+
+
+def unit_dimension(stmts, fix: isl.Set) -> bool:
+    """Some statement of ``stmts`` has a dimension of a single value under the
+    sizes ``fix`` (schedule.fixed_set)."""
+    for s in stmts:
+        dom = s.domain.intersect_params(fix.align_params(s.domain.get_space()))
+        n = dom.dim(isl.dim_type.set)
+        for i in range(n):
+            d = dom.project_out(isl.dim_type.set, i + 1, n - i - 1).project_out(isl.dim_type.set, 0, i)
+            if not d.is_empty() and isl.Map.from_domain_and_range(d, d).deltas().is_subset(
+                    isl.Set.read_from_str(d.get_ctx(), "{ [0] }").align_params(d.get_space())):
+                return True
+    return False
