@@ -359,3 +359,34 @@ def test_a_select_piece_beside_exps_gets_nests_that_vectorize():
     for opts in (None, {"fusion": "isl"}):
         got = tcdsl.compile(CTC, options=opts)(em.astype(np.float32), a0.astype(np.float32))
         np.testing.assert_allclose(got, np.stack(want), rtol=1e-4, atol=1e-4)
+
+
+SPATIAL_SOFTMAX = """def spatial(float(N,C,H,W) f) -> (kx, ky) {
+  mx(n, c) max=! f(n, c, h, w)
+  e(n, c, h, w) = exp(f(n, c, h, w) - mx(n, c))
+  z(n, c) +=! e(n, c, h, w)
+  kx(n, c) +=! e(n, c, h, w) * w / z(n, c)
+  ky(n, c) +=! e(n, c, h, w) * h / z(n, c)
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_exps_fused_into_sums_over_two_dimensions_get_their_own_vector_nest(mode):
+    """isl fuses the exps into the loops of the three sums over (h, w), which
+    carry the sums: one scalar pass, no statement in a vector loop.  Then
+    every component gets a nest of its own under the rows' shared parallel
+    loop: the exps in vectors, each sum a vectorized row reduction."""
+    k = tcdsl.compile(SPATIAL_SOFTMAX, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        s = k.script
+        assert re.search(r"for c\d_v in T\.vectorized\(\d+\):\n(\s+bt\S* = T\.\w+\(\)\n)*\s+e_rows\[", s), s
+        assert not re.search(r"for c2, c3 in T\.grid\(H, W\):\n(.*\n){0,6}\s+e\[c0, c1, c2, c3\] = ", s), s
+    rng = np.random.default_rng(12)
+    for shape in [(1, 1, 1, 1), (2, 3, 5, 7), (3, 2, 16, 33)]:
+        f = rng.standard_normal(shape).astype(np.float32)
+        fd = f.astype(np.float64)
+        p = np.exp(fd - fd.max((2, 3), keepdims=True))
+        p /= p.sum((2, 3), keepdims=True)
+        kx, ky = k(f)
+        np.testing.assert_allclose(kx, (p * np.arange(shape[3])).sum((2, 3)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ky, (p * np.arange(shape[2])[:, None]).sum((2, 3)), rtol=1e-5, atol=1e-5)
