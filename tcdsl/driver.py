@@ -131,6 +131,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
                                                              fixed or {})
     if options.gather:
         rewritten, checked, ranges, model = _gathered(rewritten, entry, checked, ranges, model)
+    if options.parity:
+        rewritten, checked, ranges, model = _parity(rewritten, entry, checked, ranges, model)
     pads = frozenset()
     if options.pad:
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
@@ -220,6 +222,15 @@ def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges
 
     out = _rewritten("factored", program, entry, checked, ranges, model, lambda: factor.plan(checked), factor.rewrite)
     return out[:4]
+
+
+def _parity(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program summing each transposed convolution by its outputs'
+    remainders (polyhedral/parity.py); see :func:`_rewritten`."""
+    from .polyhedral import parity
+
+    return _rewritten("parity", program, entry, checked, ranges, model, lambda: parity.plan(model),
+                      parity.rewrite)[:4]
 
 
 def _padded(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -4,7 +4,7 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, gather, transpose, pad, inplace, factor   (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, gather, transpose, pad, parity, inplace, factor (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -85,13 +85,16 @@ class FrontendOptions:
     after it (``factor``, polyhedral/factor.py); a sum's reads through an
     index are copied once before it (``gather``, polyhedral/gather.py); a
     sum of a product of three or more factors runs as a chain of two sums
-    with fewer loops (``chain``, polyhedral/chain.py)."""
+    with fewer loops (``chain``, polyhedral/chain.py); a sum whose taps are
+    picked by its outputs' remainders (a transposed convolution of stride 2)
+    is split by them (``parity``, polyhedral/parity.py)."""
 
     strict_bounds: bool = False
     hoist: bool | str = True
     gather: bool = True
     transpose: bool = True
     pad: bool = True
+    parity: bool = True
     inplace: bool = True
     factor: bool = True
     chain: bool = True
@@ -276,7 +279,8 @@ def _payback(key: str, v: Any) -> float:
 # key -> (record, check); a 0 in the tile fields means "the host's default"
 _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "strict_bounds": ("frontend", _bool), "hoist": ("frontend", _hoist), "transpose": ("frontend", _bool),
-    "pad": ("frontend", _bool), "inplace": ("frontend", _bool), "factor": ("frontend", _bool),
+    "pad": ("frontend", _bool), "parity": ("frontend", _bool), "inplace": ("frontend", _bool),
+    "factor": ("frontend", _bool),
     "chain": ("frontend", _bool),
     "gather": ("frontend", _bool),
     "fusion": ("schedule", _fusion),
@@ -470,6 +474,10 @@ class MappingOptions:
       k - 2 < L ? x(b, c, t + k - 2) : 0)``) from a zero-padded copy made once
       per call, so that no select is left in the reduction
       (polyhedral/pad.py).
+    * ``parity``: a ``+=!`` sum whose taps are picked by the remainders of its
+      outputs (a transposed convolution of stride 2 written with ``(i - kh) %
+      2 == 0`` selects) is computed by those remainders, each class of
+      outputs a plain convolution (polyhedral/parity.py).
     * ``inplace``: a temporary whose last statement writes an output of its
       shape from it element by element (a softmax's ``y(n, c) = e(n, c) /
       s(n)``) is computed in that output, which that statement then updates
@@ -528,6 +536,7 @@ class MappingOptions:
     hoist: bool | str = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad
+    parity: bool = FrontendOptions.parity
     inplace: bool = FrontendOptions.inplace
     factor: bool = FrontendOptions.factor
     chain: bool = FrontendOptions.chain

@@ -1,0 +1,137 @@
+"""Transposed convolutions summed by their outputs' remainders
+(polyhedral/parity.py): which sums are split, the results against NumPy
+(strides 2 and 3, offsets, the remainder written either way round, odd
+sizes, every specialize mode), the same results with ``parity`` off, and no
+read or write outside a tensor (guard pages)."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import driver
+from tcdsl.polyhedral import parity
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import guard  # noqa: E402
+from helpers import rand  # noqa: E402
+
+CONVT2D = """def convt(float(N,C,H,W) x, float(C,O,4,4) w) -> (y) {
+  y(n, o, i, j) +=! ((i - kh) % 2 == 0 && (j - kw) % 2 == 0 && i - kh >= 0 && j - kw >= 0
+                     && (i - kh) / 2 < H && (j - kw) / 2 < W ?
+                     x(n, c, (i - kh) / 2, (j - kw) / 2) : 0) * w(c, o, kh, kw)
+      where i in 0:2*H+2, j in 0:2*W+2, kh in 0:4, kw in 0:4
+}"""
+
+# stride 3, kernel K, padding 1 (PyTorch's output is cropped by one on each side), a bias after
+CONVT1D_S3 = """def convt(float(B,C,L) x, float(C,O,K) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! ((t + 1 - k) % 3 == 0 && t + 1 - k >= 0 && (t + 1 - k) / 3 < L ?
+                  x(b, c, (t + 1 - k) / 3) : 0) * w(c, o, k)
+      where t in 0:3*L+K-3, k in 0:K
+  y(b, o, t) = y(b, o, t) + bias(o)
+}"""
+
+# the remainder the other way round, and the select on the right of the product
+CONVT1D_REV = """def convt(float(B,C,L) x, float(C,O,K) w) -> (y) {
+  y(b, o, t) +=! w(c, o, k) * ((k - t) % 2 == 0 && t - k >= 0 && (t - k) / 2 < L ? x(b, c, (t - k) / 2) : 0)
+      where t in 0:2*L+K-2, k in 0:K
+}"""
+
+
+def _convt_ref(x, w, stride, pad, out_len):
+    """NumPy: y[b, o, t] = sum over c, k with t + pad - k = stride * u of x[b, c, u] w[c, o, k] (any rank)."""
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    nd = x.ndim - 2
+    y = np.zeros((x.shape[0], w.shape[1]) + tuple(out_len))
+    for kk in np.ndindex(*w.shape[2:]):
+        for uu in np.ndindex(*x.shape[2:]):
+            t = tuple(stride * u - pad + k for u, k in zip(uu, kk))
+            if all(0 <= ti < o for ti, o in zip(t, out_len)):
+                y[(slice(None), slice(None)) + t] += x[(slice(None), slice(None)) + uu] @ w[(slice(None), slice(None)) + kk]
+    assert nd == len(out_len)
+    return y
+
+
+def _plan(src):
+    fe = driver.frontend(src, parity=False)
+    return parity.plan(fe.model)
+
+
+def test_the_pairs_of_output_and_tap_found():
+    (pairs, name), = _plan(CONVT2D).stmts.values()
+    assert name == "y_par"
+    assert [(q.v, q.k, q.s, q.e) for q in pairs] == [("i", "kh", 2, 0), ("j", "kw", 2, 0)]
+    (pairs, _), = _plan(CONVT1D_S3).stmts.values()
+    assert [(q.v, q.k, q.s, q.e) for q in pairs] == [("t", "k", 3, 1)]
+    (pairs, _), = _plan(CONVT1D_REV).stmts.values()
+    assert [(q.v, q.k, q.s, q.e) for q in pairs] == [("t", "k", 2, 0)]
+
+
+@pytest.mark.parametrize("src", [
+    # the select added, not a factor: the other terms count where the remainder is not 0
+    "def f(float(L) x, float(K) w) -> (y) { y(t) +=! ((t - k) % 2 == 0 ? x(t / 2) : 0) + w(k) "
+    "where t in 0:2*L, k in 0:K }",
+    # no initialization: not taken
+    "def f(float(L) x, float(K) w) -> (y) { y(t) += ((t - k) % 2 == 0 ? x(t / 2) : 0) * w(k) "
+    "where t in 0:2*L, k in 0:K }",
+    # the remainder of a sum of two outputs
+    "def f(float(L) x, float(K) w) -> (y) { y(t, u) +=! ((t + u - k) % 2 == 0 ? x(t / 2) : 0) * w(k) "
+    "where t in 0:2*L, u in 0:2, k in 0:K }",
+])
+def test_sums_that_are_not_split(src):
+    assert not _plan(src)
+
+
+def test_the_program_sums_each_class_in_its_own_loops():
+    k = tcdsl.compile(CONVT2D, options={"disk_cache": False})
+    s = k.script
+    assert "y_par = T.alloc_buffer((N, O, 2, 2, " in s
+    sums = s.split("y_par = T.alloc_buffer")[1].split("y[")[0]
+    assert not re.search(r"(%|//) 2\b", sums), sums  # no remainder or quotient left in the sums
+    assert "acc = T.alloc_local(" in sums and "x_pad[" in sums  # register tiles over a padded copy
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_convt2d_matches_numpy(mode):
+    k = tcdsl.compile(CONVT2D, specialize=mode, options={"disk_cache": False})
+    plain = tcdsl.compile(CONVT2D, options={"disk_cache": False, "parity": False})
+    rng = np.random.default_rng(1)
+    for N, C, H, W, O in [(1, 1, 1, 1, 1), (2, 3, 5, 4, 7), (1, 9, 3, 11, 2)]:
+        x, w = rand(rng, N, C, H, W), rand(rng, C, O, 4, 4)
+        want = _convt_ref(x, w, 2, 0, (2 * H + 2, 2 * W + 2))
+        got = k(x, w)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(plain(x, w), got, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+@pytest.mark.parametrize("src", [CONVT1D_S3, CONVT1D_REV], ids=["stride 3, offset", "reversed"])
+def test_convt1d_matches_numpy(src, mode):
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(2)
+    for B, C, L, O, K in [(1, 1, 1, 1, 1), (2, 3, 7, 5, 4), (3, 2, 4, 3, 6), (1, 4, 9, 2, 2)]:
+        x, w = rand(rng, B, C, L), rand(rng, C, O, K)
+        if src is CONVT1D_S3:
+            bias = rand(rng, O)
+            want = _convt_ref(x, w, 3, 1, (3 * L + K - 3,)) + bias[None, :, None]
+            got = k(x, w, bias)
+        else:
+            want = _convt_ref(x, w, 2, 0, (2 * L + K - 2,))
+            got = k(x, w)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_no_read_or_write_outside_a_tensor():
+    cases = [{"id": f"parity:{name}", "source": src, "settings": settings, "expect": "agree"}
+             for name, src, settings in [
+                 ("convt2d", CONVT2D, [{"N": 1, "C": 2, "H": 3, "W": 2, "O": 3}, {"N": 2, "C": 1, "H": 1, "W": 5, "O": 1}]),
+                 ("convt1d_s3", CONVT1D_S3, [{"B": 1, "C": 2, "L": 4, "O": 3, "K": 5}, {"B": 2, "C": 1, "L": 1, "O": 2, "K": 3}]),
+                 ("convt1d_rev", CONVT1D_REV, [{"B": 2, "C": 3, "L": 5, "O": 2, "K": 4}])]]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), records
