@@ -130,7 +130,7 @@ def test_a_reduction_over_a_feature_map_is_one_vector_reduction():
     k = tcdsl.compile(GAP, options=NO_CACHE)
     assert "x_rows = T.decl_buffer((N, C, H * W), data=x.data)" in k.script
     # one vector reduction over the H * W elements, no loop over h
-    assert re.search(r"y_lanes\[\w+\] = y_lanes\[\w+\] \+ x_rows\[c0, c1, \(\w+ \* 32 \+ \w+\) \* 16 \+ \w+\]", k.script)
+    assert re.search(r"y_lanes\[\w+\] = y_lanes\[\w+\] \+ x_rows\[c0, c\d, \(\w+ \* 32 \+ \w+\) \* 16 \+ \w+\]", k.script)
     m = tcdsl.compile(MAX_POOL_ALL, options=NO_CACHE)
     assert "x_rows" in m.script
     rng = np.random.default_rng(1)

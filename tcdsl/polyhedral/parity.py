@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
-from ..sema.affine import isl_name, pwaff_to_expr
+from ..sema.affine import NotAffine, isl_name, pwaff_to_expr
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
 from .layout import _fresh, _names
@@ -163,7 +163,10 @@ def plan(model: Model) -> Plan:
                 continue
             found = []
             for v, kk, st, e in pairs.values():
-                exts = [_extent(s, x) for x in (v, kk)]
+                try:
+                    exts = [_extent(s, x) for x in (v, kk)]
+                except (NotAffine, isl.Error):
+                    break
                 if None in exts:
                     break
                 found.append(Pair(v, kk, st, e, *exts))
