@@ -152,37 +152,7 @@ def strip(e: n.Node) -> n.Node:
 Linear = dict  # name -> int coefficient; the key 1 holds the constant
 
 
-def linear(e: n.Expr) -> Linear | None:
-    """``e`` as an integer linear form over names, or None when it is not one
-    (a product of names, a division, a tensor read, ...)."""
-    match e:
-        case n.IndexVar(name=v) | n.SizeVar(name=v) | n.Ident(name=v):
-            return {v: 1}
-        case n.Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
-            return {1: v} if v else {}
-        case n.Unary(op="-", operand=x):
-            a = linear(x)
-            return None if a is None else {k: -c for k, c in a.items()}
-        case n.Binary(op="+" | "-", lhs=a, rhs=b):
-            la, lb = linear(a), linear(b)
-            if la is None or lb is None:
-                return None
-            sign = 1 if e.op == "+" else -1
-            out = dict(la)
-            for k, c in lb.items():
-                out[k] = out.get(k, 0) + sign * c
-            return {k: c for k, c in out.items() if c}
-        case n.Binary(op="*", lhs=a, rhs=b):
-            la, lb = linear(a), linear(b)
-            if la is None or lb is None:
-                return None
-            if set(la) <= {1}:
-                la, lb = lb, la
-            if not set(lb) <= {1}:
-                return None
-            k = lb.get(1, 0)
-            return {name: c * k for name, c in la.items() if c * k}
-    return None
+linear = n.linear  # (syntax/nodes.py: shared with polyhedral/parity.py)
 
 
 def lin_add(a: Linear, b: Linear, scale: int = 1) -> Linear:

@@ -67,38 +67,6 @@ class Plan:
         return bool(self.stmts)
 
 
-def _linear(e) -> dict | None:
-    """``e`` as {name: coefficient, 1: constant} when it is a linear form of
-    names and integer constants; else None."""
-    match e:
-        case n.Ident(name=v) | n.IndexVar(name=v) | n.SizeVar(name=v):
-            return {v: 1}
-        case n.Const(value=int() as c) if not isinstance(c, bool):
-            return {1: c}
-        case n.Unary(op="-", operand=x):
-            a = _linear(x)
-            return None if a is None else {k: -c for k, c in a.items()}
-        case n.Binary(op=("+" | "-") as op, lhs=x, rhs=y):
-            a, b = _linear(x), _linear(y)
-            if a is None or b is None:
-                return None
-            out = dict(a)
-            for k, c in b.items():
-                out[k] = out.get(k, 0) + (c if op == "+" else -c)
-            return {k: c for k, c in out.items() if c}
-        case n.Binary(op="*", lhs=x, rhs=y):
-            a, b = _linear(x), _linear(y)
-            if a is None or b is None:
-                return None
-            if set(a) <= {1}:
-                a, b = b, a
-            if not set(b) <= {1}:
-                return None
-            c = b.get(1, 0)
-            return {k: v * c for k, v in a.items() if v * c}
-    return None
-
-
 def _conjuncts(c):
     if isinstance(c, n.Binary) and c.op == "&&":
         return _conjuncts(c.lhs) + _conjuncts(c.rhs)
@@ -126,7 +94,7 @@ def _remainders(cond, out_vars, red_vars) -> list[tuple[str, str, int, int]]:
         if not (isinstance(zero, n.Const) and zero.value == 0 and isinstance(mod, n.Binary) and mod.op == "%"
                 and isinstance(mod.rhs, n.Const) and isinstance(mod.rhs.value, int) and mod.rhs.value >= 2):
             continue
-        lin = _linear(mod.lhs)
+        lin = n.linear(mod.lhs)
         if lin is None or set(lin) - {1} - set(out_vars) - set(red_vars):
             continue
         vs = [x for x in lin if x in out_vars]
@@ -222,7 +190,7 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         ``v_q`` by 1, without a division TVM would keep in a vector's lanes."""
         if not (isinstance(e, n.Binary) and e.op == "/" and isinstance(e.rhs, n.Const)):
             return None
-        lin = _linear(e.lhs)
+        lin = n.linear(e.lhs)
         for q in pairs:
             if lin is not None and e.rhs.value == q.s and set(lin) - {1} == {q.v, q.k} \
                     and (lin[q.v], lin[q.k]) == (1, -1):

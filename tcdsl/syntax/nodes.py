@@ -265,3 +265,36 @@ def walk(node: Node):
 def names_in(e: Node) -> set[str]:
     """The names of the index variables, sizes and identifiers below ``e``."""
     return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
+
+
+def linear(e: Expr) -> dict | None:
+    """``e`` as an integer linear form over names, or None when it is not one
+    (a product of names, a division, a tensor read, ...)."""
+    match e:
+        case IndexVar(name=v) | SizeVar(name=v) | Ident(name=v):
+            return {v: 1}
+        case Const(value=v) if isinstance(v, int) and not isinstance(v, bool):
+            return {1: v} if v else {}
+        case Unary(op="-", operand=x):
+            a = linear(x)
+            return None if a is None else {k: -c for k, c in a.items()}
+        case Binary(op="+" | "-", lhs=a, rhs=b):
+            la, lb = linear(a), linear(b)
+            if la is None or lb is None:
+                return None
+            sign = 1 if e.op == "+" else -1
+            out = dict(la)
+            for k, c in lb.items():
+                out[k] = out.get(k, 0) + sign * c
+            return {k: c for k, c in out.items() if c}
+        case Binary(op="*", lhs=a, rhs=b):
+            la, lb = linear(a), linear(b)
+            if la is None or lb is None:
+                return None
+            if set(la) <= {1}:
+                la, lb = lb, la
+            if not set(lb) <= {1}:
+                return None
+            k = lb.get(1, 0)
+            return {name: c * k for name, c in la.items() if c * k}
+    return None
