@@ -41,10 +41,10 @@ import islpy as isl
 
 from ..sema.affine import NotAffine, isl_name, pwaff_to_expr
 from ..syntax import nodes as n
-from ..syntax.printer import expr_to_tc
+from ..syntax.printer import _where, expr_to_tc
 from .layout import _fresh, _names
 from .model import Model
-from .pad import _statement
+from .pad import _expr, _respan, _statement
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,6 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         vp, vq = fresh[q.v]
         subst[q.v] = f"({q.s} * {vq} + {vp})"
         subst[q.k] = f"({q.s} * {taps[q.k]} + ({vp} + {q.e}) % {q.s})" if q.e else f"({q.s} * {taps[q.k]} + {vp})"
-    by_var = {x: _expr(t) for x, t in subst.items()}
 
     def quotient(e) -> str | None:
         """``(v - k + c) / s`` of a pair as ``v_q - k_a + (v_p + c) / s`` (exact:
@@ -200,12 +199,8 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         return None
 
     def sub(e):
-        if isinstance(e, (n.Ident, n.IndexVar)) and e.name in by_var:
-            return _respan(by_var[e.name], e.span)
-        text = quotient(e)
-        if text is not None:
-            return _respan(_expr(text), e.span)
-        return n.map_children(e, sub)
+        text = subst.get(e.name) if isinstance(e, (n.Ident, n.IndexVar)) else quotient(e)
+        return n.map_children(e, sub) if text is None else _expr(text, e.span)
 
     guard = " && ".join(f"{subst[q.v]} < {q.ext_v} && {subst[q.k]} < {q.ext_k}" for q in pairs)
     wheres = [f"{fresh[q.v][0]} in 0:{q.s}, {fresh[q.v][1]} in 0:({q.ext_v} + {q.s - 1}) / {q.s}, "
@@ -216,7 +211,6 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
             continue
         if n.names_in(w) & moved:
             return [st]  # a where clause over the moved variables: left as written
-        from ..syntax.printer import _where
         wheres.append(_where(w))
     # the remainders just before the first output they split (a convolution's
     # channel rows stay outside, the quotients inside, as in its output)
@@ -225,7 +219,7 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
                                                                  for v in lhs[first_split:]]
     # the right-hand side keeps its nodes' spans (pad.py finds its selects by them)
     first = _respan(_statement(f"{name}({', '.join(idx)}) +=! 0 where {', '.join(wheres)}"), st.span)
-    first = replace(first, rhs=n.Select(_respan(_expr(guard), st.span), sub(st.rhs), n.Const(0, span=st.span),
+    first = replace(first, rhs=n.Select(_expr(guard, st.span), sub(st.rhs), n.Const(0, span=st.span),
                                         span=st.span))
     by_v = {q.v: q for q in pairs}
     back = lhs[:first_split] + [f"{q.v} % {q.s}" for q in pairs] + [f"{v} / {by_v[v].s}" if v in by_v else v
@@ -234,11 +228,3 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
     second = _statement(f"{st.tensor}({', '.join(lhs)}) = {name}({', '.join(back)}) where {ranges}")
     return [first, _respan(second, st.span)]
 
-
-def _expr(text: str) -> n.Expr:
-    return _statement(f"out(i) = {text}").rhs
-
-
-def _respan(node, span):
-    node = n.map_children(node, lambda c: _respan(c, span))
-    return replace(node, span=span)
