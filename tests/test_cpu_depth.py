@@ -90,12 +90,27 @@ def test_channel_blocks(k_block):
 
 
 def test_no_channel_blocks_over_one_reduction_loop():
-    """Attention's ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d)`` gets deep
-    tiles (depth ``h``) but its single reduction loop ``j`` is not cut into
-    blocks (measured slower); results against NumPy."""
-    src = "def av(float(B,H,T,T) e, float(B,T,H,D) v) -> (o) { o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d) }"
+    """A correlation per head, ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, h, j + d)``,
+    gets deep tiles (depth ``h``; ``v``'s window is no panel to copy) but its
+    single reduction loop ``j`` is not cut into blocks (measured slower);
+    results against NumPy."""
+    src = "def av(float(B,H,T,T) e, float(B,H,S) v) -> (o) { o(b, i, h, d) +=! e(b, h, i, j) * v(b, h, j + d) }"
     k = tcdsl.compile(src, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
     assert "for d in T.unroll(3)" in k.script and "_kb" not in k.script
+    rng = np.random.default_rng(12)
+    e, v = rand(rng, 2, 5, 37, 37), rand(rng, 2, 5, 56)
+    want = np.einsum("bhij,bhjd->bihd", e.astype(np.float64),
+                     np.stack([v[:, :, d:d + 37] for d in range(20)], axis=-1))
+    np.testing.assert_allclose(k(e, v), want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_heads_one_at_a_time_with_a_copied_panel():
+    """Attention's ``o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d)``: ``v``
+    is a j x d panel per head, copied once per column tile, so the heads run
+    one at a time rather than in deep tiles (packed_loop)."""
+    src = "def av(float(B,H,T,T) e, float(B,T,H,D) v) -> (o) { o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h, d) }"
+    k = tcdsl.compile(src, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
+    assert "for d in T.unroll(3)" not in k.script and "v_panel" in k.script
     rng = np.random.default_rng(12)
     e, v = rand(rng, 2, 5, 37, 37), rand(rng, 2, 37, 5, 19)
     np.testing.assert_allclose(k(e, v), np.einsum("bhij,bjhd->bihd", e.astype(np.float64), v),
@@ -299,3 +314,30 @@ def test_conv3d_tiles_channels_times_output_rows_depth_outside(mode):
                            ((1, 1, 1, 1, 1), (1, 1, 1, 1, 1))]:
         I, W = rand(rng, *ishape), rand(rng, *wshape)
         np.testing.assert_allclose(k(I, W), _conv3d_ref(I, W), rtol=1e-5, atol=1e-5)
+
+
+# a weight per gate read as a k x columns panel: G's rows are (t, b), the gate
+# g lies between them and the columns j (a batch-first gate layout)
+GATES_BATCH_FIRST = ("def proj(float(T,B,I) x, float(4,I,H) Wx) -> (G) "
+                     "{ G(t, b, g, j) +=! x(t, b, i) * Wx(g, i, j) }")
+
+
+def test_packed_panel_beats_depth_one_gate_at_a_time():
+    """Tiles deep over g copy no panels and read Wx's columns a row of H
+    apart at every step; one gate at a time, each column tile copies its
+    panel of Wx once for all the row tiles."""
+    k = tcdsl.compile(GATES_BATCH_FIRST, options={**DEEP, "disk_cache": False})
+    s = k.script
+    assert "Wx_panel" in s and re.search(r"\* Wx_packed\[", s), s
+    assert not re.search(r"for c\d_d in range", s), s  # no blocks of gates
+    assert "acc = T.alloc_local((4, 32))" in s, s
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_gates_batch_first_match_numpy(mode):
+    k = tcdsl.compile(GATES_BATCH_FIRST, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    for T, B, I, H in [(3, 5, 7, 41), (2, 8, 33, 64), (1, 1, 1, 1), (4, 9, 16, 29)]:
+        x, W = rand(rng, T, B, I), rand(rng, 4, I, H)
+        want = np.einsum("tbi,gij->tbgj", x.astype(np.float64), W.astype(np.float64))
+        np.testing.assert_allclose(k(x, W), want, rtol=1e-5, atol=2e-6 * I ** 0.5 + 1e-6)

@@ -41,7 +41,7 @@ from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_strips import strip_blocks
-from .cpu_tiles import RegisterTiles, accumulates_privately, runs_in_one_step, transposed_loop
+from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -437,14 +437,15 @@ class ChunkedLoop:
         """The loop ``node`` (see :meth:`_outside_rows`) around the row tiles of
         its body; outside sequential loops in blocks of ``tile_depth``
         iterations that each tile covers (then the iterations left, one at a
-        time)."""
+        time).  One at a time too when a column tile copies a panel
+        (tile_checks.packed_loop): deep tiles copy none."""
         name = iterator(node)
         init, extent = self.low.loop_range(node)
         body = node.for_get_body()
         with self.low.bound({name: tirx.Var(name + "_p", INDEX)}):  # (the outer loops of a nest: one at a time)
             inner = self.has_micro(body, row, outside=False)
         nd = self.m.tile_depth if not self.in_loop and self.tiles.depth is None and inner \
-            and not transposed_loop(self, node, row) else 1
+            and not transposed_loop(self, node, row) and not packed_loop(self, node, row) else 1
         v = tirx.Var(name, INDEX)
         if nd <= 1:
             with self.low.bound({name: init + v}):

@@ -40,7 +40,7 @@ from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, pack_whole, rest_packs, sliding_window,
                      strided_reads, window_loops_outside)
-from .tile_checks import accumulates_privately, runs_in_one_step, transposed_loop  # noqa: F401  (for cpu.py)
+from .tile_checks import accumulates_privately, runs_in_one_step, packed_loop, transposed_loop  # noqa: F401  (for cpu.py)
 
 
 # ---------------------------------------------------------------- TIR side
