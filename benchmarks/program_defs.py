@@ -2928,3 +2928,195 @@ def cummax(float(B,T,C) x) -> (m) {
    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"])])
 def _cummax(torch, a, t, s):
     return {"torch.cummax(dim=1)": _nograd(torch, lambda: torch.cummax(t[0], 1).values)}
+
+
+# ---------------------------------------------------------------- session 27: more programs written other ways
+
+LSTM_GATES_BATCH_FIRST = """
+# LSTM, gate pre-activations batch-first G(b, g, j), a weight per gate (in, out)
+def lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4,I,H) Wx, float(4,H,H) Wh, float(4,H) bias) -> (h, c) {
+  hp(b, j) = h0(b, j)
+  cp(b, j) = c0(b, j)
+  for t in T {
+    G(b, g, j) +=! x(t, b, i) * Wx(g, i, j)
+    G(b, g, j) += hp(b, k) * Wh(g, k, j)
+    G(b, g, j) = G(b, g, j) + bias(g, j)
+    c(t, b, j) = sigmoid(G(b, 1, j)) * cp(b, j) + sigmoid(G(b, 0, j)) * tanh(G(b, 2, j))
+    h(t, b, j) = sigmoid(G(b, 3, j)) * tanh(c(t, b, j))
+    hp(b, j) = h(t, b, j)
+    cp(b, j) = c(t, b, j)
+  }
+}
+"""
+
+
+@program(name="lstm, gates batch-first G(b, g, j)", kind="rnn", src=LSTM_GATES_BATCH_FIRST,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4), inputs=_lstm_io_inputs,
+         pick=lambda r: r[0])
+def _lstm_bf(torch, a, t, s):
+    return _lstm_io(torch, a, t, s)
+
+
+@program(name="attention merge heads (div/mod) + out projection", kind="attention", src="""
+def merge(float(B,T,H,D) a, float(E,E) Wo) -> (y) {
+  m(b, t, e) = a(b, t, e / D, e % D) where e in 0:E
+  y(b, t, o) +=! m(b, t, e) * Wo(o, e)
+}""", full=dict(B=8, T=256, H=8, D=64, E=512), tiny=dict(B=1, T=2, H=2, D=3, E=6),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), _w(r, s["E"], s["E"])])
+def _merge(torch, a, t, s):
+    F = torch.nn.functional
+    B, T = s["B"], s["T"]
+    return {"reshape + F.linear": _nograd(torch, lambda: F.linear(t[0].reshape(B, T, -1), t[1]))}
+
+
+@program(name="many small matmuls (16x16)", kind="linear", src="""
+def bmm(float(N,M,K) A, float(N,K,P) B) -> (C) { C(n, m, p) +=! A(n, m, k) * B(n, k, p) }
+""", full=dict(N=8192, M=16, K=16, P=16), tiny=dict(N=2, M=3, K=2, P=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["M"], s["K"]), _n(r, s["N"], s["K"], s["P"])])
+def _small_bmm(torch, a, t, s):
+    return {"torch.bmm": _nograd(torch, lambda: torch.bmm(t[0], t[1]))}
+
+
+@program(name="row l2 normalize", kind="norm", src="""
+def l2n(float(B,D) x) -> (y) {
+  n(b) +=! x(b, d) * x(b, d)
+  y(b, d) = x(b, d) / fmax(sqrt(n(b)), 1e-12)
+}""", full=dict(B=8192, D=512), tiny=dict(B=2, D=3), inputs=lambda r, s: [_n(r, s["B"], s["D"])])
+def _l2n(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.normalize": _nograd(torch, lambda: F.normalize(t[0], dim=1))}
+
+
+@program(name="matmul A^T B (both k-major)", kind="linear", src="""
+def atb(float(K,M) A, float(K,N) B) -> (C) { C(m, n) +=! A(k, m) * B(k, n) }
+""", full=dict(K=1024, M=1024, N=1024), tiny=dict(K=2, M=3, N=2),
+   inputs=lambda r, s: [_n(r, s["K"], s["M"]), _n(r, s["K"], s["N"])])
+def _atb(torch, a, t, s):
+    return {"A.T @ B": _nograd(torch, lambda: t[0].T @ t[1])}
+
+
+@program(name="matmul A^T B^T", kind="linear", src="""
+def atbt(float(K,M) A, float(N,K) B) -> (C) { C(m, n) +=! A(k, m) * B(n, k) }
+""", full=dict(K=1024, M=1024, N=1024), tiny=dict(K=2, M=3, N=2),
+   inputs=lambda r, s: [_n(r, s["K"], s["M"]), _n(r, s["N"], s["K"])])
+def _atbt(torch, a, t, s):
+    return {"A.T @ B.T": _nograd(torch, lambda: t[0].T @ t[1].T)}
+
+
+@program(name="avg pool 2x2 stride 2", kind="conv", src="""
+def avgpool(float(N,C,H,W) x) -> (y) {
+  y(n, c, h, w) +=! x(n, c, 2 * h + kh, 2 * w + kw) / 4 where h in 0:H/2, w in 0:W/2, kh in 0:2, kw in 0:2
+}""", full=dict(N=32, C=64, H=56, W=56), tiny=dict(N=1, C=2, H=4, W=6), inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _avgpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.avg_pool2d": _nograd(torch, lambda: F.avg_pool2d(t[0], 2))}
+
+
+@program(name="conv2d 3x3 deep layer (256 ch, 14x14)", kind="conv", src="""
+def conv(float(N,C,H,W) x, float(O,C,3,3) w, float(O) bias) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h + kh, v + kw) * w(o, c, kh, kw)
+  y(n, o, h, v) = y(n, o, h, v) + bias(o)
+}""", full=dict(N=8, C=256, H=16, W=16, O=256), tiny=dict(N=1, C=2, H=3, W=4, O=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["O"], s["C"], 3, 3), _w(r, s["O"])])
+def _conv_deep(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d": _nograd(torch, lambda: F.conv2d(t[0], t[1], t[2]))}
+
+
+@program(name="gemv (out,in) 4096x4096", kind="linear", src="""
+def gemv(float(O,I) W, float(I) x) -> (y) { y(o) +=! W(o, i) * x(i) }
+""", full=dict(O=4096, I=4096), tiny=dict(O=3, I=2), inputs=lambda r, s: [_w(r, s["O"], s["I"]), _n(r, s["I"])])
+def _gemv_oi(torch, a, t, s):
+    return {"torch.mv": _nograd(torch, lambda: torch.mv(t[0], t[1]))}
+
+
+@program(name="argmax over classes (predictions)", kind="loss", src="""
+def predict(float(B,V) logits) -> (cls) { cls(b) argmax=! logits(b, v) }
+""", full=dict(B=1024, V=10000), tiny=dict(B=2, V=5), inputs=lambda r, s: [_n(r, s["B"], s["V"])])
+def _argmax(torch, a, t, s):
+    return {"argmax(1)": _nograd(torch, lambda: t[0].argmax(1).int())}
+
+
+@program(name="conv1d weight gradient", kind="grad", src="""
+def dconv(float(B,O,L) dy, float(B,C,M) x) -> (dw) {
+  dw(o, c, k) +=! dy(b, o, l) * x(b, c, l + k) where k in 0:M-L+1
+}""", full=dict(B=16, O=128, C=128, L=254, M=256), tiny=dict(B=1, O=2, C=3, L=3, M=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["O"], s["L"]), _n(r, s["B"], s["C"], s["M"])])
+def _dconv1d(torch, a, t, s):
+    F = torch.nn.functional
+    K = s["M"] - s["L"] + 1
+    w = torch.zeros(s["O"], s["C"], K)
+    return {"conv1d weight grad": _nograd(
+        torch, lambda: torch.nn.grad.conv1d_weight(t[1], w.shape, t[0]))}
+
+
+@program(name="conv2d 3x3 weight gradient", kind="grad", src="""
+def dconv(float(N,O,H,W) dy, float(N,C,P,Q) x) -> (dw) {
+  dw(o, c, kh, kw) +=! dy(n, o, h, v) * x(n, c, h + kh, v + kw) where kh in 0:3, kw in 0:3
+}""", full=dict(N=16, O=64, C=64, H=28, W=28, P=30, Q=30), tiny=dict(N=1, O=2, C=2, H=2, W=3, P=4, Q=5),
+   inputs=lambda r, s: [_n(r, s["N"], s["O"], s["H"], s["W"]), _n(r, s["N"], s["C"], s["P"], s["Q"])])
+def _dconv2d(torch, a, t, s):
+    return {"conv2d weight grad": _nograd(
+        torch, lambda: torch.nn.grad.conv2d_weight(t[1], (s["O"], s["C"], 3, 3), t[0]))}
+
+
+@program(name="exponential moving average over time (loop)", kind="loop", src="""
+def ema(float(T,B,C) x, float(C) a) -> (e) {
+  for t in T {
+    if t == 0 { e(t, b, c) = x(t, b, c) }
+    else      { e(t, b, c) = a(c) * e(t - 1, b, c) + (1 - a(c)) * x(t, b, c) }
+  }
+}""", full=dict(T=512, B=32, C=512), tiny=dict(T=3, B=2, C=2),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["C"]), r.uniform(0.5, 0.99, s["C"]).astype(np.float32)])
+def _ema(torch, a, t, s):
+    def loop():
+        out = torch.empty_like(t[0])
+        out[0] = t[0][0]
+        for k in range(1, t[0].shape[0]):
+            torch.add(t[1] * out[k - 1], (1 - t[1]) * t[0][k], out=out[k])
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="batched matmul, batch innermost (i,j,b)", kind="linear", src="""
+def bmm(float(M,K,N) A, float(K,P,N) B) -> (C) { C(m, p, n) +=! A(m, k, n) * B(k, p, n) }
+""", full=dict(M=64, K=64, P=64, N=256), tiny=dict(M=2, K=3, P=2, N=3),
+   inputs=lambda r, s: [_n(r, s["M"], s["K"], s["N"]), _n(r, s["K"], s["P"], s["N"])])
+def _bmm_last(torch, a, t, s):
+    return {"einsum mkn,kpn->mpn": _nograd(torch, lambda: torch.einsum("mkn,kpn->mpn", t[0], t[1]))}
+
+
+@program(name="3-layer mlp (relu, torch layout)", kind="linear", src="""
+def mlp(float(B,I) x, float(H,I) W1, float(H) b1, float(H,H) W2, float(H) b2, float(O,H) W3) -> (y) {
+  h1(b, j) +=! x(b, i) * W1(j, i)
+  h1(b, j) = fmax(h1(b, j) + b1(j), 0)
+  h2(b, j) +=! h1(b, k) * W2(j, k)
+  h2(b, j) = fmax(h2(b, j) + b2(j), 0)
+  y(b, o) +=! h2(b, k) * W3(o, k)
+}""", full=dict(B=256, I=784, H=1024, O=10), tiny=dict(B=2, I=3, H=4, O=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["I"]), _w(r, s["H"], s["I"]), _w(r, s["H"]), _w(r, s["H"], s["H"]),
+                        _w(r, s["H"]), _w(r, s["O"], s["H"])])
+def _mlp3(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        h = F.relu(F.linear(t[0], t[1], t[2]))
+        h = F.relu(F.linear(h, t[3], t[4]))
+        return F.linear(h, t[5])
+    return {"F.linear x3": _nograd(torch, run)}
+
+
+@program(name="bias gradient (sum over batch and time)", kind="grad", src="""
+def dbias(float(B,T,O) dy) -> (db) { db(o) +=! dy(b, t, o) }
+""", full=dict(B=64, T=512, O=512), tiny=dict(B=2, T=3, O=2), inputs=lambda r, s: [_n(r, s["B"], s["T"], s["O"])])
+def _dbias(torch, a, t, s):
+    return {"sum((0, 1))": _nograd(torch, lambda: t[0].sum((0, 1)))}
+
+
+@program(name="gelu tanh approximation", kind="elementwise", src="""
+def gelu(float(B,D) x) -> (y) {
+  y(b, d) = 0.5 * x(b, d) * (1 + tanh(0.7978845608 * (x(b, d) + 0.044715 * x(b, d) * x(b, d) * x(b, d))))
+}""", full=dict(B=4096, D=4096), tiny=dict(B=2, D=3), inputs=lambda r, s: [_n(r, s["B"], s["D"])])
+def _gelu_tanh(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.gelu(tanh)": _nograd(torch, lambda: F.gelu(t[0], approximate="tanh"))}
