@@ -77,7 +77,8 @@ class FrontendOptions:
     (``strict_bounds``) instead of warnings; loop-invariant statements are
     hoisted out of sequential loops (``hoist``, polyhedral/hoist.py); inputs
     read across their contiguous dimension are read from a transposed copy
-    (``transpose``, polyhedral/layout.py); inputs read under a select that
+    (``transpose``, polyhedral/layout.py), and a sum whose last indices are
+    short is computed with them first (polyhedral/permute.py); inputs read under a select that
     pads them with zeros are read from a zero-padded copy (``pad``,
     polyhedral/pad.py); a temporary that ends in an output of its shape is
     computed in that output (``inplace``, polyhedral/inplace.py); a sum's
@@ -468,7 +469,10 @@ class MappingOptions:
       in the other ``specialize`` modes, as True.
     * ``transpose``: read an input that a statement reads across its
       contiguous dimension (``Whh(j, k)`` for ``a(b, j)``) from a transposed
-      copy made once per call (polyhedral/layout.py).
+      copy made once per call (polyhedral/layout.py); compute a sum whose
+      last indices take fewer than 8 values (a 3x3 convolution's weight
+      gradient ``dw(o, c, kh, kw)``) in a temporary with them first, copied
+      back after it (polyhedral/permute.py).
     * ``pad``: read an input that a reduction reads under a select giving 0
       outside its extents (a convolution's padding, ``(t + k - 2 >= 0 && t +
       k - 2 < L ? x(b, c, t + k - 2) : 0)``) from a zero-padded copy made once

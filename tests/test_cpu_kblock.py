@@ -121,7 +121,7 @@ def test_no_blocks_without_packing():
 # ------------------------------------------------- transposed operands
 # A right-hand operand read as B(n, k) (contiguous along the reduction) is
 # copied to the same contiguous k x columns panel; the schedule puts the
-# column loop innermost for it (polyhedral/schedule.py, _transposed).
+# column loop innermost for it (polyhedral/strides.py, transposed).
 TRANSPOSED = {
     "nt": ("def mm(float(M,K) A, float(N,K) B) -> (C) { C(m,n) +=! A(m,k) * B(n,k) }", lambda A, B: A @ B.T),
     "tt": ("def mm(float(K,M) A, float(N,K) B) -> (C) { C(m,n) +=! A(k,m) * B(n,k) }", lambda A, B: A.T @ B.T),

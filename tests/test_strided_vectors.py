@@ -1,6 +1,6 @@
 """A read that moves by a few elements per step of the output's stride-one
 loop (a convolution of stride 2, ``x(b, c, 2 * t + k)``) no longer keeps that
-loop from being the vector loop (schedule.py, ``SMALL_STRIDES``): the
+loop from being the vector loop (polyhedral/strides.py, ``SMALL_STRIDES``): the
 reduction ran as a scalar dot product over the 5 taps, 64x slower than
 torch's conv1d.  Outside sequential loops the strided window is copied once
 per column tile to a panel that every row tile reads as contiguous vectors

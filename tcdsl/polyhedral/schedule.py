@@ -20,7 +20,7 @@ import islpy as isl
 from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
-from .layout import _index_var
+from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
@@ -437,7 +437,7 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         # copies to a contiguous panel (codegen/cpu.py, _packable)
         red = s.info.comp.reduction_vars
         packs = not k.loops and len(red) >= 1
-        if not all(_unit_or_invariant(a, last.name) or packs and _transposed(a, last.name, red, s.dims)
+        if not all(unit_or_invariant(a, last.name) or packs and transposed(a, last.name, red, s.dims)
                    for a in reads):
             continue
         dims = ", ".join(map(isl_name, s.dims))
@@ -445,66 +445,6 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
                                   + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
         out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
     return out
-
-
-def _unit_or_invariant(access, d: str) -> bool:
-    """``access`` reads contiguous elements as ``d`` moves (``d`` only in
-    its last index, with coefficient 1), or the same element."""
-    from ..syntax import nodes as n
-
-    def uses(e) -> bool:
-        return any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))
-
-    def is_d(e) -> bool:
-        return isinstance(e, n.IndexVar) and e.name == d
-
-    *outer, last = access.indices or (n.Const(0),)
-    if any(uses(e) for e in outer):
-        return False
-    if not uses(last) or is_d(last):
-        return True
-    return _plus(last, d, SMALL_STRIDES)
-
-
-# A read whose last index moves by up to this many elements per step of the
-# vector loop (a convolution of stride 2: ``x(b, c, 2 * t + k)``) still makes
-# it the vector loop: a few strided lanes per vector against a scalar loop.
-SMALL_STRIDES = (1, 2, 3, 4)
-
-
-def _plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
-    """``e`` is ``c * d`` plus terms free of ``d`` for one of ``coefficients``
-    (``t + k - K + 1``; isl decides)."""
-    from ..sema.affine import NotAffine, read_pwaff
-    from ..syntax import nodes as n
-
-    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != d})
-    try:
-        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [d], e)
-    except NotAffine:
-        return False
-    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
-    return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
-               for c in coefficients)
-
-
-def _transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
-    """``access`` is ``X(.., d, .., r)``: ``d`` (or ``H + d``, a gate's rows)
-    alone in one index that is not the last, a reduction variable ``r`` (of
-    ``red``) alone in the last one, and some other variable of the statement
-    (``dims``) not in it -- a matmul's ``B(n, k)`` next to ``A(m, k)``, a
-    bilinear form's ``W(o, i, j)`` next to ``x1(b, i) * x2(b, j)``: contiguous
-    along ``r``, copied to a panel contiguous along ``d`` that all rows share."""
-    from ..syntax import nodes as n
-
-    idx = access.indices
-    if len(idx) < 2 or not (isinstance(idx[-1], n.IndexVar) and idx[-1].name in red):
-        return False
-    used = {x.name for e in idx for x in n.walk(e) if isinstance(x, n.IndexVar)}
-    if not set(dims) - used - {d, *red}:
-        return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
-    uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))]
-    return len(uses) == 1 and _index_var(uses[0]) == d
 
 
 def _params(k: Kernel) -> list[str]:

@@ -1,0 +1,89 @@
+"""Stride tests on a statement's reads (syntax nodes), for the choice of its
+vector loop (schedule.py, ``_stride_one``) and of a sum's layout
+(permute.py)."""
+from __future__ import annotations
+
+import islpy as isl
+
+from .layout import _index_var
+
+
+# Fewer values than this, whatever the sizes (``kw in 0:3``): a sum's last
+# index too short for a vector (polyhedral/permute.py).
+SHORT = 8
+
+
+def short(s, d: str) -> bool:
+    """The statement ``s``'s variable ``d`` takes fewer than SHORT values,
+    whatever the sizes."""
+    i = s.dims.index(d)
+    dom = s.domain.project_out(isl.dim_type.set, i + 1, len(s.dims) - i - 1).project_out(isl.dim_type.set, 0, i)
+    ext = dom.dim_max(0).sub(dom.dim_min(0)).coalesce()
+    vals = []
+    ext.foreach_piece(lambda _s, a: vals.append(a.get_constant_val() if a.is_cst() else None))
+    return len(vals) == 1 and vals[0] is not None and vals[0].to_python() + 1 < SHORT
+
+
+def unit_or_invariant(access, d: str) -> bool:
+    """``access`` reads contiguous elements as ``d`` moves (``d`` only in
+    its last index, with coefficient 1), or the same element."""
+    from ..syntax import nodes as n
+
+    def uses(e) -> bool:
+        return any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))
+
+    def is_d(e) -> bool:
+        return isinstance(e, n.IndexVar) and e.name == d
+
+    *outer, last = access.indices or (n.Const(0),)
+    if any(uses(e) for e in outer):
+        return False
+    if not uses(last) or is_d(last):
+        return True
+    return plus(last, d, SMALL_STRIDES)
+
+
+# A read whose last index moves by up to this many elements per step of the
+# vector loop (a convolution of stride 2: ``x(b, c, 2 * t + k)``) still makes
+# it the vector loop: a few strided lanes per vector against a scalar loop.
+SMALL_STRIDES = (1, 2, 3, 4)
+
+
+def plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
+    """``e`` is ``c * d`` plus terms free of ``d`` for one of ``coefficients``
+    (``t + k - K + 1``; isl decides)."""
+    from ..sema.affine import NotAffine, read_pwaff
+    from ..syntax import nodes as n
+
+    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != d})
+    try:
+        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [d], e)
+    except NotAffine:
+        return False
+    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
+    return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
+               for c in coefficients)
+
+
+def transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
+    """``access`` is ``X(.., d, .., r)``: ``d`` (or ``H + d``, a gate's rows)
+    alone in one index that is not the last, a reduction variable ``r`` (of
+    ``red``) in the last one, alone or plus terms of other variables and
+    sizes (``x(n, c, h + kh, v + kw)``), and some other variable of the statement
+    (``dims``) not in it -- a matmul's ``B(n, k)`` next to ``A(m, k)``, a
+    bilinear form's ``W(o, i, j)`` next to ``x1(b, i) * x2(b, j)``: contiguous
+    along ``r``, copied to a panel contiguous along ``d`` that all rows share."""
+    from ..syntax import nodes as n
+
+    idx = access.indices
+    if len(idx) < 2:
+        return False
+    last = {x.name for x in n.walk(idx[-1]) if isinstance(x, n.IndexVar)}
+    r = last & set(red)  # (or ``v + kw``: a window of a weight gradient's input at a fixed offset kw)
+    if len(r) != 1 or d in last or not plus(idx[-1], r.pop()):
+        return False
+    used = {x.name for e in idx for x in n.walk(e) if isinstance(x, n.IndexVar)}
+    if not set(dims) - used - {d, *red}:
+        return False  # no rows to share a panel (a row sum O(n) +=! A(n, k))
+    uses = [e for e in idx[:-1] if any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))]
+    return len(uses) == 1 and _index_var(uses[0]) == d
