@@ -114,7 +114,7 @@ def test_compile_specialized(capsys, write):
 def test_compile_options(capsys, write, options):
     rc, out, err = run_cli(capsys, "compile", write(ELMAN, "elman.tc"), "--options", options)
     assert (rc, err) == (0, "")
-    assert "T.alloc_local((2, 16))" in out
+    assert "T.alloc_buffer((2, 16))" in out
     assert re.search(r"for t in range\(.*\):\s+for c0_chunk in T\.parallel", out)
 
 

@@ -30,7 +30,7 @@ def test_a_contraction_over_a_batch_of_sequences_runs_as_one_matrix_product():
     k = tcdsl.compile(SEQ_LINEAR, options=NO_CACHE)
     assert re.search(r"x_rows = T\.decl_buffer\(\(T_1 \* B, I\w*\), data=x\.data\)", k.script)
     assert "y_rows = T.decl_buffer((T_1 * B, J), data=y.data)" in k.script
-    assert "acc = T.alloc_local" in k.script  # register tiles over the T * B rows
+    assert "acc = T.alloc_buffer" in k.script  # register tiles over the T * B rows
     rng = np.random.default_rng(0)
     for T, B, I, J in [(1, 1, 1, 1), (7, 1, 13, 70), (3, 5, 33, 17), (5, 32, 64, 96)]:
         x, W = _rand(rng, T, B, I), _rand(rng, I, J)

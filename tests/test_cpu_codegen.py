@@ -35,11 +35,11 @@ TILE = {"tile_rows": 6, "tile_cols": 32, "vector_width": 8}  # fixed here: the d
 def test_matmul_accumulates_in_a_register_tile():
     k = tcdsl.compile(MATMUL, options=TILE)
     # a 6 x 32 tile of accumulators, loaded before the k loop, updated as 8-wide vectors
-    assert "T.alloc_local((6, 32))" in k.script
+    assert "T.alloc_buffer((6, 32))" in k.script
     assert re.search(r"for c\d_k in range\(.*K.*\):\s+for r in T\.unroll\(6\):\s+for u in T\.unroll\(4\):"
                      r"\s+for v in T\.vectorized\(8\):\s+acc\[r, u \* 8 \+ v\] = acc\[r, u \* 8 \+ v\] \+", k.script)
     # the columns left over by the 32-wide tiles: 8-wide tiles, then single columns
-    assert "T.alloc_local((6, 8))" in k.script and "T.alloc_local((1, 1))" in k.script
+    assert "T.alloc_buffer((6, 8))" in k.script and "T.alloc_buffer((1, 1))" in k.script
 
 
 def test_wide_tiles_update_column_vector_by_column_vector():
@@ -51,7 +51,7 @@ def test_wide_tiles_update_column_vector_by_column_vector():
     s = k.script
     assert re.search(r"for c\d_k in range\(.*K.*\):\s+for u in T\.unroll\(6\):\s+for r in T\.unroll\(2\):"
                      r"\s+for v in T\.vectorized\(8\):\s+acc\[r, u \* 8 \+ v\] = acc\[r, u \* 8 \+ v\] \+", s)
-    assert re.search(r"acc = T\.alloc_local\(\(2, 48\)\)\s+for r in T\.unroll\(2\):\s+for u in T\.unroll\(6\):", s)
+    assert re.search(r"acc = T\.alloc_buffer\(\(2, 48\)\)\s+for r in T\.unroll\(2\):\s+for u in T\.unroll\(6\):", s)
     rng = np.random.default_rng(4)
     for M, K, N in [(5, 7, 100), (2, 3, 48), (1, 1, 1)]:
         A, B = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
@@ -65,12 +65,12 @@ def test_default_tiles_fit_the_host():
     m = options.parse({}).cpu.resolved(in_loop=False)
     assert (m.tile_rows, m.tile_cols, m.vector_width) == tuple(options.host_defaults().values())
     assert m.vector_width == (16 if host.avx512() else 8)
-    assert f"T.alloc_local(({m.tile_rows}, {m.tile_cols}))" in tcdsl.compile(MATMUL).script
+    assert f"T.alloc_buffer(({m.tile_rows}, {m.tile_cols}))" in tcdsl.compile(MATMUL).script
     # inside a sequential loop (an RNN's batch rows): the loop's own default, within the registers
     r = options.parse({}).cpu.resolved(in_loop=True)
     assert r.tile_rows * r.tile_cols * 4 <= options.MAX_TILE_BYTES and r.tile_cols % r.vector_width == 0
     assert (r.tile_rows, r.tile_cols) == tuple(options.host_defaults(in_loop=True).values())[:2]
-    assert f"T.alloc_local(({r.tile_rows}, {r.tile_cols}))" in tcdsl.compile(ELMAN).script
+    assert f"T.alloc_buffer(({r.tile_rows}, {r.tile_cols}))" in tcdsl.compile(ELMAN).script
     # a vector width alone keeps the tile's number of vectors
     assert options.parse({"vector_width": 4}).cpu.resolved(False).tile_cols == m.tile_cols // m.vector_width * 4
     if host.avx512():  # LLVM may use zmm registers for the 16-lane vectors
@@ -103,9 +103,9 @@ def test_rows_after_the_last_full_tile_get_wider_tiles():
     run one at a time in tiles of 16 and 8 vectors, so that a row still has
     enough accumulators to hide the FMA latency."""
     k = tcdsl.compile(MATMUL, options=TILE)  # 6 x 32 tiles of 8-wide vectors
-    assert "T.alloc_local((1, 128))" in k.script and "T.alloc_local((1, 64))" in k.script
+    assert "T.alloc_buffer((1, 128))" in k.script and "T.alloc_buffer((1, 64))" in k.script
     rng = np.random.default_rng(7)
-    assert "T.alloc_local((1, 4))" in k.script  # half a vector before single columns
+    assert "T.alloc_buffer((1, 4))" in k.script  # half a vector before single columns
     for M, N in [(1, 500), (3, 192), (7, 257), (2, 63), (1, 13)]:  # 128-, 64-, 32-, 8-, 4-wide and single columns
         A, B = rand(rng, M, 19), rand(rng, 19, N)
         np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
@@ -154,8 +154,8 @@ def test_mapping_options_keep_results(options):
 
 
 def test_register_tiles_option():
-    assert "alloc_local" not in tcdsl.compile(MATMUL, options={"register_tiles": False}).script
-    assert "T.alloc_local((2, 16))" in tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 16,
+    assert "acc = T.alloc_buffer" not in tcdsl.compile(MATMUL, options={"register_tiles": False}).script
+    assert "T.alloc_buffer((2, 16))" in tcdsl.compile(MATMUL, options={"tile_rows": 2, "tile_cols": 16,
                                                                        "vector_width": 8}).script
 
 
@@ -218,7 +218,7 @@ def test_mapping_options_object():
     assert tcdsl.MappingOptions.from_dict({"tile_rows": 2, "tile_cols": 16, "disk_cache": False}) == opts
     assert opts.replace(tile_rows=0).to_dict() == {"tile_cols": 16}  # 0: the host default
     k = tcdsl.compile(MATMUL, options=opts)
-    assert "T.alloc_local((2, 16))" in k.script
+    assert "T.alloc_buffer((2, 16))" in k.script
     A, B = rand(np.random.default_rng(5), 7, 5), rand(np.random.default_rng(6), 5, 19)
     np.testing.assert_allclose(k(A, B), A.astype(np.float64) @ B, rtol=1e-5, atol=1e-5)
     with pytest.raises(tcdsl.TcError, match="expected a dict or tcdsl.MappingOptions"):
@@ -307,7 +307,7 @@ def test_lstm_and_gru_steps_keep_their_vector_loops(file, entry):
     assert entry != "lstm" or re.search(
         rf"for c1 in range\([34]\):\s+(for c4_w{cols} in range\(.*\):\s+(\w+_packed = T\.decl_buffer\(.*\)\s+)?"
         rf"for c0_b in range\(c0_rows\w* // {rows}\)"
-        rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows\w* // {rows}\)):\s+acc = T\.alloc_local\(\({rows}, {cols}\)\)",
+        rf"|for c4_w{cols}, c0_b in T\.grid\(.*, c0_rows\w* // {rows}\)):\s+acc = T\.alloc_buffer\(\({rows}, {cols}\)\)",
         k.script)
 
 
@@ -359,9 +359,9 @@ def test_gathered_rows_get_tiles_of_half_the_rows_and_twice_the_columns():
     d = host_defaults(False)
     rows, cols = max(1, d["tile_rows"] // 2), 2 * d["tile_cols"]
     k = tcdsl.compile(src, options={"disk_cache": False})
-    assert f"acc = T.alloc_local(({rows}, {cols}))" in emit(k, "tir")
+    assert f"acc = T.alloc_buffer(({rows}, {cols}))" in emit(k, "tir")
     given = tcdsl.compile(src, options={"disk_cache": False, "tile_rows": d["tile_rows"]})
-    assert f"acc = T.alloc_local(({d['tile_rows']}, {d['tile_cols']}))" in emit(given, "tir")  # options win
+    assert f"acc = T.alloc_buffer(({d['tile_rows']}, {d['tile_cols']}))" in emit(given, "tir")  # options win
     rng = np.random.default_rng(5)
     for B, L, V, E in [(1, 1, 1, 1), (5, 3, 7, 2 * cols + 9), (9, 4, 50, cols)]:
         idx = rng.integers(0, V, (B, L)).astype(np.int32)
@@ -378,7 +378,7 @@ def test_looked_up_rows_of_a_projection_keep_the_hosts_tiles():
     src = "def f(int32(B) tok, float(V,I) emb, float(I,J) W) -> (y) { y(b, j) +=! emb(tok(b), i) * W(i, j) }"
     d = host_defaults(False)
     k = tcdsl.compile(src, options={"disk_cache": False})
-    assert f"acc = T.alloc_local(({d['tile_rows']}, {d['tile_cols']}))" in emit(k, "tir")
+    assert f"acc = T.alloc_buffer(({d['tile_rows']}, {d['tile_cols']}))" in emit(k, "tir")
     rng = np.random.default_rng(6)
     tok = rng.integers(0, 7, 9).astype(np.int32)
     emb, w = rng.standard_normal((7, 5)).astype(np.float32), rng.standard_normal((5, 70)).astype(np.float32)

@@ -50,7 +50,7 @@ def test_convolution_tiles_channels_times_output_rows():
     move with m, the weights' scalars not with h."""
     k = tcdsl.compile(CONV, options=DEEP)
     s = k.script
-    assert "acc = T.alloc_local((16, 8))" in s
+    assert "acc = T.alloc_buffer((16, 8))" in s
     assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s)
     # the channels c in blocks of 32 outside the row tiles (every column tile,
     # the overlapping last one too), the window (kh, kw) outside the block's
@@ -126,10 +126,10 @@ def test_shallow_tiles_update_channel_by_channel():
     (4 x 4) the order stays rows outermost; loads and stores keep it too."""
     k = tcdsl.compile(CONV, options={"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "tile_depth": 3})
     s = k.script
-    assert "acc = T.alloc_local((12, 8))" in s
+    assert "acc = T.alloc_buffer((12, 8))" in s
     assert re.search(r"T\.grid\(T\.max\(KH, 0\), T\.max\(KW, 0\), T\.min\(32, T\.max\(C, 0\) - c\d_kb \* 32\)\):"
                      r"\s+for r in T\.unroll\(4\):\s+for d in T\.unroll\(3\):", s)
-    assert re.search(r"acc = T\.alloc_local\(\(12, 8\)\)\s+for d in T\.unroll\(3\):\s+for r in T\.unroll\(4\):", s)
+    assert re.search(r"acc = T\.alloc_buffer\(\(12, 8\)\)\s+for d in T\.unroll\(3\):\s+for r in T\.unroll\(4\):", s)
     _check_conv(k, seed=11)
     deep = tcdsl.compile(CONV, options=DEEP).script
     assert not re.search(r"for r in T\.unroll\(4\):\s+for d in T\.unroll", deep)
@@ -306,7 +306,7 @@ def test_conv3d_tiles_channels_times_output_rows_depth_outside(mode):
     k = tcdsl.compile(CONV3D, specialize=mode, options=DEEP)
     s = _plain(k.script)
     if mode == "never":
-        assert "acc = T.alloc_local((16, 8))" in s
+        assert "acc = T.alloc_buffer((16, 8))" in s
         assert re.search(r"for c\d_d in range\(T\.max\(H - KH \+ 1, 0\) // 4\):", s), s
         assert re.search(r"Wt\[c1_b \* 4 \+ r, ", s), s
     rng = np.random.default_rng(11)
@@ -330,7 +330,7 @@ def test_packed_panel_beats_depth_one_gate_at_a_time():
     s = k.script
     assert "Wx_panel" in s and re.search(r"\* Wx_packed\[", s), s
     assert not re.search(r"for c\d_d in range", s), s  # no blocks of gates
-    assert "acc = T.alloc_local((4, 32))" in s, s
+    assert "acc = T.alloc_buffer((4, 32))" in s, s
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])

@@ -50,7 +50,7 @@ def attention_ref(q, k, v):
 
 def _tiles(tir: str) -> int:
     """The register tiles (``acc`` buffers) of a TIR listing."""
-    return len(re.findall(r"acc = T\.alloc_local", tir))
+    return len(re.findall(r"acc = T\.alloc_buffer", tir))
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
@@ -317,9 +317,9 @@ def test_a_copy_fused_into_the_reduction_loops_does_not_count_as_tiled():
     those serial loops enclose the copy too, so the product has no register
     tile there and ``auto`` takes a nest per statement, where it has one."""
     tir = emit(tcdsl.compile(IM2COL), "tir")
-    assert "acc = T.alloc_local" in tir
+    assert "acc = T.alloc_buffer" in tir
     fused = emit(tcdsl.compile(IM2COL, options={"fusion": "isl"}), "tir")
-    assert "acc = T.alloc_local" not in fused
+    assert "acc = T.alloc_buffer" not in fused
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((2, 5, 19)).astype(np.float32), rng.standard_normal((7, 5, 3)).astype(np.float32)
     want = sum(np.einsum("oc,bct->bot", w[:, :, k].astype(np.float64), x[:, :, k:k + 17]) for k in range(3))

@@ -107,7 +107,7 @@ def test_the_interior_of_a_padded_convolution_gets_register_tiles():
       y(b, o, t) = y(b, o, t) + bias(o)
     }"""
     k = tcdsl.compile(same5, options={"pad": False, "disk_cache": False})
-    assert "acc = T.alloc_local" in emit(k, "tir")
+    assert "acc = T.alloc_buffer" in emit(k, "tir")
     rng = np.random.default_rng(3)
     for B, C, T, O in [(2, 3, 1, 4), (1, 2, 4, 3), (3, 5, 70, 9)]:
         x, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((B, C, T), (O, C, 5), (O,)))

@@ -41,13 +41,13 @@ def _conv(x, w, stride, start=0):
 @pytest.mark.usefixtures("avx512_tiles")  # the TIR it reads is an AVX-512 host's
 def test_stride_two_output_loop_is_the_vector_loop_with_register_tiles():
     text = tcdsl.compile(CONV_S2, tuning_db=False).backend(None).func.script()
-    assert "T.vectorized" in text and "acc = T.alloc_local((4, 64))" in text, text
+    assert "T.vectorized" in text and "acc = T.alloc_buffer((4, 64))" in text, text
     assert "_lanes" not in text  # no horizontal sum over the taps
 
 
 def test_large_stride_keeps_the_reduction_vector():
     text = tcdsl.compile(CONV_S8, tuning_db=False).backend(None).func.script()
-    assert "acc = T.alloc_local((4, 64))" not in text
+    assert "acc = T.alloc_buffer((4, 64))" not in text
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])

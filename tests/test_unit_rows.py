@@ -50,7 +50,7 @@ def test_batch_1_elman_has_no_parallel_region_inside_a_reduction_loop(mode):
     assert parallel_inside_serial(b.func.body) == []
     assert _regions_per_step(b.func) == 0
     # the reductions still run in register tiles (one row of tiles, as wide as the host's vectors allow)
-    assert re.search(r"T\.alloc_local\(\(1, (16|24|32|48|64|128|256)\)\)", b.func.script())
+    assert re.search(r"T\.alloc_buffer\(\(1, (16|24|32|48|64|128|256)\)\)", b.func.script())
     rng = np.random.default_rng(11)
     for T, B, Ci, Co in [(9, 1, 40, 72), (3, 1, 5, 1), (9, 2, 40, 72)]:
         x = elman_inputs(rng, T, B, Ci, Co)
@@ -179,7 +179,7 @@ def test_specialized_lstm_keeps_its_gate_loop_parallel_and_its_register_tiles(mo
     k = tcdsl.compile(LSTM_GATES_GIVEN, specialize=mode, options=opts)
     sizes = {"T": 4, "B": 64, "H": 512}
     text = k.backend(sizes).func.script()
-    assert "acc = T.alloc_local((4, 24))" in text or "acc = T.alloc_local((8, 48))" in text, text
+    assert "acc = T.alloc_buffer((4, 24))" in text or "acc = T.alloc_buffer((8, 48))" in text, text
     rng = np.random.default_rng(17)
     G, h0, c0 = rand(rng, 4, 4, 64, 512), rand(rng, 64, 512), rand(rng, 64, 512)
     Wh = (rand(rng, 4, 512, 512) / np.sqrt(512)).astype(np.float32)

@@ -43,7 +43,7 @@ def test_a_reduction_over_a_triangle_or_band_runs_in_register_tiles(name):
     stmt, mask = TRIANGLES[name]
     k = tcdsl.compile(_tri_src(stmt), options=NO_CACHE)
     # the tile's rows share one reduction loop: no select is left in it
-    assert "acc = T.alloc_local((4, 64))" in k.script
+    assert "acc = T.alloc_buffer((4, 64))" in k.script
     updates = [ln for ln in k.script.splitlines() if re.search(r"acc\[\w+, u \* 16 \+ v\] = acc", ln)]
     assert updates and not any("Select" in ln or "if_then_else" in ln for ln in updates)
     # each row's range of the tile is computed once into a local array, which
@@ -90,7 +90,7 @@ def bil(float(B,I) x1, float(B,J) x2, float(O,I,J) W, float(O) bias) -> (y) {
 def test_a_bilinear_form_packs_its_weight_across_both_reductions():
     k = tcdsl.compile(BILINEAR, options=NO_CACHE)
     # W(o, i, j) copied to a panel contiguous along o, read by 4 x 64 tiles
-    assert "W_panel" in k.script and "acc = T.alloc_local((4, 64))" in k.script
+    assert "W_panel" in k.script and "acc = T.alloc_buffer((4, 64))" in k.script
     rng = np.random.default_rng(2)
     for B, I, J, O in [(1, 1, 1, 1), (3, 5, 7, 9), (9, 4, 6, 70), (16, 8, 8, 128)]:
         x1, x2, W, bias = _rand(rng, B, I), _rand(rng, B, J), _rand(rng, O, I, J), _rand(rng, O)
@@ -187,8 +187,8 @@ def test_a_strip_of_a_matrix_vector_product_sums_in_registers():
     # each step's product runs in parallel strips of 128 columns; a strip's
     # columns are accumulated in registers over the whole k loop
     step = k.script[k.script.index("for t in range"):]
-    assert re.search(r"T\.parallel\(.*\n(.*\n){0,12}.*acc = T\.alloc_local\(\(1, 128\)\)", step), step
-    assert "acc = T.alloc_local" not in plain.script[plain.script.index("for t in range"):]
+    assert re.search(r"T\.parallel\(.*\n(.*\n){0,12}.*acc = T\.alloc_buffer\(\(1, 128\)\)", step), step
+    assert "acc = T.alloc_buffer" not in plain.script[plain.script.index("for t in range"):]
     rng = np.random.default_rng(5)
     for T, I, H in [(1, 1, 1), (3, 2, 5), (4, 3, 17), (3, 5, 128), (2, 4, 130), (3, 2, 300)]:
         x, h0 = _rand(rng, T, I), _rand(rng, H)
@@ -251,9 +251,9 @@ def test_a_grouped_convolution_runs_in_register_tiles():
     binding, which unrolled register tiles may not copy): both run in
     register tiles."""
     k = tcdsl.compile(GROUPED, options=NO_CACHE)
-    assert "acc = T.alloc_local((4," in k.script
+    assert "acc = T.alloc_buffer((4," in k.script
     other = tcdsl.compile(GROUPED.replace("o / 4", "o / 3"), options=NO_CACHE)
-    assert "acc = T.alloc_local((4," in other.script
+    assert "acc = T.alloc_buffer((4," in other.script
     rng = np.random.default_rng(11)
     for B, G, CG, L, K in [(1, 1, 1, 3, 3), (2, 2, 3, 20, 3), (3, 3, 5, 70, 2), (2, 4, 8, 37, 5)]:
         x, w = _rand(rng, B, G * CG, L), _rand(rng, 4 * G, CG, K)

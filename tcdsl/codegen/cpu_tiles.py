@@ -36,6 +36,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from .expr import INDEX, wide_indices
 from . import invariant
 from .collapse import run_as_one
+from .scratch import STACK
 from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, pack_whole, rest_packs, sliding_window,
@@ -460,7 +461,7 @@ class _Tile(_Column):
         s = low.stmts[isl_ast.statement(self.call)]
         depth_name, depth_first, nd = self.depth if self.depth else (None, None, 1)
         acc = tirx.decl_buffer((nd * nr, w), low.gen.sig.buffers[s.info.comp.tensor].dtype, name="acc",
-                               scope="local")
+                               scope=STACK)
 
         def lanes(body_of: Callable, rows: int | None = None, order: str = "dru") -> tirx.Stmt:
             """for d, r, u (unrolled, in ``order``) for v (vectorized): body_of(d, r, col)"""
