@@ -3120,3 +3120,79 @@ def gelu(float(B,D) x) -> (y) {
 def _gelu_tanh(torch, a, t, s):
     F = torch.nn.functional
     return {"F.gelu(tanh)": _nograd(torch, lambda: F.gelu(t[0], approximate="tanh"))}
+
+
+GRU_GATES_BATCH_FIRST = GRU_OUT_IN.replace("# GRU, weights in PyTorch's (out, in) layout, gates r, z, n as torch.nn.GRU",
+                                           "# GRU, gate pre-activations batch-first (b, g, j), weights (out, in)")
+for _g in ("g", "0", "1", "2"):
+    GRU_GATES_BATCH_FIRST = GRU_GATES_BATCH_FIRST.replace(f"gi({_g}, b, j)", f"gi(b, {_g}, j)").replace(
+        f"gh({_g}, b, j)", f"gh(b, {_g}, j)")
+
+
+@program(name="gru, gates batch-first (b, g, j), (out,in)", kind="rnn", src=GRU_GATES_BATCH_FIRST,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=6), inputs=_gru_inputs)
+def _gru_bf_gates(torch, a, t, s):
+    return _gru(torch, a, t, s)
+
+
+@program(name="attention, heads between queries and keys s(b, i, h, j)", kind="attention", src="""
+def attn(float(B,T,H,D) q, float(B,T,H,D) k, float(B,T,H,D) v) -> (o) {
+  s(b, i, h, j) +=! q(b, i, h, d) * k(b, j, h, d) / sqrt(D)
+  m(b, i, h) max=! s(b, i, h, j)
+  e(b, i, h, j) = exp(s(b, i, h, j) - m(b, i, h))
+  z(b, i, h) +=! e(b, i, h, j)
+  o(b, i, h, d) +=! e(b, i, h, j) * v(b, j, h, d) / z(b, i, h)
+}""", full=dict(B=4, T=256, H=8, D=64), tiny=dict(B=1, T=3, H=2, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]) for _ in range(3)])
+def _attn_bihj(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        q, k, v = (x.transpose(1, 2) for x in t)
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2)
+    return {"sdpa (transposes)": _nograd(torch, run)}
+
+
+@program(name="layer norm over channels of (B, C, T)", kind="norm", src="""
+def lnc(float(B,C,T) x, float(C) g, float(C) beta) -> (y) {
+  mu(b, t) +=! x(b, c, t) / C
+  var(b, t) +=! (x(b, c, t) - mu(b, t)) * (x(b, c, t) - mu(b, t)) / C
+  y(b, c, t) = (x(b, c, t) - mu(b, t)) * rsqrt(var(b, t) + 1e-5) * g(c) + beta(c)
+}""", full=dict(B=32, C=256, T=512), tiny=dict(B=1, C=3, T=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), _n(r, s["C"]), _n(r, s["C"])])
+def _ln_channels(torch, a, t, s):
+    F = torch.nn.functional
+    C = s["C"]
+    return {"F.layer_norm (transposes)": _nograd(
+        torch, lambda: F.layer_norm(t[0].transpose(1, 2), (C,), t[1], t[2]).transpose(1, 2).contiguous())}
+
+
+@program(name="elman rnn, state batch-last h(t, j, b)", kind="rnn", src="""
+def rnn(float(T,I,B) x, float(H,B) h0, float(H,I) W, float(H,H) U) -> (h) {
+  for t in T {
+    h(t, j, b) +=! W(j, i) * x(t, i, b)
+    if t == 0 { h(t, j, b) += U(j, k) * h0(k, b) }
+    else      { h(t, j, b) += U(j, k) * h(t - 1, k, b) }
+    h(t, j, b) = tanh(h(t, j, b))
+  }
+}""", full=dict(T=128, I=256, B=32, H=256), tiny=dict(T=3, I=2, B=2, H=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["I"], s["B"]), _n(r, s["H"], s["B"]), _w(r, s["H"], s["I"]),
+                        _w(r, s["H"], s["H"])])
+def _rnn_batch_last(torch, a, t, s):
+    net = torch.nn.RNN(s["I"], s["H"], bias=False)
+    _copy(torch, net.weight_ih_l0, a[2])
+    _copy(torch, net.weight_hh_l0, a[3])
+    x = t[0].permute(0, 2, 1).contiguous()
+    return {"nn.RNN (transposes)": _nograd(
+        torch, lambda: net(x, t[1].T.contiguous()[None])[0].permute(0, 2, 1).contiguous())}
+
+
+@program(name="conv1d, weights (K, C, O), same padding", kind="conv", src="""
+def conv(float(B,C,L) x, float(K,C,O) w) -> (y) {
+  y(b, o, l) +=! (l + k - K / 2 >= 0 && l + k - K / 2 < L ? x(b, c, l + k - K / 2) : 0) * w(k, c, o) where l in 0:L, k in 0:K
+}""", full=dict(B=16, C=128, L=512, K=5, O=128), tiny=dict(B=1, C=2, L=4, K=3, O=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["K"], s["C"], s["O"])])
+def _conv_kco(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1].permute(2, 1, 0).contiguous()
+    return {"F.conv1d(padding=K//2)": _nograd(torch, lambda: F.conv1d(t[0], w, padding=s["K"] // 2))}
