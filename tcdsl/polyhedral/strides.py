@@ -52,17 +52,9 @@ SMALL_STRIDES = (1, 2, 3, 4)
 def plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
     """``e`` is ``c * d`` plus terms free of ``d`` for one of ``coefficients``
     (``t + k - K + 1``; isl decides)."""
-    from ..sema.affine import NotAffine, read_pwaff
-    from ..syntax import nodes as n
+    from ..sema.affine import moves_by
 
-    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != d})
-    try:
-        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [d], e)
-    except NotAffine:
-        return False
-    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
-    return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
-               for c in coefficients)
+    return moves_by(e, d, coefficients)
 
 
 def transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:

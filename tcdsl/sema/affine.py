@@ -199,3 +199,16 @@ def _linear(terms: list[tuple[int, n.Expr]], const: int) -> n.Expr:
     if const:
         out = n.Binary("+" if const > 0 else "-", out, n.Const(abs(const)))
     return out
+
+
+def moves_by(e: n.Expr, var: str, coefficients: tuple[int, ...]) -> bool:
+    """``e`` is ``c * var`` plus terms free of ``var`` for one of
+    ``coefficients`` (``t + k - K + 1`` moves by 1 with ``t``; isl decides)."""
+    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != var})
+    try:
+        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [var], e)
+    except NotAffine:
+        return False
+    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
+    return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
+               for c in coefficients)

@@ -98,17 +98,9 @@ def arg_reduction(s: n.Comprehension, lhs: tuple[n.Expr, ...], rhs: n.Expr,
 
 def unit_coefficient(e: n.Expr, var: str) -> bool:
     """``e`` is ``var`` or ``-var`` plus terms free of ``var`` (isl decides)."""
-    import islpy as isl
+    from .affine import moves_by
 
-    from .affine import read_pwaff
-
-    names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != var})
-    try:
-        pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [var], e)
-    except NotAffine:
-        return False
-    v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
-    return any(not x.involves_dims(isl.dim_type.in_, 0, 1) for x in (pa.sub(v), pa.add(v)))
+    return moves_by(e, var, (1, -1))
 
 
 def lhs_index_var(e: n.Expr, loops) -> str | None:
