@@ -141,7 +141,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     if options.factor:
         rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
     if options.transpose:
-        rewritten, checked, ranges, model = _permuted(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _permuted(rewritten, entry, checked, ranges, model, fixed or {})
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
     for k in model.kernels():  # a padded copy in a nest of its own, not fused into the reduction's loops
         if pads & {s.info.comp.span for s in k.stmts}:
@@ -225,12 +225,14 @@ def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     return out[:4]
 
 
-def _permuted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-    """The program computing each sum whose last indices are short in a
-    temporary with them first (polyhedral/permute.py); see :func:`_rewritten`."""
+def _permuted(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model,
+              fixed: dict[str, int]):
+    """The program computing each sum whose last indices are short (at the
+    sizes ``fixed`` at compile time, or at run time) in a temporary with them
+    first (polyhedral/permute.py); see :func:`_rewritten`."""
     from .polyhedral import permute
 
-    return _rewritten("permuted", program, entry, checked, ranges, model, lambda: permute.plan(model),
+    return _rewritten("permuted", program, entry, checked, ranges, model, lambda: permute.plan(model, ranges, fixed),
                       permute.rewrite)[:4]
 
 

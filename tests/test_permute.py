@@ -103,3 +103,66 @@ def test_gradient_of_a_3x3_convolution():
 def test_left_as_written(src):
     s = tcdsl.compile(src, options={"disk_cache": False}).script
     assert "_p[" not in s and "_p:" not in s, s
+
+
+# A 1-D weight gradient whose tap count the sizes give: permuted only when
+# the taps are fewer than strides.TAPS at run time.
+DW1_SIZED = """def dconv(float(B,O,L) dy, float(B,C,M) x) -> (dw) {
+  dw(o, c, k) +=! dy(b, o, l) * x(b, c, l + k) where k in 0:M-L+1
+}"""
+CONV1 = """def conv(float(B,C,M) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! x(b, c, t + k) * w(o, c, k)
+}"""
+
+
+def _dw1_any(dy, x):
+    L, K = dy.shape[2], x.shape[2] - dy.shape[2] + 1
+    win = np.stack([x[:, :, k:k + L] for k in range(K)], -1)
+    return np.einsum("bol,bclk->ock", dy.astype(np.float64), win.astype(np.float64))
+
+
+def test_sized_taps_are_chosen_at_run_time():
+    from tcdsl.polyhedral.strides import TAPS
+
+    k = tcdsl.compile(DW1_SIZED, options={"disk_cache": False})
+    s = k.script
+    # both sums: the permuted one under the run-time test of the tap count
+    assert "dw_p" in s, s
+    assert f"if L + {TAPS - 2} >= M:" in s, s  # M - L + 1 < TAPS, as isl writes it
+    assert re.search(r"dw(_rows)?\[[^\]]*\] = dw_p(_rows)?\[", s), s
+    # a tap count the compile-time sizes fix picks one of them
+    short = tcdsl.compile(DW1_SIZED, sizes={"L": 100, "M": 102}, options={"disk_cache": False}).script
+    long = tcdsl.compile(DW1_SIZED, sizes={"L": 10, "M": 10 + TAPS}, options={"disk_cache": False}).script
+    assert "dw_p" in short and "dw_p" not in long
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_sized_taps_match_numpy_on_both_sides_of_the_threshold(mode):
+    from tcdsl.polyhedral.strides import TAPS
+
+    rng = np.random.default_rng(9)
+    k = tcdsl.compile(DW1_SIZED, specialize=mode, options={"disk_cache": False})
+    for B, O, C, L, K in [(2, 5, 7, 11, 3), (1, 9, 17, 40, 1), (3, 4, 6, 9, TAPS - 1), (2, 3, 10, 5, TAPS),
+                          (1, 6, 5, 3, TAPS + 37)]:
+        dy, x = rand(rng, B, O, L), rand(rng, B, C, L + K - 1)
+        np.testing.assert_allclose(k(dy, x), _dw1_any(dy, x), rtol=1e-5, atol=1e-5)
+
+
+def test_forward_convolution_is_left_as_written():
+    # the output position t has a tap's shape, but its window x(b, c, t + k)
+    # is the rows' operand: a matmul per t would read x a few taps at a time
+    k = tcdsl.compile(CONV1, options={"disk_cache": False})
+    assert "_p[" not in k.script and "_p:" not in k.script, k.script
+    rng = np.random.default_rng(10)
+    for B, C, O, T, K in [(2, 5, 7, 3, 3), (1, 8, 9, 69, 5)]:
+        x, w = rand(rng, B, C, T + K - 1), rand(rng, O, C, K)
+        win = np.stack([x[:, :, k:k + T] for k in range(K)], -1)
+        ref = np.einsum("bctk,ock->bot", win.astype(np.float64), w.astype(np.float64))
+        np.testing.assert_allclose(k(x, w), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_tap_needs_a_reduction_variable_beside_it():
+    # k beside the output index t (not summed): a shifted copy, no tap
+    src = "def f(float(B,C,M) x, float(O,C) w) -> (y) { y(b, o, t, k) +=! x(b, c, t + k) * w(o, c) where t in 0:4, k in 0:M-3 }"
+    s = tcdsl.compile(src, options={"disk_cache": False}).script
+    assert "_p[" not in s and "_p:" not in s, s

@@ -513,6 +513,9 @@ def _value(e: n.Expr, sizes: dict[str, int]) -> int | None:
         return e.value
     if isinstance(e, n.Ident):
         return int(sizes[e.name])
+    if isinstance(e, n.Unary) and e.op == "-":
+        a = _value(e.operand, sizes)
+        return None if a is None else -a
     if isinstance(e, n.Binary) and e.op in ("+", "-", "*", "min", "max"):
         a, b = _value(e.lhs, sizes), _value(e.rhs, sizes)
         if a is None or b is None:

@@ -38,20 +38,30 @@ from dataclasses import dataclass, field, replace
 from ..syntax import nodes as n
 from .layout import _fresh, _names
 from .model import Model
-from .strides import short, transposed, unit_or_invariant
+from .hoist import _parsed, _value
+from .strides import TAPS, short, tap, transposed, unit_or_invariant
 
 
 @dataclass
 class Plan:
-    """Span of a sum -> its indices' order in the temporary (its dim k is the sum's dim perm[k])."""
+    """Span of a sum -> its indices' order in the temporary (its dim k is the
+    sum's dim perm[k]); ``dynamic``: span -> the extents (size expressions)
+    of its trailing indices whose count the sizes give, each of which must
+    be under ``strides.TAPS`` at run time for the temporary to be used."""
 
     stmts: dict = field(default_factory=dict)
+    dynamic: dict = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.stmts)
 
 
-def plan(model: Model) -> Plan:
+def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan:
+    """The sums to compute permuted.  With ``ranges`` (the program's
+    RangeInfo), a trailing index that is a convolution's tap counted by the
+    sizes (``k in 0:M-L+1``, strides.tap) counts as short when it takes fewer
+    than strides.TAPS values at run time: ``rewrite`` then keeps both
+    programs, or the one that the sizes ``fixed`` at compile time choose."""
     out = Plan()
     for k in model.kernels():
         if k.loops:
@@ -63,24 +73,70 @@ def plan(model: Model) -> Plan:
             if not all(isinstance(x, n.IndexVar) for x in c.indices):
                 continue
             names = [x.name for x in c.indices]
-            run = 0
-            while run < len(names) and names[-1 - run] in s.dims and short(s, names[-1 - run]):
+            reads = [a for a in n.walk(c.rhs) if isinstance(a, n.Access)]
+            run, dynamic, taps = 0, [], []
+            while run < len(names) and names[-1 - run] in s.dims:
+                d = names[-1 - run]
+                if not short(s, d):
+                    if ranges is None or not tap(s, reads, d, c.reduction_vars):
+                        break
+                    ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1 - run], {})
+                    names_in = {x.name for x in n.walk(ext) if isinstance(x, n.Ident)}
+                    value = _value(ext, fixed) if fixed and names_in <= set(fixed) else None
+                    if value is not None and value >= TAPS:
+                        break
+                    if value is None:
+                        dynamic.append(ext)
+                    taps.append(d)
                 run += 1
             if run == 0 or run == len(names) or names[-1 - run] not in s.dims:
                 continue
             j = names[-1 - run]
-            reads = [a for a in n.walk(c.rhs) if isinstance(a, n.Access)]
+            if any(_uses(a, d) and not _uses(a, j) for a in reads for d in taps):
+                # the window is the rows' operand (a forward convolution's
+                # ``x(b, c, t + k)`` for outputs ``y(b, o, t)``): permuted,
+                # its rows would be read a few taps at a time (16 x 128 x 32
+                # outputs: 1.2-1.3 -> 2.4-2.6 ms); a weight gradient's
+                # window is the columns' operand, copied to a panel
+                continue
             if any(a.tensor == c.tensor for a in reads):
                 continue
             if not all(unit_or_invariant(a, j) or transposed(a, j, c.reduction_vars, s.dims) for a in reads):
                 continue
             m = len(names)
             out.stmts[c.span] = tuple(range(m - run, m)) + tuple(range(m - run))
+            if dynamic:
+                out.dynamic[c.span] = dynamic
     return out
 
 
+def _uses(access: n.Access, d: str) -> bool:
+    return any(isinstance(x, n.IndexVar) and x.name == d for e in access.indices for x in n.walk(e))
+
+
 def rewrite(d: n.Def, p: Plan) -> n.Def:
-    """``d`` (as parsed) with each sum of ``p`` computed in its temporary, copied back after it."""
+    """``d`` (as parsed) with each sum of ``p`` computed in its temporary,
+    copied back after it.  With sums whose trailing indices are short only
+    at some sizes (``p.dynamic``): ``if`` they all are ``{ d with every sum
+    of p permuted } else { d with the others }``, so that a long tap count
+    keeps the sum as written (a 1-D weight gradient of 128 taps ran 0.97 of
+    torch.nn.grad.conv1d_weight as written, 1.11 permuted; of 3 taps, 9.9
+    and 0.8)."""
+    if not p.dynamic:
+        return _rewrite(d, p)
+    static = Plan({k: v for k, v in p.stmts.items() if k not in p.dynamic})
+    then = _rewrite(d, p)
+    orelse = _rewrite(d, static) if static else d
+    span = d.body[0].span if d.body else None
+    cond = None
+    for exts in p.dynamic.values():
+        for e in exts:
+            c = n.Binary(op="<", lhs=e, rhs=n.Const(value=TAPS, span=span), span=span)
+            cond = c if cond is None else n.Binary(op="&&", lhs=cond, rhs=c, span=span)
+    return replace(d, body=(n.If(cond=cond, then=then.body, orelse=orelse.body, span=span),))
+
+
+def _rewrite(d: n.Def, p: Plan) -> n.Def:
     taken = _names(d)
     body = []
     for st in d.body:
