@@ -3196,3 +3196,108 @@ def _conv_kco(torch, a, t, s):
     F = torch.nn.functional
     w = t[1].permute(2, 1, 0).contiguous()
     return {"F.conv1d(padding=K//2)": _nograd(torch, lambda: F.conv1d(t[0], w, padding=s["K"] // 2))}
+
+
+# --------------------------------------------------------------- session 28
+@program(name="log_softmax over keys (B,H,T,S)", kind="softmax", src="""
+def lsm(float(B,H,T,S) x) -> (y) {
+  m(b, h, t) max=! x(b, h, t, s)
+  z(b, h, t) +=! exp(x(b, h, t, s) - m(b, h, t))
+  y(b, h, t, s) = x(b, h, t, s) - m(b, h, t) - log(z(b, h, t))
+}""", full=dict(B=8, H=8, T=256, S=256), tiny=dict(B=1, H=2, T=3, S=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"], s["T"], s["S"])])
+def _log_softmax4(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.log_softmax": _nograd(torch, lambda: F.log_softmax(t[0], -1))}
+
+
+@program(name="gru batch-first, torch formula (b_hn inside r), (3H,in)", kind="rnn", src="""
+def gru(float(B,T,I) x, float(B,H) h0, float(3*H,I) Wih, float(3*H,H) Whh,
+        float(3*H) bih, float(3*H) bhh) -> (h) {
+  for t in T {
+    gi(b, r) +=! x(b, t, i) * Wih(r, i)
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(b, t - 1, k) * Whh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    if t == 0 { h(b, t, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(b, t, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(b, t - 1, j) }
+  }
+}""", full=dict(B=32, T=64, I=256, H=256), tiny=dict(B=2, T=3, I=5, H=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3 * s["H"], s["I"]),
+                        _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]), _w(r, 3 * s["H"])])
+def _gru_bf_torch(torch, a, t, s):
+    net = torch.nn.GRU(s["I"], s["H"], batch_first=True)
+    for p, v in zip([net.weight_ih_l0, net.weight_hh_l0, net.bias_ih_l0, net.bias_hh_l0], a[2:]):
+        _copy(torch, p, v)
+    return {"nn.GRU(batch_first)": _nograd(torch, lambda: net(t[0], t[1][None])[0])}
+
+
+@program(name="lstm cell, one step (4H,in), two biases", kind="rnn", src="""
+def cell(float(B,I) x, float(B,H) h, float(B,H) c, float(4*H,I) Wih, float(4*H,H) Whh,
+         float(4*H) bih, float(4*H) bhh) -> (h1, c1) {
+  g(b, r) +=! x(b, i) * Wih(r, i)
+  g(b, r) += h(b, k) * Whh(r, k)
+  g(b, r) = g(b, r) + bih(r) + bhh(r)
+  c1(b, j) = sigmoid(g(b, H + j)) * c(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+  h1(b, j) = sigmoid(g(b, 3 * H + j)) * tanh(c1(b, j)) where j in 0:H
+}""", full=dict(B=64, I=512, H=512), tiny=dict(B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["I"]), _n(r, s["B"], s["H"]), _n(r, s["B"], s["H"]),
+                        _w(r, 4 * s["H"], s["I"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"]),
+                        _w(r, 4 * s["H"])])
+def _lstm_cell(torch, a, t, s):
+    net = torch.nn.LSTMCell(s["I"], s["H"])
+    for p, v in zip([net.weight_ih, net.weight_hh, net.bias_ih, net.bias_hh], a[3:]):
+        _copy(torch, p, v)
+    return {"nn.LSTMCell": _nograd(torch, lambda: net(t[0], (t[1], t[2])))}
+
+
+@program(name="depthwise dilated causal conv1d (K=3, d=2, select)", kind="conv", src="""
+def dw(float(B,C,L) x, float(C,K) w) -> (y) {
+  y(b, c, t) +=! (t + 2 * k - 2 * (K - 1) >= 0 ? x(b, c, t + 2 * k - 2 * (K - 1)) : 0) * w(c, k) where t in 0:L, k in 0:K
+}""", full=dict(B=16, C=256, L=1024, K=3), tiny=dict(B=1, C=2, L=5, K=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["K"])])
+def _dw_dilated(torch, a, t, s):
+    F = torch.nn.functional
+    K = s["K"]
+    w = t[1][:, None, :]
+    return {"F.conv1d(groups=C, dilation=2)": _nograd(
+        torch, lambda: F.conv1d(F.pad(t[0], (2 * (K - 1), 0)), w, dilation=2, groups=s["C"]))}
+
+
+@program(name="focal loss (gamma 2) with int labels", kind="loss", src="""
+def focal(float(N,C) logits, int32(N) y) -> (loss) {
+  m(n) max=! logits(n, c)
+  z(n) +=! exp(logits(n, c) - m(n))
+  p(n) = exp(logits(n, y(n)) - m(n)) / z(n)
+  loss +=! -(1 - p(n)) * (1 - p(n)) * log(p(n)) / N
+}""", full=dict(N=4096, C=1000), tiny=dict(N=3, C=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _focal(torch, a, t, s):
+    F = torch.nn.functional
+    y = t[1].long()
+
+    def run():
+        lp = F.log_softmax(t[0], -1).gather(1, y[:, None])[:, 0]
+        return (-(1 - lp.exp()) ** 2 * lp).mean()
+    return {"log_softmax + gather": _nograd(torch, run)}
+
+
+@program(name="sinusoidal positional encoding added (select on parity)", kind="elementwise", src="""
+def pe(float(B,T,D) x) -> (y) {
+  y(b, t, d) = x(b, t, d) + (d % 2 == 0 ? sin(t * exp(-d * 9.210340372 / D))
+                                        : cos(t * exp(-(d - 1) * 9.210340372 / D)))
+}""", full=dict(B=32, T=512, D=512), tiny=dict(B=1, T=3, D=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"])])
+def _pe(torch, a, t, s):
+    T, D = s["T"], s["D"]
+
+    def run():
+        pos = torch.arange(T, dtype=torch.float32)[:, None]
+        div = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * (-9.210340372 / D))
+        pe = torch.empty(T, D)
+        pe[:, 0::2] = torch.sin(pos * div)
+        pe[:, 1::2] = torch.cos(pos * div)
+        return t[0] + pe
+    return {"torch (table per call)": _nograd(torch, run)}

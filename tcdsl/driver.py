@@ -140,6 +140,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         rewritten, checked, ranges, model = _in_place(rewritten, entry, checked, ranges, model)
     if options.factor:
         rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _tabled(rewritten, entry, checked, ranges, model)
     if options.transpose:
         rewritten, checked, ranges, model = _permuted(rewritten, entry, checked, ranges, model, fixed or {})
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
@@ -213,6 +214,16 @@ def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges
         return program, checked, ranges, model
     out[2].size_guards = ranges.size_guards  # (check_bounds found none and set them to none)
     return out[:4]
+
+
+def _tabled(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program computing each costly term that does not depend on every
+    index of its statement once, in a table (polyhedral/tables.py); see
+    :func:`_rewritten`."""
+    from .polyhedral import tables
+
+    return _rewritten("tabled", program, entry, checked, ranges, model, lambda: tables.plan(checked, ranges),
+                      tables.rewrite)[:4]
 
 
 def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -490,7 +490,11 @@ class MappingOptions:
       variables (``/ z(b, n, i)`` in ``o(b, n, i, d) +=! e(b, n, i, j) *
       v(b, n, j, d) / z(b, n, i)``, a constant scale) are applied once per
       element in a statement after the sum instead of once per term
-      (polyhedral/factor.py); the results differ by rounding only.
+      (polyhedral/factor.py); the results differ by rounding only.  And an
+      ``=`` statement's costly terms (``exp``, ``sin``, ...) that do not
+      depend on all its indices (a positional encoding over ``(t, d)``
+      added to ``x(b, t, d)``) are computed once, in a table
+      (polyhedral/tables.py).
     * ``chain``: a sum of a product of three or more factors that two sums
       compute with fewer loops (``x(b, i) * A(i, r) * Bm(r, o)`` summed over
       ``i`` and ``r``) runs as a chain: the factors of ``i`` summed first

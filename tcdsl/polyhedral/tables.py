@@ -1,0 +1,123 @@
+"""Costly terms that do not depend on every index of their statement, computed once as a table.
+
+Users write a term where the formula has it::
+
+    y(b, t, d) = x(b, t, d) + (d % 2 == 0 ? sin(t * exp(-d * 9.21 / D)) : cos(t * exp(-(d - 1) * 9.21 / D)))
+
+The positional encoding depends on ``t`` and ``d`` only, but the statement
+computes its ``sin``, ``cos`` and ``exp`` for every ``b`` again (32 times at
+B = 32: 45 ms against 17 ms for PyTorch building the table once per call).
+``plan(checked, ranges)`` finds, in each ``=`` statement at the top of the
+``def`` (outside sequential loops; plain distinct indices, no ``where``),
+the largest subexpressions that call a costly function (:data:`COSTLY`) and
+use some but not all of the statement's index variables, and no tensor the
+statement writes.  ``rewrite(def, plan)`` computes each in a temporary over
+the variables it uses (in the order of the written tensor's indices) right
+before the statement, which reads it::
+
+    y_tab(t, d) = (d % 2 == 0 ? sin(...) : cos(...)) where t in 0:T, d in 0:D
+    y(b, t, d) = x(b, t, d) + y_tab(t, d)
+
+A table of index arithmetic gets the ranges of the written tensor's
+dimensions; one that reads tensors gets them from its reads (range
+inference), which hold every element the statement reads.  The values are
+those of the program as written, computed once.  Part of the ``factor``
+option (``options={"factor": False}`` leaves programs as written).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..syntax import nodes as n
+
+# Functions whose evaluation costs more than a table's store and load.
+COSTLY = frozenset({
+    "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh",
+    "tanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "pow",
+    "sinpi", "cospi", "lgamma", "tgamma", "cbrt",
+})
+
+
+@dataclass(frozen=True)
+class Table:
+    span: object  # of the subexpression (parsed and checked forms share it)
+    dims: tuple[str, ...]  # its index variables, in the written tensor's order
+    extents: tuple  # size expressions (parsed form) of those, or None: from the reads
+
+
+def plan(checked, ranges) -> dict[object, list[Table]]:
+    """Statement span -> the tables its right side's costly terms become."""
+    from .hoist import _parsed
+
+    writers: dict[str, int] = {}
+    for s in n.walk(checked.node):
+        if isinstance(s, n.Comprehension):
+            writers[s.tensor] = writers.get(s.tensor, 0) + 1
+    out: dict[object, list[Table]] = {}
+    for s in checked.node.body:
+        if not isinstance(s, n.Comprehension) or s.op != "=" or s.wheres or s.span is None:
+            continue
+        idx = [x.name for x in s.indices if isinstance(x, n.IndexVar)]
+        if len(idx) != len(s.indices) or len(set(idx)) != len(idx) or len(idx) < 2:
+            continue
+        if not checked.tensors[s.tensor].dtype.startswith("float"):
+            continue
+        found: list[n.Expr] = []
+
+        def visit(e: n.Expr) -> None:
+            used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
+            reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
+            costly = any(isinstance(x, n.BuiltinCall) and x.name in COSTLY for x in n.walk(e))
+            if not costly:
+                return
+            if used and used < set(idx) and not reads & {s.tensor} and e.span is not None:
+                found.append(e)
+                return
+            for c in n.children(e):
+                if isinstance(c, n.Expr):
+                    visit(c)
+
+        visit(s.rhs)
+        if not found:
+            continue
+        dims_all = ranges.extent_exprs(s.tensor)
+        tables = []
+        for e in found:
+            used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
+            dims = tuple(v for v in idx if v in used)
+            reads = any(isinstance(x, n.Access) for x in n.walk(e))
+            extents = None if reads else tuple(_parsed(dims_all[idx.index(v)], {}) for v in dims)
+            tables.append(Table(e.span, dims, extents))
+        out[s.span] = tables
+    return out
+
+
+def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
+    """``d`` (as parsed) with the tables of ``p`` before the statements that read them."""
+    from .layout import _fresh, _names
+
+    taken = _names(d) | {c.tensor for c in n.walk(d) if isinstance(c, n.Comprehension)}
+    body: list = []
+    for st in d.body:
+        tables = p.get(st.span) if isinstance(st, n.Comprehension) else None
+        if not tables:
+            body.append(st)
+            continue
+        by_span = {}
+        for t in tables:
+            name = _fresh(f"{st.tensor}_tab", taken)
+            by_span[t.span] = (name, t)
+
+        def fn(e):
+            hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
+            if hit is not None and not isinstance(e, n.Ident):
+                name, t = hit
+                idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
+                wheres = () if t.extents is None else tuple(
+                    n.RangeConstraint(v, n.Const(0, span=e.span), x, span=e.span) for v, x in zip(t.dims, t.extents))
+                body.append(n.Comprehension(name, idx, "=", e, wheres, span=e.span))
+                return n.Call(name, idx, span=e.span)
+            return n.map_children(e, fn)
+
+        body.append(replace(st, rhs=fn(st.rhs)))
+    return replace(d, body=tuple(body))
