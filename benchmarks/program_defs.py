@@ -3301,3 +3301,75 @@ def _pe(torch, a, t, s):
         pe[:, 1::2] = torch.cos(pos * div)
         return t[0] + pe
     return {"torch (table per call)": _nograd(torch, run)}
+
+
+@program(name="softmax cross-entropy backward (dlogits)", kind="loss", src="""
+def dce(float(N,C) logits, int32(N) y) -> (dx) {
+  m(n) max=! logits(n, c)
+  z(n) +=! exp(logits(n, c) - m(n))
+  dx(n, c) = (exp(logits(n, c) - m(n)) / z(n) - (c == y(n) ? 1.0 : 0.0)) / N
+}""", full=dict(N=4096, C=1000), tiny=dict(N=3, C=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _dce(torch, a, t, s):
+    F = torch.nn.functional
+    y = t[1].long()
+
+    def run():
+        g = F.softmax(t[0], -1)
+        g[torch.arange(s["N"]), y] -= 1
+        return g / s["N"]
+    return {"softmax - one_hot": _nograd(torch, run)}
+
+
+@program(name="conv2d 5x5 same padding (select), NCHW", kind="conv", src="""
+def conv(float(B,C,H,W) x, float(O,C,5,5) w) -> (y) {
+  y(b, o, h, v) +=! (h + kh - 2 >= 0 && h + kh - 2 < H && v + kw - 2 >= 0 && v + kw - 2 < W
+                     ? x(b, c, h + kh - 2, v + kw - 2) : 0) * w(o, c, kh, kw) where h in 0:H, v in 0:W, kh in 0:5, kw in 0:5
+}""", full=dict(B=8, C=32, H=64, W=64, O=64), tiny=dict(B=1, C=2, H=4, W=3, O=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["O"], s["C"], 5, 5)])
+def _conv5(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(padding=2)": _nograd(torch, lambda: F.conv2d(t[0], t[1], padding=2))}
+
+
+@program(name="rbf kernel matrix exp(-g |x_i - y_j|^2)", kind="elementwise", src="""
+def rbf(float(N,D) x, float(M,D) y) -> (K) {
+  d2(i, j) +=! (x(i, d) - y(j, d)) * (x(i, d) - y(j, d))
+  K(i, j) = exp(-0.5 * d2(i, j))
+}""", full=dict(N=2048, M=2048, D=64), tiny=dict(N=3, M=2, D=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]) * 0.2, _n(r, s["M"], s["D"]) * 0.2])
+def _rbf(torch, a, t, s):
+    return {"exp(-0.5 cdist^2)": _nograd(torch, lambda: torch.exp(-0.5 * torch.cdist(t[0], t[1]) ** 2))}
+
+
+@program(name="wavenet block (dilated causal conv, tanh * sigmoid, residual)", kind="conv", src="""
+def wn(float(B,C,L) x, float(C,C,2) wf, float(C,C,2) wg, float(C,C) wr) -> (y) {
+  f(b, o, t) +=! (t + 4 * k - 4 >= 0 ? x(b, c, t + 4 * k - 4) : 0) * wf(o, c, k) where t in 0:L, k in 0:2
+  g(b, o, t) +=! (t + 4 * k - 4 >= 0 ? x(b, c, t + 4 * k - 4) : 0) * wg(o, c, k) where t in 0:L, k in 0:2
+  z(b, o, t) = tanh(f(b, o, t)) * sigmoid(g(b, o, t))
+  y(b, o, t) +=! wr(o, c) * z(b, c, t)
+  y(b, o, t) = y(b, o, t) + x(b, o, t)
+}""", full=dict(B=8, C=128, L=2048), tiny=dict(B=1, C=2, L=7),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["C"], 2), _w(r, s["C"], s["C"], 2),
+                        _w(r, s["C"], s["C"])])
+def _wavenet(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        xp = F.pad(t[0], (4, 0))
+        z = torch.tanh(F.conv1d(xp, t[1], dilation=4)) * torch.sigmoid(F.conv1d(xp, t[2], dilation=4))
+        return F.conv1d(z, t[3][:, :, None]) + t[0]
+    return {"F.conv1d x3": _nograd(torch, run)}
+
+
+@program(name="logcumsumexp over time (loop)", kind="scan", src="""
+def lcse(float(T,B,D) x) -> (y) {
+  for t in T {
+    if t == 0 { y(t, b, d) = x(t, b, d) }
+    else      { y(t, b, d) = fmax(y(t - 1, b, d), x(t, b, d))
+                             + log1p(exp(-fabs(y(t - 1, b, d) - x(t, b, d)))) }
+  }
+}""", full=dict(T=256, B=32, D=256), tiny=dict(T=3, B=2, D=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"])])
+def _lcse(torch, a, t, s):
+    return {"torch.logcumsumexp": _nograd(torch, lambda: torch.logcumsumexp(t[0], 0))}
