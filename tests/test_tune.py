@@ -98,6 +98,23 @@ def test_moves_give_valid_distinct_points():
         assert len(space.features(p)) == len(space.features(d))
 
 
+def test_the_first_generation_is_the_defaults_and_their_neighbours():
+    from tcdsl.tune.search import Search
+
+    space = space_for("llvm")
+    d = space.default()
+    for seed in range(3):
+        search = Search(space, [{"T": 8}], [1.0], rng=random.Random(seed))
+        batch = search.propose(8)
+        assert batch[0] == d and len(batch) == 8
+        assert len({space.key(p) for p in batch}) == 8
+        changed = [sum(p[k.name] != d[k.name] for k in space.knobs) for p in batch[1:]]
+        # three quarters of the batch: the defaults with one knob changed;
+        # the last quarter random points, farther away
+        assert changed[:5] == [1] * 5, changed
+        assert all(c >= 1 for c in changed[5:]), changed
+
+
 def test_without_register_tiles_the_tile_shape_is_not_a_choice():
     space = space_for("llvm")
     a = space.canonical(space.point({"register_tiles": False, "tile_rows": 2}))
