@@ -39,7 +39,7 @@ from ..syntax import nodes as n
 from .layout import _fresh, _names
 from .model import Model
 from .hoist import _parsed, _value
-from .strides import TAPS, short, tap, transposed, unit_or_invariant
+from .strides import TAPS, short, tap, transposed, unit_or_invariant, uses
 
 
 @dataclass
@@ -92,7 +92,7 @@ def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan
             if run == 0 or run == len(names) or names[-1 - run] not in s.dims:
                 continue
             j = names[-1 - run]
-            if any(_uses(a, d) and not _uses(a, j) for a in reads for d in taps):
+            if any(uses(a.indices, d) and not uses(a.indices, j) for a in reads for d in taps):
                 # the window is the rows' operand (a forward convolution's
                 # ``x(b, c, t + k)`` for outputs ``y(b, o, t)``): permuted,
                 # its rows would be read a few taps at a time (16 x 128 x 32
@@ -108,10 +108,6 @@ def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan
             if dynamic:
                 out.dynamic[c.span] = dynamic
     return out
-
-
-def _uses(access: n.Access, d: str) -> bool:
-    return any(isinstance(x, n.IndexVar) and x.name == d for e in access.indices for x in n.walk(e))
 
 
 def rewrite(d: n.Def, p: Plan) -> n.Def:

@@ -32,6 +32,13 @@ def short(s, d: str) -> bool:
 TAPS = 64
 
 
+def uses(exprs, d: str) -> bool:
+    """The index variable ``d`` appears in one of ``exprs``."""
+    from ..syntax import nodes as n
+
+    return any(isinstance(x, n.IndexVar) and x.name == d for e in exprs for x in n.walk(e))
+
+
 def tap(s, reads, d: str, red) -> bool:
     """``d`` is a convolution's tap whose count is a size expression
     (``k in 0:M-L+1``, a weight gradient's kernel width): it takes a
@@ -43,12 +50,12 @@ def tap(s, reads, d: str, red) -> bool:
 
     if short(s, d):
         return False
-    using = [a for a in reads if any(isinstance(x, n.IndexVar) and x.name == d for e in a.indices for x in n.walk(e))]
+    using = [a for a in reads if uses(a.indices, d)]
     if not using:
         return False
     for a in using:
         *outer, last = a.indices
-        if any(isinstance(x, n.IndexVar) and x.name == d for e in outer for x in n.walk(e)):
+        if uses(outer, d):
             return False
         names = {x.name for x in n.walk(last) if isinstance(x, n.IndexVar)}
         if not (names - {d}) & set(red) or not plus(last, d):

@@ -49,10 +49,6 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
     """Statement span -> the tables its right side's costly terms become."""
     from .hoist import _parsed
 
-    writers: dict[str, int] = {}
-    for s in n.walk(checked.node):
-        if isinstance(s, n.Comprehension):
-            writers[s.tensor] = writers.get(s.tensor, 0) + 1
     out: dict[object, list[Table]] = {}
     for s in checked.node.body:
         if not isinstance(s, n.Comprehension) or s.op != "=" or s.wheres or s.span is None:
