@@ -152,6 +152,7 @@ class CpuMapping:
     overlap_tail: bool = True
     reorder_reductions: bool = True
     prepack: bool = True
+    scatter: bool = True
 
     def resolved(self, in_loop: bool) -> "CpuMapping":
         """The tile fields that are 0 filled in with :func:`host_defaults` for a
@@ -293,7 +294,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "k_block": ("cpu", _int(0, "a positive integer (0: the default)")),
     "reduce_lanes": ("cpu", _int(0, "an integer >= 0 (0: scalar reductions)")),
     "tile_depth": ("cpu", _int(0, "a positive integer (0: the default)")), "overlap_tail": ("cpu", _bool),
-    "reorder_reductions": ("cpu", _bool), "prepack": ("cpu", _bool),
+    "reorder_reductions": ("cpu", _bool), "prepack": ("cpu", _bool), "scatter": ("cpu", _bool),
     "threads": ("cuda", _cuda_threads), "flatten": ("cuda", _flatten), "registers": ("cuda", _bool),
     "persistent": ("cuda", _bool), "persistent_threads": ("cuda", _cuda_threads), "split": ("cuda", _bool),
     "emulate": ("cuda", _bool),
@@ -460,6 +461,12 @@ class MappingOptions:
       call, before the loop, to panels of ``tile_cols`` columns that the
       tiles of every step read contiguously; ``False``: every step reads the
       tensor itself.
+    * ``scatter``: a sum into the rows an index names, written as a select
+      over every row (``dE(v, d) +=! (idx(n) == v ? dy(n, d) : 0)``, an
+      embedding's gradient, as tcdsl.gradient writes it too), runs as a
+      scatter-add: each term added to the row ``idx(n)`` only
+      (polyhedral/scatter.py, codegen/cpu_scatter.py); ``False``: as
+      written, every row tested for every term.
     * ``hoist``: compute the statements of a sequential ``for`` that depend on
       nothing else the loop computes (an RNN's input projection) for all
       steps before the loop, as one parallel kernel (polyhedral/hoist.py).
@@ -541,6 +548,7 @@ class MappingOptions:
     overlap_tail: bool = CpuMapping.overlap_tail
     reorder_reductions: bool = CpuMapping.reorder_reductions
     prepack: bool = CpuMapping.prepack
+    scatter: bool = CpuMapping.scatter
     hoist: bool | str = FrontendOptions.hoist
     transpose: bool = FrontendOptions.transpose
     pad: bool = FrontendOptions.pad

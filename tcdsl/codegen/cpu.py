@@ -40,6 +40,7 @@ from ..syntax import nodes as n
 from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
+from .cpu_scatter import scatter_kernel
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
@@ -92,7 +93,10 @@ class CpuProgram(ProgramLowering):
         step.  The second case only inside sequential loops or where a
         dimension of the kernel is 1 at the fixed sizes; elsewhere (a symbolic
         kernel outside any ``for``, whose loops may be long) the inner loops
-        stay parallel."""
+        stay parallel.  A scatter-add kernel (polyhedral/scatter.py) is
+        lowered by codegen/cpu_scatter.py."""
+        if k.scatter is not None and self.cpu.scatter:
+            return scatter_kernel(self, k, env)
         ast = self.ast_of(k)
         guard, inner = _size_guard(ast, k)
         if self.cpu.parallel and (_outer_loop_dropped(inner) or _serial_outside(inner)
@@ -112,7 +116,8 @@ class CpuProgram(ProgramLowering):
         """The ``for`` run inside its body's parallel loop, when the body is one
         kernel whose outer loop the schedule marked ``par_steps`` and whose
         bounds do not depend on the step; else a serial loop around the body."""
-        if not self.cpu.steps_inside or len(body.items) != 1 or not isinstance(body.items[0], Kernel):
+        if not self.cpu.steps_inside or len(body.items) != 1 or not isinstance(body.items[0], Kernel) \
+                or (body.items[0].scatter is not None and self.cpu.scatter):
             return super().sequential(lp, body, env)
         k = body.items[0]
         # a condition over the sizes around the kernel (a branch of an ``if``

@@ -12,6 +12,9 @@
 * :class:`ForLoop` -- a sequential ``for`` whose body is a nested block.
 * :class:`Branch` -- an ``if`` whose branches contain ``for`` loops.
 
+A sum into the rows an index names (``dE(v, d) +=! (idx(n) == v ? dy(n, d) :
+0)``, polyhedral/scatter.py) is a kernel of its own, ``Kernel.scatter`` set.
+
 Accesses are kept one map per reference (TC tags its references the same
 way); a non-affine index makes the reference a may-access of the whole
 tensor.  Dependences follow TC (``Scop::computeAllDependences``): flow
@@ -28,6 +31,8 @@ import islpy as isl
 from ..syntax import nodes as n
 from ..sema.affine import NotAffine, isl_name, params_prefix, to_isl
 from ..sema.ranges import Loop, RangeInfo, StmtInfo
+from . import scatter
+from .scatter import Scatter
 
 
 @dataclass
@@ -59,6 +64,9 @@ class Kernel:
     # statements of different step ranges fused into one band would each sit
     # under a condition, and lose their register tiles.
     serialize: bool = False
+    # A sum into the rows an index names (polyhedral/scatter.py): the kernel
+    # holds that statement alone, and the CPU runs it as a scatter-add.
+    scatter: "Scatter | None" = None
 
     @property
     def deps(self) -> isl.UnionMap:
@@ -163,7 +171,16 @@ class _Builder:
                 else:
                     items.append(Branch(s.cond, self.block(s.then, loops), self.block(s.orelse, loops)))
             else:
-                run.extend(self._flatten(s))
+                for info in self._flatten(s):
+                    sc = scatter.find(info)
+                    if sc is None:
+                        run.append(info)
+                        continue
+                    if run:
+                        items.append(self.kernel(run, loops))
+                        run = []
+                    items.append(self.kernel([info], loops))
+                    items[-1].scatter = sc
         if run:
             items.append(self.kernel(run, loops))
         return Block(items)

@@ -81,6 +81,8 @@ def split_model(model: Model) -> Model:
 
 
 def _split_kernel(k: Kernel, builder: _Builder) -> Kernel:
+    if k.scatter is not None:  # run as a scatter-add (polyhedral/scatter.py): no select left to split
+        return k
     stmts: list[IslStmt] = []
     order = isl.UnionMap.empty(k.order.get_space())
     by_name = {m.get_tuple_name(isl.dim_type.in_): m for m in maps(k.order)}
@@ -102,7 +104,7 @@ def _split_kernel(k: Kernel, builder: _Builder) -> Kernel:
             order = order.union(isl.UnionMap.from_map(m.set_tuple_name(isl.dim_type.in_, p.name)))
     if not changed or not stmts:
         return k
-    return Kernel(stmts, k.loops, k.context, order, serialize=k.serialize)
+    return Kernel(stmts, k.loops, k.context, order, serialize=k.serialize, scatter=k.scatter)
 
 
 def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | None:

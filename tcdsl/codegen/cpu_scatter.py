@@ -1,0 +1,132 @@
+"""A sum into the rows an index names, on the CPU: a scatter-add.
+
+The kernel holds one statement that polyhedral/scatter.py recognized,
+``X(.., u, ..) += (u == g ? e : 0)``; it runs as
+
+    X = 0                                   (the init of ``+=!``, if any)
+    for pc in parallel(chunks of p):        p: the first other lhs variable
+      for r..:                              the reduction variables, in order
+        gu = g                              (inside the lhs loops if g uses them)
+        if lo_u <= gu < hi_u:
+          for p in chunk, for the other lhs variables:
+            X(.., gu, ..) += e[u := gu]
+
+Each thread owns a chunk of ``p`` (64 values), so no two threads add to one
+element, and each element receives its terms in the order of the reduction
+variables, as a sum over them does.  The ranges are the domain's bounds
+(a box, checked by polyhedral/scatter.py), written by isl over the sizes.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+from tvm import tirx
+
+from ..polyhedral.model import Kernel
+from ..polyhedral.schedule import fixed_set
+from ..syntax import nodes as n
+from .expr import INDEX, lower_expr
+from .lower import emit_statement, seq
+
+CHUNK = 64  # values of the parallel variable per task
+
+
+def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
+    """The kernel ``k`` (``k.scatter`` set) as a TIR statement."""
+    sc = k.scatter
+    update = next(s for s in k.stmts if s.name == sc.stmt and not s.is_init)
+    init = next((s for s in k.stmts if s.is_init), None)
+    low = gen.ast_lowering(gen, {s.name: s for s in k.stmts}, env, k)
+    fixed = {s: int(v.value) for s, v in gen.sig.size_vars.items() if isinstance(v, tirx.IntImm)}
+    build = isl.AstBuild.from_context(k.context & fixed_set(gen.model, fixed).align_params(k.context.get_space()))
+    buffers = gen.sig.buffers
+    parallel = gen.cpu.parallel
+
+    def bounds(dom: isl.Set, i: int) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:
+        lo = low.expr(build.expr_from_pw_aff(dom.dim_min(i)))
+        hi = low.expr(build.expr_from_pw_aff(dom.dim_max(i)))
+        return lo, hi - lo + 1
+
+    def when(stmt: tirx.Stmt) -> tirx.Stmt:
+        """``stmt`` where the statement runs: an ``if`` of the program (``t == 0``)
+        and the sizes for which its domain is not empty."""
+        runs = update.domain.params()
+        if k.context.is_subset(runs):
+            return stmt
+        return tirx.IfThenElse(low.expr(build.expr_from_set(runs)), stmt, None)
+
+    out = []
+    if init is not None:
+        ranges = {v: bounds(init.domain, i) for i, v in enumerate(init.dims)}
+        loops = [(v, *ranges[v]) for v in init.dims]
+        out.append(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel))
+
+    comp = update.info.comp
+    lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
+    others = [v for v in lhs if v != sc.var]
+    reduce = [v for v in update.dims if v not in lhs]
+    ranges = {v: bounds(update.domain, i) for i, v in enumerate(update.dims)}
+    u_lo, u_n = ranges[sc.var]
+    stmt = replace(update, info=replace(update.info, comp=replace(comp, rhs=sc.rhs)))
+    g_inner = bool(n.names_in(sc.index) & set(others))
+    gu = tirx.Var(f"{sc.var}_row", INDEX)
+
+    def guarded(body_env: dict, inner) -> tirx.Stmt:
+        g = lower_expr(sc.index, {**low.env, **body_env}, buffers, INDEX)
+        body = inner({**body_env, sc.var: gu})
+        cond = tirx.And(u_lo <= gu, gu < u_lo + u_n)
+        return seq([tirx.Bind(gu, g), tirx.IfThenElse(cond, body, None)])
+
+    def store(e: dict) -> tirx.Stmt:
+        return emit_statement(stmt, {**low.env, **e}, buffers)
+
+    inner_loops = [(v, *ranges[v]) for v in others]
+    reduce_loops = [(v, *ranges[v]) for v in reduce]
+    if not (parallel and others):
+        if g_inner:
+            body = lambda e: _nest(reduce_loops + inner_loops, lambda f: guarded({**e, **f}, store), False)
+        else:
+            body = lambda e: _nest(reduce_loops, lambda f: guarded({**e, **f}, lambda h: _nest(
+                inner_loops, lambda i: store({**h, **i}), False)), False)
+        out.append(body({}))
+        return when(seq(out))
+
+    p, p_lo, p_n = inner_loops[0]
+    pc = tirx.Var(f"{p}_chunk", INDEX)
+    pi = tirx.Var(f"{p}_in", INDEX)
+    rest = inner_loops[1:]
+
+    def chunk(e: dict) -> tirx.Stmt:  # the lhs loops of one chunk of p
+        def inner(f: dict) -> tirx.Stmt:
+            return _nest(rest, lambda h: store({**f, **h}), False)
+        width = tirx.min(CHUNK, p_n - pc * CHUNK)
+        return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, inner({**e, p: p_lo + pc * CHUNK + pi}))
+
+    if g_inner:
+        def per_row(e: dict) -> tirx.Stmt:
+            width = tirx.min(CHUNK, p_n - pc * CHUNK)
+            return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, _nest(
+                rest, lambda h: guarded({**e, p: p_lo + pc * CHUNK + pi, **h}, store), False))
+        body = _nest(reduce_loops, per_row, False)
+    else:
+        body = _nest(reduce_loops, lambda e: guarded(e, chunk), False)
+    count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
+    out.append(tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body))
+    return when(seq(out))
+
+
+def _nest(loops: list, body, parallel: bool) -> tirx.Stmt:
+    """Loops ``(name, first, count)`` around ``body(env)``; the outermost
+    parallel when ``parallel``."""
+    env: dict = {}
+    vs = []
+    for name, lo, _ in loops:
+        v = tirx.Var(name, INDEX)
+        vs.append(v)
+        env[name] = lo + v
+    out = body(env)
+    for i in range(len(loops) - 1, -1, -1):
+        kind = tirx.ForKind.PARALLEL if parallel and i == 0 else tirx.ForKind.SERIAL
+        out = tirx.For(vs[i], 0, tirx.max(loops[i][2], 0), kind, out)
+    return out

@@ -1,0 +1,126 @@
+"""Sums that select one row through an index: run as a scatter-add.
+
+The language has no indexed write, so a sum into the rows that an index
+tensor names is written as a reduction over every row with a select::
+
+    dE(v, d) +=! (idx(n) == v ? dy(n, d) : 0) where v in 0:V
+
+(an embedding's gradient; the adjoint of a read ``E(idx(n), d)`` is this
+statement too, docs/training.md).  As written it costs ``V x N x D`` terms of
+which ``N x D`` are not zero: 34x ``index_add_`` at (N, D, V) = (4096, 256,
+1000).  ``find`` recognizes such a statement: a ``+`` reduction whose
+right-hand side is ``cond ? e : 0`` (or a product with such a factor) where
+one conjunct of ``cond`` is ``u == g``, ``u`` an index variable of the left-hand
+side used nowhere else on it, ``g`` an expression without ``u`` that reads a
+tensor, and the statement's domain the product of ``u``'s range and the
+other variables' box.  The model puts the statement in a kernel of its own
+(polyhedral/model.py) and the CPU code generator (codegen/cpu_scatter.py)
+runs it as
+
+    dE(v, d) = 0                          (the init of ``+=!``)
+    for n:  u = idx(n); if u in u's range: dE(u, d) += e   (for every d)
+
+which adds the same non-zero terms to each element in the same order (only a
+``-0.0`` element may become ``+0.0``).  Other targets run the statement as
+written.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..sema.ranges import StmtInfo
+from ..syntax import nodes as n
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """The update statement ``stmt`` adds ``rhs`` (``u`` bound to ``index``)
+    at the element whose index ``var`` is ``index``."""
+
+    stmt: str
+    var: str
+    index: n.Expr
+    rhs: n.Expr
+
+
+def find(info: StmtInfo) -> Scatter | None:
+    """The scatter form of ``info`` (see the module docstring), or None."""
+    c = info.comp
+    if c.reduction != "+" or c.equivalent is not None:
+        return None
+    own = [e.name for e in c.indices if isinstance(e, n.IndexVar) and e.name in info.vars]
+    if any(not (isinstance(e, n.IndexVar) and e.name in own) and n.names_in(e) & set(info.vars)
+           for e in c.indices):
+        return None  # an lhs index like ``H + j``: left as written (``t`` or ``t - 1`` of a loop is fine)
+    if any(isinstance(x, n.Access) and x.tensor == c.tensor for x in n.walk(c.rhs)):
+        return None
+    for u in own:
+        found = _pick(c.rhs, u)
+        if found is not None and _product(info):
+            index, rhs = found
+            return Scatter(info.name, u, index, rhs)
+    return None
+
+
+def _pick(e: n.Expr, u: str) -> tuple[n.Expr, n.Expr] | None:
+    """(g, e without the conjunct ``u == g``) when ``e`` is ``cond ? a : 0``
+    with that conjunct in ``cond``, or a product or cast of such a term."""
+    match e:
+        case n.Select(cond=cond, then=then, other=n.Const(value=0)):
+            parts = _conjuncts(cond)
+            for i, p in enumerate(parts):
+                g = _equal(p, u)
+                if g is None:
+                    continue
+                rest = parts[:i] + parts[i + 1:]
+                if not rest:
+                    return g, then
+                cond = rest[0]
+                for r in rest[1:]:
+                    cond = n.Binary("&&", cond, r)
+                return g, n.Select(cond, then, e.other, dtype=e.dtype)
+        case n.Binary(op="*", lhs=a, rhs=b):
+            for side in ("lhs", "rhs"):
+                got = _pick(getattr(e, side), u)
+                if got is not None:
+                    return got[0], n.Binary("*", got[1] if side == "lhs" else a, b if side == "lhs" else got[1],
+                                            dtype=e.dtype)
+        case n.Cast(to=to, operand=x):
+            got = _pick(x, u)
+            if got is not None:
+                return got[0], n.Cast(to, got[1], dtype=e.dtype)
+    return None
+
+
+def _conjuncts(e: n.Expr) -> list[n.Expr]:
+    if isinstance(e, n.Binary) and e.op == "&&":
+        return _conjuncts(e.lhs) + _conjuncts(e.rhs)
+    return [e]
+
+
+def _equal(e: n.Expr, u: str) -> n.Expr | None:
+    """``g`` of ``u == g`` or ``g == u``: without ``u``, reading a tensor."""
+    if not (isinstance(e, n.Binary) and e.op == "=="):
+        return None
+    for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+        if isinstance(a, n.IndexVar) and a.name == u and u not in n.names_in(b) \
+                and any(isinstance(x, n.Access) for x in n.walk(b)):
+            return b
+    return None
+
+
+def _product(info: StmtInfo) -> bool:
+    """The domain is the product of its variables' ranges, each over the
+    sizes (and loop variables) only, and not empty wherever the statement
+    runs."""
+    dom = info.domain
+    dims = dom.dim(isl.dim_type.set)
+    box = dom.params().add_dims(isl.dim_type.set, dims).set_tuple_name(dom.get_tuple_name())
+    for i in range(dims):
+        one = dom.project_out(isl.dim_type.set, i + 1, dims - i - 1).project_out(isl.dim_type.set, 0, i)
+        one = one.insert_dims(isl.dim_type.set, 0, i).insert_dims(isl.dim_type.set, i + 1, dims - i - 1)
+        box = box & one.set_tuple_name(dom.get_tuple_name())
+    runs = info.params_set if info.params_set is not None else dom.params()
+    return box.is_subset(dom) and runs.is_subset(dom.params())

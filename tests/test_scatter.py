@@ -1,0 +1,161 @@
+"""Sums into the rows an index names, run as a scatter-add on the CPU
+(tcdsl/polyhedral/scatter.py, tcdsl/codegen/cpu_scatter.py): an embedding's
+gradient written as a select over every row, a histogram, the adjoint that
+tcdsl.gradient derives for an indirect read.  Results against NumPy (indices
+out of the rows' range add nothing), in every specialize mode; the kernel
+has no loop over the rows; statements of other forms are left as written."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl.driver import frontend
+from tcdsl.source import Source
+from helpers import rand
+
+EMB = """def demb(int32(N) idx, float(N,D) dy) -> (dE) {
+  dE(v, d) +=! (idx(n) == v ? dy(n, d) : 0) where v in 0:V
+}"""
+NO_CACHE = {"disk_cache": False}
+
+
+def _scatter_ref(rows, index, values):
+    out = np.zeros((rows,) + values.shape[1:])
+    for i, v in enumerate(index):
+        if 0 <= v < rows:
+            out[v] += values[i]
+    return out
+
+
+def _found(src: str) -> list:
+    from tcdsl.polyhedral import scatter
+    return [scatter.find(info) for info in frontend(Source(src)).ranges.stmts]
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_embedding_gradient_matches_numpy(mode):
+    rng = np.random.default_rng(0)
+    k = tcdsl.compile(EMB, specialize=mode, options=NO_CACHE)
+    for N, D, V in [(7, 5, 4), (1, 1, 1), (300, 130, 17), (64, 200, 1000)]:
+        idx = rng.integers(-2, V + 2, N).astype(np.int32)  # some outside 0:V
+        dy = rand(rng, N, D)
+        np.testing.assert_allclose(k(idx, dy, V=V), _scatter_ref(V, idx, dy), rtol=1e-5, atol=1e-5)
+
+
+def test_the_kernel_has_no_loop_over_the_rows():
+    scat = tcdsl.compile(EMB, options=NO_CACHE).script
+    assert "v_row: T.let[T.int32] = idx[n]" in scat, scat
+    assert "if 0 <= v_row and v_row < V" in scat, scat
+    assert "T.if_then_else(idx[" not in scat  # no row tested against the index
+    plain = tcdsl.compile(EMB, options={**NO_CACHE, "scatter": False}).script
+    assert "v_row" not in plain and "T.if_then_else(idx[" in plain, plain
+
+
+def test_forms_found():
+    src = """def f(int32(N,L) ids, float(N,L,D) g, float(N) w) -> (a, h, c, e) {
+      a(v, d) +=! (ids(n, l) == v && l > 0 ? 1.0 : 0.0) * g(n, l, d) where v in 0:V
+      h(v) +=! (v == ids(n, 0) ? 1 : 0) where v in 0:V
+      c(d, v) +=! w(n) * (ids(n, d) == v ? g(n, d, 0) : 0) where v in 0:V, d in 0:L
+      e(v) max=! (ids(n, 0) == v ? w(n) : 0) where v in 0:V
+    }"""
+    a, h, c, e = _found(src)
+    assert a is not None and a.var == "v" and a.stmt == "S0"
+    assert h is not None and h.var == "v"
+    assert c is not None and c.var == "v"
+    assert e is None  # max: 0 is not its identity
+
+
+@pytest.mark.parametrize("src", [
+    # the index is affine: a diagonal, not a scatter
+    "def f(float(N,D) x) -> (y) { y(v, d) +=! (v == n ? x(n, d) : 0) where v in 0:N }",
+    # not zero where the index differs
+    "def f(int32(N) idx, float(N,D) x) -> (y) { y(v, d) +=! (idx(n) == v ? x(n, d) : 1) where v in 0:V }",
+    # an assignment, not a sum
+    "def f(int32(N) idx, float(N) x) -> (y) { y(v, n) = (idx(n) == v ? x(n) : 0) where v in 0:V }",
+])
+def test_other_forms_left_as_written(src):
+    assert _found(src) == [None]
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_histogram_index_per_column_and_accumulate(mode):
+    src = """def f(int32(N,L) ids, float(N,L) g, float(V,L) base) -> (hist, per, acc) {
+      hist(v) +=! (v == ids(n, 0) ? 1 : 0) where v in 0:V
+      per(v, l) +=! (ids(n, l) == v && g(n, l) > 0 ? 2.0 : 0.0) * g(n, l) where v in 0:V
+      acc(v, l) = base(v, l)
+      acc(v, l) += (ids(n, l) == v ? g(n, l) : 0)
+    }"""
+    rng = np.random.default_rng(1)
+    k = tcdsl.compile(src, specialize=mode, options=NO_CACHE)
+    assert k.script.count("_row: T.let[T.int32]") == 3, k.script
+    for N, L, V in [(9, 3, 5), (200, 70, 33)]:
+        ids = rng.integers(-1, V + 1, (N, L)).astype(np.int32)
+        g, base = rand(rng, N, L), rand(rng, V, L)
+        hist, per, acc = k(ids, g, base, V=V)
+        np.testing.assert_array_equal(hist, _scatter_ref(V, ids[:, 0], np.ones(N)).astype(np.int32))
+        want = np.stack([_scatter_ref(V, ids[:, j], 2.0 * (g[:, j] > 0) * g[:, j]) for j in range(L)], 1)
+        np.testing.assert_allclose(per, want, rtol=1e-5, atol=1e-5)
+        want = base + np.stack([_scatter_ref(V, ids[:, j], g[:, j]) for j in range(L)], 1)
+        np.testing.assert_allclose(acc, want, rtol=1e-5, atol=1e-5)
+
+
+def test_scatter_inside_a_loop():
+    src = """def f(int32(T,B) tok, float(T,B,D) x) -> (s) {
+      for t in T {
+        if t == 0 { s(t, v, d) +=! (tok(t, b) == v ? x(t, b, d) : 0) where v in 0:V }
+        else      { s(t, v, d) = s(t - 1, v, d) where v in 0:V
+                    s(t, v, d) += (tok(t, b) == v ? x(t, b, d) : 0) where v in 0:V }
+      }
+    }"""
+    rng = np.random.default_rng(2)
+    k = tcdsl.compile(src, options=NO_CACHE)
+    assert "_row: T.let[T.int32]" in k.script
+    T, B, D, V = 5, 6, 19, 7
+    tok, x = rng.integers(0, V, (T, B)).astype(np.int32), rand(rng, T, B, D)
+    step = np.stack([_scatter_ref(V, tok[t], x[t]) for t in range(T)])
+    np.testing.assert_allclose(k(tok, x, V=V), np.cumsum(step, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_gradient_of_an_embedding_is_a_scatter():
+    torch = pytest.importorskip("torch")
+    src = """def emb(float(V,D) E, int32(N,L) ids, float(D,O) W) -> (y) {
+      h(n, d) +=! E(ids(n, l), d) / L
+      y(n, o) +=! h(n, d) * W(d, o)
+    }"""
+    back = tcdsl.compile(tcdsl.gradient(src), options=NO_CACHE)
+    assert "_row: T.let[T.int32]" in back.script
+    rng = np.random.default_rng(3)
+    V, D, N, L, O = 50, 12, 9, 4, 5
+    E, W = rand(rng, V, D), rand(rng, D, O)
+    ids = rng.integers(0, V, (N, L)).astype(np.int32)
+    y = tcdsl.compile(src, options=NO_CACHE)(E, ids, W)
+    dy = rand(rng, N, O)
+    dE, dW = back(E, ids, W, y, dy)
+    tE, tW = torch.tensor(E, requires_grad=True), torch.tensor(W, requires_grad=True)
+    (tE[torch.from_numpy(ids).long()].mean(1) @ tW).backward(torch.from_numpy(dy))
+    np.testing.assert_allclose(dE, tE.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dW, tW.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_scatter_under_guard_pages():
+    """Indices below and past the rows, the table's first and last rows:
+    nothing written outside the output (tests/guard.py)."""
+    import guard
+
+    def inputs(idx, D):
+        dy = np.arange(len(idx) * D, dtype=np.float32).reshape(len(idx), D) / 7
+        return [{"dtype": "int32", "shape": [len(idx)], "data": list(idx)},
+                {"dtype": "float32", "shape": [len(idx), D], "data": dy.ravel().tolist()}]
+    settings = [{"sizes": {"V": V}, "inputs": inputs(idx, D)}
+                for V, D, idx in [(4, 3, [-1, 0, 3, 4, 2, 3, -7, 9]), (1, 1, [0, 1, -1]), (5, 70, [4, 0, 5, -1])]]
+    src_col = """def f(int32(N,L) ids, float(N,L) g) -> (h) {
+      h(v, l) +=! (ids(n, l) == v ? g(n, l) : 0) where v in 0:V
+    }"""
+    cases = [{"id": "scatter:rows", "source": EMB, "settings": settings},
+             {"id": "scatter:columns", "source": src_col, "settings": [{"sizes": {"V": 3}, "inputs": [
+                 {"dtype": "int32", "shape": [3, 2], "data": [-1, 0, 2, 3, 1, 1]},
+                 {"dtype": "float32", "shape": [3, 2], "data": [1, 2, 3, 4, 5, 6]}]}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records
