@@ -3373,3 +3373,182 @@ def lcse(float(T,B,D) x) -> (y) {
    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"])])
 def _lcse(torch, a, t, s):
     return {"torch.logcumsumexp": _nograd(torch, lambda: torch.logcumsumexp(t[0], 0))}
+
+
+# --------------------------------------------------------------- session 29
+@program(name="layer norm backward (dx), torch autograd", kind="norm", src="""
+def lnb(float(N,D) x, float(D) g, float(N,D) dy) -> (dx) {
+  mu(n) +=! x(n, d) / D
+  var(n) +=! (x(n, d) - mu(n)) * (x(n, d) - mu(n)) / D
+  rs(n) = 1 / sqrt(var(n) + 1e-5)
+  gy(n, d) = dy(n, d) * g(d)
+  s1(n) +=! gy(n, d)
+  s2(n) +=! gy(n, d) * (x(n, d) - mu(n)) * rs(n)
+  dx(n, d) = rs(n) * (gy(n, d) - s1(n) / D - (x(n, d) - mu(n)) * rs(n) * s2(n) / D)
+}""", full=dict(N=8192, D=1024), tiny=dict(N=3, D=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), 1 + 0.1 * _n(r, s["D"]), _n(r, s["N"], s["D"])])
+def _lnb(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0].clone().requires_grad_(True)
+
+    def run():
+        y = F.layer_norm(x, (s["D"],), t[1])
+        return torch.autograd.grad(y, x, t[2])[0]
+    return {"layer_norm fwd+bwd": run}
+
+
+@program(name="softmax backward over the last dim", kind="softmax", src="""
+def smb(float(B,T,C) y, float(B,T,C) dy) -> (dx) {
+  s(b, t) +=! dy(b, t, c) * y(b, t, c)
+  dx(b, t, c) = y(b, t, c) * (dy(b, t, c) - s(b, t))
+}""", full=dict(B=32, T=256, C=1024), tiny=dict(B=1, T=2, C=3),
+   inputs=lambda r, s: [np.abs(_n(r, s["B"], s["T"], s["C"])), _n(r, s["B"], s["T"], s["C"])])
+def _smb(torch, a, t, s):
+    return {"aten._softmax_backward_data": _nograd(
+        torch, lambda: torch._softmax_backward_data(t[1], t[0], -1, torch.float32))}
+
+
+@program(name="clip / infonce loss (diagonal labels)", kind="loss", src="""
+def clip(float(N,D) u, float(N,D) v) -> (loss) {
+  s(i, j) +=! u(i, d) * v(j, d)
+  m(i) max=! s(i, j)
+  z(i) +=! exp(s(i, j) - m(i))
+  loss +=! (m(i) + log(z(i)) - s(i, i)) / N
+}""", full=dict(N=2048, D=512), tiny=dict(N=3, D=2),
+   inputs=lambda r, s: [_w(r, s["N"], s["D"]), _w(r, s["N"], s["D"])])
+def _clip(torch, a, t, s):
+    F = torch.nn.functional
+    lab = torch.arange(s["N"])
+    return {"F.cross_entropy(u v^T)": _nograd(torch, lambda: F.cross_entropy(t[0] @ t[1].T, lab))}
+
+
+@program(name="chamfer distance (point clouds, min both ways)", kind="distance", src="""
+def chamfer(float(B,N,E) p, float(B,M,E) q) -> (d) {
+  dist(b, n, m) +=! (p(b, n, e) - q(b, m, e)) * (p(b, n, e) - q(b, m, e))
+  dn(b, n) min=! dist(b, n, m)
+  dm(b, m) min=! dist(b, n, m)
+  d(b) +=! dn(b, n) / N
+  d(b) += dm(b, m) / M
+}""", full=dict(B=8, N=2048, M=2048, E=3), tiny=dict(B=2, N=3, M=4, E=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"], s["E"]), _n(r, s["B"], s["M"], s["E"])])
+def _chamfer(torch, a, t, s):
+    def run():
+        d = torch.cdist(t[0], t[1]) ** 2
+        return d.min(2).values.mean(1) + d.min(1).values.mean(1)
+    return {"cdist^2 + min": _nograd(torch, run)}
+
+
+@program(name="separable blur (K taps along h, then w), valid", kind="conv", src="""
+def blur(float(B,C,H,W) x, float(K) k) -> (y) {
+  r(b, c, h, w) +=! x(b, c, h + i, w) * k(i) where h in 0:H-K+1, i in 0:K
+  y(b, c, h, w) +=! r(b, c, h, w + j) * k(j) where w in 0:W-K+1, j in 0:K
+}""", full=dict(B=16, C=16, H=128, W=128, K=7), tiny=dict(B=1, C=2, H=5, W=4, K=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), np.abs(_w(r, s["K"]))])
+def _blur(torch, a, t, s):
+    F = torch.nn.functional
+    C, K = s["C"], s["K"]
+    kh = t[1].reshape(1, 1, K, 1).expand(C, 1, K, 1).contiguous()
+    kw = t[1].reshape(1, 1, 1, K).expand(C, 1, 1, K).contiguous()
+    return {"depthwise conv2d x2": _nograd(
+        torch, lambda: F.conv2d(F.conv2d(t[0], kh, groups=C), kw, groups=C))}
+
+
+@program(name="batch norm backward (dx, training), NCHW", kind="norm", src="""
+def bnb(float(N,C,H,W) x, float(C) g, float(N,C,H,W) dy) -> (dx) {
+  mu(c) +=! x(n, c, h, w) / (N * H * W)
+  var(c) +=! (x(n, c, h, w) - mu(c)) * (x(n, c, h, w) - mu(c)) / (N * H * W)
+  rs(c) = 1 / sqrt(var(c) + 1e-5)
+  s1(c) +=! dy(n, c, h, w)
+  s2(c) +=! dy(n, c, h, w) * (x(n, c, h, w) - mu(c))
+  dx(n, c, h, w) = g(c) * rs(c) * (dy(n, c, h, w) - s1(c) / (N * H * W)
+                   - (x(n, c, h, w) - mu(c)) * rs(c) * rs(c) * s2(c) / (N * H * W))
+}""", full=dict(N=32, C=64, H=32, W=32), tiny=dict(N=2, C=2, H=2, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), 1 + 0.1 * _n(r, s["C"]),
+                        _n(r, s["N"], s["C"], s["H"], s["W"])])
+def _bnb(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0].clone().requires_grad_(True)
+
+    def run():
+        y = F.batch_norm(x, None, None, t[1], training=True)
+        return torch.autograd.grad(y, x, t[2])[0]
+    return {"batch_norm fwd+bwd": run}
+
+
+@program(name="conv1d input gradient (select on the window)", kind="conv", src="""
+def dx(float(B,O,Lo) dy, float(O,C,K) w) -> (dx) {
+  dx(b, c, l) +=! (l - k >= 0 && l - k < Lo ? dy(b, o, l - k) : 0) * w(o, c, k) where l in 0:Lo+K-1, k in 0:K
+}""", full=dict(B=16, O=128, C=128, Lo=1022, K=3), tiny=dict(B=1, O=2, C=3, Lo=4, K=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["O"], s["Lo"]), _w(r, s["O"], s["C"], s["K"])])
+def _conv1d_dx(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv_transpose1d": _nograd(torch, lambda: F.conv_transpose1d(t[0], t[1]))}
+
+
+@program(name="bilinear scores q W k^T in one statement", kind="attention", src="""
+def bil(float(B,T,D) q, float(D,E) W, float(B,S,E) k) -> (s) {
+  s(b, i, j) +=! q(b, i, d) * W(d, e) * k(b, j, e)
+}""", full=dict(B=8, T=256, S=256, D=128, E=128), tiny=dict(B=1, T=2, S=3, D=2, E=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _w(r, s["D"], s["E"]), _n(r, s["B"], s["S"], s["E"])])
+def _bil(torch, a, t, s):
+    return {"(q @ W) @ k^T": _nograd(torch, lambda: (t[0] @ t[1]) @ t[2].transpose(1, 2))}
+
+
+@program(name="embedding gradient as a one-hot reduction", kind="embedding", src="""
+def demb(int32(N) idx, float(N,D) dy) -> (dE) {
+  dE(v, d) +=! (idx(n) == v ? dy(n, d) : 0) where v in 0:V
+}""", full=dict(N=4096, D=256, V=1000), tiny=dict(N=5, D=3, V=4), free=("V",),
+   inputs=lambda r, s: [r.integers(0, s["V"], s["N"]).astype(np.int32), _n(r, s["N"], s["D"])])
+def _demb(torch, a, t, s):
+    idx = t[0].long()
+
+    def run():
+        return torch.zeros(s["V"], s["D"]).index_add_(0, idx, t[1])
+    return {"index_add_": _nograd(torch, run)}
+
+
+@program(name="index_select columns (feature permutation)", kind="embedding", src="""
+def sel(float(B,D) x, int32(E) idx) -> (y) {
+  y(b, e) = x(b, idx(e))
+}""", full=dict(B=4096, D=1024, E=1024), tiny=dict(B=2, D=4, E=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), r.integers(0, s["D"], s["E"]).astype(np.int32)])
+def _sel(torch, a, t, s):
+    idx = t[1].long()
+    return {"index_select(1)": _nograd(torch, lambda: t[0].index_select(1, idx))}
+
+
+@program(name="layer norm over (C,H,W) of NCHW", kind="norm", src="""
+def ln(float(N,C,H,W) x, float(C,H,W) g, float(C,H,W) be) -> (y) {
+  mu(n) +=! x(n, c, h, w) / (C * H * W)
+  var(n) +=! (x(n, c, h, w) - mu(n)) * (x(n, c, h, w) - mu(n)) / (C * H * W)
+  y(n, c, h, w) = (x(n, c, h, w) - mu(n)) / sqrt(var(n) + 1e-5) * g(c, h, w) + be(c, h, w)
+}""", full=dict(N=32, C=64, H=32, W=32), tiny=dict(N=2, C=2, H=2, W=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), 1 + 0.1 * _n(r, s["C"], s["H"], s["W"]),
+                        0.1 * _n(r, s["C"], s["H"], s["W"])])
+def _ln_chw(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.layer_norm((C,H,W))": _nograd(
+        torch, lambda: F.layer_norm(t[0], (s["C"], s["H"], s["W"]), t[1], t[2]))}
+
+
+@program(name="attention backward, dq only", kind="attention", src="""
+def dq(float(B,T,D) q, float(B,T,D) k, float(B,T,D) v, float(B,T,D) g) -> (dq) {
+  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)
+  m(b, i) max=! s(b, i, j)
+  z(b, i) +=! exp(s(b, i, j) - m(b, i))
+  p(b, i, j) = exp(s(b, i, j) - m(b, i)) / z(b, i)
+  dp(b, i, j) +=! g(b, i, d) * v(b, j, d)
+  c(b, i) +=! p(b, i, j) * dp(b, i, j)
+  dq(b, i, d) +=! p(b, i, j) * (dp(b, i, j) - c(b, i)) * k(b, j, d) / sqrt(D)
+}""", full=dict(B=16, T=256, D=64), tiny=dict(B=1, T=3, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]) for _ in range(4)])
+def _attn_dq(torch, a, t, s):
+    q, k, v, g = t
+    sc = 1 / np.sqrt(s["D"])
+
+    def run():
+        p = torch.softmax(q @ k.transpose(1, 2) * sc, -1)
+        dp = g @ v.transpose(1, 2)
+        ds = p * (dp - (p * dp).sum(-1, keepdim=True))
+        return ds @ k * sc
+    return {"torch formula": _nograd(torch, run)}
