@@ -166,3 +166,61 @@ def test_tap_needs_a_reduction_variable_beside_it():
     src = "def f(float(B,C,M) x, float(O,C) w) -> (y) { y(b, o, t, k) +=! x(b, c, t + k) * w(o, c) where t in 0:4, k in 0:M-3 }"
     s = tcdsl.compile(src, options={"disk_cache": False}).script
     assert "_p[" not in s and "_p:" not in s, s
+
+
+# ------------------------------------------------ narrow output rows, channels last
+CONV = """def conv(float(N,C,H,W) x, float(O,C,3,3) w, float(O) bias) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h + kh, v + kw) * w(o, c, kh, kw)
+  y(n, o, h, v) = y(n, o, h, v) + bias(o)
+}"""
+CONV_S2 = """def conv(float(N,C,H,W) x, float(O,C,3,3) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, 2 * h + kh, 2 * v + kw) * w(o, c, kh, kw) where h in 0:(H-3)/2+1, v in 0:(W-3)/2+1
+}"""
+
+
+def _conv(x, w, stride=1):
+    N, C, H, W = x.shape
+    Ho, Wo = (H - 3) // stride + 1, (W - 3) // stride + 1
+    out = np.zeros((N, w.shape[0], Ho, Wo))
+    for i in range(3):
+        for j in range(3):
+            win = x[:, :, i:i + stride * (Ho - 1) + 1:stride, j:j + stride * (Wo - 1) + 1:stride].astype(np.float64)
+            out += np.einsum("nchv,oc->nohv", win, w[:, :, i, j].astype(np.float64))
+    return out
+
+
+def test_narrow_rows_are_summed_with_the_channels_last():
+    s = tcdsl.compile(CONV, options={"disk_cache": False}).script
+    # both programs: channels last below 16 output columns, as written above
+    assert "if T.max(0, W - 2) < 16:" in s or "if W <= 17:" in s or "if W < 18:" in s, s
+    assert re.search(r"w_t\w*\[[^\]]*\] = w\[", s), s  # the weight copied with o last
+    assert "y_p" in s
+    # sizes fixed at compile time pick one program
+    wide = tcdsl.compile(CONV, sizes={"W": 34}, options={"disk_cache": False}).script
+    narrow = tcdsl.compile(CONV, sizes={"W": 9}, options={"disk_cache": False}).script
+    assert "y_p" not in wide and "w_t" not in wide
+    assert "y_p" in narrow and "w_t" in narrow and "if W" not in narrow
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_narrow_and_wide_rows_match_numpy(mode):
+    rng = np.random.default_rng(9)
+    k = tcdsl.compile(CONV, specialize=mode, options={"disk_cache": False})
+    k2 = tcdsl.compile(CONV_S2, specialize=mode, options={"disk_cache": False})
+    for N, C, O, H, W in [(2, 5, 7, 9, 9), (1, 3, 33, 4, 19), (2, 17, 20, 6, 18), (1, 1, 1, 3, 3), (2, 4, 3, 5, 40)]:
+        x, w, b = rand(rng, N, C, H, W), rand(rng, O, C, 3, 3), rand(rng, O)
+        np.testing.assert_allclose(k(x, w, b), _conv(x, w) + b[None, :, None, None], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(k2(x, w), _conv(x, w, 2), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("src", [
+    # a matmul: its columns are not a window
+    "def mm(float(M,K) A, float(K,N) B) -> (C) { C(i, j) +=! A(i, k) * B(k, j) }",
+    # a depthwise convolution: the channel moves the window's read too
+    "def dw(float(N,C,H,W) x, float(C,3,3) w) -> (y) { y(n, c, h, v) +=! x(n, c, h + kh, v + kw) * w(c, kh, kw) }",
+    # a max pooling: not a sum
+    "def mp(float(N,C,H,W) x) -> (y) { y(n, c, h, v) max=! x(n, c, h + kh, v + kw) where kh in 0:3, kw in 0:3 }",
+])
+def test_narrow_rule_leaves_other_sums(src):
+    s = tcdsl.compile(src, options={"disk_cache": False}).script
+    assert "_p = T.alloc_buffer" not in s and "_t = T.alloc_buffer" not in s and "_p:" not in s, s
