@@ -42,7 +42,6 @@ from .model import Model
 from .hoist import _parsed, _value
 from . import strides
 from .strides import TAPS, short, tap, transposed, unit_or_invariant, uses
-from ..autodiff import exprs
 
 
 @dataclass
@@ -255,5 +254,9 @@ def _transpose_reads(st: n.Comprehension, tensor: str, dim: int, taken: set[str]
                 copy = n.Comprehension(name, args, "=", x, span=st.span)
             return replace(x, name=name, args=args)
         return None
-    new = replace(st, rhs=exprs.rewrite(st.rhs, fn))
+    def walk(x):
+        x = n.map_children(x, walk)
+        out = fn(x)
+        return x if out is None else out
+    new = replace(st, rhs=walk(st.rhs))
     return new, copy
