@@ -517,7 +517,7 @@ def test_tc_match_types(ta, tb, want):
 def test_sema_dump_conv():
     """sema.expected / sema-env.expected: the Apply nodes become Accesses, the
     reduction variables are (ip, kh, kw), sizes are int32, output is float."""
-    fe = frontend(Source(ACCEPT["lang_conv"].src))
+    fe = frontend(Source(ACCEPT["lang_conv"].src), transpose=False)  # the program as written, not rewritten
     (stmt,) = fe.checked.node.body
     assert stmt.reduction_vars == ("ip", "kh", "kw")
     assert "(Access" in to_sexpr(stmt.rhs) and "Call" not in to_sexpr(stmt.rhs)

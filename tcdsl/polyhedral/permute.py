@@ -189,6 +189,8 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
     c = s.info.comp
     if c.reduction != "+" or any(a.tensor == c.tensor for a in reads):
         return
+    if any(isinstance(x, n.Select) for x in n.walk(c.rhs)):
+        return  # a guarded window (an input gradient's edges, split into pieces): as written
     red = set(c.reduction_vars)
     run = 0
     while run < len(names) - 1 and _window(reads, names[-1 - run], red):
