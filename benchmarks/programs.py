@@ -190,8 +190,8 @@ def print_table(rows: list[dict], specialize: bool, threads: int) -> None:
     print(f"\ngeometric mean of the ratios: {geomean(ratios):.2f}; worst: {worst['ratio']:.2f} ({worst['name']})")
     if specialize:
         for m in ("after-scheduling", "before-scheduling"):
-            v = [r["symbolic / specialised"][m] for r in rows]
-            print(f"symbolic / {m}: geometric mean {geomean(v):.2f}, worst {max(v):.2f}")
+            v = [1 / r["symbolic / specialised"][m] for r in rows]
+            print(f"{m} / symbolic: geometric mean {geomean(v):.2f}, worst {max(v):.2f}")
 
 
 def chart(rows: list[dict], path: pathlib.Path | None = None) -> None:
