@@ -227,3 +227,13 @@ def test_narrow_and_wide_rows_match_numpy(mode):
 def test_narrow_rule_leaves_other_sums(src):
     s = tcdsl.compile(src, options={"disk_cache": False}).script
     assert "_p = T.alloc_buffer" not in s and "_t = T.alloc_buffer" not in s and "_p:" not in s, s
+
+
+def test_strided_windows_take_channels_last_below_32_columns():
+    # stride 2: the vectors along the output columns gather every other input
+    at20 = tcdsl.compile(CONV_S2, sizes={"W": 41}, options={"disk_cache": False}).script  # 20 columns
+    at40 = tcdsl.compile(CONV_S2, sizes={"W": 81}, options={"disk_cache": False}).script  # 40 columns
+    assert "y_p" in at20 and "w_t" in at20
+    assert "y_p" not in at40 and "w_t" not in at40
+    unit = tcdsl.compile(CONV, sizes={"W": 22}, options={"disk_cache": False}).script  # stride 1, 20 columns
+    assert "y_p" not in unit

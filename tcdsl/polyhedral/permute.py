@@ -177,6 +177,13 @@ def _rewrite(d: n.Def, p: Plan) -> n.Def:
 # ms, (8, 256, 14) 23 / 9.2 / 4.5, (8, 128, 22) 3.9 / 3.8 / 2.7, (8, 128,
 # 28) 4.6 / 5.0 / 4.3.
 NARROW = 16
+# ... and narrower than this when a window moves by 2 or more per output (a
+# strided convolution, whose vectors along the output columns gather every
+# other input): 3x3 stride 2, (N, C, O, output width), as written / channels
+# last / torch: (8, 128, 128, 16) 5.9-6.2 / 2.8-3.3 / 1.5 ms; (8, 64, 128, 32)
+# 8.1 / 6.2 / 2.9 ms with 3x3 taps, 8.4 / 7.8-9.1 / 3.1 ms with KH x KW taps
+# (sizes); (8, 64, 64, 64) 6.9 / 12.8 / 15.7 ms.
+NARROW_STRIDED = 32
 
 
 def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
@@ -219,13 +226,16 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
     if not names_in:
         return  # a constant width: a short index (strides.short), or wide enough
     value = _value(ext, fixed) if fixed and names_in <= set(fixed) else None
-    if value is not None and value >= NARROW:
+    unit = all(strides.plus(e, d, (1,)) for a in reads for e in a.indices for d in names[len(names) - run:]
+               if uses([e], d))
+    limit = NARROW if unit else NARROW_STRIDED
+    if value is not None and value >= limit:
         return
     m = len(names)
     out.stmts[c.span] = tuple(range(m - run, m)) + tuple(range(m - run))
     out.transposed[c.span] = moved
     if value is None:
-        out.dynamic[c.span] = [(ext, NARROW)]
+        out.dynamic[c.span] = [(ext, limit)]
 
 
 def _window(reads: list, d: str, red: set) -> bool:
