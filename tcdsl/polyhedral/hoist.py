@@ -516,10 +516,12 @@ def _value(e: n.Expr, sizes: dict[str, int]) -> int | None:
     if isinstance(e, n.Unary) and e.op == "-":
         a = _value(e.operand, sizes)
         return None if a is None else -a
-    if isinstance(e, n.Binary) and e.op in ("+", "-", "*", "min", "max"):
+    if isinstance(e, n.Binary) and e.op in ("+", "-", "*", "/", "%", "min", "max"):
         a, b = _value(e.lhs, sizes), _value(e.rhs, sizes)
-        if a is None or b is None:
+        if a is None or b is None or (e.op in "/%" and b == 0):
             return None
+        if e.op in "/%":  # integer division and remainder round toward negative infinity
+            return a // b if e.op == "/" else a % b
         return {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}[e.op]
     return None
 
