@@ -59,6 +59,10 @@ class Frontend:
     ranges: RangeInfo
     model: Model
     _split: Model | None = dataclasses.field(default=None, repr=False, compare=False)
+    # the ranges ``--emit ranges`` prints: the program's, hoisted and padded
+    # as the options say, before its layouts are changed (permute.py,
+    # layout.py: copies and temporaries of the code generator's choosing)
+    written: RangeInfo | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -141,13 +145,14 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     if options.factor:
         rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
         rewritten, checked, ranges, model = _tabled(rewritten, entry, checked, ranges, model)
+    written = ranges
     if options.transpose:
         rewritten, checked, ranges, model = _permuted(rewritten, entry, checked, ranges, model, fixed or {})
         checked, ranges, model = _transposed(rewritten, entry, checked, ranges, model, serial)
     for k in model.kernels():  # a padded copy in a nest of its own, not fused into the reduction's loops
         if pads & {s.info.comp.span for s in k.stmts}:
             k.serialize = True
-    return Frontend(source, program, checked, ranges, model)
+    return Frontend(source, program, checked, ranges, model, written=written)
 
 
 def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
@@ -545,7 +550,7 @@ def _dump(stage: str, text: Callable[[], str]) -> None:
 # them.  None: the symbolic (or compile-time ``sizes=``) version.
 STAGES: dict[str, Callable] = {
     "ast": lambda k, sizes=None: to_sexpr(k.frontend.checked.node) + "\n",
-    "ranges": lambda k, sizes=None: k.frontend.ranges.dump(),
+    "ranges": lambda k, sizes=None: (k.frontend.written or k.frontend.ranges).dump(),
     "schedule": lambda k, sizes=None: _schedule_text(k.backend(sizes)),
     "isl-ast": lambda k, sizes=None: k.backend(sizes).ast_text(),
     "tir": lambda k, sizes=None: k.script if sizes is None else k.backend(sizes).func.script(),

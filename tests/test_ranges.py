@@ -72,7 +72,7 @@ def test_range_goldens(path, golden):
     text = path.read_text()
     dumps = []
     for d in parse(Source(text, path.name)).defs:
-        dumps.append(f"## {d.name}\n" + frontend(Source(text, path.name), d.name).ranges.dump())
+        dumps.append(f"## {d.name}\n" + frontend(Source(text, path.name), d.name).written.dump())
     name = path.stem if path.parent.name == "programs" else f"examples_rnn_{path.stem}"
     golden("ranges", name, "".join(dumps))
 
