@@ -237,3 +237,15 @@ def test_strided_windows_take_channels_last_below_32_columns():
     assert "y_p" not in at40 and "w_t" not in at40
     unit = tcdsl.compile(CONV, sizes={"W": 22}, options={"disk_cache": False}).script  # stride 1, 20 columns
     assert "y_p" not in unit
+
+
+def test_a_weight_read_twice_is_copied_once():
+    src = """def f(float(N,C,H,W) x, float(O,C,3,3) w) -> (y) {
+      y(n, o, h, v) +=! x(n, c, h + kh, v + kw) * w(o, c, kh, kw) * w(o, c, kh, kw)
+    }"""
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    assert k.script.count("w_t = T.alloc_buffer") <= 1 and "w_t" in k.script
+    assert "w_t1" not in k.script
+    rng = np.random.default_rng(4)
+    x, w = rand(rng, 2, 3, 6, 9), rand(rng, 4, 3, 3, 3)
+    np.testing.assert_allclose(k(x, w), _conv(x, w * w), rtol=1e-4, atol=1e-5)

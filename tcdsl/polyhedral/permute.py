@@ -216,9 +216,14 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
         if isinstance(last, n.IndexVar) and last.name == j and not uses(outer, j):
             continue  # contiguous along j already
         plain = all(isinstance(x, n.IndexVar) for x in a.indices) and len({x.name for x in a.indices}) == len(a.indices)
-        if not plain or (a.tensor, 0) in moved:
+        if not plain:
             return
-        moved.append((a.tensor, [x.name for x in a.indices].index(j)))
+        dim = [x.name for x in a.indices].index(j)
+        if (a.tensor, dim) in moved:
+            continue  # read twice: one copy serves both reads
+        if any(t == a.tensor for t, _ in moved):
+            return
+        moved.append((a.tensor, dim))
     if not moved:
         return
     ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1], {})
