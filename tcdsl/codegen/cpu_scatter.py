@@ -48,19 +48,20 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
         hi = low.expr(build.expr_from_pw_aff(dom.dim_max(i)))
         return lo, hi - lo + 1
 
-    def when(stmt: tirx.Stmt) -> tirx.Stmt:
-        """``stmt`` where the statement runs: an ``if`` of the program (``t == 0``)
-        and the sizes for which its domain is not empty."""
-        runs = update.domain.params()
+    def when(stmt: tirx.Stmt, s=None) -> tirx.Stmt:
+        """``stmt`` where the statement ``s`` (the update) runs: an ``if`` of the
+        program (``t == 0``) and the sizes for which its domain is not empty."""
+        runs = (s or update).domain.params()
         if k.context.is_subset(runs):
             return stmt
         return tirx.IfThenElse(low.expr(build.expr_from_set(runs)), stmt, None)
 
-    out = []
+    zero = None
     if init is not None:
         ranges = {v: bounds(init.domain, i) for i, v in enumerate(init.dims)}
         loops = [(v, *ranges[v]) for v in init.dims]
-        out.append(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel))
+        zero = when(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel), init)
+    out = []
 
     comp = update.info.comp
     lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
@@ -90,7 +91,7 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
             body = lambda e: _nest(reduce_loops, lambda f: guarded({**e, **f}, lambda h: _nest(
                 inner_loops, lambda i: store({**h, **i}), False)), False)
         out.append(body({}))
-        return when(seq(out))
+        return seq([zero, when(seq(out))])
 
     p, p_lo, p_n = inner_loops[0]
     pc = tirx.Var(f"{p}_chunk", INDEX)
@@ -113,7 +114,7 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
         body = _nest(reduce_loops, lambda e: guarded(e, chunk), False)
     count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
     out.append(tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body))
-    return when(seq(out))
+    return seq([zero, when(seq(out))])
 
 
 def _nest(loops: list, body, parallel: bool) -> tirx.Stmt:
