@@ -61,7 +61,6 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
         ranges = {v: bounds(init.domain, i) for i, v in enumerate(init.dims)}
         loops = [(v, *ranges[v]) for v in init.dims]
         zero = when(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel), init)
-    out = []
 
     comp = update.info.comp
     lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
@@ -84,37 +83,29 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
 
     inner_loops = [(v, *ranges[v]) for v in others]
     reduce_loops = [(v, *ranges[v]) for v in reduce]
-    if not (parallel and others):
-        if g_inner:
-            body = lambda e: _nest(reduce_loops + inner_loops, lambda f: guarded({**e, **f}, store), False)
-        else:
-            body = lambda e: _nest(reduce_loops, lambda f: guarded({**e, **f}, lambda h: _nest(
-                inner_loops, lambda i: store({**h, **i}), False)), False)
-        out.append(body({}))
-        return seq([zero, when(seq(out))])
+    if parallel and others:  # chunks of the first other lhs variable, one per task
+        p, p_lo, p_n = inner_loops[0]
+        pc, pi = tirx.Var(f"{p}_chunk", INDEX), tirx.Var(f"{p}_in", INDEX)
 
-    p, p_lo, p_n = inner_loops[0]
-    pc = tirx.Var(f"{p}_chunk", INDEX)
-    pi = tirx.Var(f"{p}_in", INDEX)
-    rest = inner_loops[1:]
-
-    def chunk(e: dict) -> tirx.Stmt:  # the lhs loops of one chunk of p
-        def inner(f: dict) -> tirx.Stmt:
-            return _nest(rest, lambda h: store({**f, **h}), False)
-        width = tirx.min(CHUNK, p_n - pc * CHUNK)
-        return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, inner({**e, p: p_lo + pc * CHUNK + pi}))
-
-    if g_inner:
-        def per_row(e: dict) -> tirx.Stmt:
+        def lhs_nest(e: dict, leaf) -> tirx.Stmt:
             width = tirx.min(CHUNK, p_n - pc * CHUNK)
-            return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, _nest(
-                rest, lambda h: guarded({**e, p: p_lo + pc * CHUNK + pi, **h}, store), False))
-        body = _nest(reduce_loops, per_row, False)
+            inner = _nest(inner_loops[1:], lambda h: leaf({**e, p: p_lo + pc * CHUNK + pi, **h}), False)
+            return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, inner)
+
+        def outer(body: tirx.Stmt) -> tirx.Stmt:
+            count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
+            return tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body)
     else:
-        body = _nest(reduce_loops, lambda e: guarded(e, chunk), False)
-    count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
-    out.append(tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body))
-    return seq([zero, when(seq(out))])
+        def lhs_nest(e: dict, leaf) -> tirx.Stmt:
+            return _nest(inner_loops, lambda h: leaf({**e, **h}), False)
+
+        def outer(body: tirx.Stmt) -> tirx.Stmt:
+            return body
+    if g_inner:  # the index depends on the lhs variables: read it per element
+        body = _nest(reduce_loops, lambda e: lhs_nest(e, lambda f: guarded(f, store)), False)
+    else:  # once per instance of the reduction variables, for all the lhs loops
+        body = _nest(reduce_loops, lambda e: guarded(e, lambda f: lhs_nest(f, store)), False)
+    return seq([zero, when(outer(body))])
 
 
 def _nest(loops: list, body, parallel: bool) -> tirx.Stmt:
