@@ -229,14 +229,30 @@ def test_narrow_rule_leaves_other_sums(src):
     assert "_p = T.alloc_buffer" not in s and "_t = T.alloc_buffer" not in s and "_p:" not in s, s
 
 
-def test_strided_windows_take_channels_last_below_32_columns():
+def test_strided_windows_take_channels_last_below_16_columns():
     # stride 2: the vectors along the output columns gather every other input
+    at12 = tcdsl.compile(CONV_S2, sizes={"W": 25}, options={"disk_cache": False}).script  # 12 columns
     at20 = tcdsl.compile(CONV_S2, sizes={"W": 41}, options={"disk_cache": False}).script  # 20 columns
-    at40 = tcdsl.compile(CONV_S2, sizes={"W": 81}, options={"disk_cache": False}).script  # 40 columns
-    assert "y_p" in at20 and "w_t" in at20
-    assert "y_p" not in at40 and "w_t" not in at40
+    assert "y_p" in at12 and "w_t" in at12
+    assert "y_p" not in at20 and "w_t" not in at20
     unit = tcdsl.compile(CONV, sizes={"W": 22}, options={"disk_cache": False}).script  # stride 1, 20 columns
     assert "y_p" not in unit
+
+
+@pytest.mark.parametrize("width", [20, 24, 32])
+def test_strided_windows_read_panels_in_every_vector_tile(width):
+    # 32 columns: a half-width tile of 4 x 64; 20 and 24: a vector tile and
+    # one overlapping the last 16 columns; each gathers every other input of
+    # the window once, to a panel the row tiles then read as vectors
+    opts = {"disk_cache": False, "vector_width": 16, "tile_cols": 64, "tile_rows": 4}
+    k = tcdsl.compile(CONV_S2, sizes={"N": 2, "C": 5, "O": 12, "W": 2 * width + 1, "H": 7}, options=opts)
+    panels = [ln for ln in k.script.splitlines() if "acc[r, u * 16 + v] = acc[r, u * 16 + v] + x_panel[" in ln]
+    tiles = ["_w32 * 32 + (u * 16 + v)"] if width == 32 else \
+        ["_w16 * 16 + (u * 16 + v)", f"({width - 16} + (u * 16 + v) - {width - 16})"]
+    assert all(any(t in ln for ln in panels) for t in tiles), panels
+    rng = np.random.default_rng(7)
+    x, w = rand(rng, 2, 5, 7, 2 * width + 1), rand(rng, 12, 5, 3, 3)
+    np.testing.assert_allclose(k(x, w), _conv(x, w, stride=2), rtol=1e-4, atol=1e-5)
 
 
 def test_a_weight_read_twice_is_copied_once():

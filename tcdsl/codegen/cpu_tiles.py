@@ -178,6 +178,9 @@ class RegisterTiles:
         copies = not self.depth and not ragged and not self.single  # panels may be copied
         packed = self._packable(chain, call, row, j_name) if not in_loop and copies else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
+        # a strided read (a convolution of stride 2) is copied to a panel for
+        # every column tile a vector wide or more, the last one overlapping
+        strided = any(dims is None for _, dims, _ in packed)
         depth = self.depth[2] if self.depth else 1
 
         def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX), first=None) -> tuple[list, tirx.PrimExpr]:
@@ -208,7 +211,7 @@ class RegisterTiles:
                 if not in_loop or depth > 1 else ()
 
             def body(tile, jt) -> tirx.Stmt:
-                if pack and packed and tile.w == m.tile_cols:
+                if pack and packed and (tile.w == m.tile_cols or strided and tile.w in half + (m.vector_width,)):
                     return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
                         lambda ks: tile.rows(lo, n, ks, rest=False))
                 if pack and whole and tile.w == m.tile_cols:
@@ -228,7 +231,8 @@ class RegisterTiles:
                                       first=balanced_panels(j_ext, main, 2 * m.vector_width))
             else:
                 stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
-            stmts.append(tail(start, narrow, channel_blocks))
+            stmts.append(tail(start, narrow, channel_blocks,
+                              over_of=lambda tile: body(tile, None) if pack and strided else channel_blocks(tile)))
             return seq(stmts + [leftover_rows()])
 
         def channel_blocks(tile) -> tirx.Stmt:
@@ -248,7 +252,7 @@ class RegisterTiles:
             return tirx.For(b, 0, tirx.floordiv(ext + kb - 1, kb), tirx.ForKind.SERIAL,
                             tile.rows(lo, n, (b * kb, tirx.min(kb, ext - b * kb)), rest=False))
 
-        def tail(start, narrow, body_of) -> tirx.Stmt:
+        def tail(start, narrow, body_of, over_of=None) -> tirx.Stmt:
             """The columns from ``start`` on (fewer than a vector): when the row
             has a vector's worth of columns, one vector tile that ends at its last
             column and overlaps the tiles before it, storing only its new columns
@@ -260,7 +264,7 @@ class RegisterTiles:
             if vw < 4 or not m.overlap_tail:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
-            return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), body_of(over),
+            return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), (over_of or body_of)(over),
                                    tirx.IfThenElse(first < j_ext, seq(singles), None))
 
         def leftover_rows() -> tirx.Stmt | None:

@@ -177,13 +177,15 @@ def _rewrite(d: n.Def, p: Plan) -> n.Def:
 # ms, (8, 256, 14) 23 / 9.2 / 4.5, (8, 128, 22) 3.9 / 3.8 / 2.7, (8, 128,
 # 28) 4.6 / 5.0 / 4.3.
 NARROW = 16
-# ... and narrower than this when a window moves by 2 or more per output (a
-# strided convolution, whose vectors along the output columns gather every
-# other input): 3x3 stride 2, (N, C, O, output width), as written / channels
-# last / torch: (8, 128, 128, 16) 5.9-6.2 / 2.8-3.3 / 1.5 ms; (8, 64, 128, 32)
-# 8.1 / 6.2 / 2.9 ms with 3x3 taps, 8.4 / 7.8-9.1 / 3.1 ms with KH x KW taps
-# (sizes); (8, 64, 64, 64) 6.9 / 12.8 / 15.7 ms.
-NARROW_STRIDED = 32
+# ... and the same limit when a window moves by 2 or more per output (a
+# strided convolution): as written, every column tile a vector wide or more
+# gathers the window's every other input once, to a panel (codegen/cpu_tiles.py),
+# and only narrower ones gather per vector.  3x3 stride 2, (N, C, O, output
+# width), default / channels last / torch.nn.functional.conv2d (ms, same
+# machine): (8, 128, 128, 16) 2.5-2.7 / 3.2 / 1.5; (8, 128, 128, 12) 7.0 /
+# 2.4 / 0.9; (8, 64, 64, 20) 1.6 / 1.35 / 0.67; (8, 32, 64, 24) 0.95 / 1.08 /
+# 0.50; (8, 64, 128, 32) 3.1-3.4 / 3.6 / 3.0.
+NARROW_STRIDED = 16
 
 
 def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
