@@ -265,3 +265,27 @@ def test_a_weight_read_twice_is_copied_once():
     rng = np.random.default_rng(4)
     x, w = rand(rng, 2, 3, 6, 9), rand(rng, 4, 3, 3, 3)
     np.testing.assert_allclose(k(x, w), _conv(x, w * w), rtol=1e-4, atol=1e-5)
+
+
+CHANNELS_LAST_INPUT_GRADIENT = """def g(float(N,O,H2,W2) a, float(O,C,3,3) w) -> (d_x) {
+  w_t(o, kh, kw, c) = w(o, c, kh, kw)
+  d_x_p(u2, u3, n, c) +=! (u3 - kw >= 0 && u2 - kh >= 0 && u3 - kw < W2 && u2 - kh < H2 ?
+                          a(n, o, u2 - kh, u3 - kw) * w_t(o, kh, kw, c) : 0) where u2 in 0:H2+2, u3 in 0:W2+2, kh in 0:3, kw in 0:3
+  d_x(n, c, u2, u3) = d_x_p(u2, u3, n, c)
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_guarded_window_summed_channels_last_compiles(mode):
+    # the input gradient of a 3x3 convolution written with the channels last:
+    # its edge pieces (split at the guard) have reduction ranges that move with
+    # the output pixel, outside the rows; their tiles copy no panel (a panel's
+    # allocation there read loop variables TVM found undefined)
+    k = tcdsl.compile(CHANNELS_LAST_INPUT_GRADIENT, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(11)
+    a, w = rand(rng, 9, 5, 6, 7), rand(rng, 5, 20, 3, 3)
+    want = np.zeros((9, 20, 8, 9))
+    for kh in range(3):
+        for kw in range(3):
+            want[:, :, kh:kh + 6, kw:kw + 7] += np.einsum("nohv,oc->nchv", a.astype(np.float64), w[:, :, kh, kw])
+    np.testing.assert_allclose(k(a, w), want, rtol=1e-4, atol=1e-5)

@@ -176,7 +176,8 @@ class RegisterTiles:
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
         copies = not self.depth and not ragged and not self.single  # panels may be copied
-        packed = self._packable(chain, call, row, j_name) if not in_loop and copies else []
+        packed = self._packable(chain, call, row, j_name) \
+            if not in_loop and copies and self._box_of_sizes(chain, row, j_name) else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         # a strided read (a convolution of stride 2) is copied to a panel for
         # every column tile a vector wide or more, the last one overlapping
@@ -366,6 +367,24 @@ class RegisterTiles:
             gen.prologue[key][2].append(self._when_rows())
             out.append((tensor, kdims, jdim, gen.prologue[key][0], 0))
         return out
+
+    def _box_of_sizes(self, chain, row: str, j_name: str) -> bool:
+        """The reduction loops' ranges depend on nothing but the sizes, the
+        rows, the column and each other: not on other loops around the tile,
+        which TVM's lowering finds undefined where it places the panel's
+        allocation ("variable c1 has been used before definition").  A piece
+        of a split guarded window written channels last (an input gradient's
+        edge, ``u - kh >= 0`` with ``u`` outside the rows) has such ranges, and
+        is tiled without panels."""
+        names = [iterator(c) for c in chain]
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + names}
+        known = [v for v in self.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)] + list(probe.values())
+        with self.low.bound(probe):
+            for c in chain:
+                init, ext = self.low.loop_range(c)
+                if len(undefined_vars(init, known)) or len(undefined_vars(ext, known)):
+                    return False
+        return True
 
     def _when_rows(self) -> tirx.PrimExpr | None:
         """The condition, over the sizes alone, that the kernel's rows fill a
