@@ -97,3 +97,20 @@ def test_factor_off_computes_the_same():
     on = tcdsl.compile(CAUSAL, options={"disk_cache": False})(q, kk, v)
     off = tcdsl.compile(CAUSAL, options={"disk_cache": False, "factor": False})(q, kk, v)
     np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_integer_quotient_stays_in_the_sum(mode):
+    # ``k / 3`` of int32 values is floor division: (0+0+0+1+1+1+2) / 1, not
+    # (0+1+...+6) / 3; ``t(n, k) / 2`` of an int tensor likewise
+    src = """def f(float(N,K) x, int32(N,K) t) -> (y, z) {
+      y(n) +=! x(n, k) * (k / 3)
+      z(n) +=! x(n, k) * (t(n, k) / 2)
+    }"""
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 7)).astype(np.float32)
+    t = rng.integers(-9, 9, (3, 7)).astype(np.int32)
+    y, z = k(x, t)
+    np.testing.assert_allclose(y, (x.astype(np.float64) * (np.arange(7) // 3)).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(z, (x.astype(np.float64) * (t // 2)).sum(1), rtol=1e-5, atol=1e-5)

@@ -40,6 +40,9 @@ class Sum:
     (``where`` lets) whose value may depend on them."""
 
     reduction: frozenset[str]
+    # the spans of the quotients of float values (``e / z(b, n, i)``): an
+    # integer quotient (``x(k) * (k / 3)``, floor division) is no factor
+    divisions: frozenset = frozenset()
 
 
 def plan(checked: CheckedDef) -> dict[object, Sum]:
@@ -66,16 +69,20 @@ def plan(checked: CheckedDef) -> dict[object, Sum]:
         if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
             continue
         dependent = frozenset(s.reduction_vars) | {w.name for w in s.wheres if isinstance(w, n.Let)}
-        inv, dep = split(s.rhs, dependent)
+        divisions = frozenset(x.span for x in n.walk(s.rhs) if isinstance(x, n.Binary) and x.op == "/"
+                              and x.span is not None and x.dtype is not None and x.dtype.startswith("float"))
+        inv, dep = split(s.rhs, dependent, divisions)
         if inv and dep:
-            out[s.span] = Sum(dependent)
+            out[s.span] = Sum(dependent, divisions)
     return out
 
 
-def split(e: n.Expr, dependent: frozenset[str]) -> tuple[list[tuple[str, n.Expr]], list[tuple[str, n.Expr]]]:
+def split(e: n.Expr, dependent: frozenset[str],
+          divisions: frozenset = frozenset()) -> tuple[list[tuple[str, n.Expr]], list[tuple[str, n.Expr]]]:
     """The factors of the product ``e`` as ``("*" or "/", factor)`` pairs:
     those without a name of ``dependent``, and the others.  A quotient whose
-    divisor depends on them stays one factor."""
+    divisor depends on them, or that is not one of the float ``divisions``
+    (spans), stays one factor."""
     inv: list[tuple[str, n.Expr]] = []
     dep: list[tuple[str, n.Expr]] = []
 
@@ -83,7 +90,8 @@ def split(e: n.Expr, dependent: frozenset[str]) -> tuple[list[tuple[str, n.Expr]
         if isinstance(x, n.Binary) and x.op == "*" and op == "*":
             visit(x.lhs, "*")
             visit(x.rhs, "*")
-        elif isinstance(x, n.Binary) and x.op == "/" and op == "*" and not (_names(x.rhs) & dependent):
+        elif (isinstance(x, n.Binary) and x.op == "/" and op == "*" and x.span in divisions
+              and not (_names(x.rhs) & dependent)):
             visit(x.lhs, "*")
             inv.append(("/", x.rhs))
         else:
@@ -100,7 +108,7 @@ def rewrite(d: n.Def, p: dict[object, Sum]) -> n.Def:
         if not isinstance(s, n.Comprehension) or s.span not in p:
             body.append(s)
             continue
-        inv, dep = split(s.rhs, p[s.span].reduction)
+        inv, dep = split(s.rhs, p[s.span].reduction, p[s.span].divisions)
         body.append(replace(s, rhs=_product(dep, s.rhs.span)))
         here = inv[0][1].span or s.span
         value: n.Expr = n.Call(s.tensor, s.indices, span=here)
