@@ -158,3 +158,23 @@ def f(float(N) x, float(J,K) w, float(K) v) -> (y) {
     want = np.array([sum(x[i + j] * u[j] for j in range(4)) for i in range(9 - 4 + 1)])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert "y_c" in driver.frontend(src).checked.tensors
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_no_chain_through_a_narrower_or_integer_temporary(mode):
+    # int8 (and half) factors would be summed in an int8 (half) temporary;
+    # ``i / 2`` is floor division, no factor ``i`` over 2
+    src = """def f(int8(B,I) x, int8(I,R) A, float(R,O) Bm, float(B,I) u, float(I,R) v) -> (y, z) {
+      y(b, o) +=! x(b, i) * A(i, r) * Bm(r, o)
+      z(b, o) +=! u(b, i) * v(i, r) * Bm(r, o) * (i / 2)
+    }"""
+    assert "y_c" not in chained(src) and "z_c" not in chained(src)
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    x, A = rng.integers(-9, 9, (2, 40)).astype(np.int8), rng.integers(-9, 9, (40, 3)).astype(np.int8)
+    Bm, u, v = _r(rng, 3, 5), _r(rng, 2, 40), _r(rng, 40, 3)
+    y, z = k(x, A, Bm, u, v)
+    f8 = np.float64
+    np.testing.assert_allclose(y, (x.astype(f8) @ A.astype(f8)) @ Bm.astype(f8), rtol=1e-4, atol=1e-3)
+    want = np.einsum("bi,ir,ro,i->bo", u.astype(f8), v.astype(f8), Bm.astype(f8), np.arange(40) // 2)
+    np.testing.assert_allclose(z, want, rtol=1e-4, atol=1e-3)

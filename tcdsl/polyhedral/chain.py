@@ -114,6 +114,12 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
     factors = split(s.rhs)
     if not 3 <= len(factors) <= MAX_FACTORS:
         return None
+    # the temporary takes its factors' type: each of the sum's own type (an
+    # int8 or half product summed in an int8 or half temporary wraps or
+    # rounds; an integer quotient ``i / 2`` is no factor ``i`` over 2)
+    out_t = checked.tensors[s.tensor].dtype
+    if any(not isinstance(f, n.Const) and f.dtype != out_t for _, f in factors):
+        return None
     everything = set(lhs) | rvars  # (a loop variable is a parameter of the statement, not one of its loops)
     fvars = [_vars(f) & everything for _, f in factors]
     best = None
