@@ -289,3 +289,32 @@ def test_a_guarded_window_summed_channels_last_compiles(mode):
         for kw in range(3):
             want[:, :, kh:kh + 6, kw:kw + 7] += np.einsum("nohv,oc->nchv", a.astype(np.float64), w[:, :, kh, kw])
     np.testing.assert_allclose(k(a, w), want, rtol=1e-4, atol=1e-5)
+
+
+NARROWED_SUMS = [
+    # ``j`` narrowed to [1, 2) by the guarded read: dw(o, c, 0) is no term's
+    """def f(float(C,W) x, float(O,W) dy) -> (dw) {
+      dw(o, c, j) +=! (v + j - 1 >= 0 && v + j - 1 < W ? x(c, v + j - 1) : 0) * dy(o, v)
+    }""",
+    # the same onto values an ``=`` wrote first
+    """def f(float(N,C,H,W) x, float(N,O,H,W) dy, float(O,C,3,3) w0) -> (dw) {
+      dw(o, c, i, j) = w0(o, c, i, j) * 0.5
+      dw(o, c, i, j) += (h + i - 1 >= 0 && h + i - 1 < H && v + j - 1 >= 0 && v + j - 1 < W ?
+                         x(n, c, h + i - 1, v + j - 1) : 0) * dy(n, o, h, v)
+    }""",
+]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_a_sum_over_part_of_its_tensor_is_not_permuted(which, mode):
+    # its temporary would be copied back over elements the sum never writes
+    from tcdsl.testing import evaluate
+    src = NARROWED_SUMS[which]
+    rng = np.random.default_rng(2)
+    shapes = [[(2, 4), (3, 4)], [(1, 2, 3, 4), (1, 3, 3, 4), (3, 2, 3, 3)]][which]
+    args = [rand(rng, *s) for s in shapes]
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    assert "_p = T.alloc_buffer" not in k.script
+    np.testing.assert_allclose(k(*args), evaluate(src, args), rtol=1e-4, atol=1e-5)

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import islpy as isl
+
 from ..syntax import nodes as n
 from .layout import _fresh, _names
 from .model import Model
@@ -79,9 +81,33 @@ def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan
                 continue
             names = [x.name for x in c.indices]
             reads = [a for a in n.walk(c.rhs) if isinstance(a, n.Access)]
+            if not _writes_whole(model, k, s):
+                continue
             if not _short_plan(out, s, names, reads, ranges, fixed) and ranges is not None:
                 _narrow(out, s, names, reads, ranges, fixed)
     return out
+
+
+def _writes_whole(model: Model, k, s) -> bool:
+    """The lhs variables of ``s`` range over its tensor's whole box, at every
+    size: the temporary (initialized over those ranges) is copied back over
+    the whole tensor, and an element outside them (a reduction range narrowed
+    by a guarded read: ``dw(o, c, j)`` of a padded window at ``j = 0``) would
+    get the temporary's garbage."""
+    from .narrowing import _box
+
+    info = s.info
+    names = [x.name for x in info.comp.indices]
+    if info.init_domain is None or tuple(info.vars[:len(names)]) != tuple(names) or len(set(names)) != len(names):
+        return False
+    try:
+        box = _box(model.ranges, info.comp.tensor).reset_tuple_id()
+        own = info.init_domain.reset_tuple_id()
+        own = own.align_params(box.get_space())
+        box = box.align_params(own.get_space()).intersect_params(k.context.align_params(own.get_space()))
+        return box.subtract(own).is_empty()
+    except isl.Error:
+        return False
 
 
 def _short_plan(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> bool:
