@@ -402,3 +402,37 @@ def test_no_cut_where_the_read_is_a_constant_step_away():
       for s in T { c(t, j) = t >= 1 && t == s ? c(t - 1, j) + x(t, j) : c(t, j) }
     }"""
     assert all(len(names) <= 4 for names in _pieces(src))
+
+
+PADDED_WITH_A_VALUE = [
+    ("""def f(float(C,L) x, float(O,C,3) w) -> (y) {
+      y(o, t) +=! (t + k - 1 >= 0 && t + k - 1 < L ? x(c, t + k - 1) : 1.0) * w(o, c, k) where t in 0:L, k in 0:3
+    }""", [(2, 3), (1, 2, 3)]),
+    ("""def f(float(C,L) x, float(C,3) w, float(C,3) z) -> (y) {
+      y(o, t) +=! (t + k - 1 >= 0 && t + k - 1 < L ? x(c, t + k - 1) : z(c, k)) * w(c, k)
+          where t in 0:L, k in 0:3, o in 0:2
+    }""", [(5, 37), (5, 3), (5, 3)]),
+    ("""def f(float(C,H,W) x, float(O,C,3,3) w) -> (y) {
+      y(o, h, v) +=! (h + i - 1 >= 0 && h + i - 1 < H && v + j - 1 >= 0 && v + j - 1 < W ?
+                      x(c, h + i - 1, v + j - 1) : 0.5) * w(o, c, i, j) where h in 0:H, v in 0:W, i in 0:3, j in 0:3
+    }""", [(3, 9, 21), (6, 3, 3, 3)]),
+    # a max pool padded with a value above the data: its pieces are kept
+    ("""def mp(float(N,C,H,W) x) -> (y) {
+      y(n, c, i, j) max=! (2 * i + ki - 1 >= 0 && 2 * i + ki - 1 < H && 2 * j + kj - 1 >= 0 && 2 * j + kj - 1 < W ?
+                           x(n, c, 2 * i + ki - 1, 2 * j + kj - 1) : 0.0) where i in 0:H/2, j in 0:W/2, ki in 0:3, kj in 0:3
+    }""", [(1, 2, 33, 40)]),
+]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("which", range(len(PADDED_WITH_A_VALUE)))
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_a_sum_padded_with_a_nonzero_value_keeps_every_term(which, mode):
+    # the padding's pieces (``1.0 * w(o, c, k)`` at both ends of ``t``) are
+    # terms of the sum: none may be lost
+    from tcdsl.testing import evaluate
+    src, shapes = PADDED_WITH_A_VALUE[which]
+    rng = np.random.default_rng(9)
+    args = [rng.standard_normal(s).astype(np.float32) - 1.0 for s in shapes]
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    np.testing.assert_allclose(k(*args), evaluate(src, args), rtol=1e-4, atol=1e-4)
