@@ -135,3 +135,24 @@ def test_no_read_or_write_outside_a_tensor():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), records
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("cond,read", [
+    ("(k - t + 1) % 3 == 0", "(t + 1 - k) / 3"),   # the read's constant is not the condition's
+    ("(t - k + 1) % 3 == 0", "(t + 1 - k) / 3"),
+    ("(k - t - 1) % 3 == 0", "(t + 1 - k) / 3"),
+    ("(t - k) % 2 == 0", "(t - k) / 2"),
+])
+def test_remainder_conditions_with_either_sign(cond, read):
+    from tcdsl.testing import evaluate
+    s = 3 if "% 3" in cond else 2
+    src = f"""def f(float(L) x, float(K) w) -> (y) {{
+      y(t) +=! ({cond} && {read} >= 0 && {read} < L ? x({read}) : 0) * w(k)
+        where t in 0:{s} * L + K - 2, k in 0:K
+    }}"""
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal(7).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    for mode in ("never", "before-scheduling"):
+        k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+        np.testing.assert_allclose(k(x, w), evaluate(src, [x, w]), rtol=1e-5, atol=1e-5)

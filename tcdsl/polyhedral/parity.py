@@ -194,6 +194,11 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
             if lin is not None and e.rhs.value == q.s and set(lin) - {1} == {q.v, q.k} \
                     and (lin[q.v], lin[q.k]) == (1, -1):
                 c = lin.get(1, 0)
+                if (c - q.e) % q.s:
+                    # not the condition's constant (``(k - t + 1) % 3 == 0``
+                    # read at ``(t + 1 - k) / 3``): the division is not exact,
+                    # and stays as written over the substituted variables
+                    return None
                 vp, vq = fresh[q.v]
                 return f"({vq} - {taps[q.k]})" if c == 0 else f"({vq} - {taps[q.k]} + ({vp} + {c}) / {q.s})"
         return None
