@@ -18,8 +18,9 @@ are, with a temporary,
 (a low-rank layer, Luong's "general" attention score) -- the order in which
 ``torch.einsum`` and NumPy's ``einsum(optimize=True)`` contract.  ``plan``
 finds each ``+=!``/``+=`` statement whose right side is a product (``*``,
-``/`` by a factor) of three or more factors with two or more reduction
-variables, and the set ``R1`` of reduction variables whose factors, summed
+``/`` by a factor) of three or more factors, each of the sum's own type (the
+temporary takes theirs: int8 or half factors would sum in int8 or half), with
+two or more reduction variables, and the set ``R1`` of reduction variables whose factors, summed
 first over ``R1`` alone, leave both sums with fewer loops than the
 statement had (the sizes are symbolic: the number of loops is the measure,
 and a split is taken only when the larger of the two sums has fewer loops

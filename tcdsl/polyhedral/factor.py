@@ -11,8 +11,9 @@ every step of the reduction (``z(b, n, i)`` does not depend on ``j``), and
 the sum is no longer a plain product of two reads, so it gets no register
 tiles (the attention's weighted sum ran a vector division per multiply-add).
 ``plan(checked)`` finds each ``+=!`` statement at the top of the ``def``
-whose right side is a product (``*``, ``/``) with factors that do not depend
-on its reduction variables; ``rewrite(def, plan)`` sums the other factors
+whose right side is a product (``*``, ``/`` of float values: an integer
+quotient ``k / 3`` is floor division, no factor) with factors that do not
+depend on its reduction variables; ``rewrite(def, plan)`` sums the other factors
 and applies those once per element in a statement right after it::
 
     o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d)

@@ -10,7 +10,8 @@ ends in ``kw``, of 3 values: a vector of 8 lanes holds 3 of them, and the
 sum over ``(n, h, v)`` ran one output at a time (N, O, C, H, W = 16, 64,
 64, 28, 28: 75-103 ms on 2 cores, ``torch.nn.grad.conv2d_weight`` 16 ms).
 ``plan(model)`` finds each ``+=!`` or ``+=`` (or ``*``, ``max``, ``min``) sum outside
-sequential loops whose trailing indices take fewer than
+sequential loops, whose lhs variables range over its tensor's whole box
+(``_writes_whole``: the copy back covers the box), whose trailing indices take fewer than
 ``strides.SHORT`` values each whatever the sizes, and whose next index
 ``j`` (``c`` above) is one the code may vectorize along -- every read
 contiguous or invariant along it, or the k x columns operand of a
