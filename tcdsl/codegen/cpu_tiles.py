@@ -39,8 +39,8 @@ from .collapse import run_as_one
 from .scratch import STACK
 from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
-from .panels import (_Column, _Panels, _Prepacked, balanced_panels, pack_whole, rest_packs, sliding_window,
-                     strided_reads, window_loops_outside)
+from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, rest_packs,
+                     sliding_window, strided_reads, window_loops_outside)
 from .tile_checks import accumulates_privately, runs_in_one_step, packed_loop, transposed_loop  # noqa: F401  (for cpu.py)
 
 
@@ -177,7 +177,7 @@ class RegisterTiles:
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
         copies = not self.depth and not ragged and not self.single  # panels may be copied
         packed = self._packable(chain, call, row, j_name) \
-            if not in_loop and copies and self._box_of_sizes(chain, row, j_name) else []
+            if not in_loop and copies and box_of_sizes(self.low, chain, row, j_name) else []
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         # a strided read (a convolution of stride 2) is copied to a panel for
         # every column tile a vector wide or more, the last one overlapping
@@ -367,24 +367,6 @@ class RegisterTiles:
             gen.prologue[key][2].append(self._when_rows())
             out.append((tensor, kdims, jdim, gen.prologue[key][0], 0))
         return out
-
-    def _box_of_sizes(self, chain, row: str, j_name: str) -> bool:
-        """The reduction loops' ranges depend on nothing but the sizes, the
-        rows, the column and each other: not on other loops around the tile,
-        which TVM's lowering finds undefined where it places the panel's
-        allocation ("variable c1 has been used before definition").  A piece
-        of a split guarded window written channels last (an input gradient's
-        edge, ``u - kh >= 0`` with ``u`` outside the rows) has such ranges, and
-        is tiled without panels."""
-        names = [iterator(c) for c in chain]
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + names}
-        known = [v for v in self.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)] + list(probe.values())
-        with self.low.bound(probe):
-            for c in chain:
-                init, ext = self.low.loop_range(c)
-                if len(undefined_vars(init, known)) or len(undefined_vars(ext, known)):
-                    return False
-        return True
 
     def _when_rows(self) -> tirx.PrimExpr | None:
         """The condition, over the sizes alone, that the kernel's rows fill a

@@ -31,6 +31,7 @@ from ..errors import InternalError
 from ..options import Options
 from ..syntax import nodes as n
 from ..sema import types as ty
+from ..polyhedral.dataflow import overwritten
 from ..polyhedral import isl_ast
 from ..polyhedral.contract import Fold
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
@@ -79,13 +80,29 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
     gen = (program or ProgramLowering)(model, asts, sig, options)
     body = gen.program(model.body, dict(size_vars))
     sig.scratch = gen.scratch_params()
-    temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b)
-             for b in (sig.buffers[t] for t in checked.temps if t not in sig.scratch)]
+    local = [t for t in checked.temps if t not in sig.scratch]
+    temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in local)]
+    # temporaries start as zeros, as outputs do (SPEC 1.1), where a read may
+    # see an element no write produced (``a(b) += x(t, b)`` in a loop, a
+    # hole read later): the others are written before any read (dataflow.py)
+    fills = [_zero_fill(sig.buffers[t]) for t in local if t not in overwritten(model, [t])]
     if temps:
-        body = tirx.SeqStmt(temps + [body])
+        body = tirx.SeqStmt(temps + fills + [body])
     params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs + sig.scratch]
     func = tirx.PrimFunc(params, body).with_attr("global_symbol", name).with_attr("tirx.noalias", True)
     return func, sig
+
+
+def _zero_fill(b) -> tirx.Stmt:
+    """Every element of the buffer ``b`` (a Folded one's whole buffer) set to 0."""
+    buf = b.buffer if isinstance(b, Folded) else b
+    size = tirx.const(1, INDEX)
+    for e in buf.shape:
+        size = size * tirx.max(e, 0)
+    flat = tirx.decl_buffer((size,), buf.dtype, name=buf.name + "_flat", data=buf.data)
+    i = tirx.Var(buf.name + "_z", INDEX)
+    loop = tirx.For(i, 0, size, tirx.ForKind.SERIAL, tirx.BufferStore(flat, tirx.const(0, buf.dtype), [i]))
+    return tirx.SeqStmt([tirx.DeclBuffer(flat, data=buf.data), loop])
 
 
 def _writes(it) -> set[str]:

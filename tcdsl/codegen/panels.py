@@ -22,6 +22,7 @@ from typing import Callable
 
 from tvm import sym, tirx
 from tvm.tirx import ForKind
+from tvm.tirx.analysis import undefined_vars
 
 from ..options import DEFAULT_NEST_K_BLOCK
 from ..polyhedral import isl_ast
@@ -52,6 +53,25 @@ def strided_reads(value, j: tirx.Var, ks: list) -> set[str]:
         if c is not None and c > 1:
             out.add(name)
     return out
+
+
+def box_of_sizes(low, chain, row: str, j_name: str) -> bool:
+    """The reduction loops' ranges depend on nothing but the sizes, the
+    rows, the column and each other: not on other loops around the tile,
+    which TVM's lowering finds undefined where it places the panel's
+    allocation ("variable c1 has been used before definition").  A piece
+    of a split guarded window written channels last (an input gradient's
+    edge, ``u - kh >= 0`` with ``u`` outside the rows) has such ranges, and
+    is tiled without panels."""
+    names = [iterator(c) for c in chain]
+    probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + names}
+    known = [v for v in low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)] + list(probe.values())
+    with low.bound(probe):
+        for c in chain:
+            init, ext = low.loop_range(c)
+            if len(undefined_vars(init, known)) or len(undefined_vars(ext, known)):
+                return False
+    return True
 
 
 def sliding_window(low, chain: list, call, row: str, j_name: str) -> bool:

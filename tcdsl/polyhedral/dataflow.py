@@ -20,17 +20,25 @@ from __future__ import annotations
 
 import islpy as isl
 
-from ..sema.affine import NotAffine, isl_name, params_prefix, to_isl
+from ..sema.affine import NotAffine, isl_name, lift, params_prefix
+from ..sema.check import dim_isl
 from .model import Block, Branch, ForLoop, Kernel, Model, lift_param, maps
 
 
 def overwritten_outputs(model: Model) -> frozenset[str]:
     """The outputs whose initial contents no read can see (see the module docstring)."""
+    return overwritten(model, model.ranges.checked.outputs)
+
+
+def overwritten(model: Model, tensors) -> frozenset[str]:
+    """Those of ``tensors`` whose initial contents no read can see: outputs
+    (above), and temporaries, which start as zeros too where a read could
+    see them (codegen/lower.py fills those)."""
     program = program_schedule(model)
     if program is None:
         return frozenset()
     out = set()
-    for tensor in model.ranges.checked.outputs:
+    for tensor in tensors:
         try:
             if _overwritten(model, program, tensor):
                 out.add(tensor)
@@ -164,14 +172,31 @@ def _overwritten(model: Model, program: Program, tensor: str) -> bool:
     if accesses is None or accesses[0] is None:
         return False
     writes, reads = accesses
-    # every element written, for all sizes
-    r = model.ranges
-    exts = r.extent_exprs(tensor)
-    idx = [f"i{d}" for d in range(len(exts))]
-    cond = " and ".join(f"0 <= {i} < {to_isl(e)}" for i, e in zip(idx, exts)) or "true"
-    box = isl.Set.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ " + isl_name(tensor) + "["
-                                + ", ".join(idx) + "] : " + cond + " }").intersect_params(r.size_context)
+    # every element written, for all sizes (the box from the inferred extents:
+    # a Select of sizes, ``K > L ? 0 : K``, has no affine text)
+    whole = box(model.ranges, tensor)
     written = writes.range()
-    box_u = isl.UnionSet.from_set(box.align_params(written.get_space()))
+    box_u = isl.UnionSet.from_set(whole.align_params(written.get_space()))
     written = written.align_params(box_u.get_space())
+    if reads is not None:  # (an indirect read may read any element, of the box: reads stay in it)
+        reads = reads.intersect_range(box_u.align_params(reads.get_space()))
     return box_u.is_subset(written) and program.reads_have_sources(writes, reads)
+
+
+def box(r, tensor: str) -> isl.Set:
+    """``{ tensor[i0, ...] : 0 <= ik < extent_k }`` over the sizes."""
+    info = r.checked.tensors[tensor]
+    space = isl.Space.create_from_names(r.ctx, set=[f"i{k}" for k in range(info.rank)],
+                                        params=[isl_name(z) for z in r.checked.sizes])
+    space = space.set_tuple_name(isl.dim_type.set, isl_name(tensor))
+    box = isl.Set.universe(space).intersect_params(r.size_context.align_params(space.params()))
+    ls = isl.LocalSpace.from_space(space)
+    for k in range(info.rank):
+        if info.dims is not None:
+            ext = isl.PwAff.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ [(" + dim_isl(info.dims[k])
+                                          + ")] }")
+        else:
+            ext = r.extents[tensor][k]
+        var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, k)
+        box = box & var.ge_set(isl.PwAff.zero_on_domain(ls)) & var.lt_set(lift(ext, space))
+    return box

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import TcWarning
-from ..sema.affine import NotAffine, isl_name, lift, params_prefix
+from ..sema.affine import NotAffine, isl_name, params_prefix
 from ..sema.check import dim_isl, lhs_index_var
 from ..sema.ranges import RangeInfo, StmtInfo, readable
 from ..source import Span
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
 from .bounds import _caller_level
-from .dataflow import program_schedule
+from .dataflow import box, program_schedule
 from .model import Model
 
 _RULE = "every read constrains the range of its variables, also a read under '?:'"
@@ -132,31 +132,12 @@ def _hole(r: RangeInfo, program, tensor: str) -> isl.Set | None:
     accesses = program.accesses(tensor)
     if accesses is None or accesses[0] is None:
         return None
-    box = _box(r, tensor)
-    written = accesses[0].range().align_params(box.get_space())
-    hole = isl.UnionSet.from_set(box.align_params(written.get_space())).subtract(written)
+    whole = box(r, tensor)
+    written = accesses[0].range().align_params(whole.get_space())
+    hole = isl.UnionSet.from_set(whole.align_params(written.get_space())).subtract(written)
     if hole.is_empty():
         return None
-    return hole.extract_set(box.align_params(hole.get_space()).get_space())
-
-
-def _box(r: RangeInfo, tensor: str) -> isl.Set:
-    """``{ tensor[i0, ...] : 0 <= ik < extent_k }`` over the sizes."""
-    info = r.checked.tensors[tensor]
-    space = isl.Space.create_from_names(r.ctx, set=[f"i{k}" for k in range(info.rank)],
-                                        params=[isl_name(z) for z in r.checked.sizes])
-    space = space.set_tuple_name(isl.dim_type.set, isl_name(tensor))
-    box = isl.Set.universe(space).intersect_params(r.size_context.align_params(space.params()))
-    ls = isl.LocalSpace.from_space(space)
-    for k in range(info.rank):
-        if info.dims is not None:
-            ext = isl.PwAff.read_from_str(r.ctx, params_prefix(r.checked.sizes) + "{ [(" + dim_isl(info.dims[k])
-                                          + ")] }")
-        else:
-            ext = r.extents[tensor][k]
-        var = isl.PwAff.var_on_domain(ls, isl.dim_type.set, k)
-        box = box & var.ge_set(isl.PwAff.zero_on_domain(ls)) & var.lt_set(lift(ext, space))
-    return box
+    return hole.extract_set(whole.align_params(hole.get_space()).get_space())
 
 
 def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]:

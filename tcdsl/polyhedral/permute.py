@@ -43,7 +43,7 @@ from ..syntax import nodes as n
 from .layout import _fresh, _names
 from .model import Model
 from .hoist import _parsed, _value
-from . import strides
+from . import dataflow, strides
 from .strides import TAPS, short, tap, transposed, unit_or_invariant, uses
 
 
@@ -95,14 +95,12 @@ def _writes_whole(model: Model, k, s) -> bool:
     the whole tensor, and an element outside them (a reduction range narrowed
     by a guarded read: ``dw(o, c, j)`` of a padded window at ``j = 0``) would
     get the temporary's garbage."""
-    from .narrowing import _box
-
     info = s.info
     names = [x.name for x in info.comp.indices]
     if info.init_domain is None or tuple(info.vars[:len(names)]) != tuple(names) or len(set(names)) != len(names):
         return False
     try:
-        box = _box(model.ranges, info.comp.tensor).reset_tuple_id()
+        box = dataflow.box(model.ranges, info.comp.tensor).reset_tuple_id()
         own = info.init_domain.reset_tuple_id()
         own = own.align_params(box.get_space())
         box = box.align_params(own.get_space()).intersect_params(k.context.align_params(own.get_space()))
