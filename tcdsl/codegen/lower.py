@@ -85,7 +85,8 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
     # temporaries start as zeros, as outputs do (SPEC 1.1), where a read may
     # see an element no write produced (``a(b) += x(t, b)`` in a loop, a
     # hole read later): the others are written before any read (dataflow.py)
-    fills = [_zero_fill(sig.buffers[t]) for t in local if t not in overwritten(model, [t])]
+    written = overwritten(model, local) if local else frozenset()
+    fills = [_zero_fill(sig.buffers[t]) for t in local if t not in written]
     if temps:
         body = tirx.SeqStmt(temps + fills + [body])
     params = [size_vars[s] for s in sig.sizes] + [sig.buffers[t] for t in sig.inputs + sig.outputs + sig.scratch]
