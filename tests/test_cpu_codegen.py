@@ -383,3 +383,30 @@ def test_looked_up_rows_of_a_projection_keep_the_hosts_tiles():
     tok = rng.integers(0, 7, 9).astype(np.int32)
     emb, w = rng.standard_normal((7, 5)).astype(np.float32), rng.standard_normal((5, 70)).astype(np.float32)
     np.testing.assert_allclose(k(tok, emb, w), emb[tok] @ w, rtol=1e-5, atol=1e-5)
+
+
+
+def test_loop_invariant_nested_conditions_keep_both_branches():
+    # TVM's HoistIfThenElse dropped the ``then`` branch when it hoisted an
+    # ``if`` whose ``else`` holds another ``if`` out of a loop; the build
+    # pipeline leaves the pass out (codegen/targets.py)
+    import tvm
+    from tvm.script import tirx as T
+    from tcdsl.codegen import targets
+
+    @T.prim_func
+    def f(C: T.int32, L: T.int32, w: T.Buffer((3, 8), "float32"), y: T.Buffer((8,), "float32")):
+        for c1 in range(3):
+            for c2 in range(C):
+                if c1 == 2:
+                    y[L - 1] = y[L - 1] + w[2, c2]
+                else:
+                    if c1 == 0:
+                        y[0] = y[0] + w[0, c2]
+    ex = targets.build(f.with_attr("global_symbol", "f"), targets.make_target("llvm"))
+    w = np.arange(24, dtype=np.float32).reshape(3, 8) + 1
+    y = tvm.runtime.tensor(np.zeros(8, np.float32))
+    ex["f"](5, 8, tvm.runtime.tensor(w), y)
+    want = np.zeros(8, np.float32)
+    want[7], want[0] = w[2, :5].sum(), w[0, :5].sum()
+    np.testing.assert_array_equal(y.numpy(), want)

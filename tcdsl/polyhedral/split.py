@@ -141,8 +141,6 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     pieces = [(dom, simplify(rhs)) for dom, rhs in pieces]
     dtype = builder.r.checked.tensors[comp.tensor].dtype
     kept = [(dom, rhs) for dom, rhs in pieces if not _is_identity(rhs, comp.reduction, dtype)]
-    if comp.reduction in ("+", "*") and any(_invariant_in_parts(comp, dom, rhs) for dom, rhs in kept):
-        return None
     out = []
     for i, (dom, rhs) in enumerate(kept):
         name = s.name if len(kept) == 1 else f"{s.name}_{i}"
@@ -328,19 +326,6 @@ def simplify(e: n.Expr) -> n.Expr:
                                                           and (ty.is_float(to) or ty.is_int(to))):
             return n.Const(float(v) if ty.is_float(to) else int(v), dtype=to, span=e.span)
     return e
-
-
-def _invariant_in_parts(comp: n.Comprehension, dom: isl.Set, rhs: n.Expr) -> bool:
-    """A piece of a reduction in several disjoint parts whose value does not
-    move with some output index (a padding select's ``else`` value on both
-    edges, ``(... ? x(c, t + k - 1) : 1.0) * w(c, k)``: ``1.0 * w(c, k)`` at
-    both ends of ``t``): such a piece of a sum lost terms in the generated
-    code (the cause not found; the select stays as written instead).  A max
-    or min pool padded with a constant (``: 0.0``, ``: -1e30``) was checked
-    correct against the interpreter, and keeps its pieces."""
-    lhs = {x.name for x in comp.indices if isinstance(x, n.IndexVar)}
-    used = {x.name for x in n.walk(rhs) if isinstance(x, n.IndexVar)}
-    return bool(lhs - used) and len(dom.coalesce().get_basic_sets()) > 1
 
 
 def _is_identity(rhs: n.Expr, reduction: str | None, dtype: str) -> bool:
