@@ -247,12 +247,18 @@ def test_outputs_with_computed_extents_are_guarded():
 def test_elman_adjoint_recomputes_nothing():
     """The Elman RNN's backward reads the forward output instead of replaying
     the recurrence, keeps no tape (memory O(T*B*H): the output and its
-    adjoint), and accumulates the weight gradients after the reverse loop."""
+    adjoint), and accumulates the weight gradients of all steps after the
+    reverse loop (the first step's, from h0, at that step: after the loop
+    it would read a_hidden(0, ...) also when T = 0)."""
     a = analyse(ELMAN)
     assert not a.replayed and not a.tapes
     text = a.text
     loop = text[text.index("for t"):text.index("\n  }\n")]
-    assert "d_i2h" not in loop and "d_h2h" not in loop and "d_input" not in loop
+    assert "d_i2h" not in loop and "d_input" not in loop
+    assert "d_h2h(ci, co) += a_hidden(t, b, co) * hidden(t - 1, b, ci) where ci in 0:Co, co in 0:Co, b in 0:B, t in 1:T" \
+        in text[text.index("\n  }\n"):]
+    first = loop[loop.index("if ((T - 1) - t) == 0 {"):loop.index("} else {")]
+    assert "d_h2h(ci, co) += a_hidden((T - 1) - t, b, co) * h0(b, ci)" in first
     assert "a_hidden(((T - 1) - t) - 1, b, ci) += a_hidden((T - 1) - t, b, co) * h2h_T(co, ci)" in loop
     assert "h2h_T(i1, i0) = h2h(i0, i1)" in text  # the transposed weight, made once
 
@@ -455,3 +461,17 @@ def test_cli_emit_grad(tmp_path, capsys):
     assert main(["compile", str(bad), "--emit", "grad"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"{bad}:1:36: cannot differentiate") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_empty_sequence_has_zero_gradients(mode):
+    # T = 0: the forward gives an empty output; the adjoint's first-step terms
+    # (from h0) must not run, and every gradient is zero
+    rng = np.random.default_rng(3)
+    x, h0 = np.zeros((0, 2, 3)), rng.standard_normal((2, 4))
+    i2h, h2h = rng.standard_normal((3, 4)), rng.standard_normal((4, 4))
+    hidden = tcdsl.compile(ELMAN)(x, h0, i2h, h2h)
+    assert hidden.shape == (0, 2, 4)
+    grads = tcdsl.compile(gradient(ELMAN), specialize=mode)(x, h0, i2h, h2h, hidden, np.zeros_like(hidden))
+    assert [g.shape for g in grads] == [(0, 2, 3), (2, 4), (3, 4), (4, 4)]
+    assert all(not np.any(g) for g in grads)

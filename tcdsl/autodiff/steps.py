@@ -267,6 +267,8 @@ class ReverseSteps:
         if interval is None:
             return None
         if self._one_step(t, interval):
+            if not self._every_size(t, cond):
+                return None  # the step is missing for an empty size: it stays in the loop
             item = ex.substitute(c, {t: interval.lo})
         else:
             item = replace(c, wheres=c.wheres + (interval,))
@@ -286,6 +288,25 @@ class ReverseSteps:
         except (NotAffine, isl.Error):
             return False
         return s.intersect_params(self.ranges.size_context.align_params(s.get_space().params())).is_empty()
+
+    def _every_size(self, t: str, cond: n.Expr) -> bool:
+        """Some ``t`` meets ``cond`` for every size >= 0, also at a call with an
+        empty size (sizes of 0 are outside the context the ranges were inferred
+        in): ``t == 0`` in ``for t in T`` is missing at ``T = 0``, where the
+        step, substituted after the loop, would read ``a(0, ...)`` of an empty
+        tensor."""
+        from ..sema.affine import to_isl
+
+        sizes = [p for p in self.ranges.params if p != t]
+        pre = params_prefix(sizes) + "{ [" + isl_name(t) + "] : "
+        try:
+            s = isl.Set.read_from_str(self.ranges.ctx, pre + to_isl(cond) + " }")
+            every = isl.Set.read_from_str(self.ranges.ctx, params_prefix(sizes) + "{ : " + " and ".join(
+                [f"{isl_name(p)} >= 0" for p in sizes] or ["true"]) + " }")
+            every = every.align_params(s.get_space().params())
+            return every.is_subset(s.params().align_params(every.get_space()))
+        except (NotAffine, isl.Error):
+            return False
 
     def _interval(self, t: str, cond: n.Expr) -> n.RangeConstraint | None:
         """``where t in lo:hi`` for the values of ``t`` where ``cond`` holds, if they are one interval."""
