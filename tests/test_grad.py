@@ -475,3 +475,15 @@ def test_empty_sequence_has_zero_gradients(mode):
     grads = tcdsl.compile(gradient(ELMAN), specialize=mode)(x, h0, i2h, h2h, hidden, np.zeros_like(hidden))
     assert [g.shape for g in grads] == [(0, 2, 3), (2, 4), (3, 4), (4, 4)]
     assert all(not np.any(g) for g in grads)
+
+
+@pytest.mark.filterwarnings("ignore")  # range inference narrows k (the forward's warning)
+@pytest.mark.parametrize("K", [1, 3])
+def test_gradient_of_a_narrowed_range_writes_inside_its_tensor(K):
+    # without `k in 0:K` the forward sums k over [1, min(2, K)); the adjoint's
+    # d_w(o, c, k) ranged over k in 1:2, writing d_w(o, c, 1) when K = 1
+    src = """def c1p(double(N,C,L) x, double(O,C,K) w) -> (y) {
+      y(n,o,l) +=! (l + k - 1 >= 0 && l + k - 1 < L ? x(n,c,l+k-1) : 0.0) * w(o,c,k) where l in 0:L
+    }"""
+    gsrc = fd_check(src, {"x": (2, 3, 6), "w": (4, 3, K)})
+    tcdsl.compile(gsrc)

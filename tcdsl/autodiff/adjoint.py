@@ -443,12 +443,28 @@ class Adjoint(ReverseSteps):
                 bound = self._bound_set(pa, v, lo, hi)
                 if bound is None:
                     raise InternalError(f"gather: no affine range for {v}")
+            elif v in free and not self._writes_inside(pa, space, pctx, bound, v, target, lhs):
+                # the range holds where F is not empty (``k in 1:2`` where K >= 2):
+                # for other sizes it would write outside the target; its whole
+                # extent instead, the guard does the rest
+                d = [x.name if isinstance(x, n.IndexVar) else None for x in lhs].index(v)
+                lo, hi = n.Const(0), self._upper(target, d)
+                bound = self._bound_set(pa, v, lo, hi)
             wheres.append(n.RangeConstraint(v, lo, hi))
             box = box & bound
         guard = None
         if not box.is_subset(F):
             guard = set_to_cond(F.gist(box).coalesce())
         return wheres, guard
+
+    def _writes_inside(self, pa, space, pctx, bound: isl.Set, v: str, target: str, lhs) -> bool:
+        """The range ``bound`` of the lhs variable ``v`` lies inside the
+        target's extent for every size of the context ``pctx``."""
+        d = [x.name if isinstance(x, n.IndexVar) else None for x in lhs].index(v)
+        inside = self._bound_set(pa, v, n.Const(0), self._upper(target, d))
+        if inside is None:
+            return True
+        return bound.intersect_params(pctx.align_params(space.params())).is_subset(inside)
 
     def _bound_set(self, pa, v: str, lo: n.Expr, hi: n.Expr) -> isl.Set | None:
         try:
