@@ -21,6 +21,7 @@ the runtime needs to call it alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -124,7 +125,7 @@ class Kernel(CompiledKernel):
         self._auto_payback = self.options.dispatch.auto_payback
         self._spent: Counter = Counter()  # auto: seconds of calls per size tuple, until it is hot
         self._compile_estimate = _COMPILE_ESTIMATE
-        self._binaries: dict[tuple | None, _Binary] = {}
+        self._binaries: dict[tuple | str | None, _Binary] = {}  # "empty": calls with a size of 0
         self._pending: set[tuple] = set()  # auto: size tuples handed to the background compiler
         self._in_flight = 0  # of those, how many it has not finished (built or failed)
         self._seen: Counter = Counter()
@@ -143,8 +144,10 @@ class Kernel(CompiledKernel):
         for k, v in sizes.items():
             if k not in known:
                 raise TcError(f"sizes: '{k}' is not a size of '{self.frontend.name}' (sizes: {', '.join(self.frontend.checked.sizes)})")
-            if not isinstance(v, (int, np.integer)) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise TcError(f"sizes: '{k}' must be a non-negative integer, got {v!r}")
+            if v >= 2**31:
+                raise TcError(f"sizes: '{k}' = {v} does not fit in an index: sizes are int32, at most {2**31 - 1}")
         return {k: int(v) for k, v in sizes.items()}
 
     # ------------------------------------------------------------ compiling
@@ -232,6 +235,8 @@ class Kernel(CompiledKernel):
         """The binary for these sizes, their size tuple, and whether later
         calls with them may go straight to that binary (through a plan)."""
         key = tuple(sizes[s] for s in self._size_names)
+        if 0 in key and self._kind == "llvm":
+            return self._at_empty_size(), key, False
         if self.specialize == "never":
             self._hits[0] += 1
             return self._binaries[None], key, True
@@ -248,6 +253,34 @@ class Kernel(CompiledKernel):
             self._on_trial.add(lookup)  # measured against the symbolic binary at this call (_trial)
             return b, key, False
         return b, key, lookup is not None
+
+    def _at_empty_size(self) -> _Binary:
+        """The binary of calls with a size of 0: the program as written, none
+        of its rewrites (hoisting, padded copies, split selects, factors,
+        chains, transposed copies, parity classes, in-place temporaries),
+        with symbolic sizes.  The rewrites, and the code generator's omission
+        of conditions that sizes >= 1 imply, assume sizes of at least 1: a
+        split select's edge piece ``y(0, j) = 1`` ran at ``N = 0``, and a
+        padded copy of a filter of ``K = 0`` taps wrote before its buffer.
+        The program as written is what ``bounds.check_call_sizes`` proves for
+        the call's sizes (``at_zero``), before it runs."""
+        b = self._binaries.get("empty")
+        if b is not None:
+            self._hits[0] += 1
+            return b
+        fe, options = self.frontend, self.options
+        plain = dataclasses.replace(
+            options,
+            frontend=dataclasses.replace(options.frontend, hoist=False, gather=False, transpose=False, pad=False,
+                                         parity=False, inplace=False, factor=False, chain=False),
+            schedule=dataclasses.replace(options.schedule, split_selects=False))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the program's warnings were given when it was compiled
+            written = driver.frontend(fe.source, fe.name, plain.frontend, self._kind, fixed=self.fixed)
+            b = _Binary(driver.never(written, self.fixed, self._kind, plain), self.target)
+        with self._lock:
+            self._stats["compiles"] += 1
+            return self._binaries.setdefault("empty", b)
 
     def _auto(self, key: tuple) -> tuple[_Binary, tuple, bool]:
         """Serve from the symbolic binary; specialise hot size tuples in the background.

@@ -46,6 +46,29 @@ ISSUE_16 = [
 ]
 
 
+# Calls with a size of 0: every rewrite (split selects, padded copies,
+# factors, ...) assumes sizes of at least 1; such calls run the program as
+# written.  Before that, (c) and (d) wrote the edge piece of a split select
+# into an output of 0 rows, (pad) wrote before a padded copy of 0 taps, and
+# (mean) gave 0 / 0 for an empty sum.
+ZERO_SIZES = [
+    ("last_row_select", "def f(float(N,M) x) -> (y) { y(i,j) = i == N-1 ? 1.0 : x(i,j) }",
+     [{"N": 0, "M": 5}, {"N": 3, "M": 0}, {"N": 0, "M": 0}, {"N": 3, "M": 4}]),
+    ("last_column_select", "def f(float(N,M) x) -> (y) { y(i,j) = j == M-1 ? 1.0 : x(i,j) * 2 }",
+     [{"N": 0, "M": 5}, {"N": 3, "M": 0}, {"N": 2, "M": 3}]),
+    ("padded_filter_of_no_taps",
+     "def f(float(T) x, float(K) w) -> (y) { y(t) +=! (t+k-K+1 >= 0 ? x(t+k-K+1) : 0) * w(k) where t in 0:T, k in 0:K }",
+     [{"T": 4, "K": 0}, {"T": 0, "K": 3}, {"T": 5, "K": 2}]),
+    ("mean_of_nothing", "def f(float(N,C) x) -> (m) { m(n) +=! x(n,c) / C }", [{"N": 3, "C": 0}, {"N": 2, "C": 3}]),
+]
+MODES = ("never", "after-scheduling", "before-scheduling", "auto")
+
+
+def zero_size_cases() -> list[dict]:
+    return [{"id": f"zero:{name}:{mode}", "source": src, "settings": settings, "mode": mode}
+            for name, src, settings in ZERO_SIZES for mode in MODES]
+
+
 def issue_cases(sizes=(1, 2, 5, 17)) -> list[dict]:
     return [{"id": f"issue16:{name}", "source": src, "settings": [{"N": n} for n in sizes], "expect": expect}
             for name, src, expect in ISSUE_16]
@@ -89,7 +112,7 @@ def _check(records: list[dict], cases: list[dict]) -> None:
 def default_run():
     """The default run's cases, in one child process (its imports are the cost):
     the subset, the programs of issue 16, and the tests of the harness."""
-    cases = default_cases() + issue_cases() + poke_cases()
+    cases = default_cases() + issue_cases() + zero_size_cases() + poke_cases()
     records = guard.run_cases(cases)
     return {c["id"]: c for c in cases}, {r["id"]: r for r in records}
 
@@ -142,6 +165,13 @@ def test_a_write_into_a_guarded_input_faults():
 def test_issue_16_programs_never_fault(default_run, name):
     cases, records = default_run
     _check([records[f"issue16:{name}"]], [cases[f"issue16:{name}"]])
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in ZERO_SIZES])
+def test_calls_with_a_size_of_0_never_fault_and_agree(default_run, name):
+    cases, records = default_run
+    ids = [f"zero:{name}:{mode}" for mode in MODES]
+    _check([records[i] for i in ids], [cases[i] for i in ids])
 
 
 def test_default_subset_under_guard_pages(default_run):
