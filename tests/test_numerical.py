@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tcdsl
+import tcdsl.testing
 from helpers import ELMAN, QRNN, elman_inputs, qrnn_inputs, rand, reference
 
 MATMUL = "def matmul(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
@@ -199,3 +200,18 @@ def test_indirect_read_of_an_empty_tensor_gives_zero():
     np.testing.assert_array_equal(k(np.zeros(0, np.float32), np.array([0, 3, -1], np.int32)), np.zeros(3))
     np.testing.assert_array_equal(k(np.arange(4, dtype=np.float32), np.array([0, 3, -1, 9], np.int32)),
                                   [0, 3, 0, 3])
+
+
+@pytest.mark.parametrize("cond,expected", [
+    ("A(i) == 1", lambda A, X: A == 1), ("A(i) != 0", lambda A, X: A != 0), ("A(i) < 1", lambda A, X: A < 1),
+    ("A(i) == 2", lambda A, X: A == 2), ("A(i) > -1", lambda A, X: A > -1),
+    ("(X(i) > 0) == A(i)", lambda A, X: (X > 0) == A), ("A(i) >= A(i)", lambda A, X: A >= A)])
+def test_bools_compare_as_the_integers_0_and_1(cond, expected):
+    """A bool compared with an integer or another bool, as NumPy compares
+    them (TVM's LLVM backend had compared 1-bit values as floats)."""
+    src = f"def f(bool(N) A, float(N) X) -> (B) {{ B(i) = {cond} ? 1.0 : 0.0 }}"
+    A = np.array([True, False, True, False, True])
+    X = np.array([1.0, -1.0, -2.0, 3.0, 0.0], np.float32)
+    want = expected(A, X).astype(np.float32)
+    np.testing.assert_array_equal(tcdsl.compile(src)(A, X), want)
+    np.testing.assert_array_equal(tcdsl.testing.evaluate(src, [A, X]), want)
