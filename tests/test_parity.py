@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import tcdsl
+import tcdsl.testing
 from tcdsl import driver
+from tcdsl.errors import TcWarning
 from tcdsl.polyhedral import parity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,6 +86,23 @@ def test_the_pairs_of_output_and_tap_found():
 ])
 def test_sums_that_are_not_split(src):
     assert not _plan(src)
+
+
+def test_a_range_inferred_only_at_some_sizes_is_kept():
+    """Without ``kh in 0:KH``, range inference narrows ``kh`` to ``0:1``, and
+    only where ``KH <= 2`` (the read of ``x`` under the select constrains it):
+    at KH = 3 the sum is empty.  The split would have summed ``kh = 0`` at
+    every size; it is not taken, and the kernel agrees with the interpreter."""
+    src = ("def f(float(H) x, float(KH) w) -> (y) { y(i) +=! ((i-kh) % 2 == 0 && (i-kh)/2 >= 0 && (i-kh)/2 < H "
+           "? x((i-kh)/2) : 0) * w(kh) where i in 0:2*H+KH-2 }")
+    with pytest.warns(TcWarning, match="narrows the reduction variable 'kh'"):
+        assert not _plan(src)
+        k = tcdsl.compile(src, options={"disk_cache": False})
+    x, w2, w3 = np.array([1, 2, 3], np.float32), np.array([1, 10], np.float32), np.array([1, 10, 100], np.float32)
+    np.testing.assert_array_equal(k(x, w3), np.zeros(7))
+    np.testing.assert_array_equal(k(x, w2), [1, 0, 2, 0, 3, 0])
+    for w in (w2, w3):
+        np.testing.assert_array_equal(k(x, w), tcdsl.testing.evaluate(src, [x, w]))
 
 
 def test_the_program_sums_each_class_in_its_own_loops():

@@ -133,7 +133,7 @@ def plan(model: Model) -> Plan:
             found = []
             for v, kk, st, e in pairs.values():
                 try:
-                    exts = [_extent(s, x) for x in (v, kk)]
+                    exts = [_extent(s, x, k.context) for x in (v, kk)]
                 except (NotAffine, isl.Error):
                     break
                 if None in exts:
@@ -144,14 +144,19 @@ def plan(model: Model) -> Plan:
     return out
 
 
-def _extent(s, var: str) -> str | None:
+def _extent(s, var: str, context: isl.Set) -> str | None:
     """The extent of ``var`` over the statement's domain as TC text, when it
-    starts at 0 and is one affine expression of the sizes; else None."""
+    starts at 0 and is one affine expression of the sizes; else None.  Also
+    None where the domain is empty at some sizes of the ``context``: the
+    rewrite's ranges would not keep that (a range inferred as ``kh in 0:1``
+    only where ``KH <= 2``)."""
     dom = s.domain
     names = [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]
     if isl_name(var) not in names:
         return None
     i = names.index(isl_name(var))
+    if not context.is_subset(dom.params()):
+        return None
     context = dom.params()
     lo = dom.dim_min(i).gist(context).coalesce()
     hi = dom.dim_max(i).gist(context).coalesce()
