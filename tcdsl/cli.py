@@ -44,8 +44,21 @@ def _parse_sizes(text: str | None) -> dict[str, int]:
             raise TcError(f"--sizes: '{name}' is given twice ({name}={out[name]} and {name}={value})")
         if int(value) < 0:
             raise TcError(f"--sizes: {name}={value}: a size cannot be negative")
+        if int(value) >= 2**31:
+            raise TcError(f"--sizes: {name}={value} does not fit in an index: sizes are int32, at most {2**31 - 1}")
         out[name] = int(value)
     return out
+
+
+def _seed(text: str) -> int:
+    """``--seed``: a non-negative integer (NumPy's generators take no other)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return seed
 
 
 def _parse_options(text: str | None) -> dict:
@@ -102,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("file", help=file_help)
     r.add_argument("--entry", help=entry_help)
     r.add_argument("--sizes", required=True, help="every size of the def, e.g. T=16,B=8")
-    r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    r.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default 0)")
     r.add_argument("--options", help="as for compile")
     ca = sub.add_parser("cache", help="the on-disk cache of compiled kernels: 'info' or 'clear'")
     ca.add_argument("action", choices=("info", "clear"), help="info: where and how much; clear: delete every entry")
@@ -174,8 +187,7 @@ class _Progress:
 def _load(path: str):
     from .source import Source
 
-    with open(path, encoding="utf-8") as f:
-        return Source(f.read(), path)
+    return Source.read(path)
 
 
 def _compile(args) -> int:

@@ -20,12 +20,25 @@ class Source:
             isinstance(source, str) and "\n" not in source and source.strip().endswith(".tc")
             and os.path.exists(source)
         ):
-            path = os.fspath(source)
-            with open(path, encoding="utf-8") as f:
-                return Source(f.read(), path)
+            return Source.read(os.fspath(source))
         if not isinstance(source, str):
             raise TypeError(f"source must be TC text or a path, not {type(source).__name__}")
         return Source(source)
+
+    @staticmethod
+    def read(path: str) -> "Source":
+        """The program in the file ``path``, which must be UTF-8 text."""
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            return Source(data.decode("utf-8"), path)
+        except UnicodeDecodeError as e:
+            from .errors import TcSyntaxError
+
+            line = data.count(b"\n", 0, e.start) + 1
+            col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+            raise TcSyntaxError(f"{path}:{line}:{col}: the file is not UTF-8 text "
+                                f"(byte 0x{data[e.start]:02x})") from None
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a character offset."""

@@ -233,6 +233,22 @@ def test_user_errors_exit_1_without_traceback(capsys, write, tmp_path, argv, pre
     assert_user_error(rc, out, err, prefix.format(**paths))
 
 
+def test_bad_files_sizes_and_seeds_are_user_errors(capsys, write, tmp_path):
+    """A file that is not UTF-8 text, a size beyond int32 and a negative seed
+    are reported by name, never with a traceback."""
+    bad = tmp_path / "latin1.tc"
+    bad.write_bytes(b"def f(float(N) X) -> (Y) {\n  Y(i) = X(i) # caf\xe9\n}\n")
+    for command in ("check", "compile"):
+        assert_user_error(*run_cli(capsys, command, str(bad)), f"{bad}:2:20: the file is not UTF-8 text (byte 0xe9)")
+    path = write("def f(float(N) X) -> (Y) { Y(i) = X(i) * 2 }\n")
+    assert_user_error(*run_cli(capsys, "compile", path, "--specialize", "before-scheduling", "--sizes",
+                               "N=2147483648"), "error: --sizes: N=2147483648 does not fit in an index")
+    with pytest.raises(SystemExit) as e:
+        main(["run", path, "--sizes", "N=3", "--seed", "-1"])
+    assert e.value.code == 2
+    assert "argument --seed: expected a non-negative integer, got '-1'" in capsys.readouterr().err
+
+
 def test_options_take_words(capsys, write):
     """``--options fusion=outer`` (a word, not only numbers and booleans) reaches the schedule: the kernel
     differs from the default's, and equals the one of the JSON form."""

@@ -50,6 +50,41 @@ def test_sizes_fixed_at_compile_time():
         k(*ok_inputs(Co=6))
 
 
+@pytest.mark.parametrize("n", [2**31, 2**32 + 1, 2**40])
+def test_sizes_beyond_int32_are_refused(n):
+    """Sizes are int32 in the kernels: a larger one, fixed at compile time or
+    given at the call (a free loop size), is refused instead of wrapping."""
+    with pytest.raises(tcdsl.TcError, match=f"'N' = {n} does not fit in an index"):
+        tcdsl.compile("def f(float(N) X) -> (Y) { Y(i) = X(i) * 2 }", sizes={"N": n})
+    k = tcdsl.compile("def f(float(N) X) -> (Y) { for t in S { Y(i) += X(i) } }")
+    with pytest.raises(tcdsl.TcShapeError, match=f"'S' = {n} does not fit in an index"):
+        k(np.ones(3, np.float32), S=n)
+    np.testing.assert_array_equal(k(np.ones(3, np.float32), S=3), np.full(3, 3.0))
+
+
+def test_read_only_inputs_are_read_in_place(tmp_path):
+    """Read-only arrays (a read-only memory map, np.frombuffer of bytes,
+    setflags(write=False)) are inputs like any other, at the first call and
+    once their shapes have a plan; a read-only out= array is refused."""
+    import mmap
+
+    k = tcdsl.compile("def f(float(N) X) -> (Y) { Y(i) = X(i) * 2 }")
+    x = np.arange(6, dtype=np.float32)
+    frozen = x.copy()
+    frozen.setflags(write=False)
+    (tmp_path / "x.bin").write_bytes(x.tobytes())
+    with open(tmp_path / "x.bin", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        mapped = np.frombuffer(mm, np.float32)
+        for a in [frozen, np.frombuffer(x.tobytes(), np.float32), mapped, frozen, mapped]:
+            np.testing.assert_array_equal(k(a), 2 * x)
+        del mapped, a  # (the map closes only once no array views it)
+    out = np.zeros(6, np.float32)
+    out.setflags(write=False)
+    with pytest.raises(tcdsl.TcShapeError, match="out= array for 'Y' is read-only"):
+        k(x, out=out)
+    np.testing.assert_array_equal(out, 0)
+
+
 def test_non_contiguous_inputs_are_accepted(elman):
     x = ok_inputs()
     big = np.random.default_rng(0).standard_normal((5, 10)).astype(np.float32)

@@ -7,6 +7,7 @@ the form ``argument 'h0' dim 1: size 7, but size 'Co' is 5 (from 'h2h' dim 0)``.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -65,10 +66,24 @@ def prepare_input(name: str, x: Any, dtype: str, rank: int, device: str = "cpu")
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         shape = x.shape
+    if type(x) is np.ndarray and not x.flags.writeable:
+        x = _writeable_view(x)
     if len(shape) != rank:
         raise TcShapeError(f"argument '{name}': expected {rank} dimension{'s' * (rank != 1)}, got {len(shape)} "
                            f"(shape {tuple(shape)})")
     return Arg(x, tuple(shape), dtype)
+
+
+def _writeable_view(x: np.ndarray) -> np.ndarray:
+    """A writeable view of the read-only, C-contiguous array ``x`` (a
+    read-only memory map, ``np.frombuffer`` of bytes): kernels take arrays
+    through DLPack, whose version in TVM cannot mark one read-only, and never
+    write their inputs.  No copy; the view keeps ``x`` alive."""
+    if x.size == 0:
+        return np.empty(x.shape, x.dtype)
+    memory = (ctypes.c_char * x.nbytes).from_address(x.ctypes.data)
+    memory.keep = x
+    return np.frombuffer(memory, dtype=x.dtype).reshape(x.shape)
 
 
 @functools.cache
@@ -120,6 +135,8 @@ def _check_given(given: dict[str, Any], fixed: dict[str, int], names, name: str)
             raise TcShapeError(f"'{k}' is not a size of '{name}' (sizes: {', '.join(names)})")
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
             raise TcShapeError(f"size '{k}': expected a non-negative integer, got {v!r}")
+        if v > MAX_ELEMENTS:
+            raise TcShapeError(f"size '{k}' = {v} does not fit in an index: sizes are int32, at most {MAX_ELEMENTS}")
         if k in fixed and v != fixed[k]:
             raise TcShapeError(f"size '{k}' is {v} at the call, but was fixed to {fixed[k]} at compile time")
     return {k: int(v) for k, v in given.items()}

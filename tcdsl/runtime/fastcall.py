@@ -34,8 +34,11 @@ For ``elman_rnn(input, h0, i2h, h2h) -> (hidden)`` and NumPy the function is::
                 return MISS
         else:
             return MISS
+        try:
+            fn(*size_args, a0, a1, a2, a3, o0)
+        except BufferError:  # a read-only array, which DLPack cannot pass
+            return MISS
         hits[0] += 1
-        fn(*size_args, a0, a1, a2, a3, o0)
         return o0
 
 Outputs the kernel allocates start as zeros (SPEC 1.1): ``alloc0`` is
@@ -165,8 +168,11 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
               "            return MISS",
               "    else:",
               "        return MISS",
+              "    try:",
+              f"        fn(*size_args, {', '.join(a + o)})",
+              "    except BufferError:  # a read-only array (DLPack cannot pass one): the general path",
+              "        return MISS",
               "    hits[0] += 1",
-              f"    fn(*size_args, {', '.join(a + o)})",
               f"    return {o[0] if len(o) == 1 else '(' + ''.join(x + ', ' for x in o) + ')'}"]
     code = "\n".join(lines) + "\n"
     exec(compile(code, f"<tcdsl fast call ({library})>", "exec"), names)

@@ -173,6 +173,8 @@ class CompiledKernel:
             raise TcShapeError(f"out=: expected {len(outputs)} arrays, got {len(given)}")
         result = []
         for o, s, x in zip(outputs, shapes, given):
+            if isinstance(x, np.ndarray) and not x.flags.writeable:
+                raise TcShapeError(f"out= array for '{o.name}' is read-only")
             a = prepare_input(o.name, x, o.dtype, len(s), self._device)
             if a.value is not x:
                 raise TcShapeError(f"out= array for '{o.name}' must be C-contiguous")
