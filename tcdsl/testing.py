@@ -451,17 +451,9 @@ _COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equa
 
 
 def _operand_type(a: n.Expr, b: n.Expr) -> str:
-    """The type a comparison is done in: a literal adapts to the other side,
-    unless a float literal meets an integer (then both are promoted); bools
-    are compared as int32 (``A(i) == 2`` is false, as in NumPy)."""
-    ta, tb = a.dtype or INDEX, b.dtype or INDEX
-    if isinstance(a, n.Const) and not isinstance(b, n.Const):
-        t = tb if not (ty.is_int(tb) and isinstance(a.value, float)) else ty.promote(ta, tb)
-    elif isinstance(b, n.Const) and not isinstance(a, n.Const):
-        t = ta if not (ty.is_int(ta) and isinstance(b.value, float)) else ty.promote(ta, tb)
-    else:
-        t = ty.promote(ta, tb)
-    return "int32" if t == "bool" else t
+    """The type a comparison of ``a`` and ``b`` is done in (``types.comparison_type``)."""
+    return ty.comparison_type(a.dtype or INDEX, b.dtype or INDEX, a.value if isinstance(a, n.Const) else None,
+                              b.value if isinstance(b, n.Const) else None)
 
 
 def _const(v: int | float, dtype: str) -> np.ndarray:

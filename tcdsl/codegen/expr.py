@@ -462,17 +462,9 @@ def _is_zero(x: tirx.PrimExpr) -> bool:
 
 
 def _operand_type(a: n.Expr, b: n.Expr) -> str:
-    """The type a comparison is done in (as ``testing._operand_type``); bools
-    are compared as int32, so ``A(i) == 2`` is false as in NumPy (and TVM's
-    LLVM backend compared 1-bit values as floats)."""
-    ta, tb = a.dtype or INDEX, b.dtype or INDEX
-    if isinstance(a, n.Const) and not isinstance(b, n.Const):
-        t = tb if not (ty.is_int(tb) and isinstance(a.value, float)) else ty.promote(ta, tb)
-    elif isinstance(b, n.Const) and not isinstance(a, n.Const):
-        t = ta if not (ty.is_int(ta) and isinstance(b.value, float)) else ty.promote(ta, tb)
-    else:
-        t = ty.promote(ta, tb)
-    return "int32" if t == "bool" else t
+    """The type a comparison of ``a`` and ``b`` is done in (``types.comparison_type``)."""
+    return ty.comparison_type(a.dtype or INDEX, b.dtype or INDEX, a.value if isinstance(a, n.Const) else None,
+                              b.value if isinstance(b, n.Const) else None)
 
 
 def _const_value(v, dtype: str):

@@ -68,6 +68,21 @@ def promote(a: str, b: str) -> str:
     return f"int{n}"
 
 
+def comparison_type(ta: str, tb: str, a_literal=None, b_literal=None) -> str:
+    """The type ``a < b`` (any comparison) is done in, for operands of types
+    ``ta`` and ``tb``; ``a_literal``/``b_literal``: the operand's value where
+    it is a literal.  A literal adapts to the other side, unless a float
+    literal meets an integer (then both are promoted); bools are compared as
+    int32, so that ``A(i) == 2`` is false, as in NumPy."""
+    if a_literal is not None and b_literal is None:
+        t = tb if not (is_int(tb) and isinstance(a_literal, float)) else promote(ta, tb)
+    elif b_literal is not None and a_literal is None:
+        t = ta if not (is_int(ta) and isinstance(b_literal, float)) else promote(ta, tb)
+    else:
+        t = promote(ta, tb)
+    return "int32" if t == "bool" else t
+
+
 def is_narrowing(src: str, dst: str) -> bool:
     """True when storing a ``src`` value into a tensor declared ``dst`` is
     rejected, as TC rejects it: unless ``promote(src, dst)`` is ``dst``
