@@ -93,6 +93,15 @@ CASES = {
         def pconv(double(N) x, double(K) w) -> (y) {
           y(i) +=! (i + k - 1 >= 0 && i + k - 1 < N) ? x(i + k - 1) * w(k) : 0.0 where i in 0:N, k in 0:K
         }""", lambda: [randn(7), randn(3)]),
+    # inputs declared with an expression of sizes (a stacked gate weight of 4 * H rows)
+    "stacked_gates": ("""
+        def gates(double(B,I) x, double(4 * H, I) W) -> (g, o) {
+          g(b, j) +=! x(b, i) * W(j, i)
+          o(b, j) = tanh(g(b, j)) * sigmoid(g(b, j + H)) where j in 0:H
+        }""", lambda: [randn(3, 5), randn(8, 5)]),
+    "stacked_columns": ("""
+        def cols(double(B,I) x, double(I, 2 * H) W) -> (y) { y(b, r) +=! x(b, i) * W(i, r) }""",
+                        lambda: [randn(3, 5), randn(5, 6)]),
     "shifted_loop": ("""
         def shifted(double(T,N) x, double(N) w) -> (y) {
           for t in 1:T { y(t, i) = tanh(x(t, i) * w(i) + x(t - 1, i)) where i in 0:N }

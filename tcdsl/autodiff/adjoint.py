@@ -34,7 +34,7 @@ import islpy as isl
 from ..errors import InternalError, TcError, TcSemanticError
 from ..sema import builtins as bt
 from ..sema import types as ty
-from ..sema.affine import NotAffine, lift, params_prefix, read_pwaff, set_to_cond, isl_name
+from ..sema.affine import NotAffine, isl_name, lift, params_prefix, read_pwaff, set_to_cond, to_isl
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo, StmtInfo, readable
 from ..syntax import nodes as n
@@ -293,7 +293,8 @@ class Adjoint(ReverseSteps):
         info = self.info[tensor]
         if info.dims is not None:
             x = info.dims[d]
-            return self._param_pa(isl_name(x) if isinstance(x, str) else str(x))
+            # a size name, a constant, or an expression of sizes (``double(2 * H, I) W``)
+            return self._param_pa(isl_name(x) if isinstance(x, str) else str(x) if isinstance(x, int) else to_isl(x))
         return self.ranges.extents[tensor][d].align_params(self._pspace())
 
     def ranges_of(self, st: StmtInfo, names) -> list[n.RangeConstraint]:

@@ -488,7 +488,8 @@ class ReverseSteps:
         src = [n.IndexVar(v) for v in vs]
         dst = list(src)
         dst[p], dst[-1] = dst[-1], dst[p]
-        wheres = tuple(n.RangeConstraint(v, n.Const(0), n.SizeVar(d) if isinstance(d, str) else n.Const(d))
+        wheres = tuple(n.RangeConstraint(v, n.Const(0), n.SizeVar(d) if isinstance(d, str) else
+                                         n.Const(d) if isinstance(d, int) else d)  # d: an expression (2 * H)
                        for v, d in zip(vs, dims))
         self.transposes.append(n.Comprehension(name, tuple(dst), "=", n.Access(tensor, tuple(src)), wheres))
         return name
