@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .errors import TcError
+from .errors import TcError, TcShapeError
 from .sema import types as ty
 from .sema.check import check
 from .sema.ranges import infer_ranges
@@ -60,7 +60,8 @@ def op(source: str | os.PathLike, entry: str | None = None, *, backward: str | o
 class _Sig:
     """What the torch side needs of a def: names, dtypes, output shapes as functions of input shapes."""
 
-    def __init__(self, source: Source, entry: str | None):
+    def __init__(self, source: Source, entry: str | None, fixed: dict[str, int] | None = None):
+        self.fixed = dict(fixed or {})  # sizes= of the compile
         program = parse(source)
         self.checked = check(program, entry)
         with warnings.catch_warnings():
@@ -75,11 +76,28 @@ class _Sig:
         self.out_extents = [self.ranges.extent_exprs(o) for o in self.outputs]
 
     def sizes(self, shapes) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        """The sizes of input ``shapes`` (Python or symbolic ints): from dims
+        that are size names, the ``sizes=`` of the compile, and dims that are
+        expressions of one size yet unknown (``4 * H``: ``H`` is the dim's
+        extent divided by 4), as the kernel's call binds them (its checks
+        are the kernel's)."""
+        out: dict[str, Any] = dict(self.fixed)
+        linear = []
         for p, shape in zip(self.checked.node.params, shapes):
             for d, s in zip(p.type.dims, shape):
-                if isinstance(d, str) and d not in out:
-                    out[d] = s
+                if isinstance(d, str):
+                    out.setdefault(d, s)
+                elif not isinstance(d, int):
+                    linear.append((n.linear(d), s))
+        solved = True
+        while solved:
+            solved = False
+            for lin, s in linear:
+                unknown = [v for v in lin or {} if v != 1 and v not in out]
+                if len(unknown) == 1:
+                    v = unknown[0]
+                    rest = sum((c * (1 if u == 1 else out[u]) for u, c in lin.items() if u != v), 0)
+                    out[v], solved = (s - rest) // lin[v], True
         return out
 
     def out_shapes(self, shapes) -> list[tuple]:
@@ -135,7 +153,7 @@ class TcOp:
 
         self.source = source
         self.compile_kwargs = dict(compile_kwargs)
-        self.sig = _Sig(source, entry)
+        self.sig = _Sig(source, entry, compile_kwargs.get("sizes"))
         self.entry = self.sig.name
         self.kernel = tc_compile(source.text if source.name == "<string>" else source.name, self.entry,
                                  **compile_kwargs)
@@ -150,7 +168,7 @@ class TcOp:
             self.backward_source = backward
             bentry = self._backward_entry(backward)
             self.backward_text = backward.text
-        self.bsig = _Sig(self.backward_source, bentry)
+        self.bsig = _Sig(self.backward_source, bentry, compile_kwargs.get("sizes"))
         self._check_backward()
         self._bkernel = None
         reads = {x.tensor for x in n.walk(self.bsig.checked.node) if isinstance(x, n.Access)}
@@ -185,6 +203,11 @@ class TcOp:
             names = ", ".join(f"d_{s.inputs[k]}" for k in self.diff)
             raise TcError(f"backward '{b.name}' returns {len(b.outputs)} tensors; it must return one gradient per "
                           f"floating-point input: ({names})")
+        for j, k in enumerate(self.diff):
+            if b.out_dtypes[j] != s.in_dtypes[k] or len(b.out_extents[j]) != len(s.checked.node.params[k].type.dims):
+                raise TcError(f"backward '{b.name}': output '{b.outputs[j]}' is {b.out_dtypes[j]} of "
+                              f"{len(b.out_extents[j])} dimensions; the gradient of '{s.inputs[k]}' must be "
+                              f"{s.in_dtypes[k]} of {len(s.checked.node.params[k].type.dims)}, as '{s.inputs[k]}' is")
 
     @property
     def backward_kernel(self):
@@ -265,6 +288,9 @@ class TcOp:
         result = result if isinstance(result, tuple) else (result,)
         out: list = [None] * len(in_meta)
         for k, r in zip(self.diff, result):
+            if tuple(r.shape) != tuple(in_meta[k][0]):
+                raise TcShapeError(f"backward '{self.bsig.name}': the gradient of '{self.sig.inputs[k]}' has shape "
+                                   f"{tuple(r.shape)}, but '{self.sig.inputs[k]}' has shape {tuple(in_meta[k][0])}")
             out[k] = r
         return tuple(out)
 

@@ -255,3 +255,46 @@ def test_integer_inputs_get_no_gradient():
             ref[ids[n_, l_]] += w.detach()
     torch.testing.assert_close(E.grad, ref)
     np.testing.assert_array_equal(ids.numpy(), [[0, 3, 3], [6, 1, 0]])
+
+
+def test_torch_compile_with_fixed_sizes_and_sizes_solved_from_dims():
+    """The shape-only (fake) implementation binds sizes as a call does: from
+    ``sizes=`` of the compile (a free loop size) and from dims declared as
+    an expression of a size (``double(4 * H, I) W``: H from W's rows)."""
+    powers = """def powers(double(B) x0) -> (x) {
+      for t in S { if t == 0 { x(t, b) = x0(b) } else { x(t, b) = x(t - 1, b) * x0(b) } }
+    }"""
+    f = tcdsl.torch.op(powers, sizes={"S": 3})
+    x0 = randn(2)
+    out = torch.compile(lambda a: f(a), fullgraph=True)(x0)
+    torch.testing.assert_close(out, torch.stack([x0, x0 ** 2, x0 ** 3]).detach())
+    src, make = CASES["stacked_gates"]
+    g = tcdsl.torch.op(src)
+    x, W = make()
+    eager = g(x, W)
+    compiled = torch.compile(lambda x, W: g(x, W), fullgraph=True)(x, W)
+    assert compiled[1].shape == (3, 2)
+    for c, e in zip(compiled, eager):
+        torch.testing.assert_close(c, e)
+
+
+def test_a_backward_returning_the_wrong_gradients_is_an_error():
+    src = "def sq(double(N) x, double(N) w) -> (y) { y(i) = x(i) * x(i) * w(i) }"
+    head = "def sq_grad(double(N) x, double(N) w, double(N) y, double(N) d_y) -> "
+    with pytest.raises(tcdsl.TcError, match="output 'd_x' is float64 of 2 dimensions; the gradient of 'x' must be "
+                                            "float64 of 1"):
+        tcdsl.torch.op(src, backward=head + "(double(N, 2) d_x, d_w) { d_x(i, j) = d_y(i) where j in 0:2 \n"
+                                            "d_w(i) = d_y(i) }")
+    with pytest.raises(tcdsl.TcError, match="output 'd_w' is float32 of 1 dimensions; the gradient of 'w' must be "
+                                            "float64"):
+        tcdsl.torch.op(src, backward=head + "(d_x, float(N) d_w) { d_x(i) = d_y(i) \n d_w(i) = float(d_y(i)) }")
+    f = tcdsl.torch.op(src, backward=head + "(d_x, d_w) { d_x(i) = i < N ? d_y(i) : 0.0 where i in 0:N+1 \n"
+                                         "d_w(i) = d_y(i) }")
+    x, w = randn(3), randn(3)
+    with pytest.raises(tcdsl.TcShapeError, match=r"the gradient of 'x' has shape \(4,\), but 'x' has shape \(3,\)"):
+        f(x, w).sum().backward()
+
+
+def test_wrt_must_name_inputs():
+    with pytest.raises(tcdsl.TcError, match="wrt: expected an input's name or a list of them, got 0"):
+        tcdsl.gradient("def f(double(N) x) -> (y) { y(i) = x(i) * x(i) }", wrt=0)

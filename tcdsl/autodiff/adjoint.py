@@ -85,6 +85,8 @@ class Adjoint(ReverseSteps):
             return tuple(x for x in inputs if ty.is_float(self.info[x].dtype))
         if isinstance(wrt, str):
             wrt = (wrt,)
+        if not isinstance(wrt, (tuple, list)) or not all(isinstance(x, str) for x in wrt):
+            raise TcError(f"wrt: expected an input's name or a list of them, got {wrt!r}")
         out = []
         for x in wrt:
             if x not in inputs:
