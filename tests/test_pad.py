@@ -182,6 +182,47 @@ def test_conv2d_against_numpy():
         np.testing.assert_allclose(k(x, w), want, rtol=1e-4, atol=1e-4)
 
 
+# the select around the whole product, as users also write it
+SAME_PRODUCT = """
+def same(float(B,C,L) x, float(O,C,5) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! t + k - 2 >= 0 && t + k - 2 < L ? bias(o) * x(b, c, t + k - 2) * w(o, c, k) : 0
+    where t in 0:L, k in 0:5
+}
+"""
+CONV2D_PRODUCT = CONV2D.replace("? x(n, c, h + kh - 1, v + kw - 1) : 0) * w(m, c, kh, kw)",
+                                "? x(n, c, h + kh - 1, v + kw - 1) * w(m, c, kh, kw) : 0)")
+
+
+def test_a_select_around_the_whole_product_is_padded_too():
+    """``c ? x(..) * w(..) : 0`` reads the padded copy as ``(c ? x(..) : 0) *
+    w(..)`` does, when the other factors' reads are inside their tensors
+    without the condition; NumPy agrees at the edges, in every mode."""
+    assert [(x, lo, hi) for x, lo, hi in plan_of(SAME_PRODUCT).copies] == [("x", ("0", "0", "2"), ("0", "0", "2"))]
+    assert [x for x, _, _ in plan_of(CONV2D_PRODUCT).copies] == ["x"]
+    assert driver.emit(tcdsl.compile(CONV2D_PRODUCT, options={"disk_cache": False}), "tir") == \
+        driver.emit(tcdsl.compile(CONV2D, options={"disk_cache": False}), "tir")
+    rng = np.random.default_rng(3)
+    for mode in MODES:
+        k = tcdsl.compile(SAME_PRODUCT, specialize=mode, options={"disk_cache": False})
+        for B, C, L, O in [(2, 3, 1, 4), (1, 2, 3, 2), (2, 5, 37, 6)]:
+            x = rng.standard_normal((B, C, L)).astype(np.float32)
+            w = rng.standard_normal((O, C, 5)).astype(np.float32)
+            bias = rng.standard_normal(O).astype(np.float32)
+            np.testing.assert_allclose(k(x, w, bias), conv1d(x, w, 2, right=2) * bias[None, :, None],
+                                       rtol=1e-4, atol=1e-4)
+
+
+def test_a_product_whose_other_factor_needs_the_condition_stays_as_written():
+    """``w(t + k - 1)`` is outside ``w`` where the condition is false: moving
+    it out of the select would read it there."""
+    src = ("def f(float(L) x, float(L) w) -> (y) {\n"
+           "  y(t) +=! t + k - 1 >= 0 && t + k - 1 < L ? x(t + k - 1) * w(t + k - 1) : 0 where t in 0:L, k in 0:3\n}")
+    assert not plan_of(src)
+    x, w = np.arange(1, 6, dtype=np.float32), np.arange(2, 7, dtype=np.float32)
+    xw = np.pad(x * w, 1)
+    np.testing.assert_allclose(tcdsl.compile(src)(x, w), xw[:-2] + xw[1:-1] + xw[2:])
+
+
 def test_option_off_keeps_the_select():
     k = tcdsl.compile(SAME, options={"pad": False, "disk_cache": False})
     assert "x_pad" not in driver.emit(k, "tir")

@@ -84,24 +84,31 @@ def plan(model: Model) -> Plan:
             if s.is_init or not comp.reduction_vars:
                 continue
             for sel in n.walk(comp.rhs):
-                if not (isinstance(sel, n.Select) and isinstance(sel.then, n.Access) and _zero(sel.other)
-                        and sel.span is not None):
+                if not (isinstance(sel, n.Select) and _zero(sel.other) and sel.span is not None):
                     continue
-                x = sel.then.tensor
-                # outside loops a copy of an input, made once; inside them a copy of
-                # the step's slice, made before the statement (which must not write it)
-                if not (x in inputs and x not in written if not k.loops else x != comp.tensor):
-                    continue
-                pads = _padding(model, s, sel.cond, sel.then)
+                read, pads = None, None
+                for f in _product(sel.then):
+                    # outside loops a copy of an input, made once; inside them a copy of
+                    # the step's slice, made before the statement (which must not write it)
+                    if isinstance(f, n.Access) and (f.tensor in inputs and f.tensor not in written if not k.loops
+                                                    else f.tensor != comp.tensor):
+                        pads = _padding(model, s, sel.cond, f)
+                        if pads is not None:
+                            read = f
+                            break
                 if pads is None:
                     continue
+                if read is not sel.then and not all(_in_bounds(model, s, f) for f in _product(sel.then)
+                                                    if f is not read):
+                    continue  # c ? X(..) * w(..) : 0 where w(..) may be outside w when c is false
+                x = read.tensor
                 low, high = pads
                 if not any(v != "0" for v in low + high):
                     continue
                 extents = tuple(expr_to_tc(e) for e in model.ranges.extent_exprs(x))
                 if k.loops:
                     fixed = tuple(expr_to_tc(e) if n.names_in(e) <= loop_vars | set(checked.sizes) else None
-                                  for e in sel.then.indices)
+                                  for e in read.indices)
                     if any(f is not None and (lo, hi) != ("0", "0") for f, lo, hi in zip(fixed, low, high)):
                         continue
                     if all(f is None for f in fixed):
@@ -110,18 +117,53 @@ def plan(model: Model) -> Plan:
                     name = _fresh(f"{x}_pad", taken)
                     taken.add(name)
                     out.steps[sel.span] = (x, low, high, name, fixed)
-                    out.reads[sel.span] = (name, low, fixed)
+                    out.reads[sel.span] = (name, low, fixed, read)
                     continue
                 out.extents[x] = extents
                 key = (x, low, high)
                 if key not in out.copies:
                     out.copies[key] = (_fresh(f"{x}_pad", taken), sel.span)
-                out.reads[sel.span] = (out.copies[key][0], low, (None,) * len(low))
+                out.reads[sel.span] = (out.copies[key][0], low, (None,) * len(low), read)
     return out
 
 
 def _zero(e: n.Expr) -> bool:
     return isinstance(e, n.Const) and e.value == 0
+
+
+def _product(e: n.Expr) -> list[n.Expr]:
+    """The factors of ``e`` (``e`` alone when it is not a product)."""
+    if isinstance(e, n.Binary) and e.op == "*":
+        return _product(e.lhs) + _product(e.rhs)
+    return [e]
+
+
+def _in_bounds(model: Model, s, e: n.Expr) -> bool:
+    """Every read in ``e`` is inside its tensor over the statement's whole
+    domain (affine indices only): ``e`` may be evaluated where a select's
+    condition is false.  A factor moved out of ``c ? x(..) * w(..) : 0``
+    turns the padding's 0 into ``0 * w(..)``: as ``F.pad`` then a product,
+    NaN only where ``w`` holds an infinity or NaN."""
+    dom = s.domain.reset_tuple_id()
+    ctx = dom.get_ctx()
+    params = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))]
+    dims = list(s.dims)
+    if [isl_name(v) for v in dims] != [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]:
+        return False
+    for a in n.walk(e):
+        if isinstance(a, n.Select):
+            return False
+        if not isinstance(a, n.Access):
+            continue
+        try:
+            for i, extent in zip(a.indices, model.ranges.extent_exprs(a.tensor)):
+                idx = read_pwaff(ctx, params, dims, i).intersect_domain(dom)
+                ext = read_pwaff(ctx, params, dims, extent)
+                if not dom.is_subset(idx.ge_set(_zero_pa(idx)) & idx.lt_set(ext)):
+                    return False
+        except (NotAffine, isl.Error):
+            return False
+    return True
 
 
 def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -190,11 +232,14 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
 
     def fn(node):
         if isinstance(node, n.Select) and node.span in p.reads:
-            name, low, fixed = p.reads[node.span]
-            args = tuple(a if lo == "0" else n.Binary("+", a, _expr(lo, node.span), span=node.span)
-                         for a, lo, f in zip(node.then.args, low, fixed) if f is None)
-            return n.Call(name, args, span=node.span)
+            name, low, fixed, read = p.reads[node.span]
+            return _replace_read(node.then, read, lambda a: padded(a, name, low, fixed, node.span))
         return n.map_children(node, fn)
+
+    def padded(a, name, low, fixed, span):
+        args = tuple(x if lo == "0" else n.Binary("+", x, _expr(lo, span), span=span)
+                     for x, lo, f in zip(a.args, low, fixed) if f is None)
+        return n.Call(name, args, span=span)
 
     def copy(tensor, low, high, name, span, fixed):
         ext = p.extents[tensor]
@@ -232,6 +277,21 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
     copies = [copy(tensor, low, high, name, span, (None,) * len(low))
               for (tensor, low, high), (name, span) in p.copies.items()]
     return replace(d, body=tuple(copies) + body)
+
+
+def _replace_read(e: n.Expr, read: n.Access, make) -> n.Expr:
+    """``e`` (the select's value: the read, or a product of it) with the
+    factor equal to ``read`` (the planned one; the plan saw the checked
+    program, whose nodes compare equal to the parsed ones) made by ``make``."""
+    if isinstance(e, n.Binary) and e.op == "*":
+        lhs = _replace_read(e.lhs, read, make)
+        return replace(e, lhs=lhs) if lhs is not e.lhs else replace(e, rhs=_replace_read(e.rhs, read, make))
+    return make(e) if _same_read(e, read) else e
+
+
+def _same_read(e, read) -> bool:
+    return isinstance(e, (n.Access, n.Call)) and getattr(e, "span", None) == read.span and \
+        (e.tensor if isinstance(e, n.Access) else e.name) == read.tensor
 
 
 def _statement(text: str) -> n.Comprehension:
