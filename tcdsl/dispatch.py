@@ -272,7 +272,8 @@ class Kernel(CompiledKernel):
         plain = dataclasses.replace(
             options,
             frontend=dataclasses.replace(options.frontend, hoist=False, gather=False, transpose=False, pad=False,
-                                         parity=False, inplace=False, factor=False, chain=False),
+                                         parity=False, inplace=False, factor=False, chain=False,
+                                         circular=False),
             schedule=dataclasses.replace(options.schedule, split_selects=False))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the program's warnings were given when it was compiled

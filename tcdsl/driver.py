@@ -1,7 +1,7 @@
 """The pipeline, top to bottom.
 
-    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> chain -> hoist -> gather -> pad -> inplace -> factor
-               -> transpose
+    frontend:  parse -> check -> infer_ranges -> build_model -> check_bounds -> circular -> chain -> hoist -> gather -> pad -> inplace
+               -> factor -> transpose
     backend:   split selects -> schedule for the target -> fold plan -> build_ast -> lower_to_tir -> build
 
 :func:`frontend` runs the size-independent stages once per ``compile()``.
@@ -126,6 +126,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
     rewritten, serial = program, frozenset()
+    if options.circular:
+        rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
     if options.chain:
         rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
     if hoist:
@@ -185,6 +187,15 @@ def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
         program, checked, ranges, model = n.Program((new_def,)), new_checked, new_ranges, new_model
         _dump("chained", lambda: to_sexpr(checked.node))
     return program, checked, ranges, model
+
+
+def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+    """The program reading through the affine cases of each read index
+    ``e % S`` by a size (polyhedral/circular.py); see :func:`_rewritten`."""
+    from .polyhedral import circular
+
+    return _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked),
+                      circular.rewrite)[:4]
 
 
 def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

@@ -6,15 +6,13 @@ in tcdsl and is deliberately *not* a ``TcError``.
 """
 from __future__ import annotations
 
-from .source import Span
-
 
 class TcError(Exception):
     """Base class of every error caused by user input."""
 
 
 class _LocatedError(TcError):
-    def __init__(self, message: str, span: Span | None = None):
+    def __init__(self, message: str, span: "source.Span | None" = None):  # (source imports this module)
         self.message = message
         self.span = span
         super().__init__(span.format(message) if span is not None else message)

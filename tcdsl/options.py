@@ -4,7 +4,8 @@
 checked once, by :func:`parse`, into an :class:`Options`: one frozen record
 per stage that reads options, and each stage receives its record only::
 
-    frontend   FrontendOptions  strict_bounds, hoist, gather, transpose, pad, parity, inplace, factor (driver.frontend)
+    frontend   FrontendOptions  strict_bounds, hoist, gather, transpose, pad, parity, inplace, factor, chain,
+                                circular (driver.frontend)
     schedule   ScheduleOptions  fusion, split_selects             (polyhedral/schedule.py, split.py)
     lowering   LoweringOptions  fold, checked                     (fold plan, TIR)
     cpu        CpuMapping       tile_rows, ..., k_block           (codegen/cpu.py)
@@ -88,7 +89,9 @@ class FrontendOptions:
     sum of a product of three or more factors runs as a chain of two sums
     with fewer loops (``chain``, polyhedral/chain.py); a sum whose taps are
     picked by its outputs' remainders (a transposed convolution of stride 2)
-    is split by them (``parity``, polyhedral/parity.py)."""
+    is split by them (``parity``, polyhedral/parity.py); a read at a
+    remainder by a size (``X(b, (i + 7) % N)``) reads through the remainder's
+    affine cases (``circular``, polyhedral/circular.py)."""
 
     strict_bounds: bool = False
     hoist: bool | str = True
@@ -99,6 +102,7 @@ class FrontendOptions:
     inplace: bool = True
     factor: bool = True
     chain: bool = True
+    circular: bool = True
 
 
 # The choices of the ``fusion`` option (polyhedral/schedule.py, FUSION).
@@ -285,6 +289,7 @@ _KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "factor": ("frontend", _bool),
     "chain": ("frontend", _bool),
     "gather": ("frontend", _bool),
+    "circular": ("frontend", _bool),
     "fusion": ("schedule", _fusion),
     "split_selects": ("schedule", _bool),
     "fold": ("lowering", _bool), "checked": ("lowering", _bool),
@@ -489,6 +494,10 @@ class MappingOptions:
       outputs (a transposed convolution of stride 2 written with ``(i - kh) %
       2 == 0`` selects) is computed by those remainders, each class of
       outputs a plain convolution (polyhedral/parity.py).
+    * ``circular``: a read at a remainder by a size (a roll, ``X(b, (i + 7) %
+      N)``) reads through the remainder's affine cases (``0 <= e < N``: at
+      ``e``, ``N <= e < 2N``: at ``e - N``, ...), which split the domain into
+      loops of contiguous reads (polyhedral/circular.py).
     * ``inplace``: a temporary whose last statement writes an output of its
       shape from it element by element (a softmax's ``y(n, c) = e(n, c) /
       s(n)``) is computed in that output, which that statement then updates
@@ -557,6 +566,7 @@ class MappingOptions:
     factor: bool = FrontendOptions.factor
     chain: bool = FrontendOptions.chain
     gather: bool = FrontendOptions.gather
+    circular: bool = FrontendOptions.circular
     fold: bool = LoweringOptions.fold
     fusion: str = ScheduleOptions.fusion
     split_selects: bool = ScheduleOptions.split_selects
