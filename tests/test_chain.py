@@ -178,3 +178,15 @@ def test_no_chain_through_a_narrower_or_integer_temporary(mode):
     np.testing.assert_allclose(y, (x.astype(f8) @ A.astype(f8)) @ Bm.astype(f8), rtol=1e-4, atol=1e-3)
     want = np.einsum("bi,ir,ro,i->bo", u.astype(f8), v.astype(f8), Bm.astype(f8), np.arange(40) // 2)
     np.testing.assert_allclose(z, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_a_sum_indexed_by_the_loop_variable_of_its_for(mode):
+    """``y(t, o)`` inside ``for t``: the loop's variable has no range in the
+    statement (planning the chain raised a KeyError)."""
+    src = ("def cl(float(T, I) x, float(I, R) A, float(R, O) Bm) -> (y) {\n"
+           "  for t in T { y(t, o) +=! x(t, i) * A(i, r) * Bm(r, o) }\n}")
+    rng = np.random.default_rng(4)
+    x, A, Bm = (rng.standard_normal(s).astype(np.float32) for s in [(3, 5), (5, 2), (2, 7)])
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    np.testing.assert_allclose(k(x, A, Bm), x.astype(np.float64) @ A @ Bm, rtol=1e-5, atol=1e-5)

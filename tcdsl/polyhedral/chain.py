@@ -86,7 +86,7 @@ def plan(checked: CheckedDef, ranges: RangeInfo) -> dict[tuple, Chain]:
         given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
         ctx = st.domain.params()
         for v in c.temp_vars + tuple(sorted(c.first)):
-            if v not in given:
+            if v not in given and v in st.ranges:  # (an enclosing loop's variable has no range here)
                 lo, hi = st.ranges[v]
                 bounds.append(n.RangeConstraint(v, readable(lo, ctx), readable(hi, ctx)))
         out[key] = replace(c, bounds=tuple(bounds))
