@@ -138,18 +138,27 @@ def _product(e: n.Expr) -> list[n.Expr]:
     return [e]
 
 
+def _space(s):
+    """The statement's domain, context, parameter and variable names, when
+    its isl dimensions are its variables in order; else None."""
+    dom = s.domain.reset_tuple_id()
+    params = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))]
+    dims = list(s.dims)
+    if [isl_name(v) for v in dims] != [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]:
+        return None
+    return dom, dom.get_ctx(), params, dims
+
+
 def _in_bounds(model: Model, s, e: n.Expr) -> bool:
     """Every read in ``e`` is inside its tensor over the statement's whole
     domain (affine indices only): ``e`` may be evaluated where a select's
     condition is false.  A factor moved out of ``c ? x(..) * w(..) : 0``
     turns the padding's 0 into ``0 * w(..)``: as ``F.pad`` then a product,
     NaN only where ``w`` holds an infinity or NaN."""
-    dom = s.domain.reset_tuple_id()
-    ctx = dom.get_ctx()
-    params = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))]
-    dims = list(s.dims)
-    if [isl_name(v) for v in dims] != [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]:
+    space = _space(s)
+    if space is None:
         return False
+    dom, ctx, params, dims = space
     for a in n.walk(e):
         if isinstance(a, n.Select):
             return False
@@ -170,12 +179,10 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
     """(low, high) padding of each dimension of ``read``'s tensor as TC text,
     when ``cond`` holds exactly where ``read`` is inside the tensor over the
     statement's domain; else None."""
-    dom = s.domain.reset_tuple_id()
-    ctx = dom.get_ctx()
-    params = [dom.get_dim_name(isl.dim_type.param, i) for i in range(dom.dim(isl.dim_type.param))]
-    dims = list(s.dims)
-    if [isl_name(v) for v in dims] != [dom.get_dim_name(isl.dim_type.set, i) for i in range(dom.dim(isl.dim_type.set))]:
+    space = _space(s)
+    if space is None:
         return None
+    dom, ctx, params, dims = space
     extents = model.ranges.extent_exprs(read.tensor)
     try:
         holds = isl.Set.read_from_str(ctx, params_prefix(params) + "{ [" + ", ".join(map(isl_name, dims)) + "] : "
