@@ -196,27 +196,10 @@ def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges
 
     out = _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked),
                      circular.rewrite)
-    if out[4] is not None and not _same_domains(model, out[3]):
-        # the cases' reads constrain the ranges that inference gives the
-        # statement's variables (B(i) = A(i) + A(i % N) has none but A(i)'s)
+    if out[4] is not None and not circular.same_domains(model, out[3]):
         _dump("circular", lambda: "not circular: a statement's domain would change")
         return program, checked, ranges, model
     return out[:4]
-
-
-def _same_domains(model: Model, new_model: Model) -> bool:
-    """Every statement of ``model`` runs the same points in ``new_model``."""
-    def domains(m: Model) -> dict:
-        return {(s.info.comp.span, s.is_init): s.domain.reset_tuple_id() for k in m.kernels() for s in k.stmts}
-
-    old, new = domains(model), domains(new_model)
-    if old.keys() != new.keys():
-        return False
-    for key, a in old.items():
-        b = new[key].align_params(a.get_space())
-        if not a.align_params(b.get_space()).is_equal(b):
-            return False
-    return True
 
 
 def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

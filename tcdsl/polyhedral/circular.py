@@ -30,6 +30,7 @@ from dataclasses import replace
 from ..sema.check import CheckedDef
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
+from .model import Model
 from .pad import _expr
 
 
@@ -92,3 +93,21 @@ def _cases(read: n.Call, k: int, rem: n.Binary) -> n.Expr:
             f"(({e} >= {s} && {e} < 2 * {s}) ? {at(f'{e} - {s}')} : "
             f"(({e} < 0 && {e} >= -{s}) ? {at(f'{e} + {s}')} : {at(f'{e} % {s}')}))")
     return _expr(text, read.span)
+
+
+def same_domains(model: Model, new_model: Model) -> bool:
+    """Every statement of ``model`` runs the same points in ``new_model``:
+    else the rewrite is dropped (driver.py).  The cases' reads constrain the
+    ranges inference gives the variables (``B(i) = A(i) + A(i % N)`` has no
+    ``where``: ``A(i - N)`` would narrow ``i`` to nothing)."""
+    def domains(m: Model) -> dict:
+        return {(s.info.comp.span, s.is_init): s.domain.reset_tuple_id() for k in m.kernels() for s in k.stmts}
+
+    old, new = domains(model), domains(new_model)
+    if old.keys() != new.keys():
+        return False
+    for key, a in old.items():
+        b = new[key].align_params(a.get_space())
+        if not a.align_params(b.get_space()).is_equal(b):
+            return False
+    return True
