@@ -3552,3 +3552,37 @@ def _attn_dq(torch, a, t, s):
         ds = p * (dp - (p * dp).sum(-1, keepdim=True))
         return ds @ k * sc
     return {"torch formula": _nograd(torch, run)}
+
+
+@program(name="depthwise conv2d 5x5, select around the product", kind="conv", src="""
+def dw5(float(N,C,H,W) x, float(C,5,5) w) -> (y) {
+  y(n, c, h, v) +=! (h + kh - 2 >= 0 && h + kh - 2 < H && v + kv - 2 >= 0 && v + kv - 2 < W)
+                    ? x(n, c, h + kh - 2, v + kv - 2) * w(c, kh, kv) : 0
+    where h in 0:H, v in 0:W, kh in 0:5, kv in 0:5
+}""", full=dict(N=16, C=128, H=28, W=28), tiny=dict(N=1, C=2, H=3, W=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], 5, 5)])
+def _dw5(torch, a, t, s):
+    F = torch.nn.functional
+    w = t[1][:, None].contiguous()
+    return {"F.conv2d(padding=2, groups=C)": _nograd(torch, lambda: F.conv2d(t[0], w, padding=2, groups=s["C"]))}
+
+
+@program(name="conv2d 3x3 stride 2, select around the product", kind="conv", src="""
+def c3s2(float(N,C,H,W) x, float(M,C,3,3) w) -> (y) {
+  y(n, m, i, j) +=! (2 * i + kh - 1 >= 0 && 2 * i + kh - 1 < H && 2 * j + kw - 1 >= 0 && 2 * j + kw - 1 < W)
+                    ? x(n, c, 2 * i + kh - 1, 2 * j + kw - 1) * w(m, c, kh, kw) : 0
+    where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:3, kw in 0:3
+}""", full=dict(N=4, C=64, H=56, W=56, M=128), tiny=dict(N=1, C=2, H=5, W=4, M=3),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["M"], s["C"], 3, 3)])
+def _c3s2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(stride=2, padding=1)": _nograd(torch, lambda: F.conv2d(t[0], t[1], stride=2, padding=1))}
+
+
+@program(name="roll along the last axis", kind="elementwise", src="""
+def roll(float(B,N) x) -> (y) {
+  y(b, i) = x(b, (i + 7) % N) where i in 0:N
+}""", full=dict(B=1024, N=4096), tiny=dict(B=2, N=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"])])
+def _roll(torch, a, t, s):
+    return {"torch.roll": _nograd(torch, lambda: torch.roll(t[0], -7, dims=1))}
