@@ -25,8 +25,6 @@ written.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..sema.check import CheckedDef
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
@@ -68,18 +66,7 @@ def rewrite(d: n.Def, p: frozenset) -> n.Def:
                     return _cases(node, k, a)
         return n.map_children(node, fn)
 
-    return replace(d, body=tuple(_map_stmt(st, fn) for st in d.body))
-
-
-def _map_stmt(st, fn):
-    if isinstance(st, n.For):
-        return replace(st, body=tuple(_map_stmt(s, fn) for s in st.body))
-    if isinstance(st, n.If):
-        return replace(st, then=tuple(_map_stmt(s, fn) for s in st.then),
-                       orelse=tuple(_map_stmt(s, fn) for s in st.orelse))
-    if isinstance(st, n.Comprehension):
-        return replace(st, rhs=fn(st.rhs))
-    return st
+    return n.map_children(d, fn)  # every statement's right-hand side, in loops and branches too
 
 
 def _cases(read: n.Call, k: int, rem: n.Binary) -> n.Expr:
