@@ -3586,3 +3586,31 @@ def roll(float(B,N) x) -> (y) {
    inputs=lambda r, s: [_n(r, s["B"], s["N"])])
 def _roll(torch, a, t, s):
     return {"torch.roll": _nograd(torch, lambda: torch.roll(t[0], -7, dims=1))}
+
+
+# --------------------------------------------------------------- session 33
+@program(name="cumsum along the last axis (if/else loop)", kind="scan", src="""
+def csl(float(B,L) x) -> (s) {
+  for t in L {
+    if t == 0 { s(b, t) = x(b, t) } else { s(b, t) = s(b, t - 1) + x(b, t) }
+  }
+}""", full=dict(B=256, L=1024), tiny=dict(B=2, L=3), inputs=lambda r, s: [_n(r, s["B"], s["L"])])
+def _csl(torch, a, t, s):
+    return {"torch.cumsum(dim=1)": _nograd(torch, lambda: torch.cumsum(t[0], 1))}
+
+
+@program(name="discounted returns (reversed loop)", kind="scan", src="""
+def disc(float(B,L) r) -> (R) {
+  for t in L {
+    R(b, L - 1 - t) = r(b, L - 1 - t) + (t > 0 ? 0.99 * R(b, L - t) : 0)
+  }
+}""", full=dict(B=64, L=512), tiny=dict(B=2, L=3), inputs=lambda r, s: [_n(r, s["B"], s["L"])])
+def _disc(torch, a, t, s):
+    def run():  # the loop an RL training script writes
+        out = torch.empty_like(t[0])
+        acc = torch.zeros(s["B"])
+        for u in range(s["L"] - 1, -1, -1):
+            acc = t[0][:, u] + 0.99 * acc
+            out[:, u] = acc
+        return out
+    return {"torch loop": _nograd(torch, run)}

@@ -41,6 +41,7 @@ from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
+from .cpu_steps import STEP_ROWS, WithBody, branch_loop, has_loop, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
@@ -124,6 +125,8 @@ class CpuProgram(ProgramLowering):
         # over the sizes, polyhedral/hoist.py ``by_rows``): tested once, outside
         guard, ast = _size_guard(self.ast_of(k), k)
         top, mark = strip_marks(ast)
+        if mark == PARALLEL_STEPS and top.get_type() == NT.if_:  # branches on the step (polyhedral/branches.py)
+            top = branch_loop(top) or top
         if mark != PARALLEL_STEPS or top.get_type() != NT.for_ or lp.var in loop_ids(top) or not unit_stride(top):
             return super().sequential(lp, body, env)
         lo = lower_expr(lp.lo, env, {}, INDEX)
@@ -137,7 +140,7 @@ class CpuProgram(ProgramLowering):
             return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
 
         low.wrap = wrap
-        out = low.node(ast, parallel_ok=True, mark=None)
+        out = low.node(top, parallel_ok=True, mark=PARALLEL_STEPS)
         return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
 
 
@@ -149,6 +152,12 @@ class CpuAstLowering(AstLowering):
     (:class:`ChunkedLoop`), register tiles, vectorized innermost loops."""
 
     wrap: Callable | None = None  # the enclosing sequential loop, when it runs inside the parallel one
+
+    def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
+        if mark is not None and node.get_type() == NT.if_:  # a condition on the parameters between a mark and its loop
+            other = self.node(node.if_get_else_node(), parallel_ok, mark) if node.if_has_else_node() else None
+            return tirx.IfThenElse(self._cond(node.if_get_cond()), self.node(node.if_get_then_node(), parallel_ok, mark), other)
+        return super().node(node, parallel_ok, mark)
 
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         cpu = self.gen.cpu
@@ -254,7 +263,7 @@ class CpuAstLowering(AstLowering):
         self.buffer_override = {**saved, **views}
         try:
             with self.bound({inner_name: tirx.const(0, INDEX)}):
-                both = _Pair(node, body)
+                both = WithBody(node, body)
                 if mark == PARALLEL:
                     out = self._vectorized(both, name, init, total, parallel, parallel_ok)
                 else:
@@ -270,7 +279,7 @@ class CpuAstLowering(AstLowering):
         extent = tirx.max(extent, 0)  # an isl loop may run zero times with a negative extent; % would not
         vo, vi, vt = (tirx.Var(name + suffix, INDEX) for suffix in ("_o", "_v", "_t"))
         main_body = self.body_with(node, name, init + vo * w + vi, parallel_ok)
-        if not _stride_one_stores(main_body, vi):
+        if not stride_one_stores(main_body, vi):
             return None
         if has_node(main_body, is_if_then_else) and has_node(main_body, (tirx.Let,)):
             # TVM 0.27's vectorizer fails on a Let beside an if_then_else ("Let
@@ -291,20 +300,6 @@ class CpuAstLowering(AstLowering):
 
 
 CpuProgram.ast_lowering = CpuAstLowering
-
-
-class _Pair:
-    """The outer loop of two collapsed loops (``CpuAstLowering._pair``) as the
-    lowering of a single loop sees it: its body is the inner loop's body."""
-
-    def __init__(self, node: isl.AstNode, body: isl.AstNode):
-        self._node, self._body = node, body
-
-    def for_get_body(self) -> isl.AstNode:
-        return self._body
-
-    def __getattr__(self, attr):
-        return getattr(self._node, attr)
 
 
 class ChunkedLoop:
@@ -378,8 +373,17 @@ class ChunkedLoop:
             finally:
                 self.tiles.rows_extent = saved
         inner = self.wrap(make) if self.wrap is not None else make()
+        if self.wrap is not None and not has_loop(body) and strided_rows(inner, name + "_r"):
+            inner = self._row_blocks(body, name, lo, rows)
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
+
+    def _row_blocks(self, body: isl.AstNode, name: str, lo, rows) -> tirx.Stmt:
+        """The chunk's rows in blocks of STEP_ROWS, the steps inside each block."""
+        blk = tirx.Var(name + "_blk", INDEX)
+        first, n = lo + blk * STEP_ROWS, tirx.min(STEP_ROWS, rows - blk * STEP_ROWS)
+        make = lambda: self.rows(body, name, first, n)  # noqa: E731
+        return tirx.For(blk, 0, tirx.floordiv(rows + STEP_ROWS - 1, STEP_ROWS), tirx.ForKind.SERIAL, self.wrap(make))
 
     def one_row(self, node: isl.AstNode) -> tirx.Stmt:
         """The kernel ``node`` as the body of a single row that no loop names
@@ -569,32 +573,3 @@ def _serial_outside(node: isl.AstNode) -> bool:
         return isl_ast.has(bare.for_get_body(), lambda x: isl_ast.is_parallel_mark(x)
                            and strip_marks(x)[0].get_type() == NT.for_)
     return any(_serial_outside(x) for x in isl_ast.below(bare))
-
-
-def _stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
-    """Every store's last index moves by exactly 1 with ``v``."""
-    from tvm import sym as arith
-
-    stores = list(_stores(stmt))
-    for x in stores:
-        if not x.indices:
-            return False
-        coeffs = arith.detect_linear_equation(x.indices[-1], [v])
-        if len(coeffs) != 2 or not isinstance(coeffs[0], tirx.IntImm) or coeffs[0].value != 1:
-            return False
-    return bool(stores)
-
-
-def _stores(stmt: tirx.Stmt):
-    """The BufferStores in a statement built by this module."""
-    if isinstance(stmt, tirx.BufferStore):
-        yield stmt
-    elif isinstance(stmt, tirx.SeqStmt):
-        for s in stmt.seq:
-            yield from _stores(s)
-    elif isinstance(stmt, tirx.IfThenElse):
-        yield from _stores(stmt.then_case)
-        if stmt.else_case is not None:
-            yield from _stores(stmt.else_case)
-    elif isinstance(stmt, tirx.For):
-        yield from _stores(stmt.body)

@@ -20,6 +20,7 @@ import islpy as isl
 from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
+from . import branches
 from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
@@ -140,6 +141,9 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
                 root = other
     if k.loops:
         root = _mark_steps(root, k, fix)
+        one = branches.merged(root) if not _steps_inside(root) else None
+        if one is not None and _steps_inside(one := _mark_steps(mark_bands(one), k, fix)):
+            root = one  # the branches of a step under one parallel loop, the steps inside it
     if fix is not None:
         # With the sizes fixed first isl may fuse what the symbolic schedule
         # keeps apart (a GRU at batch 1: one serial band over the columns, the
