@@ -41,7 +41,7 @@ from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
-from .cpu_steps import STEP_ROWS, WithBody, branch_loop, has_loop, stride_one_stores, strided_rows
+from .cpu_steps import STEP_ROWS, WithBody, branch_loop, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
@@ -373,7 +373,7 @@ class ChunkedLoop:
             finally:
                 self.tiles.rows_extent = saved
         inner = self.wrap(make) if self.wrap is not None else make()
-        if self.wrap is not None and not has_loop(body) and strided_rows(inner, name + "_r"):
+        if self.wrap is not None and not isl_ast.has(body, isl_ast.is_loop) and strided_rows(inner, name + "_r"):
             inner = self._row_blocks(body, name, lo, rows)
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
         return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
