@@ -20,7 +20,7 @@ import islpy as isl
 from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
-from . import branches
+from . import bounded, branches
 from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
@@ -52,7 +52,15 @@ def schedule(model: Model, fixed: dict[str, int] | None = None, fusion: str = "a
     """One isl schedule per kernel, keyed by the kernel's index in ``model.kernels()``."""
     assert fusion in FUSION, fusion  # checked by options.parse
     fix = fixed_set(model, fixed) if fixed else None
-    return {i: _schedule_kernel(k, fix, fusion) for i, k in enumerate(model.kernels())}
+    kernels = model.kernels()
+    if fix is None:
+        return {i: _schedule_kernel(k, None, fusion) for i, k in enumerate(kernels)}
+    # with the sizes fixed first: under a time limit (bounded.py); past it,
+    # the symbolic schedules restricted to the sizes
+    got = bounded.run(model.ctx, lambda: [_schedule_kernel(k, fix, fusion) for k in kernels])
+    if got is None:
+        got = [_schedule_kernel(k, None, fusion).intersect_domain(k.domain.intersect_params(fix)) for k in kernels]
+    return dict(enumerate(got))
 
 
 def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> isl.Schedule:

@@ -1,0 +1,82 @@
+"""Scheduling with the sizes fixed, under a time limit.
+
+isl's scheduler can search for a very long time on some systems with fixed
+sizes that it solves at once symbolically (a 1-D convolution whose padding
+is a select on the input, at B, C, L, O, K = 2, 3, 13, 17, 3: more than an
+hour).  isl offers no way to stop it from another thread (islpy keeps the
+GIL during ``compute_schedule``) and an operations quota large enough for
+an LSTM takes tens of seconds to run out.  So ``run(ctx, work, limit)``
+computes the schedules (one per kernel) in a forked child process and reads
+them back as text; when the child has not answered after ``limit`` seconds it
+is killed and ``run`` returns None: the caller then serves the symbolic
+schedules restricted to the sizes, which the AST specialises as
+``after-scheduling`` does.  (The fork costs about 40 ms with TVM loaded, once
+per size tuple.)
+
+``TCDSL_SCHEDULE_SECONDS`` sets the limit (default 30; ``0`` or a platform
+without ``fork`` computes in the process, without a limit).
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from typing import Callable
+
+import islpy as isl
+
+DEFAULT_SECONDS = 30.0
+
+
+def seconds() -> float:
+    """The time limit from ``TCDSL_SCHEDULE_SECONDS`` (0: none)."""
+    text = os.environ.get("TCDSL_SCHEDULE_SECONDS", "")
+    try:
+        return max(float(text), 0.0) if text.strip() else DEFAULT_SECONDS
+    except ValueError:
+        return DEFAULT_SECONDS
+
+
+def run(ctx: isl.Context, work: Callable[[], list[isl.Schedule]],
+        limit: float | None = None) -> list[isl.Schedule] | None:
+    """``work()``'s schedules, computed in a child process; None when it took
+    longer than ``limit`` seconds or the child failed."""
+    limit = seconds() if limit is None else limit
+    if limit <= 0 or not hasattr(os, "fork"):
+        return work()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, write the schedule as text, leave without cleanup
+        code = 1
+        try:
+            os.close(r)
+            data = "\0".join(s.to_str() for s in work()).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + limit
+    finished = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                break
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                finished = True
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        if not finished:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if not finished or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None
+    return [isl.Schedule.read_from_str(ctx, text) for text in b"".join(chunks).decode().split("\0")]

@@ -1,0 +1,102 @@
+"""Fixed-size scheduling under a time limit (polyhedral/bounded.py): the
+schedules come back from a child process intact, a child past the limit is
+killed, and the symbolic schedule then serves the sizes."""
+from __future__ import annotations
+
+import time
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import tcdsl
+from tcdsl import driver
+from tcdsl.polyhedral import bounded
+from tcdsl.polyhedral import schedule as sched_mod
+from helpers import ELMAN, elman_inputs, reference
+
+# isl's scheduler searches for more than an hour on this system at these
+# sizes (islpy 2026.2), while the symbolic one is scheduled at once
+PADDED_WITH_ONE = """def pz(float(B, C, L) x, float(O, C, K) w) -> (y) {
+  y(b, o, t) +=! (t + k - 1 >= 0 && t + k - 1 < L ? x(b, c, t + k - 1) : 1.0) * w(o, c, k) where t in 0:L, k in 0:K
+}"""
+
+
+def _padded_reference(x, w):
+    B, C, L = x.shape
+    O, _, K = w.shape
+    xp = np.concatenate([np.ones((B, C, 1)), x.astype(np.float64), np.ones((B, C, K))], axis=2)
+    return np.stack([np.einsum("bcl,ocl->bo", xp[:, :, t:t + K], w.astype(np.float64)) for t in range(L)], axis=2)
+
+
+def _schedules(fixed):
+    fe = driver.frontend(ELMAN.read_text())
+    model = driver.model_for(fe, driver.parse_options(None).schedule)
+    return model, sched_mod.schedule(model, fixed)
+
+
+def test_the_child_sends_back_the_schedules_it_computed(monkeypatch):
+    fixed = {"T": 5, "B": 3, "Ci": 4, "Co": 6}
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "0")  # in this process
+    model, here = _schedules(fixed)
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "30")
+    calls = []
+    real = bounded.run
+    monkeypatch.setattr(bounded, "run", lambda ctx, work, limit=None: calls.append(1) or real(ctx, work, limit))
+    _, forked = _schedules(fixed)
+    assert calls == [1]  # one child for all the kernels
+    assert len(forked) == len(here) == len(model.kernels()) >= 2
+    for i in here:
+        # (read back, the pieces of a union may print in another order)
+        again = isl.Schedule.read_from_str(model.ctx, here[i].to_str())
+        assert forked[i].to_str() == again.to_str()
+        assert "par" in forked[i].to_str()  # the marks the code generator reads survive
+
+
+def test_a_child_past_the_limit_is_killed():
+    ctx = isl.Context()
+    start = time.monotonic()
+    assert bounded.run(ctx, lambda: time.sleep(60) or [], limit=0.5) is None
+    assert time.monotonic() - start < 30
+
+
+def test_a_child_that_fails_gives_none():
+    def fail():
+        raise RuntimeError("isl failed")
+    assert bounded.run(isl.Context(), fail, limit=10) is None
+
+
+@pytest.mark.parametrize("text, want", [("", 30.0), ("2.5", 2.5), ("0", 0.0), ("-1", 0.0), ("soon", 30.0)])
+def test_the_limit_comes_from_the_environment(monkeypatch, text, want):
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", text)
+    assert bounded.seconds() == want
+
+
+def test_past_the_limit_the_symbolic_schedule_serves_the_sizes(monkeypatch):
+    monkeypatch.setattr(bounded, "run", lambda ctx, work, limit=None: None)
+    k = tcdsl.compile(ELMAN, specialize="before-scheduling",
+                      options={"disk_cache": False, "measure_specialized": False})
+    inputs = elman_inputs(np.random.default_rng(3), 6, 2, 5, 7)
+    np.testing.assert_allclose(k(*inputs), reference.elman_rnn(*inputs), rtol=1e-5, atol=1e-5)
+    fixed = {"T": 6, "B": 2, "Ci": 5, "Co": 7}
+    model, got = _schedules(fixed)
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "0")
+    symbolic = sched_mod.schedule(model, None)
+    for i, kern in enumerate(model.kernels()):
+        dom = kern.domain.intersect_params(sched_mod.fixed_set(model, fixed))
+        assert got[i].get_domain().is_equal(dom)
+        assert got[i].to_str() == symbolic[i].intersect_domain(dom).to_str()
+
+
+def test_a_program_isl_cannot_schedule_at_fixed_sizes_still_compiles(monkeypatch):
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "2")
+    results = []
+    real = bounded.run
+    monkeypatch.setattr(bounded, "run", lambda ctx, work, limit=None: results.append(real(ctx, work, limit)) or results[-1])
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3, 13)).astype(np.float32), rng.standard_normal((17, 3, 3)).astype(np.float32)
+    k = tcdsl.compile(PADDED_WITH_ONE, specialize="before-scheduling",
+                      options={"disk_cache": False, "measure_specialized": False})
+    np.testing.assert_allclose(k(x, w), _padded_reference(x, w), rtol=1e-4, atol=1e-4)
+    assert k.cache_info()["compiles"] == 1  # the per-size binary, not the symbolic one
+    assert results == [None]  # the child ran out of time (isl's search here takes hours)
