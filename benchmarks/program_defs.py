@@ -3614,3 +3614,14 @@ def _disc(torch, a, t, s):
             out[:, u] = acc
         return out
     return {"torch loop": _nograd(torch, run)}
+
+
+# --------------------------------------------------------------- session 34
+@program(name="cumsum of a (B, C, L) batch along L (select)", kind="scan", src="""
+def csbcl(float(B,C,L) x) -> (s) {
+  for t in L {
+    s(b, c, t) = x(b, c, t) + (t > 0 ? s(b, c, t - 1) : 0)
+  }
+}""", full=dict(B=8, C=64, L=1024), tiny=dict(B=2, C=2, L=3), inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"])])
+def _csbcl(torch, a, t, s):
+    return {"torch.cumsum(dim=2)": _nograd(torch, lambda: torch.cumsum(t[0], 2))}

@@ -1,6 +1,7 @@
 """A step that branches on its loop variable still runs its steps inside the
 parallel loop (polyhedral/branches.py, codegen/cpu_steps.py), and rows whose
-step is one strided element run their steps in blocks of a few rows."""
+step is one strided element run their steps in blocks of a few rows (the
+rows of a (B, C, L) batch are its pairs (b, c))."""
 from __future__ import annotations
 
 import re
@@ -39,6 +40,16 @@ def rows2(float(B,C,L) x) -> (s) {
     if t == 0 { s(b, c, t) = x(b, c, t) } else { s(b, c, t) = fmax(s(b, c, t - 1), x(b, c, t)) }
   }
 }
+def decay(float(B,C,L) x, float(B,C) a) -> (s) {
+  for t in L {
+    s(b, c, t) = x(b, c, t) + (t > 0 ? a(b, c) * s(b, c, t - 1) : 0)
+  }
+}
+def neighbors(float(B,C,L) x) -> (s) {
+  for t in L {
+    if t == 0 { s(b, c, t) = x(b, c, t) } else { s(b, c, t) = s(b, (c + 1) % C, t - 1) + x(b, c, t) }
+  }
+}
 def columns(float(L,B) x) -> (s) {
   for t in L {
     if t == 0 { s(t, b) = x(t, b) } else { s(t, b) = s(t - 1, b) + x(t, b) }
@@ -47,7 +58,7 @@ def columns(float(L,B) x) -> (s) {
 """
 
 
-def _scan(x: np.ndarray, entry: str) -> np.ndarray:
+def _scan(x: np.ndarray, entry: str, a: np.ndarray | None = None) -> np.ndarray:
     """The programs above, step by step in float64 along the last axis (``columns``: the first)."""
     x = np.moveaxis(x.astype(np.float64), 0, -1) if entry == "columns" else x.astype(np.float64)
     s = np.zeros_like(x)
@@ -62,12 +73,17 @@ def _scan(x: np.ndarray, entry: str) -> np.ndarray:
             s[..., t] = 2 * s[..., t - 1] + x[..., t] if t < 3 else s[..., t - 1] - x[..., t]
         elif entry == "rows2":
             s[..., t] = np.maximum(s[..., t - 1], x[..., t])
+        elif entry == "decay":
+            s[..., t] = a * s[..., t - 1] + x[..., t]
+        elif entry == "neighbors":
+            s[..., t] = np.roll(s[..., t - 1], -1, axis=1) + x[..., t]
         else:
             s[..., t] = s[..., t - 1] + x[..., t]
     return np.moveaxis(s, -1, 0) if entry == "columns" else s
 
 
-ENTRIES = ["ifelse", "select", "returns", "three", "rows2", "columns"]
+ENTRIES = ["ifelse", "select", "returns", "three", "rows2", "decay", "columns"]
+BATCHES = ["rows2", "decay", "neighbors"]  # (B, C, L)
 
 
 @pytest.mark.parametrize("entry", ENTRIES)
@@ -77,19 +93,35 @@ def test_the_steps_run_inside_one_parallel_region(entry):
     assert parallel_regions(k.script) == 1
     assert re.search(r"T\.parallel\(.*\):(\s+c0_\w+: T\.let.*)+\s+for (c0_blk, )?t", k.script), k.script
     # a row's step is one element at a stride of L: blocks of rows; down a column, whole chunks
-    if entry != "rows2":  # (there a row's step is a loop over c)
-        assert ("_blk" in k.script) == (entry != "columns")
+    assert ("_blk" in k.script) == (entry != "columns")
+    # a (B, C, L) batch: the rows are the pairs (b, c) (codegen/cpu_steps.py step_rows)
+    assert ("s_rows = T.decl_buffer((B * C, L)" in k.script) == (entry in BATCHES)
+
+
+def test_rows_that_read_their_neighbours_are_not_merged():
+    """``s(b, c, t)`` reads ``s(b, c + 1, t - 1)``: the steps run inside the
+    loop over b, each step over all of c; blocks of (b, c) rows would read a
+    neighbour's step before it was computed."""
+    k = tcdsl.compile(SCANS, "neighbors")
+    assert parallel_regions(k.script) == 1
+    assert "_rows = T.decl_buffer" not in k.script and "_blk" not in k.script
+    x = np.random.default_rng(5).uniform(-1, 1, (3, 10, 9)).astype(np.float32)
+    np.testing.assert_allclose(k(x), _scan(x, "neighbors"), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
-@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("entry", ENTRIES + ["neighbors"])
 def test_scans_agree_with_numpy(entry, mode):
     k = tcdsl.compile(SCANS, entry, specialize=mode)
     rng = np.random.default_rng(7)
     for shape in [(1, 1), (5, 1), (1, 6), (7, 9), (13, 64)]:
-        shape = (3,) + shape if entry == "rows2" else shape[::-1] if entry == "columns" else shape
+        shape = (3,) + shape if entry in BATCHES else shape[::-1] if entry == "columns" else shape
         x = rng.uniform(-1, 1, shape).astype(np.float32)
-        np.testing.assert_allclose(k(x), _scan(x, entry), rtol=1e-5, atol=1e-5)
+        if entry == "decay":
+            a = rng.uniform(-1, 1, shape[:2]).astype(np.float32)
+            np.testing.assert_allclose(k(x, a), _scan(x, entry, a), rtol=1e-5, atol=1e-5)
+        else:
+            np.testing.assert_allclose(k(x), _scan(x, entry), rtol=1e-5, atol=1e-5)
 
 
 RECURRENT = """
@@ -120,7 +152,7 @@ def test_scans_stay_inside_their_tensors():
 
     cases = [{"id": f"{entry}:{mode}", "source": SCANS, "entry": entry, "mode": mode, "seed": i,
               "settings": [{"B": 5, "L": 7, "C": 2}, {"B": 1, "L": 1, "C": 1}, {"B": 9, "L": 2, "C": 3}]}
-             for i, (entry, mode) in enumerate((e, m) for e in ENTRIES for m in ("never", "before-scheduling"))]
+             for i, (entry, mode) in enumerate((e, m) for e in ENTRIES + ["neighbors"] for m in ("never", "before-scheduling"))]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)

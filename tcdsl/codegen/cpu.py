@@ -41,7 +41,7 @@ from . import invariant
 from .collapse import collapse, declarations
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
-from .cpu_steps import STEP_ROWS, WithBody, branch_loop, stride_one_stores, strided_rows
+from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .cpu_transpose import transposed_pair
@@ -139,7 +139,7 @@ class CpuProgram(ProgramLowering):
                 inner = make()
             return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
 
-        low.wrap = wrap
+        low.wrap, low.step_var = wrap, lp.var
         out = low.node(top, parallel_ok=True, mark=PARALLEL_STEPS)
         return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
 
@@ -152,6 +152,7 @@ class CpuAstLowering(AstLowering):
     (:class:`ChunkedLoop`), register tiles, vectorized innermost loops."""
 
     wrap: Callable | None = None  # the enclosing sequential loop, when it runs inside the parallel one
+    step_var: str = ""  # that loop's variable
 
     def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         if mark is not None and node.get_type() == NT.if_:  # a condition on the parameters between a mark and its loop
@@ -339,6 +340,10 @@ class ChunkedLoop:
                     self.low.buffer_override = saved
             if not self.has_micro(body, name):
                 return None
+        else:
+            rows = step_rows(self, node, name, init, extent)
+            if rows is not None:
+                return rows
         return self._chunks(body, name, init, extent)
 
     def _chunks(self, body: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt:

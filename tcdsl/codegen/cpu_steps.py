@@ -9,13 +9,20 @@ parallel loop (``par_steps``, :meth:`tcdsl.codegen.cpu.CpuProgram.sequential`).
   s(b, t - 1) + x(b, t)``) runs its steps in blocks of a few rows: the steps
   of a whole chunk of rows touched a cache line per row at every step, all
   at one stride (a power of two aliases them onto one cache set).
+* :func:`step_rows`: two parallel loops over such rows (a (B, C, L) batch
+  scanned along L) as one loop over their product, so that the blocks are
+  of rows (b, c).
 """
 from __future__ import annotations
 
 import islpy as isl
 from tvm import tirx
 
-from ..polyhedral.isl_ast import NT, iterator, strip_marks
+from ..polyhedral import isl_ast
+from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
+from ..polyhedral.schedule import PARALLEL
+from .collapse import collapse, declarations
+from .expr import INDEX
 
 # Rows whose steps run together when each step of a row is one strided
 # element (a cumsum of 256 rows x 1024 along the rows on a 2-core AMD EPYC,
@@ -60,15 +67,35 @@ class _If:
         return self._other
 
 
-def branch_loop(node: isl.AstNode):
+class _Mark:
+    """A mark node above another node."""
+
+    def __init__(self, name: str, node):
+        self._name, self._node = name, node
+
+    def get_type(self):
+        return NT.mark
+
+    def mark_get_id(self) -> isl.Id:
+        return isl.Id(self._name)
+
+    def mark_get_node(self):
+        return self._node
+
+
+def branch_loop(node: isl.AstNode, mark: str | None = None):
     """``if (c) { for i ... A } else { for i ... B }`` (also ``else if``
     chains; isl hoisted conditions on the parameters only), the loops alike
-    (iterator, bounds, stride), as ``for i { if (c) A else B }``; None otherwise."""
+    (iterator, bounds, stride), as ``for i { if (c) A else B }``; None otherwise.
+    With ``mark``, every loop must be right below a mark of that name, and
+    the loop comes back below one."""
     loops = []
 
     def swapped(x):
-        bare, _ = strip_marks(x)
+        bare, found = strip_marks(x)
         if bare.get_type() == NT.for_:
+            if mark is not None and found != mark:
+                return None
             loops.append(bare)
             return bare.for_get_body()
         if bare.get_type() != NT.if_:
@@ -82,11 +109,48 @@ def branch_loop(node: isl.AstNode):
     body = swapped(node)
     if body is None or not isinstance(body, _If) or len({_signature(x) for x in loops}) != 1:
         return None
-    return WithBody(loops[0], body)
+    return WithBody(loops[0], body) if mark is None else _Mark(mark, WithBody(loops[0], body))
 
 
 def _signature(loop: isl.AstNode) -> tuple[str, ...]:
     return (iterator(loop),) + tuple(e.to_C_str() for e in (loop.for_get_init(), loop.for_get_cond(), loop.for_get_inc()))
+
+
+def step_rows(chunked, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt | None:
+    """The chunks of a :class:`~tcdsl.codegen.cpu.ChunkedLoop` with the steps
+    inside, over the rows of its loop and the parallel loop below it (also
+    through a branch on the step) as one, when the two collapse
+    (codegen/collapse.py) into rows that are each one strided element per
+    step; else None.  A scan of a (B, C, L) batch along L then runs the
+    steps of the rows (b, c) in blocks of STEP_ROWS: each step of a row b
+    alone touched C cache lines on C pages (8 x 64 x 1024: 2.6 -> 0.35 ms)."""
+    inner, _ = strip_marks(node.for_get_body())
+    if inner.get_type() == NT.if_:
+        inner = branch_loop(inner, PARALLEL)
+        if inner is None:
+            return None
+        node = WithBody(node, inner)
+    step = chunked.low.step_var
+    bare, _ = strip_marks(inner)
+    if bare.get_type() == NT.for_ and step in loop_ids(bare):  # rows that change from step to step
+        return None
+    with chunked.low.bound({step: tirx.Var(step, INDEX)}):
+        merged = collapse(chunked.low, node, name, init)
+    if merged is None:
+        return None
+    inner_body, inner_name, inner_extent, views = merged
+    written = [m for t, m in views.items() if t in {x.info.comp.tensor for x in chunked.low.kernel.stmts}]
+    if isl_ast.has(inner_body, isl_ast.is_loop) or not written or any(
+            m.dim + 2 == len(m.tensor.shape) for m in written):  # rows of stride 1: vector steps serve them
+        return None
+    saved = chunked.low.buffer_override
+    chunked.low.buffer_override = {**saved, **views}
+    try:
+        with chunked.low.bound({inner_name: tirx.const(0, INDEX)}):
+            rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+            return tirx.SeqStmt(declarations(views) + [chunked._chunks(inner_body, name, init, rows)])
+    finally:
+        chunked.low.buffer_override = saved
 
 
 def stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
