@@ -43,7 +43,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,11 +149,11 @@ _RAN: dict[str, set[int]] = {}  # doc -> lines of the Python blocks run in its n
 
 
 @pytest.mark.parametrize("block", _blocks("python"))
-def test_python_block(block: Block, monkeypatch):
+def test_python_block(block: Block, monkeypatch, tmp_path_factory):
     if re.search(r"(?m)^\s*import torch|^import .*\btorch\b", block.text):
         pytest.importorskip("torch")
     if block.doc not in _CACHES:
-        _CACHES[block.doc] = tempfile.mkdtemp(prefix="tcdsl-doctest-cache-")
+        _CACHES[block.doc] = str(tmp_path_factory.mktemp("doctest-cache"))  # (pytest removes old ones)
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("TCDSL_CACHE_DIR", _CACHES[block.doc])
     monkeypatch.delenv("TCDSL_DISK_CACHE", raising=False)
