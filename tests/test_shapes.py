@@ -115,6 +115,24 @@ def test_out_of_range_indirect_indices_are_clamped_not_read_out_of_bounds():
     np.testing.assert_array_equal(out, [3, 3, 0, 1])  # no crash; in-range indices read their element
 
 
+@pytest.mark.parametrize("dtype", ["int64", "uint32", "uint64"])
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_wide_indirect_indices_are_clamped_by_their_whole_value(dtype, mode):
+    """An index held in 64 bits is clamped as a whole: 2**32 + 1 is past the
+    end (not 1, its low 32 bits), -2**32 + 2 below 0 (not 2); checked mode
+    reports it."""
+    src = f"def f(float(N, E) W, {dtype}(M) C) -> (A) {{ A(i, e) = W(C(i), e) }}"
+    W = np.arange(12, dtype=np.float32).reshape(4, 3)
+    values = [3, 2**32 + 1, 2**31, 2**63 - 1, 1, 0, 2**64 - 1, -2**32 + 2, -1, -2**63]
+    values = [v for v in values if np.iinfo(dtype).min <= v <= np.iinfo(dtype).max]
+    C = np.array(values, dtype=object).astype(dtype)
+    want = W[[min(max(v, 0), 3) for v in values]]
+    np.testing.assert_array_equal(tcdsl.compile(src, specialize=mode)(W, C), want)
+    checked = tcdsl.compile(src, specialize=mode, options={"checked": True})
+    with pytest.raises(tcdsl.TcError, match="'W' is read out of bounds: its index along dimension 0 is not in"):
+        checked(W, C[[v >= 4 for v in values].index(True):][:1])
+
+
 def test_run_rejects_an_unknown_size(capsys):
     from tcdsl.cli import main
 

@@ -243,11 +243,18 @@ class _Lower:
         mode (codegen/checks.py), compared with the extent: out of range, the
         kernel raises a TcError naming dimension ``dim`` of ``tensor``.
         ``keep``: an affine index of a guarded read (rule 3), clamped."""
+        # an index held in a wider integer (an int64 index tensor) is first
+        # saturated into [-1, extent] in its own type, so that 2**32 + 1 is
+        # past the end, not 1 once cut to 32 bits
+        wide = e.dtype if e.dtype in ("int64", "uint32", "uint64") and not _is_affine(e) else None
         saved, self.wrap = self.wrap, False
         try:
-            x = self.as_type(e, INDEX)
+            x = self.as_type(e, wide or INDEX)
         finally:
             self.wrap = saved
+        if wide is not None:
+            x = tirx.min(x, tirx.Cast(wide, extent))
+            x = tirx.Cast(INDEX, x if wide.startswith("u") else tirx.max(x, tirx.const(-1, wide)))
         if _is_affine(e):
             if keep:
                 # through float64 and back: exact, kept by TVM's simplifier (a
