@@ -3625,3 +3625,17 @@ def csbcl(float(B,C,L) x) -> (s) {
 }""", full=dict(B=8, C=64, L=1024), tiny=dict(B=2, C=2, L=3), inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"])])
 def _csbcl(torch, a, t, s):
     return {"torch.cumsum(dim=2)": _nograd(torch, lambda: torch.cumsum(t[0], 2))}
+
+
+@program(name="conv2d 1x1 on 7x7 maps (512 ch)", kind="conv", src=CONV2D_1X1,
+         full=dict(N=8, C=512, H=7, W=7, O=512), tiny=dict(N=1, C=2, H=3, W=3, O=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"])])
+def _conv2d_1x1_7(torch, a, t, s):
+    return _conv2d_1x1(torch, a, t, s)
+
+
+@program(name="conv2d 1x1 on 14x14 maps (256 ch)", kind="conv", src=CONV2D_1X1,
+         full=dict(N=8, C=256, H=14, W=14, O=256), tiny=dict(N=1, C=2, H=2, W=5, O=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"])])
+def _conv2d_1x1_14(torch, a, t, s):
+    return _conv2d_1x1(torch, a, t, s)

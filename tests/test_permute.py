@@ -216,9 +216,36 @@ def test_narrow_and_wide_rows_match_numpy(mode):
         np.testing.assert_allclose(k2(x, w), _conv(x, w, 2), rtol=1e-4, atol=1e-5)
 
 
+POINTWISE = """def pointwise(float(N,C,H,W) x, float(O,C) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h, v) * w(o, c)
+}"""
+
+
+def test_a_1x1_convolution_on_narrow_rows_is_summed_with_the_channels_last():
+    """Its plain ``h, v`` are windows of width one (_unit_window): below 16
+    columns (a ResNet's 14x14 and 7x7 feature maps) channels last, from the
+    weight copied with ``o`` last; wider, as written."""
+    s = tcdsl.compile(POINTWISE, options={"disk_cache": False}).script
+    assert "y_p" in s and re.search(r"w_t\w*\[[^\]]*\] = w\[", s), s
+    narrow = tcdsl.compile(POINTWISE, sizes={"W": 7}, options={"disk_cache": False}).script
+    wide = tcdsl.compile(POINTWISE, sizes={"W": 28}, options={"disk_cache": False}).script
+    assert "y_p" in narrow and "y_p" not in wide
+    rng = np.random.default_rng(4)
+    for mode in ["never", "before-scheduling"]:
+        k = tcdsl.compile(POINTWISE, specialize=mode, options={"disk_cache": False})
+        for N, C, H, W, O in [(2, 9, 7, 7, 33), (1, 1, 1, 1, 1), (3, 5, 2, 17, 4), (2, 16, 14, 14, 20)]:
+            x, w = rand(rng, N, C, H, W), rand(rng, O, C)
+            want = np.einsum("nchv,oc->nohv", x.astype(np.float64), w.astype(np.float64))
+            np.testing.assert_allclose(k(x, w), want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("src", [
     # a matmul: its columns are not a window
     "def mm(float(M,K) A, float(K,N) B) -> (C) { C(i, j) +=! A(i, k) * B(k, j) }",
+    # a pointwise convolution over a sequence: one plain trailing index, a matmul's few columns
+    "def pw1(float(B,C,L) x, float(O,C) w) -> (y) { y(b, o, t) +=! x(b, c, t) * w(o, c) }",
+    # a batched matmul: its batch is read by both operands
+    "def bmm(float(B,M,K) A, float(B,K,N) X) -> (Y) { Y(b, i, j) +=! A(b, i, k) * X(b, k, j) }",
     # a depthwise convolution: the channel moves the window's read too
     "def dw(float(N,C,H,W) x, float(C,3,3) w) -> (y) { y(n, c, h, v) +=! x(n, c, h + kh, v + kw) * w(c, kh, kw) }",
     # a max pooling: not a sum

@@ -219,17 +219,23 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
     ``v``) with the channel ``o`` before them: when the last index takes
     fewer than NARROW values (at run time, or at the sizes ``fixed``), the
     sum is computed with the windows first, ``y_p(h, v, n, o)``, vectorized
-    along ``o``, from ``w`` copied with ``o`` last, and copied back."""
+    along ``o``, from ``w`` copied with ``o`` last, and copied back.  Two or
+    more plain trailing indices count as windows of width one (a 1x1
+    convolution ``y(n, o, h, v) +=! x(n, c, h, v) * w(o, c)``, _unit_window)."""
     c = s.info.comp
     if c.reduction != "+" or any(a.tensor == c.tensor for a in reads):
         return
     if any(isinstance(x, n.Select) for x in n.walk(c.rhs)):
         return  # a guarded window (an input gradient's edges, split into pieces): as written
     red = set(c.reduction_vars)
-    run = 0
-    while run < len(names) - 1 and _window(reads, names[-1 - run], red):
+    run = units = 0
+    while run < len(names) - 1:
+        if not _window(reads, names[-1 - run], red):
+            if not _unit_window(reads, names[-1 - run], names[len(names) - run:]):
+                break
+            units += 1
         run += 1
-    if run == 0:
+    if run == 0 or run == units < 2:  # (one plain trailing index: a matmul whose columns are few)
         return
     j = names[-1 - run]
     if j not in s.dims or any(uses(a.indices, j) and any(uses(a.indices, d) for d in names[len(names) - run:])
@@ -282,6 +288,17 @@ def _window(reads: list, d: str, red: set) -> bool:
         if not strides.plus(idx[0], d, strides.SMALL_STRIDES):
             return False
     return bool(using)
+
+
+def _unit_window(reads: list, d: str, later: list[str]) -> bool:
+    """A window of width one (a 1x1 convolution ``x(n, c, h, v)`` for outputs
+    ``y(n, o, h, v)``): every read that uses ``d`` (one does) has it alone in
+    one index and uses the trailing indices after it too (which ``o``, read
+    by the weight alone, does not)."""
+    using = [a for a in reads if uses(a.indices, d)]
+    return bool(using) and all(
+        sum(uses([e], d) for e in a.indices) == 1 and any(isinstance(e, n.IndexVar) and e.name == d for e in a.indices)
+        and all(uses(a.indices, x) for x in later) for a in using)
 
 
 def _transpose_reads(st: n.Comprehension, tensor: str, dim: int, taken: set[str]):
