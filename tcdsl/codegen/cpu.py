@@ -38,7 +38,7 @@ from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
 from ..syntax import nodes as n
 from . import invariant
-from .collapse import collapse, declarations
+from .collapse import collapse, declarations, merged_rows
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
@@ -186,6 +186,13 @@ class CpuAstLowering(AstLowering):
                 return chunked
         elif mark == PARALLEL:
             rows = ChunkedLoop(self, cpu, None)
+            merged = collapse(self, node, name, init)
+            if merged is not None:  # for h { for v { tiles: rows (h, v) (a 1x1 convolution's y_p(n, h, v, o))
+                inner_body, inner, inner_extent, views = merged
+                with merged_rows(self, views, inner):
+                    if rows.has_micro(inner_body, name):
+                        n_rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+                        return tirx.SeqStmt(declarations(views) + [rows.rows(inner_body, name, init, n_rows)])
             if rows.has_micro(node.for_get_body(), name):  # register tiles below an inner parallel loop
                 return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
         if not parallel_ok and mark == SERIAL:
@@ -260,17 +267,12 @@ class CpuAstLowering(AstLowering):
             return None
         body, inner_name, inner_extent, views = merged
         total = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
-        saved = self.buffer_override
-        self.buffer_override = {**saved, **views}
-        try:
-            with self.bound({inner_name: tirx.const(0, INDEX)}):
-                both = WithBody(node, body)
-                if mark == PARALLEL:
-                    out = self._vectorized(both, name, init, total, parallel, parallel_ok)
-                else:
-                    out = vector_reduction(self, both, name, init, total, cpu.reduce_lanes, REDUCE_BLOCK, threads)
-        finally:
-            self.buffer_override = saved
+        with merged_rows(self, views, inner_name):
+            both = WithBody(node, body)
+            if mark == PARALLEL:
+                out = self._vectorized(both, name, init, total, parallel, parallel_ok)
+            else:
+                out = vector_reduction(self, both, name, init, total, cpu.reduce_lanes, REDUCE_BLOCK, threads)
         return None if out is None else tirx.SeqStmt(declarations(views) + [out])
 
     def _vectorized(self, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
@@ -329,15 +331,10 @@ class ChunkedLoop:
             merged = collapse(self.low, node, name, init)
             if merged is not None:  # for t (par) { for b (par) { ... } }: one loop over t * B rows
                 inner_body, inner, inner_extent, views = merged
-                saved = self.low.buffer_override
-                self.low.buffer_override = {**saved, **views}
-                try:
-                    with self.low.bound({inner: tirx.const(0, INDEX)}):
-                        if self.has_micro(inner_body, name):
-                            rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
-                            return tirx.SeqStmt(declarations(views) + [self._chunks(inner_body, name, init, rows)])
-                finally:
-                    self.low.buffer_override = saved
+                with merged_rows(self.low, views, inner):
+                    if self.has_micro(inner_body, name):
+                        rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+                        return tirx.SeqStmt(declarations(views) + [self._chunks(inner_body, name, init, rows)])
             if not self.has_micro(body, name):
                 return None
         else:

@@ -21,7 +21,7 @@ from tvm import tirx
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
 from ..polyhedral.schedule import PARALLEL
-from .collapse import collapse, declarations
+from .collapse import collapse, declarations, merged_rows
 from .expr import INDEX
 
 # Rows whose steps run together when each step of a row is one strided
@@ -143,14 +143,9 @@ def step_rows(chunked, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent
     if isl_ast.has(inner_body, isl_ast.is_loop) or not written or any(
             m.dim + 2 == len(m.tensor.shape) for m in written):  # rows of stride 1: vector steps serve them
         return None
-    saved = chunked.low.buffer_override
-    chunked.low.buffer_override = {**saved, **views}
-    try:
-        with chunked.low.bound({inner_name: tirx.const(0, INDEX)}):
-            rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
-            return tirx.SeqStmt(declarations(views) + [chunked._chunks(inner_body, name, init, rows)])
-    finally:
-        chunked.low.buffer_override = saved
+    with merged_rows(chunked.low, views, inner_name):
+        rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
+        return tirx.SeqStmt(declarations(views) + [chunked._chunks(inner_body, name, init, rows)])
 
 
 def stride_one_stores(stmt: tirx.Stmt, v: tirx.Var) -> bool:
