@@ -173,14 +173,25 @@ def test_pairs_that_are_not_rows_of_a_tensor_stay_two_loops(src, ref):
         np.testing.assert_allclose(k(*args), ref(*args), rtol=1e-5, atol=1e-5)
 
 
+POINTWISE = """
+def pointwise(float(N,C,H,W) x, float(O,C) w) -> (y) {
+  y(n, o, h, v) +=! x(n, c, h, v) * w(o, c)
+}
+"""
+
+
 def test_merged_feature_maps_stay_inside_their_tensors():
     import guard  # tests/guard.py: guard pages before and after every tensor
 
+    # (POINTWISE below 16 columns: summed as y_p(n, h, v, o), register tiles over the rows (h, v))
     cases = [{"id": f"pair:{i}", "source": src, "sizes": sizes, "seed": i}
              for i, (src, sizes) in enumerate([(GAP, {"N": 2, "C": 3, "H": 7, "W": 9}),
                                                (GAP, {"N": 1, "C": 1, "H": 1, "W": 33}),
                                                (SCALE, {"N": 2, "C": 3, "H": 5, "W": 14}),
-                                               (MAX_POOL_ALL, {"N": 1, "C": 2, "H": 17, "W": 3})])]
+                                               (MAX_POOL_ALL, {"N": 1, "C": 2, "H": 17, "W": 3}),
+                                               (POINTWISE, {"N": 2, "C": 5, "H": 7, "W": 7, "O": 19}),
+                                               (POINTWISE, {"N": 1, "C": 1, "H": 3, "W": 1, "O": 33}),
+                                               (POINTWISE, {"N": 3, "C": 17, "H": 2, "W": 15, "O": 4})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
