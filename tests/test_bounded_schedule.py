@@ -100,3 +100,22 @@ def test_a_program_isl_cannot_schedule_at_fixed_sizes_still_compiles(monkeypatch
     np.testing.assert_allclose(k(x, w), _padded_reference(x, w), rtol=1e-4, atol=1e-4)
     assert k.cache_info()["compiles"] == 1  # the per-size binary, not the symbolic one
     assert results == [None]  # the child ran out of time (isl's search here takes hours)
+
+
+def test_a_child_reaped_unseen_still_gives_its_schedules(monkeypatch):
+    """With SIGCHLD ignored the kernel reaps the child itself (waitpid finds
+    no child): the text read from it still counts when it is whole."""
+    import signal
+
+    fixed = {"T": 4, "B": 2, "Ci": 3, "Co": 5}
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "30")
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        model, got = _schedules(fixed)
+        assert bounded.run(isl.Context(), lambda: (_ for _ in ()).throw(RuntimeError("no")), limit=10) is None
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "0")
+    _, here = _schedules(fixed)
+    assert [isl.Schedule.read_from_str(model.ctx, here[i].to_str()).to_str() for i in here] == \
+        [got[i].to_str() for i in got]

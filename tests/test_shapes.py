@@ -133,6 +133,21 @@ def test_wide_indirect_indices_are_clamped_by_their_whole_value(dtype, mode):
         checked(W, C[[v >= 4 for v in values].index(True):][:1])
 
 
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_index_arithmetic_on_data_wraps_as_values_do(mode):
+    """``idx(n) + 1`` at INT32_MAX is INT32_MIN (int32 arithmetic wraps,
+    docs/language.md): clamped to the first element, and out of range in
+    checked mode -- in every mode, not an overflow LLVM may assume away."""
+    src = "def f(float(V, E) W, int32(N) idx) -> (y) { y(n, e) = W(idx(n) + 1, e) }"
+    W = np.arange(30, dtype=np.float32).reshape(6, 5)
+    idx = np.array([2**31 - 1, 0, 2**31 - 2, 4], np.int32)
+    np.testing.assert_array_equal(tcdsl.compile(src, specialize=mode)(W, idx), W[[0, 1, 5, 5]])
+    checked = tcdsl.compile(src, specialize=mode, options={"checked": True})
+    for bad in [2**31 - 1, 2**31 - 2]:
+        with pytest.raises(tcdsl.TcError, match="'W' is read out of bounds"):
+            checked(W, np.array([bad, 0], np.int32))
+
+
 def test_run_rejects_an_unknown_size(capsys):
     from tcdsl.cli import main
 

@@ -247,7 +247,10 @@ class _Lower:
         # saturated into [-1, extent] in its own type, so that 2**32 + 1 is
         # past the end, not 1 once cut to 32 bits
         wide = e.dtype if e.dtype in ("int64", "uint32", "uint64") and not _is_affine(e) else None
-        saved, self.wrap = self.wrap, False
+        # index arithmetic stays plain, but on data (``idx(n) + 1``) it wraps as
+        # values do: INT32_MAX + 1 is INT32_MIN, out of range, not an
+        # overflow that LLVM may assume away (and with it the range test)
+        saved, self.wrap = self.wrap, any(isinstance(x, n.Access) for x in n.walk(e))
         try:
             x = self.as_type(e, wide or INDEX)
         finally:

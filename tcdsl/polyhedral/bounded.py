@@ -76,7 +76,13 @@ def run(ctx: isl.Context, work: Callable[[], list[isl.Schedule]],
         os.close(r)
         if not finished:
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-    if not finished or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # SIGCHLD ignored: the child was reaped already
+            status = None
+    if not finished or status is not None and (not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0):
         return None
-    return [isl.Schedule.read_from_str(ctx, text) for text in b"".join(chunks).decode().split("\0")]
+    try:
+        return [isl.Schedule.read_from_str(ctx, text) for text in b"".join(chunks).decode().split("\0")]
+    except (isl.Error, UnicodeDecodeError):  # (cut short: a child that failed after all, reaped unseen)
+        return None
