@@ -24,8 +24,8 @@ The same holds below the outermost loop, for a parallel loop and the one
 it consists of above register tiles (``CpuAstLowering._for``): a 1x1
 convolution on narrow feature maps, summed as ``y_p(n, h, v, o)``
 (polyhedral/permute.py), takes its tiles' rows from ``(h, v)``, 49 of them
-at 7 x 7, not 7 from ``v`` (8 x 512 x 7 x 7, 512 outputs: 4.1 -> 2.3 ms on
-a 2-core AMD EPYC, noisy).
+at 7 x 7, not 7 from ``v``, where the sizes are fixed (the symbolic
+kernel's temporary has a shape that depends on its branch: not proved).
 
 The same holds for the two innermost loops of a nest (``CpuAstLowering``'s
 ``_pair``, codegen/cpu.py): both parallel, ``y(n, c, h, v) = ...`` with

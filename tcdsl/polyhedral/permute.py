@@ -201,10 +201,10 @@ def _rewrite(d: n.Def, p: Plan) -> n.Def:
 # / channels last / torch.nn.functional.conv2d: (8, 512, 7) 65 / 10.6 / 5.3
 # ms, (8, 256, 14) 23 / 9.2 / 4.5, (8, 128, 22) 3.9 / 3.8 / 2.7, (8, 128,
 # 28) 4.6 / 5.0 / 4.3.
-# 1x1 convolutions (benchmarks/programs.py, medians, same machine), as
-# written / windows first, y_p(h, v, n, o) / y_p(n, h, v, o) with the (h, v)
-# rows collapsed: (N, C=O, H=W) = (8, 512, 7) 21.5 / 2.99 / 2.58 ms, (8,
-# 256, 14) 8.2 / 3.5 / 2.2 ms, F.conv2d 1.6-2.2 ms.
+# 1x1 convolutions (benchmarks/programs.py, symbolic kernels, medians, same
+# machine), as written / windows first, y_p(h, v, n, o) / y_p(n, h, v, o):
+# (N, C=O, H=W) = (8, 512, 7) 21.5 / 2.99 / 2.58 ms, (8, 256, 14) 8.2 /
+# 3.5 / 2.2 ms, F.conv2d 1.6-2.2 ms.
 NARROW = 16
 # ... and the same limit when a window moves by 2 or more per output (a
 # strided convolution): as written, every column tile a vector wide or more
@@ -277,8 +277,9 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
     m = len(names)
     if units == run and m - run >= 2:
         # windows of one: the batch first, then the windows, ``y_p(n, h, v, o)``:
-        # each batch entry's (h, v) are one run of rows, a register tile's
-        # four rows four neighbouring x(n, c, h, v) (codegen/collapse.py)
+        # a register tile's four rows are four neighbouring x(n, c, h, v); with
+        # the sizes fixed each batch entry's (h, v) are one run of rows
+        # (codegen/collapse.py)
         out.stmts[c.span] = (0,) + tuple(range(m - run, m)) + tuple(range(1, m - run))
     else:
         out.stmts[c.span] = tuple(range(m - run, m)) + tuple(range(m - run))
