@@ -227,6 +227,9 @@ def test_a_1x1_convolution_on_narrow_rows_is_summed_with_the_channels_last():
     weight copied with ``o`` last; wider, as written."""
     s = tcdsl.compile(POINTWISE, options={"disk_cache": False}).script
     assert "y_p" in s and re.search(r"w_t\w*\[[^\]]*\] = w\[", s), s
+    # the tiles' rows are (h, v) as one loop, in the symbolic kernel too (the
+    # temporary's shape is its branch's: collapse._same_extent)
+    assert re.search(r"for c1_b in range\(T\.max\(H, 0\) \* T\.max\(W, 0\) // 4\)", s), s
     narrow = tcdsl.compile(POINTWISE, sizes={"W": 7}, options={"disk_cache": False}).script
     wide = tcdsl.compile(POINTWISE, sizes={"W": 28}, options={"disk_cache": False}).script
     assert "y_p" in narrow and "y_p" not in wide

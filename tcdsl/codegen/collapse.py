@@ -24,8 +24,8 @@ The same holds below the outermost loop, for a parallel loop and the one
 it consists of above register tiles (``CpuAstLowering._for``): a 1x1
 convolution on narrow feature maps, summed as ``y_p(n, h, v, o)``
 (polyhedral/permute.py), takes its tiles' rows from ``(h, v)``, 49 of them
-at 7 x 7, not 7 from ``v``, where the sizes are fixed (the symbolic
-kernel's temporary has a shape that depends on its branch: not proved).
+at 7 x 7, not 7 from ``v`` (in the symbolic kernel the temporary's shape
+depends on the branch: the arm of the branch that uses it is compared).
 
 The same holds for the two innermost loops of a nest (``CpuAstLowering``'s
 ``_pair``, codegen/cpu.py): both parallel, ``y(n, c, h, v) = ...`` with
@@ -49,6 +49,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
 from .expr import INDEX, Folded, Merged, Partial, dtype_of, wide_indices
+from .lower import is_if_then_else
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
@@ -78,7 +79,7 @@ def collapse(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, marks: tupl
     merged = {}
     for tensor, d in pairs.items():
         buf = buffers.get(tensor)
-        if buf is None or isinstance(buf, (Folded, Merged, Partial)) or not an.can_prove_equal(buf.shape[d + 1], ext1):
+        if buf is None or isinstance(buf, (Folded, Merged, Partial)) or not _same_extent(an, buf.shape[d + 1], ext1):
             return None
         shape = list(buf.shape)
         view = tirx.decl_buffer(shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:], buf.dtype,
@@ -102,6 +103,29 @@ def merged_rows(low, views: dict, inner: str):
 
 def declarations(merged: dict) -> list[tirx.Stmt]:
     return [tirx.DeclBuffer(m.view, data=m.tensor.data) for m in merged.values()]
+
+
+def _same_extent(an: sym.Analyzer, dim: tirx.PrimExpr, ext: tirx.PrimExpr) -> bool:
+    """A tensor's dimension ``dim`` has the loop's extent ``ext`` wherever the
+    loop runs.  A temporary that only one branch of the kernel uses has a
+    shape that is zero in the others (``max(if_then_else(W >= 16, 0, W),
+    0)``, polyhedral/permute.py): the loop reads it, so it runs in the branch
+    where the shape is its other arm, and that arm is compared."""
+    if an.can_prove_equal(dim, ext):
+        return True
+    live = _live_arm(dim)
+    return live is not None and an.can_prove_equal(tirx.max(live, 0), tirx.max(ext, 0))
+
+
+def _live_arm(e):
+    """``X`` of ``max(if_then_else(c, 0, X), 0)`` or ``if_then_else(c, X, 0)``
+    (either arm zero, the max optional); else None."""
+    if isinstance(e, tirx.Max) and _zero(e.b):
+        e = e.a
+    if not is_if_then_else(e):
+        return None
+    _, a, b = e.args
+    return b if _zero(a) else a if _zero(b) else None
 
 
 def _zero(x) -> bool:
