@@ -3639,3 +3639,18 @@ def _conv2d_1x1_7(torch, a, t, s):
          inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"])])
 def _conv2d_1x1_14(torch, a, t, s):
     return _conv2d_1x1(torch, a, t, s)
+
+
+# --------------------------------------------------------------- session 35
+@program(name="batch norm over (N, C) features (batch statistics)", kind="norm", src="""
+# BatchNorm1d in training mode: statistics over the batch, per feature
+def bn1d(float(N,C) x, float(C) gamma, float(C) beta) -> (y, mean, var) {
+  mean(c) +=! x(n, c) / N
+  var(c) +=! (x(n, c) - mean(c)) * (x(n, c) - mean(c)) / N
+  y(n, c) = (x(n, c) - mean(c)) / sqrt(var(c) + 1e-5) * gamma(c) + beta(c)
+}""", full=dict(N=256, C=1024), tiny=dict(N=3, C=5), pick=lambda r: r[0],
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]), _w(rng, s["C"]), _w(rng, s["C"])])
+def _bn1d(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.batch_norm(training=True)": _nograd(torch, lambda: F.batch_norm(t[0], None, None, t[1], t[2],
+                                                                               training=True, eps=1e-5))}

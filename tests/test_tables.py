@@ -70,3 +70,60 @@ def test_tables_match_numpy(mode):
 def test_left_as_written(src):
     s = tcdsl.compile(src, options={"disk_cache": False}).script
     assert "_tab" not in s, s
+
+
+BN_RSQRT = """def bn(float(N,C) x, float(C) gamma, float(C) beta) -> (y, mean, var) {
+  mean(c) +=! x(n, c) / N
+  var(c) +=! (x(n, c) - mean(c)) * (x(n, c) - mean(c)) / N
+  y(n, c) = (x(n, c) - mean(c)) * rsqrt(var(c) + 1e-5) * gamma(c) + beta(c)
+}"""
+BN_DIV = BN_RSQRT.replace("* rsqrt(var(c) + 1e-5)", "/ sqrt(var(c) + 1e-5)")
+LAYER_NORM = """def ln(float(N,C) x) -> (y, mean, var) {
+  mean(n) +=! x(n, c) / C
+  var(n) +=! (x(n, c) - mean(n)) * (x(n, c) - mean(n)) / C
+  y(n, c) = (x(n, c) - mean(n)) / sqrt(var(n) + 1e-5)
+}"""
+
+
+def _bn(x, gamma, beta):
+    x = x.astype(np.float64)
+    mean, var = x.mean(0), x.var(0)
+    return (x - mean) / np.sqrt(var + 1e-5) * gamma + beta
+
+
+def test_a_square_root_along_the_vector_loop_is_a_table():
+    """A batch norm over (N, C) features: its rsqrt of var(c) varies along
+    the vector loop c, so it is computed once per c, not per element."""
+    s = tcdsl.compile(BN_RSQRT, options={"disk_cache": False}).script
+    assert "y_tab = T.alloc_buffer((C,)" in s, s
+    assert all("y_tab[" in line.split("=")[0] for line in s.splitlines() if "T.rsqrt(" in line), s
+
+
+def test_a_divisor_with_a_square_root_is_a_table_of_its_reciprocal():
+    s = tcdsl.compile(BN_DIV, options={"disk_cache": False}).script
+    assert re.search(r"y_tab\[[^\n]*\] = T\.float32\(1\.0\) / T\.sqrt\(var\[", s), s
+    assert re.search(r"y\[[^\n]*= \(x\[[^\n]*\] - mean\[[^\n]*\]\) \* y_tab\[", s), s
+    assert not any("T.sqrt(" in line and "y_tab[" not in line.split("=")[0] for line in s.splitlines()), s
+
+
+def test_a_square_root_of_the_rows_stays_in_its_statement():
+    """A layer norm's sqrt(var(n)) does not vary along the vector loop c: the
+    code generator hoists it out of that loop (codegen/invariant.py)."""
+    s = tcdsl.compile(LAYER_NORM, options={"disk_cache": False}).script
+    assert "y_tab" not in s, s
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_square_root_tables_match_numpy(mode):
+    rng = np.random.default_rng(5)
+    for src in (BN_RSQRT, BN_DIV):
+        k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+        for N, C in [(3, 5), (1, 1), (17, 33), (64, 130)]:
+            x, gamma, beta = rand(rng, N, C), rand(rng, C), rand(rng, C)
+            y, mean, var = k(x, gamma, beta)
+            np.testing.assert_allclose(y, _bn(x, gamma, beta), rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(var, x.astype(np.float64).var(0), rtol=1e-4, atol=1e-5)
+    k = tcdsl.compile(LAYER_NORM, specialize=mode, options={"disk_cache": False})
+    x = rand(rng, 7, 19)
+    want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(k(x)[0], want, rtol=1e-4, atol=1e-4)

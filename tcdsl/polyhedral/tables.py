@@ -23,6 +23,17 @@ dimensions; one that reads tensors gets them from its reads (range
 inference), which hold every element the statement reads.  The values are
 those of the program as written, computed once.  Part of the ``factor``
 option (``options={"factor": False}`` leaves programs as written).
+
+A square root (:data:`ROOTS`) is one vector instruction, but a slow one: it
+counts as costly where the term uses the written tensor's last index, which
+is the vector loop (a batch norm over ``(N, C)`` features, ``y(n, c) = (x(n,
+c) - mean(c)) * rsqrt(var(c) + 1e-5)``: a vector square root and division
+per element, 3x torch's ``batch_norm`` at 256 x 1024); a term without that
+index is hoisted out of the vector loop already (codegen/invariant.py: a
+layer norm's ``rsqrt(var(n) + 1e-5)``).  A divisor with a square root
+becomes a table of its reciprocal, which the statement multiplies by:
+``(x(n, c) - mean(c)) / sqrt(var(c) + 1e-5)`` reads ``y_tab(c) = 1 / sqrt(...)``
+(a difference of rounding only, as PyTorch's normalisations compute it).
 """
 from __future__ import annotations
 
@@ -36,6 +47,8 @@ COSTLY = frozenset({
     "tanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "pow",
     "sinpi", "cospi", "lgamma", "tgamma", "cbrt",
 })
+# Costly only along the vector loop (see above).
+ROOTS = frozenset({"sqrt", "rsqrt"})
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,7 @@ class Table:
     span: object  # of the subexpression (parsed and checked forms share it)
     dims: tuple[str, ...]  # its index variables, in the written tensor's order
     extents: tuple  # size expressions (parsed form) of those, or None: from the reads
+    reciprocal: bool = False  # a divisor: the table holds 1 / it, the quotient becomes a product
 
 
 def plan(checked, ranges) -> dict[object, list[Table]]:
@@ -58,16 +72,21 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             continue
         if not checked.tensors[s.tensor].dtype.startswith("float"):
             continue
-        found: list[n.Expr] = []
+        found: list[tuple[n.Expr, bool]] = []  # (term, a divisor with a square root)
 
-        def visit(e: n.Expr) -> None:
+        def visit(e: n.Expr, divisor: bool = False) -> None:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
-            costly = any(isinstance(x, n.BuiltinCall) and x.name in COSTLY for x in n.walk(e))
-            if not costly:
+            calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
+            roots = bool(calls & ROOTS) and idx[-1] in used
+            if not (calls & COSTLY or roots):
                 return
             if used and used < set(idx) and not reads & {s.tensor} and e.span is not None:
-                found.append(e)
+                found.append((e, divisor and roots))
+                return
+            if isinstance(e, n.Binary) and e.op == "/":
+                visit(e.lhs)
+                visit(e.rhs, divisor=True)
                 return
             for c in n.children(e):
                 if isinstance(c, n.Expr):
@@ -78,12 +97,12 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             continue
         dims_all = ranges.extent_exprs(s.tensor)
         tables = []
-        for e in found:
+        for e, reciprocal in found:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
             dims = tuple(v for v in idx if v in used)
             reads = any(isinstance(x, n.Access) for x in n.walk(e))
             extents = None if reads else tuple(_parsed(dims_all[idx.index(v)], {}) for v in dims)
-            tables.append(Table(e.span, dims, extents))
+            tables.append(Table(e.span, dims, extents, reciprocal))
         out[s.span] = tables
     return out
 
@@ -105,13 +124,18 @@ def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
             by_span[t.span] = (name, t)
 
         def fn(e):
+            if isinstance(e, n.Binary) and e.op == "/":
+                hit = by_span.get(getattr(e.rhs, "span", None))
+                if hit is not None and hit[1].reciprocal and not isinstance(e.rhs, n.Ident):
+                    return n.Binary("*", fn(e.lhs), fn(e.rhs), span=e.span)
             hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
             if hit is not None and not isinstance(e, n.Ident):
                 name, t = hit
                 idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
                 wheres = () if t.extents is None else tuple(
                     n.RangeConstraint(v, n.Const(0, span=e.span), x, span=e.span) for v, x in zip(t.dims, t.extents))
-                body.append(n.Comprehension(name, idx, "=", e, wheres, span=e.span))
+                value = n.Binary("/", n.Const(1.0, span=e.span), e, span=e.span) if t.reciprocal else e
+                body.append(n.Comprehension(name, idx, "=", value, wheres, span=e.span))
                 return n.Call(name, idx, span=e.span)
             return n.map_children(e, fn)
 
