@@ -348,3 +348,66 @@ def test_a_sum_over_part_of_its_tensor_is_not_permuted(which, mode):
     k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
     assert "_p = T.alloc_buffer" not in k.script
     np.testing.assert_allclose(k(*args), evaluate(src, args), rtol=1e-4, atol=1e-5)
+
+
+SCORES_HEADS_LAST = """def scores(float(B,NH,T,D) q, float(B,NH,S,D) k) -> (s) {
+  s(b, i, j, h) +=! q(b, h, i, d) * k(b, h, j, d)
+}"""
+BMM_BATCH_LAST = """def bmm(float(B,M,K) A, float(B,K,N) X) -> (Y) {
+  Y(m, n, b) +=! A(b, m, k) * X(b, k, n)
+}"""
+
+
+def test_a_batch_index_written_last_is_summed_first():
+    """Every read uses the heads ``h`` and none has them last: summed as
+    ``s_p(b, h, i, j)``, a matmul per (b, h) vectorized along ``j``, then
+    copied back (_batch_last)."""
+    s = tcdsl.compile(SCORES_HEADS_LAST, options={"disk_cache": False}).script
+    assert re.search(r"s_p\[c0, c\d+, [^\n]*\] = acc\[", s), s  # register tiles of s_p
+    assert re.search(r" s\[c0, [^\n]*\] = s_p\[c0, ", s), s
+    y = tcdsl.compile(BMM_BATCH_LAST, options={"disk_cache": False}).script
+    assert "Y_p" in y, y
+    off = tcdsl.compile(SCORES_HEADS_LAST, options={"disk_cache": False, "transpose": False}).script
+    assert "s_p" not in off
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_batch_last_sums_match_numpy(mode):
+    rng = np.random.default_rng(8)
+    k = tcdsl.compile(SCORES_HEADS_LAST, specialize=mode, options={"disk_cache": False})
+    for B, NH, T, S, D in [(2, 3, 5, 7, 9), (1, 1, 1, 1, 1), (1, 9, 17, 33, 4), (2, 16, 8, 3, 1)]:
+        q, kk = rand(rng, B, NH, T, D), rand(rng, B, NH, S, D)
+        want = np.einsum("bhqd,bhkd->bqkh", q.astype(np.float64), kk.astype(np.float64))
+        np.testing.assert_allclose(k(q, kk), want, rtol=1e-4, atol=1e-5)
+    k = tcdsl.compile(BMM_BATCH_LAST, specialize=mode, options={"disk_cache": False})
+    for B, M, K, N in [(3, 5, 7, 9), (17, 1, 2, 33)]:
+        a, x = rand(rng, B, M, K), rand(rng, B, K, N)
+        want = np.einsum("bmk,bkn->mnb", a.astype(np.float64), x.astype(np.float64))
+        np.testing.assert_allclose(k(a, x), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("src", [
+    # the heads are the last index of a read (contiguous along them)
+    "def f(float(B,T,NH) q, float(B,S,NH) k) -> (s) { s(b, i, j, h) +=! q(b, i, h) * k(b, j, h) }",
+    # a read that does not use the last index: a matmul's columns
+    "def f(float(M,K) A, float(K,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }",
+    # every read uses every other index too: no register tile shares an operand
+    "def f(float(B,NH,T,D) q, float(B,NH,T,D) k) -> (s) { s(b, i, h) +=! q(b, h, i, d) * k(b, h, i, d) }",
+])
+def test_batch_last_rule_leaves_other_sums(src):
+    s = tcdsl.compile(src, options={"disk_cache": False}).script
+    assert "_p[" not in s, s
+
+
+def test_batch_last_sums_stay_inside_their_tensors():
+    import guard  # tests/guard.py: guard pages before and after every tensor
+
+    cases = [{"id": f"batch-last:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([
+                 (SCORES_HEADS_LAST, {"B": 2, "NH": 3, "T": 5, "S": 7, "D": 9}),
+                 (SCORES_HEADS_LAST, {"B": 1, "NH": 9, "T": 1, "S": 33, "D": 1}),
+                 (BMM_BATCH_LAST, {"B": 17, "M": 3, "K": 5, "N": 26})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -86,6 +86,8 @@ def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan
                 continue
             if not _short_plan(out, s, names, reads, ranges, fixed) and ranges is not None:
                 _narrow(out, s, names, reads, ranges, fixed)
+            if c.span not in out.stmts:
+                _batch_last(out, s, names, reads)
     return out
 
 
@@ -286,6 +288,47 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
     out.transposed[c.span] = moved
     if value is None:
         out.dynamic[c.span] = [(ext, limit)]
+
+
+def _batch_last(out: Plan, s, names: list[str], reads: list) -> None:
+    """Plan a product whose last index is a batch of it: every read uses it,
+    none in its last index, as attention's scores with the heads last,
+    ``s(b, i, j, h) +=! q(b, h, i, d) * k(b, h, j, d)``.  Vectorized along
+    ``h`` every lane reads other rows of both operands: two loads per
+    multiply-add, no operand shared across a register tile (8 x 8 x 256 x
+    256 x 64: 137-204 ms, 4-7x ``torch.einsum``).  The sum is computed with
+    ``h`` after the indices that come before it in every read, ``s_p(b, h,
+    i, j)``, a matmul per ``(b, h)`` with ``k`` copied to panels, and copied
+    back: when the new last index ``j`` is one the code may vectorize along
+    and the rows ``i`` and the columns ``j`` each leave one operand
+    invariant (register tiles reuse it)."""
+    c = s.info.comp
+    if c.reduction != "+" or not c.reduction_vars or len(names) < 3 or len(reads) < 2:
+        return
+    h = names[-1]
+    if any(a.tensor == c.tensor for a in reads) or h not in s.dims:
+        return
+    if not all(uses(a.indices, h) and not uses(a.indices[-1:], h) for a in reads):
+        return
+
+    def first(a, d: str) -> int:
+        return next(i for i, e in enumerate(a.indices) if uses([e], d))
+
+    pos = 0
+    while pos < len(names) - 1 and all(first(a, names[pos]) < first(a, h) for a in reads if uses(a.indices, names[pos])):
+        pos += 1
+    if pos >= len(names) - 2:
+        return
+    perm = tuple(range(pos)) + (len(names) - 1,) + tuple(range(pos, len(names) - 1))
+    rows, j = names[perm[-2]], names[perm[-1]]
+    if j not in s.dims or rows not in s.dims:
+        return
+    red = c.reduction_vars
+    if not all(unit_or_invariant(a, j) or transposed(a, j, red, s.dims) for a in reads):
+        return
+    if all(uses(a.indices, j) for a in reads) or all(uses(a.indices, rows) for a in reads):
+        return
+    out.stmts[c.span] = perm
 
 
 def _window(reads: list, d: str, red: set) -> bool:
