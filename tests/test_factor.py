@@ -59,10 +59,11 @@ def test_invariant_factors_are_found():
     "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) max=! a(i, k) * c(i)\n}",
     # an integer sum (its division truncates)
     "def f(int32(M,K) a) -> (y) {\n  y(i) +=! a(i, k) / 2\n}",
-    # a where clause on the written index: the sum does not cover all of y
-    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M\n}",
-    # inside a sequential loop
-    "def f(float(T,M,K) a, float(M) c) -> (y) {\n  for t in T {\n    y(t, i) +=! a(t, i, k) * c(i)\n  }\n}",
+    # a where clause on the written index that is not a range of sizes alone
+    "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M, exists c(i + 1)\n}",
+    # inside a sequential loop (a recurrence: not hoisted out of it)
+    "def f(float(T,M,K) a, float(M) c) -> (y) {\n  for t in T {\n"
+    "    y(t, i) +=! a(t, i, k) * c(i) * (t > 0 ? y(t - 1, i) : 1.0) where i in 0:M\n  }\n}",
 ])
 def test_sums_that_stay(src):
     assert sums_of(src) == []
@@ -114,3 +115,30 @@ def test_an_integer_quotient_stays_in_the_sum(mode):
     y, z = k(x, t)
     np.testing.assert_allclose(y, (x.astype(np.float64) * (np.arange(7) // 3)).sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(z, (x.astype(np.float64) * (t // 2)).sum(1), rtol=1e-5, atol=1e-5)
+
+
+RUNNING_MEAN = """def running_mean(float(B,T,D) x) -> (y) {
+  y(b, t, d) +=! (s <= t ? x(b, s, d) : 0) / (t + 1) where s in 0:T, t in 0:T
+}"""
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_range_of_sizes_for_an_lhs_variable_goes_with_its_factor(mode):
+    """``where t in 0:T`` ranges an lhs variable that no read bounds: the
+    statement after the sum takes it too, and ``/ (t + 1)`` is applied once
+    per element, not per term."""
+    assert sums_of(RUNNING_MEAN) == ["y"]
+    # a range narrower than the tensor: the statement after the sum covers the same elements
+    part = "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M\n}"
+    assert sums_of(part) == ["y"]
+    a, c = np.ones((4, 3), np.float32), np.arange(4, dtype=np.float32)
+    np.testing.assert_allclose(tcdsl.compile(part, specialize=mode, options={"disk_cache": False})(a, c)[1:],
+                               3 * c[1:])
+    k = tcdsl.compile(RUNNING_MEAN, specialize=mode, options={"disk_cache": False})
+    tir = driver.emit(k, "tir")
+    assert not any("acc[" in ln and "+ 1" in ln and " / " in ln for ln in tir.splitlines()), tir
+    rng = np.random.default_rng(6)
+    for B, T, D in [(1, 1, 1), (2, 7, 9), (3, 33, 17)]:
+        x = rng.standard_normal((B, T, D)).astype(np.float32)
+        want = np.cumsum(x.astype(np.float64), 1) / np.arange(1, T + 1)[None, :, None]
+        np.testing.assert_allclose(k(x), want, rtol=1e-5, atol=1e-5)

@@ -24,7 +24,9 @@ sum of ``a``): the results differ from the program as written by rounding
 only.  It applies where the new statement covers exactly the elements the
 sum wrote: the written tensor is a float tensor that no other statement
 writes, its indices are distinct index variables, and no ``where`` clause
-mentions them.  The rewritten ``def`` is checked and inferred again
+mentions them but ranges of sizes for them, which the new statement takes
+too (``y(b, t, d) +=! (s <= t ? x(b, s, d) : 0) / (t + 1) where s in 0:T,
+t in 0:T``, a running mean: ``/ (t + 1)`` once per element).  The rewritten ``def`` is checked and inferred again
 (driver.py); ``options={"factor": False}`` leaves programs as written.
 """
 from __future__ import annotations
@@ -65,7 +67,7 @@ def plan(checked: CheckedDef) -> dict[object, Sum]:
         lhs = [_name(x) for x in s.indices]
         if None in lhs or len(set(lhs)) != len(lhs):
             continue
-        if any(_where_names(w) & set(lhs) for w in s.wheres):
+        if any(_where_names(w) & set(lhs) and not _lhs_range(w, lhs) for w in s.wheres):
             continue
         if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
             continue
@@ -115,8 +117,21 @@ def rewrite(d: n.Def, p: dict[object, Sum]) -> n.Def:
         value: n.Expr = n.Call(s.tensor, s.indices, span=here)
         for op, f in inv:
             value = n.Binary(op, value, f, span=f.span or here)
-        body.append(n.Comprehension(s.tensor, s.indices, "=", value, span=here))
+        lhs = [_name(x) for x in s.indices]
+        wheres = tuple(w for w in s.wheres if _lhs_range(w, lhs))
+        body.append(n.Comprehension(s.tensor, s.indices, "=", value, wheres, span=here))
     return replace(d, body=tuple(body))
+
+
+def _lhs_range(w: n.Node, lhs: list) -> bool:
+    """``w`` gives an lhs variable a range of sizes and constants (``where t
+    in 0:T``, for a variable that no read bounds): the statement after the
+    sum takes it too, and covers the elements the sum wrote."""
+    return isinstance(w, n.RangeConstraint) and w.var in lhs and not (_names(w.lo) | _names(w.hi)) - _sizes(w)
+
+
+def _sizes(w: n.Node) -> set[str]:
+    return {x.name for x in n.walk(w) if isinstance(x, n.SizeVar)}
 
 
 def _product(factors: list[tuple[str, n.Expr]], span) -> n.Expr:
