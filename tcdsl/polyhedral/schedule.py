@@ -141,6 +141,16 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             if (_vector_statements(other, stride_one, red), _parallel_statements(other)) > (
                     _vector_statements(root, stride_one, red), _parallel_statements(root)):
                 root = other
+        if fusion == "auto" and len(k.stmts) > 1 and _products(k):
+            # isl fused a matmul into the rows of the statements around it
+            # (a Newton-Schulz step's ``A2(i, k) +=! A(i, l) * A(l, k)`` with
+            # the product by X that reads its rows: a dot product per
+            # element, 6x torch): a nest per component when more of its
+            # reductions keep register tiles
+            other = _finish(_compute(sc, True), stride_one)
+            red = _reductions(k) if fix is None else None
+            if red is not None and _tiled_statements(other, stride_one, red) > _tiled_statements(root, stride_one, red):
+                root = other
         lets = _formula_statements(k)
         if fusion == "auto" and lets:  # (a CTC-like recursion's select piece fused with its exps: no vector loop)
             other = _finish(_compute(sc, True), stride_one)
@@ -177,6 +187,22 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
                 -_short_rows(root, stride_one, red)):
             return sym.intersect_domain(dom)
     return root.get_schedule()
+
+
+def _products(k: Kernel) -> bool:
+    """Some reduction of ``k`` sums a product of two reads that move with its
+    reduction variables (a matmul, ``A(i, l) * A(l, k)`` or ``Bm(i, k) *
+    X(s - 1, k, j)`` of one tensor or of the one it writes, at another step)."""
+    for s in k.stmts:
+        c = s.info.comp
+        if s.is_init or c.reduction is None or not c.reduction_vars:
+            continue
+        red = set(c.reduction_vars)
+        moving = [a for a in n.walk(c.rhs) if isinstance(a, n.Access)
+                  and {x.name for e in a.indices for x in n.walk(e) if isinstance(x, n.IndexVar)} & red]
+        if len(moving) >= 2:
+            return True
+    return False
 
 
 def _reductions(k: Kernel) -> dict[str, int]:
