@@ -8,6 +8,7 @@ import pytest
 import tcdsl
 from tcdsl import driver
 from tcdsl.polyhedral import factor
+from tcdsl.syntax import nodes as n
 
 MODES = ("never", "after-scheduling", "before-scheduling")
 
@@ -33,7 +34,8 @@ def causal_reference(q, k, v):
 
 def sums_of(src):
     fe = driver.frontend(src, factor=False)
-    return sorted(s.tensor for s in fe.checked.node.body if s.span in factor.plan(fe.checked))
+    plan = factor.plan(fe.checked)
+    return sorted(c.tensor for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension) and c.span in plan)
 
 
 def test_invariant_factors_are_found():
@@ -61,9 +63,9 @@ def test_invariant_factors_are_found():
     "def f(int32(M,K) a) -> (y) {\n  y(i) +=! a(i, k) / 2\n}",
     # a where clause on the written index that is not a range of sizes alone
     "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M, exists c(i + 1)\n}",
-    # inside a sequential loop (a recurrence: not hoisted out of it)
+    # inside a sequential loop, reading what it writes at the same step
     "def f(float(T,M,K) a, float(M) c) -> (y) {\n  for t in T {\n"
-    "    y(t, i) +=! a(t, i, k) * c(i) * (t > 0 ? y(t - 1, i) : 1.0) where i in 0:M\n  }\n}",
+    "    y(t, i) +=! a(t, i, k) * c(i) * y(t, i) where i in 0:M\n  }\n}",
 ])
 def test_sums_that_stay(src):
     assert sums_of(src) == []
@@ -142,3 +144,60 @@ def test_a_range_of_sizes_for_an_lhs_variable_goes_with_its_factor(mode):
         x = rng.standard_normal((B, T, D)).astype(np.float32)
         want = np.cumsum(x.astype(np.float64), 1) / np.arange(1, T + 1)[None, :, None]
         np.testing.assert_allclose(k(x), want, rtol=1e-5, atol=1e-5)
+
+
+EXPM = """def expm_taylor(float(B,N,N) A) -> (E) {
+  for t in 13 {
+    if t == 0 { P(t, b, i, j) = i == j ? 1.0 : 0.0 where exists A(b, i, j) }
+    else { P(t, b, i, j) +=! P(t - 1, b, i, k) * A(b, k, j) / t }
+    if t == 0 { E(b, i, j) = P(t, b, i, j) } else { E(b, i, j) += P(t, b, i, j) }
+  }
+}"""
+# the other branch writes y over M columns, the sum over N: a statement
+# after the sum over y's columns would divide more than the sum wrote
+WIDER = """def f(float(T,M) x, float(M,N) w) -> (y) {
+  for t in T {
+    if t == 0 { y(t, i) = x(t, i) }
+    else { y(t, i) +=! y(t - 1, k) * w(k, i) / t where k in 0:M }
+  }
+}"""
+
+
+def _expm(a):
+    p = np.broadcast_to(np.eye(a.shape[1]), a.shape).astype(np.float64)
+    e = p.copy()
+    for t in range(1, 13):
+        p = p @ a.astype(np.float64) / t
+        e = e + p
+    return e
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_sum_inside_a_loop_applies_its_factor_after_it(mode):
+    """``/ t`` of a Taylor series' term leaves the matrix product, inside the
+    loop and the branch (P's other writer is the other branch)."""
+    assert sums_of(EXPM) == ["P"]
+    k = tcdsl.compile(EXPM, specialize=mode, options={"disk_cache": False})
+    tir = driver.emit(k, "tir")
+    products = [ln for ln in tir.splitlines() if "A[" in ln and "acc[" in ln]
+    assert products and not any(" / " in ln for ln in products), tir
+    rng = np.random.default_rng(7)
+    for B, N in [(1, 1), (2, 5), (3, 17)]:
+        a = (rng.standard_normal((B, N, N)) / N).astype(np.float32)
+        np.testing.assert_allclose(k(a), _expm(a), rtol=1e-5, atol=1e-6)
+
+
+def test_a_factor_is_kept_where_the_statement_after_would_cover_more():
+    assert sums_of(WIDER) == ["y"]  # planned, then dropped: the cover differs (factor.same_cover)
+    fe = driver.frontend(WIDER)
+    assert [c.op for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension)] == ["=", "+=!"]
+    k = tcdsl.compile(WIDER, options={"disk_cache": False})
+    rng = np.random.default_rng(8)
+    T, M, N = 4, 6, 5
+    x, w = rng.standard_normal((T, M)).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    got = k(x, w)
+    want = np.zeros((T, max(M, N)))
+    want[0, :M] = x[0]
+    for t in range(1, T):
+        want[t, :N] = want[t - 1, :M] @ w.astype(np.float64) / t
+    np.testing.assert_allclose(got[1:, :N], want[1:, :N], rtol=1e-4, atol=1e-5)

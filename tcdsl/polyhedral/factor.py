@@ -46,6 +46,8 @@ class Sum:
     # the spans of the quotients of float values (``e / z(b, n, i)``): an
     # integer quotient (``x(k) * (k / 3)``, floor division) is no factor
     divisions: frozenset = frozenset()
+    # the span of the statement after it (its first factor's)
+    after: frozenset = frozenset()
 
 
 def plan(checked: CheckedDef) -> dict[object, Sum]:
@@ -57,10 +59,10 @@ def plan(checked: CheckedDef) -> dict[object, Sum]:
             if isinstance(c, n.Comprehension):
                 writers[c.tensor] = writers.get(c.tensor, 0) + 1
     out: dict[object, Sum] = {}
-    for s in body:
+    for s, loops in _statements(body, ()):
         if not isinstance(s, n.Comprehension) or s.op != "+=!" or s.equivalent is not None:
             continue
-        if writers.get(s.tensor) != 1 or not s.reduction_vars or s.span is None:
+        if not s.reduction_vars or s.span is None or (writers.get(s.tensor) != 1 and not loops):
             continue
         if not checked.tensors[s.tensor].dtype.startswith("float"):
             continue
@@ -69,15 +71,66 @@ def plan(checked: CheckedDef) -> dict[object, Sum]:
             continue
         if any(_where_names(w) & set(lhs) and not _lhs_range(w, lhs) for w in s.wheres):
             continue
-        if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
+        if any(isinstance(a, n.Access) and a.tensor == s.tensor and not _earlier_step(s, a, loops)
+               for a in n.walk(s.rhs)):
             continue
         dependent = frozenset(s.reduction_vars) | {w.name for w in s.wheres if isinstance(w, n.Let)}
         divisions = frozenset(x.span for x in n.walk(s.rhs) if isinstance(x, n.Binary) and x.op == "/"
                               and x.span is not None and x.dtype is not None and x.dtype.startswith("float"))
         inv, dep = split(s.rhs, dependent, divisions)
         if inv and dep:
-            out[s.span] = Sum(dependent, divisions)
+            out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}))
     return out
+
+
+def _statements(body, loops: tuple[str, ...]):
+    """(statement, the variables of the sequential loops around it) for the
+    statements of ``body`` and of the loops and branches in it."""
+    for s in body:
+        if isinstance(s, n.For):
+            yield from _statements(s.body, loops + (s.var,))
+        elif isinstance(s, n.If):
+            yield from _statements(s.then, loops)
+            yield from _statements(s.orelse, loops)
+        else:
+            yield s, loops
+
+
+def _earlier_step(s: n.Comprehension, a: n.Access, loops: tuple[str, ...]) -> bool:
+    """The read ``a`` of the tensor ``s`` writes is of an earlier step of a
+    loop: ``P(t - 1, b, i, k)`` where ``s`` writes ``P(t, b, i, j)``."""
+    for x, y in zip(s.indices, a.indices):
+        if isinstance(x, (n.IndexVar, n.Ident)) and x.name in loops and isinstance(y, n.Binary) and y.op == "-" \
+                and isinstance(y.lhs, (n.IndexVar, n.Ident)) and y.lhs.name == x.name \
+                and isinstance(y.rhs, n.Const) and isinstance(y.rhs.value, int) and y.rhs.value > 0:
+            return True
+    return False
+
+
+def same_cover(new_model, p: dict[object, Sum]) -> bool:
+    """In the rewritten program's model, the statement after each sum of
+    ``p`` runs exactly the points the sum initialises (inside loops, where
+    other statements write the tensor, ranges inference could give it
+    more): else the rewrite is dropped (driver.py)."""
+    inits, after = {}, {}
+    for k in new_model.kernels():
+        for st in k.stmts:
+            c = st.info.comp
+            if st.is_init and c.span in p:
+                inits[c.span] = (c.tensor, st.domain.reset_tuple_id())
+            elif not st.is_init and c.op == "=":
+                after.setdefault((c.tensor, c.span), []).append(st.domain.reset_tuple_id())
+    for span in p:
+        if span not in inits:
+            return False
+        tensor, dom = inits[span]
+        mine = [d for (t, sp), ds in after.items() if t == tensor and sp in p[span].after for d in ds]
+        if len(mine) != 1:
+            return False
+        other = mine[0].align_params(dom.get_space())
+        if not dom.align_params(other.get_space()).is_equal(other):
+            return False
+    return True
 
 
 def split(e: n.Expr, dependent: frozenset[str],
@@ -106,8 +159,18 @@ def split(e: n.Expr, dependent: frozenset[str],
 
 def rewrite(d: n.Def, p: dict[object, Sum]) -> n.Def:
     """``d`` (as parsed) with each sum of ``p`` followed by its invariant factors."""
+    return replace(d, body=_block(d.body, p))
+
+
+def _block(stmts, p: dict[object, Sum]) -> tuple:
     body: list[n.Stmt] = []
-    for s in d.body:
+    for s in stmts:
+        if isinstance(s, n.For):
+            body.append(replace(s, body=_block(s.body, p)))
+            continue
+        if isinstance(s, n.If):
+            body.append(replace(s, then=_block(s.then, p), orelse=_block(s.orelse, p)))
+            continue
         if not isinstance(s, n.Comprehension) or s.span not in p:
             body.append(s)
             continue
@@ -120,7 +183,7 @@ def rewrite(d: n.Def, p: dict[object, Sum]) -> n.Def:
         lhs = [_name(x) for x in s.indices]
         wheres = tuple(w for w in s.wheres if _lhs_range(w, lhs))
         body.append(n.Comprehension(s.tensor, s.indices, "=", value, wheres, span=here))
-    return replace(d, body=tuple(body))
+    return tuple(body)
 
 
 def _lhs_range(w: n.Node, lhs: list) -> bool:
