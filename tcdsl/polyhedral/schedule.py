@@ -146,10 +146,12 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             # (a Newton-Schulz step's ``A2(i, k) +=! A(i, l) * A(l, k)`` with
             # the product by X that reads its rows: a dot product per
             # element, 6x torch): a nest per component when more of its
-            # reductions keep register tiles
+            # reductions keep register tiles, and the steps did not run
+            # inside a parallel loop (an RNN's batch, PARALLEL_STEPS)
             other = _finish(_compute(sc, True), stride_one)
             red = _reductions(k) if fix is None else None
-            if red is not None and _tiled_statements(other, stride_one, red) > _tiled_statements(root, stride_one, red):
+            if red is not None and _tiled_statements(other, stride_one, red) > _tiled_statements(root, stride_one, red) \
+                    and not _steps_inside(_mark_steps(root, k, fix)):
                 root = other
         lets = _formula_statements(k)
         if fusion == "auto" and lets:  # (a CTC-like recursion's select piece fused with its exps: no vector loop)
