@@ -3654,3 +3654,67 @@ def _bn1d(torch, a, t, s):
     F = torch.nn.functional
     return {"F.batch_norm(training=True)": _nograd(torch, lambda: F.batch_norm(t[0], None, None, t[1], t[2],
                                                                                training=True, eps=1e-5))}
+
+
+@program(name="attention scores with the heads last (bhqd,bhkd->bqkh)", kind="attention", src="""
+def scores(float(B,NH,T,D) q, float(B,NH,S,D) k) -> (s) {
+  s(b, i, j, h) +=! q(b, h, i, d) * k(b, h, j, d)
+}""", full=dict(B=8, NH=8, T=256, S=256, D=64), tiny=dict(B=1, NH=2, T=3, S=5, D=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["NH"], s["T"], s["D"]), _n(rng, s["B"], s["NH"], s["S"], s["D"])])
+def _scores_heads_last(torch, a, t, s):
+    return {"torch.einsum + contiguous": _nograd(torch, lambda: torch.einsum("bhqd,bhkd->bqkh", t[0], t[1])
+                                                 .contiguous())}
+
+
+@program(name="running mean over time as a masked sum", kind="scan", src="""
+def running_mean(float(B,T,D) x) -> (y) {
+  y(b, t, d) +=! (s <= t ? x(b, s, d) : 0) / (t + 1) where s in 0:T, t in 0:T
+}""", full=dict(B=16, T=256, D=256), tiny=dict(B=2, T=5, D=3), inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["D"])])
+def _running_mean(torch, a, t, s):
+    steps = torch.arange(1, s["T"] + 1, dtype=torch.float32)[None, :, None]
+    return {"torch.cumsum / t": _nograd(torch, lambda: t[0].cumsum(1) / steps)}
+
+
+@program(name="newton-schulz orthogonalisation, 5 steps in a loop", kind="loop", src="""
+def newton_schulz(float(M,N) G) -> (Y) {
+  nrm +=! G(i, j) * G(i, j)
+  for s in 6 {
+    if s == 0 { X(s, i, j) = G(i, j) / (sqrt(nrm) + 1e-7) }
+    else {
+      A(i, k) +=! X(s - 1, i, j) * X(s - 1, k, j)
+      A2(i, k) +=! A(i, l) * A(l, k)
+      Bm(i, k) = -4.7750 * A(i, k) + 2.0315 * A2(i, k)
+      X(s, i, j) +=! Bm(i, k) * X(s - 1, k, j)
+      X(s, i, j) = 3.4445 * X(s - 1, i, j) + X(s, i, j)
+    }
+  }
+  Y(i, j) = X(5, i, j)
+}""", full=dict(M=256, N=512), tiny=dict(M=3, N=5), inputs=lambda rng, s: [_n(rng, s["M"], s["N"])])
+def _newton_schulz(torch, a, t, s):
+    def run():
+        X = t[0] / (t[0].norm() + 1e-7)
+        for _ in range(5):
+            A = X @ X.T
+            X = 3.4445 * X + (-4.7750 * A + 2.0315 * A @ A) @ X
+        return X
+    return {"torch loop of matmuls": _nograd(torch, run)}
+
+
+@program(name="matrix exponential, 12 Taylor terms in a loop", kind="loop", src="""
+def expm_taylor(float(B,N,N) A) -> (E) {
+  for t in 13 {
+    if t == 0 { P(t, b, i, j) = i == j ? 1.0 : 0.0 where exists A(b, i, j) }
+    else { P(t, b, i, j) +=! P(t - 1, b, i, k) * A(b, k, j) / t }
+    if t == 0 { E(b, i, j) = P(t, b, i, j) } else { E(b, i, j) += P(t, b, i, j) }
+  }
+}""", full=dict(B=64, N=64), tiny=dict(B=2, N=3),
+         inputs=lambda rng, s: [(_n(rng, s["B"], s["N"], s["N"]) / (2 * s["N"] ** 0.5)).astype(np.float32)])
+def _expm_taylor(torch, a, t, s):
+    def run():
+        P = torch.eye(s["N"]).expand_as(t[0])
+        E = P.clone()
+        for k in range(1, 13):
+            P = (P @ t[0]) / k
+            E = E + P
+        return E
+    return {"torch loop of bmm": _nograd(torch, run)}
