@@ -253,8 +253,7 @@ def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     from .polyhedral import factor
 
     out = _rewritten("factored", program, entry, checked, ranges, model, lambda: factor.plan(checked), factor.rewrite)
-    if out[4] is not None and not factor.same_cover(out[3], out[4]):
-        _dump("factored", lambda: "not factored: a statement after a sum would cover other points")
+    if out[4] is not None and not factor.same_cover(out[3], out[4]):  # (the statement after a sum covers more)
         return program, checked, ranges, model
     return out[:4]
 
