@@ -149,8 +149,8 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             # reductions keep register tiles, and the steps did not run
             # inside a parallel loop (an RNN's batch, PARALLEL_STEPS)
             other = _finish(_compute(sc, True), stride_one)
-            red = _reductions(k) if fix is None else None
-            if red is not None and _tiled_statements(other, stride_one, red) > _tiled_statements(root, stride_one, red) \
+            red = _reductions(k)
+            if _tiled_statements(other, stride_one, red) > _tiled_statements(root, stride_one, red) \
                     and not _steps_inside(_mark_steps(root, k, fix)):
                 root = other
         lets = _formula_statements(k)
