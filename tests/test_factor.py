@@ -133,6 +133,8 @@ def test_a_range_of_sizes_for_an_lhs_variable_goes_with_its_factor(mode):
     # a range narrower than the tensor: the statement after the sum covers the same elements
     part = "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M\n}"
     assert sums_of(part) == ["y"]
+    after = [c for c in n.walk(driver.frontend(part).checked.node) if isinstance(c, n.Comprehension)]
+    assert [(c.op, len(c.wheres)) for c in after] == [("+=!", 1), ("=", 1)]  # the statement after takes i in 1:M
     a, c = np.ones((4, 3), np.float32), np.arange(4, dtype=np.float32)
     np.testing.assert_allclose(tcdsl.compile(part, specialize=mode, options={"disk_cache": False})(a, c)[1:],
                                3 * c[1:])

@@ -180,8 +180,8 @@ def _block(stmts, p: dict[object, Sum]) -> tuple:
         value: n.Expr = n.Call(s.tensor, s.indices, span=here)
         for op, f in inv:
             value = n.Binary(op, value, f, span=f.span or here)
-        lhs = [_name(x) for x in s.indices]
-        wheres = tuple(w for w in s.wheres if _lhs_range(w, lhs))
+        lhs = [_name(x) for x in s.indices]  # (plan let only ranges of sizes name them)
+        wheres = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in lhs)
         body.append(n.Comprehension(s.tensor, s.indices, "=", value, wheres, span=here))
     return tuple(body)
 
@@ -190,11 +190,7 @@ def _lhs_range(w: n.Node, lhs: list) -> bool:
     """``w`` gives an lhs variable a range of sizes and constants (``where t
     in 0:T``, for a variable that no read bounds): the statement after the
     sum takes it too, and covers the elements the sum wrote."""
-    return isinstance(w, n.RangeConstraint) and w.var in lhs and not (_names(w.lo) | _names(w.hi)) - _sizes(w)
-
-
-def _sizes(w: n.Node) -> set[str]:
-    return {x.name for x in n.walk(w) if isinstance(x, n.SizeVar)}
+    return isinstance(w, n.RangeConstraint) and w.var in lhs and not _names(w.lo) | _names(w.hi)
 
 
 def _product(factors: list[tuple[str, n.Expr]], span) -> n.Expr:
