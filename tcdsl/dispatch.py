@@ -57,11 +57,16 @@ class _Binary(Binary):
     function: the backend and an in-memory executable are rebuilt by
     ``remake`` the first time something asks for them (the inspection views)."""
 
-    def __init__(self, backend: driver.Backend, target):
+    def __init__(self, backend: driver.Backend, target, executable=None, library=None):
+        """``library``: the shared library the build was just written to (the
+        disk cache), whose function is used instead of the executable's: the
+        executable's would be compiled by LLVM's JIT, a second code generation
+        of the module after the one that wrote the library."""
         self._backend = backend
-        self._executable = targets.build(backend.func, target)
+        self._executable = executable if executable is not None else targets.build(backend.func, target)
         symbol = backend.func.attrs["global_symbol"]
-        super().__init__(lambda: self._executable[symbol], backend.signature.sizes)
+        module = self._executable if library is None else library
+        super().__init__(lambda: module[symbol], backend.signature.sizes)
         self.target = target
         self.from_disk = False
 
@@ -202,14 +207,17 @@ class Kernel(CompiledKernel):
                 return b
         if disk_only:
             return None
-        b = _Binary(self.backend(sizes), self.target)
+        backend = self.backend(sizes)
+        executable, library = targets.build(backend.func, self.target), None
+        if disk is not None:
+            fixed, size_params = {**self.fixed, **(sizes or {})}, tuple(backend.signature.sizes)
+            path = cache.store(*disk, lambda path: targets.export(executable, path),
+                               backend.func.attrs["global_symbol"], size_params,
+                               {k: v for k, v in fixed.items() if k not in size_params}, self.signature.to_json())
+            library = cache.load_library(path) if path is not None else None
+        b = _Binary(backend, self.target, executable, library)
         with self._lock:
             self._stats["compiles"] += 1
-        if disk is not None:
-            executable, fixed = b.executable, {**self.fixed, **(sizes or {})}
-            cache.store(*disk, lambda path: targets.export(executable, path), b.backend.func.attrs["global_symbol"],
-                        b.size_params, {k: v for k, v in fixed.items() if k not in b.size_params},
-                        self.signature.to_json())
         return b
 
     def _disk_key(self, sizes: dict[str, int] | None) -> tuple[str, dict] | None:

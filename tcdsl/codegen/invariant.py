@@ -215,10 +215,12 @@ class RowTerms:
         def moves(e) -> bool:
             return any(v.same_as(m) for v in tirx.analysis.undefined_vars(e) for m in moving)
 
+        divides: dict = {}
+
         def visit(e):
             if not _dtype(e).startswith("int") or isinstance(e, (tirx.IntImm, tirx.Var, _LOAD)):
                 return e
-            if not has_node(e, _by_value) or loads(e) or moves(e):
+            if not has_node(e, _by_value, divides) or loads(e) or moves(e):
                 return e
             term = _read(e, own)
             for cells, known in self.terms:

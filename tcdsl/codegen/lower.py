@@ -460,17 +460,30 @@ def _mul(old, value):
 
 
 # --------------------------------------------------------- TIR helpers
-def has_node(e, match) -> bool:
+def has_node(e, match, memo: dict | None = None) -> bool:
     """Some node of the expression or statement ``e`` (as this package builds
     them) is an instance of ``match`` (a tuple of types) or satisfies it (a
-    predicate)."""
+    predicate).  ``memo`` (a dict kept by the caller across calls with the
+    same ``match``) holds the answers for the nodes already walked: a caller
+    asking about every node of a tree then walks it once, not once per level."""
+    if memo is not None:
+        hit = memo.get(e)  # TVM objects hash and compare by reference
+        if hit is None:
+            hit = memo[e] = _has_node(e, match, memo)
+        return hit
+    return _has_node(e, match, None)
+
+
+def _has_node(e, match, memo) -> bool:
     if isinstance(match, tuple) and isinstance(e, match) or not isinstance(match, tuple) and match(e):
         return True
     for f in ("a", "b", "value", "condition", "true_value", "false_value", "body", "then_case", "else_case"):
-        if getattr(e, f, None) is not None and has_node(getattr(e, f), match):
+        y = getattr(e, f, None)
+        if y is not None and has_node(y, match, memo):
             return True
     for f in ("args", "indices", "seq"):
-        if hasattr(e, f) and any(has_node(y, match) for y in getattr(e, f)):
+        ys = getattr(e, f, None)
+        if ys is not None and any(has_node(y, match, memo) for y in ys):
             return True
     return False
 

@@ -176,6 +176,19 @@ def store(key: str, key_fields: dict[str, Any], export: Callable[[str], None], f
                 _unlink(Path(p))
 
 
+def load_library(path: Path):
+    """The module of a library :func:`store` has just written, or None when
+    it cannot be loaded (removed meanwhile by another process's eviction):
+    the caller then uses its in-memory build."""
+    import tvm
+
+    try:
+        return tvm.runtime.load_module(str(path))
+    except Exception as e:  # noqa: BLE001 -- the in-memory build serves instead
+        _warn(f"cannot load {path} back ({type(e).__name__}: {e}); using the in-memory build")
+        return None
+
+
 def remove(key: str, directory: Path | None = None) -> None:
     d = directory or cache_dir()
     _unlink(d / f"{key}.json")
