@@ -54,6 +54,24 @@ def counts(k) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------- one process
+def test_a_build_stored_on_disk_is_called_from_its_library_not_compiled_again(disk, monkeypatch):
+    """Writing the library generates the machine code; the kernel then calls
+    that library rather than having LLVM's JIT generate the code a second
+    time (half of the LLVM time of a compile)."""
+    import tvm
+
+    jitted = []
+    getitem = tvm.runtime.Executable.__getitem__
+    monkeypatch.setattr(tvm.runtime.Executable, "__getitem__",
+                        lambda self, name: jitted.append(name) or getitem(self, name))
+    k = tcdsl.compile(ELMAN)
+    check(k)
+    assert jitted == [] and len(libraries(disk)) == 1
+    monkeypatch.setenv("TCDSL_DISK_CACHE", "0")  # no library: the in-memory build serves
+    check(tcdsl.compile(ELMAN_REFORMATTED))
+    assert jitted
+
+
 def test_a_second_kernel_of_the_same_program_is_a_disk_hit(disk):
     k1 = tcdsl.compile(ELMAN)
     assert counts(k1) == (1, 0)
