@@ -126,6 +126,49 @@ def test_a_tensor_written_inside_the_loop_is_not_packed_whole():
     np.testing.assert_allclose(k(x, h0, W0, sc), np.stack(ref), rtol=1e-4, atol=2e-5)
 
 
+# a tensor the loop writes, times itself transposed (a Newton-Schulz step's
+# A = X X^T): the step's register tiles read a panel of X copied at that step
+# (codegen/cpu_tiles.py), where they read X a lane at a time before
+GRAM_EACH_STEP = """
+def gram(float(M,N) X0) -> (Y) {
+  for s in 3 {
+    if s == 0 { X(s, i, j) = X0(i, j) }
+    else {
+      A(i, k) +=! X(s - 1, i, j) * X(s - 1, k, j) / N
+      X(s, i, j) +=! A(i, k) * X(s - 1, k, j) / M
+    }
+  }
+  Y(i, j) = X(2, i, j)
+}"""
+
+
+def _gram_ref(X0):
+    x = X0.astype(np.float64)
+    for _ in range(2):
+        x = (x @ x.T / x.shape[1]) @ x / x.shape[0]
+    return x
+
+
+def test_a_tensor_the_loop_writes_is_read_transposed_through_a_panel_of_the_step():
+    text = _tir(GRAM_EACH_STEP)
+    loop = text.index("for s in range")
+    assert loop < text.index("X_panel = "), text
+    assert re.search(r"acc\[r, u \* \d+ \+ v\] \+ X\[[^\]]*\] \* X_packed\[", text), text
+    assert "A_lanes" not in text  # (the dot products it was)
+    # a weight written at each step in the usual layout is read as it is (no copy per step)
+    assert "W_panel" not in _tir(SCALED_EACH_STEP)
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_transposed_product_of_the_step_matches_numpy(mode):
+    k = tcdsl.compile(GRAM_EACH_STEP, tuning_db=False, specialize=mode)
+    rng = np.random.default_rng(11)
+    # rows for panels (>= 8) and not, columns of full panels, a tail, fewer than a vector
+    for M, N in ((50, 37), (48, 24), (7, 30), (9, 5), (1, 3)):
+        X0 = rng.uniform(-1, 1, (M, N)).astype(np.float32)
+        np.testing.assert_allclose(k(X0), _gram_ref(X0), rtol=1e-4, atol=1e-5, err_msg=f"{(M, N)}")
+
+
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
 def test_lstm_with_packed_weight_matches_numpy(mode):
     k = tcdsl.compile(LSTM_GIVEN, tuning_db=False, specialize=mode)
@@ -186,7 +229,8 @@ def test_packed_weights_stay_inside_their_tensors():
                  (LSTM_GIVEN, {"T": 2, "B": 16, "H": 53}),
                  (ELMAN_OUT_IN, {"T": 3, "B": 18, "H": 97}),
                  (ELMAN_IN_OUT_BATCH_FIRST, {"T": 3, "B": 18, "H": 97}),
-                 (SCALED_BEFORE, {"T": 3, "B": 18, "H": 97})])]
+                 (SCALED_BEFORE, {"T": 3, "B": 18, "H": 97}),
+                 (GRAM_EACH_STEP, {"M": 33, "N": 29}), (GRAM_EACH_STEP, {"M": 8, "N": 50})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)

@@ -32,6 +32,7 @@ from tvm.tirx.analysis import undefined_vars
 
 from ..options import DEFAULT_DEPTH_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
+from ..polyhedral.schedule import written_in_steps
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
 from .expr import INDEX, wide_indices
 from . import invariant
@@ -176,8 +177,16 @@ class RegisterTiles:
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
         copies = not self.depth and not ragged and not self.single  # panels may be copied
+        # ... except a tensor the loop writes, read across its contiguous
+        # dimension (``A(i, k) +=! X(s - 1, i, j) * X(s - 1, k, j)``, a
+        # Newton-Schulz step): nothing packs it once per call, and the tiles
+        # would read it a lane at a time (where rows are few, below 2 row
+        # tiles, they still do: see the end)
+        stepped = written_in_steps(self.low.kernel) if in_loop and self.low.kernel is not None else set()
         packed = self._packable(chain, call, row, j_name) \
-            if not in_loop and copies and box_of_sizes(self.low, chain, row, j_name) else []
+            if (not in_loop or stepped) and copies and box_of_sizes(self.low, chain, row, j_name) else []
+        if in_loop:
+            packed = [p for p in packed if p[0] in stepped and p[1] is not None and max(p[1]) > p[2]]
         rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
         # a strided read (a convolution of stride 2) is copied to a panel for
         # every column tile a vector wide or more, the last one overlapping
@@ -310,6 +319,8 @@ class RegisterTiles:
         # panels (an RNN's recurrent weight) are packed whole, once per call
         # (panels.pack_whole)
         whole = self._whole(chain, call, row, j_name, j_init) if in_loop and copies else []
+        if whole:
+            packed = []  # (one kind of panel per tile)
         if not packed:
             return columns(bool(whole))
         # a panel is worth copying when several row tiles read it

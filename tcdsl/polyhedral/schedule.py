@@ -466,6 +466,7 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
     from ..syntax import nodes as n
 
     out = isl.UnionMap.empty(k.context.get_space())
+    stepped = written_in_steps(k)
     for s in k.stmts:
         last = s.info.comp.indices[-1] if s.info.comp.indices else None
         if not isinstance(last, n.IndexVar) or last.name not in s.dims:
@@ -476,8 +477,8 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         # outside sequential loops (``B(n, k)``), which the CPU generator
         # copies to a contiguous panel (codegen/cpu.py, _packable)
         red = s.info.comp.reduction_vars
-        packs = not k.loops and len(red) >= 1
-        if not all(unit_or_invariant(a, last.name) or packs and transposed(a, last.name, red, s.dims)
+        if not all(unit_or_invariant(a, last.name)
+                   or len(red) >= 1 and (not k.loops or a.tensor in stepped) and transposed(a, last.name, red, s.dims)
                    for a in reads):
             continue
         dims = ", ".join(map(isl_name, s.dims))
@@ -485,6 +486,14 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
                                   + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
         out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
     return out
+
+
+def written_in_steps(k: Kernel) -> set[str]:
+    """The tensors that the statements of ``k`` write, when ``k`` runs inside
+    sequential loops (else none): an operand of these read across its
+    contiguous dimension is copied to a panel at each step (codegen/cpu_tiles.py),
+    where the other operands read there are packed once per call instead."""
+    return {s.info.comp.tensor for s in k.stmts} if k.loops else set()
 
 
 def _params(k: Kernel) -> list[str]:
