@@ -3718,3 +3718,15 @@ def _expm_taylor(torch, a, t, s):
             E = E + P
         return E
     return {"torch loop of bmm": _nograd(torch, run)}
+
+
+@program(name="adaptive avg pool 2d to 7 x 7 (window bounds as selects)", kind="pool", src="""
+def adapool(float(N,C,H,W) x) -> (y) {
+  cnt(i, j) = float(((i + 1) * H + 6) / 7 - (i * H) / 7) * float(((j + 1) * W + 6) / 7 - (j * W) / 7) where i in 0:7, j in 0:7
+  y(n, c, i, j) +=! ((i * H) / 7 + a < ((i + 1) * H + 6) / 7 && (j * W) / 7 + u < ((j + 1) * W + 6) / 7
+      ? x(n, c, (i * H) / 7 + a, (j * W) / 7 + u) : 0) where i in 0:7, j in 0:7, a in 0:H / 7 + 2, u in 0:W / 7 + 2
+  y(n, c, i, j) = y(n, c, i, j) / cnt(i, j)
+}""", full=dict(N=32, C=256, H=32, W=32), tiny=dict(N=2, C=3, H=9, W=13),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"])])
+def _adapool(torch, a, t, s):
+    return {"F.adaptive_avg_pool2d": _nograd(torch, lambda: torch.nn.functional.adaptive_avg_pool2d(t[0], 7))}

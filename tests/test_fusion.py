@@ -392,3 +392,41 @@ def test_exps_fused_into_sums_over_two_dimensions_get_their_own_vector_nest(mode
         kx, ky = k(f)
         np.testing.assert_allclose(kx, (p * np.arange(shape[3])).sum((2, 3)), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(ky, (p * np.arange(shape[2])[:, None]).sum((2, 3)), rtol=1e-5, atol=1e-5)
+
+
+ADAPTIVE_POOL = """def adapool(float(N,C,H,W) x) -> (y) {
+  cnt(i, j) = float(((i + 1) * H + 6) / 7 - (i * H) / 7) * float(((j + 1) * W + 6) / 7 - (j * W) / 7) where i in 0:7, j in 0:7
+  y(n, c, i, j) +=! ((i * H) / 7 + a < ((i + 1) * H + 6) / 7 && (j * W) / 7 + u < ((j + 1) * W + 6) / 7
+      ? x(n, c, (i * H) / 7 + a, (j * W) / 7 + u) : 0) where i in 0:7, j in 0:7, a in 0:H / 7 + 2, u in 0:W / 7 + 2
+  y(n, c, i, j) = y(n, c, i, j) / cnt(i, j)
+}"""
+
+
+def _adaptive_pool_ref(x):
+    N, C, H, W = x.shape
+    y = np.zeros((N, C, 7, 7))
+    for i in range(7):
+        for j in range(7):
+            win = x[:, :, i * H // 7:-(-(i + 1) * H // 7), j * W // 7:-(-(j + 1) * W // 7)]
+            y[:, :, i, j] = win.astype(np.float64).mean(axis=(2, 3))
+    return y
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_statements_fused_under_a_few_fixed_rows_get_nests_over_the_batch(mode):
+    """isl fused an adaptive pooling's table of window sizes ``cnt(i, j)``
+    with the sums into one nest whose parallel loop ran over the 7 output
+    rows, batch and channels inside it (each row swept every channel: 8.7x
+    F.adaptive_avg_pool2d): fewer statements under such a loop, as many
+    parallel and vectorized, take the nest per component."""
+    k = tcdsl.compile(ADAPTIVE_POOL, specialize=mode, options={"disk_cache": False})
+    fused = tcdsl.compile(ADAPTIVE_POOL, options={"disk_cache": False, "fusion": "isl"})
+    assert re.search(r"for \w+ in T\.parallel\(7\)", fused.script)
+    if mode == "never":
+        # only the table of 7 x 7 runs under a parallel loop of 7
+        pars = re.findall(r"for \w+ in T\.parallel\(([^)]*)\)", k.script)
+        assert pars.count("7") <= 1 and "N" in pars, pars
+    rng = np.random.default_rng(12)
+    for shape in [(2, 3, 32, 32), (1, 2, 7, 7), (2, 5, 20, 11), (1, 1, 9, 50)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(k(x), _adaptive_pool_ref(x), rtol=1e-5, atol=1e-6, err_msg=f"{shape}")

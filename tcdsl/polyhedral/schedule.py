@@ -25,6 +25,7 @@ from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
+                              _narrow_parallel_statements,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
 
@@ -111,6 +112,18 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # into one scalar pass: 39 -> 9 ms): a nest per component, sharing the rows' parallel loop
         other = _rows_fused(_compute(sc, True), sc) if not _vector_statements(root, stride_one) else None
         if other is not None and _vector_statements(other := _finish(other, stride_one), stride_one):
+            root = other
+    if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 \
+            and _narrow_parallel_statements(root, NARROW):
+        # isl fused the statements under a loop over a few rows fixed by the
+        # program, the batch inside (an adaptive pooling's 7 output rows with
+        # a table of window sizes over them: every row swept all channels, 8.7x
+        # F.adaptive_avg_pool2d): a nest per component, where fewer statements
+        # run under such a loop and as many in vectors and in parallel
+        other = _finish(_compute(sc, True), stride_one)
+        if (_narrow_parallel_statements(other, NARROW) < _narrow_parallel_statements(root, NARROW)
+                and _parallel_statements(other) >= _parallel_statements(root)
+                and _vector_statements(other, stride_one) >= _vector_statements(root, stride_one)):
             root = other
     if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 and not _top_parallel(root):
         # isl fused a reduction over the rows into their loop, which it made

@@ -170,6 +170,27 @@ def _parallel_statements(root: isl.ScheduleNode) -> int:
     return len(names)
 
 
+def _narrow_parallel_statements(root: isl.ScheduleNode, narrow: int) -> int:
+    """How many statements run under an outermost parallel loop of at most
+    ``narrow`` iterations whatever the sizes (the 7 output rows of an
+    adaptive pooling, with the batch and channels inside)."""
+    NT = isl.schedule_node_type
+    names: set[str] = set()
+
+    def visit(node: isl.ScheduleNode, mark: str | None) -> None:
+        t = node.get_type()
+        if t == NT.band and mark in (PARALLEL, PARALLEL_STEPS):
+            n = _extent(node)
+            if n is not None and n <= narrow:
+                dl = node.get_domain().get_set_list()
+                names.update(dl.get_at(i).get_tuple_name() for i in range(dl.n_set()))
+            return
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None)
+    visit(root, None)
+    return len(names)
+
+
 def _has_band(node: isl.ScheduleNode) -> bool:
     if node.get_type() == isl.schedule_node_type.band:
         return True
