@@ -32,8 +32,8 @@ from tvm.tirx.analysis import undefined_vars
 
 from ..options import DEFAULT_DEPTH_K_BLOCK, CpuMapping
 from ..polyhedral import isl_ast
-from ..polyhedral.schedule import written_in_steps
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_stride
+from ..polyhedral.schedule_counts import written_in_steps
 from .expr import INDEX, wide_indices
 from . import invariant
 from .collapse import run_as_one
@@ -41,7 +41,7 @@ from .scratch import STACK
 from .cpu_strips import strip_steps
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, rest_packs,
-                     sliding_window, strided_reads, window_loops_outside)
+                     rows_across as reads_across_rows, sliding_window, strided_reads, window_loops_outside)
 from .tile_checks import accumulates_privately, runs_in_one_step, packed_loop, transposed_loop  # noqa: F401  (for cpu.py)
 
 
@@ -177,17 +177,13 @@ class RegisterTiles:
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
         copies = not self.depth and not ragged and not self.single  # panels may be copied
-        # ... except a tensor the loop writes, read across its contiguous
-        # dimension (``A(i, k) +=! X(s - 1, i, j) * X(s - 1, k, j)``, a
-        # Newton-Schulz step): nothing packs it once per call, and the tiles
-        # would read it a lane at a time (where rows are few, below 2 row
-        # tiles, they still do: see the end)
+        # ... but for a tensor the loop writes, read across its last dimension
+        # (``X(s - 1, k, j)`` of a Newton-Schulz step; docs/internals.md)
         stepped = written_in_steps(self.low.kernel) if in_loop and self.low.kernel is not None else set()
-        packed = self._packable(chain, call, row, j_name) \
+        packed = [p for p in self._packable(chain, call, row, j_name) if not in_loop or p[0] in stepped
+                  and p[1] is not None and max(p[1]) > p[2]] \
             if (not in_loop or stepped) and copies and box_of_sizes(self.low, chain, row, j_name) else []
-        if in_loop:
-            packed = [p for p in packed if p[0] in stepped and p[1] is not None and max(p[1]) > p[2]]
-        rows_across = bool(packed) and self._rows_across(chain, call, row, j_name)
+        rows_across = bool(packed) and reads_across_rows(self.low, chain, call, row, j_name)
         # a strided read (a convolution of stride 2) is copied to a panel for
         # every column tile a vector wide or more, the last one overlapping
         strided = any(dims is None for _, dims, _ in packed)
@@ -325,24 +321,6 @@ class RegisterTiles:
             return columns(bool(whole))
         # a panel is worth copying when several row tiles read it
         return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
-
-    def _rows_across(self, chain, call, row: str, j_name: str) -> bool:
-        """A tensor read with the row is read across its rows: the outer
-        reduction loop moves some index of it but the last (``dy(n, o)`` of a
-        weight gradient ``dW(o, i) +=! dy(n, o) * x(n, i)``, rows ``o``): a
-        row tile uses a few elements of each cache line it loads, and the
-        lines are reused by the next row tiles only while the panel's block is
-        short (see _Panels)."""
-        k_name = iterator(chain[0])
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + [iterator(c) for c in chain]}
-        with self.low.bound(probe):
-            _, _, value, _ = self.low.statement_parts(call)
-        for ld in _loads(value):
-            idx = list(ld.indices)
-            if (any(_uses(x, probe[row]) for x in idx) and any(_uses(x, probe[k_name]) for x in idx[:-1])
-                    and not _uses(idx[-1], probe[k_name])):
-                return True
-        return False
 
     def _whole(self, chain, call, row: str, j_name: str, j_init) -> list:
         """The tensors of :meth:`_packable` that are inputs of the program or

@@ -55,6 +55,25 @@ def strided_reads(value, j: tirx.Var, ks: list) -> set[str]:
     return out
 
 
+def rows_across(low, chain, call, row: str, j_name: str) -> bool:
+    """A tensor read with the row is read across its rows: the outer
+    reduction loop moves some index of it but the last (``dy(n, o)`` of a
+    weight gradient ``dW(o, i) +=! dy(n, o) * x(n, i)``, rows ``o``): a
+    row tile uses a few elements of each cache line it loads, and the
+    lines are reused by the next row tiles only while the panel's block is
+    short (see _Panels)."""
+    k_name = iterator(chain[0])
+    probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + [iterator(c) for c in chain]}
+    with low.bound(probe):
+        _, _, value, _ = low.statement_parts(call)
+    for ld in loads(value):
+        idx = list(ld.indices)
+        if (any(uses(x, probe[row]) for x in idx) and any(uses(x, probe[k_name]) for x in idx[:-1])
+                and not uses(idx[-1], probe[k_name])):
+            return True
+    return False
+
+
 def box_of_sizes(low, chain, row: str, j_name: str) -> bool:
     """The reduction loops' ranges depend on nothing but the sizes, the
     rows, the column and each other: not on other loops around the tile,

@@ -25,7 +25,7 @@ from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
-                              _narrow_parallel_statements,
+                              _narrow_parallel_statements, written_in_steps,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
 
@@ -499,14 +499,6 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
                                   + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
         out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
     return out
-
-
-def written_in_steps(k: Kernel) -> set[str]:
-    """The tensors that the statements of ``k`` write, when ``k`` runs inside
-    sequential loops (else none): an operand of these read across its
-    contiguous dimension is copied to a panel at each step (codegen/cpu_tiles.py),
-    where the other operands read there are packed once per call instead."""
-    return {s.info.comp.tensor for s in k.stmts} if k.loops else set()
 
 
 def _params(k: Kernel) -> list[str]:
