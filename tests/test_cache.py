@@ -57,7 +57,7 @@ def counts(k) -> tuple[int, int]:
 def test_a_build_stored_on_disk_is_called_from_its_library_not_compiled_again(disk, monkeypatch):
     """Writing the library generates the machine code; the kernel then calls
     that library rather than having LLVM's JIT generate the code a second
-    time (half of the LLVM time of a compile)."""
+    time (about a quarter of the time LLVM spent on a compile)."""
     import tvm
 
     jitted = []
