@@ -3730,3 +3730,20 @@ def adapool(float(N,C,H,W) x) -> (y) {
          inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"])])
 def _adapool(torch, a, t, s):
     return {"F.adaptive_avg_pool2d": _nograd(torch, lambda: torch.nn.functional.adaptive_avg_pool2d(t[0], 7))}
+
+
+@program(name="grid_sample, bilinear, border (where bindings)", kind="data", src="""
+def grid_sample(float(N,C,H,W) x, float(N,P,Q,2) g) -> (y) {
+  y(n, c, i, j) = (1 - ax) * (1 - ay) * x(n, c, r0, c0) + ax * (1 - ay) * x(n, c, r0, c1)
+                + (1 - ax) * ay * x(n, c, r1, c0) + ax * ay * x(n, c, r1, c1)
+    where fx = fmin(fmax((g(n, i, j, 0) + 1) * 0.5 * (W - 1), 0.0), W - 1.0),
+          fy = fmin(fmax((g(n, i, j, 1) + 1) * 0.5 * (H - 1), 0.0), H - 1.0),
+          c0 = min(max(int32(floor(fx)), 0), W - 1), r0 = min(max(int32(floor(fy)), 0), H - 1),
+          c1 = min(c0 + 1, W - 1), r1 = min(r0 + 1, H - 1),
+          ax = fx - float(c0), ay = fy - float(r0)
+}""", full=dict(N=8, C=64, H=64, W=64, P=64, Q=64), tiny=dict(N=2, C=3, H=5, W=7, P=4, Q=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]),
+                                rng.uniform(-1.1, 1.1, (s["N"], s["P"], s["Q"], 2)).astype(np.float32)])
+def _grid_sample(torch, a, t, s):
+    return {"F.grid_sample": _nograd(torch, lambda: torch.nn.functional.grid_sample(
+        t[0], t[1], mode="bilinear", padding_mode="border", align_corners=True))}

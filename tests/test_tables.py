@@ -127,3 +127,71 @@ def test_square_root_tables_match_numpy(mode):
     x = rand(rng, 7, 19)
     want = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(k(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+# Bilinear sampling at a grid of points, clamped at the border (torch's
+# grid_sample with padding_mode="border", align_corners=True), written with
+# where bindings: the grid's arithmetic and the four weights depend on
+# (n, i, j) only, not on the channel.
+GRID_SAMPLE = """def gs(float(N,C,H,W) x, float(N,P,Q,2) g) -> (y) {
+  y(n,c,i,j) = (1 - ax) * (1 - ay) * x(n,c,r0,c0) + ax * (1 - ay) * x(n,c,r0,c1)
+             + (1 - ax) * ay * x(n,c,r1,c0) + ax * ay * x(n,c,r1,c1)
+    where fx = fmin(fmax((g(n,i,j,0) + 1) * 0.5 * (W - 1), 0.0), W - 1.0),
+          fy = fmin(fmax((g(n,i,j,1) + 1) * 0.5 * (H - 1), 0.0), H - 1.0),
+          c0 = min(max(int32(floor(fx)), 0), W - 1), r0 = min(max(int32(floor(fy)), 0), H - 1),
+          c1 = min(c0 + 1, W - 1), r1 = min(r0 + 1, H - 1),
+          ax = fx - float(c0), ay = fy - float(r0)
+}"""
+
+
+def _grid_sample(x, g):
+    x, g = x.astype(np.float64), g.astype(np.float64)
+    N, C, H, W = x.shape
+    fx = np.clip((g[..., 0] + 1) * 0.5 * (W - 1), 0, W - 1)
+    fy = np.clip((g[..., 1] + 1) * 0.5 * (H - 1), 0, H - 1)
+    c0, r0 = np.floor(fx).astype(int), np.floor(fy).astype(int)
+    c1, r1 = np.minimum(c0 + 1, W - 1), np.minimum(r0 + 1, H - 1)
+    ax, ay = (fx - c0)[:, None], (fy - r0)[:, None]
+    n = np.arange(N)[:, None, None, None]
+    c = np.arange(C)[None, :, None, None]
+    at = lambda r, q: x[n, c, r[:, None], q[:, None]]  # noqa: E731
+    return ((1 - ax) * (1 - ay) * at(r0, c0) + ax * (1 - ay) * at(r0, c1)
+            + (1 - ax) * ay * at(r1, c0) + ax * ay * at(r1, c1))
+
+
+def test_weights_and_grid_arithmetic_of_a_grid_sample_are_tables():
+    """The statement loads the weights and floor(fx), floor(fy) from tables
+    over (n, i, j) and runs in a vector loop over (i, j), its channels in a
+    loop outside it; the tables read the grid, the statement does not."""
+    s = tcdsl.compile(GRID_SAMPLE, options={"disk_cache": False}).script
+    assert s.count(" = T.alloc_buffer((N, P, Q)") == 6, s
+    stores = [line for line in s.splitlines() if re.match(r"\s*y(_rows)?\[", line)]
+    assert stores and not any("g[" in line or "fmin" in line or "T.floor(" in line for line in stores), s
+    vector = s[:s.index(stores[0])].rsplit("for ", 1)[1]
+    assert "T.vectorized(" in vector, s
+
+
+def test_a_grid_sample_without_factor_keeps_its_arithmetic():
+    s = tcdsl.compile(GRID_SAMPLE, options={"disk_cache": False, "factor": False}).script
+    assert "y_tab" not in s and "g[" in s
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_grid_sample_tables_match_numpy(mode):
+    rng = np.random.default_rng(11)
+    k = tcdsl.compile(GRID_SAMPLE, specialize=mode, options={"disk_cache": False})
+    for N, C, H, W, P, Q in [(2, 3, 5, 7, 4, 9), (1, 1, 1, 1, 1, 1), (3, 17, 9, 2, 5, 33), (1, 2, 1, 6, 3, 3)]:
+        x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+        g = rng.uniform(-1.3, 1.3, (N, P, Q, 2)).astype(np.float32)  # also beyond the border
+        np.testing.assert_allclose(k(x, g), _grid_sample(x, g), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("src", [
+    # a few operations along the vector loop: loaded and computed in place
+    "def f(float(N,C,J) x, float(N,J) w) -> (y) { y(n, c, j) = x(n, c, j) * (w(n, j) * 2.0 + 1.0) }",
+    # arithmetic that the vector loop j leaves unchanged: hoisted out of it (codegen/invariant.py)
+    "def f(float(N,C,J) x, float(N,C) s) -> (y) { y(n, c, j) = x(n, c, j) * fmin(fmax(s(n, c) * 2.0 + 1.0, 0.0), 6.0) }",
+])
+def test_cheap_or_row_invariant_arithmetic_stays(src):
+    s = tcdsl.compile(src, options={"disk_cache": False}).script
+    assert "_tab" not in s, s

@@ -25,7 +25,7 @@ from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
-                              _narrow_parallel_statements, written_in_steps,
+                              _narrow_parallel_statements, written_in_steps, _stores_across_rows,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
 
@@ -108,11 +108,24 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             other = _finish(other, stride_one)
             if _vector_statements(other, stride_one) >= _vector_statements(root, stride_one):
                 root = other
-        # no statement left in a vector loop (a spatial softmax's exps fused with its sums over h, w
-        # into one scalar pass: 39 -> 9 ms): a nest per component, sharing the rows' parallel loop
+        # statements left out of vector loops (a spatial softmax's exps fused with its sums over h, w
+        # into one scalar pass: 39 -> 9 ms; a grid_sample's weight tables over (n, i, j) with the
+        # channels innermost below them, each store 16 KiB from the last): a nest per component,
+        # sharing the rows' parallel loop
         other = _rows_fused(_compute(sc, True), sc) if not _vector_statements(root, stride_one) else None
         if other is not None and _vector_statements(other := _finish(other, stride_one), stride_one):
             root = other
+        # statements (no reductions) whose stores leave their rows (a grid_sample's weight
+        # tables over (n, i, j) fused with its channels innermost below them: each store 16 KiB
+        # from the last, 2.4x slower): a nest per component, where fewer statements store across
+        # their rows and as many run in parallel and in vectors
+        writes = _stride_one(k, by_reads=False)
+        if _stores_across_rows(root, writes):
+            other = _rows_fused(_compute(sc, True), sc)
+            if other is not None and _stores_across_rows(other := _finish(other, stride_one), writes) < \
+                    _stores_across_rows(root, writes) and _parallel_statements(other) >= _parallel_statements(root) \
+                    and _vector_statements(other, stride_one) >= _vector_statements(root, stride_one):
+                root = other
     if not k.loops and not k.serialize and fusion == "auto" and len(k.stmts) > 1 \
             and _narrow_parallel_statements(root, NARROW):
         # isl fused the statements under a loop over a few rows fixed by the
@@ -473,9 +486,11 @@ def _lift_wide_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.Sc
     return node
 
 
-def _stride_one(k: Kernel) -> isl.UnionMap:
+def _stride_one(k: Kernel, by_reads: bool = True) -> isl.UnionMap:
     """``{ S[...] -> [d] }``: each statement to the index variable its write
-    walks with stride 1 (the last lhs index), when that is a variable of its own."""
+    walks with stride 1 (the last lhs index), when that is a variable of its
+    own: with ``by_reads``, where its reads allow a vector loop over it;
+    without, every statement that is no reduction."""
     from ..syntax import nodes as n
 
     out = isl.UnionMap.empty(k.context.get_space())
@@ -484,13 +499,15 @@ def _stride_one(k: Kernel) -> isl.UnionMap:
         last = s.info.comp.indices[-1] if s.info.comp.indices else None
         if not isinstance(last, n.IndexVar) or last.name not in s.dims:
             continue
+        if not by_reads and s.info.comp.reduction_vars:
+            continue
         reads = [x for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Access)]
         # a strided read (e.g. a row sum) vectorizes into gathers: not worth
         # it, except the k x columns operand of a matmul-like reduction
         # outside sequential loops (``B(n, k)``), which the CPU generator
         # copies to a contiguous panel (codegen/cpu.py, _packable)
         red = s.info.comp.reduction_vars
-        if not all(unit_or_invariant(a, last.name)
+        if by_reads and not all(unit_or_invariant(a, last.name)
                    or len(red) >= 1 and (not k.loops or a.tensor in stepped) and transposed(a, last.name, red, s.dims)
                    for a in reads):
             continue

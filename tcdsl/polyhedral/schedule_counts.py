@@ -199,6 +199,34 @@ def _narrow_parallel_statements(root: isl.ScheduleNode, narrow: int) -> int:
     return len(names)
 
 
+def _stores_across_rows(root: isl.ScheduleNode, writes: isl.UnionMap) -> int:
+    """How many statements of ``writes`` (``schedule._stride_one(k,
+    by_reads=False)``: each statement to the index its write walks with
+    stride 1) have an innermost loop over something else: each store lands
+    a row away from the last (a grid_sample's channels below its (n, i, j)
+    loops)."""
+    NT = isl.schedule_node_type
+    count = 0
+
+    def visit(node: isl.ScheduleNode, bands: tuple) -> None:
+        nonlocal count
+        if node.get_type() == NT.band and node.band_n_member() == 1:
+            bands = bands + (node.band_get_partial_schedule_union_map(),)
+        if node.n_children() == 0:
+            dl = node.get_domain().get_set_list()
+            for dom in (dl.get_at(i) for i in range(dl.n_set())):
+                if writes.intersect_domain(isl.UnionSet.from_set(dom)).is_empty():
+                    continue
+                inner = next((m for m in reversed(bands) if _iterates(m, dom)), None)
+                count += inner is not None and not inner.intersect_domain(isl.UnionSet.from_set(dom)).is_subset(writes)
+            return
+        for i in range(node.n_children()):
+            visit(node.child(i), bands)
+
+    visit(root, ())
+    return count
+
+
 def _has_band(node: isl.ScheduleNode) -> bool:
     if node.get_type() == isl.schedule_node_type.band:
         return True

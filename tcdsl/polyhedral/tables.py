@@ -34,6 +34,25 @@ layer norm's ``rsqrt(var(n) + 1e-5)``).  A divisor with a square root
 becomes a table of its reciprocal, which the statement multiplies by:
 ``(x(n, c) - mean(c)) / sqrt(var(c) + 1e-5)`` reads ``y_tab(c) = 1 / sqrt(...)``
 (a difference of rounding only, as PyTorch's normalisations compute it).
+
+Index and weight arithmetic without a costly call is worth a table too where
+there is enough of it (:func:`cost` at least :data:`ARITH_MIN` operations)
+and it varies along the vector loop (the written tensor's last index; a term
+without it is hoisted out of that loop already).  A ``grid_sample`` written
+with ``where`` bindings::
+
+    y(n, c, i, j) = (1 - ax) * (1 - ay) * x(n, c, r0, c0) + ...
+      where fx = fmin(fmax((g(n, i, j, 0) + 1) * 0.5 * (W - 1), 0.0), W - 1.0),
+            c0 = min(max(int32(floor(fx)), 0), W - 1), ax = fx - float(c0), ...
+
+clamps and rounds the sampling grid and computes four bilinear weights from
+(n, i, j) alone, for every channel again (5.6x PyTorch's ``grid_sample`` at
+(8, 64, 64, 64)).  Each weight becomes a table over (n, i, j), and so does
+``floor(fx)`` inside the subscripts (a float table: the subscript keeps its
+clamp, which proves the read in bounds); the statement then loads the
+weights and gathers its four reads in a vector loop over (i, j).  A table
+of a term of a ``where`` binding carries the statement's bindings; the
+statement's bindings read the tables.
 """
 from __future__ import annotations
 
@@ -49,6 +68,11 @@ COSTLY = frozenset({
 })
 # Costly only along the vector loop (see above).
 ROOTS = frozenset({"sqrt", "rsqrt"})
+# A term of plain arithmetic is a table from this many operations on (a
+# table costs a store and a load per element of it, and a load per use).
+ARITH_MIN = 8
+# NaN-propagating minimum and maximum: a comparison, two NaN tests, selects.
+_DEAR = {"fmin": 4, "fmax": 4}
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,21 @@ class Table:
     dims: tuple[str, ...]  # its index variables, in the written tensor's order
     extents: tuple  # size expressions (parsed form) of those, or None: from the reads
     reciprocal: bool = False  # a divisor: the table holds 1 / it, the quotient becomes a product
+
+
+def cost(e: n.Expr) -> int:
+    """Operations per evaluation of ``e``, roughly (a costly call counts as
+    many as :data:`ARITH_MIN`, a division as four)."""
+    own = 0
+    if isinstance(e, n.BuiltinCall):
+        own = ARITH_MIN if e.name in COSTLY else _DEAR.get(e.name, 1)
+    elif isinstance(e, n.Binary):
+        own = 4 if e.op in ("/", "%") else 1
+    elif isinstance(e, n.Select):
+        own = 2
+    elif isinstance(e, (n.Unary, n.Cast, n.Access)):
+        own = 1
+    return own + sum(cost(c) for c in n.children(e) if isinstance(c, n.Expr))
 
 
 def plan(checked, ranges) -> dict[object, list[Table]]:
@@ -79,10 +118,15 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
             calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
             roots = bool(calls & ROOTS) and idx[-1] in used
-            if not (calls & COSTLY or roots):
+            heavy = idx[-1] in used and cost(e) >= ARITH_MIN
+            if not (calls & COSTLY or roots or heavy):
                 return
-            if used and used < set(idx) and not reads & {s.tensor} and e.span is not None:
-                found.append((e, divisor and roots))
+            # (a subscript's integer arithmetic stays: its clamps prove the read in bounds)
+            arith = heavy and (e.dtype or "").startswith("float")
+            if used and used < set(idx) and not reads & {s.tensor} and e.span is not None and (
+                    calls & COSTLY or roots or arith):
+                if all(f.span != e.span for f, _ in found):
+                    found.append((e, divisor and roots))
                 return
             if isinstance(e, n.Binary) and e.op == "/":
                 visit(e.lhs)
@@ -135,9 +179,11 @@ def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
                 wheres = () if t.extents is None else tuple(
                     n.RangeConstraint(v, n.Const(0, span=e.span), x, span=e.span) for v, x in zip(t.dims, t.extents))
                 value = n.Binary("/", n.Const(1.0, span=e.span), e, span=e.span) if t.reciprocal else e
-                body.append(n.Comprehension(name, idx, "=", value, wheres, span=e.span))
+                body.append(n.Comprehension(name, idx, "=", value, wheres + lets, span=e.span))
                 return n.Call(name, idx, span=e.span)
             return n.map_children(e, fn)
 
-        body.append(replace(st, rhs=fn(st.rhs)))
+        lets = tuple(w for w in st.wheres if isinstance(w, n.Let))  # as written: a table computes its term
+        wheres = tuple(replace(w, expr=fn(w.expr)) if isinstance(w, n.Let) else w for w in st.wheres)
+        body.append(replace(st, rhs=fn(st.rhs), wheres=wheres))
     return replace(d, body=tuple(body))
