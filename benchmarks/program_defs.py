@@ -3747,3 +3747,17 @@ def grid_sample(float(N,C,H,W) x, float(N,P,Q,2) g) -> (y) {
 def _grid_sample(torch, a, t, s):
     return {"F.grid_sample": _nograd(torch, lambda: torch.nn.functional.grid_sample(
         t[0], t[1], mode="bilinear", padding_mode="border", align_corners=True))}
+
+
+@program(name="group norm channels-last (32 groups of 8)", kind="norm", src="""
+def group_norm_nhwc(float(N,H,W,C) x, float(C) gamma, float(C) beta) -> (y) {
+  mean(n, g) +=! x(n, h, v, g * 8 + k) / (H * W * 8) where g in 0:C / 8, k in 0:8
+  var(n, g) +=! (x(n, h, v, g * 8 + k) - mean(n, g)) * (x(n, h, v, g * 8 + k) - mean(n, g)) / (H * W * 8)
+      where g in 0:C / 8, k in 0:8
+  y(n, h, v, c) = (x(n, h, v, c) - mean(n, c / 8)) * rsqrt(var(n, c / 8) + 1e-5) * gamma(c) + beta(c)
+}""", full=dict(N=8, H=32, W=32, C=256), tiny=dict(N=2, H=3, W=5, C=16),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["H"], s["W"], s["C"]), _n(rng, s["C"]), _n(rng, s["C"])])
+def _group_norm_nhwc(torch, a, t, s):
+    x = t[0].permute(0, 3, 1, 2)  # channels-last memory, as torch sees an NHWC model's activations
+    return {"F.group_norm (channels_last)": _nograd(torch, lambda: torch.nn.functional.group_norm(
+        x, s["C"] // 8, t[1], t[2], 1e-5).permute(0, 2, 3, 1))}

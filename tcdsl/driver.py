@@ -130,6 +130,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
     if options.chain:
         rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _by("grouped", "groups")(rewritten, entry, checked, ranges, model)
     if hoist:
         threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
             else None
@@ -143,10 +144,10 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     if options.pad:
         rewritten, checked, ranges, model, pads = _padded(rewritten, entry, checked, ranges, model)
     if options.inplace:
-        rewritten, checked, ranges, model = _in_place(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _by("inplace", "inplace")(rewritten, entry, checked, ranges, model)
     if options.factor:
         rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
-        rewritten, checked, ranges, model = _tabled(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _by("tabled", "tables")(rewritten, entry, checked, ranges, model)
     written = ranges
     if options.transpose:
         rewritten, checked, ranges, model = _permuted(rewritten, entry, checked, ranges, model, fixed or {})
@@ -155,6 +156,23 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         if pads & {s.info.comp.span for s in k.stmts}:
             k.serialize = True
     return Frontend(source, program, checked, ranges, model, written=written)
+
+
+def _by(stage: str, module: str) -> Callable:
+    """A stage that rewrites the program by ``polyhedral/<module>.py``'s
+    ``rewrite(def, plan(checked, ranges))``; see :func:`_rewritten`: the sums
+    over groups of contiguous elements summed per element first (groups.py),
+    each temporary that ends in an output of its shape computed in that
+    output (inplace.py), the costly terms that do not depend on every index
+    of their statement computed once, in tables (tables.py)."""
+    import importlib
+
+    mod = importlib.import_module(f".polyhedral.{module}", __package__)
+
+    def run(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
+        return _rewritten(stage, program, entry, checked, ranges, model, lambda: mod.plan(checked, ranges),
+                          mod.rewrite)[:4]
+    return run
 
 
 def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
@@ -202,16 +220,6 @@ def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     return out[:4]
 
 
-def _in_place(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-    """The program computing each temporary that ends in an output of its
-    shape in that output (polyhedral/inplace.py); see :func:`_rewritten`."""
-    from .polyhedral import inplace
-
-    out = _rewritten("inplace", program, entry, checked, ranges, model,
-                     lambda: inplace.plan(checked, ranges), inplace.rewrite)
-    return out[:4]
-
-
 def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
     """The program reading once-gathered copies of its sums' reads through an
     index (polyhedral/gather.py), kept only when every statement runs the
@@ -234,16 +242,6 @@ def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges
         return program, checked, ranges, model
     out[2].size_guards = ranges.size_guards  # (check_bounds found none and set them to none)
     return out[:4]
-
-
-def _tabled(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-    """The program computing each costly term that does not depend on every
-    index of its statement once, in a table (polyhedral/tables.py); see
-    :func:`_rewritten`."""
-    from .polyhedral import tables
-
-    return _rewritten("tabled", program, entry, checked, ranges, model, lambda: tables.plan(checked, ranges),
-                      tables.rewrite)[:4]
 
 
 def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):

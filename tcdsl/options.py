@@ -515,7 +515,9 @@ class MappingOptions:
       compute with fewer loops (``x(b, i) * A(i, r) * Bm(r, o)`` summed over
       ``i`` and ``r``) runs as a chain: the factors of ``i`` summed first
       into a temporary (polyhedral/chain.py); the results differ by rounding
-      only.
+      only.  And a sum over groups of contiguous elements (a channels-last
+      group norm's ``x(n, h, v, g * 8 + k)``) is summed per element first,
+      then per group (polyhedral/groups.py).
     * ``gather``: a sum's read through an index reused across the sum's
       other indices (``emb(tok(t, b), i)`` in ``g(t, b, r) +=! emb(tok(t,
       b), i) * W(r, i)``, an embedding feeding a projection) is copied once,

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+import guard
 import tcdsl
 from helpers import rand
 
@@ -195,3 +196,14 @@ def test_grid_sample_tables_match_numpy(mode):
 def test_cheap_or_row_invariant_arithmetic_stays(src):
     s = tcdsl.compile(src, options={"disk_cache": False}).script
     assert "_tab" not in s, s
+
+
+def test_grid_sample_tables_stay_inside_their_tensors():
+    # guard pages after and before every input and output (tests/guard.py)
+    cases = [{"id": f"grid-sample:{i}", "source": GRID_SAMPLE, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"N": 2, "C": 3, "H": 5, "W": 7, "P": 4, "Q": 9},
+                                        {"N": 1, "C": 17, "H": 1, "W": 2, "P": 3, "Q": 33}])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

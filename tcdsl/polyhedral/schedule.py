@@ -21,11 +21,10 @@ from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from . import bounded, branches
-from .strides import transposed, unit_or_invariant
 from .model import Kernel, Model, lift_param, maps
 
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
-                              _narrow_parallel_statements, written_in_steps, _stores_across_rows,
+                              _narrow_parallel_statements, written_in_steps, _stores_across_rows, _stride_one, _params,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
 
@@ -484,43 +483,6 @@ def _lift_wide_bands(node: isl.ScheduleNode, stride_one: isl.UnionMap) -> isl.Sc
     for c in range(node.n_children()):
         node = _lift_wide_bands(node.child(c), stride_one).parent()
     return node
-
-
-def _stride_one(k: Kernel, by_reads: bool = True) -> isl.UnionMap:
-    """``{ S[...] -> [d] }``: each statement to the index variable its write
-    walks with stride 1 (the last lhs index), when that is a variable of its
-    own: with ``by_reads``, where its reads allow a vector loop over it;
-    without, every statement that is no reduction."""
-    from ..syntax import nodes as n
-
-    out = isl.UnionMap.empty(k.context.get_space())
-    stepped = written_in_steps(k)
-    for s in k.stmts:
-        last = s.info.comp.indices[-1] if s.info.comp.indices else None
-        if not isinstance(last, n.IndexVar) or last.name not in s.dims:
-            continue
-        if not by_reads and s.info.comp.reduction_vars:
-            continue
-        reads = [x for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Access)]
-        # a strided read (e.g. a row sum) vectorizes into gathers: not worth
-        # it, except the k x columns operand of a matmul-like reduction
-        # outside sequential loops (``B(n, k)``), which the CPU generator
-        # copies to a contiguous panel (codegen/cpu.py, _packable)
-        red = s.info.comp.reduction_vars
-        if by_reads and not all(unit_or_invariant(a, last.name)
-                   or len(red) >= 1 and (not k.loops or a.tensor in stepped) and transposed(a, last.name, red, s.dims)
-                   for a in reads):
-            continue
-        dims = ", ".join(map(isl_name, s.dims))
-        m = isl.Map.read_from_str(k.context.get_ctx(), params_prefix(_params(k)) + "{ " + s.name
-                                  + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
-        out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
-    return out
-
-
-def _params(k: Kernel) -> list[str]:
-    sp = k.context.get_space()
-    return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
 
 
 # Columns per thread-parallel strip of a vector loop under a reduction loop

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import islpy as isl
 
+from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
+from .model import Kernel
+from .strides import transposed, unit_or_invariant
 
 PARALLEL, SERIAL = "par", "seq"
 # The mark of an outermost parallel loop that no dependence crosses between
@@ -308,3 +311,38 @@ def _contracts(k) -> bool:
         if len({x.tensor for x in n.walk(c.rhs) if isinstance(x, n.Access)} - {c.tensor}) >= 2:
             return True
     return False
+
+
+def _stride_one(k: Kernel, by_reads: bool = True) -> isl.UnionMap:
+    """``{ S[...] -> [d] }``: each statement to the index variable its write
+    walks with stride 1 (the last lhs index), when that is a variable of its
+    own: with ``by_reads``, where its reads allow a vector loop over it;
+    without, every statement that is no reduction."""
+    out = isl.UnionMap.empty(k.context.get_space())
+    stepped = written_in_steps(k)
+    for s in k.stmts:
+        last = s.info.comp.indices[-1] if s.info.comp.indices else None
+        if not isinstance(last, n.IndexVar) or last.name not in s.dims:
+            continue
+        if not by_reads and s.info.comp.reduction_vars:
+            continue
+        reads = [x for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Access)]
+        # a strided read (e.g. a row sum) vectorizes into gathers: not worth
+        # it, except the k x columns operand of a matmul-like reduction
+        # outside sequential loops (``B(n, k)``), which the CPU generator
+        # copies to a contiguous panel (codegen/cpu.py, _packable)
+        red = s.info.comp.reduction_vars
+        if by_reads and not all(unit_or_invariant(a, last.name)
+                   or len(red) >= 1 and (not k.loops or a.tensor in stepped) and transposed(a, last.name, red, s.dims)
+                   for a in reads):
+            continue
+        dims = ", ".join(map(isl_name, s.dims))
+        m = isl.Map.read_from_str(k.context.get_ctx(), params_prefix(_params(k)) + "{ " + s.name
+                                  + "[" + dims + "] -> [" + isl_name(last.name) + "] }")
+        out = out.union(isl.UnionMap.from_map(m.intersect_domain(s.domain)))
+    return out
+
+
+def _params(k: Kernel) -> list[str]:
+    sp = k.context.get_space()
+    return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]

@@ -65,7 +65,9 @@ def tap(s, reads, d: str, red) -> bool:
 
 def unit_or_invariant(access, d: str) -> bool:
     """``access`` reads contiguous elements as ``d`` moves (``d`` only in
-    its last index, with coefficient 1), or the same element."""
+    its last index, with coefficient 1), or the same element, or one element
+    per run of ``K`` steps (``mean(n, c / 8)``: a group's value for each of
+    its channels)."""
     from ..syntax import nodes as n
 
     def uses(e) -> bool:
@@ -78,6 +80,9 @@ def unit_or_invariant(access, d: str) -> bool:
     if any(uses(e) for e in outer):
         return False
     if not uses(last) or is_d(last):
+        return True
+    if isinstance(last, n.Binary) and last.op == "/" and isinstance(last.rhs, n.Const) \
+            and isinstance(last.rhs.value, int) and last.rhs.value >= 2 and plus(last.lhs, d):
         return True
     return plus(last, d, SMALL_STRIDES)
 
