@@ -3761,3 +3761,16 @@ def _group_norm_nhwc(torch, a, t, s):
     x = t[0].permute(0, 3, 1, 2)  # channels-last memory, as torch sees an NHWC model's activations
     return {"F.group_norm (channels_last)": _nograd(torch, lambda: torch.nn.functional.group_norm(
         x, s["C"] // 8, t[1], t[2], 1e-5).permute(0, 2, 3, 1))}
+
+
+@program(name="depthwise conv2d 3x3 channels-last, padding as a select, + bias", kind="conv", src="""
+def dw_nhwc(float(N,H,W,C) x, float(3,3,C) w, float(C) b) -> (y) {
+  y(n, h, v, c) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kv - 1 >= 0 && v + kv - 1 < W
+      ? x(n, h + kh - 1, v + kv - 1, c) : 0) * w(kh, kv, c) where h in 0:H, v in 0:W, kh in 0:3, kv in 0:3
+  y(n, h, v, c) = y(n, h, v, c) + b(c)
+}""", full=dict(N=8, H=56, W=56, C=128), tiny=dict(N=2, H=3, W=5, C=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["H"], s["W"], s["C"]), _n(rng, 3, 3, s["C"]), _n(rng, s["C"])])
+def _dw_nhwc(torch, a, t, s):
+    x, w = t[0].permute(0, 3, 1, 2), t[1].permute(2, 0, 1).unsqueeze(1)  # channels-last memory
+    return {"F.conv2d(groups=C) channels_last": _nograd(torch, lambda: torch.nn.functional.conv2d(
+        x, w, t[2], padding=1, groups=s["C"]).permute(0, 2, 3, 1))}

@@ -146,7 +146,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     if options.inplace:
         rewritten, checked, ranges, model = _by("inplace", "inplace")(rewritten, entry, checked, ranges, model)
     if options.factor:
-        rewritten, checked, ranges, model = _factored(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _by("factored", "factor")(rewritten, entry, checked, ranges, model)
+        rewritten, checked, ranges, model = _by("started", "addend")(rewritten, entry, checked, ranges, model)
         rewritten, checked, ranges, model = _by("tabled", "tables")(rewritten, entry, checked, ranges, model)
     written = ranges
     if options.transpose:
@@ -160,18 +161,27 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
 
 def _by(stage: str, module: str) -> Callable:
     """A stage that rewrites the program by ``polyhedral/<module>.py``'s
-    ``rewrite(def, plan(checked, ranges))``; see :func:`_rewritten`: the sums
-    over groups of contiguous elements summed per element first (groups.py),
-    each temporary that ends in an output of its shape computed in that
-    output (inplace.py), the costly terms that do not depend on every index
-    of their statement computed once, in tables (tables.py)."""
+    ``rewrite(def, plan(checked, ranges))``, kept where the module's
+    ``kept(old ranges, new ranges, new model, plan)`` (if it has one) holds;
+    see :func:`_rewritten`: the sums over groups of contiguous elements
+    summed per element first (groups.py), each temporary that ends in an
+    output of its shape computed in that output (inplace.py), each sum's
+    factors that do not depend on its reduction variables applied once after
+    it (factor.py), each sum started from the term added right after it
+    (addend.py), the costly terms
+    that do not depend on every index of their statement computed once, in
+    tables (tables.py)."""
     import importlib
 
     mod = importlib.import_module(f".polyhedral.{module}", __package__)
 
     def run(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-        return _rewritten(stage, program, entry, checked, ranges, model, lambda: mod.plan(checked, ranges),
-                          mod.rewrite)[:4]
+        out = _rewritten(stage, program, entry, checked, ranges, model, lambda: mod.plan(checked, ranges),
+                         mod.rewrite)
+        keep = getattr(mod, "kept", None)
+        if out[4] is not None and keep is not None and not keep(ranges, out[2], out[3], out[4]):
+            return program, checked, ranges, model
+        return out[:4]
     return run
 
 
@@ -241,18 +251,6 @@ def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     if not safe:
         return program, checked, ranges, model
     out[2].size_guards = ranges.size_guards  # (check_bounds found none and set them to none)
-    return out[:4]
-
-
-def _factored(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-    """The program applying each sum's factors that do not depend on its
-    reduction variables once after it (polyhedral/factor.py); see
-    :func:`_rewritten`."""
-    from .polyhedral import factor
-
-    out = _rewritten("factored", program, entry, checked, ranges, model, lambda: factor.plan(checked), factor.rewrite)
-    if out[4] is not None and not factor.same_cover(out[3], out[4]):  # (the statement after a sum covers more)
-        return program, checked, ranges, model
     return out[:4]
 
 

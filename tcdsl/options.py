@@ -510,7 +510,8 @@ class MappingOptions:
       ``=`` statement's costly terms (``exp``, ``sin``, ...) that do not
       depend on all its indices (a positional encoding over ``(t, d)``
       added to ``x(b, t, d)``) are computed once, in a table
-      (polyhedral/tables.py).
+      (polyhedral/tables.py); a term added to a sum right after it (a
+      bias) is where the sum starts (polyhedral/addend.py).
     * ``chain``: a sum of a product of three or more factors that two sums
       compute with fewer loops (``x(b, i) * A(i, r) * Bm(r, o)`` summed over
       ``i`` and ``r``) runs as a chain: the factors of ``i`` summed first

@@ -50,7 +50,7 @@ class Sum:
     after: frozenset = frozenset()
 
 
-def plan(checked: CheckedDef) -> dict[object, Sum]:
+def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
     """Statement span -> :class:`Sum`, for the sums with invariant factors."""
     body = checked.node.body
     writers: dict[str, int] = {}
@@ -213,3 +213,8 @@ def _where_names(w: n.Node) -> set[str]:
 def _names(node: n.Node) -> set[str]:
     """Index variables and other names (sizes, ``where`` lets) below ``node``."""
     return {x.name for x in n.walk(node) if isinstance(x, (n.IndexVar, n.Ident))}
+
+
+def kept(old, new, new_model, p: dict[object, Sum]) -> bool:
+    """The rewrite of ``p`` stays (driver._by): see :func:`same_cover`."""
+    return same_cover(new_model, p)
