@@ -442,6 +442,15 @@ def report(records: list[dict]) -> str:
     return "\n".join(f"=== {r['id']}: {r['outcome']}: {r['detail']}\n--- program:\n{r['source']}" for r in records)
 
 
+def assert_all_work(cases: list[dict]) -> None:
+    """Run ``cases`` under guard pages (:func:`run_cases`) and fail unless
+    every one of them runs and agrees with the reference."""
+    records = run_cases(cases)
+    bad = failures(records, cases)
+    assert not bad, report(bad)
+    assert all(r["outcome"] == "works" for r in records), counts(records)
+
+
 def counts(records: list[dict]) -> str:
     c: dict[str, int] = {}
     for r in records:

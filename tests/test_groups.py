@@ -98,7 +98,4 @@ def test_group_sums_stay_inside_their_tensors():
                  (GROUP_NORM_NHWC, {"N": 2, "H": 3, "W": 5, "C": 22}),
                  (GROUP_NORM_NHWC, {"N": 1, "H": 4, "W": 4, "C": 8}),
                  (GROUP_MAX, {"N": 3, "L": 9, "C": 14})])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)

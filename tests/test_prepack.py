@@ -231,10 +231,7 @@ def test_packed_weights_stay_inside_their_tensors():
                  (ELMAN_IN_OUT_BATCH_FIRST, {"T": 3, "B": 18, "H": 97}),
                  (SCALED_BEFORE, {"T": 3, "B": 18, "H": 97}),
                  (GRAM_EACH_STEP, {"M": 33, "N": 29}), (GRAM_EACH_STEP, {"M": 8, "N": 50})])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)
 
 
 # ------------------------------------------------ the columns after the panels
@@ -288,7 +285,4 @@ def test_lstm_with_panels_of_two_vectors_matches_numpy(mode):
 def test_panels_of_two_vectors_stay_inside_their_tensors():
     cases = [{"id": f"rest:{i}", "source": LSTM_GIVEN, "sizes": sizes, "seed": i, "options": AVX2_TILES}
              for i, sizes in enumerate([{"T": 2, "B": 9, "H": 56}, {"T": 2, "B": 8, "H": 61}, {"T": 2, "B": 4, "H": 40}])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)

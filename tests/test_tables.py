@@ -203,7 +203,4 @@ def test_grid_sample_tables_stay_inside_their_tensors():
     cases = [{"id": f"grid-sample:{i}", "source": GRID_SAMPLE, "sizes": sizes, "seed": i}
              for i, sizes in enumerate([{"N": 2, "C": 3, "H": 5, "W": 7, "P": 4, "Q": 9},
                                         {"N": 1, "C": 17, "H": 1, "W": 2, "P": 3, "Q": 33}])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)

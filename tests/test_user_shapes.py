@@ -73,10 +73,7 @@ def test_ragged_tiles_stay_inside_their_tensors():
     cases = [{"id": f"ragged:{i}", "source": _tri_src(TRIANGLES[name][0]), "sizes": sizes, "seed": i}
              for i, (name, sizes) in enumerate([("lower", {"N": 5, "M": 65}), ("upper", {"N": 9, "M": 17}),
                                                 ("band", {"N": 13, "M": 64}), ("strictly lower", {"N": 1, "M": 3})])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)
 
 
 BILINEAR = """
@@ -164,10 +161,7 @@ def test_self_products_stay_inside_their_tensors():
     cases = [{"id": f"self:{name}:{i}", "source": SELF_PRODUCTS[name][0], "sizes": sizes, "seed": i}
              for i, (name, sizes) in enumerate([("gram", {"N": 130, "D": 17}), ("gram of rows", {"D": 65, "N": 3}),
                                                 ("centered", {"N": 5, "D": 66})])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)
 
 
 ELMAN1 = """
@@ -233,10 +227,7 @@ def test_strips_stay_inside_their_tensors():
     cases = [{"id": f"strip:{i}", "source": src, "sizes": sizes, "seed": i}
              for i, (src, sizes) in enumerate([(ELMAN1, {"T": 2, "I": 3, "H": 130}), (ELMAN1, {"T": 3, "I": 1, "H": 17}),
                                                (TRSV, {"N": 9, "B": 131})])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)
 
 
 GROUPED = """def gconv(float(B,C,L) x, float(O,CG,K) w) -> (y) {
@@ -268,7 +259,4 @@ def test_grouped_tiles_stay_inside_their_tensors():
     cases = [{"id": f"grouped:{i}", "source": GROUPED, "sizes": sizes, "seed": i}
              for i, sizes in enumerate([{"B": 2, "C": 6, "L": 21, "O": 8, "CG": 3, "K": 3},
                                         {"B": 1, "C": 16, "L": 70, "O": 16, "CG": 4, "K": 2}])]
-    records = guard.run_cases(cases)
-    bad = guard.failures(records, cases)
-    assert not bad, guard.report(bad)
-    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+    guard.assert_all_work(cases)
