@@ -168,9 +168,8 @@ def _by(stage: str, module: str) -> Callable:
     output of its shape computed in that output (inplace.py), each sum's
     factors that do not depend on its reduction variables applied once after
     it (factor.py), each sum started from the term added right after it
-    (addend.py), the costly terms
-    that do not depend on every index of their statement computed once, in
-    tables (tables.py)."""
+    (addend.py), the costly terms that do not depend on every index of their
+    statement computed once, in tables (tables.py)."""
     import importlib
 
     mod = importlib.import_module(f".polyhedral.{module}", __package__)

@@ -107,10 +107,8 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             other = _finish(other, stride_one)
             if _vector_statements(other, stride_one) >= _vector_statements(root, stride_one):
                 root = other
-        # statements left out of vector loops (a spatial softmax's exps fused with its sums over h, w
-        # into one scalar pass: 39 -> 9 ms; a grid_sample's weight tables over (n, i, j) with the
-        # channels innermost below them, each store 16 KiB from the last): a nest per component,
-        # sharing the rows' parallel loop
+        # no statement left in a vector loop (a spatial softmax's exps fused with its sums over h, w
+        # into one scalar pass: 39 -> 9 ms): a nest per component, sharing the rows' parallel loop
         other = _rows_fused(_compute(sc, True), sc) if not _vector_statements(root, stride_one) else None
         if other is not None and _vector_statements(other := _finish(other, stride_one), stride_one):
             root = other

@@ -1,8 +1,9 @@
 """Counting what a schedule tree gives the CPU code generator: statements
 that end in a vector loop, reductions in register-tile form, statements a
-parallel loop iterates, tiles whose rows are short.  polyhedral/schedule.py
-compares candidate schedules (isl's, one nest per component, the outer loop
-shared) by these counts."""
+parallel loop iterates, tiles whose rows are short, statements that store
+across their rows.  polyhedral/schedule.py compares candidate schedules
+(isl's, one nest per component, the outer loop shared) by these counts, over
+the maps of :func:`_stride_one` (each statement's stride-one index)."""
 from __future__ import annotations
 
 import islpy as isl
@@ -203,8 +204,8 @@ def _narrow_parallel_statements(root: isl.ScheduleNode, narrow: int) -> int:
 
 
 def _stores_across_rows(root: isl.ScheduleNode, writes: isl.UnionMap) -> int:
-    """How many statements of ``writes`` (``schedule._stride_one(k,
-    by_reads=False)``: each statement to the index its write walks with
+    """How many statements of ``writes`` (``_stride_one(k, by_reads=False)``:
+    each statement to the index its write walks with
     stride 1) have an innermost loop over something else: each store lands
     a row away from the last (a grid_sample's channels below its (n, i, j)
     loops)."""
