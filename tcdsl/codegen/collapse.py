@@ -49,7 +49,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, strip_marks
 from ..polyhedral.schedule import PARALLEL
 from .expr import INDEX, Folded, Merged, Partial, dtype_of, wide_indices
-from .lower import is_if_then_else
+from .lower import has_node, is_if_then_else, uses
 
 _LOAD = type(tirx.decl_buffer((1,), "float32", name="probe")[0])
 
@@ -99,6 +99,73 @@ def merged_rows(low, views: dict, inner: str):
             yield
     finally:
         low.buffer_override = saved
+
+
+def divide(low, node: isl.AstNode, name: str, init: tirx.PrimExpr):
+    """(the inner loop's body, the row's name, the number of rows, the rules
+    binding the two iterators from the row) when the parallel loop ``node``
+    (iterator ``name``, first value ``init``) and the parallel loop it
+    consists of may run as one loop over rows ``r``, ``name = r // E`` and
+    the inner iterator ``r % E`` (``E`` its extent), whatever tensors they
+    index and however: both start at 0 with step 1, the inner loop's bounds
+    do not move with ``name``, and no loop bound or condition below moves
+    with either (the register tiles' checks on the rows see neither
+    iterator).  Else None."""
+    inner, mark = strip_marks(node.for_get_body())
+    if mark != PARALLEL or inner.get_type() != NT.for_ or not _zero(init) or low.loop_step(inner) != 1:
+        return None
+    iname = iterator(inner)
+    if name in isl_ast.loop_ids(inner):
+        return None
+    init1, ext1 = low.loop_range(inner)
+    _, ext0 = low.loop_range(node)
+    if not _zero(init1) or _bounds_use(inner.for_get_body(), {name, iname}):
+        return None
+    # the rows run through the iterator that more reads have in their last
+    # index fastest (a convolution's ``x(n, c, h + kh, v + kw)``: v, the rows
+    # of a tile then read neighbouring elements), else through the inner one.
+    # C division: the rows are never negative, and TVM lowers a floordiv by a
+    # size through a Let, which an unrolled register tile cannot bind twice
+    # (lower.unroll_unsafe)
+    v0, v1 = tirx.Var(name + "_p", INDEX), tirx.Var(iname + "_p", INDEX)
+    with low.bound({name: v0, iname: v1}):
+        tir = low.node(inner.for_get_body(), False, None)
+    found: list = []
+    has_node(tir, lambda x: isinstance(x, _LOAD) and bool(found.append(x)))  # (every load of the body)
+    last = [list(ld.indices)[-1] for ld in found if len(ld.indices)]
+    if sum(uses(x, v0) for x in last) > sum(uses(x, v1) for x in last):
+        every = tirx.max(ext0, 1)  # (no row runs where a loop has no step)
+        rules = [(name, lambda r: tirx.truncmod(r, every)), (iname, lambda r: tirx.truncdiv(r, every))]
+    else:
+        every = tirx.max(ext1, 1)
+        rules = [(name, lambda r: tirx.truncdiv(r, every)), (iname, lambda r: tirx.truncmod(r, every))]
+    return inner.for_get_body(), f"{name}_{iname}", tirx.max(ext0, 0) * tirx.max(ext1, 0), rules
+
+
+@contextlib.contextmanager
+def divided_rows(low, row: str, rules: list):
+    """While the divided loops' body is lowered: binding ``row`` binds the two
+    iterators by ``rules`` (:func:`divide`, ``AstLowering.derived``)."""
+    saved = low.derived
+    low.derived = {**saved, row: rules}
+    try:
+        yield
+    finally:
+        low.derived = saved
+
+
+def _bounds_use(node: isl.AstNode, names: set[str]) -> bool:
+    """Some loop bound or condition in ``node`` uses one of ``names``."""
+    node, _ = strip_marks(node)
+    t = node.get_type()
+    if t == NT.for_:
+        return bool(isl_ast.loop_ids(node) & names) or _bounds_use(node.for_get_body(), names)
+    if t == NT.if_:
+        return bool(isl_ast.ids(node.if_get_cond()) & names) or _bounds_use(node.if_get_then_node(), names) or (
+            node.if_has_else_node() and _bounds_use(node.if_get_else_node(), names))
+    if t == NT.block:
+        return any(_bounds_use(x, names) for x in isl_ast.children(node))
+    return False
 
 
 def declarations(merged: dict) -> list[tirx.Stmt]:

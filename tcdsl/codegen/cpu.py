@@ -38,12 +38,13 @@ from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
 from ..syntax import nodes as n
 from . import invariant
-from .collapse import collapse, declarations, merged_rows
+from .collapse import collapse, declarations, divide, divided_rows, merged_rows
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
+from .tile_checks import panels_shared_across
 from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -195,6 +196,12 @@ class CpuAstLowering(AstLowering):
                         return tirx.SeqStmt(declarations(views) + [rows.rows(inner_body, name, init, n_rows)])
             if rows.has_micro(node.for_get_body(), name):  # register tiles below an inner parallel loop
                 return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
+            divided = divide(self, node, name, init) if merged is None and self._panel_per_step(node, name) else None
+            if divided is not None:  # for v { for n { tiles: rows (v, n), read as x(n, c, h + kh, v + kw) too
+                inner_body, row, n_rows, rules = divided
+                with divided_rows(self, row, rules):
+                    if rows.has_micro(inner_body, row):
+                        return rows.rows(inner_body, row, tirx.const(0, INDEX), n_rows)
         if not parallel_ok and mark == SERIAL:
             tiled = self._one_row_tile(node)
             if tiled is not None:
@@ -217,6 +224,20 @@ class CpuAstLowering(AstLowering):
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+
+    def _panel_per_step(self, node: isl.AstNode, name: str) -> bool:
+        """The parallel loop ``node`` holds a parallel loop whose rows' tiles
+        copy a panel (tile_checks.packed_loop), once per iteration of ``node``
+        (a narrow convolution's weight, once per output pixel) that does not
+        move with ``node`` (tile_checks.panels_shared_across): its iterations
+        and the inner loop's then run as one loop of rows (collapse.divide)
+        that share each panel.  Not otherwise: tiles over the inner loop
+        alone may share more (a row's weight, one broadcast for all rows)."""
+        inner, mark = strip_marks(node.for_get_body())
+        if mark != PARALLEL or inner.get_type() != NT.for_:
+            return False
+        with self.bound({name: tirx.Var(name + "_p", INDEX)}):
+            return panels_shared_across(ChunkedLoop(self, self.gen.cpu, None), inner, name)
 
     def _reduction_threads(self, parallel_ok: bool) -> int:
         """Threads sharing the blocks of a vector reduction no loop encloses (a loss over a whole tensor)."""

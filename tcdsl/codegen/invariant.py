@@ -19,9 +19,11 @@ caller evaluates the bindings only when the loop runs at least once.
 """
 from __future__ import annotations
 
+import functools
+
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import sym, tirx
 
 from .expr import INDEX, dtype_of as _dtype
 from .lower import _LOAD, has_node, loads
@@ -176,6 +178,10 @@ def _read(node, loads_of: dict):
     return tvm_ffi.structural_map(node, [(tirx.Var, swap)])
 
 
+def _wide(e: tirx.PrimExpr) -> tirx.PrimExpr:
+    return e if _dtype(e) == "int64" else tirx.Cast("int64", e)
+
+
 def _by_value(e) -> bool:
     """A division by a value that is not a constant (LLVM moves one by a
     constant itself)."""
@@ -195,12 +201,22 @@ class RowTerms:
     that may be 0 or -1).  A term is kept with the tile's row and depth
     variables replaced by the class's own, so that the same term of another
     copy of the update (each ``lanes`` of the tile binds fresh ones) finds
-    its cells."""
+    its cells.
+
+    A read whose indices hold such a division is read through a flat view of
+    its tensor at ``base + rest``, its row's part of the offset (the
+    reduction loops and the column at 0) one cell: the rows of two loops as
+    one (codegen/collapse.py, ``divide``) read a convolution's input at
+    ``x(r % N, c, h + kh, r / N + kw)``, whose offset LLVM computed again,
+    product by product and division by division, at every step of the
+    reduction for every row; ``x_flat(base(r) + (c * H + kh) * W + kw)`` is
+    an addition."""
 
     def __init__(self, rows: int):
         self.rows = rows
         self.r, self.d = tirx.Var("r", INDEX), tirx.Var("d", INDEX)
         self.terms: list[tuple[tirx.Buffer, tirx.PrimExpr]] = []  # (cells, term over self.r and self.d)
+        self.views: dict[str, tuple[tirx.Buffer, tirx.Buffer]] = {}  # tensor -> (tensor, its flat view)
         # True: every row reads the first row's cells (the tile's variant for
         # when all its rows' terms are equal, see :meth:`uniform_when`)
         self.uniform = False
@@ -217,11 +233,7 @@ class RowTerms:
 
         divides: dict = {}
 
-        def visit(e):
-            if not _dtype(e).startswith("int") or isinstance(e, (tirx.IntImm, tirx.Var, _LOAD)):
-                return e
-            if not has_node(e, _by_value, divides) or loads(e) or moves(e):
-                return e
+        def cell(e):
             term = _read(e, own)
             for cells, known in self.terms:
                 if tvm_ffi.structural_equal(known, term):
@@ -230,7 +242,57 @@ class RowTerms:
             cells = tirx.decl_buffer((self.rows,), _dtype(e), name=f"row_term{len(self.terms)}", scope=STACK)
             self.terms.append((cells, term))
             return tirx.BufferLoad(cells, [d * nr + r])
+
+        def visit(e):
+            if isinstance(e, _LOAD):
+                flat = self._flat(e, moving, (r, d), cell, divides)
+                return e if flat is None else flat
+            if not _dtype(e).startswith("int") or isinstance(e, (tirx.IntImm, tirx.Var)):
+                return e
+            if not has_node(e, _by_value, divides) or loads(e) or moves(e):
+                return e
+            return cell(e)
         return tvm_ffi.structural_map(value, [(tvm.ir.expr.Expr, visit)], order="pre")
+
+    def _flat(self, ld, moving: list, rows: tuple, cell, divides: dict):
+        """The load ``ld`` read at its row's cell plus the rest of its offset
+        (see the class), or None where its indices hold no division by a
+        value, read a tensor, or its offset is no sum of a part of the row and
+        a part of the loops."""
+        buf, idx = ld.source, list(ld.indices)
+        if not any(has_node(x, _by_value, divides) for x in idx) or any(loads(x) for x in idx):
+            return None
+        if len(buf.strides) or not (isinstance(buf.elem_offset, tirx.IntImm) and buf.elem_offset.value == 0):
+            return None
+        flat = buf.offset_of(idx)
+        if len(flat) != 1:
+            return None
+        # the offset as a sum of the row's parts (the divisions, standing as
+        # variables of their own, and the row variables) times coefficients
+        # that the loops leave alone, and a rest
+        held: dict = {}
+
+        def hold(e):
+            if not _by_value(e):
+                return e
+            v = tirx.Var(f"q{len(held)}", _dtype(e))
+            held[v] = e
+            return v
+        offset = tvm_ffi.structural_map(flat[0], [(tvm.ir.expr.Expr, hold)], order="pre")
+        parts = list(held) + [x for x in rows if isinstance(x, tirx.Var)]
+        coeffs = sym.detect_linear_equation(offset, parts)
+        if len(coeffs) != len(parts) + 1:
+            return None
+        if any(v.same_as(m) for c in coeffs[:-1] for v in tirx.analysis.undefined_vars(c) for m in moving):
+            return None
+        zero = tirx.const(0, _dtype(offset))
+        base = _read(functools.reduce(lambda a, b: a + b, [c * v for c, v in zip(coeffs, parts)], zero), held)
+        rest = coeffs[-1]
+        if buf.name not in self.views:
+            size = functools.reduce(lambda a, b: a * b, list(buf.shape), tirx.const(1, _dtype(flat[0])))
+            self.views[buf.name] = (buf, tirx.decl_buffer((size,), buf.dtype, name=buf.name + "_flat", data=buf.data))
+        # in 64 bits: LLVM then moves the row's address, ``x + base``, out of the loops
+        return tirx.BufferLoad(self.views[buf.name][1], [cell(_wide(base)) + _wide(rest)])
 
     def uniform_when(self) -> tirx.PrimExpr | None:
         """The condition that every row of the tile has the same terms (a
@@ -246,8 +308,8 @@ class RowTerms:
                           for cells, _ in self.terms for i in range(1, self.rows)])
 
     def fill(self, nr: int, nd: int) -> list[tirx.Stmt]:
-        """The cells' allocations and their values, row by row (unrolled)."""
-        out = []
+        """The flat views, the cells' allocations and their values, row by row (unrolled)."""
+        out = [tirx.DeclBuffer(view, data=buf.data) for buf, view in self.views.values()]
         for cells, term in self.terms:
             r2, d2 = tirx.Var("r", INDEX), tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
             store = tirx.BufferStore(cells, _read(term, {self.r: r2, self.d: d2}), [d2 * nr + r2])

@@ -208,6 +208,9 @@ class AstLowering:
     :meth:`_for`."""
 
     buffer_override: dict = {}  # tensor -> Buffer read instead (packed panels, codegen/cpu_tiles.py; merged rows, collapse.py)
+    # name -> [(iterator, rule)]: binding the name binds each iterator to
+    # rule(value) too (two loops' rows as one, codegen/collapse.py, divided_rows)
+    derived: dict = {}
 
     def __init__(self, gen: ProgramLowering, stmts: dict[str, IslStmt], env: dict, kernel: Kernel | None = None):
         self.gen = gen
@@ -229,7 +232,10 @@ class AstLowering:
 
     @contextlib.contextmanager
     def bound(self, values: dict):
-        """``self.env`` with ``values`` bound, restored afterwards."""
+        """``self.env`` with ``values`` bound, restored afterwards (and the
+        iterators that ``self.derived`` derives from them)."""
+        if self.derived:
+            values = {**values, **{x: rule(v) for k, v in values.items() for x, rule in self.derived.get(k, ())}}
         saved = {k: self.env.get(k) for k in values}
         self.env.update(values)
         try:

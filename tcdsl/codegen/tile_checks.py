@@ -93,3 +93,34 @@ def packed_loop(chunked, node, row: str) -> bool:
         return any(tiles._packable(chain, call, row, iterator(inner))
                    for chain, leaves in chunked._micro_parts(node.for_get_body(), row)
                    for inner, call in leaves)
+
+
+def panels_shared_across(chunked, node, outer: str) -> bool:
+    """The tiles of the parallel loop ``node`` (rows: its iterations) copy a
+    panel, and every tensor they copy is read at the same elements whatever
+    the enclosing loop ``outer`` (bound by the caller): a panel that the rows
+    of both loops could share (codegen/collapse.py, ``divide``).  Not an
+    RNN's weight per gate ``Wih(g, j, i)`` below ``for g``: its rows would
+    read a panel per gate."""
+    from tvm import tirx
+
+    from ..polyhedral.isl_ast import iterator
+    from .expr import INDEX
+    from .lower import loads, uses
+    row = iterator(node)
+    tiles = chunked.tiles
+    found = False
+    with chunked.low.bound({row: tirx.Var(row + "_p", INDEX)}):
+        for chain, leaves in chunked._micro_parts(node.for_get_body(), row):
+            for inner, call in leaves:
+                packed = {t for t, _, _ in tiles._packable(chain, call, row, iterator(inner))}
+                if not packed:
+                    continue
+                found = True
+                probe = tirx.Var(outer + "_q", INDEX)
+                steps = {iterator(x): tirx.Var(iterator(x) + "_p", INDEX) for x in [*chain, inner]}
+                with chunked.low.bound({outer: probe, **steps}):
+                    _, _, value, _ = chunked.low.statement_parts(call)
+                if any(ld.source.name in packed and any(uses(x, probe) for x in ld.indices) for ld in loads(value)):
+                    return False
+    return found
