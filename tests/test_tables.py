@@ -65,8 +65,8 @@ def test_tables_match_numpy(mode):
     "def f(float(B,T) x) -> (y) { y(b, t) = exp(x(b, t)) }",
     # the term that skips b is cheap
     "def f(float(B,T) x) -> (y) { y(b, t) = x(b, t) + t * 2.0 }",
-    # a sum keeps its terms (factor.py applies invariant factors after it)
-    "def f(float(B,T) x, float(T) w) -> (y) { y(b) +=! x(b, t) * exp(w(t)) }",
+    # a sum's costly term over all of the sum's indices
+    "def f(float(B,T) x, float(T) w) -> (y) { y(b) +=! exp(x(b, t) * w(t)) }",
 ])
 def test_left_as_written(src):
     s = tcdsl.compile(src, options={"disk_cache": False}).script
@@ -203,4 +203,77 @@ def test_grid_sample_tables_stay_inside_their_tensors():
     cases = [{"id": f"grid-sample:{i}", "source": GRID_SAMPLE, "sizes": sizes, "seed": i}
              for i, sizes in enumerate([{"N": 2, "C": 3, "H": 5, "W": 7, "P": 4, "Q": 9},
                                         {"N": 1, "C": 17, "H": 1, "W": 2, "P": 3, "Q": 33}])]
+    guard.assert_all_work(cases)
+
+
+# A sum whose costly term is the same for every output column: an RNN-T joint
+# network, tanh(enc + pred) computed once per (b, t, u, k), not once per v.
+JOINT = """def joint(float(B,T,H) e, float(B,U,H) p, float(V,H) W, float(V) bias) -> (z) {
+  z(b, t, u, v) +=! tanh(e(b, t, k) + p(b, u, k)) * W(v, k)
+  z(b, t, u, v) = z(b, t, u, v) + bias(v)
+}"""
+# The costly term under a select on an index it does not use: a table over
+# (b, i) would read x(b, i) for every i of the sum, past x's end where L2 > L,
+# which the program reads only where o + i < L.  It is not kept.
+GUARDED = """def f(float(B,L) x, float(O,L2) w) -> (y) {
+  y(b, o) +=! (o + i < L ? exp(x(b, i)) : 0.0) * w(o, i) where i in 0:L2
+}"""
+
+
+def _joint(e, p, W, bias):
+    e, p, W = (a.astype(np.float64) for a in (e, p, W))
+    return np.tanh(e[:, :, None, :] + p[:, None, :, :]) @ W.T + bias
+
+
+def test_a_sums_costly_term_is_a_table_over_its_own_indices():
+    s = tcdsl.compile(JOINT, options={"disk_cache": False}).script
+    # the table over (b, t, u, k) in the order of z's indices then the reduction's
+    assert "z_tab = T.alloc_buffer((B, T_1, U, H)" in s, s
+    # tanh (a polynomial with exp: T.reinterpret) only where the table is written
+    assert all("z_tab[" in line.split(" = ")[0] for line in s.splitlines() if "T.reinterpret(" in line), s
+    # and the product reads it in register tiles
+    assert re.search(r"acc\[[^\n]*\] = acc\[[^\n]*\] \+ z_tab", s), s
+
+
+def test_a_table_that_would_read_more_than_the_program_is_not_kept():
+    assert "y_tab" not in tcdsl.compile(GUARDED, options={"disk_cache": False}).script
+
+
+def test_a_sums_term_without_its_rows_index_is_computed_once_per_column():
+    # exp(w(t)) once per t, not once per (b, t)
+    s = tcdsl.compile("def f(float(B,T) x, float(T) w) -> (y) { y(b) +=! x(b, t) * exp(w(t)) }",
+                      options={"disk_cache": False}).script
+    assert "y_tab = T.alloc_buffer((T_1,)" in s, s
+
+
+def test_a_sums_costly_term_stays_without_factor():
+    s = tcdsl.compile(JOINT, options={"disk_cache": False, "factor": False}).script
+    assert "z_tab" not in s
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_sum_tables_match_numpy(mode):
+    rng = np.random.default_rng(5)
+    k = tcdsl.compile(JOINT, specialize=mode, options={"disk_cache": False})
+    for B, T, U, H, V in [(2, 3, 5, 7, 9), (1, 1, 1, 1, 1), (3, 17, 2, 33, 20)]:
+        e, p = rand(rng, B, T, H), rand(rng, B, U, H)
+        W, bias = rand(rng, V, H), rand(rng, 1, V)[0]
+        np.testing.assert_allclose(k(e, p, W, bias), _joint(e, p, W, bias), rtol=1e-5, atol=1e-5)
+    g = tcdsl.compile(GUARDED, specialize=mode, options={"disk_cache": False})
+    for B, L, O, L2 in [(2, 5, 3, 8), (1, 1, 1, 1), (3, 7, 4, 7), (2, 6, 2, 3)]:
+        x, w = rand(rng, B, L), rand(rng, O, L2)
+        xe = np.zeros((B, L2))
+        n = min(L, L2)
+        xe[:, :n] = np.exp(x[:, :n].astype(np.float64))
+        o, i = np.arange(O)[:, None], np.arange(L2)[None]
+        want = np.einsum("bi,oi->bo", xe, np.where(o + i < L, w, 0).astype(np.float64))
+        np.testing.assert_allclose(g(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_sum_tables_stay_inside_their_tensors():
+    cases = [{"id": f"joint:{i}", "source": JOINT, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"B": 2, "T": 3, "U": 5, "H": 7, "V": 9},
+                                        {"B": 1, "T": 17, "U": 1, "H": 33, "V": 2}])]
+    cases += [{"id": f"guarded:{i}", "source": GUARDED, "sizes": sizes, "seed": i}
+              for i, sizes in enumerate([{"B": 2, "L": 5, "O": 3, "L2": 8}, {"B": 2, "L": 6, "O": 2, "L2": 3}])]
     guard.assert_all_work(cases)

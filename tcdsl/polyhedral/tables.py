@@ -53,6 +53,21 @@ clamp, which proves the read in bounds); the statement then loads the
 weights and gathers its four reads in a vector loop over (i, j).  A table
 of a term of a ``where`` binding carries the statement's bindings; the
 statement's bindings read the tables.
+
+A sum's costly term that does not use every index of the tensor it writes is
+a table too, over the variables it uses (the written tensor's, in order, then
+the reduction variables).  An RNN-T joint network::
+
+    z(b, t, u, v) +=! tanh(e(b, t, k) + p(b, u, k)) * W(v, k)
+
+computed its ``tanh`` for every output column ``v`` again (52x PyTorch's
+``tanh`` then ``linear`` at (4, 64, 16, 256, 128)); with the table over
+``(b, t, u, k)`` the sum is a product of two reads with register tiles.
+Such a table takes the ranges of its reduction variables from the
+statement's ``where`` clauses and from its reads; :func:`kept` drops the
+rewrite when the new program may read anything out of bounds that the
+original did not (a term under a select on an index the table does not
+have would be computed where the program never reads it).
 """
 from __future__ import annotations
 
@@ -104,19 +119,35 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
 
     out: dict[object, list[Table]] = {}
     for s in checked.node.body:
-        if not isinstance(s, n.Comprehension) or s.op != "=" or s.wheres or s.span is None:
+        if not isinstance(s, n.Comprehension) or s.span is None:
+            continue
+        if s.op == "=" and s.wheres:
+            continue
+        reduced = s.op != "="
+        if reduced and not all(isinstance(w, (n.RangeConstraint, n.Let)) for w in s.wheres):
             continue
         idx = [x.name for x in s.indices if isinstance(x, n.IndexVar)]
-        if len(idx) != len(s.indices) or len(set(idx)) != len(idx) or len(idx) < 2:
+        if len(idx) != len(s.indices) or len(set(idx)) != len(idx) or len(idx) < (1 if reduced else 2):
             continue
         if not checked.tensors[s.tensor].dtype.startswith("float"):
             continue
         found: list[tuple[n.Expr, bool]] = []  # (term, a divisor with a square root)
+        domain = set(idx) | set(s.reduction_vars)
 
         def visit(e: n.Expr, divisor: bool = False) -> None:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
             calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
+            if reduced:  # a sum's costly term that is the same for some of its written indices
+                if calls & COSTLY and reads and s.tensor not in reads and e.span is not None \
+                        and used < domain and set(idx) - used:
+                    if all(f.span != e.span for f, _ in found):
+                        found.append((e, False))
+                    return
+                for c in n.children(e):
+                    if isinstance(c, n.Expr):
+                        visit(c)
+                return
             roots = bool(calls & ROOTS) and idx[-1] in used
             heavy = idx[-1] in used and cost(e) >= ARITH_MIN
             if not (calls & COSTLY or roots or heavy):
@@ -141,9 +172,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             continue
         dims_all = ranges.extent_exprs(s.tensor)
         tables = []
+        order = idx + [v for v in s.reduction_vars if v not in idx]
         for e, reciprocal in found:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}
-            dims = tuple(v for v in idx if v in used)
+            dims = tuple(v for v in order if v in used)
             reads = any(isinstance(x, n.Access) for x in n.walk(e))
             extents = None if reads else tuple(_parsed(dims_all[idx.index(v)], {}) for v in dims)
             tables.append(Table(e.span, dims, extents, reciprocal))
@@ -176,7 +208,8 @@ def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
             if hit is not None and not isinstance(e, n.Ident):
                 name, t = hit
                 idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
-                wheres = () if t.extents is None else tuple(
+                wheres = tuple(w for w in st.wheres if isinstance(w, n.RangeConstraint) and w.var in t.dims) \
+                    if t.extents is None else tuple(
                     n.RangeConstraint(v, n.Const(0, span=e.span), x, span=e.span) for v, x in zip(t.dims, t.extents))
                 value = n.Binary("/", n.Const(1.0, span=e.span), e, span=e.span) if t.reciprocal else e
                 body.append(n.Comprehension(name, idx, "=", value, wheres + lets, span=e.span))
@@ -187,3 +220,27 @@ def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
         wheres = tuple(replace(w, expr=fn(w.expr)) if isinstance(w, n.Let) else w for w in st.wheres)
         body.append(replace(st, rhs=fn(st.rhs), wheres=wheres))
     return replace(d, body=tuple(body))
+
+
+def kept(old, new, model, plan) -> bool:
+    """Whether the rewritten program reads nothing out of bounds that the
+    original did not (a sum's table over its reduction variables takes their
+    ranges from its reads and ``where`` clauses: a read of the table outside
+    it, or a read of the table's own that the original made only under a
+    select, is not kept)."""
+    import warnings
+
+    from ..errors import TcError
+    from .bounds import check_bounds
+
+    guards = new.size_guards
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = check_bounds(model)
+    except TcError:
+        return False
+    finally:
+        new.size_guards = guards
+    known = {g.access.span for g in old.size_guards or ()}
+    return all(f.access.span in known for f in found)
