@@ -148,12 +148,35 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             root = other
     if k.loops and not k.serialize and fusion in ("auto", "outer"):
         other = _outer_then_serialized(sched, sc)
+        raw_parts = other if other is not None and \
+            other.get_root().child(0).get_type() == isl.schedule_node_type.sequence else None
         if other is not None:
             other = _finish(other, stride_one)
             # (with sizes fixed first, a unit batch loop may vanish: the old count, see below)
             red = _reductions(k) if fix is None else None
             if fusion == "outer" or _vector_statements(other, stride_one, red) > _vector_statements(root, stride_one, red):
                 root = other
+        # parts of a step (a bidirectional RNN's two directions, the
+        # branches of an if) each under its own parallel loop over the same
+        # rows, the steps outside: one parallel loop over those rows for all
+        # of them, so that the steps run inside it (PARALLEL_STEPS), isl's
+        # nests or a nest per statement below it, whichever keeps more
+        # reductions in register tiles, then more statements in vector loops
+        # (isl fused each direction's product of a bidirectional LSTM into
+        # the rows of its gates, one row per tile: 2.7x torch.nn.LSTM)
+        if fusion == "auto" and not _steps_inside(_mark_steps(root, k, fix)):
+            red, tiles = (_reductions(k) if fix is None else None), _reductions(k)
+            best = None
+            for parts in (sched, raw_parts):
+                fused = _rows_fused(parts, sc, sets=True) if parts is not None else None
+                if fused is None or not _steps_inside(_mark_steps(fused := _finish(fused, stride_one), k, fix)):
+                    continue
+                score = (_tiled_statements(fused, stride_one, tiles), _vector_statements(fused, stride_one, red))
+                if best is None or score > best[0]:
+                    best = (score, fused)
+            if best is not None and best[0] >= (_tiled_statements(root, stride_one, tiles),
+                                                _vector_statements(root, stride_one, red)):
+                root = best[1]
         if fusion == "auto" and not _top_parallel(root):
             # isl fused a reduction over the rows into their loop, which it
             # made serial (``w(i) +=! A(i, j) * v(j)`` then ``nn +=! w(i) *
@@ -266,7 +289,7 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
     between its iterations) and the inner schedule respects every dependence."""
     NT = isl.schedule_node_type
     node = sched.get_root().child(0)
-    if node.get_type() == NT.sequence:
+    if node.get_type() in (NT.sequence, NT.set):  # (a set's parts are independent: any order)
         return _outer_parts(node, sc)
     if node.get_type() != NT.band or not node.band_member_get_coincident(0):
         return None
@@ -278,7 +301,8 @@ def _outer_then_serialized(sched: isl.Schedule, sc: isl.ScheduleConstraints) -> 
 
 
 def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
-                rows_below: dict | None = None, batch_reads: isl.UnionMap | None = None) -> isl.Schedule | None:
+                rows_below: dict | None = None, batch_reads: isl.UnionMap | None = None,
+                sets: bool = False) -> isl.Schedule | None:
     """isl's sequence of nests at the top, each under a parallel loop, as
     one parallel loop (the union of theirs) with isl's nests below it, when every dependence stays at
     one value of that loop: a softmax ``y(n, c) = e(n, c) / s(n)`` after the
@@ -291,7 +315,7 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
     value of the shared loop.  None otherwise."""
     NT = isl.schedule_node_type
     seq = sched.get_root().child(0)
-    if seq.get_type() != NT.sequence or seq.n_children() < 2:
+    if seq.get_type() not in ((NT.sequence, NT.set) if sets else (NT.sequence,)) or seq.n_children() < 2:
         return None
     outer, ranges = None, []
     for i in range(seq.n_children()):
