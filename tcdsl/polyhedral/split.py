@@ -111,6 +111,11 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     """The statements that replace ``s`` (possibly none: every piece was an
     identity of its reduction), or None when ``s`` stays as it is."""
     comp = s.info.comp
+    rhs0 = comp.rhs
+    wrapped = _wrapped(rhs0)
+    if wrapped is not comp.rhs:
+        s = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=wrapped)))
+        comp = s.info.comp
     conds = _Conditions(s, context)
     pieces = [(dom, conds.resolve(comp.rhs, dom)) for dom in _interior(s, conds)]
     for cut in _meets(s, conds):
@@ -138,6 +143,8 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             pieces = split
     if len(pieces) == 1 and pieces[0][1] == comp.rhs:
         return None  # no select split or resolved
+    if wrapped is not rhs0 and all(_has_remainder(rhs) for _, rhs in pieces):
+        return None  # no piece resolved its wrapped index: the statement stays as written
     pieces = [(dom, simplify(rhs)) for dom, rhs in pieces]
     dtype = builder.r.checked.tensors[comp.tensor].dtype
     kept = [(dom, rhs) for dom, rhs in pieces if not _is_identity(rhs, comp.reduction, dtype)]
@@ -156,6 +163,57 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
                 p.may_reads.append(builder._whole(p, acc.tensor, len(acc.indices)))
         out.append(p)
     return out
+
+
+# The multiples of a size that a wrapped index ``e % N`` is resolved for (then
+# ``e - m * N`` on the part of the domain where ``m * N <= e < (m + 1) * N``).
+WRAPS = (0, 1, -1, 2, -2)
+
+
+def _wrapped(e: n.Expr) -> n.Expr:
+    """``e`` with each index ``a % N`` of a read (``a`` affine, ``N`` a size:
+    circular padding ``x(b, c, (t + k - 2 + L) % L)``, a roll) as a chain of
+    selects on the ranges of ``a`` (:data:`WRAPS`), the remainder last, so
+    that the pieces of the statement read at affine indices; ``e`` itself
+    (the same object) when there is none."""
+    def index(x: n.Expr) -> n.Expr:
+        if isinstance(x, n.Binary) and x.op == "%" and isinstance(x.rhs, n.SizeVar):
+            try:
+                to_isl(x.lhs)
+            except NotAffine:
+                return n.map_children(x, lambda y: index(y) if isinstance(y, n.Expr) else y)
+            a, size, out = x.lhs, x.rhs, x
+            for m in reversed(WRAPS):
+                lo, hi = _times(m, size, a), _times(m + 1, size, a)
+                cond = n.Binary("&&", n.Binary("<=", lo, a, dtype="bool", span=x.span),
+                                n.Binary("<", a, hi, dtype="bool", span=x.span), dtype="bool", span=x.span)
+                value = a if m == 0 else n.Binary("-", a, lo, dtype=a.dtype, span=x.span)
+                out = n.Select(cond, value, out, dtype=x.dtype, span=x.span)
+            return out
+        return n.map_children(x, lambda y: index(y) if isinstance(y, n.Expr) else y)
+
+    def visit(x: n.Expr) -> n.Expr:
+        if isinstance(x, n.Access):
+            idx = tuple(index(i) for i in x.indices)
+            if idx != x.indices:
+                return dataclasses.replace(x, indices=idx)
+        return n.map_children(x, lambda y: visit(y) if isinstance(y, n.Expr) else y)
+
+    out = visit(e)
+    return e if out == e else out
+
+
+def _times(m: int, size: n.SizeVar, like: n.Expr) -> n.Expr:
+    if m == 0:
+        return n.Const(0, dtype=like.dtype, span=size.span)
+    if m == 1:
+        return size
+    return n.Binary("*", n.Const(m, dtype=size.dtype, span=size.span), size, dtype=size.dtype, span=size.span)
+
+
+def _has_remainder(e: n.Expr) -> bool:
+    """``e`` reads at an index ``a % N`` with ``N`` a size."""
+    return any(isinstance(x, n.Binary) and x.op == "%" and isinstance(x.rhs, n.SizeVar) for x in n.walk(e))
 
 
 def _meets(s: IslStmt, conds: "_Conditions") -> list[tuple[isl.Set, isl.Set, isl.Set]]:
