@@ -394,3 +394,48 @@ def test_the_step_index_goes_where_the_operand_has_it():
         np.testing.assert_allclose(k(x, h0, Wx, Wh), want, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(kb(np.ascontiguousarray(x.transpose(1, 0, 2)), h0, Wx, Wh), want,
                                    rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------- reads that only sizes refused at the call leave
+# One (I, G) matrix for the three gates, sliced at H + j and 2 * H + j: the
+# reads of a(b, 2 * H + j) have no source where G < 3 * H, sizes that a call
+# refuses (a read out of bounds); the input projection is hoisted all the same.
+GRU_SLICED = """def gru(float(T,B,I) x, float(I,G) W, float(H,G) U, float(G) bias) -> (h) {
+  for t in T {
+    a(b, c) +=! x(t, b, i) * W(i, c)
+    if t == 0 { r(b, c) = 0.0 where b in 0:B, c in 0:G } else { r(b, c) +=! h(t - 1, b, k) * U(k, c) }
+    z(b, j) = sigmoid(a(b, H + j) + r(b, H + j) + bias(H + j)) where j in 0:H
+    nn(b, j) = tanh(a(b, 2 * H + j) + bias(2 * H + j) + sigmoid(a(b, j) + r(b, j) + bias(j)) * r(b, 2 * H + j)) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - z(b, j)) * nn(b, j) }
+    else { h(t, b, j) = (1 - z(b, j)) * nn(b, j) + z(b, j) * h(t - 1, b, j) }
+  }
+}"""
+
+
+def _gru_sliced(x, W, U, bias):
+    x, W, U, bias = (v.astype(np.float64) for v in (x, W, U, bias))
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    T, B, _ = x.shape
+    H = U.shape[0]
+    h, out = np.zeros((B, H)), []
+    for t in range(T):
+        a, r = x[t] @ W, (h @ U if t else np.zeros((B, W.shape[1])))
+        z = sig(a[:, H:2 * H] + r[:, H:2 * H] + bias[H:2 * H])
+        nn = np.tanh(a[:, 2 * H:3 * H] + bias[2 * H:3 * H] + sig(a[:, :H] + r[:, :H] + bias[:H]) * r[:, 2 * H:3 * H])
+        h = (1 - z) * nn + z * h
+        out.append(h)
+    return np.stack(out)
+
+
+def test_a_projection_read_in_slices_is_hoisted():
+    k = tcdsl.compile(GRU_SLICED, options={**HOIST, "disk_cache": False})
+    assert hoisted(k) == ["a"]
+    assert "a = T.alloc_buffer((T_1, B, G)" in k.script
+    rng = np.random.default_rng(6)
+    for mode in ("never", "after-scheduling", "before-scheduling"):
+        km = tcdsl.compile(GRU_SLICED, specialize=mode, options={"disk_cache": False})
+        for T, B, I, H, G in [(4, 3, 5, 7, 21), (1, 1, 1, 1, 3), (3, 9, 17, 16, 50)]:
+            args = [rand(rng, T, B, I), rand(rng, I, G), rand(rng, H, G), rand(rng, 1, G)[0]]
+            np.testing.assert_allclose(km(*args), _gru_sliced(*args), rtol=1e-4, atol=1e-5)
+        with pytest.raises(tcdsl.TcError, match="out of bounds"):
+            km(rand(rng, 2, 2, 3), rand(rng, 3, 8), rand(rng, 3, 8), rand(rng, 1, 8)[0])  # G = 8 < 3 * H

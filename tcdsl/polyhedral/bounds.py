@@ -89,7 +89,7 @@ def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
     guards = []
     for f in found:
         warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
-        guards.append(SizeGuard(set_to_cond(f.sizes.coalesce()), f.access))
+        guards.append(SizeGuard(set_to_cond(f.sizes.coalesce()), f.access, f.sizes.coalesce()))
     model.ranges.size_guards = tuple(guards)
     return found
 
@@ -102,6 +102,7 @@ class SizeGuard:
 
     cond: n.Expr
     access: n.Access
+    sizes: isl.Set | None = None  # the same, as an isl set over the sizes
 
     @property
     def message(self) -> str:

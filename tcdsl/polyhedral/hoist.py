@@ -187,12 +187,21 @@ class _Loop:
             return sinks is None and sources is not None
         flow = (isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
                 .set_schedule_map(self.order).compute_flow())
-        if not flow.get_may_no_source().is_empty():
+        if not self._refused(flow.get_may_no_source()).is_empty():
             return False
         stamps = _union(self.stamp(s) for s in k.stmts)
         steps = flow.get_may_dependence().apply_domain(stamps).apply_range(stamps)
         return steps.is_empty() or steps.deltas().is_subset(
             isl.UnionSet.from_set(isl.Set.read_from_str(self.ctx, "{ [0] }")).align_params(steps.get_space()))
+
+    def _refused(self, x: isl.UnionSet) -> isl.UnionSet:
+        """``x`` without the sizes that a call is refused for (a read out of
+        bounds there: ``a(b, 2 * H + j)`` of an ``a(b, c)`` over ``G`` columns
+        reads an element nobody wrote only where ``G < 3 * H``)."""
+        for g in self.r.size_guards or ():
+            if g.sizes is not None:
+                x = x.intersect_params(g.sizes.params().complement().align_params(x.get_space()))
+        return x
 
     def _position(self, z: str, comps: list) -> int:
         """Where ``t`` goes among the indices of the expanded ``z``: first
