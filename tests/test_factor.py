@@ -203,3 +203,23 @@ def test_a_factor_is_kept_where_the_statement_after_would_cover_more():
     for t in range(1, T):
         want[t, :N] = want[t - 1, :M] @ w.astype(np.float64) / t
     np.testing.assert_allclose(got[1:, :N], want[1:, :N], rtol=1e-4, atol=1e-5)
+
+
+def test_a_sum_after_a_loop_whose_variable_it_reuses_compiles():
+    # t of the sum is renamed in the checked program (a loop has its name):
+    # the parsed statement is left as written, not rewritten with the wrong names
+    src = """def f(float(T,B,H) x) -> (avg, last) {
+  for t in T {
+    h(t, b, j) = x(t, b, j) * 2.0
+  }
+  avg(b, j) +=! h(t, b, j) / T
+  last(b, j) = h(T - 1, b, j)
+}"""
+    rng = np.random.default_rng(2)
+    for mode in ("never", "after-scheduling", "before-scheduling"):
+        k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+        for T, B, H in [(5, 3, 4), (1, 1, 1), (7, 2, 33)]:
+            x = rng.standard_normal((T, B, H)).astype(np.float32)
+            avg, last = k(x)
+            np.testing.assert_allclose(avg, (2 * x.astype(np.float64)).mean(0), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(last, 2 * x[-1], rtol=1e-6)

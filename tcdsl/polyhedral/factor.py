@@ -175,6 +175,13 @@ def _block(stmts, p: dict[object, Sum]) -> tuple:
             body.append(s)
             continue
         inv, dep = split(s.rhs, p[s.span].reduction, p[s.span].divisions)
+        if not inv or not dep:
+            # the parsed statement's names are not the checked ones (a reduction
+            # variable renamed because a loop has its name, sema/rename.py:
+            # ``avg(b, j) +=! h(t, b, j) / T`` after ``for t``): left as written
+            # (same_cover then drops the rewrite)
+            body.append(s)
+            continue
         body.append(replace(s, rhs=_product(dep, s.rhs.span)))
         here = inv[0][1].span or s.span
         value: n.Expr = n.Call(s.tensor, s.indices, span=here)
