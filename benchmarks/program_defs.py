@@ -3774,3 +3774,166 @@ def _dw_nhwc(torch, a, t, s):
     x, w = t[0].permute(0, 3, 1, 2), t[1].permute(2, 0, 1).unsqueeze(1)  # channels-last memory
     return {"F.conv2d(groups=C) channels_last": _nograd(torch, lambda: torch.nn.functional.conv2d(
         x, w, t[2], padding=1, groups=s["C"]).permute(0, 2, 3, 1))}
+
+
+# ---------------------------------------------------------------- session 39: a sum's partial costly term, two directions, wrapped indices
+
+@program(name="rnn-t joint (tanh inside the product)", kind="attention", src="""
+def joint(float(B,T,H) e, float(B,U,H) p, float(V,H) W, float(V) bias) -> (z) {
+  z(b, t, u, v) +=! tanh(e(b, t, k) + p(b, u, k)) * W(v, k)
+  z(b, t, u, v) = z(b, t, u, v) + bias(v)
+}""", full=dict(B=4, T=64, U=16, H=256, V=128), tiny=dict(B=2, T=3, U=2, H=5, V=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["H"]), _n(rng, s["B"], s["U"], s["H"]), _w(rng, s["V"], s["H"]), _w(rng, s["V"])])
+def _joint(torch, a, t, s):
+    e, p, W, b = t
+    return {"tanh + F.linear": _nograd(torch, lambda: torch.nn.functional.linear(torch.tanh(e[:, :, None, :] + p[:, None, :, :]), W, b))}
+
+@program(name="conv1d reflect padding (nested select in the index)", kind="conv", src="""
+def conv(float(B,C,L) x, float(O,C,3) w) -> (y) {
+  y(b, o, t) +=! x(b, c, t + k - 1 < 0 ? 1 - t - k : (t + k - 1 >= L ? 2 * L - t - k - 1 : t + k - 1)) * w(o, c, k)
+      where t in 0:L, k in 0:3
+}""", full=dict(B=16, C=128, L=512, O=128, K=3), tiny=dict(B=2, C=3, L=5, O=4, K=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O"], s["C"], 3)])
+def _reflect(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.pad(reflect) + F.conv1d": _nograd(torch, lambda: F.conv1d(F.pad(t[0], (1, 1), mode="reflect"), t[1]))}
+
+LSTM2_GATE_MAJOR = """
+def lstm2(float(T,B,I) x, float(4,H,I) W0, float(4,H,H) U0, float(4,H) b0,
+          float(4,H,H) W1, float(4,H,H) U1, float(4,H) b1) -> (h2) {
+  for t in T {
+    g0(g, b, j) +=! x(t, b, i) * W0(g, j, i)
+    if t > 0 { g0(g, b, j) += h1(t - 1, b, k) * U0(g, j, k) }
+    if t == 0 { c1(t, b, j) = sigmoid(g0(0, b, j) + b0(0, j)) * tanh(g0(2, b, j) + b0(2, j)) }
+    else { c1(t, b, j) = sigmoid(g0(1, b, j) + b0(1, j)) * c1(t - 1, b, j) + sigmoid(g0(0, b, j) + b0(0, j)) * tanh(g0(2, b, j) + b0(2, j)) }
+    h1(t, b, j) = sigmoid(g0(3, b, j) + b0(3, j)) * tanh(c1(t, b, j))
+    g1(g, b, j) +=! h1(t, b, i) * W1(g, j, i)
+    if t > 0 { g1(g, b, j) += h2(t - 1, b, k) * U1(g, j, k) }
+    if t == 0 { c2(t, b, j) = sigmoid(g1(0, b, j) + b1(0, j)) * tanh(g1(2, b, j) + b1(2, j)) }
+    else { c2(t, b, j) = sigmoid(g1(1, b, j) + b1(1, j)) * c2(t - 1, b, j) + sigmoid(g1(0, b, j) + b1(0, j)) * tanh(g1(2, b, j) + b1(2, j)) }
+    h2(t, b, j) = sigmoid(g1(3, b, j) + b1(3, j)) * tanh(c2(t, b, j))
+  }
+}"""
+
+def _lstm2_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _w(rng, 4, H, I), _w(rng, 4, H, H), _w(rng, 4, H), _w(rng, 4, H, H), _w(rng, 4, H, H), _w(rng, 4, H)]
+
+@program(name="stacked lstm L=2, gate-major (4,H,in), zero state", kind="rnn", src=LSTM2_GATE_MAJOR,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4), inputs=_lstm2_inputs)
+def _lstm2(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    net = torch.nn.LSTM(I, H, num_layers=2)
+    for l, (W, U, b) in enumerate([(a[1], a[2], a[3]), (a[4], a[5], a[6])]):
+        _copy(torch, getattr(net, f"weight_ih_l{l}"), W.reshape(4 * H, -1))
+        _copy(torch, getattr(net, f"weight_hh_l{l}"), U.reshape(4 * H, H))
+        _copy(torch, getattr(net, f"bias_ih_l{l}"), b.reshape(-1))
+        _copy(torch, getattr(net, f"bias_hh_l{l}"), np.zeros(4 * H, np.float32))
+    return {"torch.nn.LSTM(num_layers=2)": _nograd(torch, lambda: net(t[0])[0])}
+
+BILSTM_IN_OUT = """
+def bilstm(float(T,B,I) x, float(4,I,H) Wf, float(4,H,H) Uf, float(4,I,H) Wb, float(4,H,H) Ub) -> (hf, hb) {
+  for t in T {
+    gf(g, b, j) +=! x(t, b, i) * Wf(g, i, j)
+    gb(g, b, j) +=! x(T - 1 - t, b, i) * Wb(g, i, j)
+    if t > 0 {
+      gf(g, b, j) += hf(t - 1, b, k) * Uf(g, k, j)
+      gb(g, b, j) += hb(T - t, b, k) * Ub(g, k, j)
+      cf(t, b, j) = sigmoid(gf(1, b, j)) * cf(t - 1, b, j) + sigmoid(gf(0, b, j)) * tanh(gf(2, b, j))
+      cb(T - 1 - t, b, j) = sigmoid(gb(1, b, j)) * cb(T - t, b, j) + sigmoid(gb(0, b, j)) * tanh(gb(2, b, j))
+    } else {
+      cf(t, b, j) = sigmoid(gf(0, b, j)) * tanh(gf(2, b, j))
+      cb(T - 1 - t, b, j) = sigmoid(gb(0, b, j)) * tanh(gb(2, b, j))
+    }
+    hf(t, b, j) = sigmoid(gf(3, b, j)) * tanh(cf(t, b, j))
+    hb(T - 1 - t, b, j) = sigmoid(gb(3, b, j)) * tanh(cb(T - 1 - t, b, j))
+  }
+}"""
+
+def _bilstm_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _w(rng, 4, I, H), _w(rng, 4, H, H), _w(rng, 4, I, H), _w(rng, 4, H, H)]
+
+@program(name="bidirectional lstm, reversed writes, (in,out) per gate", kind="rnn", src=BILSTM_IN_OUT,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4), inputs=_bilstm_inputs,
+         pick=lambda r: np.concatenate([r[0], r[1]], -1))
+def _bilstm(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    net = torch.nn.LSTM(I, H, bidirectional=True)
+    for suf, W, U in [("", a[1], a[2]), ("_reverse", a[3], a[4])]:
+        _copy(torch, getattr(net, "weight_ih_l0" + suf), W.transpose(0, 2, 1).reshape(4 * H, I))
+        _copy(torch, getattr(net, "weight_hh_l0" + suf), U.transpose(0, 2, 1).reshape(4 * H, H))
+        _copy(torch, getattr(net, "bias_ih_l0" + suf), np.zeros(4 * H, np.float32))
+        _copy(torch, getattr(net, "bias_hh_l0" + suf), np.zeros(4 * H, np.float32))
+    return {"torch.nn.LSTM(bidirectional)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+@program(name="conv1d circular padding (% L index)", kind="conv", src="""
+def conv(float(B,C,L) x, float(O,C,5) w) -> (y) {
+  y(b, o, t) +=! x(b, c, (t + k - 2 + L) % L) * w(o, c, k) where t in 0:L, k in 0:5
+}""", full=dict(B=16, C=128, L=512, O=128), tiny=dict(B=2, C=3, L=6, O=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["O"], s["C"], 5)])
+def _circ(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.pad(circular) + F.conv1d": _nograd(torch, lambda: F.conv1d(F.pad(t[0], (2, 2), mode="circular"), t[1]))}
+
+
+@program(name="gru, one (I, 3H) matrix W(i, g*H+j), (in,out)", kind="rnn", src="""
+def gru(float(T,B,I) x, float(I,G) W, float(H,G) U, float(G) bias) -> (h) {
+  for t in T {
+    a(b, c) +=! x(t, b, i) * W(i, c)
+    if t == 0 { r(b, c) = 0.0 where b in 0:B, c in 0:G } else { r(b, c) +=! h(t - 1, b, k) * U(k, c) }
+    z(b, j) = sigmoid(a(b, H + j) + r(b, H + j) + bias(H + j)) where j in 0:H
+    nn(b, j) = tanh(a(b, 2 * H + j) + bias(2 * H + j) + sigmoid(a(b, j) + r(b, j) + bias(j)) * r(b, 2 * H + j)) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - z(b, j)) * nn(b, j) }
+    else { h(t, b, j) = (1 - z(b, j)) * nn(b, j) + z(b, j) * h(t - 1, b, j) }
+  }
+}""", full=dict(T=64, B=32, I=256, H=256, G=768), tiny=dict(T=3, B=2, I=5, H=4, G=12),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _w(rng, s["I"], s["G"]), _w(rng, s["H"], s["G"]), _w(rng, s["G"])])
+def _gru_fused(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    net = torch.nn.GRU(I, H)
+    _copy(torch, net.weight_ih_l0, a[1].T); _copy(torch, net.weight_hh_l0, a[2].T)
+    b = a[3].copy(); bhh = np.zeros_like(b)
+    _copy(torch, net.bias_ih_l0, b); _copy(torch, net.bias_hh_l0, bhh)
+    return {"torch.nn.GRU": _nograd(torch, lambda: net(t[0])[0])}
+
+
+@program(name="attention, exp inside the weighted sum, (B,H,T,D)", kind="attention", src="""
+def attn(float(B,N,T,D) q, float(B,N,T,D) k, float(B,N,T,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d) * 0.125
+  m(b, h, i) max=! s(b, h, i, j)
+  z(b, h, i) +=! exp(s(b, h, i, j) - m(b, h, i))
+  o(b, h, i, d) +=! exp(s(b, h, i, j) - m(b, h, i)) * v(b, h, j, d)
+  o(b, h, i, d) = o(b, h, i, d) / z(b, h, i)
+}""", full=dict(B=8, N=8, T=256, D=64), tiny=dict(B=1, N=2, T=5, D=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["N"], s["T"], s["D"]) for _ in range(3)])
+def _attn_exp(torch, a, t, s):
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return {"F.sdpa": _nograd(torch, lambda: sdpa(*t, scale=0.125))}
+
+
+@program(name="gru, mean of hidden states over time + last state", kind="rnn", src="""
+def gru(float(T,B,I) x, float(3,I,H) W, float(3,H,H) U) -> (avg, last) {
+  for t in T {
+    a(g, b, j) +=! x(t, b, i) * W(g, i, j)
+    if t == 0 { r(g, b, j) = 0.0 where g in 0:3, b in 0:B, j in 0:H } else { r(g, b, j) +=! h(t - 1, b, k) * U(g, k, j) }
+    z(b, j) = sigmoid(a(1, b, j) + r(1, b, j))
+    nn(b, j) = tanh(a(2, b, j) + sigmoid(a(0, b, j) + r(0, b, j)) * r(2, b, j))
+    if t == 0 { h(t, b, j) = (1 - z(b, j)) * nn(b, j) } else { h(t, b, j) = (1 - z(b, j)) * nn(b, j) + z(b, j) * h(t - 1, b, j) }
+  }
+  avg(b, j) +=! h(t, b, j) / T
+  last(b, j) = h(T - 1, b, j)
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _w(rng, 3, s["I"], s["H"]), _w(rng, 3, s["H"], s["H"])],
+         pick=lambda r: np.concatenate([r[0], r[1]], -1))
+def _gru_avg(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    net = torch.nn.GRU(I, H)
+    _copy(torch, net.weight_ih_l0, a[1].transpose(0, 2, 1).reshape(3 * H, I)); _copy(torch, net.weight_hh_l0, a[2].transpose(0, 2, 1).reshape(3 * H, H))
+    _copy(torch, net.bias_ih_l0, np.zeros(3 * H, np.float32)); _copy(torch, net.bias_hh_l0, np.zeros(3 * H, np.float32))
+    def f():
+        with torch.no_grad():
+            out, hn = net(t[0])
+            return torch.cat([out.mean(0), hn[0]], -1)
+    return {"torch.nn.GRU + mean": f}
