@@ -54,6 +54,11 @@ from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then
 # mapping's ``vector_width``, by default 16 with AVX-512 (a map of tanh and
 # sigmoid over 512 x 4096 floats took 1.85 ms with 16 lanes against 2.3 ms
 # with 8 on an Intel Xeon, Emerald Rapids) and 8 without.
+def _wide_elements(kernel) -> bool:
+    """Some statement of ``kernel`` computes 8-byte values (float64, int64)."""
+    return kernel is not None and any((s.info.comp.rhs.dtype or "").endswith("64") for s in kernel.stmts)
+
+
 def vector_lanes(mapping: CpuMapping | None = None) -> int:
     """The lanes of a plain vectorized loop under ``mapping`` (None: the defaults)."""
     return (mapping or CpuMapping()).resolved(False).vector_width
@@ -343,6 +348,13 @@ class ChunkedLoop:
             # gathered row whole, once (B=1024, L=32, E=128: 0.85 -> 0.55 ms)
             self.m = dataclasses.replace(self.m, tile_rows=max(1, self.m.tile_rows // 2),
                                          tile_cols=2 * self.m.tile_cols)
+        if not mapping.tile_cols and not mapping.vector_width and _wide_elements(low.kernel):
+            # 8-byte elements (float64): half the lanes per register, so half the
+            # columns per tile and per vector, as many registers as for floats
+            # (an Elman RNN in float64 at (64, 32, 256): 8 x 48 doubles spilled
+            # its accumulators, 1.9x torch.nn.RNN in double)
+            self.m = dataclasses.replace(self.m, tile_cols=max(self.m.tile_cols // 2, 1),
+                                         vector_width=max(self.m.vector_width // 2, 1))
         self.wrap = wrap
         self.tiles = RegisterTiles(low, self.m)
 
