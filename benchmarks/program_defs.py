@@ -3937,3 +3937,20 @@ def _gru_avg(torch, a, t, s):
             out, hn = net(t[0])
             return torch.cat([out.mean(0), hn[0]], -1)
     return {"torch.nn.GRU + mean": f}
+
+
+@program(name="elman float64 (double), (out,in)", kind="rnn", src="""
+def elman(double(T,B,I) x, double(H,I) Wih, double(H,H) Whh, double(H) bias) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wih(j, i)
+    if t > 0 { a(b, j) += h(t - 1, b, k) * Whh(j, k) }
+    h(t, b, j) = tanh(a(b, j) + bias(j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]).astype(np.float64), _w(rng, s["H"], s["I"]).astype(np.float64),
+                                _w(rng, s["H"], s["H"]).astype(np.float64), _w(rng, s["H"]).astype(np.float64)])
+def _elman64(torch, a, t, s):
+    net = torch.nn.RNN(s["I"], s["H"]).double()
+    _copy(torch, net.weight_ih_l0, a[1]); _copy(torch, net.weight_hh_l0, a[2]); _copy(torch, net.bias_ih_l0, a[3])
+    _copy(torch, net.bias_hh_l0, np.zeros(s["H"]))
+    return {"torch.nn.RNN(double)": _nograd(torch, lambda: net(t[0])[0])}
