@@ -41,6 +41,7 @@ from .syntax.parse import parse
 from .syntax.printer import to_sexpr
 from .sema.check import CheckedDef, check, select_def
 from .sema.ranges import RangeInfo, infer_ranges
+from .sema.terms import warn_partial_sums
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
 from .polyhedral.narrowing import check_narrowing
@@ -119,6 +120,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
     checked = check(program, entry)
+    warn_partial_sums(checked.node.body)
     _dump("ast", lambda: to_sexpr(checked.node))
     ranges = infer_ranges(checked, isl.Context())
     _dump("ranges", ranges.dump)

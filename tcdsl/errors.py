@@ -45,3 +45,16 @@ class TcWarning(UserWarning):
 
 class InternalError(Exception):
     """A broken invariant inside tcdsl: a bug, never the user's fault."""
+
+
+def caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside tcdsl: a warning points
+    at the user's ``tcdsl.compile`` call, not at tcdsl's own code."""
+    import os
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -1,6 +1,7 @@
-"""A read at a wrapped index ``a % N`` (``N`` a size, ``a`` affine): circular
-padding, a roll.  The statement is cut where ``a`` lies in ``[m N, (m + 1) N)``
-(polyhedral/split.py, ``_wrapped``), and each piece reads at ``a - m N``, an
+"""A read at a wrapped index ``a % N`` (``N`` a size, ``a`` affine) in a
+sum: circular padding.  The statement is cut where ``a`` lies in ``[m N, (m +
+1) N)`` (polyhedral/split.py, ``_wrapped``; a roll, an assignment, is split
+at the source by polyhedral/circular.py), and each piece reads at ``a - m N``, an
 affine index: a circularly padded convolution's interior is a plain
 convolution with register tiles (80x ``F.conv1d`` after ``F.pad(circular)``
 before, at (16, 128, 512) * (128, 128, 5)).  Results against NumPy at odd

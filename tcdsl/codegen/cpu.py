@@ -44,7 +44,7 @@ from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
-from .tile_checks import panels_shared_across
+from .tile_checks import panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -54,11 +54,6 @@ from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then
 # mapping's ``vector_width``, by default 16 with AVX-512 (a map of tanh and
 # sigmoid over 512 x 4096 floats took 1.85 ms with 16 lanes against 2.3 ms
 # with 8 on an Intel Xeon, Emerald Rapids) and 8 without.
-def _wide_elements(kernel) -> bool:
-    """Some statement of ``kernel`` computes 8-byte values (float64, int64)."""
-    return kernel is not None and any((s.info.comp.rhs.dtype or "").endswith("64") for s in kernel.stmts)
-
-
 def vector_lanes(mapping: CpuMapping | None = None) -> int:
     """The lanes of a plain vectorized loop under ``mapping`` (None: the defaults)."""
     return (mapping or CpuMapping()).resolved(False).vector_width
@@ -348,13 +343,8 @@ class ChunkedLoop:
             # gathered row whole, once (B=1024, L=32, E=128: 0.85 -> 0.55 ms)
             self.m = dataclasses.replace(self.m, tile_rows=max(1, self.m.tile_rows // 2),
                                          tile_cols=2 * self.m.tile_cols)
-        if not mapping.tile_cols and not mapping.vector_width and _wide_elements(low.kernel):
-            # 8-byte elements (float64): half the lanes per register, so half the
-            # columns per tile and per vector, as many registers as for floats
-            # (an Elman RNN in float64 at (64, 32, 256): 8 x 48 doubles spilled
-            # its accumulators, 1.9x torch.nn.RNN in double)
-            self.m = dataclasses.replace(self.m, tile_cols=max(self.m.tile_cols // 2, 1),
-                                         vector_width=max(self.m.vector_width // 2, 1))
+        if not mapping.tile_cols and not mapping.vector_width and wide_elements(low.kernel):  # (float64)
+            self.m = dataclasses.replace(self.m, tile_cols=self.m.tile_cols // 2, vector_width=self.m.vector_width // 2)
         self.wrap = wrap
         self.tiles = RegisterTiles(low, self.m)
 

@@ -124,3 +124,12 @@ def panels_shared_across(chunked, node, outer: str) -> bool:
                 if any(ld.source.name in packed and any(uses(x, probe) for x in ld.indices) for ld in loads(value)):
                     return False
     return found
+
+
+def wide_elements(kernel) -> bool:
+    """Some statement of ``kernel`` computes 8-byte values (float64, int64):
+    half the lanes per vector register, so its tiles get half the columns
+    and lanes of the float32 defaults, as many registers (codegen/cpu.py,
+    ``ChunkedLoop``; an Elman RNN in float64 at (64, 32, 256, 256) spilled
+    its 8 x 48 accumulators: 10.0-10.6 -> 8.0-8.2 ms)."""
+    return kernel is not None and any((s.info.comp.rhs.dtype or "").endswith("64") for s in kernel.stmts)

@@ -39,14 +39,12 @@ condition may run where the condition is false.
 """
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from dataclasses import dataclass
 
 import islpy as isl
 
-from ..errors import InternalError, TcSemanticError, TcWarning
+from ..errors import InternalError, TcSemanticError, TcWarning, caller_level
 from ..sema.affine import NotAffine, isl_name, lift, params_prefix, set_to_cond, to_isl
 from ..sema.check import dim_isl
 from ..sema.ranges import RangeInfo, StmtInfo
@@ -88,7 +86,7 @@ def check_bounds(model: Model, strict: bool = False) -> list[OutOfBounds]:
             raise TcSemanticError(f.what, f.access.span)
     guards = []
     for f in found:
-        warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
+        warnings.warn(TcWarning(f.message), stacklevel=caller_level())
         guards.append(SizeGuard(set_to_cond(f.sizes.coalesce()), f.access, f.sizes.coalesce()))
     model.ranges.size_guards = tuple(guards)
     return found
@@ -166,16 +164,6 @@ def _call_error(sizes: dict[str, int], node: n.Node, what: str) -> TcShapeError:
     where = f"{node.span.source.name}:{node.span.line}:{node.span.col}: " if node.span is not None else ""
     given = ", ".join(f"{k}={v}" for k, v in sizes.items())
     return TcShapeError(f"sizes {given}: {where}{what}")
-
-
-def _caller_level() -> int:
-    """The stacklevel of the first frame outside tcdsl: the warning points at
-    the user's ``tcdsl.compile`` call, not at tcdsl's own code."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class _Checker:

@@ -28,14 +28,13 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from ..errors import TcWarning
+from ..errors import TcWarning, caller_level
 from ..sema.affine import NotAffine, isl_name, params_prefix
 from ..sema.check import dim_isl, lhs_index_var
 from ..sema.ranges import RangeInfo, StmtInfo, readable
 from ..source import Span
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
-from .bounds import _caller_level
 from .dataflow import box, program_schedule
 from .model import Model
 
@@ -63,7 +62,7 @@ def check_narrowing(model: Model) -> list[Narrowing]:
         found += _reduction(r, st)
     found += _holes(model)
     for f in found:
-        warnings.warn(TcWarning(f.message), stacklevel=_caller_level())
+        warnings.warn(TcWarning(f.message), stacklevel=caller_level())
     return found
 
 

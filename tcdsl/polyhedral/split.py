@@ -112,7 +112,8 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     identity of its reduction), or None when ``s`` stays as it is."""
     comp = s.info.comp
     rhs0 = comp.rhs
-    wrapped = _wrapped(rhs0)
+    # (an assignment's wrapped reads are split at the source, polyhedral/circular.py)
+    wrapped = _wrapped(rhs0) if comp.reduction is not None else rhs0
     if wrapped is not comp.rhs:
         s = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=wrapped)))
         comp = s.info.comp
@@ -172,7 +173,7 @@ WRAPS = (0, 1, -1, 2, -2)
 
 def _wrapped(e: n.Expr) -> n.Expr:
     """``e`` with each index ``a % N`` of a read (``a`` affine, ``N`` a size:
-    circular padding ``x(b, c, (t + k - 2 + L) % L)``, a roll) as a chain of
+    circular padding ``x(b, c, (t + k - 2 + L) % L)`` in a sum) as a chain of
     selects on the ranges of ``a`` (:data:`WRAPS`), the remainder last, so
     that the pieces of the statement read at affine indices; ``e`` itself
     (the same object) when there is none."""

@@ -254,8 +254,6 @@ class _Checker:
                 f"'{reduction_vars[0]}' appears only on the right-hand side, which makes it a reduction "
                 f"variable, but '=' is not a reduction; use '+=!' (or '*=!', 'min=!', 'max=!')",
                 scope.first_use[reduction_vars[0]])
-        if s.op in ("+=!", "+=") and reduction_vars:
-            _warn_partial_terms(s.tensor, rhs, set(reduction_vars))
         if s.tensor not in self.tensors:
             self.tensors[s.tensor] = self.new_tensor(s.tensor, len(lhs), s.span)
         self.written.add(s.tensor)
@@ -600,42 +598,3 @@ def _comprehensions(stmts):
                 yield from _comprehensions(s.orelse)
             case n.Comprehension():
                 yield s
-
-
-def _terms(e: n.Expr) -> list[n.Expr]:
-    """The terms of a sum (through ``+``, ``-`` and unary ``-``)."""
-    if isinstance(e, n.Binary) and e.op in ("+", "-"):
-        return _terms(e.lhs) + _terms(e.rhs)
-    if isinstance(e, n.Unary) and e.op == "-":
-        return _terms(e.operand)
-    return [e]
-
-
-def _warn_partial_terms(tensor: str, rhs: n.Expr, reduction: set[str]) -> None:
-    """Warn when a sum's right-hand side adds terms that do not use the same
-    reduction variables: ``a(b, j) +=! x(b, i) * W(i, j) + h(b, k) * U(k, j)``
-    sums the whole right-hand side over every pair ``(i, k)``, so each
-    product is also summed over the other's variable (TC's semantics); the
-    two sums of a cell are two statements.  ``where`` bindings are already
-    substituted in ``rhs``."""
-    import warnings
-
-    from ..errors import TcWarning
-    from ..polyhedral.bounds import _caller_level
-
-    terms = _terms(rhs)
-    if len(terms) < 2 or any(isinstance(x, n.Ident) for t in terms for x in n.walk(t)):
-        return
-    used = [{x.name for x in n.walk(t) if isinstance(x, n.IndexVar)} & reduction for t in terms]
-    every = set().union(*used)
-    for t, u in zip(terms, used):
-        missing = sorted(every - u)
-        if missing:
-            where = (f"{t.span.source.name}:{t.span.line}:{t.span.col}: " if t.span is not None else "")
-            names = ", ".join(f"'{v}'" for v in missing)
-            warnings.warn(TcWarning(
-                f"{where}this term of the sum into '{tensor}' does not use the reduction variable{'s' if len(missing) > 1 else ''} "
-                f"{names} that another term sums over, so it is also summed over {names} (a reduction sums its whole "
-                f"right-hand side over every reduction variable); to add sums over different variables, write one "
-                f"'+=!' statement per sum"), stacklevel=_caller_level())
-            return
