@@ -112,7 +112,9 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     identity of its reduction), or None when ``s`` stays as it is."""
     comp = s.info.comp
     rhs0 = comp.rhs
-    # (an assignment's wrapped reads are split at the source, polyhedral/circular.py)
+    # (an assignment's wrapped reads are split at the source, polyhedral/circular.py; a sum's
+    # are not there: the cases' reads narrow the ranges inferred for its variables, and
+    # circular.py drops that rewrite, so they are cut here on the domain as it is)
     wrapped = _wrapped(rhs0) if comp.reduction is not None else rhs0
     if wrapped is not comp.rhs:
         s = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=wrapped)))
