@@ -190,3 +190,32 @@ def test_a_sum_indexed_by_the_loop_variable_of_its_for(mode):
     x, A, Bm = (rng.standard_normal(s).astype(np.float32) for s in [(3, 5), (5, 2), (2, 7)])
     k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
     np.testing.assert_allclose(k(x, A, Bm), x.astype(np.float64) @ A @ Bm, rtol=1e-5, atol=1e-5)
+
+
+QUADRATIC = """
+def quad(float(B,N) x, float(N,N) A) -> (q) {
+  q(b) +=! x(b, i) * A(i, j) * x(b, j)
+}
+"""
+
+
+def test_a_quadratic_form_becomes_a_matrix_product_then_a_dot():
+    # as many loops either way, but the first sum is a product of two factors
+    # with two output dimensions (register tiles), the second a cheap dot
+    fe = driver.frontend(QUADRATIC)
+    assert "q_c" in fe.checked.tensors
+    assert len(fe.ranges.extent_exprs("q_c")) == 2
+    assert max(len(st.vars) for st in fe.ranges.stmts) == 3
+    # a batched form keeps its batch: q_c(b, j) +=! x(b, i) * A(b, i, j)
+    batched = "def f(float(B,N) x, float(B,N,N) A) -> (q) {\n  q(b) +=! x(b, i) * A(b, i, j) * x(b, j)\n}"
+    assert "q_c" in driver.frontend(batched).checked.tensors
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_quadratic_form_matches_numpy(mode):
+    k = tcdsl.compile(QUADRATIC, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(5)
+    for B, N in [(1, 1), (3, 5), (9, 34)]:
+        x, A = rng.standard_normal((B, N)), rng.standard_normal((N, N))
+        got = k(x.astype(np.float32), A.astype(np.float32))
+        np.testing.assert_allclose(got, np.einsum("bi,ij,bj->b", x, A, x), rtol=1e-4, atol=1e-4)

@@ -24,7 +24,9 @@ two or more reduction variables, and the set ``R1`` of reduction variables whose
 first over ``R1`` alone, leave both sums with fewer loops than the
 statement had (the sizes are symbolic: the number of loops is the measure,
 and a split is taken only when the larger of the two sums has fewer loops
-than the original).  ``rewrite`` puts the first sum in a fresh temporary
+than the original, or as many where it makes a sum into fewer than two
+output dimensions a product of two factors into two or more: a quadratic
+form ``q(b) +=! x(b, i) * A(i, j) * x(b, j)``, see ``_reshaped``).  ``rewrite`` puts the first sum in a fresh temporary
 right before the statement (in the same block: inside a ``for`` or an
 ``if`` branch) and reads it in the statement.  The pass repeats on the
 rewritten program, so a chain of four factors becomes three sums.
@@ -133,7 +135,7 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
                 continue
             inner_vars = set().union(*(fvars[i] for i in inner))  # (R1 appears in no other factor)
             cost = sorted((len(inner_vars), len(everything - r1)), reverse=True)
-            if cost[0] >= len(everything):
+            if cost[0] > len(everything) or cost[0] == len(everything) and not _reshaped(lhs, inner, inner_vars - r1):
                 continue
             if best is None or cost < best[0]:
                 best = (cost, r1, inner_vars)
@@ -144,6 +146,16 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
     temp_vars = tuple(v for v in order if v in inner_vars - r1)
     temp = _fresh(f"{s.tensor}_c", taken)
     return Chain(frozenset(r1), temp, temp_vars)
+
+
+def _reshaped(lhs: list, inner: list, temp_vars: set) -> bool:
+    """A first sum with as many loops as the statement is still taken when
+    it turns a sum into fewer than two output dimensions (a register tile
+    has no columns) into a product of two factors with two or more (a
+    matrix product): ``q(b) +=! x(b, i) * A(i, j) * x(b, j)``, a quadratic
+    form, is ``q_c(b, j) +=! x(b, i) * A(i, j)`` then ``q(b) +=! q_c(b, j)
+    * x(b, j)``, the order of ``(x @ A * x).sum(1)``."""
+    return len(lhs) < 2 and len(inner) == 2 and len(temp_vars) >= 2
 
 
 def split(e: n.Expr) -> list[tuple[str, n.Expr]]:

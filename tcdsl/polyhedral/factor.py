@@ -22,8 +22,10 @@ and applies those once per element in a statement right after it::
 This is the sum's distributive law (the sum of ``a * c`` is ``c`` times the
 sum of ``a``): the results differ from the program as written by rounding
 only.  It applies where the new statement covers exactly the elements the
-sum wrote: the written tensor is a float tensor that no other statement
-writes, its indices are distinct index variables, and no ``where`` clause
+sum wrote (``same_cover``; the new statement comes right after the sum, so
+other statements may write the tensor too: ``z(b, o) = z(b, o) + bias(o)``
+after the sum, as polyhedral/inplace.py makes it): the written tensor is a
+float tensor, its indices are distinct index variables, and no ``where`` clause
 mentions them but ranges of sizes for them, which the new statement takes
 too (``y(b, t, d) +=! (s <= t ? x(b, s, d) : 0) / (t + 1) where s in 0:T,
 t in 0:T``, a running mean: ``/ (t + 1)`` once per element).  The rewritten ``def`` is checked and inferred again
@@ -53,16 +55,11 @@ class Sum:
 def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
     """Statement span -> :class:`Sum`, for the sums with invariant factors."""
     body = checked.node.body
-    writers: dict[str, int] = {}
-    for s in body:
-        for c in n.walk(s):
-            if isinstance(c, n.Comprehension):
-                writers[c.tensor] = writers.get(c.tensor, 0) + 1
     out: dict[object, Sum] = {}
     for s, loops in _statements(body, ()):
         if not isinstance(s, n.Comprehension) or s.op != "+=!" or s.equivalent is not None:
             continue
-        if not s.reduction_vars or s.span is None or (writers.get(s.tensor) != 1 and not loops):
+        if not s.reduction_vars or s.span is None:
             continue
         if not checked.tensors[s.tensor].dtype.startswith("float"):
             continue
