@@ -5,6 +5,7 @@ every specialize mode."""
 import numpy as np
 import pytest
 
+import guard
 import tcdsl
 from tcdsl import driver
 from tcdsl.polyhedral import pad
@@ -233,3 +234,104 @@ def test_option_off_keeps_the_select():
     np.testing.assert_allclose(k(x, w, bias), conv1d(x, w, 2, right=2), rtol=1e-4, atol=1e-4)
     with pytest.raises(tcdsl.TcError, match="pad"):
         tcdsl.compile(SAME, options={"pad": 1})
+
+
+# the kernel's extent a size: the high padding max(KH - 2, 0) is two pieces,
+# so the copy ends KH - 2 past the input (for KH = 1 one element short of it)
+NHWC = """
+def conv(float(N,H,W,C) x, float(KH,KW,C,O) w) -> (y) {
+  y(n, h, v, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W
+                     ? x(n, h + kh - 1, v + kw - 1, c) : 0) * w(kh, kw, c, o)
+    where h in 0:H, v in 0:W, kh in 0:KH, kw in 0:KW
+}
+"""
+
+
+def test_a_padding_that_depends_on_a_kernel_size():
+    assert [(x, lo, hi) for x, lo, hi in plan_of(NHWC).copies] == [("x", ("0", "1", "1", "0"),
+                                                                          ("0", "KH - 2", "KW - 2", "0"))]
+    tir = driver.emit(tcdsl.compile(NHWC, options={"disk_cache": False}), "tir")
+    tiled = [line for line in tir.splitlines() if "acc[" in line and "x_pad" in line and " + " in line]
+    assert tiled and not any("if_then_else" in line or "T.Select" in line for line in tiled)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nhwc_padding_against_numpy(mode):
+    rng = np.random.default_rng(4)
+    k = tcdsl.compile(NHWC, specialize=mode, options={"disk_cache": False})
+    for N, H, W, C, O, KH, KW in [(1, 1, 1, 1, 1, 1, 1), (2, 4, 5, 3, 2, 3, 3), (1, 6, 3, 2, 17, 2, 4),
+                                  (1, 2, 7, 3, 5, 5, 1)]:
+        x = rng.standard_normal((N, H, W, C))
+        w = rng.standard_normal((KH, KW, C, O))
+        xp = np.pad(x, ((0, 0), (1, KH), (1, KW), (0, 0)))
+        want = np.zeros((N, H, W, O))
+        for kh in range(KH):
+            for kw in range(KW):
+                want += np.einsum("nhwc,co->nhwo", xp[:, kh:kh + H, kw:kw + W], w[kh, kw])
+        got = k(x.astype(np.float32), w.astype(np.float32))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+# circular padding: the sum reads a wrapped copy at affine indices
+CIRCULAR = """
+def conv(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! x(b, c, (t + k - 2) % L) * w(o, c, k) where t in 0:L, k in 0:K
+}
+"""
+CIRCULAR2D = """
+def conv(float(N,C,H,W) x, float(M,C,3,3) w) -> (y) {
+  y(n, m, h, v) +=! x(n, c, (h + kh - 1 + H) % H, (v + kw - 1) % W) * w(m, c, kh, kw)
+    where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+}
+"""
+
+
+def test_a_wrapped_read_of_a_sum_reads_a_wrapped_copy():
+    p = plan_of(CIRCULAR)
+    assert [(x, lo, hi) for x, lo, hi in p.copies] == [("x", ("0", "0", "2"), ("0", "0", "K - 3"))]
+    assert list(p.wrapped.values()) == [(False, False, True)]
+    p2 = plan_of(CIRCULAR2D)
+    assert [(x, lo) for x, lo, _ in p2.copies] == [("x", ("0", "0", "(-H) + 1", "1"))]
+    assert list(p2.wrapped.values()) == [(False, False, True, True)]
+    for src in (CIRCULAR, CIRCULAR2D):
+        tir = driver.emit(tcdsl.compile(src, options={"disk_cache": False}), "tir")
+        tiled = [line for line in tir.splitlines() if "acc[" in line and "x_pad" in line and " + " in line]
+        assert tiled and not any("%" in line or "truncmod" in line or "floormod" in line or "T.Select" in line
+                                 for line in tiled)
+    # a written tensor, or a modulus other than the extent, stays as written
+    assert not plan_of("def f(float(N) x, float(K) w) -> (y) {\n  z(i) = x(i) * 2\n"
+                       "  y(i) +=! z((i + k) % N) * w(k) where i in 0:N\n}")
+    assert not plan_of("def f(float(N) x, float(K) w) -> (y) {\n"
+                       "  y(i) +=! x((i + k) % 3) * w(k) where i in 0:N, k in 0:K\n}").wraps
+
+
+def _circular_conv1d(x, w):
+    L, K = x.shape[2], w.shape[2]
+    xp = x[:, :, np.arange(-2, L + K) % L]
+    return sum(np.einsum("bct,oc->bot", xp[:, :, k:k + L], w[:, :, k]) for k in range(K))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_wrapped_copies_against_numpy(mode):
+    rng = np.random.default_rng(6)
+    k1 = tcdsl.compile(CIRCULAR, specialize=mode, options={"disk_cache": False})
+    k2 = tcdsl.compile(CIRCULAR2D, specialize=mode, options={"disk_cache": False})
+    for B, C, L, O, K in [(1, 1, 1, 1, 1), (2, 3, 2, 4, 5), (1, 2, 9, 3, 3), (2, 3, 20, 17, 7)]:
+        x, w = rng.standard_normal((B, C, L)), rng.standard_normal((O, C, K))
+        np.testing.assert_allclose(k1(x.astype(np.float32), w.astype(np.float32)), _circular_conv1d(x, w),
+                                   rtol=1e-4, atol=1e-4)
+    for N, C, H, W, M in [(1, 1, 1, 1, 1), (2, 3, 2, 5, 4), (1, 2, 6, 7, 17)]:
+        x, w = rng.standard_normal((N, C, H, W)), rng.standard_normal((M, C, 3, 3))
+        xp = x[:, :, np.arange(-1, H + 1) % H][:, :, :, np.arange(-1, W + 1) % W]
+        want = sum(np.einsum("nchw,mc->nmhw", xp[:, :, i:i + H, j:j + W], w[:, :, i, j])
+                   for i in range(3) for j in range(3))
+        np.testing.assert_allclose(k2(x.astype(np.float32), w.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_wrapped_copies_stay_inside_their_tensors():
+    cases = [{"id": f"circular:{i}", "source": CIRCULAR, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"B": 2, "C": 3, "L": 9, "O": 4, "K": 5}, {"B": 1, "C": 2, "L": 2, "O": 3, "K": 7},
+                                        {"B": 1, "C": 1, "L": 1, "O": 1, "K": 1}])]
+    cases += [{"id": f"circular2d:{i}", "source": CIRCULAR2D, "sizes": sizes, "seed": i}
+              for i, sizes in enumerate([{"N": 1, "C": 2, "H": 1, "W": 4, "M": 3}, {"N": 2, "C": 1, "H": 5, "W": 2, "M": 2}])]
+    guard.assert_all_work(cases)

@@ -34,6 +34,10 @@ convolutional RNN's state ``h(t - 1, b, c, y + ky - 1, z + kz - 1)``), but
 not one the statement writes.  Dimensions indexed by loop variables and
 sizes only (``t - 1``) are fixed to that index and left out of the copy.
 
+A sum's read of an input at a wrapped index ``e % E`` (``E`` the extent
+of that dimension: circular padding) reads a wrapped copy the same way
+(``_wrap_reads``), ``x_pad(d0, d1, d2) = x(d0, d1, (d2 - 2) % L)``.
+
 The rewritten ``def`` is checked and inferred again (driver.py).
 ``options={"pad": False}`` leaves programs as written.
 """
@@ -61,9 +65,13 @@ class Plan:
     # inside sequential loops: select span -> (tensor, low, high, copy's name,
     # the index of each dimension fixed by the loops as TC text, else None)
     steps: dict = field(default_factory=dict)
+    # wrapped reads ``X(.., e % E, ..)`` of a sum (E the extent): read span ->
+    # (copy's name, low padding of each dimension, which dimensions wrap, the read)
+    wraps: dict = field(default_factory=dict)
+    wrapped: dict = field(default_factory=dict)  # (input, low, high) of a wrapped copy -> which dimensions wrap
 
     def __bool__(self) -> bool:
-        return bool(self.reads)
+        return bool(self.reads) or bool(self.wraps)
 
     @property
     def spans(self) -> set:
@@ -124,7 +132,61 @@ def plan(model: Model) -> Plan:
                 if key not in out.copies:
                     out.copies[key] = (_fresh(f"{x}_pad", taken), sel.span)
                 out.reads[sel.span] = (out.copies[key][0], low, (None,) * len(low), read)
+            if not k.loops:
+                _wrap_reads(model, s, out, taken, inputs - written)
     return out
+
+
+def _wrap_reads(model: Model, s, out: Plan, taken: set, inputs: set) -> None:
+    """Plans a wrapped copy of each input that the sum ``s`` reads through
+    an index ``e % E`` (``E`` the extent of that dimension, ``e`` affine):
+    a circular padding, ``x(b, c, (t + k - 2) % L)``.  The copy holds the
+    elements at ``e``'s values from its minimum to its maximum over the
+    domain (one affine expression of the sizes each), ``x_pad(b, c, d) =
+    x(b, c, (d - 2) % L) where d in 0:L + 4``, and the sum reads
+    ``x_pad(b, c, t + k - 2 + 2)``: one plain convolution, no wrapped index
+    nor select left in it (polyhedral/split.py would cut its domain into
+    pieces at the wraps, the boundary ones scalar nests)."""
+    space = _space(s)
+    if space is None:
+        return
+    dom, ctx, params, dims = space
+    context = _context(dom)
+    for a in n.walk(s.info.comp.rhs):
+        if not (isinstance(a, n.Access) and a.tensor in inputs and a.span is not None) or a.span in out.wraps:
+            continue
+        extents = model.ranges.extent_exprs(a.tensor)
+        low, high, wraps = [], [], []
+        for i, extent in zip(a.indices, extents):
+            wrapped = isinstance(i, n.Binary) and i.op == "%" and expr_to_tc(i.rhs) == expr_to_tc(extent)
+            wraps.append(wrapped)
+            if not wrapped:
+                low.append("0")
+                high.append("0")
+                continue
+            try:
+                idx = read_pwaff(ctx, params, dims, i.lhs).intersect_domain(dom)
+                e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+            except (NotAffine, isl.Error):
+                return
+            image = isl.Map.from_pw_aff(idx).range()
+            lo, hi = image.dim_min(0), image.dim_max(0)
+            below = _zero_pa(lo).sub(lo).gist(context).coalesce()
+            above = hi.sub(e_params).add(_one_pa(hi)).gist(context).coalesce()
+            if below.n_piece() != 1 or above.n_piece() != 1:
+                return
+            low.append(expr_to_tc(pwaff_to_expr(below)))
+            high.append(expr_to_tc(pwaff_to_expr(above)))
+        if not any(wraps):
+            continue
+        key = (a.tensor, tuple(low), tuple(high))
+        if key not in out.copies:
+            name = _fresh(f"{a.tensor}_pad", taken)
+            taken.add(name)
+            out.copies[key] = (name, a.span)
+            out.extents[a.tensor] = tuple(expr_to_tc(e) for e in extents)
+            out.wrapped[key] = tuple(wraps)
+        out.wraps[a.span] = (out.copies[key][0], tuple(low), tuple(wraps), a)
 
 
 def _zero(e: n.Expr) -> bool:
@@ -207,10 +269,15 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
             e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
         except (NotAffine, isl.Error):
             return None
-        below = zero.sub(lo).max(zero).gist(context).coalesce()
-        above = hi.sub(e_params).add(_one_pa(hi)).max(zero).gist(context).coalesce()
         texts = []
-        for pa in (below, above):
+        for raw in (zero.sub(lo), hi.sub(e_params).add(_one_pa(hi))):
+            # the padding, or where that is not one affine expression of the
+            # sizes (``max(KH - 2, 0)`` for ``h + kh - 1`` with a kernel of
+            # KH rows) the distance itself: a negative one crops elements
+            # that no read reaches, and the copy still holds every one read
+            pa = raw.max(zero).gist(context).coalesce()
+            if pa.n_piece() != 1:
+                pa = raw.gist(context).coalesce()
             if pa.n_piece() != 1:
                 return None
             texts.append(expr_to_tc(pwaff_to_expr(pa)))
@@ -241,6 +308,10 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
         if isinstance(node, n.Select) and node.span in p.reads:
             name, low, fixed, read = p.reads[node.span]
             return _replace_read(node.then, read, lambda a: padded(a, name, low, fixed, node.span))
+        if getattr(node, "span", None) in p.wraps and _same_read(node, p.wraps[node.span][3]):
+            name, low, wraps, _ = p.wraps[node.span]
+            args = tuple(x.lhs if w else x for x, w in zip(node.args, wraps))
+            return padded(replace(node, args=args), name, low, (None,) * len(low), node.span)
         return n.map_children(node, fn)
 
     def padded(a, name, low, fixed, span):
@@ -250,18 +321,24 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
 
     def copy(tensor, low, high, name, span, fixed):
         ext = p.extents[tensor]
+        wraps = p.wrapped.get((tensor, low, high), (False,) * len(low))
         vars_ = [None if f is not None else _fresh(f"d{k}", taken) for k, f in enumerate(fixed)]
         conds, args, wheres = [], [], []
-        for v, f, lo, hi, e in zip(vars_, fixed, low, high, ext):
-            if f is not None or (lo == "0" and hi == "0"):
+        for v, f, lo, hi, e, w in zip(vars_, fixed, low, high, ext, wraps):
+            if f is not None or (lo == "0" and hi == "0" and not w):
                 args.append(f if f is not None else v)
                 continue
             shifted = v if lo == "0" else f"({v} - ({lo}))"
-            args.append(shifted)
-            conds += [f"{shifted} >= 0", f"{shifted} < ({e})"]
+            if w:
+                args.append(f"({shifted}) % ({e})")
+            else:
+                args.append(shifted)
+                conds += [f"{shifted} >= 0", f"{shifted} < ({e})"]
             wheres.append(f"{v} in 0:({e}) + ({lo}) + ({hi})")
-        text = (f"{name}({', '.join(v for v in vars_ if v is not None)}) = ({' && '.join(conds)}) ? "
-                f"{tensor}({', '.join(args)}) : 0" + (" where " + ", ".join(wheres) if wheres else ""))
+        value = f"{tensor}({', '.join(args)})"
+        text = (f"{name}({', '.join(v for v in vars_ if v is not None)}) = "
+                + (f"({' && '.join(conds)}) ? {value} : 0" if conds else value)
+                + (" where " + ", ".join(wheres) if wheres else ""))
         return _respan(_statement(text), span)
 
     def block(stmts):
