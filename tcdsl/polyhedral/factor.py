@@ -19,6 +19,18 @@ and applies those once per element in a statement right after it::
     o(b, n, i, d) +=! e(b, n, i, j) * v(b, n, j, d)
     o(b, n, i, d) = o(b, n, i, d) / z(b, n, i)
 
+A ``+=`` statement adds its sum to what the tensor holds, so its sum goes
+to a temporary first (``y_f``, its variables keeping the ranges inferred
+for the statement: a state ``h(t - 1, b, k)`` written later in a loop does
+not tell them), and the tensor gets the temporary times the factors::
+
+    a(b, j) += exp(-fmax(wd(j) * dt(t, b), 0)) * h(t - 1, b, k) * U(k, j)
+
+is (a state decayed by the time since the last step, GRU-D)::
+
+    a_f(b, j) +=! h(t - 1, b, k) * U(k, j)
+    a(b, j) += a_f(b, j) * exp(-fmax(wd(j) * dt(t, b), 0))
+
 This is the sum's distributive law (the sum of ``a * c`` is ``c`` times the
 sum of ``a``): the results differ from the program as written by rounding
 only.  It applies where the new statement covers exactly the elements the
@@ -36,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..sema.check import CheckedDef
+from ..sema.ranges import readable
 from ..syntax import nodes as n
 
 
@@ -50,14 +63,21 @@ class Sum:
     divisions: frozenset = frozenset()
     # the span of the statement after it (its first factor's)
     after: frozenset = frozenset()
+    # for a ``+=`` statement, the temporary that sums the other factors (the
+    # statement after it adds the temporary times the factors to the tensor),
+    # and the ranges of the written indices, as inferred for the statement
+    temp: str | None = None
+    bounds: tuple = ()
 
 
 def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
     """Statement span -> :class:`Sum`, for the sums with invariant factors."""
     body = checked.node.body
+    taken = _names(checked.node) | set(checked.tensors) | set(checked.sizes)
+    infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts} if ranges is not None else {}
     out: dict[object, Sum] = {}
     for s, loops in _statements(body, ()):
-        if not isinstance(s, n.Comprehension) or s.op != "+=!" or s.equivalent is not None:
+        if not isinstance(s, n.Comprehension) or s.op not in ("+=!", "+=") or s.equivalent is not None:
             continue
         if not s.reduction_vars or s.span is None:
             continue
@@ -76,8 +96,27 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
                               and x.span is not None and x.dtype is not None and x.dtype.startswith("float"))
         inv, dep = split(s.rhs, dependent, divisions)
         if inv and dep:
-            out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}))
+            temp, bounds = None, ()
+            if s.op == "+=":
+                st = infos.get((s.span, s.tensor))
+                if st is None:
+                    continue
+                given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+                ctx = st.domain.params()
+                # (a state ``h(t - 1, b, k)`` written later in the loop does not tell its ranges)
+                bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], ctx), readable(st.ranges[v][1], ctx))
+                               for v in lhs + sorted(s.reduction_vars) if v not in given and v in st.ranges)
+                temp = _fresh(f"{s.tensor}_f", taken)
+                taken.add(temp)
+            out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}), temp, bounds)
     return out
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}{k}", k + 1
+    return name
 
 
 def _statements(body, loops: tuple[str, ...]):
@@ -115,13 +154,17 @@ def same_cover(new_model, p: dict[object, Sum]) -> bool:
             c = st.info.comp
             if st.is_init and c.span in p:
                 inits[c.span] = (c.tensor, st.domain.reset_tuple_id())
-            elif not st.is_init and c.op == "=":
+            elif not st.is_init and c.op in ("=", "+="):
                 after.setdefault((c.tensor, c.span), []).append(st.domain.reset_tuple_id())
     for span in p:
         if span not in inits:
             return False
         tensor, dom = inits[span]
-        mine = [d for (t, sp), ds in after.items() if t == tensor and sp in p[span].after for d in ds]
+        if p[span].temp is not None and tensor != p[span].temp:
+            return False
+        # (a ``+=`` statement's temporary is initialised, the tensor added to after it)
+        mine = [d for (t, sp), ds in after.items() if (t == tensor or p[span].temp is not None)
+                and sp in p[span].after for d in ds]
         if len(mine) != 1:
             return False
         other = mine[0].align_params(dom.get_space())
@@ -179,14 +222,16 @@ def _block(stmts, p: dict[object, Sum]) -> tuple:
             # (same_cover then drops the rewrite)
             body.append(s)
             continue
-        body.append(replace(s, rhs=_product(dep, s.rhs.span)))
+        temp = p[s.span].temp
+        body.append(replace(s, rhs=_product(dep, s.rhs.span),
+                            **({"tensor": temp, "op": "+=!", "wheres": s.wheres + p[s.span].bounds} if temp else {})))
         here = inv[0][1].span or s.span
-        value: n.Expr = n.Call(s.tensor, s.indices, span=here)
+        value: n.Expr = n.Call(temp or s.tensor, s.indices, span=here)
         for op, f in inv:
             value = n.Binary(op, value, f, span=f.span or here)
         lhs = [_name(x) for x in s.indices]  # (plan let only ranges of sizes name them)
-        wheres = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in lhs)
-        body.append(n.Comprehension(s.tensor, s.indices, "=", value, wheres, span=here))
+        wheres = tuple(w for w in s.wheres + p[s.span].bounds if isinstance(w, n.RangeConstraint) and w.var in lhs)
+        body.append(n.Comprehension(s.tensor, s.indices, "+=" if temp else "=", value, wheres, span=here))
     return tuple(body)
 
 
