@@ -31,7 +31,9 @@ Inside sequential loops (``Plan.steps``) the copy is of the step's slice
 and is made just before the statement, in the same block of the loop's
 body, at each step; ``X`` may then be a tensor the loop writes (a
 convolutional RNN's state ``h(t - 1, b, c, y + ky - 1, z + kz - 1)``), but
-not one the statement writes.  Dimensions indexed by loop variables and
+not one the statement writes.  Outside loops a tensor that statements
+write (the activation a residual block's second convolution reads) is
+copied whole the same way, once, just before the statement.  Dimensions indexed by loop variables and
 sizes only (``t - 1``) are fixed to that index and left out of the copy.
 
 A sum's read of an input at a wrapped index ``e % E`` (``E`` the extent
@@ -98,8 +100,7 @@ def plan(model: Model) -> Plan:
                 for f in _product(sel.then):
                     # outside loops a copy of an input, made once; inside them a copy of
                     # the step's slice, made before the statement (which must not write it)
-                    if isinstance(f, n.Access) and (f.tensor in inputs and f.tensor not in written if not k.loops
-                                                    else f.tensor != comp.tensor):
+                    if isinstance(f, n.Access) and f.tensor != comp.tensor:
                         pads = _padding(model, s, sel.cond, f)
                         if pads is not None:
                             read = f
@@ -126,6 +127,14 @@ def plan(model: Model) -> Plan:
                     taken.add(name)
                     out.steps[sel.span] = (x, low, high, name, fixed)
                     out.reads[sel.span] = (name, low, fixed, read)
+                    continue
+                if x in written or x not in inputs:
+                    # a temporary outside loops: copied whole, once, just before the statement
+                    out.extents[x] = extents
+                    name = _fresh(f"{x}_pad", taken)
+                    taken.add(name)
+                    out.steps[sel.span] = (x, low, high, name, (None,) * len(low))
+                    out.reads[sel.span] = (name, low, (None,) * len(low), read)
                     continue
                 out.extents[x] = extents
                 key = (x, low, high)
