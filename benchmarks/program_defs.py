@@ -3954,3 +3954,220 @@ def _elman64(torch, a, t, s):
     _copy(torch, net.weight_ih_l0, a[1]); _copy(torch, net.weight_hh_l0, a[2]); _copy(torch, net.bias_ih_l0, a[3])
     _copy(torch, net.bias_hh_l0, np.zeros(s["H"]))
     return {"torch.nn.RNN(double)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+@program(name="two-axis contraction abcd,cdef->abef", kind="matmul", src="""
+def contract(float(A,B,C,D) x, float(C,D,E,F) w) -> (y) {
+  y(a, b, e, f) +=! x(a, b, c, d) * w(c, d, e, f)
+}""", full=dict(A=32, B=32, C=16, D=16, E=16, F=16), tiny=dict(A=2, B=3, C=2, D=3, E=2, F=3),
+         inputs=lambda rng, s: [_n(rng, s["A"], s["B"], s["C"], s["D"]), _w(rng, s["C"], s["D"], s["E"], s["F"])])
+def _u_contract(torch, a, t, s):
+    return {"torch.tensordot": _nograd(torch, lambda: torch.tensordot(t[0], t[1], dims=2))}
+
+
+@program(name="conv2d 3x3 NHWC with HWIO weights (tf layout), same padding", kind="conv", src="""
+def conv(float(N,H,W,C) x, float(KH,KW,C,O) w, float(O) bias) -> (z) {
+  y(n, h, v, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W
+                     ? x(n, h + kh - 1, v + kw - 1, c) : 0) * w(kh, kw, c, o)
+    where h in 0:H, v in 0:W, kh in 0:KH, kw in 0:KW
+  z(n, h, v, o) = fmax(y(n, h, v, o) + bias(o), 0)
+}""", full=dict(N=8, H=28, W=28, C=64, O=64, KH=3, KW=3), tiny=dict(N=1, H=4, W=5, C=2, O=3, KH=3, KW=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["H"], s["W"], s["C"]), _w(rng, 3, 3, s["C"], s["O"]), _w(rng, s["O"])],
+         )
+def _u_conv_hwio(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0].permute(0, 3, 1, 2)
+    w = t[1].permute(3, 2, 0, 1).contiguous()
+    return {"F.conv2d + relu (channels_last)": _nograd(torch, lambda: F.relu(F.conv2d(x, w, t[2], padding=1)).permute(0, 2, 3, 1))}
+
+
+@program(name="weight-normalized linear, norm inside the sum", kind="matmul", src="""
+def wn(float(B,I) x, float(O,I) v, float(O) g, float(O) bias) -> (z) {
+  nv(o) +=! v(o, i) * v(o, i)
+  y(b, o) +=! x(b, i) * v(o, i) * g(o) / sqrt(nv(o))
+  z(b, o) = y(b, o) + bias(o)
+}""", full=dict(B=256, I=1024, O=1024), tiny=dict(B=2, I=3, O=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I"]), _w(rng, s["O"], s["I"]), _n(rng, s["O"]), _n(rng, s["O"])],
+         )
+def _u_wn(torch, a, t, s):
+    F = torch.nn.functional
+    x, v, g, bias = t
+    return {"F.linear(weight_norm)": _nograd(torch, lambda: F.linear(x, v * (g / v.norm(dim=1))[:, None], bias))}
+
+
+@program(name="quadratic form x^T A x per row, one statement", kind="matmul", src="""
+def quad(float(B,N) x, float(N,N) A) -> (q) {
+  q(b) +=! x(b, i) * A(i, j) * x(b, j)
+}""", full=dict(B=512, N=512), tiny=dict(B=2, N=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["N"]), _w(rng, s["N"], s["N"])])
+def _u_quad(torch, a, t, s):
+    x, A = t
+    return {"(x @ A * x).sum(1)": _nograd(torch, lambda: ((x @ A) * x).sum(1))}
+
+
+@program(name="elman with the state updated in place (no time index)", kind="rnn", src="""
+def elman(float(T,B,I) x, float(B,H) h0, float(H,I) Wih, float(H,H) Whh, float(H) bias) -> (h) {
+  h(b, j) = h0(b, j)
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wih(j, i)
+    a(b, j) += h(b, k) * Whh(j, k)
+    h(b, j) = tanh(a(b, j) + bias(j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _n(rng, s["B"], s["H"]), _w(rng, s["H"], s["I"]),
+                                _w(rng, s["H"], s["H"]), _w(rng, s["H"])])
+def _u_elman_inplace(torch, a, t, s):
+    net = torch.nn.RNN(s["I"], s["H"])
+    _copy(torch, net.weight_ih_l0, a[2]); _copy(torch, net.weight_hh_l0, a[3]); _copy(torch, net.bias_ih_l0, a[4])
+    _copy(torch, net.bias_hh_l0, np.zeros(s["H"], np.float32))
+    return {"torch.nn.RNN (last state)": _nograd(torch, lambda: net(t[0], t[1][None])[1][0])}
+
+
+@program(name="gru-d style decay of the state (exp(-relu(w * delta)))", kind="rnn", src="""
+def grud(float(T,B,I) x, float(T,B) dt, float(H) wd, float(I,H) W, float(H,H) U) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 { a(b, j) += exp(-fmax(wd(j) * dt(t, b), 0)) * h(t - 1, b, k) * U(k, j) }
+    h(t, b, j) = tanh(a(b, j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), rng.uniform(0, 2, (s["T"], s["B"])).astype(np.float32),
+                                rng.uniform(0, 1, s["H"]).astype(np.float32), _w(rng, s["I"], s["H"]), _w(rng, s["H"], s["H"])])
+def _u_grud(torch, a, t, s):
+    x, dt, wd, W, U = t
+    def loop():
+        xp = x @ W; out = []; h = None
+        for i in range(s["T"]):
+            z = xp[i]
+            if h is not None:
+                z = z + (h @ U) * torch.exp(-torch.relu(dt[i][:, None] * wd[None, :]))
+            h = torch.tanh(z); out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="transformer encoder layer in one def (pre-norm, 4 heads W(h, d, c))", kind="attention", src="""
+def enc(float(B,T,C) x, float(C) g1, float(C) b1, float(NH,D,C) Wq, float(NH,D,C) Wk, float(NH,D,C) Wv,
+        float(C,NH,D) Wo, float(C) g2, float(C) b2, float(F,C) W1, float(C,F) W2) -> (out) {
+  m1(b, t) +=! x(b, t, c) / C
+  v1(b, t) +=! (x(b, t, c) - m1(b, t)) * (x(b, t, c) - m1(b, t)) / C
+  n1(b, t, c) = (x(b, t, c) - m1(b, t)) * rsqrt(v1(b, t) + 1e-5) * g1(c) + b1(c)
+  q(b, h, t, d) +=! n1(b, t, c) * Wq(h, d, c)
+  k(b, h, t, d) +=! n1(b, t, c) * Wk(h, d, c)
+  v(b, h, t, d) +=! n1(b, t, c) * Wv(h, d, c)
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d) * rsqrt(float(D))
+  mx(b, h, i) max=! s(b, h, i, j)
+  e(b, h, i, j) = exp(s(b, h, i, j) - mx(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+  r(b, t, c) = x(b, t, c)
+  r(b, t, c) += o(b, h, t, d) * Wo(c, h, d)
+  m2(b, t) +=! r(b, t, c) / C
+  v2(b, t) +=! (r(b, t, c) - m2(b, t)) * (r(b, t, c) - m2(b, t)) / C
+  n2(b, t, c) = (r(b, t, c) - m2(b, t)) * rsqrt(v2(b, t) + 1e-5) * g2(c) + b2(c)
+  f(b, t, u) +=! n2(b, t, c) * W1(u, c)
+  out(b, t, c) = r(b, t, c)
+  out(b, t, c) += fmax(f(b, t, u), 0) * W2(c, u)
+}""", full=dict(B=8, T=128, C=256, NH=4, D=64, F=1024), tiny=dict(B=1, T=3, C=4, NH=2, D=2, F=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["C"]), _n(rng, s["C"]), _n(rng, s["C"]),
+                                _w(rng, s["NH"], s["D"], s["C"]), _w(rng, s["NH"], s["D"], s["C"]), _w(rng, s["NH"], s["D"], s["C"]),
+                                (_w(rng, s["C"], s["NH"] * s["D"])).reshape(s["C"], s["NH"], s["D"]), _n(rng, s["C"]), _n(rng, s["C"]),
+                                _w(rng, s["F"], s["C"]), _w(rng, s["C"], s["F"])])
+def _u_enc(torch, a, t, s):
+    F = torch.nn.functional
+    x, g1, b1, Wq, Wk, Wv, Wo, g2, b2, W1, W2 = t
+    C, NH, D = s["C"], s["NH"], s["D"]
+    Wqkv = torch.cat([Wq.reshape(NH * D, C), Wk.reshape(NH * D, C), Wv.reshape(NH * D, C)])
+    Wo2 = Wo.reshape(C, NH * D)
+    def f():
+        n1 = F.layer_norm(x, (C,), g1, b1, 1e-5)
+        q, k, v = F.linear(n1, Wqkv).split(NH * D, -1)
+        sh = lambda z: z.reshape(s["B"], s["T"], NH, D).transpose(1, 2)  # noqa: E731
+        o = F.scaled_dot_product_attention(sh(q), sh(k), sh(v))
+        r = x + F.linear(o.transpose(1, 2).reshape(s["B"], s["T"], NH * D), Wo2)
+        n2 = F.layer_norm(r, (C,), g2, b2, 1e-5)
+        return r + F.linear(F.relu(F.linear(n2, W1)), W2)
+    return {"torch ops (sdpa)": _nograd(torch, f)}
+
+
+@program(name="clockwork rnn (unit j updates when t % period(j) == 0)", kind="rnn", src="""
+def cw(float(T,B,I) x, int32(H) period, float(I,H) W, float(H,H) U) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 { a(b, j) += h(t - 1, b, k) * U(k, j) }
+    h(t, b, j) = t == 0 || t % period(j) == 0 ? tanh(a(b, j)) : h(t - 1, b, j)
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=5, B=2, I=3, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), (2 ** (np.arange(s["H"]) % 4)).astype(np.int32),
+                                _w(rng, s["I"], s["H"]), _w(rng, s["H"], s["H"])])
+def _u_cw(torch, a, t, s):
+    x, per, W, U = t
+    upd = [((k % per) == 0).float()[None, :] for k in range(s["T"])]
+    def loop():
+        xp = x @ W; h = None; out = []
+        for k in range(s["T"]):
+            z = xp[k] if h is None else torch.addmm(xp[k], h, U)
+            n = torch.tanh(z)
+            h = n if h is None else torch.lerp(h, n, upd[k])
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="masked gru, mask inside the recurrent sum, (out,in) per gate", kind="rnn", src="""
+def gru(float(T,B,I) x, float(T,B) m, float(H,I) Wr, float(H,I) Wz, float(H,I) Wn, float(H,H) Ur, float(H,H) Uz, float(H,H) Un) -> (h) {
+  for t in T {
+    r(b, j) +=! x(t, b, i) * Wr(j, i)
+    z(b, j) +=! x(t, b, i) * Wz(j, i)
+    n(b, j) +=! x(t, b, i) * Wn(j, i)
+    if t > 0 {
+      r(b, j) += m(t, b) * h(t - 1, b, k) * Ur(j, k)
+      z(b, j) += m(t, b) * h(t - 1, b, k) * Uz(j, k)
+      hn(b, j) +=! m(t, b) * h(t - 1, b, k) * Un(j, k)
+    }
+    h(t, b, j) = (1 - sigmoid(z(b, j))) * tanh(n(b, j) + (t > 0 ? sigmoid(r(b, j)) * hn(b, j) : 0))
+                 + (t > 0 ? sigmoid(z(b, j)) * m(t, b) * h(t - 1, b, j) : 0)
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), (rng.random((s["T"], s["B"])) > 0.2).astype(np.float32)]
+                               + [_w(rng, s["H"], s["I"]) for _ in range(3)] + [_w(rng, s["H"], s["H"]) for _ in range(3)])
+def _u_mgru(torch, a, t, s):
+    F = torch.nn.functional
+    x, m, Wr, Wz, Wn, Ur, Uz, Un = t
+    Wx = torch.cat([Wr, Wz, Wn]); Uh = torch.cat([Ur, Uz, Un]); H = s["H"]
+    def loop():
+        xp = F.linear(x, Wx); h = None; out = []
+        for k in range(s["T"]):
+            xr, xz, xn = xp[k].split(H, -1)
+            if h is None:
+                z = torch.sigmoid(xz); h = (1 - z) * torch.tanh(xn)
+            else:
+                hm = h * m[k][:, None]
+                hr, hz, hn = F.linear(hm, Uh).split(H, -1)
+                rr = torch.sigmoid(xr + hr); z = torch.sigmoid(xz + hz)
+                h = (1 - z) * torch.tanh(xn + rr * hn) + z * hm
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="resnet basic block NCHW (conv-bn-relu-conv-bn + x, relu), padding selects", kind="conv", src="""
+def block(float(N,C,H,W) x, float(C,C,3,3) w1, float(C) s1, float(C) t1, float(C,C,3,3) w2, float(C) s2, float(C) t2) -> (y) {
+  c1(n, o, h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ? x(n, c, h + kh - 1, v + kw - 1) : 0) * w1(o, c, kh, kw)
+    where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  a1(n, o, h, v) = fmax(c1(n, o, h, v) * s1(o) + t1(o), 0)
+  c2(n, o, h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ? a1(n, c, h + kh - 1, v + kw - 1) : 0) * w2(o, c, kh, kw)
+    where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  y(n, o, h, v) = fmax(c2(n, o, h, v) * s2(o) + t2(o) + x(n, o, h, v), 0)
+}""", full=dict(N=8, C=64, H=28, W=28), tiny=dict(N=1, C=2, H=3, W=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]), _w(rng, s["C"], s["C"], 3, 3) / 3,
+                                rng.uniform(0.5, 1.5, s["C"]).astype(np.float32), _n(rng, s["C"]) * 0.1,
+                                _w(rng, s["C"], s["C"], 3, 3) / 3, rng.uniform(0.5, 1.5, s["C"]).astype(np.float32), _n(rng, s["C"]) * 0.1])
+def _u_block(torch, a, t, s):
+    F = torch.nn.functional
+    x, w1, s1, t1, w2, s2, t2 = t
+    sh = lambda z: z[None, :, None, None]  # noqa: E731
+    def f():
+        a1 = F.relu(F.conv2d(x, w1, padding=1) * sh(s1) + sh(t1))
+        return F.relu(F.conv2d(a1, w2, padding=1) * sh(s2) + sh(t2) + x)
+    return {"torch ops": _nograd(torch, f)}
