@@ -277,3 +277,38 @@ def test_sum_tables_stay_inside_their_tensors():
     cases += [{"id": f"guarded:{i}", "source": GUARDED, "sizes": sizes, "seed": i}
               for i, sizes in enumerate([{"B": 2, "L": 5, "O": 3, "L2": 8}, {"B": 2, "L": 6, "O": 2, "L2": 3}])]
     guard.assert_all_work(cases)
+
+
+# An FFN's second product with its ReLU inside: fmax once per (b, t, u) in a
+# table, not once per term for every output column c again.
+FFN = """def ffn(float(B,T,C) x, float(F,C) W1, float(C,F) W2) -> (out) {
+  f(b, t, u) +=! x(b, t, c) * W1(u, c)
+  out(b, t, c) = x(b, t, c)
+  out(b, t, c) += fmax(f(b, t, u), 0) * W2(c, u)
+}"""
+# A clamp of a window x(b, c, t + k): its table would hold each element once per k
+WINDOW = """def f(float(B,C,L) x, float(O,C,K) w) -> (y) {
+  y(b, o, t) +=! fmin(x(b, c, t + k), 6.0) * w(o, c, k) where t in 0:L - K + 1
+}"""
+
+
+def test_a_sums_clamp_of_one_element_is_a_table():
+    s = tcdsl.compile(FFN, options={"disk_cache": False}).script
+    assert "out_tab = T.alloc_buffer((B, T_1, F)" in s, s
+    assert re.search(r"acc\[[^\n]*\] = acc\[[^\n]*\] \+ out_tab", s), s
+    assert "y_tab" not in tcdsl.compile(WINDOW, options={"disk_cache": False}).script
+    assert "out_tab" not in tcdsl.compile(FFN, options={"disk_cache": False, "factor": False}).script
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_clamp_tables_match_numpy(mode):
+    rng = np.random.default_rng(6)
+    k = tcdsl.compile(FFN, specialize=mode, options={"disk_cache": False})
+    for B, T, C, F in [(1, 1, 1, 1), (2, 3, 5, 7), (3, 5, 17, 33)]:
+        x, W1, W2 = rand(rng, B, T, C), rand(rng, F, C), rand(rng, C, F)
+        f = np.maximum(x.astype(np.float64) @ W1.T, 0)
+        np.testing.assert_allclose(k(x, W1, W2), x + f @ W2.T, rtol=1e-5, atol=1e-5)
+    cases = [{"id": f"ffn:{i}", "source": FFN, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"B": 2, "T": 3, "C": 5, "F": 7}, {"B": 1, "T": 1, "C": 1, "F": 1}])]
+    if mode == "never":
+        guard.assert_all_work(cases)
