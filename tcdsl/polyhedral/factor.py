@@ -10,8 +10,8 @@ Each term then pays a division or a multiplication that is the same for
 every step of the reduction (``z(b, n, i)`` does not depend on ``j``), and
 the sum is no longer a plain product of two reads, so it gets no register
 tiles (the attention's weighted sum ran a vector division per multiply-add).
-``plan(checked)`` finds each ``+=!`` statement at the top of the ``def``
-whose right side is a product (``*``, ``/`` of float values: an integer
+``plan(checked, ranges)`` finds each ``+=!`` statement (at the top of the
+``def``, in a loop or a branch) whose right side is a product (``*``, ``/`` of float values: an integer
 quotient ``k / 3`` is floor division, no factor) with factors that do not
 depend on its reduction variables; ``rewrite(def, plan)`` sums the other factors
 and applies those once per element in a statement right after it::
@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from ..sema.check import CheckedDef
 from ..sema.ranges import readable
 from ..syntax import nodes as n
+from .layout import _fresh
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,6 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
                 taken.add(temp)
             out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}), temp, bounds)
     return out
-
-
-def _fresh(base: str, taken: set[str]) -> str:
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}{k}", k + 1
-    return name
 
 
 def _statements(body, loops: tuple[str, ...]):

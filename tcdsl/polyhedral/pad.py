@@ -174,14 +174,12 @@ def _wrap_reads(model: Model, s, out: Plan, taken: set, inputs: set) -> None:
                 high.append("0")
                 continue
             try:
-                idx = read_pwaff(ctx, params, dims, i.lhs).intersect_domain(dom)
-                e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+                reach = _reach(ctx, params, read_pwaff(ctx, params, dims, i.lhs).intersect_domain(dom), extent)
             except (NotAffine, isl.Error):
                 return
-            image = isl.Map.from_pw_aff(idx).range()
-            lo, hi = image.dim_min(0), image.dim_max(0)
-            below = _zero_pa(lo).sub(lo).gist(context).coalesce()
-            above = hi.sub(e_params).add(_one_pa(hi)).gist(context).coalesce()
+            if reach is None:
+                return
+            below, above = (pa.gist(context).coalesce() for pa in reach)
             if below.n_piece() != 1 or above.n_piece() != 1:
                 return
             low.append(expr_to_tc(pwaff_to_expr(below)))
@@ -270,16 +268,12 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
     context = _context(dom)
     low, high = [], []
     for i, extent in zip(idx, extents):
-        image = isl.Map.from_pw_aff(i).range()
-        lo = image.dim_min(0)
-        hi = image.dim_max(0)
-        zero = _zero_pa(lo)
-        try:
-            e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
-        except (NotAffine, isl.Error):
+        reach = _reach(ctx, params, i, extent)
+        if reach is None:
             return None
+        zero = _zero_pa(reach[0])
         texts = []
-        for raw in (zero.sub(lo), hi.sub(e_params).add(_one_pa(hi))):
+        for raw in reach:
             # the padding, or where that is not one affine expression of the
             # sizes (``max(KH - 2, 0)`` for ``h + kh - 1`` with a kernel of
             # KH rows) the distance itself: a negative one crops elements
@@ -293,6 +287,19 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
         low.append(texts[0])
         high.append(texts[1])
     return tuple(low), tuple(high)
+
+
+def _reach(ctx, params, idx: isl.PwAff, extent: n.Expr) -> tuple[isl.PwAff, isl.PwAff] | None:
+    """How far the index ``idx`` (over the statement's domain) goes below 0
+    and past ``extent``, as functions of the sizes (negative where it stays
+    inside); None when the extent is no affine expression."""
+    image = isl.Map.from_pw_aff(idx).range()
+    lo, hi = image.dim_min(0), image.dim_max(0)
+    try:
+        e_params = isl.PwAff.read_from_str(ctx, params_prefix(params) + "{ [(" + to_isl(extent) + ")] }")
+    except (NotAffine, isl.Error):
+        return None
+    return _zero_pa(lo).sub(lo), hi.sub(e_params).add(_one_pa(hi))
 
 
 def _zero_pa(pa: isl.PwAff) -> isl.PwAff:
