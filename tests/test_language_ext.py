@@ -343,6 +343,49 @@ def test_a_ctc_recursion_losing_its_first_column_warns():
     check(fixed, [lp], np.stack(alpha).astype(np.float32), atol=1e-5)
 
 
+DILATED = """
+def gated(float(B,C,L) x, float(C,C,2) Wf) -> (y) {
+  f(b, o, l) +=! (l + 2 * k - 2 >= 0 ? x(b, c, l + 2 * k - 2) : 0) * Wf(o, c, k)
+  y(b, o, l) = tanh(f(b, o, l)) + x(b, o, l)
+}"""
+
+
+def test_a_temporary_narrowed_under_a_select_and_read_whole_warns():
+    """A dilated causal convolution into a temporary: its read of ``x`` under
+    the select narrows ``l`` to [2, L), and the next statement reads ``f``
+    over all of [0, L).  The hint names the read dimension's size, not the
+    inferred extent (a ``?:`` over the sizes)."""
+    (msg,) = _warnings(DILATED)
+    assert msg.startswith("<string>:3:11: 'f' has elements no statement writes (for sizes "), msg
+    assert "range inference gives 'l' the range [2, L) here" in msg
+    assert "'where l in 0:L' would widen it" in msg
+    fixed = DILATED.replace("Wf(o, c, k)\n", "Wf(o, c, k) where l in 0:L, k in 0:2\n")
+    assert _warnings(fixed) == []
+    x, w = rand(2, 3, 7), rand(3, 3, 2)
+    xp = np.concatenate([np.zeros((2, 3, 2), np.float32), x], axis=2)
+    f = np.einsum("bcl,oc->bol", xp[:, :, :-2], w[:, :, 0]) + np.einsum("bcl,oc->bol", xp[:, :, 2:], w[:, :, 1])
+    check(fixed, [x, w], np.tanh(f) + x, atol=1e-5)
+
+
+def test_the_hint_is_the_size_of_the_dimension_read_under_the_select():
+    """Two passes of a 5-tap blur: the output's rows are narrowed to [2, H - 2)
+    and the hint says ``0:H`` (what zero padding means), not ``0:H - 2``."""
+    src = """def blur(float(H,W) x, float(5) g) -> (y) {
+  r(h, w) +=! (w + k - 2 >= 0 && w + k - 2 < W ? x(h, w + k - 2) : 0) * g(k) where w in 0:W, k in 0:5
+  y(h, w) +=! (h + k - 2 >= 0 && h + k - 2 < H ? r(h + k - 2, w) : 0) * g(k)
+}"""
+    (msg,) = _warnings(src)
+    assert "'y' has elements no statement writes" in msg and "'where h in 0:H' would widen it" in msg, msg
+
+
+def test_a_temporary_hole_that_nothing_reads_does_not_warn():
+    src = """def f(float(N) x) -> (y) {
+  s(i) = (i >= 1 ? x(i - 1) : 0) + x(i + 1)
+  y(i) = s(i) where i in 1:N - 1
+}"""
+    assert _warnings(src) == []
+
+
 def test_intended_narrowing_does_not_warn():
     for src in ["def f(float(N) A) -> (B) {\n  B(i) = A(i - 1)\n}",  # TC's shift: no guard, B(0) stays 0
                 "def f(float(N) A) -> (B) {\n  B(i) = A(i - 1) where i in 1:N\n}",

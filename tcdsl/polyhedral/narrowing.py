@@ -89,7 +89,7 @@ def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
             if culprit is None:
                 continue  # narrowed by a read that is always made: what TC users expect
             rng = _range_text(st, v)
-            size = _bound_text(r.extent_exprs(acc.tensor)[k])
+            size = _bound_text(_at_large_sizes(r.extent_exprs(acc.tensor)[k]))
             what = (f"range inference narrows the reduction variable '{v}' to {rng} "
                     f"({_sizes(r, narrow)}), but '{v}' indexes all of dimension {k} of '{acc.tensor}' "
                     f"(size {size}): {_RULE}"
@@ -116,9 +116,11 @@ def _holes(model: Model) -> list[Narrowing]:
         return []
     r = model.ranges
     out = []
-    for tensor in r.checked.outputs:
+    for tensor in r.checked.outputs + tuple(r.checked.temps):
         try:
             hole = _hole(r, program, tensor)
+            if hole is not None and tensor not in r.checked.outputs:
+                hole = _read(program, tensor, hole)  # a temporary's hole matters where it is read
             if hole is not None:
                 out += _blame(r, program, tensor, hole)
         except (isl.Error, NotAffine):
@@ -139,6 +141,18 @@ def _hole(r: RangeInfo, program, tensor: str) -> isl.Set | None:
     return hole.extract_set(whole.align_params(hole.get_space()).get_space())
 
 
+def _read(program, tensor: str, hole: isl.Set) -> isl.Set | None:
+    """The elements of ``hole`` that some statement reads, or None."""
+    reads = program.accesses(tensor)[1]
+    if reads is None:
+        return None
+    read = reads.range().align_params(hole.get_space())
+    part = isl.UnionSet.from_set(hole.align_params(read.get_space())).intersect(read)
+    if part.is_empty():
+        return None
+    return part.extract_set(hole.align_params(part.get_space()).get_space())
+
+
 def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]:
     """The statements whose narrowed lhs variable, widened, would write into ``hole``."""
     for st in r.stmts:
@@ -157,7 +171,7 @@ def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]
             near = widened.align_params(hole.get_space()) & hole.align_params(widened.get_space())
             if near.is_empty():
                 continue
-            size = _bound_text(r.extent_exprs(tensor)[d])
+            size = _intended(r, _guarded_read(st, v), v) or _bound_text(_at_large_sizes(r.extent_exprs(tensor)[d]))
             fix = f"'where {v} in 0:{size}'" if isinstance(e, n.IndexVar) else f"a where clause on '{v}'"
             what = (f"'{tensor}' has elements no statement writes ({_sizes(r, near, tensor)}): range inference "
                     f"gives '{v}' the range {_range_text(st, v)} here, and {_RULE}; {fix} would widen it")
@@ -168,6 +182,56 @@ def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]
 # ----------------------------------------------------------------- helpers
 def _where_vars(st: StmtInfo) -> set[str]:
     return {w.var for w in st.comp.wheres if isinstance(w, n.RangeConstraint)}
+
+
+def _intended(r: RangeInfo, read: n.Access | None, v: str) -> str | None:
+    """The size of the dimension that the guarded ``read`` indexes with ``v``
+    plus an offset (``x(b, c, l + 2 * k - 2)``: ``L``), as TC text: the range
+    a user who guards the read with a select means ``v`` to cover."""
+    if read is None:
+        return None
+    dims = [k for k, e in enumerate(read.indices) if _uses(e, v)]
+    if len(dims) != 1:
+        return None
+    return _bound_text(_at_large_sizes(r.extent_exprs(read.tensor)[dims[0]]))
+
+
+_LARGE = 1 << 20
+
+
+def _at_large_sizes(e: n.Expr) -> n.Expr:
+    """``e`` with each ``c ? a : b`` over the sizes replaced by the branch it
+    takes when every size is large (an extent ``(((-L) + 2) >= 0) ? 0 : L``
+    reads ``L``); ``e`` itself where a condition cannot be evaluated."""
+    if isinstance(e, n.Select):
+        cond = _value(e.cond)
+        if cond is not None:
+            return _at_large_sizes(e.then if cond else e.other)
+        return e
+    if isinstance(e, n.Binary):
+        return n.Binary(e.op, _at_large_sizes(e.lhs), _at_large_sizes(e.rhs), span=e.span, dtype=e.dtype)
+    return e
+
+
+def _value(e: n.Expr):
+    """The value of an expression over the sizes with every size ``_LARGE``, or None."""
+    if isinstance(e, n.Const):
+        return e.value
+    if isinstance(e, (n.SizeVar, n.Ident)):
+        return _LARGE
+    if isinstance(e, n.Unary):
+        x = _value(e.operand)
+        return None if x is None else (-x if e.op == "-" else not x)
+    if isinstance(e, n.Binary):
+        a, b = _value(e.lhs), _value(e.rhs)
+        if a is None or b is None:
+            return None
+        ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "<": lambda: a < b,
+               "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b, "==": lambda: a == b,
+               "!=": lambda: a != b, "&&": lambda: bool(a) and bool(b), "||": lambda: bool(a) or bool(b),
+               "min": lambda: min(a, b), "max": lambda: max(a, b)}
+        return ops[e.op]() if e.op in ops else None
+    return None
 
 
 def _bound_text(e: n.Expr) -> str:
