@@ -321,6 +321,7 @@ def _checked_again(new_def: n.Def, ranges: RangeInfo):
         new_ranges = infer_ranges(new_checked, ranges.ctx)
         new_model = build_model(new_ranges)
     new_ranges.size_guards = ranges.size_guards
+    new_ranges.padded_rows = ranges.padded_rows
     return new_checked, new_ranges, new_model
 
 
@@ -344,6 +345,7 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
         _dump("transposed", lambda: f"not transposed: {type(e).__name__}: {e}")
         return checked, ranges, model
     copies = {span for _, span in plan.copies.values()}
+    new_ranges.padded_rows = ranges.padded_rows | {name for name, _ in plan.copies.values()}
     for k in new_model.kernels():  # a copy fused with the statements after it would run in their loop order
         spans = {s.info.comp.span for s in k.stmts}
         k.serialize = spans <= serial | copies or bool(spans & copies)

@@ -71,6 +71,9 @@ class RangeInfo:
     # reads that leave their tensor for some sizes (polyhedral/bounds.py): a
     # call with such sizes is refused
     size_guards: tuple = ()
+    # temporaries whose rows the CPU code lays out longer than their last
+    # extent (the transposed copies of polyhedral/layout.py; codegen/lower.py)
+    padded_rows: frozenset = frozenset()
 
     def extent_exprs(self, tensor: str) -> tuple[n.Expr, ...]:
         info = self.checked.tensors[tensor]
