@@ -385,3 +385,63 @@ def test_block_stays_inside_its_tensors():
              for i, sizes in enumerate([{"N": 1, "C": 2, "H": 3, "W": 4}, {"N": 2, "C": 1, "H": 1, "W": 1},
                                         {"N": 1, "C": 3, "H": 5, "W": 2}])]
     guard.assert_all_work(cases)
+
+
+# a ConvLSTM: the state's convolution reads the gates' weight by rows of a
+# weight with G rows (G >= 4 D at every call: smaller G is refused), and the
+# batch dimension of the state comes from statements after the convolution
+CONV_LSTM = """
+def convlstm(float(T,B,C,H,W) x, float(G,C,3,3) Wx, float(G,D,3,3) Wh) -> (h) {
+  for t in T {
+    g(b, o, y, v) +=! (y + ky - 1 >= 0 && y + ky - 1 < H && v + kx - 1 >= 0 && v + kx - 1 < W ? x(t, b, c, y + ky - 1, v + kx - 1) : 0) * Wx(o, c, ky, kx) where ky in 0:3, kx in 0:3, o in 0:G, y in 0:H, v in 0:W
+    if t > 0 { g(b, o, y, v) += (y + ky - 1 >= 0 && y + ky - 1 < H && v + kx - 1 >= 0 && v + kx - 1 < W ? h(t - 1, b, d, y + ky - 1, v + kx - 1) : 0) * Wh(o, d, ky, kx) where ky in 0:3, kx in 0:3, d in 0:D }
+    cc(t, b, d, y, v) = sigmoid(g(b, D + d, y, v)) * (t > 0 ? cc(t - 1, b, d, y, v) : 0) + sigmoid(g(b, d, y, v)) * tanh(g(b, 2 * D + d, y, v)) where d in 0:D
+    h(t, b, d, y, v) = sigmoid(g(b, 3 * D + d, y, v)) * tanh(cc(t, b, d, y, v))
+  }
+}
+"""
+
+
+def _conv_lstm(x, wx, wh, D):
+    sig = lambda a: 1 / (1 + np.exp(-a))  # noqa: E731
+    h = c = None
+    out = []
+    for t in range(x.shape[0]):
+        g = _conv_same(x[t], wx)
+        if h is not None:
+            g = g + _conv_same(h, wh)
+        i, f, gg, o = (g[:, k * D:(k + 1) * D] for k in range(4))
+        c = sig(i) * np.tanh(gg) if c is None else sig(f) * c + sig(i) * np.tanh(gg)
+        h = sig(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_conv_lstm_state_is_padded_at_the_sizes_a_call_may_have(mode):
+    """The state's read ``h(t - 1, b, d, ..)`` stays inside ``h`` only where
+    ``G >= 4 D``, the sizes a call may have: its select is a padding there,
+    and the convolution reads a padded copy of the step's state."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the reads past h and g where G < 4 D: refused at the call)
+        k = tcdsl.compile(CONV_LSTM, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        assert "h_pad" in k.script
+    rng = np.random.default_rng(5)
+    for T, B, C, H, W, D in [(3, 2, 3, 4, 5, 2), (2, 1, 1, 1, 1, 1), (3, 1, 2, 3, 17, 3)]:
+        x = rng.standard_normal((T, B, C, H, W)).astype(np.float32)
+        wx = (rng.standard_normal((4 * D, C, 3, 3)) / 3).astype(np.float32)
+        wh = (rng.standard_normal((4 * D, D, 3, 3)) / 3).astype(np.float32)
+        np.testing.assert_allclose(k(x, wx, wh, D=D), _conv_lstm(x.astype(np.float64), wx, wh, D), rtol=1e-4, atol=1e-5)
+    with pytest.raises(tcdsl.TcError, match="out of bounds"):
+        k(x, wx[:4 * D - 1], wh[:4 * D - 1], D=D)
+
+
+def test_a_conv_lstm_stays_inside_its_tensors():
+    cases = [{"id": f"convlstm:{i}", "source": CONV_LSTM, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"T": 3, "B": 2, "C": 2, "H": 3, "W": 4, "G": 8, "D": 2},
+                                        {"T": 2, "B": 1, "C": 1, "H": 1, "W": 1, "G": 4, "D": 1},
+                                        {"T": 2, "B": 1, "C": 3, "H": 5, "W": 2, "G": 13, "D": 3}])]
+    guard.assert_all_work(cases)
