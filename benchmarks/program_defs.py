@@ -4171,3 +4171,184 @@ def _u_block(torch, a, t, s):
         a1 = F.relu(F.conv2d(x, w1, padding=1) * sh(s1) + sh(t1))
         return F.relu(F.conv2d(a1, w2, padding=1) * sh(s2) + sh(t2) + x)
     return {"torch ops": _nograd(torch, f)}
+
+
+# ---------------------------------------------------------------- session 41: more user programs
+
+@program(name="pagerank, damping, (out,in) matrix", kind="rnn", src="""
+def pagerank(float(N,N) M, float(N) r0) -> (r) {
+  for t in T {
+    if t == 0 { s(i) +=! M(i, j) * r0(j) } else { s(i) +=! M(i, j) * r(t - 1, j) }
+    r(t, i) = 0.15 / N + 0.85 * s(i)
+  }
+}""", full=dict(N=2048, T=30), tiny=dict(N=5, T=3), free=("T",), pick=lambda r: r[-1],
+         inputs=lambda rng, s: [(np.abs(rng.standard_normal((s["N"], s["N"]))) / s["N"]).astype(np.float32),
+                                np.full(s["N"], 1.0 / s["N"], np.float32)])
+def _u_pr(torch, a, t, s):
+    M, r0 = t
+    def run():
+        r = r0
+        for _ in range(s["T"]):
+            r = 0.15 / s["N"] + 0.85 * (M @ r)
+        return r
+    return {"torch loop (mv)": _nograd(torch, run)}
+
+
+@program(name="hmm forward algorithm, scaled", kind="rnn", src="""
+def hmm(float(B,S) pi, float(S,S) A, float(T,B,S) E) -> (alpha) {
+  for t in T {
+    if t == 0 { u(b, j) = pi(b, j) * E(t, b, j) } else { u(b, j) +=! alpha(t - 1, b, i) * A(i, j) * E(t, b, j) }
+    z(b) +=! u(b, j)
+    alpha(t, b, j) = u(b, j) / z(b)
+  }
+}""", full=dict(B=64, S=256, T=100), tiny=dict(B=2, S=3, T=4),
+         inputs=lambda rng, s: [np.full((s["B"], s["S"]), 1.0 / s["S"], np.float32),
+                                (np.abs(rng.standard_normal((s["S"], s["S"]))) / s["S"]).astype(np.float32),
+                                np.abs(rng.standard_normal((s["T"], s["B"], s["S"]))).astype(np.float32)])
+def _u_hmm(torch, a, t, s):
+    pi, A, E = t
+    def run():
+        out = []
+        u = pi * E[0]
+        al = u / u.sum(1, keepdim=True); out.append(al)
+        for k in range(1, s["T"]):
+            u = (al @ A) * E[k]
+            al = u / u.sum(1, keepdim=True); out.append(al)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="chebyshev graph recurrence X_t = 2 L X_{t-1} - X_{t-2}", kind="rnn", src="""
+def cheb(float(N,N) L, float(N,F) x) -> (X) {
+  for t in T {
+    if t == 0 { X(t, i, f) = x(i, f) }
+    else if t == 1 { X(t, i, f) +=! L(i, j) * x(j, f) }
+    else { X(t, i, f) +=! 2 * L(i, j) * X(t - 1, j, f)
+           X(t, i, f) = X(t, i, f) - X(t - 2, i, f) }
+  }
+}""", full=dict(N=1024, F=64, T=6), tiny=dict(N=4, F=3, T=4), free=("T",),
+         inputs=lambda rng, s: [_w(rng, s["N"], s["N"]), _n(rng, s["N"], s["F"])])
+def _u_cheb(torch, a, t, s):
+    L, x = t
+    def run():
+        out = [x, L @ x]
+        for k in range(2, s["T"]):
+            out.append(2 * (L @ out[-1]) - out[-2])
+        return torch.stack(out[:s["T"]])
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="convlstm cell loop, 3x3 conv of h as a select", kind="rnn", src="""
+def convlstm(float(T,B,C,H,W) x, float(G,C,3,3) Wx, float(G,D,3,3) Wh) -> (h) {
+  for t in T {
+    g(b, o, y, v) +=! (y + ky - 1 >= 0 && y + ky - 1 < H && v + kx - 1 >= 0 && v + kx - 1 < W ? x(t, b, c, y + ky - 1, v + kx - 1) : 0) * Wx(o, c, ky, kx) where ky in 0:3, kx in 0:3, o in 0:G, y in 0:H, v in 0:W
+    if t > 0 { g(b, o, y, v) += (y + ky - 1 >= 0 && y + ky - 1 < H && v + kx - 1 >= 0 && v + kx - 1 < W ? h(t - 1, b, d, y + ky - 1, v + kx - 1) : 0) * Wh(o, d, ky, kx) where ky in 0:3, kx in 0:3, d in 0:D }
+    cc(t, b, d, y, v) = sigmoid(g(b, D + d, y, v)) * (t > 0 ? cc(t - 1, b, d, y, v) : 0) + sigmoid(g(b, d, y, v)) * tanh(g(b, 2 * D + d, y, v)) where d in 0:D
+    h(t, b, d, y, v) = sigmoid(g(b, 3 * D + d, y, v)) * tanh(cc(t, b, d, y, v))
+  }
+}""", full=dict(T=8, B=4, C=16, H=32, W=32, G=128, D=32), tiny=dict(T=2, B=1, C=2, H=3, W=4, G=8, D=2), free=("D",),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["C"], s["H"], s["W"]), _w(rng, s["G"], s["C"], 3, 3) / 3,
+                                _w(rng, s["G"], s["D"], 3, 3) / 3])
+def _u_convlstm(torch, a, t, s):
+    x, Wx, Wh = t
+    F = torch.nn.functional
+    D = s["D"]
+    def run():
+        h = c = None; out = []
+        for k in range(s["T"]):
+            g = F.conv2d(x[k], Wx, padding=1)
+            if h is not None:
+                g = g + F.conv2d(h, Wh, padding=1)
+            i, f, gg, o = g[:, :D], g[:, D:2 * D], g[:, 2 * D:3 * D], g[:, 3 * D:]
+            c = torch.sigmoid(i) * torch.tanh(gg) if c is None else torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(gg)
+            h = torch.sigmoid(o) * torch.tanh(c); out.append(h)
+        return torch.stack(out)
+    return {"torch loop (conv2d)": _nograd(torch, run)}
+
+
+@program(name="wavenet gated residual block, dilated causal (select)", kind="conv", src="""
+def wave(float(B,C,L) x, float(C,C,2) Wf, float(C,C,2) Wg, float(C,C) Wr) -> (y) {
+  f(b, o, l) +=! (l + 2 * k - 2 >= 0 ? x(b, c, l + 2 * k - 2) : 0) * Wf(o, c, k) where l in 0:L, k in 0:2
+  g(b, o, l) +=! (l + 2 * k - 2 >= 0 ? x(b, c, l + 2 * k - 2) : 0) * Wg(o, c, k) where l in 0:L, k in 0:2
+  z(b, o, l) = tanh(f(b, o, l)) * sigmoid(g(b, o, l))
+  y(b, o, l) +=! Wr(o, c) * z(b, c, l)
+  y(b, o, l) = y(b, o, l) + x(b, o, l)
+}""", full=dict(B=8, C=64, L=4096), tiny=dict(B=1, C=2, L=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["C"], s["C"], 2), _w(rng, s["C"], s["C"], 2),
+                                _w(rng, s["C"], s["C"])])
+def _u_wave(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wf, Wg, Wr = t
+    def run():
+        xp = F.pad(x, (2, 0))
+        z = torch.tanh(F.conv1d(xp, Wf, dilation=2)) * torch.sigmoid(F.conv1d(xp, Wg, dilation=2))
+        return F.conv1d(z, Wr[:, :, None]) + x
+    return {"torch ops": _nograd(torch, run)}
+
+
+@program(name="pairwise forces (N-body, D=3, softened)", kind="linear", src="""
+def forces(float(N,D) x) -> (f) {
+  r2(i, j) +=! (x(i, d) - x(j, d)) * (x(i, d) - x(j, d))
+  w(i, j) = rsqrt(r2(i, j) + 0.01) * rsqrt(r2(i, j) + 0.01) * rsqrt(r2(i, j) + 0.01)
+  f(i, d) +=! (x(j, d) - x(i, d)) * w(i, j)
+}""", full=dict(N=2048, D=3), tiny=dict(N=4, D=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["D"])])
+def _u_forces(torch, a, t, s):
+    x = t[0]
+    def run():
+        diff = x[None, :, :] - x[:, None, :]
+        r2 = (diff * diff).sum(-1)
+        w = (r2 + 0.01) ** -1.5
+        return (diff * w[:, :, None]).sum(1)
+    def run2():
+        r2 = torch.cdist(x, x).square()
+        w = (r2 + 0.01) ** -1.5
+        return w @ x - w.sum(1, keepdim=True) * x
+    return {"torch broadcast": _nograd(torch, run), "cdist + matmul": _nograd(torch, run2)}
+
+
+@program(name="k-means soft assignment (distances, softmax over k)", kind="linear", src="""
+def soft(float(N,D) x, float(K,D) c) -> (p) {
+  d2(n, k) +=! (x(n, e) - c(k, e)) * (x(n, e) - c(k, e))
+  m(n) min=! d2(n, k)
+  ex(n, k) = exp(m(n) - d2(n, k))
+  z(n) +=! ex(n, k)
+  p(n, k) = ex(n, k) / z(n)
+}""", full=dict(N=8192, D=64, K=256), tiny=dict(N=5, D=3, K=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["D"]), _n(rng, s["K"], s["D"])])
+def _u_soft(torch, a, t, s):
+    x, c = t
+    return {"softmax(-cdist^2)": _nograd(torch, lambda: torch.softmax(-torch.cdist(x, c).square(), 1)),
+            "softmax(-(x2 - 2xc + c2))": _nograd(torch, lambda: torch.softmax(
+                -((x * x).sum(1, keepdim=True) - 2 * x @ c.T + (c * c).sum(1)), 1))}
+
+
+@program(name="layer-norm gru (LN on the recurrent gates), (in,out)", kind="rnn", src="""
+def lngru(float(T,B,I) x, float(I,H3) Wx, float(H,H3) Wh, float(H3) gam) -> (h) {
+  for t in T {
+    gx(b, j) +=! x(t, b, i) * Wx(i, j)
+    if t == 0 { gh(b, j) = 0 where j in 0:H3, b in 0:B } else { gh(b, j) +=! h(t - 1, b, k) * Wh(k, j) }
+    mu(b) +=! gh(b, j) / H3
+    va(b) +=! (gh(b, j) - mu(b)) * (gh(b, j) - mu(b)) / H3
+    n(b, j) = (gh(b, j) - mu(b)) * rsqrt(va(b) + 1e-5) * gam(j)
+    r(b, j) = sigmoid(gx(b, j) + n(b, j)) where j in 0:H
+    z(b, j) = sigmoid(gx(b, H + j) + n(b, H + j)) where j in 0:H
+    c(b, j) = tanh(gx(b, 2 * H + j) + r(b, j) * n(b, 2 * H + j)) where j in 0:H
+    h(t, b, j) = (1 - z(b, j)) * c(b, j) + z(b, j) * (t > 0 ? h(t - 1, b, j) : 0)
+  }
+}""", full=dict(T=64, B=32, I=256, H=256, H3=768), tiny=dict(T=3, B=2, I=3, H=2, H3=6), free=("H",),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["I"]), _w(rng, s["I"], s["H3"]), _w(rng, s["H"], s["H3"]),
+                                (1 + 0.1 * rng.standard_normal(s["H3"])).astype(np.float32)])
+def _u_lngru(torch, a, t, s):
+    x, Wx, Wh, gam = t
+    H = s["H"]
+    def run():
+        gx = x @ Wx; h = None; out = []
+        for k in range(s["T"]):
+            gh = torch.zeros(s["B"], 3 * H) if h is None else h @ Wh
+            n = torch.nn.functional.layer_norm(gh, (3 * H,), eps=1e-5) * gam
+            r = torch.sigmoid(gx[k, :, :H] + n[:, :H]); z = torch.sigmoid(gx[k, :, H:2 * H] + n[:, H:2 * H])
+            c = torch.tanh(gx[k, :, 2 * H:] + r * n[:, 2 * H:])
+            h = (1 - z) * c + (z * h if h is not None else 0); out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
