@@ -4352,3 +4352,129 @@ def _u_lngru(torch, a, t, s):
             h = (1 - z) * c + (z * h if h is not None else 0); out.append(h)
         return torch.stack(out)
     return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="generalized advantage estimation (reverse time loop)", kind="rnn", src="""
+def gae(float(T,B) r, float(T1,B) v, float(T,B) done) -> (adv) {
+  for t in T {
+    adv(T - 1 - t, b) = r(T - 1 - t, b) + 0.99 * v(T - t, b) * (1 - done(T - 1 - t, b)) - v(T - 1 - t, b)
+                        + (t > 0 ? 0.99 * 0.95 * (1 - done(T - 1 - t, b)) * adv(T - t, b) : 0)
+  }
+}""", full=dict(T=128, T1=129, B=4096), tiny=dict(T=3, T1=4, B=2),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"]), _n(rng, s["T1"], s["B"]),
+                                (rng.random((s["T"], s["B"])) < 0.05).astype(np.float32)])
+def _u_gae(torch, a, t, s):
+    r, v, d = t
+    def run():
+        out = torch.empty_like(r); last = torch.zeros(s["B"])
+        for k in range(s["T"] - 1, -1, -1):
+            nd = 1 - d[k]
+            delta = r[k] + 0.99 * v[k + 1] * nd - v[k]
+            last = delta + 0.99 * 0.95 * nd * last
+            out[k] = last
+        return out
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="crf forward algorithm (logsumexp per step)", kind="rnn", src="""
+def crf(float(T,B,S) emit, float(S,S) trans) -> (alpha) {
+  for t in T {
+    if t == 0 { alpha(t, b, j) = emit(t, b, j) }
+    else {
+      mx(b, j) max=! alpha(t - 1, b, i) + trans(i, j)
+      se(b, j) +=! exp(alpha(t - 1, b, i) + trans(i, j) - mx(b, j))
+      alpha(t, b, j) = mx(b, j) + log(se(b, j)) + emit(t, b, j)
+    }
+  }
+}""", full=dict(T=64, B=64, S=128), tiny=dict(T=3, B=2, S=3),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["S"]), _n(rng, s["S"], s["S"])])
+def _u_crf(torch, a, t, s):
+    emit, trans = t
+    def run():
+        al = emit[0]; out = [al]
+        for k in range(1, s["T"]):
+            al = torch.logsumexp(al[:, :, None] + trans[None], 1) + emit[k]; out.append(al)
+        return torch.stack(out)
+    return {"torch loop (logsumexp)": _nograd(torch, run)}
+
+
+@program(name="gru decoder with additive (bahdanau) attention", kind="rnn", src="""
+def dec(float(B,S,H) enc, float(B,S,A) ke, float(H,A) Wq, float(A) va, float(H,H3) Wc, float(H,H3) Wh, float(B,H) h0) -> (h) {
+  for t in T {
+    q(b, a) +=! (t > 0 ? h(t - 1, b, k) : h0(b, k)) * Wq(k, a)
+    e(b, s) +=! tanh(ke(b, s, a) + q(b, a)) * va(a)
+    m(b) max=! e(b, s)
+    p(b, s) = exp(e(b, s) - m(b))
+    z(b) +=! p(b, s)
+    ctx(b, k) +=! p(b, s) * enc(b, s, k) / z(b)
+    gx(b, j) +=! ctx(b, k) * Wc(k, j)
+    gh(b, j) +=! (t > 0 ? h(t - 1, b, k) : h0(b, k)) * Wh(k, j)
+    r(b, j) = sigmoid(gx(b, j) + gh(b, j)) where j in 0:H
+    u(b, j) = sigmoid(gx(b, H + j) + gh(b, H + j)) where j in 0:H
+    n(b, j) = tanh(gx(b, 2 * H + j) + r(b, j) * gh(b, 2 * H + j)) where j in 0:H
+    h(t, b, j) = (1 - u(b, j)) * n(b, j) + u(b, j) * (t > 0 ? h(t - 1, b, j) : h0(b, j))
+  }
+}""", full=dict(T=32, B=32, S=64, H=256, A=128, H3=768), tiny=dict(T=3, B=2, S=3, H=2, A=3, H3=6), free=("T",),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["S"], s["H"]), _n(rng, s["B"], s["S"], s["A"]), _w(rng, s["H"], s["A"]),
+                                _w(rng, s["A"]), _w(rng, s["H"], s["H3"]), _w(rng, s["H"], s["H3"]), _n(rng, s["B"], s["H"])])
+def _u_dec(torch, a, t, s):
+    enc, ke, Wq, va, Wc, Wh, h0 = t
+    H = s["H"]
+    def run():
+        h = h0; out = []
+        for k in range(s["T"]):
+            e = torch.tanh(ke + (h @ Wq)[:, None, :]) @ va
+            p = torch.softmax(e, 1)
+            ctx = torch.bmm(p[:, None, :], enc)[:, 0]
+            gx = ctx @ Wc; gh = h @ Wh
+            r = torch.sigmoid(gx[:, :H] + gh[:, :H]); u = torch.sigmoid(gx[:, H:2 * H] + gh[:, H:2 * H])
+            n = torch.tanh(gx[:, 2 * H:] + r * gh[:, 2 * H:])
+            h = (1 - u) * n + u * h; out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="attention with a relative position bias table", kind="attention", src="""
+def relattn(float(B,NH,L,D) q, float(B,NH,L,D) k, float(B,NH,L,D) v, float(NH,R) bias) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d) / sqrt(float(D))
+  s(b, h, i, j) += bias(h, i - j + L - 1)
+  m(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}""", full=dict(B=8, NH=8, L=256, D=64, R=511), tiny=dict(B=1, NH=2, L=3, D=2, R=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["NH"], s["L"], s["D"]) for _ in range(3)] + [_n(rng, s["NH"], s["R"])])
+def _u_relattn(torch, a, t, s):
+    q, k, v, bias = t
+    L = s["L"]
+    idx = (torch.arange(L)[:, None] - torch.arange(L)[None, :] + L - 1)
+    def run():
+        bm = bias[:, idx]
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bm[None])
+    return {"sdpa(attn_mask=bias[:, idx])": _nograd(torch, run)}
+
+
+@program(name="avg pool 3x3 stride 1, count_include_pad=False (selects)", kind="conv", src="""
+def avgp(float(N,C,H,W) x) -> (y) {
+  s(n, c, h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ? x(n, c, h + kh - 1, v + kw - 1) : 0) where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  cnt(h, v) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W ? 1.0 : 0.0) where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  y(n, c, h, v) = s(n, c, h, v) / cnt(h, v)
+}""", full=dict(N=16, C=64, H=56, W=56), tiny=dict(N=1, C=2, H=3, W=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"])])
+def _u_avgp(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.avg_pool2d(count_include_pad=False)": _nograd(torch, lambda: F.avg_pool2d(t[0], 3, 1, 1, count_include_pad=False))}
+
+
+@program(name="cross entropy with ignore_index (select on label)", kind="loss", src="""
+def ce(float(N,V) logits, int32(N) y) -> (loss) {
+  m(n) max=! logits(n, v)
+  se(n) +=! exp(logits(n, v) - m(n))
+  pick(n) +=! (v == y(n) ? logits(n, v) : 0)
+  valid +=! (y(n) != -100 ? 1.0 : 0.0)
+  loss +=! (y(n) != -100 ? m(n) + log(se(n)) - pick(n) : 0) / valid
+}""", full=dict(N=8192, V=1000), tiny=dict(N=5, V=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["V"]),
+                                np.where(rng.random(s["N"]) < 0.2, -100, rng.integers(0, s["V"], s["N"])).astype(np.int32)])
+def _u_ce(torch, a, t, s):
+    return {"F.cross_entropy(ignore_index)": _nograd(torch, lambda: torch.nn.functional.cross_entropy(t[0], t[1].long(), ignore_index=-100))}
