@@ -4266,26 +4266,6 @@ def _u_convlstm(torch, a, t, s):
     return {"torch loop (conv2d)": _nograd(torch, run)}
 
 
-@program(name="wavenet gated residual block, dilated causal (select)", kind="conv", src="""
-def wave(float(B,C,L) x, float(C,C,2) Wf, float(C,C,2) Wg, float(C,C) Wr) -> (y) {
-  f(b, o, l) +=! (l + 2 * k - 2 >= 0 ? x(b, c, l + 2 * k - 2) : 0) * Wf(o, c, k) where l in 0:L, k in 0:2
-  g(b, o, l) +=! (l + 2 * k - 2 >= 0 ? x(b, c, l + 2 * k - 2) : 0) * Wg(o, c, k) where l in 0:L, k in 0:2
-  z(b, o, l) = tanh(f(b, o, l)) * sigmoid(g(b, o, l))
-  y(b, o, l) +=! Wr(o, c) * z(b, c, l)
-  y(b, o, l) = y(b, o, l) + x(b, o, l)
-}""", full=dict(B=8, C=64, L=4096), tiny=dict(B=1, C=2, L=5),
-         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["C"], s["C"], 2), _w(rng, s["C"], s["C"], 2),
-                                _w(rng, s["C"], s["C"])])
-def _u_wave(torch, a, t, s):
-    F = torch.nn.functional
-    x, Wf, Wg, Wr = t
-    def run():
-        xp = F.pad(x, (2, 0))
-        z = torch.tanh(F.conv1d(xp, Wf, dilation=2)) * torch.sigmoid(F.conv1d(xp, Wg, dilation=2))
-        return F.conv1d(z, Wr[:, :, None]) + x
-    return {"torch ops": _nograd(torch, run)}
-
-
 @program(name="pairwise forces (N-body, D=3, softened)", kind="linear", src="""
 def forces(float(N,D) x) -> (f) {
   r2(i, j) +=! (x(i, d) - x(j, d)) * (x(i, d) - x(j, d))
