@@ -379,7 +379,7 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
             if f is not None or (lo == "0" and hi == "0" and not w):
                 args.append(f if f is not None else v)
                 if f is None:  # (a tensor the loop writes later has no extent yet when the copy is inferred)
-                    wheres.append(f"{v} in 0:{e}")
+                    wheres.append(f"{v} in 0:({e})")
                 continue
             shifted = v if lo == "0" else f"({v} - ({lo}))"
             if w:
