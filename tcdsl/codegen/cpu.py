@@ -67,8 +67,6 @@ class CpuProgram(ProgramLowering):
     when it can (:meth:`sequential`); kernels are lowered by
     :class:`CpuAstLowering`."""
 
-    pad_rows = True
-
     def __init__(self, *args):
         super().__init__(*args)
         self.cpu = self.options.cpu

@@ -121,6 +121,7 @@ class CudaProgram(ProgramLowering):
     :func:`lower_kernel`."""
 
     persist: _Persist | None = None
+    pad_rows = False  # (a thread's column reads are coalesced, not a strip down the rows)
 
     def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
         low = AstLowering(self, {s.name: s for s in k.stmts}, env)

@@ -159,7 +159,7 @@ class ProgramLowering:
     :attr:`ast_lowering` (how a kernel's isl AST is lowered)."""
 
     ast_lowering: type["AstLowering"]  # set below
-    pad_rows = False  # the rows of RangeInfo.padded_rows laid out longer (_padded_strides)
+    pad_rows = True  # the rows of RangeInfo.padded_rows laid out longer (_padded_strides; not on CUDA)
 
     def __init__(self, model: Model, asts: dict[int, isl.AstNode], sig: Signature, options: Options):
         self.model = model
