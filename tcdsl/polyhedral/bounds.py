@@ -109,6 +109,15 @@ class SizeGuard:
         return f"{where}'{self.access.tensor}' would be read out of bounds"
 
 
+def at_called_sizes(ranges: RangeInfo, x):
+    """``x`` (a set or union set) without the sizes a call is refused for:
+    those at which some read leaves its tensor (:class:`SizeGuard`)."""
+    for g in ranges.size_guards or ():
+        if g.sizes is not None:
+            x = x.intersect_params(g.sizes.params().complement().align_params(x.get_space()))
+    return x
+
+
 def guarded_reads(s, ranges: RangeInfo) -> frozenset[int]:
     """The ``id``s of the affine reads of the isl statement ``s`` (a
     model.IslStmt: a comprehension, or a piece of one, polyhedral/split.py)

@@ -42,6 +42,7 @@ import islpy as isl
 from ..sema.affine import _aff_to_expr, isl_name, params_prefix, to_isl
 from ..sema.ranges import RangeInfo, StmtInfo
 from ..syntax import nodes as n
+from .bounds import at_called_sizes
 from .model import Block, ForLoop, IslStmt, Kernel, Model, lift_param, maps
 
 NT = isl.dim_type
@@ -198,10 +199,7 @@ class _Loop:
         """``x`` without the sizes that a call is refused for (a read out of
         bounds there: ``a(b, 2 * H + j)`` of an ``a(b, c)`` over ``G`` columns
         reads an element nobody wrote only where ``G < 3 * H``)."""
-        for g in self.r.size_guards or ():
-            if g.sizes is not None:
-                x = x.intersect_params(g.sizes.params().complement().align_params(x.get_space()))
-        return x
+        return at_called_sizes(self.r, x)
 
     def _position(self, z: str, comps: list) -> int:
         """Where ``t`` goes among the indices of the expanded ``z``: first

@@ -53,6 +53,7 @@ from ..sema.affine import NotAffine, isl_name, params_prefix, pwaff_to_expr, rea
 from ..syntax import nodes as n
 from ..syntax.parse import parse
 from ..syntax.printer import expr_to_tc
+from .bounds import at_called_sizes
 from .layout import _fresh, _names
 from .model import Model
 
@@ -263,12 +264,16 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
     inside = dom
     for i, e in zip(idx, ext):
         inside = inside & i.ge_set(_zero_pa(i)) & i.lt_set(e)
-    allowed = _allowed(model)
-    if not _same_where_called(allowed, holds & dom, inside):
+    # the same set at every size a call may have (a gate's rows h(t - 1, b, d, ..)
+    # of a weight with G rows, where G < 4 * D is refused: bounds.SizeGuard)
+    try:
+        same = (holds & dom).is_equal(inside) or \
+            at_called_sizes(model.ranges, holds & dom).is_equal(at_called_sizes(model.ranges, inside))
+        context = at_called_sizes(model.ranges, _context(dom))
+    except isl.Error:
         return None
-    context = _context(dom)
-    if allowed is not None:
-        context = context.intersect_params(allowed.align_params(context.get_space()))
+    if not same:
+        return None
     low, high = [], []
     for i, extent in zip(idx, extents):
         reach = _reach(ctx, params, i, extent)
@@ -290,38 +295,6 @@ def _padding(model: Model, s, cond: n.Expr, read: n.Access) -> tuple[tuple[str, 
         low.append(texts[0])
         high.append(texts[1])
     return tuple(low), tuple(high)
-
-
-def _allowed(model: Model) -> isl.Set | None:
-    """The sizes a call may have, over the sizes: those at which no read
-    leaves its tensor (the others are refused at the call: polyhedral/bounds.py,
-    ``SizeGuard``); None when every size may be called."""
-    guards = [g.sizes for g in model.ranges.size_guards or () if g.sizes is not None]
-    if not guards:
-        return None
-    try:
-        refused = guards[0]
-        for g in guards[1:]:
-            refused = refused.align_params(g.get_space()) | g.align_params(refused.get_space())
-        return refused.complement()
-    except isl.Error:
-        return None
-
-
-def _same_where_called(allowed: isl.Set | None, a: isl.Set, b: isl.Set) -> bool:
-    """``a`` and ``b`` are the same set at every size a call may have
-    (:func:`_allowed`; a gate's rows ``h(t - 1, b, d, ..)`` of a weight with
-    ``G`` rows, where ``G < 4 * D`` is refused)."""
-    if a.is_equal(b):
-        return True
-    if allowed is None:
-        return False
-    try:
-        allowed = allowed.align_params(a.get_space())
-        return a.align_params(allowed.get_space()).intersect_params(allowed).is_equal(
-            b.align_params(allowed.get_space()).intersect_params(allowed))
-    except isl.Error:
-        return False
 
 
 def _reach(ctx, params, idx: isl.PwAff, extent: n.Expr) -> tuple[isl.PwAff, isl.PwAff] | None:
