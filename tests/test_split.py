@@ -436,3 +436,101 @@ def test_a_sum_padded_with_a_nonzero_value_keeps_every_term(which, mode):
     args = [rng.standard_normal(s).astype(np.float32) - 1.0 for s in shapes]
     k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
     np.testing.assert_allclose(k(*args), evaluate(src, args), rtol=1e-4, atol=1e-4)
+
+
+# Gaussian elimination in place, the rest of the matrix kept by a select on
+# the written element itself: those pieces change nothing and are left out
+LU = """
+def lu(double(B,N,N) A0) -> (A) {
+  A(b, i, j) = A0(b, i, j)
+  for k in N {
+    A(b, i, j) = i > k && j > k ? A(b, i, j) - A(b, i, k) * A(b, k, j) / A(b, k, k) : A(b, i, j)
+    A(b, i, k) = i > k ? A(b, i, k) / A(b, k, k) : A(b, i, k)
+  }
+}
+"""
+
+
+def _lu_ref(a):
+    a = a.copy()
+    for k in range(a.shape[-1]):
+        a[:, k + 1:, k + 1:] -= a[:, k + 1:, k:k + 1] * a[:, k:k + 1, k + 1:] / a[:, k:k + 1, k:k + 1]
+        a[:, k + 1:, k] /= a[:, k:k + 1, k]
+    return a
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lu_in_place_against_numpy(mode):
+    k = _compile(LU, mode)
+    for b, n in ((1, 1), (2, 2), (3, 5), (2, 17)):
+        a0 = np.random.default_rng(n).standard_normal((b, n, n))
+        a0[:, range(n), range(n)] += n + 1.0  # (no pivoting needed)
+        np.testing.assert_allclose(k(a0), _lu_ref(a0), rtol=1e-12, atol=1e-12, err_msg=f"B={b}, N={n}")
+
+
+def test_pieces_that_assign_the_element_itself_are_left_out():
+    """Each statement of the step keeps one piece, the one that changes
+    something; its rows then run in vectors (the update's columns were the
+    inner loop, in scalars, behind the copies)."""
+    assert _pieces(LU)[1] == ["S1", "S2"]
+    assert _pieces(LU, split=False)[1] == ["S1", "S2"]  # (the select is kept whole)
+    script = _compile(LU).script
+    step = script[script.index("for k"):]
+    assert "T.vectorized(" in step
+    stores = [ln.strip() for ln in step.splitlines() if " = A[" in ln]
+    assert stores and all("- A[" in s or "/ A[" in s or "rcp" in s for s in stores), stores
+
+
+# bilinear 2x upsample (align_corners=False): the neighbour is picked by the
+# parity of the output's index
+UPSAMPLE = """
+def up(double(H,W) x) -> (out) {
+  r(y, w) = 0.75 * x(y / 2, w)
+     + 0.25 * (y % 2 == 0 ? (y / 2 >= 1 ? x(y / 2 - 1, w) : x(y / 2, w))
+                          : (y / 2 + 1 < H ? x(y / 2 + 1, w) : x(y / 2, w))) where y in 0:2 * H
+  out(y, v) = 0.75 * r(y, v / 2)
+     + 0.25 * (v % 2 == 0 ? (v / 2 >= 1 ? r(y, v / 2 - 1) : r(y, v / 2))
+                          : (v / 2 + 1 < W ? r(y, v / 2 + 1) : r(y, v / 2))) where v in 0:2 * W
+}
+"""
+
+
+def _upsample_ref(x):
+    for axis in (0, 1):
+        n = x.shape[axis]
+        src = np.maximum((np.arange(2 * n) + 0.5) / 2 - 0.5, 0)
+        i0 = np.floor(src).astype(int)
+        i1 = np.minimum(i0 + 1, n - 1)
+        f = src - i0
+        a, b = np.take(x, i0, axis), np.take(x, i1, axis)
+        shape = [1, 1]
+        shape[axis] = 2 * n
+        x = a * (1 - f).reshape(shape) + b * f.reshape(shape)
+    return x
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bilinear_upsample_against_numpy(mode):
+    k = _compile(UPSAMPLE, mode)
+    for h, w in ((1, 1), (1, 5), (2, 3), (7, 40)):
+        x = np.random.default_rng(h * w).standard_normal((h, w))
+        np.testing.assert_allclose(k(x), _upsample_ref(x), rtol=1e-12, atol=1e-12, err_msg=f"H={h}, W={w}")
+
+
+def test_a_parity_of_the_last_output_variable_stays_a_select():
+    """Split at ``v % 2 == 0``, each piece would step ``v`` by 2 and store
+    every other element in scalars; kept, the inner loop runs in vectors
+    over every element.  A parity of an outer variable still splits."""
+    src = """def f(double(H,W) x) -> (a, b) {
+      a(y, w) = y % 2 == 0 ? x(y / 2, w) : -x(y / 2, w) where y in 0:2 * H
+      b(h, v) = v % 2 == 0 ? x(h, v / 2) : -x(h, v / 2) where v in 0:2 * W
+    }"""
+    names = _pieces(src)[0]
+    assert sorted(names) == ["S0_0", "S0_1", "S1"], names
+    x = np.arange(6.0).reshape(2, 3)
+    a, b = _compile(src)(x)
+    np.testing.assert_array_equal(a, np.repeat(x, 2, 0) * np.array([1, -1, 1, -1])[:, None])
+    np.testing.assert_array_equal(b, np.repeat(x, 2, 1) * np.array([1, -1] * 3))
+    script = _compile(UPSAMPLE).script
+    out = [ln for ln in script.splitlines() if ln.strip().startswith("out[")]
+    assert any("_v]" in ln or "_v " in ln for ln in out), "no vector loop stores out"
