@@ -312,3 +312,67 @@ def test_clamp_tables_match_numpy(mode):
              for i, sizes in enumerate([{"B": 2, "T": 3, "C": 5, "F": 7}, {"B": 1, "T": 1, "C": 1, "F": 1}])]
     if mode == "never":
         guard.assert_all_work(cases)
+
+
+# Two Runge-Kutta stages of an MLP vector field inside a loop: the stage's
+# tanh skips the output column d, its argument (cur + 0.05 * k1) skips the
+# output column f; each is a table made at every step.
+RK = """def rk(double(B,D) start, double(D,F) W1, double(F,D) W2) -> (y) {
+  for s in S {
+    if s == 0 { cur(b, d) = start(b, d) } else { cur(b, d) = y(s - 1, b, d) }
+    a1(b, f) +=! cur(b, d) * W1(d, f)
+    k1(b, d) +=! tanh(a1(b, f)) * W2(f, d)
+    a2(b, f) +=! (cur(b, d) + 0.05 * k1(b, d)) * W1(d, f)
+    k2(b, d) +=! tanh(a2(b, f)) * W2(f, d)
+    y(s, b, d) = cur(b, d) + 0.1 * (k1(b, d) + k2(b, d))
+  }
+}"""
+
+
+def _rk(start, W1, W2, S):
+    y, out = start, []
+    for _ in range(S):
+        k1 = np.tanh(y @ W1) @ W2
+        k2 = np.tanh((y + 0.05 * k1) @ W1) @ W2
+        y = y + 0.1 * (k1 + k2)
+        out.append(y)
+    return np.stack(out)
+
+
+def test_a_sums_terms_in_a_loop_are_tables_made_at_each_step():
+    s = tcdsl.compile(RK, options={"disk_cache": False}).script
+    step = s[s.index("for s in"):]
+    for table in ("k1_tab", "a2_tab", "k2_tab"):
+        assert f"{table}[" in step, (table, s)
+    # the sums are products of two reads, in register tiles
+    assert len(re.findall(r"acc\[[^\n]*\] = acc\[[^\n]*\] \+ [a-z0-9_]*_tab\[", s)) >= 3, s
+    assert "_tab" not in tcdsl.compile(RK, options={"disk_cache": False, "factor": False}).script
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_tables_in_a_loop_match_numpy(mode):
+    rng = np.random.default_rng(7)
+    k = tcdsl.compile(RK, specialize=mode, options={"disk_cache": False})
+    for B, D, F, S in [(1, 1, 1, 1), (2, 3, 5, 4), (3, 17, 33, 6)]:
+        start, W1, W2 = rng.standard_normal((B, D)), rng.standard_normal((D, F)) / 3, rng.standard_normal((F, D)) / 3
+        np.testing.assert_allclose(k(start, W1, W2, S=S), _rk(start, W1, W2, S), rtol=1e-12, atol=1e-12)
+
+
+def test_an_element_wise_step_keeps_its_terms():
+    """A costly term of an element-wise statement in a loop stays: the step's
+    statements then run the loop inside each element."""
+    src = """def f(float(T,B,C) k, float(C) w) -> (n) {
+      for t in T {
+        if t == 0 { n(t, b, c) = k(t, b, c) } else { n(t, b, c) = exp(-w(c)) * n(t - 1, b, c) + k(t, b, c) }
+      }
+    }"""
+    assert "_tab" not in tcdsl.compile(src, options={"disk_cache": False}).script
+
+
+def test_a_sums_combined_reads_at_shifted_indices_stay():
+    """``x(b, c, t + k) - m(b, c)`` would be a table of each window, K times
+    the input: left in the sum."""
+    src = """def f(float(B,C,L) x, float(B,C) m, float(O,C,K) w) -> (y) {
+      y(b, o, t) +=! (x(b, c, t + k) - m(b, c)) * w(o, c, k) where t in 0:L - K + 1
+    }"""
+    assert "y_tab" not in tcdsl.compile(src, options={"disk_cache": False}).script
