@@ -376,3 +376,13 @@ def test_a_sums_combined_reads_at_shifted_indices_stay():
       y(b, o, t) +=! (x(b, c, t + k) - m(b, c)) * w(o, c, k) where t in 0:L - K + 1
     }"""
     assert "y_tab" not in tcdsl.compile(src, options={"disk_cache": False}).script
+
+
+def test_a_sum_that_is_a_product_of_two_reads_is_not_a_table():
+    """The whole right side of a sum repeated along a written index (a
+    statement moved out of a loop gets the loop's index, polyhedral/hoist.py)
+    is the sum itself: no table of it."""
+    src = """def f(float(B,K) x, float(K,J) W) -> (y) {
+      y(l, b, j) +=! x(b, k) * W(k, j) where l in 0:3
+    }"""
+    assert "y_tab" not in tcdsl.compile(src, options={"disk_cache": False}).script

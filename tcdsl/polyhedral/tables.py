@@ -191,7 +191,8 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
             calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
             if reduced:  # a sum's costly term that is the same for some of its written indices
-                if (calls & COSTLY or calls & CLAMPS and _of_one_element(e, used) or _combined(e)) and reads \
+                if (calls & COSTLY or calls & CLAMPS and _of_one_element(e, used) or _combined(e) and e is not s.rhs) \
+                        and reads \
                         and s.tensor not in reads and e.span is not None and used < domain and set(idx) - used:
                     if all(f.span != e.span for f, _ in found):
                         found.append((e, False))
