@@ -257,13 +257,43 @@ def test_source_code_formats():
         k.source_code("x")
 
 
-def test_statements_of_one_step_get_no_register_tiles():
+def test_statements_of_one_step_get_lean_register_tiles():
     """The t == 0 branch of the Elman RNN (h0 . h2h) runs in one step of the
-    time loop: plain loops, no register-tile code to compile; the other steps'
-    h2h product is tiled."""
+    time loop: register tiles of the main width, but none of the narrower
+    column tiles or leftover-row tiles the other steps' h2h product gets (less
+    code to compile where the loop is long)."""
     s = tcdsl.compile(ELMAN).script
-    assert not re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* h0\[", s)
+    assert re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* h0\[", s)
     assert re.search(r"acc\[r, [^\]]*\] \+ h2h\[[^\]]*\] \* hidden\[t - 1", s)
+    lean = len(re.findall(r"\* h0\[", s))
+    full = len(re.findall(r"\* hidden\[t - 1", s))
+    assert lean < full, (lean, full)
+
+
+# A stack of layers in a loop: the first layer's product (x . W(0)) runs in one
+# step of ``for l``, a quarter of the work at L = 4
+MLP_LAYERS = """def mlp(float(B,H) x, float(L,H,H) W) -> (h) {
+  for l in L {
+    if l == 0 { h(l, b, j) +=! x(b, k) * W(l, k, j) }
+    else { h(l, b, j) +=! h(l - 1, b, k) * W(l, k, j) }
+    h(l, b, j) = fmax(h(l, b, j), 0)
+  }
+}"""
+
+
+def test_the_first_layer_of_a_loop_of_layers_runs_in_register_tiles():
+    s = tcdsl.compile(MLP_LAYERS, options={"disk_cache": False}).script
+    assert re.search(r"acc\[r, [^\]]*\] = acc\[r, [^\]]*\] \+ x\[[^\n]*\* W", s), s
+    rng = np.random.default_rng(4)
+    for mode in ("never", "after-scheduling"):
+        k = tcdsl.compile(MLP_LAYERS, specialize=mode, options={"disk_cache": False})
+        for B, H, L in [(1, 1, 1), (5, 7, 3), (19, 40, 2)]:
+            x, W = rand(rng, B, H), rand(rng, L, H, H)
+            want, h = [], x.astype(np.float64)
+            for l in range(L):
+                h = np.maximum(h @ W[l], 0)
+                want.append(h)
+            np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-5, atol=1e-5)
 
 
 def test_strided_isl_loops():

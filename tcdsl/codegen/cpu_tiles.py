@@ -114,7 +114,7 @@ class RegisterTiles:
         s = self.low.stmts[isl_ast.statement(call)]
         if str(self.low.gen.sig.buffers[s.info.comp.tensor].dtype) == "bool":
             return None
-        if not self.low.gen.private_accumulator(s) or self.low.gen.one_step(s):
+        if not self.low.gen.private_accumulator(s):
             return None
         j_name = iterator(inner)
         # the accumulated element must not move with any k, and must move by 1 with j
@@ -176,7 +176,11 @@ class RegisterTiles:
         # the Elman RNN: no gain, twice the code to compile).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
-        copies = not self.depth and not ragged and not self.single  # panels may be copied
+        # a statement that runs at one step of its loop (an ``if l == 0`` branch)
+        # gets the main tiles only: it is worth tiles where the loop is short
+        # (layers), and little code where it is long (an RNN's first step)
+        lean = in_loop and self.low.gen.one_step(self.low.stmts[isl_ast.statement(call)])
+        copies = not self.depth and not ragged and not self.single and not lean  # panels may be copied
         # ... but for a tensor the loop writes, read across its last dimension
         # (``X(s - 1, k, j)`` of a Newton-Schulz step; docs/internals.md)
         stepped = written_in_steps(self.low.kernel) if in_loop and self.low.kernel is not None else set()
@@ -205,7 +209,7 @@ class RegisterTiles:
         def columns(pack: bool) -> tirx.Stmt:
             # outside sequential loops also half-width tiles: a 4 x 64 tile
             # leaves 32 columns (a convolution's output rows) to 16-wide ones
-            half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width else ()
+            half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width and not lean else ()
             # a tile over several iterations of the depth loop: as many accumulators in all
             main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
             if depth > 1:
@@ -214,7 +218,7 @@ class RegisterTiles:
             # the width before single columns (a convolution's 28 columns:
             # 16 + 8 + 4; single columns were most of its time)
             narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
-                if not in_loop or depth > 1 else ()
+                if (not in_loop or depth > 1) and not lean else ()
 
             def body(tile, jt) -> tirx.Stmt:
                 if pack and packed and (tile.w == m.tile_cols or strided and tile.w in half + (m.vector_width,)):
@@ -267,7 +271,7 @@ class RegisterTiles:
             columns."""
             vw, first = m.vector_width, start
             singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
-            if vw < 4 or not m.overlap_tail:
+            if vw < 4 or not m.overlap_tail or lean:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
             return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), (over_of or body_of)(over),
@@ -286,7 +290,7 @@ class RegisterTiles:
                 return None
             r = tirx.Var(row + "_t", INDEX)
             left = tirx.floormod(n, rb)
-            half = rb // 2 if rb >= 4 and depth == 1 and in_loop and not self.single else 0  # (outside: rows many)
+            half = rb // 2 if rb >= 4 and depth == 1 and in_loop and not self.single and not lean else 0
             r0 = lo + tirx.floordiv(n, rb) * rb + (tirx.floordiv(left, half) * half if half else 0) + r
             vw = m.vector_width
             # (no tile_cols-wide tiles here: one variant less to compile, 0.85 -> 0.79 s for the Elman RNN)
@@ -296,7 +300,9 @@ class RegisterTiles:
             # narrower vectors before single columns: a single column's sum is
             # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
             # 8 of them took 4 of its 6 us per step)
-            narrow = tuple(w for w in (vw // 2,) if w >= 4)
+            narrow = tuple(w for w in (vw // 2,) if w >= 4 and not lean)
+            if lean:
+                wide = ()
             ks = strip_steps(self.low, chain) if self.single else None
             stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1, ks))
             stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1, ks)))
