@@ -4458,3 +4458,663 @@ def ce(float(N,V) logits, int32(N) y) -> (loss) {
                                 np.where(rng.random(s["N"]) < 0.2, -100, rng.integers(0, s["V"], s["N"])).astype(np.int32)])
 def _u_ce(torch, a, t, s):
     return {"F.cross_entropy(ignore_index)": _nograd(torch, lambda: torch.nn.functional.cross_entropy(t[0], t[1].long(), ignore_index=-100))}
+
+
+# ---------------------------------------------------------------- session 42: more user programs (loops of layers, in-place elimination, upsampling)
+
+
+@program(name="dynamic time warping (nested i, j loops)", kind="rnn", src="""
+def dtw(float(B,N,D) x, float(B,M,D) y) -> (R) {
+  c(b, i, j) +=! (x(b, i, d) - y(b, j, d)) * (x(b, i, d) - y(b, j, d))
+  for p in N {
+    for q in M {
+      if p == 0 && q == 0 { R(p, q, b) = c(b, p, q) }
+      else if p == 0 { R(p, q, b) = c(b, p, q) + R(p, q - 1, b) }
+      else if q == 0 { R(p, q, b) = c(b, p, q) + R(p - 1, q, b) }
+      else { R(p, q, b) = c(b, p, q) + fmin(R(p - 1, q, b), fmin(R(p, q - 1, b), R(p - 1, q - 1, b))) }
+    }
+  }
+}""", full=dict(B=512, N=32, M=32, D=16), tiny=dict(B=2, N=3, M=4, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"]), _n(r, s["B"], s["M"], s["D"])])
+def _dtw(torch, a, t, s):
+    x, y = t
+    def run():
+        c = torch.cdist(x, y) ** 2
+        N, M = s["N"], s["M"]
+        R = [[None] * M for _ in range(N)]
+        for p in range(N):
+            for q in range(M):
+                if p == 0 and q == 0: R[p][q] = c[:, 0, 0]
+                elif p == 0: R[p][q] = c[:, p, q] + R[p][q - 1]
+                elif q == 0: R[p][q] = c[:, p, q] + R[p - 1][q]
+                else: R[p][q] = c[:, p, q] + torch.minimum(R[p - 1][q], torch.minimum(R[p][q - 1], R[p - 1][q - 1]))
+        return torch.stack([torch.stack(row) for row in R])
+    return {"torch double loop": _nograd(torch, run)}
+
+
+@program(name="squeeze-and-excitation block NCHW", kind="conv", src="""
+def se(float(B,C,H,W) x, float(R,C) w1, float(C,R) w2) -> (y) {
+  s(b, c) +=! x(b, c, h, w) / (H * W)
+  z(b, r) +=! w1(r, c) * s(b, c)
+  g(b, c) +=! w2(c, r) * fmax(z(b, r), 0)
+  y(b, c, h, w) = x(b, c, h, w) * sigmoid(g(b, c))
+}""", full=dict(B=32, C=256, H=28, W=28, R=16), tiny=dict(B=1, C=3, H=2, W=3, R=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["R"], s["C"]), _w(r, s["C"], s["R"])])
+def _se(torch, a, t, s):
+    x, w1, w2 = t
+    def run():
+        z = torch.relu(x.mean((2, 3)) @ w1.T)
+        return x * torch.sigmoid(z @ w2.T)[:, :, None, None]
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="resnet stem conv 7x7 stride 2 pad 3 (select)", kind="conv", src="""
+def stem(float(B,C,H,W) x, float(O,C,7,7) w) -> (y) {
+  y(b, o, i, j) +=! (2 * i + kh - 3 >= 0 && 2 * i + kh - 3 < H && 2 * j + kw - 3 >= 0 && 2 * j + kw - 3 < W
+                     ? x(b, c, 2 * i + kh - 3, 2 * j + kw - 3) : 0) * w(o, c, kh, kw)
+                     where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:7, kw in 0:7
+}""", full=dict(B=8, C=3, H=224, W=224, O=64), tiny=dict(B=1, C=2, H=5, W=6, O=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["O"], s["C"], 7, 7)])
+def _stem(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(stride=2, padding=3)": _nograd(torch, lambda: F.conv2d(t[0], t[1], stride=2, padding=3))}
+
+
+@program(name="local response norm (size 5, across channels)", kind="norm", src="""
+def lrn(float(B,C,H,W) x) -> (y) {
+  s(b, c, h, w) +=! (c + k - 2 >= 0 && c + k - 2 < C ? x(b, c + k - 2, h, w) * x(b, c + k - 2, h, w) : 0)
+                    where c in 0:C, k in 0:5
+  y(b, c, h, w) = x(b, c, h, w) / pow(1 + 0.0001 / 5 * s(b, c, h, w), 0.75)
+}""", full=dict(B=16, C=96, H=55, W=55), tiny=dict(B=1, C=3, H=2, W=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]) * 10])
+def _lrn(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.local_response_norm(5)": _nograd(torch, lambda: F.local_response_norm(t[0], 5))}
+
+
+@program(name="correlation cost volume (flownet, 9x9 displacements)", kind="conv", src="""
+def corr(float(B,C,H,W) f1, float(B,C,H,W) f2) -> (out) {
+  out(b, dy, dx, h, w) +=! (h + dy - 4 >= 0 && h + dy - 4 < H && w + dx - 4 >= 0 && w + dx - 4 < W
+                            ? f1(b, c, h, w) * f2(b, c, h + dy - 4, w + dx - 4) : 0)
+                            where dy in 0:9, dx in 0:9, h in 0:H, w in 0:W
+  out(b, dy, dx, h, w) = out(b, dy, dx, h, w) / C
+}""", full=dict(B=4, C=128, H=48, W=64), tiny=dict(B=1, C=2, H=3, W=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _n(r, s["B"], s["C"], s["H"], s["W"])])
+def _corr(torch, a, t, s):
+    F = torch.nn.functional
+    f1, f2 = t
+    H, W = s["H"], s["W"]
+    def run():
+        p = F.pad(f2, (4, 4, 4, 4))
+        return torch.stack([torch.stack([(f1 * p[:, :, dy:dy + H, dx:dx + W]).mean(1) for dx in range(9)], 1)
+                            for dy in range(9)], 1)
+    return {"torch loop over displacements": _nograd(torch, run)}
+
+
+@program(name="conformer depthwise conv1d K=31, channels-last (select)", kind="conv", src="""
+def dw(float(B,L,C) x, float(C,31) w) -> (y) {
+  y(b, l, c) +=! (l + k - 15 >= 0 && l + k - 15 < L ? x(b, l + k - 15, c) : 0) * w(c, k) where l in 0:L, k in 0:31
+}""", full=dict(B=16, L=512, C=256), tiny=dict(B=1, L=5, C=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["C"], 31)])
+def _dw31(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(groups=C) on transposes": _nograd(torch, lambda: F.conv1d(
+        t[0].transpose(1, 2), t[1][:, None, :], padding=15, groups=s["C"]).transpose(1, 2))}
+
+
+@program(name="multiplicative rnn (x W) * (h U) (in,out)", kind="rnn", src="""
+def mrnn(float(T,B,I) x, float(B,H) h0, float(I,H) Wmx, float(H,H) Wmh, float(H,H) Whm, float(I,H) Whx) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wmx(i, j)
+    if t == 0 { mh(b, j) +=! h0(b, k) * Wmh(k, j) }
+    else { mh(b, j) +=! h(t - 1, b, k) * Wmh(k, j) }
+    m(b, j) = a(b, j) * mh(b, j)
+    h(t, b, j) +=! m(b, k) * Whm(k, j)
+    h(t, b, j) += x(t, b, i) * Whx(i, j)
+    h(t, b, j) = tanh(h(t, b, j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=512), tiny=dict(T=3, B=2, I=3, H=4),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, s["I"], s["H"]),
+                        _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["I"], s["H"])])
+def _mrnn(torch, a, t, s):
+    x, h0, Wmx, Wmh, Whm, Whx = t
+    def run():
+        h = h0; out = []
+        ax = x @ Wmx; hx = x @ Whx
+        for k in range(s["T"]):
+            h = torch.tanh((ax[k] * (h @ Wmh)) @ Whm + hx[k]); out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="diagonal ssm (s4d) recurrence, state in place", kind="rnn", src="""
+def ssm(float(T,B,D) x, float(D,N) A, float(D,N) Bm, float(D,N) Cm) -> (y) {
+  for t in T {
+    if t == 0 { h(b, d, n) = Bm(d, n) * x(t, b, d) }
+    else { h(b, d, n) = A(d, n) * h(b, d, n) + Bm(d, n) * x(t, b, d) }
+    y(t, b, d) +=! Cm(d, n) * h(b, d, n)
+  }
+}""", full=dict(T=256, B=16, D=256, N=16), tiny=dict(T=3, B=2, D=3, N=2),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"]), (0.5 + 0.49 * r.random((s["D"], s["N"]))).astype(np.float32),
+                        _n(r, s["D"], s["N"]), _n(r, s["D"], s["N"])])
+def _ssm(torch, a, t, s):
+    x, A, Bm, Cm = t
+    def run():
+        h = torch.zeros(s["B"], s["D"], s["N"]); out = []
+        for k in range(s["T"]):
+            h = A * h + Bm * x[k][:, :, None]
+            out.append((h * Cm).sum(-1))
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="bilinear upsample 2x (align_corners=False, parity selects)", kind="elementwise", src="""
+def up(float(B,C,H,W) x) -> (out) {
+  r(b, c, y, w) = 0.75 * x(b, c, y / 2, w)
+     + 0.25 * (y % 2 == 0 ? (y / 2 >= 1 ? x(b, c, y / 2 - 1, w) : x(b, c, y / 2, w))
+                          : (y / 2 + 1 < H ? x(b, c, y / 2 + 1, w) : x(b, c, y / 2, w))) where y in 0:2 * H
+  out(b, c, y, v) = 0.75 * r(b, c, y, v / 2)
+     + 0.25 * (v % 2 == 0 ? (v / 2 >= 1 ? r(b, c, y, v / 2 - 1) : r(b, c, y, v / 2))
+                          : (v / 2 + 1 < W ? r(b, c, y, v / 2 + 1) : r(b, c, y, v / 2))) where v in 0:2 * W
+}""", full=dict(B=8, C=64, H=64, W=64), tiny=dict(B=1, C=2, H=3, W=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"])])
+def _up(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.interpolate(bilinear)": _nograd(torch, lambda: F.interpolate(
+        t[0], scale_factor=2, mode="bilinear", align_corners=False))}
+
+
+def _ddom(r, B, N):
+    a = r.standard_normal((B, N, N)).astype(np.float32)
+    idx = np.arange(N)
+    a[:, idx, idx] = np.abs(a).sum(1) + 1.0
+    return a
+
+
+@program(name="batched lu without pivoting (loop over k, in place)", kind="rnn", src="""
+def lu(float(B,N,N) A0) -> (A) {
+  A(b, i, j) = A0(b, i, j)
+  for k in N {
+    A(b, i, j) = i > k && j > k ? A(b, i, j) - A(b, i, k) * A(b, k, j) / A(b, k, k) : A(b, i, j)
+    A(b, i, k) = i > k ? A(b, i, k) / A(b, k, k) : A(b, i, k)
+  }
+}""", full=dict(B=128, N=64), tiny=dict(B=2, N=3),
+   inputs=lambda r, s: [_ddom(r, s["B"], s["N"])])
+def _lu(torch, a, t, s):
+    return {"torch.linalg.lu_factor": _nograd(torch, lambda: torch.linalg.lu_factor(t[0])[0])}
+
+
+@program(name="outer product mean (alphafold), then linear", kind="matmul", src="""
+def opm(float(S,N,C) a, float(S,N,C) bb, float(O,C,C) w) -> (z) {
+  o(i, j, c, d) +=! a(s, i, c) * bb(s, j, d) / S
+  z(i, j, e) +=! o(i, j, c, d) * w(e, c, d)
+}""", full=dict(S=32, N=64, C=32, O=64), tiny=dict(S=2, N=3, C=2, O=2),
+   inputs=lambda r, s: [_n(r, s["S"], s["N"], s["C"]), _n(r, s["S"], s["N"], s["C"]), _w(r, s["O"], s["C"], s["C"])])
+def _opm(torch, a, t, s):
+    A, Bb, w = t
+    def run():
+        o = torch.einsum("sic,sjd->ijcd", A, Bb) / s["S"]
+        return torch.einsum("ijcd,ecd->ije", o, w)
+    return {"torch.einsum x2": _nograd(torch, run)}
+
+
+@program(name="triangle multiplicative update ikc,jkc->ijc", kind="matmul", src="""
+def tri(float(N,N,C) a, float(N,N,C) bb) -> (z) {
+  z(i, j, c) +=! a(i, k, c) * bb(j, k, c)
+}""", full=dict(N=128, C=64), tiny=dict(N=3, C=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["N"], s["C"]), _n(r, s["N"], s["N"], s["C"])])
+def _tri(torch, a, t, s):
+    return {"torch.einsum": _nograd(torch, lambda: torch.einsum("ikc,jkc->ijc", t[0], t[1]))}
+
+
+@program(name="horner polynomial over a loop of coefficients", kind="rnn", src="""
+def horner(float(N) x, float(K) coef) -> (y) {
+  for k in K {
+    if k == 0 { y(i) = coef(0) + 0 * x(i) }
+    else { y(i) = y(i) * x(i) + coef(k) }
+  }
+}""", full=dict(N=1 << 20, K=16), tiny=dict(N=5, K=3),
+   inputs=lambda r, s: [(r.random(s["N"]) * 2 - 1).astype(np.float32), _n(r, s["K"])])
+def _horner(torch, a, t, s):
+    x, c = t
+    def run():
+        y = torch.full_like(x, float(c[0]))
+        for k in range(1, s["K"]):
+            y = y * x + c[k]
+        return y
+    return {"torch loop": _nograd(torch, run)}
+
+
+
+@program(name="gcn aggregation (scatter by dst, gather by src, edge weights)", kind="data", src="""
+def gcn(float(N,D) x, int64(E) src, int64(E) dst, float(E) w) -> (out) {
+  out(v, d) +=! (dst(e) == v ? x(src(e), d) * w(e) : 0) where v in 0:N
+}""", full=dict(N=16384, D=128, E=131072), tiny=dict(N=4, D=3, E=7),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["N"], s["E"]).astype(np.int64),
+                        r.integers(0, s["N"], s["E"]).astype(np.int64), r.random(s["E"]).astype(np.float32)])
+def _gcn(torch, a, t, s):
+    x, src, dst, w = t
+    def run():
+        return torch.zeros(s["N"], s["D"]).index_add_(0, dst, x[src] * w[:, None])
+    return {"index_add_": _nograd(torch, run)}
+
+
+@program(name="log-softmax over a 50k vocabulary, 8 rows", kind="norm", src="""
+def lsm(float(B,V) x) -> (y) {
+  m(b) max=! x(b, v)
+  z(b) +=! exp(x(b, v) - m(b))
+  y(b, v) = x(b, v) - m(b) - log(z(b))
+}""", full=dict(B=8, V=50257), tiny=dict(B=2, V=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["V"])])
+def _lsm(torch, a, t, s):
+    return {"torch.log_softmax": _nograd(torch, lambda: torch.log_softmax(t[0], -1))}
+
+
+@program(name="decode-step attention over a kv cache (1 query, 32 heads, 4096 keys)", kind="attention", src="""
+def dec(float(H,D) q, float(H,T,D) k, float(H,T,D) v) -> (o) {
+  s(h, j) +=! q(h, d) * k(h, j, d) / sqrt(float(D))
+  m(h) max=! s(h, j)
+  e(h, j) = exp(s(h, j) - m(h))
+  z(h) +=! e(h, j)
+  o(h, d) +=! e(h, j) * v(h, j, d)
+  o(h, d) = o(h, d) / z(h)
+}""", full=dict(H=32, T=4096, D=128), tiny=dict(H=2, T=3, D=4),
+   inputs=lambda r, s: [_n(r, s["H"], s["D"]), _n(r, s["H"], s["T"], s["D"]), _n(r, s["H"], s["T"], s["D"])])
+def _dec_kv(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    return {"F.scaled_dot_product_attention": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(q[:, None, :], k, v)[:, 0, :])}
+
+
+@program(name="integral image (two loops: along rows, then down columns)", kind="rnn", src="""
+def sat(float(B,H,W) x) -> (S) {
+  for c in W {
+    if c == 0 { r(b, y, c) = x(b, y, c) }
+    else { r(b, y, c) = r(b, y, c - 1) + x(b, y, c) }
+  }
+  for y in H {
+    if y == 0 { S(b, y, c) = r(b, y, c) }
+    else { S(b, y, c) = S(b, y - 1, c) + r(b, y, c) }
+  }
+}""", full=dict(B=16, H=256, W=256), tiny=dict(B=1, H=3, W=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"])])
+def _sat(torch, a, t, s):
+    return {"cumsum(2).cumsum(1)": _nograd(torch, lambda: t[0].cumsum(2).cumsum(1))}
+
+
+@program(name="batched 3x3 matmul (262144 rotations composed)", kind="matmul", src="""
+def rot(float(N,3,3) a, float(N,3,3) b) -> (c) {
+  c(n, i, j) +=! a(n, i, k) * b(n, k, j)
+}""", full=dict(N=262144), tiny=dict(N=3),
+   inputs=lambda r, s: [_n(r, s["N"], 3, 3), _n(r, s["N"], 3, 3)])
+def _rot(torch, a, t, s):
+    return {"torch.bmm": _nograd(torch, lambda: torch.bmm(t[0], t[1]))}
+
+
+@program(name="viterbi backtrace (reversed loop, state gathered from the next step)", kind="rnn", src="""
+def back(int32(T,B,S) bp, int32(B) last) -> (path) {
+  for t in T {
+    if t == 0 { path(T - 1 - t, b) = last(b) }
+    else { path(T - 1 - t, b) = bp(T - t, b, path(T - t, b)) }
+  }
+}""", full=dict(T=512, B=1024, S=64), tiny=dict(T=3, B=2, S=3),
+   inputs=lambda r, s: [r.integers(0, s["S"], (s["T"], s["B"], s["S"])).astype(np.int32),
+                        r.integers(0, s["S"], s["B"]).astype(np.int32)])
+def _back(torch, a, t, s):
+    bp, last = t
+    def run():
+        out = torch.empty(s["T"], s["B"], dtype=torch.int32); cur = last.long(); out[-1] = last
+        for k in range(s["T"] - 1, 0, -1):
+            cur = bp[k].gather(1, cur[:, None])[:, 0].long(); out[k - 1] = cur
+        return out
+    return {"torch loop with gather": _nograd(torch, run)}
+
+
+@program(name="mobilenet depthwise 3x3 stride 2 pad 1 (select), NCHW", kind="conv", src="""
+def dws2(float(B,C,H,W) x, float(C,3,3) w) -> (y) {
+  y(b, c, i, j) +=! (2 * i + kh - 1 >= 0 && 2 * i + kh - 1 < H && 2 * j + kw - 1 >= 0 && 2 * j + kw - 1 < W
+                     ? x(b, c, 2 * i + kh - 1, 2 * j + kw - 1) : 0) * w(c, kh, kw)
+                     where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:3, kw in 0:3
+}""", full=dict(B=16, C=96, H=112, W=112), tiny=dict(B=1, C=2, H=5, W=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["C"], 3, 3)])
+def _dws2(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d(groups=C, stride=2)": _nograd(
+        torch, lambda: F.conv2d(t[0], t[1][:, None], stride=2, padding=1, groups=s["C"]))}
+
+
+@program(name="token embedding with int64 ids, scaled by sqrt(D)", kind="data", src="""
+def emb(int64(B,T) ids, float(V,D) E) -> (y) {
+  y(b, t, d) = E(ids(b, t), d) * sqrt(float(D))
+}""", full=dict(B=32, T=512, V=32000, D=512), tiny=dict(B=1, T=3, V=5, D=2),
+   inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int64), _n(r, s["V"], s["D"])])
+def _emb(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.embedding * sqrt(D)": _nograd(torch, lambda: F.embedding(t[0], t[1]) * s["D"] ** 0.5)}
+
+
+
+@program(name="matmul into a transposed output C(j, i)", kind="matmul", src="""
+def mmt(float(M,K) a, float(K,N) b) -> (c) {
+  c(j, i) +=! a(i, k) * b(k, j)
+}""", full=dict(M=1024, K=512, N=768), tiny=dict(M=3, K=2, N=4),
+   inputs=lambda r, s: [_n(r, s["M"], s["K"]), _w(r, s["K"], s["N"])])
+def _mmt(torch, a, t, s):
+    return {"(a @ b).T.contiguous()": _nograd(torch, lambda: (t[0] @ t[1]).T.contiguous())}
+
+
+@program(name="tril of a batch of matrices (select)", kind="data", src="""
+def tril(float(B,N,N) x) -> (y) {
+  y(b, i, j) = j <= i ? x(b, i, j) : 0
+}""", full=dict(B=64, N=512), tiny=dict(B=2, N=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"], s["N"])])
+def _tril_batch(torch, a, t, s):
+    return {"torch.tril": _nograd(torch, lambda: torch.tril(t[0]))}
+
+
+@program(name="cdist p=1 (manhattan distances)", kind="matmul", src="""
+def l1(float(N,D) x, float(M,D) y) -> (d) {
+  d(i, j) +=! fabs(x(i, k) - y(j, k))
+}""", full=dict(N=1024, M=1024, D=64), tiny=dict(N=3, M=2, D=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["M"], s["D"])])
+def _l1(torch, a, t, s):
+    return {"torch.cdist(p=1)": _nograd(torch, lambda: torch.cdist(t[0], t[1], p=1))}
+
+
+@program(name="variance over the batch (dim 0), 32 features", kind="norm", src="""
+def var0(float(N,D) x) -> (v) {
+  m(d) +=! x(n, d) / N
+  v(d) +=! (x(n, d) - m(d)) * (x(n, d) - m(d)) / (N - 1)
+}""", full=dict(N=65536, D=32), tiny=dict(N=3, D=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"])])
+def _var0(torch, a, t, s):
+    return {"x.var(0)": _nograd(torch, lambda: t[0].var(0))}
+
+
+@program(name="unfold 3x3 patches, valid (B, C, 3, 3, H-2, W-2)", kind="data", src="""
+def unfold(float(B,C,H,W) x) -> (p) {
+  p(b, c, i, j, h, w) = x(b, c, h + i, w + j) where i in 0:3, j in 0:3, h in 0:H - 2, w in 0:W - 2
+}""", full=dict(B=8, C=64, H=58, W=58), tiny=dict(B=1, C=2, H=4, W=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"])])
+def _unfold(torch, a, t, s):
+    F = torch.nn.functional
+    B, C, H, W = s["B"], s["C"], s["H"], s["W"]
+    return {"F.unfold(3)": _nograd(torch, lambda: F.unfold(t[0], 3).reshape(B, C, 3, 3, H - 2, W - 2))}
+
+
+
+@program(name="rnn reading a memory by content (softmax over slots each step)", kind="rnn", src="""
+def mem(float(T,B,I) x, float(B,M,D) Mem, float(H,D) Wk, float(I,H) Wx, float(D,H) Wr) -> (h) {
+  for t in T {
+    if t == 0 { key(b, d) = 0 * Wk(0, d) where b in 0:B }
+    else { key(b, d) +=! h(t - 1, b, j) * Wk(j, d) }
+    sim(b, m) +=! Mem(b, m, d) * key(b, d)
+    mx(b) max=! sim(b, m)
+    e(b, m) = exp(sim(b, m) - mx(b))
+    z(b) +=! e(b, m)
+    rd(b, d) +=! e(b, m) * Mem(b, m, d) / z(b)
+    h(t, b, j) +=! x(t, b, i) * Wx(i, j)
+    h(t, b, j) += rd(b, d) * Wr(d, j)
+    h(t, b, j) = tanh(h(t, b, j))
+  }
+}""", full=dict(T=64, B=32, I=128, M=128, D=64, H=256), tiny=dict(T=3, B=2, I=3, M=4, D=2, H=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["M"], s["D"]), _w(r, s["H"], s["D"]),
+                        _w(r, s["I"], s["H"]), _w(r, s["D"], s["H"])])
+def _mem(torch, a, t, s):
+    x, M, Wk, Wx, Wr = t
+    def run():
+        key = torch.zeros(s["B"], s["D"]); out = []
+        xp = x @ Wx
+        for k in range(s["T"]):
+            w = torch.softmax(torch.bmm(M, key[:, :, None])[:, :, 0], -1)
+            rd = torch.bmm(w[:, None, :], M)[:, 0, :]
+            h = torch.tanh(xp[k] + rd @ Wr); out.append(h)
+            key = h @ Wk
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="stacked gru, layers outside time, weights indexed by layer (in,out)", kind="rnn", src="""
+def sgru(float(T,B,H) x, float(L,3,H,H) W, float(L,3,H,H) U) -> (h) {
+  for l in L {
+    for t in T {
+      if l == 0 { gi(g, b, j) +=! x(t, b, i) * W(l, g, i, j) }
+      else { gi(g, b, j) +=! h(l - 1, t, b, i) * W(l, g, i, j) }
+      if t == 0 { gh(g, b, j) = 0 * U(l, g, 0, j) where b in 0:B }
+      else { gh(g, b, j) +=! h(l, t - 1, b, k) * U(l, g, k, j) }
+      r(b, j) = sigmoid(gi(0, b, j) + gh(0, b, j))
+      z(b, j) = sigmoid(gi(1, b, j) + gh(1, b, j))
+      n(b, j) = tanh(gi(2, b, j) + r(b, j) * gh(2, b, j))
+      if t == 0 { h(l, t, b, j) = (1 - z(b, j)) * n(b, j) }
+      else { h(l, t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h(l, t - 1, b, j) }
+    }
+  }
+}""", full=dict(L=3, T=64, B=32, H=256), tiny=dict(L=2, T=3, B=2, H=3), pick=lambda r: r[-1],
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["H"]), _w(r, s["L"], 3, s["H"], s["H"]), _w(r, s["L"], 3, s["H"], s["H"])])
+def _sgru(torch, a, t, s):
+    x, W, U = t
+    L, H = s["L"], s["H"]
+    net = torch.nn.GRU(H, H, num_layers=L, bias=False)
+    for l in range(L):
+        _copy(torch, getattr(net, f"weight_ih_l{l}"), a[1][l].transpose(0, 2, 1).reshape(3 * H, H))
+        _copy(torch, getattr(net, f"weight_hh_l{l}"), a[2][l].transpose(0, 2, 1).reshape(3 * H, H))
+    def run():
+        y, _ = net(x)
+        return y
+    return {"torch.nn.GRU(num_layers=L)": _nograd(torch, run)}
+
+
+@program(name="rk4 integration of an mlp vector field (loop of 50 steps)", kind="rnn", src="""
+def rk4(float(B,D) start, float(D,F) W1, float(F,D) W2) -> (y) {
+  for s in S {
+    if s == 0 { cur(b, d) = start(b, d) } else { cur(b, d) = y(s - 1, b, d) }
+    a1(b, f) +=! cur(b, d) * W1(d, f)
+    k1(b, d) +=! tanh(a1(b, f)) * W2(f, d)
+    a2(b, f) +=! (cur(b, d) + 0.05 * k1(b, d)) * W1(d, f)
+    k2(b, d) +=! tanh(a2(b, f)) * W2(f, d)
+    a3(b, f) +=! (cur(b, d) + 0.05 * k2(b, d)) * W1(d, f)
+    k3(b, d) +=! tanh(a3(b, f)) * W2(f, d)
+    a4(b, f) +=! (cur(b, d) + 0.1 * k3(b, d)) * W1(d, f)
+    k4(b, d) +=! tanh(a4(b, f)) * W2(f, d)
+    y(s, b, d) = cur(b, d) + 0.1 / 6 * (k1(b, d) + 2 * k2(b, d) + 2 * k3(b, d) + k4(b, d))
+  }
+}""", full=dict(B=256, D=64, F=256, S=50), tiny=dict(B=2, D=3, F=4, S=3), free=("S",),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["D"], s["F"]), _w(r, s["F"], s["D"])])
+def _rk4(torch, a, t, s):
+    y0, W1, W2 = t
+    f = lambda y: torch.tanh(y @ W1) @ W2
+    def run():
+        y = y0; out = []
+        for _ in range(s["S"]):
+            k1 = f(y); k2 = f(y + 0.05 * k1); k3 = f(y + 0.05 * k2); k4 = f(y + 0.1 * k3)
+            y = y + 0.1 / 6 * (k1 + 2 * k2 + 2 * k3 + k4); out.append(y)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="game of life, 64 steps on 512x512 (select borders)", kind="rnn", src="""
+def life(int32(N,N) g0) -> (g) {
+  for s in S {
+    if s == 0 { cur(i, j) = g0(i, j) } else { cur(i, j) = g(s - 1, i, j) }
+    nb(i, j) +=! (i + a - 1 >= 0 && i + a - 1 < N && j + c - 1 >= 0 && j + c - 1 < N && (a != 1 || c != 1)
+                  ? cur(i + a - 1, j + c - 1) : 0) where i in 0:N, j in 0:N, a in 0:3, c in 0:3
+    g(s, i, j) = (nb(i, j) == 3 || (nb(i, j) == 2 && cur(i, j) == 1)) ? 1 : 0
+  }
+}""", full=dict(N=512, S=64), tiny=dict(N=5, S=3), free=("S",),
+   inputs=lambda r, s: [(r.random((s["N"], s["N"])) < 0.3).astype(np.int32)])
+def _life(torch, a, t, s):
+    F = torch.nn.functional
+    k = torch.ones(1, 1, 3, 3); k[0, 0, 1, 1] = 0
+    def run():
+        g = t[0].float()[None, None]; out = []
+        for _ in range(s["S"]):
+            nb = F.conv2d(g, k, padding=1)
+            g = ((nb == 3) | ((nb == 2) & (g == 1))).float(); out.append(g[0, 0])
+        return torch.stack(out).int()
+    return {"torch loop of conv2d": _nograd(torch, run)}
+
+
+@program(name="deltanet recurrence (matrix state updated in place)", kind="rnn", src="""
+def delta(float(T,B,D) q, float(T,B,D) kk, float(T,B,D) v, float(T,B) beta) -> (o) {
+  for t in T {
+    if t == 0 { S(b, i, j) = beta(t, b) * v(t, b, i) * kk(t, b, j) }
+    else {
+      p(b, i) +=! S(b, i, k) * kk(t, b, k)
+      S(b, i, j) = S(b, i, j) + beta(t, b) * (v(t, b, i) - p(b, i)) * kk(t, b, j)
+    }
+    o(t, b, i) +=! S(b, i, j) * q(t, b, j)
+  }
+}""", full=dict(T=256, B=16, D=64), tiny=dict(T=3, B=2, D=3),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"]), _n(r, s["T"], s["B"], s["D"]) / 8, _n(r, s["T"], s["B"], s["D"]),
+                        r.random((s["T"], s["B"])).astype(np.float32)])
+def _delta(torch, a, t, s):
+    q, k, v, beta = t
+    def run():
+        S = torch.zeros(s["B"], s["D"], s["D"]); out = []
+        for n in range(s["T"]):
+            p = torch.bmm(S, k[n][:, :, None])[:, :, 0]
+            S = S + (beta[n][:, None] * (v[n] - p))[:, :, None] * k[n][:, None, :]
+            out.append(torch.bmm(S, q[n][:, :, None])[:, :, 0])
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+
+def _spd(r, B, N):
+    a = r.standard_normal((B, N, N)).astype(np.float32) / np.sqrt(N)
+    return (a @ a.transpose(0, 2, 1) + np.eye(N, dtype=np.float32) * 2).astype(np.float32)
+
+
+@program(name="conjugate gradient, 20 iterations, batch of spd systems", kind="rnn", src="""
+def cg(float(B,N,N) A, float(B,N) rhs) -> (x) {
+  for it in I {
+    if it == 0 {
+      x(b, i) = 0 * rhs(b, i)
+      r(b, i) = rhs(b, i)
+      p(b, i) = rhs(b, i)
+      rr(b) +=! rhs(b, i) * rhs(b, i)
+    }
+    Ap(b, i) +=! A(b, i, j) * p(b, j)
+    pAp(b) +=! p(b, i) * Ap(b, i)
+    x(b, i) = x(b, i) + rr(b) / pAp(b) * p(b, i)
+    r(b, i) = r(b, i) - rr(b) / pAp(b) * Ap(b, i)
+    rn(b) +=! r(b, i) * r(b, i)
+    p(b, i) = r(b, i) + rn(b) / rr(b) * p(b, i)
+    rr(b) = rn(b)
+  }
+}""", full=dict(B=64, N=128, I=20), tiny=dict(B=2, N=3, I=2), free=("I",),
+   inputs=lambda r, s: [_spd(r, s["B"], s["N"]), _n(r, s["B"], s["N"])])
+def _cg(torch, a, t, s):
+    A, b = t
+    def run():
+        x = torch.zeros_like(b); r = b.clone(); p = b.clone(); rr = (b * b).sum(1)
+        for _ in range(s["I"]):
+            Ap = torch.bmm(A, p[:, :, None])[:, :, 0]
+            al = rr / (p * Ap).sum(1)
+            x = x + al[:, None] * p; r = r - al[:, None] * Ap
+            rn = (r * r).sum(1); p = r + (rn / rr)[:, None] * p; rr = rn
+        return x
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="log-domain sinkhorn, 20 iterations", kind="rnn", src="""
+def lsk(float(N,M) C) -> (f, g) {
+  for it in I {
+    if it == 0 { gp(j) = 0 * C(0, j) } else { gp(j) = g(j) }
+    mf(i) max=! (gp(j) - C(i, j)) * 10
+    sf(i) +=! exp((gp(j) - C(i, j)) * 10 - mf(i))
+    f(i) = -0.1 * (mf(i) + log(sf(i))) - 0.1 * log(float(N))
+    mg(j) max=! (f(i) - C(i, j)) * 10
+    sg(j) +=! exp((f(i) - C(i, j)) * 10 - mg(j))
+    g(j) = -0.1 * (mg(j) + log(sg(j))) - 0.1 * log(float(M))
+  }
+}""", full=dict(N=1024, M=1024, I=20), tiny=dict(N=3, M=4, I=2), free=("I",), pick=lambda r: r[1],
+   inputs=lambda r, s: [r.random((s["N"], s["M"])).astype(np.float32)])
+def _lsk(torch, a, t, s):
+    (C,) = t
+    N, M = s["N"], s["M"]
+    def run():
+        g = torch.zeros(M)
+        for _ in range(s["I"]):
+            f = -0.1 * torch.logsumexp((g[None] - C) * 10, 1) - 0.1 * np.log(N)
+            g = -0.1 * torch.logsumexp((f[:, None] - C) * 10, 0) - 0.1 * np.log(M)
+        return g
+    return {"torch loop (logsumexp)": _nograd(torch, run)}
+
+
+@program(name="value iteration (max over actions of P V), 30 sweeps", kind="rnn", src="""
+def vi(float(A,S,S) P, float(S,A) R) -> (V) {
+  for it in I {
+    if it == 0 { q(s, a) = R(s, a) }
+    else { q(s, a) +=! P(a, s, n) * V(it - 1, n)
+           q(s, a) = R(s, a) + 0.95 * q(s, a) }
+    V(it, s) max=! q(s, a)
+  }
+}""", full=dict(A=8, S=1024, I=30), tiny=dict(A=2, S=3, I=3), free=("I",),
+   inputs=lambda r, s: [(lambda p: (p / p.sum(-1, keepdims=True)).astype(np.float32))(r.random((s["A"], s["S"], s["S"]))),
+                        _n(r, s["S"], s["A"])])
+def _vi(torch, a, t, s):
+    P, R = t
+    def run():
+        out = []; V = R.max(1).values; out.append(V)
+        for _ in range(1, s["I"]):
+            q = R + 0.95 * torch.einsum("asn,n->sa", P, V)
+            V = q.max(1).values; out.append(V)
+        return torch.stack(out)
+    return {"torch loop (einsum)": _nograd(torch, run)}
+
+
+@program(name="2-layer transformer encoder, for l in L, weights indexed by layer", kind="attention", src="""
+def enc(float(B,T,C) x, float(L,3,C,C) Wqkv, float(L,C,C) Wo, float(L,F,C) W1, float(L,C,F) W2) -> (h) {
+  for l in L {
+    if l == 0 { cur(b, t, c) = x(b, t, c) } else { cur(b, t, c) = h(l - 1, b, t, c) }
+    qkv(g, b, t, o) +=! cur(b, t, c) * Wqkv(l, g, o, c)
+    s(b, n, i, j) +=! qkv(0, b, i, n * 64 + d) * qkv(1, b, j, n * 64 + d) / 8 where n in 0:C / 64, d in 0:64
+    mx(b, n, i) max=! s(b, n, i, j)
+    e(b, n, i, j) = exp(s(b, n, i, j) - mx(b, n, i))
+    z(b, n, i) +=! e(b, n, i, j)
+    att(b, i, n, d) +=! e(b, n, i, j) * qkv(2, b, j, n * 64 + d) / z(b, n, i) where d in 0:64
+    a(b, t, c) +=! att(b, t, o / 64, o % 64) * Wo(l, c, o) where o in 0:C
+    r1(b, t, c) = cur(b, t, c) + a(b, t, c)
+    f(b, t, u) +=! r1(b, t, c) * W1(l, u, c)
+    h(l, b, t, c) +=! fmax(f(b, t, u), 0) * W2(l, c, u)
+    h(l, b, t, c) = h(l, b, t, c) + r1(b, t, c)
+  }
+}""", full=dict(B=8, T=128, C=256, F=1024, L=2), tiny=dict(B=1, T=3, C=64, F=4, L=2), pick=lambda r: r[-1],
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]), _w(r, s["L"], 3, s["C"], s["C"]), _w(r, s["L"], s["C"], s["C"]),
+                        _w(r, s["L"], s["F"], s["C"]), _w(r, s["L"], s["C"], s["F"])])
+def _enc(torch, a, t, s):
+    F_ = torch.nn.functional
+    x, Wqkv, Wo, W1, W2 = t
+    B, T, C, L = s["B"], s["T"], s["C"], s["L"]
+    H = C // 64
+    def run():
+        h = x
+        for l in range(L):
+            q, k, v = [(h @ Wqkv[l, g].T).reshape(B, T, H, 64).transpose(1, 2) for g in range(3)]
+            att = F_.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
+            r1 = h + att @ Wo[l].T
+            h = r1 + torch.relu(r1 @ W1[l].T) @ W2[l].T
+        return h
+    return {"torch (sdpa)": _nograd(torch, run)}
+
+
+
+@program(name="mlp of 4 layers in a loop, weights W(l, in, out)", kind="matmul", src="""
+def mlp(float(B,H) x, float(L,H,H) W) -> (h) {
+  for l in L {
+    if l == 0 { h(l, b, j) +=! x(b, k) * W(l, k, j) }
+    else { h(l, b, j) +=! h(l - 1, b, k) * W(l, k, j) }
+    h(l, b, j) = fmax(h(l, b, j), 0)
+  }
+}""", full=dict(B=1024, H=512, L=4), tiny=dict(B=2, H=3, L=2), pick=lambda r: r[-1],
+   inputs=lambda r, s: [_n(r, s["B"], s["H"]), _w(r, s["L"], s["H"], s["H"])])
+def _mlp_layers(torch, a, t, s):
+    x, W = t
+    def run():
+        h = x
+        for l in range(s["L"]):
+            h = torch.relu(h @ W[l])
+        return h
+    return {"torch loop of matmul + relu": _nograd(torch, run)}

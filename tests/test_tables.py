@@ -386,3 +386,22 @@ def test_a_sum_that_is_a_product_of_two_reads_is_not_a_table():
       y(l, b, j) +=! x(b, k) * W(k, j) where l in 0:3
     }"""
     assert "y_tab" not in tcdsl.compile(src, options={"disk_cache": False}).script
+
+
+def test_arithmetic_under_a_select_of_a_sum_stays():
+    """A scatter written as a select over the rows, ``dst(e) == v ? x(src(e),
+    d) * w(e) : 0``, adds each term to one row only (polyhedral/scatter.py):
+    a table of the product would be computed for every (d, e) and kept the
+    sum from being a scatter (10 -> 151 ms at (16384, 128, 131072))."""
+    src = """def gcn(float(N,D) x, int64(E) src, int64(E) dst, float(E) w) -> (out) {
+      out(v, d) +=! (dst(e) == v ? x(src(e), d) * w(e) : 0) where v in 0:N
+    }"""
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    assert "out_tab" not in k.script
+    rng = np.random.default_rng(8)
+    N, D, E = 7, 5, 30
+    x, w = rand(rng, N, D), rand(rng, 1, E)[0]
+    s, d = rng.integers(0, N, E), rng.integers(0, N, E)
+    want = np.zeros((N, D))
+    np.add.at(want, d, x[s].astype(np.float64) * w[:, None])
+    np.testing.assert_allclose(k(x, s, d, w), want, rtol=1e-5, atol=1e-5)

@@ -186,20 +186,22 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
         found: list[tuple[n.Expr, bool]] = []  # (term, a divisor with a square root)
         domain = set(idx) | set(s.reduction_vars)
 
-        def visit(e: n.Expr, divisor: bool = False) -> None:
+        def visit(e: n.Expr, divisor: bool = False, guarded: bool = False) -> None:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} - loops
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
             calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
             if reduced:  # a sum's costly term that is the same for some of its written indices
-                if (calls & COSTLY or calls & CLAMPS and _of_one_element(e, used) or _combined(e) and e is not s.rhs) \
-                        and reads \
+                # (plain arithmetic under a select stays: the select may pick few
+                # terms, a scatter's ``dst(e) == v ? x(src(e), d) * w(e) : 0``)
+                combined = _combined(e) and e is not s.rhs and not guarded
+                if (calls & COSTLY or calls & CLAMPS and _of_one_element(e, used) or combined) and reads \
                         and s.tensor not in reads and e.span is not None and used < domain and set(idx) - used:
                     if all(f.span != e.span for f, _ in found):
                         found.append((e, False))
                     return
                 for c in n.children(e):
                     if isinstance(c, n.Expr):
-                        visit(c)
+                        visit(c, guarded=guarded or isinstance(e, n.Select))
                 return
             roots = bool(calls & ROOTS) and idx[-1] in used
             heavy = idx[-1] in used and cost(e) >= ARITH_MIN
