@@ -112,7 +112,7 @@ def test_a_matrix_vector_product_in_a_loop_keeps_its_rows_parallel():
     # serial; the schedule of one nest per component keeps the rows
     # parallel, a vector loop over them reading the transposed copy
     loop = k.script[k.script.index("for t in range"):]
-    assert re.search(r"T\.parallel\(.*\n(.*\n){0,6}.*A_t\[", loop), loop
+    assert re.search(r"T\.parallel\(.*\n(.*\n){0,12}.*A_t\[", loop), loop
     rng = np.random.default_rng(3)
     for N, T in [(1, 1), (5, 3), (70, 4), (129, 6)]:
         A, v0 = _rand(rng, N, N), _rand(rng, N)
@@ -140,8 +140,13 @@ def test_a_tensor_read_at_the_row_and_at_the_column_packs_the_columns_read(name)
     src, ref, shapes = SELF_PRODUCTS[name]
     k = tcdsl.compile(src, options=NO_CACHE)
     plain = tcdsl.compile(src, options={**NO_CACHE, "register_tiles": False})
-    # the column's read comes from the panel, the row's from X itself
-    assert "X_panel" in k.script and "X_packed[" in k.script and re.search(r"X\[[^\]]*c0_b \* 4 \+ r", k.script)
+    # the column's read comes from the panel, the row's from X itself (the
+    # centered factors are computed once each, in tables, polyhedral/tables.py:
+    # the product reads those)
+    x = "C_tab" if name == "centered" else "X"
+    col = "C_tab1" if name == "centered" else "X"
+    assert f"{col}_panel" in k.script and f"{col}_packed[" in k.script, k.script
+    assert re.search(x + r"\[[^\]]*c0_b \* 4 \+ r", k.script), k.script
     rng = np.random.default_rng(4)
     for shape in shapes:
         X = _rand(rng, *shape)
