@@ -255,7 +255,7 @@ def _statements(body, loops: frozenset):
 def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
     """``d`` (as parsed) with the tables of ``p`` before the statements that
     read them (in the same loop body or branch)."""
-    from .layout import _fresh, _names
+    from .layout import _names
 
     taken = _names(d) | {c.tensor for c in n.walk(d) if isinstance(c, n.Comprehension)}
     return replace(d, body=_block(d.body, p, taken))
