@@ -90,6 +90,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..syntax import nodes as n
+from .factor import _statements
 
 # Functions whose evaluation costs more than a table's store and load.
 COSTLY = frozenset({
@@ -162,7 +163,8 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
     from .hoist import _parsed
 
     out: dict[object, list[Table]] = {}
-    for s, loops in _statements(checked.node.body, frozenset()):
+    for s, outer in _statements(checked.node.body, ()):
+        loops = frozenset(outer)
         if s.span is None:
             continue
         if s.op == "=" and s.wheres:
@@ -237,19 +239,6 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             tables.append(Table(e.span, dims, extents, reciprocal))
         out[s.span] = tables
     return out
-
-
-def _statements(body, loops: frozenset):
-    """The comprehensions of ``body``, in loops and branches too, each with
-    the variables of the loops around it."""
-    for s in body:
-        if isinstance(s, n.Comprehension):
-            yield s, loops
-        elif isinstance(s, n.For):
-            yield from _statements(s.body, loops | {s.var})
-        elif isinstance(s, n.If):
-            yield from _statements(s.then, loops)
-            yield from _statements(s.orelse, loops)
 
 
 def rewrite(d: n.Def, p: dict[object, list[Table]]) -> n.Def:
