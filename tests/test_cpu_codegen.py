@@ -296,6 +296,41 @@ def test_the_first_layer_of_a_loop_of_layers_runs_in_register_tiles():
             np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-5, atol=1e-5)
 
 
+# Layers in a loop whose projection has a gate index before the batch and time
+# (a transformer's ``qkv(g, b, t, o)``): three gates are too few rows for a tile
+LAYER_GATES = """def layers(float(B,T,C) x, float(L,3,C,C) W) -> (y) {
+  for l in L {
+    if l == 0 { cur(b, t, c) = x(b, t, c) } else { cur(b, t, c) = y(l - 1, b, t, c) }
+    q(g, b, t, o) +=! cur(b, t, c) * W(l, g, o, c)
+    y(l, b, t, o) = q(0, b, t, o) * q(1, b, t, o) + q(2, b, t, o)
+  }
+}"""
+
+
+def test_tiles_in_a_loop_take_rows_that_share_the_weights():
+    """In a loop of layers the projection's register tiles take their rows
+    from ``t``, whose rows all read the same panel of ``W``, not from the gate
+    ``g``, each of whose rows reads a panel of its own (every ``t`` read all of
+    ``W`` again: a 2-layer transformer encoder ran 3.5x the same layer called
+    twice)."""
+    s = tcdsl.compile(LAYER_GATES, options={"disk_cache": False}).script
+    updates = re.findall(r"acc\[r, [^\]]*\] = acc\[r, [^\]]*\] \+ cur\[([^\]]*)\] \* W\w*\[([^\]]*)\]", s)
+    assert updates, s
+    for cur, w in updates:
+        assert re.search(r"\br\b", cur) and not re.search(r"\br\b", w), (cur, w)
+    rng = np.random.default_rng(5)
+    for mode in ("never", "after-scheduling"):
+        k = tcdsl.compile(LAYER_GATES, specialize=mode, options={"disk_cache": False})
+        for B, T, C, L in [(1, 1, 1, 1), (2, 9, 5, 3), (3, 20, 33, 2)]:
+            x, W = rand(rng, B, T, C), rand(rng, L, 3, C, C)
+            want, cur = [], x.astype(np.float64)
+            for l in range(L):
+                q = np.einsum("btc,goc->gbto", cur, W[l])
+                cur = q[0] * q[1] + q[2]
+                want.append(cur)
+            np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-4, atol=1e-4)
+
+
 def test_strided_isl_loops():
     """With sizes fixed before scheduling isl may find a stride (a convolution
     with strides 2 and 3 over a padded input): such a loop runs over its

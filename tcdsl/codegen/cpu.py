@@ -36,7 +36,6 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.model import Block, IslStmt, Kernel, unit_dimension
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
-from ..syntax import nodes as n
 from . import invariant
 from .collapse import collapse, declarations, divide, divided_rows, merged_rows
 from .cpu_reduce import vector_reduction
@@ -44,7 +43,7 @@ from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
 from .cpu_strips import strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
-from .tile_checks import panels_shared_across, wide_elements
+from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
 from .expr import INDEX, lower_expr
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
@@ -337,7 +336,7 @@ class ChunkedLoop:
         self.low = low
         self.in_loop = low.kernel is not None and bool(low.kernel.loops)
         self.m = mapping.resolved(self.in_loop)
-        if not self.in_loop and not mapping.tile_rows and not mapping.tile_cols and _gathers(low.kernel):
+        if not self.in_loop and not mapping.tile_rows and not mapping.tile_cols and gathers(low.kernel):
             # rows read through an index (an embedding bag's emb(idx(b, l), e)):
             # half the rows, twice the columns, so that a tile reads each
             # gathered row whole, once (B=1024, L=32, E=128: 0.85 -> 0.55 ms)
@@ -442,7 +441,11 @@ class ChunkedLoop:
         such a read is transposed (tile_checks.transposed_loop: one iteration
         at a time, its panels copied).  Outside sequential loops also a nest
         of such loops, the outer ones one iteration at a time (a 3-D conv's
-        ``d`` around ``h``, rows ``o``: 18-21 -> 11-12 ms at (2, 32, 10, 30, 30))."""
+        ``d`` around ``h``, rows ``o``: 18-21 -> 11-12 ms at (2, 32, 10, 30, 30)).
+        Inside them, when no read moving with the column moves with the rows
+        (RegisterTiles.shares_columns: a transformer layer's ``qkv(g, b, t,
+        o)`` in ``for l``, rows ``g`` and ``t`` outside, read all of ``W`` at
+        each ``t``; its rows are ``t``: 3.5x -> 1.2x the layer called twice)."""
         if mark != "par" or row in loop_ids(node) or not unit_stride(node):
             return False
         deep = not self.in_loop
@@ -451,8 +454,11 @@ class ChunkedLoop:
         with self.low.bound({iterator(node): tirx.Var(iterator(node) + "_p", INDEX)}):
             if not self.has_micro(node.for_get_body(), row, outside=False):  # (a convolution's m, h: see below)
                 return deep and self.has_micro(node.for_get_body(), row)
-            return not deep or (self.m.tile_depth > 1 or transposed_loop(self, node, row)) and all(
-                self.tiles.shares_columns(p, row, iterator(node)) for p in self._micro_parts(node.for_get_body(), row))
+            parts = self._micro_parts(node.for_get_body(), row)
+            if not deep:
+                return all(self.tiles.shares_columns(p, row, None) for p in parts)
+            return (self.m.tile_depth > 1 or transposed_loop(self, node, row)) and all(
+                self.tiles.shares_columns(p, row, iterator(node)) for p in parts)
 
     def _micro_parts(self, node: isl.AstNode, row: str) -> list:
         """What :meth:`RegisterTiles.parts` finds in the parts of ``node``
@@ -545,28 +551,6 @@ class ChunkedLoop:
             body = seq([self.low.node(p, False, None) for p in parts])
         loop = tirx.For(r, 0, n, tirx.ForKind.SERIAL, body)
         return tirx.For(d, 0, depth[2], tirx.ForKind.SERIAL, loop) if depth else loop
-
-
-def _gathers(kernel) -> bool:
-    """Some reduction of ``kernel`` reads a tensor at an index computed from
-    another tensor's values at a reduction variable: every step of the
-    reduction reads another row (an embedding bag's ``emb(idx(b, l), e)``,
-    not a projection of looked-up rows, ``emb(tok(t, b), i) * W(r, i)``,
-    whose rows stay while ``i`` runs)."""
-    if kernel is None:
-        return False
-    for st in kernel.stmts:
-        comp = st.info.comp
-        if st.is_init or not comp.reduction_vars:
-            continue
-        red = set(comp.reduction_vars)
-        for a in n.walk(comp.rhs):
-            if not isinstance(a, n.Access):
-                continue
-            inner = [x for i in a.indices for x in n.walk(i) if isinstance(x, n.Access)]
-            if any(isinstance(v, n.IndexVar) and v.name in red for x in inner for i in x.indices for v in n.walk(i)):
-                return True
-    return False
 
 
 def _size_guard(ast: isl.AstNode, k: Kernel):

@@ -132,20 +132,25 @@ class RegisterTiles:
             return None
         return inner, call
 
-    def shares_columns(self, parts, row: str, name: str) -> bool:
+    def shares_columns(self, parts, row: str, name: str | None) -> bool:
         """The reads of ``parts`` (what :meth:`parts` found) that move with the
         column do not move with the rows but with the loop ``name``, and each
         accumulated element moves with ``name`` in an index of its own: the
         loop may then run outside the row tiles, several of its iterations in
-        each tile (``ChunkedLoop._outside`` in codegen/cpu.py)."""
+        each tile (``ChunkedLoop._outside`` in codegen/cpu.py).  With no
+        ``name``: those reads do not move with the rows (the rows share them)."""
         chain, leaves = parts
         for inner, call in leaves:
             j = iterator(inner)
-            probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, j, name}}
+            probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, j, name or j}}
             with self.low.bound(probe):
                 _, idx, value, _ = self.low.statement_parts(call)
             cols = [x for ld in _loads(value) if any(_uses(y, probe[j]) for y in ld.indices) for x in ld.indices]
-            if any(_uses(x, probe[row]) for x in cols) or not any(_uses(x, probe[name]) for x in cols):
+            if any(_uses(x, probe[row]) for x in cols):
+                return False
+            if name is None:
+                continue
+            if not any(_uses(x, probe[name]) for x in cols):
                 return False
             mine = [x for x in idx if _uses(x, probe[name])]
             if len(mine) != 1 or _uses(mine[0], probe[row]) or _uses(mine[0], probe[j]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..polyhedral.model import IslStmt
+from ..syntax import nodes as n
 
 
 def accumulates_privately(s: IslStmt) -> bool:
@@ -138,3 +139,25 @@ def wide_elements(kernel) -> bool:
     ``ChunkedLoop``; an Elman RNN in float64 at (64, 32, 256, 256) spilled
     its 8 x 48 accumulators: 10.0-10.6 -> 8.0-8.2 ms)."""
     return kernel is not None and any((s.info.comp.rhs.dtype or "").endswith("64") for s in kernel.stmts)
+
+
+def gathers(kernel) -> bool:
+    """Some reduction of ``kernel`` reads a tensor at an index computed from
+    another tensor's values at a reduction variable: every step of the
+    reduction reads another row (an embedding bag's ``emb(idx(b, l), e)``,
+    not a projection of looked-up rows, ``emb(tok(t, b), i) * W(r, i)``,
+    whose rows stay while ``i`` runs)."""
+    if kernel is None:
+        return False
+    for st in kernel.stmts:
+        comp = st.info.comp
+        if st.is_init or not comp.reduction_vars:
+            continue
+        red = set(comp.reduction_vars)
+        for a in n.walk(comp.rhs):
+            if not isinstance(a, n.Access):
+                continue
+            inner = [x for i in a.indices for x in n.walk(i) if isinstance(x, n.Access)]
+            if any(isinstance(v, n.IndexVar) and v.name in red for x in inner for i in x.indices for v in n.walk(i)):
+                return True
+    return False
