@@ -405,3 +405,25 @@ def test_arithmetic_under_a_select_of_a_sum_stays():
     want = np.zeros((N, D))
     np.add.at(want, d, x[s].astype(np.float64) * w[:, None])
     np.testing.assert_allclose(k(x, s, d, w), want, rtol=1e-5, atol=1e-5)
+
+
+COV = """def cov(float(N,D) X) -> (C) {
+  m(i) +=! X(n, i) / N
+  C(i, j) +=! (X(n, i) - m(i)) * (X(n, j) - m(j)) / (N - 1)
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_the_same_term_at_two_indices_is_one_table_laid_out_as_read(mode):
+    """A centered covariance's two factors are the same term at ``i`` and at
+    ``j``: one table, read at both.  It is laid out as ``X`` is, ``(n, i)``:
+    the product's columns ``j`` are then next to each other.  (factor.py
+    rebuilds the product with the span of its last factor, so the product
+    and that factor share a span: only the factor is the table.)"""
+    k = tcdsl.compile(COV, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        assert re.findall(r"C_tab\w* = T.alloc_buffer\(\(([^)]*)\), align", k.script) == ["N, D"], k.script
+    rng = np.random.default_rng(9)
+    for N, D in [(2, 1), (5, 3), (40, 37)]:
+        x = rand(rng, N, D)
+        np.testing.assert_allclose(k(x), np.cov(x.astype(np.float64).T).reshape(D, D), rtol=1e-4, atol=1e-5)

@@ -87,9 +87,12 @@ have would be computed where the program never reads it).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
+from ..errors import InternalError
 from ..syntax import nodes as n
+from ..syntax.printer import expr_to_tc, stmt_to_tc
 from .factor import _statements
 
 # Functions whose evaluation costs more than a table's store and load.
@@ -117,6 +120,7 @@ class Table:
     dims: tuple[str, ...]  # its index variables, in the written tensor's order
     extents: tuple  # size expressions (parsed form) of those, or None: from the reads
     reciprocal: bool = False  # a divisor: the table holds 1 / it, the quotient becomes a product
+    text: str = ""  # the subexpression as TC source: another node with its span is not it
 
 
 def cost(e: n.Expr) -> int:
@@ -233,10 +237,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
         order = idx + [v for v in s.reduction_vars if v not in idx]
         for e, reciprocal in found:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} - loops
-            dims = tuple(v for v in order if v in used)
+            dims = _read_order(e, tuple(v for v in order if v in used), set(s.reduction_vars))
             reads = any(isinstance(x, n.Access) for x in n.walk(e))
             extents = None if reads else tuple(_parsed(dims_all[lhs.index(v)], {}) for v in dims)
-            tables.append(Table(e.span, dims, extents, reciprocal))
+            tables.append(Table(e.span, dims, extents, reciprocal, _text(e)))
         out[s.span] = tables
     return out
 
@@ -265,7 +269,7 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
         if not tables:
             body.append(st)
             continue
-        by_span = {}
+        by_span, made = {}, {}
         for t in tables:
             name = _fresh(f"{st.tensor}_tab", taken)
             by_span[t.span] = (name, t)
@@ -276,14 +280,19 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
                 if hit is not None and hit[1].reciprocal and not isinstance(e.rhs, n.Ident):
                     return n.Binary("*", fn(e.lhs), fn(e.rhs), span=e.span)
             hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
-            if hit is not None and not isinstance(e, n.Ident):
+            if hit is not None and not isinstance(e, n.Ident) and _text(_expanded(e, lets)) == hit[1].text:
                 name, t = hit
                 idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
                 wheres = tuple(w for w in st.wheres if isinstance(w, n.RangeConstraint) and w.var in t.dims) \
                     if t.extents is None else tuple(
                     n.RangeConstraint(v, n.Const(0, span=e.span), x, span=e.span) for v, x in zip(t.dims, t.extents))
                 value = n.Binary("/", n.Const(1.0, span=e.span), e, span=e.span) if t.reciprocal else e
-                body.append(n.Comprehension(name, idx, "=", value, wheres + lets, span=e.span))
+                # the same term at other indices (a covariance's X(n, i) - m(i)
+                # and X(n, j) - m(j)): one table, read at each one's indices
+                key = _renamed(stmt_to_tc(n.Comprehension("_", idx, "=", value, wheres + lets)), t.dims)
+                name = made.setdefault(key, name)
+                if name == hit[0]:
+                    body.append(n.Comprehension(name, idx, "=", value, wheres + lets, span=e.span))
                 return n.Call(name, idx, span=e.span)
             return n.map_children(e, fn)
 
@@ -291,6 +300,51 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
         wheres = tuple(replace(w, expr=fn(w.expr)) if isinstance(w, n.Let) else w for w in st.wheres)
         body.append(replace(st, rhs=fn(st.rhs), wheres=wheres))
     return tuple(body)
+
+
+def _read_order(e: n.Expr, dims: tuple[str, ...], reduction: set[str]) -> tuple[str, ...]:
+    """``dims`` of a sum's table that has reduction variables, in the order
+    its term's reads have them: the variables nearer the last index of the
+    reads inner (a centered covariance's ``X(n, i) - m(i)``: ``(n, i)``, read
+    along ``i`` as ``X`` is, not ``(i, n)``, whose columns ``j`` of the
+    product ``tab(i, n) * tab(j, n)`` are a row apart)."""
+    if not reduction & set(dims):
+        return dims
+    depth = {}
+    for a in n.walk(e):
+        if isinstance(a, n.Access) and len(a.indices) >= 2:
+            for p, x in enumerate(a.indices):
+                for v in n.walk(x):
+                    if isinstance(v, n.IndexVar) and v.name in dims:
+                        depth[v.name] = min(depth.get(v.name, len(a.indices)), len(a.indices) - 1 - p)
+    return tuple(sorted(dims, key=lambda v: -depth.get(v, len(dims))))
+
+
+def _text(e: n.Expr) -> str:
+    try:
+        return expr_to_tc(e)
+    except InternalError:  # (a node the printer does not know: no table)
+        return "?"
+
+
+def _expanded(e: n.Expr, lets: tuple) -> n.Expr:
+    """``e`` with the names its statement's ``where`` bindings give replaced
+    by their values (as the checked form has them)."""
+    values = {w.name: w.expr for w in lets}
+
+    def fn(x):
+        if isinstance(x, n.Ident) and x.name in values:
+            return fn(values[x.name])
+        return n.map_children(x, fn)
+    return fn(e)
+
+
+def _renamed(text: str, dims: tuple[str, ...]) -> str:
+    """``text`` with the index variables ``dims`` (not tensors or functions
+    of those names) named by their positions."""
+    for k, v in enumerate(dims):
+        text = re.sub(rf"(?<![\w.]){re.escape(v)}(?![\w(])", f"@{k}", text)
+    return text
 
 
 def kept(old, new, model, plan) -> bool:

@@ -29,6 +29,11 @@ def _type(t: n.TensorType) -> str:
     return f"{name}({', '.join(dims)})" if t.dims else name
 
 
+def stmt_to_tc(s: n.Stmt) -> str:
+    """One statement as TC source."""
+    return _stmt(s, 0)
+
+
 def _block(stmts, depth: int) -> str:
     return "".join(_stmt(s, depth) for s in stmts)
 
