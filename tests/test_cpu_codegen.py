@@ -331,6 +331,36 @@ def test_tiles_in_a_loop_take_rows_that_share_the_weights():
             np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-4, atol=1e-4)
 
 
+# a gated layer in a loop: two gates outside the output channels
+GATED_LOOP = """def gl(float(B,C,T) x, float(L,2,C,C) W) -> (h) {
+  for l in L {
+    if l == 0 { cur(b, c, t) = x(b, c, t) } else { cur(b, c, t) = h(l - 1, b, c, t) }
+    a(g, b, o, t) +=! W(l, g, o, c) * cur(b, c, t)
+    h(l, b, o, t) = tanh(a(0, b, o, t)) * sigmoid(a(1, b, o, t))
+  }
+}"""
+
+
+def test_two_gates_give_no_rows_where_the_channels_inside_can():
+    """Two gates, fewer than a tile's rows, fixed by the program: the tiles
+    take their rows from the output channels ``o`` inside them (WaveNet's
+    gated convolution ran its tiles' rows in the leftover tiles of two rows)."""
+    s = tcdsl.compile(GATED_LOOP, options={"disk_cache": False}).script
+    ups = re.findall(r"acc\[r, [^\]]*\] = acc\[r, [^\]]*\] \+ W\w*\[([^\]]*)\] \* cur", s)
+    assert ups, s
+    assert not any(re.match(r"l, \w+ \* \d+ \+ r,", idx) for idx in ups), ups
+    rng = np.random.default_rng(6)
+    k = tcdsl.compile(GATED_LOOP, options={"disk_cache": False})
+    for B, C, T, L in [(1, 1, 1, 1), (2, 9, 21, 3)]:
+        x, W = rand(rng, B, C, T), rand(rng, L, 2, C, C)
+        want, cur = [], x.astype(np.float64)
+        for l in range(L):
+            a = np.einsum("goc,bct->gbot", W[l], cur)
+            cur = np.tanh(a[0]) / (1 + np.exp(-a[1]))
+            want.append(cur)
+        np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-5, atol=1e-5)
+
+
 def test_strided_isl_loops():
     """With sizes fixed before scheduling isl may find a stride (a convolution
     with strides 2 and 3 over a padded input): such a loop runs over its

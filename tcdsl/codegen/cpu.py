@@ -193,8 +193,8 @@ class CpuAstLowering(AstLowering):
                     if rows.has_micro(inner_body, name):
                         n_rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
                         return tirx.SeqStmt(declarations(views) + [rows.rows(inner_body, name, init, n_rows)])
-            if rows.has_micro(node.for_get_body(), name):  # register tiles below an inner parallel loop
-                return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))
+            if rows.has_micro(node.for_get_body(), name) and not rows.fewer_than_inner(node, extent):
+                return rows.rows(node.for_get_body(), name, init, tirx.max(extent, 0))  # (tiles below it)
             divided = divide(self, node, name, init) if merged is None and self._panel_per_step(node, name) else None
             if divided is not None:  # for v { for n { tiles: rows (v, n), read as x(n, c, h + kh, v + kw) too
                 inner_body, row, n_rows, rules = divided
@@ -459,6 +459,17 @@ class ChunkedLoop:
                 return all(self.tiles.shares_columns(p, row, None) for p in parts)
             return (self.m.tile_depth > 1 or transposed_loop(self, node, row)) and all(
                 self.tiles.shares_columns(p, row, iterator(node)) for p in parts)
+
+    def fewer_than_inner(self, node: isl.AstNode, extent) -> bool:
+        """``node`` has fewer iterations than a tile has rows, fixed, and the
+        parallel loop right inside it can be the rows (WaveNet's gates
+        ``a(g, b, o, t)``: rows ``o``, not the two ``g``)."""
+        inner, mark = strip_marks(node.for_get_body())
+        if not isinstance(extent, tirx.IntImm) or extent.value >= self.m.tile_rows or mark != PARALLEL \
+                or inner.get_type() != NT.for_:
+            return False
+        with self.low.bound({iterator(node): tirx.Var(iterator(node) + "_p", INDEX)}):
+            return self.has_micro(inner.for_get_body(), iterator(inner))
 
     def _micro_parts(self, node: isl.AstNode, row: str) -> list:
         """What :meth:`RegisterTiles.parts` finds in the parts of ``node``

@@ -204,6 +204,7 @@ def _linear(terms: list[tuple[int, n.Expr]], const: int) -> n.Expr:
 def moves_by(e: n.Expr, var: str, coefficients: tuple[int, ...]) -> bool:
     """``e`` is ``c * var`` plus terms free of ``var`` for one of
     ``coefficients`` (``t + k - K + 1`` moves by 1 with ``t``; isl decides)."""
+    e = _opaque(e, var)
     names = sorted({x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.SizeVar)) and x.name != var})
     try:
         pa = read_pwaff(isl.DEFAULT_CONTEXT, names, [var], e)
@@ -212,3 +213,16 @@ def moves_by(e: n.Expr, var: str, coefficients: tuple[int, ...]) -> bool:
     v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()), isl.dim_type.set, 0)
     return any(not pa.sub(v.scale_val(isl.Val.int_from_si(pa.get_ctx(), c))).involves_dims(isl.dim_type.in_, 0, 1)
                for c in coefficients)
+
+
+def _opaque(e: n.Expr, var: str) -> n.Expr:
+    """``e`` with each read or call free of ``var`` named as a value of its
+    own (a dilation read from a table, ``t - dil(l)``, moves by 1 with ``t``)."""
+    found: dict = {}
+
+    def fn(x):
+        if isinstance(x, (n.Access, n.BuiltinCall, n.Cast)) \
+                and not any(isinstance(y, n.IndexVar) and y.name == var for y in n.walk(x)):
+            return n.SizeVar(found.setdefault(id(x), f"_v{len(found)}"), dtype="int32")
+        return n.map_children(x, fn)
+    return fn(e)
