@@ -5118,3 +5118,316 @@ def _mlp_layers(torch, a, t, s):
             h = torch.relu(h @ W[l])
         return h
     return {"torch loop of matmul + relu": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- session 43: more user programs (rotary embeddings, dilations from a table, experts)
+@program(name="rms norm then linear (llama pre-norm projection)", kind="matmul", src="""
+def rmslin(float(N,C) x, float(C) g, float(O,C) W) -> (y) {
+  ms(n) +=! x(n, c) * x(n, c)
+  r(n) = rsqrt(ms(n) / float(C) + 1e-6)
+  y(n, o) +=! x(n, c) * r(n) * g(c) * W(o, c)
+}""", full=dict(N=512, C=1024, O=1024), tiny=dict(N=3, C=5, O=4),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), (1 + 0.1 * _n(r, s["C"])).astype(np.float32), _w(r, s["O"], s["C"])])
+def _rmslin(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, W = t
+    C = s["C"]
+    return {"F.rms_norm + F.linear": _nograd(torch, lambda: F.linear(F.rms_norm(x, (C,), g, 1e-6), W))}
+
+
+def _rope_tables(T, D):
+    inv = 10000.0 ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    return [np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)]
+
+
+@program(name="rope on q and k, interleaved pairs (gpt-j / llama complex form)", kind="elementwise", src="""
+def rope(float(B,T,H,2*P) q, float(B,T,H,2*P) k, float(T,P) cs, float(T,P) sn) -> (qr, kr) {
+  qr(b, t, h, d) = q(b, t, h, d) * cs(t, d / 2)
+                 + (d % 2 == 0 ? -q(b, t, h, d + 1) : q(b, t, h, d - 1)) * sn(t, d / 2) where d in 0:2*P
+  kr(b, t, h, d) = k(b, t, h, d) * cs(t, d / 2)
+                 + (d % 2 == 0 ? -k(b, t, h, d + 1) : k(b, t, h, d - 1)) * sn(t, d / 2) where d in 0:2*P
+}""", full=dict(B=2, T=1024, H=16, D=128), tiny=dict(B=1, T=3, H=2, D=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), _n(r, s["B"], s["T"], s["H"], s["D"]),
+                        *_rope_tables(s["T"], s["D"])])
+def _rope_h15(torch, a, t, s):
+    q, k, cs, sn = t
+    B, T, H, D = s["B"], s["T"], s["H"], s["D"]
+    fc = torch.complex(cs, sn)[None, :, None, :]
+
+    def apply(x):
+        xc = torch.view_as_complex(x.reshape(B, T, H, D // 2, 2))
+        return torch.view_as_real(xc * fc).flatten(3)
+    return {"torch (view_as_complex, llama)": _nograd(torch, lambda: (apply(q), apply(k)))}
+
+
+@program(name="causal linear attention with normalizer (elu+1), state loop", kind="rnn", src="""
+def cla(float(B,H,T,D) q, float(B,H,T,D) k, float(B,H,T,E) v) -> (o) {
+  fq(b, h, i, d) = q(b, h, i, d) > 0 ? q(b, h, i, d) + 1 : exp(q(b, h, i, d))
+  fk(b, h, i, d) = k(b, h, i, d) > 0 ? k(b, h, i, d) + 1 : exp(k(b, h, i, d))
+  for t in T {
+    if t == 0 {
+      S(b, h, d, e) = fk(b, h, t, d) * v(b, h, t, e)
+      z(b, h, d) = fk(b, h, t, d)
+    } else {
+      S(b, h, d, e) = S(b, h, d, e) + fk(b, h, t, d) * v(b, h, t, e)
+      z(b, h, d) = z(b, h, d) + fk(b, h, t, d)
+    }
+    num(b, h, e) +=! fq(b, h, t, d) * S(b, h, d, e)
+    den(b, h) +=! fq(b, h, t, d) * z(b, h, d)
+    o(b, h, t, e) = num(b, h, e) / (den(b, h) + 1e-6)
+  }
+}""", full=dict(B=4, H=8, T=512, D=64, E=64), tiny=dict(B=1, H=2, T=4, D=3, E=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"], s["T"], s["D"]), _n(r, s["B"], s["H"], s["T"], s["D"]),
+                        _n(r, s["B"], s["H"], s["T"], s["E"])])
+def _cla(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    T = s["T"]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+
+    def quadratic():
+        A = (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-1, -2)
+        A = A.masked_fill(~mask, 0)
+        return (A @ v) / (A.sum(-1, keepdim=True) + 1e-6)
+    return {"torch quadratic (masked)": _nograd(torch, quadratic)}
+
+
+@program(name="mlstm matrix memory (xlstm), stabilized exp gates", kind="rnn", src="""
+def mlstm(float(B,H,T,D) q, float(B,H,T,D) k, float(B,H,T,D) v, float(B,H,T) ig, float(B,H,T) fg) -> (hs) {
+  for t in T {
+    lf(b, h) = -log(1 + exp(-fg(b, h, t)))
+    if t == 0 { m(t, b, h) = fmax(lf(b, h), ig(b, h, t)) }
+    else      { m(t, b, h) = fmax(lf(b, h) + m(t - 1, b, h), ig(b, h, t)) }
+    ia(b, h) = exp(ig(b, h, t) - m(t, b, h))
+    if t == 0 {
+      C(b, h, e, d) = ia(b, h) * v(b, h, t, e) * k(b, h, t, d) * 0.125
+      n(b, h, d) = ia(b, h) * k(b, h, t, d) * 0.125
+    } else {
+      fa(b, h) = exp(lf(b, h) + m(t - 1, b, h) - m(t, b, h))
+      C(b, h, e, d) = fa(b, h) * C(b, h, e, d) + ia(b, h) * v(b, h, t, e) * k(b, h, t, d) * 0.125
+      n(b, h, d) = fa(b, h) * n(b, h, d) + ia(b, h) * k(b, h, t, d) * 0.125
+    }
+    num(b, h, e) +=! C(b, h, e, d) * q(b, h, t, d)
+    den(b, h) +=! n(b, h, d) * q(b, h, t, d)
+    hs(b, h, t, e) = num(b, h, e) / fmax(fabs(den(b, h)), exp(-m(t, b, h)))
+  }
+}""", full=dict(B=4, H=4, T=256, D=64), tiny=dict(B=1, H=2, T=4, D=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"], s["T"], s["D"]), _n(r, s["B"], s["H"], s["T"], s["D"]),
+                        _n(r, s["B"], s["H"], s["T"], s["D"]), _n(r, s["B"], s["H"], s["T"]),
+                        (2 + _n(r, s["B"], s["H"], s["T"])).astype(np.float32)])
+def _mlstm(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, ig, fg = t
+    T = s["T"]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+
+    def parallel():  # the stabilized parallel form of the xlstm repository
+        cs = torch.cumsum(F.logsigmoid(fg), -1)
+        logD = (cs[..., :, None] - cs[..., None, :] + ig[..., None, :]).masked_fill(~mask, float("-inf"))
+        m = logD.max(-1, keepdim=True).values
+        Ct = (q @ k.transpose(-1, -2) * 0.125) * torch.exp(logD - m)
+        den = torch.maximum(Ct.sum(-1, keepdim=True).abs(), torch.exp(-m))
+        return (Ct @ v) / den
+    return {"torch parallel form": _nograd(torch, parallel)}
+
+
+@program(name="wavenet stack, for l in L, dilation table dil(l), gated, residual", kind="conv", src="""
+def wavenet(float(B,C,T) x, int32(L) dil, float(L,2,C,C,2) Wf, float(L,C,C) Wr) -> (h) {
+  for l in L {
+    if l == 0 { cur(b, c, t) = x(b, c, t) } else { cur(b, c, t) = h(l - 1, b, c, t) }
+    a(g, b, o, t) +=! Wf(l, g, o, c, 1) * cur(b, c, t)
+                    + Wf(l, g, o, c, 0) * (t - dil(l) >= 0 ? cur(b, c, t - dil(l)) : 0)
+    z(b, o, t) = tanh(a(0, b, o, t)) * sigmoid(a(1, b, o, t))
+    h(l, b, o, t) +=! Wr(l, o, c) * z(b, c, t)
+    h(l, b, o, t) = h(l, b, o, t) + cur(b, o, t)
+  }
+}""", full=dict(B=2, C=64, T=2048, L=8), tiny=dict(B=1, C=2, T=9, L=3), pick=lambda r: r[-1],
+   inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), (2 ** np.arange(s["L"])).astype(np.int32),
+                        (_w(r, s["L"], 2, s["C"], s["C"], 2) / np.sqrt(s["C"]) * np.sqrt(2)).astype(np.float32),
+                        (_w(r, s["L"], s["C"], s["C"]) * 0.5).astype(np.float32)])
+def _wavenet_h15(torch, a, t, s):
+    F = torch.nn.functional
+    x, dil, Wf, Wr = t
+    C, L = s["C"], s["L"]
+    Wc = Wf.reshape(L, 2 * C, C, 2)
+    ds = [int(d) for d in a[1]]
+
+    def run():
+        h = x
+        for l in range(L):
+            y = F.conv1d(F.pad(h, (ds[l], 0)), Wc[l], dilation=ds[l])
+            z = torch.tanh(y[:, :C]) * torch.sigmoid(y[:, C:])
+            h = h + F.conv1d(z, Wr[l][:, :, None])
+        return h
+    return {"torch F.conv1d per layer": _nograd(torch, run)}
+
+
+@program(name="n-body, 10 semi-implicit euler steps (softened, masses)", kind="rnn", src="""
+def nbody(float(N,3) p0, float(N,3) v0, float(N) m) -> (p, v) {
+  for s in S {
+    if s == 0 {
+      p(i, d) = p0(i, d)
+      v(i, d) = v0(i, d)
+    }
+    r2(i, j) +=! (p(j, d) - p(i, d)) * (p(j, d) - p(i, d))
+    w(i, j) = m(j) * rsqrt(r2(i, j) + 0.01) / (r2(i, j) + 0.01)
+    acc(i, d) +=! w(i, j) * (p(j, d) - p(i, d))
+    v(i, d) = v(i, d) + 0.001 * acc(i, d)
+    p(i, d) = p(i, d) + 0.001 * v(i, d)
+  }
+}""", full=dict(N=2048, S=10), tiny=dict(N=4, S=2), free=("S",),
+   inputs=lambda r, s: [_n(r, s["N"], 3), _n(r, s["N"], 3),
+                        (r.random(s["N"]) / s["N"] * 10).astype(np.float32)])
+def _nbody(torch, a, t, s):
+    p0, v0, m = t
+
+    def run():
+        p, v = p0, v0
+        for _ in range(s["S"]):
+            diff = p[None, :, :] - p[:, None, :]
+            r2 = (diff * diff).sum(-1) + 0.01
+            w = m[None, :] * torch.rsqrt(r2) / r2
+            acc = w @ p - w.sum(1, keepdim=True) * p
+            v = v + 0.001 * acc
+            p = p + 0.001 * v
+        return p, v
+    return {"torch loop (broadcast r2, matmul forces)": _nograd(torch, run)}
+
+
+@program(name="mixture of experts, top-1 routing by an index tensor (gathered expert weights)", kind="mlp", src="""
+def moe(float(N,C) x, int32(N) e, float(N) gate, float(E,F,C) W1, float(E,C,F) W2) -> (y) {
+  hd(n, f) +=! x(n, c) * W1(e(n), f, c)
+  y(n, c) +=! fmax(hd(n, f), 0) * W2(e(n), c, f)
+  y(n, c) = gate(n) * y(n, c)
+}""", full=dict(N=512, C=256, F=512, E=8), tiny=dict(N=5, C=3, F=4, E=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"]), r.integers(0, s["E"], s["N"]).astype(np.int32),
+                        r.random(s["N"]).astype(np.float32), _w(r, s["E"], s["F"], s["C"]), _w(r, s["E"], s["C"], s["F"])])
+def _moe_h15(torch, a, t, s):
+    F_ = torch.nn.functional
+    x, e, gate, W1, W2 = t
+    E = s["E"]
+    e64 = e.long()
+
+    def run():
+        y = torch.empty_like(x)
+        for i in range(E):
+            idx = (e64 == i).nonzero(as_tuple=True)[0]
+            y[idx] = F_.linear(torch.relu(F_.linear(x[idx], W1[i])), W2[i]) * gate[idx, None]
+        return y
+    return {"torch loop over experts (index_select)": _nograd(torch, run)}
+
+
+@program(name="classical gram-schmidt qr, loop over columns (where i in 0:j)", kind="linear", src="""
+def cgs(float(B,M,N) A) -> (Q) {
+  for j in N {
+    r(b, i) +=! Q(b, m, i) * A(b, m, j) where i in 0:j
+    u(b, m) +=! Q(b, m, i) * r(b, i) where m in 0:M, i in 0:j
+    u(b, m) = A(b, m, j) - u(b, m)
+    nrm(b) +=! u(b, m) * u(b, m)
+    Q(b, m, j) = u(b, m) * rsqrt(nrm(b))
+  }
+}""", full=dict(B=64, M=256, N=64), tiny=dict(B=2, M=4, N=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["M"], s["N"])])
+def _cgs(torch, a, t, s):
+    (A,) = t
+
+    def run():
+        Q, R = torch.linalg.qr(A)
+        return Q * torch.sign(torch.diagonal(R, dim1=-2, dim2=-1))[:, None, :]
+    return {"torch.linalg.qr (signs fixed)": _nograd(torch, run)}
+
+
+@program(name="newton-schulz orthogonalization (muon), 5 quintic steps", kind="linear", src="""
+def ns(float(B,M,N) G) -> (X) {
+  nrm(b) +=! G(b, i, j) * G(b, i, j)
+  for it in I {
+    if it == 0 { X(b, i, j) = G(b, i, j) / (sqrt(nrm(b)) + 1e-7) }
+    A(b, i, k) +=! X(b, i, j) * X(b, k, j)
+    AA(b, i, k) +=! A(b, i, l) * A(b, l, k)
+    Bm(b, i, k) = -4.7750 * A(b, i, k) + 2.0315 * AA(b, i, k)
+    Y(b, i, j) +=! Bm(b, i, k) * X(b, k, j)
+    X(b, i, j) = 3.4445 * X(b, i, j) + Y(b, i, j)
+  }
+}""", full=dict(B=2, M=256, N=512, I=5), tiny=dict(B=1, M=2, N=3, I=2), free=("I",),
+   inputs=lambda r, s: [_n(r, s["B"], s["M"], s["N"])])
+def _ns(torch, a, t, s):
+    (G,) = t
+    a_, b_, c_ = 3.4445, -4.7750, 2.0315
+
+    def run():
+        X = G / (G.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+        for _ in range(s["I"]):
+            A = X @ X.mT
+            Bm = b_ * A + c_ * A @ A
+            X = a_ * X + Bm @ X
+        return X
+    return {"torch (muon zeropower_via_newtonschulz5)": _nograd(torch, run)}
+
+
+@program(name="batched cholesky, loop over columns (where i in j+1:N)", kind="linear", src="""
+def chol(float(B,N,N) A) -> (Lm) {
+  for j in N {
+    s(b) +=! Lm(b, j, k) * Lm(b, j, k) where b in 0:B, k in 0:j
+    dg(b) = sqrt(A(b, j, j) - s(b))
+    c(b, i) +=! Lm(b, i, k) * Lm(b, j, k) where b in 0:B, i in j+1:N, k in 0:j
+    Lm(b, i, j) = 0 * A(b, i, j) where i in 0:j
+    Lm(b, j, j) = dg(b)
+    Lm(b, i, j) = (A(b, i, j) - c(b, i)) / dg(b) where i in j+1:N
+  }
+}""", full=dict(B=64, N=128), tiny=dict(B=2, N=3),
+   inputs=lambda r, s: [_spd(r, s["B"], s["N"])])
+def _chol(torch, a, t, s):
+    (A,) = t
+    return {"torch.linalg.cholesky": _nograd(torch, lambda: torch.linalg.cholesky(A))}
+
+
+def _stft_tables(NF):
+    K = NF // 2 + 1
+    w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(NF) / NF)  # periodic hann, as torch.hann_window
+    ang = 2 * np.pi * np.outer(np.arange(K), np.arange(NF)) / NF
+    return [(w * np.cos(ang)).astype(np.float32), (-w * np.sin(ang)).astype(np.float32)]
+
+
+@program(name="stft power spectrogram (hop 128, windowed dft tables)", kind="matmul", src="""
+def spec(float(B,L) x, float(K,NF) cw, float(K,NF) sw) -> (P) {
+  re(b, f, k) +=! x(b, 128 * f + n) * cw(k, n)
+  im(b, f, k) +=! x(b, 128 * f + n) * sw(k, n)
+  P(b, f, k) = re(b, f, k) * re(b, f, k) + im(b, f, k) * im(b, f, k)
+}""", full=dict(B=8, L=32000, NF=512), tiny=dict(B=2, L=300, NF=8),
+   inputs=lambda r, s: [_n(r, s["B"], s["L"]), *_stft_tables(s["NF"])])
+def _spec(torch, a, t, s):
+    x = t[0]
+    NF = s["NF"]
+    win = torch.hann_window(NF)
+    return {"torch.stft (center=False)": _nograd(torch, lambda: torch.stft(
+        x, NF, hop_length=128, window=win, center=False, return_complex=True).abs().square().transpose(1, 2))}
+
+
+@program(name="red-black gauss-seidel for poisson, in place (parity selects)", kind="stencil", src="""
+def rbgs(float(B,N,M) f) -> (u) {
+  for it in I {
+    if it == 0 { u(b, i, j) = 0 * f(b, i, j) }
+    u(b, i, j) = (i + j) % 2 == 0 ? 0.25 * (u(b, i - 1, j) + u(b, i + 1, j) + u(b, i, j - 1) + u(b, i, j + 1) + f(b, i, j))
+                                  : u(b, i, j) where i in 1:N-1, j in 1:M-1
+    u(b, i, j) = (i + j) % 2 == 1 ? 0.25 * (u(b, i - 1, j) + u(b, i + 1, j) + u(b, i, j - 1) + u(b, i, j + 1) + f(b, i, j))
+                                  : u(b, i, j) where i in 1:N-1, j in 1:M-1
+  }
+}""", full=dict(B=4, N=256, M=256, I=50), tiny=dict(B=1, N=5, M=6, I=3), free=("I",),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"], s["M"])])
+def _rbgs(torch, a, t, s):
+    (f,) = t
+    N, M = s["N"], s["M"]
+    ii = torch.arange(N)[:, None]
+    jj = torch.arange(M)[None, :]
+    red = ((ii + jj) % 2 == 0)[1:-1, 1:-1]
+    fi = f[:, 1:-1, 1:-1]
+
+    def run():
+        u = torch.zeros_like(f)
+        for _ in range(s["I"]):
+            for colour in (red, ~red):
+                nb = 0.25 * (u[:, :-2, 1:-1] + u[:, 2:, 1:-1] + u[:, 1:-1, :-2] + u[:, 1:-1, 2:] + fi)
+                u[:, 1:-1, 1:-1] = torch.where(colour, nb, u[:, 1:-1, 1:-1])
+        return u
+    return {"torch loop (where on the colour mask)": _nograd(torch, run)}
