@@ -427,3 +427,27 @@ def test_the_same_term_at_two_indices_is_one_table_laid_out_as_read(mode):
     for N, D in [(2, 1), (5, 3), (40, 37)]:
         x = rand(rng, N, D)
         np.testing.assert_allclose(k(x), np.cov(x.astype(np.float64).T).reshape(D, D), rtol=1e-4, atol=1e-5)
+
+
+ROPE = """def rope(float(B,T,2*P) q, float(T,P) cs, float(T,P) sn) -> (y) {
+  y(b, t, d) = q(b, t, d) * cs(t, d / 2)
+             + (d % 2 == 0 ? -q(b, t, d + 1) : q(b, t, d - 1)) * sn(t, d / 2) where d in 0:2*P
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_read_at_half_the_vector_index_is_a_table_of_the_indices_it_uses(mode):
+    """An interleaved rotary embedding reads ``cs(t, d / 2)``: along the
+    vector loop over ``d`` each element twice, a gather.  As tables over ``(t,
+    d)`` (each element repeated, read by every ``b``) the statement reads
+    them as vectors."""
+    k = tcdsl.compile(ROPE, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        assert len(re.findall(r"y_tab\w* = T.alloc_buffer\(\(T_1, T.max\(2 \* P, 0\)\), align", k.script)) == 2, k.script
+    rng = np.random.default_rng(13)
+    for B, T, P in [(1, 1, 1), (2, 3, 8), (3, 5, 35)]:
+        q, cs, sn = rand(rng, B, T, 2 * P), rand(rng, T, P), rand(rng, T, P)
+        q64, c, s = q.astype(np.float64), np.repeat(cs, 2, axis=1), np.repeat(sn, 2, axis=1)
+        other = np.empty_like(q64)
+        other[..., 0::2], other[..., 1::2] = -q64[..., 1::2], q64[..., 0::2]
+        np.testing.assert_allclose(k(q, cs, sn), q64 * c + other * s, rtol=1e-5, atol=1e-5)

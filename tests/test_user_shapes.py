@@ -141,10 +141,9 @@ def test_a_tensor_read_at_the_row_and_at_the_column_packs_the_columns_read(name)
     k = tcdsl.compile(src, options=NO_CACHE)
     plain = tcdsl.compile(src, options={**NO_CACHE, "register_tiles": False})
     # the column's read comes from the panel, the row's from X itself (the
-    # centered factors are computed once each, in tables, polyhedral/tables.py:
-    # the product reads those)
-    x = "C_tab" if name == "centered" else "X"
-    col = "C_tab1" if name == "centered" else "X"
+    # centered factors are one table, polyhedral/tables.py, laid out as X:
+    # the product reads it at the row and at the column)
+    x = col = "C_tab" if name == "centered" else "X"
     assert f"{col}_panel" in k.script and f"{col}_packed[" in k.script, k.script
     assert re.search(x + r"\[[^\]]*c0_b \* 4 \+ r", k.script), k.script
     rng = np.random.default_rng(4)

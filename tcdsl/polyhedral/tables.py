@@ -171,7 +171,7 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
         loops = frozenset(outer)
         if s.span is None:
             continue
-        if s.op == "=" and s.wheres:
+        if s.op == "=" and not all(isinstance(w, n.RangeConstraint) for w in s.wheres):
             continue
         reduced = s.op != "="
         if loops and not reduced:
@@ -211,12 +211,13 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                 return
             roots = bool(calls & ROOTS) and idx[-1] in used
             heavy = idx[-1] in used and cost(e) >= ARITH_MIN
-            if not (calls & COSTLY or roots or heavy):
+            spread = any(_spread(x, idx[-1]) for x in n.walk(e))
+            if not (calls & COSTLY or roots or heavy or spread):
                 return
             # (a subscript's integer arithmetic stays: its clamps prove the read in bounds)
             arith = heavy and (e.dtype or "").startswith("float")
             if used and used < set(idx) and not reads & {s.tensor} and e.span is not None and (
-                    calls & COSTLY or roots or arith):
+                    calls & COSTLY or roots or arith or _spread(e, idx[-1])):
                 if all(f.span != e.span for f, _ in found):
                     found.append((e, divisor and roots))
                 return
@@ -318,6 +319,19 @@ def _read_order(e: n.Expr, dims: tuple[str, ...], reduction: set[str]) -> tuple[
                     if isinstance(v, n.IndexVar) and v.name in dims:
                         depth[v.name] = min(depth.get(v.name, len(a.indices)), len(a.indices) - 1 - p)
     return tuple(sorted(dims, key=lambda v: -depth.get(v, len(dims))))
+
+
+def _spread(e: n.Expr, v: str) -> bool:
+    """``e`` reads a tensor at ``v / K`` in its last index (``cs(t, d / 2)``
+    of an interleaved rotary embedding): along the vector loop over ``v``
+    its lanes repeat each element ``K`` times, a gather; a table over the
+    statement's indices it uses reads them as one vector."""
+    if not isinstance(e, n.Access) or not e.indices:
+        return False
+    last = e.indices[-1]
+    return isinstance(last, n.Binary) and last.op == "/" and isinstance(last.lhs, n.IndexVar) \
+        and last.lhs.name == v and isinstance(last.rhs, n.Const) and isinstance(last.rhs.value, int) \
+        and last.rhs.value >= 2 and e.dtype is not None and e.dtype.startswith("float")
 
 
 def _text(e: n.Expr) -> str:
