@@ -98,6 +98,8 @@ def _inner(body) -> tuple[dict, set, set]:
 
     def loop(f):
         bound.add(f.loop_var)
+        if f.step is not None and not _is_const(f.step, 1):
+            return f  # (no interval: an x that moves with it is not versioned)
         doms[f.loop_var] = sym.IntervalSet(f.min, f.min + f.extent - 1)
         if f.kind == tirx.ForKind.VECTORIZED:
             vector.add(f.loop_var)
@@ -120,7 +122,7 @@ def _version(f: tirx.For):
     # tile), not with another loop or a value bound inside (x is tested once
     # per iteration of f); a read in it only where no condition inside f
     # guards it (it is read before them)
-    fixed = bound - vector - _unrolled(f.body)
+    fixed = bound - vector - _unrolled(f.body) | bound - set(doms)
     guarded = _has(f.body, tirx.IfThenElse)
     an = sym.Analyzer()
     sites: list = []
@@ -160,7 +162,7 @@ def _version(f: tirx.For):
     for c in conds[1:]:
         cond = tirx.And(cond, c)
     body = tirx.IfThenElse(cond, fast, f.body)
-    return tirx.For(f.loop_var, f.min, f.extent, f.kind, body, f.thread_binding, f.annotations)
+    return tirx.For(f.loop_var, f.min, f.extent, f.kind, body, f.thread_binding, f.annotations, f.step)
 
 
 def _consecutive(x, lane) -> bool:
