@@ -120,7 +120,7 @@ class Table:
     dims: tuple[str, ...]  # its index variables, in the written tensor's order
     extents: tuple  # size expressions (parsed form) of those, or None: from the reads
     reciprocal: bool = False  # a divisor: the table holds 1 / it, the quotient becomes a product
-    text: str = ""  # the subexpression as TC source: another node with its span is not it
+    text: str | None = None  # the subexpression as TC source: another node with its span is not it
 
 
 def cost(e: n.Expr) -> int:
@@ -281,7 +281,8 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
                 if hit is not None and hit[1].reciprocal and not isinstance(e.rhs, n.Ident):
                     return n.Binary("*", fn(e.lhs), fn(e.rhs), span=e.span)
             hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
-            if hit is not None and not isinstance(e, n.Ident) and _text(_expanded(e, lets)) == hit[1].text:
+            if hit is not None and not isinstance(e, n.Ident) and hit[1].text is not None \
+                    and _text(_expanded(e, lets)) == hit[1].text:
                 name, t = hit
                 idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
                 wheres = tuple(w for w in st.wheres if isinstance(w, n.RangeConstraint) and w.var in t.dims) \
@@ -334,11 +335,11 @@ def _spread(e: n.Expr, v: str) -> bool:
         and last.rhs.value >= 2 and e.dtype is not None and e.dtype.startswith("float")
 
 
-def _text(e: n.Expr) -> str:
+def _text(e: n.Expr) -> str | None:
     try:
         return expr_to_tc(e)
-    except InternalError:  # (a node the printer does not know: no table)
-        return "?"
+    except InternalError:  # (a node the printer does not know: matches nothing, no table)
+        return None
 
 
 def _expanded(e: n.Expr, lets: tuple) -> n.Expr:
