@@ -216,6 +216,22 @@ def test_free_sizes_in_where_ranges_and_output_types():
     x = rand(3)
     check(src, [x], (np.arange(4, dtype=np.float32)[:, None] * x, np.full(2, 1.5, np.float32)), R=4, Z=2)
 
+def test_a_free_size_of_a_where_range_is_a_value_in_the_statement():
+    # W bounds the window in the where range, so the W of the index and the
+    # select is that size (a padded sliding window of 2W+1 taps), not a
+    # reduction variable; a where bound may not use an lhs index all the same
+    src = ("def f(float(N) x) -> (y) {\n"
+           "  y(i, w) = (i + w - W >= 0 && i + w - W < N ? x(i + w - W) : 0) * W where i in 0:N, w in 0:2*W+1\n}")
+    x = rand(5)
+    for W in (1, 2):
+        pad = np.concatenate([np.zeros(W), x, np.zeros(W)]).astype(np.float32)
+        want = np.stack([pad[i:i + 2 * W + 1] for i in range(5)]) * W
+        check(src, [x], want, W=W)
+    assert "free sizes: W" in ranges(src)
+    with pytest.raises(TcSemanticError, match="'i' is not a size or loop variable; a where-range"):
+        tcdsl.compile("def f(float(N) x) -> (y) {\n  y(i, j) = x(i) where i in 0:N, j in 0:i\n}")
+
+
 
 def test_cli_run_takes_free_sizes(tmp_path, capsys):
     path = tmp_path / "steps.tc"

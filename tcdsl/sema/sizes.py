@@ -60,11 +60,13 @@ def free_size_names(d: n.Def, known: set[str]) -> list[tuple[str, object]]:
             case n.If():
                 names(s.cond)
             case n.Comprehension():
-                own = {x.name for e in s.indices + (s.rhs,) for x in n.walk(e) if isinstance(x, n.Ident)}
+                # A where-range bound may use sizes and loop variables only, so a
+                # name there is a size unless the statement binds it: an lhs index,
+                # a ranged variable or a where-let.  An rhs use of it is then the
+                # size's value (``x(i + w - W) where w in 0:2*W+1``).
+                own = {x.name for e in s.indices for x in n.walk(e) if isinstance(x, n.Ident)}
                 own |= {w.var if isinstance(w, n.RangeConstraint) else w.name for w in s.wheres
                         if not isinstance(w, n.Exists)}
-                own |= {x.name for w in s.wheres if not isinstance(w, n.RangeConstraint)
-                        for x in n.walk(w) if isinstance(x, n.Ident)}
                 for w in s.wheres:
                     if isinstance(w, n.RangeConstraint):
                         names(w.lo, own)
