@@ -127,7 +127,7 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     model = build_model(ranges)
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
-    rewritten, serial = program, frozenset()
+    rewritten, serial = n.inline_lets(program), frozenset()
     if options.circular:
         rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
     if options.chain:

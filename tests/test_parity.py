@@ -43,6 +43,13 @@ CONVT1D_REV = """def convt(float(B,C,L) x, float(C,O,K) w) -> (y) {
       where t in 0:2*L+K-2, k in 0:K
 }"""
 
+# stride 3 as CONVT1D_S3, the input position bound by a where clause
+CONVT1D_LET = """def convt(float(B,C,L) x, float(C,O,K) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (p % 3 == 0 && p >= 0 && p / 3 < L ? x(b, c, p / 3) : 0) * w(c, o, k)
+      where p = t + 1 - k, t in 0:3*L+K-3, k in 0:K
+  y(b, o, t) = y(b, o, t) + bias(o)
+}"""
+
 
 def _convt_ref(x, w, stride, pad, out_len):
     """NumPy: y[b, o, t] = sum over c, k with t + pad - k = stride * u of x[b, c, u] w[c, o, k] (any rank)."""
@@ -106,6 +113,14 @@ def test_a_range_inferred_only_at_some_sizes_is_kept():
         np.testing.assert_array_equal(k(x, w), tcdsl.testing.evaluate(src, [x, w]))
 
 
+def test_a_position_bound_by_a_where_clause_is_split_too():
+    # the binding stands for ``t + 1 - k`` in the condition and the read, as in CONVT1D_S3
+    (pairs, _), = _plan(CONVT1D_LET).stmts.values()
+    assert [(q.v, q.k, q.s, q.e) for q in pairs] == [("t", "k", 3, 1)]
+    s = tcdsl.compile(CONVT1D_LET, options={"disk_cache": False}).script
+    assert "y_par = T.alloc_buffer((B, O, 3, " in s and "acc = T.alloc_buffer(" in s
+
+
 def test_the_program_sums_each_class_in_its_own_loops():
     k = tcdsl.compile(CONVT2D, options={"disk_cache": False})
     s = k.script
@@ -129,13 +144,14 @@ def test_convt2d_matches_numpy(mode):
 
 
 @pytest.mark.parametrize("mode", ["never", "before-scheduling"])
-@pytest.mark.parametrize("src", [CONVT1D_S3, CONVT1D_REV], ids=["stride 3, offset", "reversed"])
+@pytest.mark.parametrize("src", [CONVT1D_S3, CONVT1D_REV, CONVT1D_LET], ids=["stride 3, offset", "reversed",
+                                                                            "where binding"])
 def test_convt1d_matches_numpy(src, mode):
     k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
     rng = np.random.default_rng(2)
     for B, C, L, O, K in [(1, 1, 1, 1, 1), (2, 3, 7, 5, 4), (3, 2, 4, 3, 6), (1, 4, 9, 2, 2)]:
         x, w = rand(rng, B, C, L), rand(rng, C, O, K)
-        if src is CONVT1D_S3:
+        if src is not CONVT1D_REV:
             bias = rand(rng, O)
             want = _convt_ref(x, w, 3, 1, (3 * L + K - 3,)) + bias[None, :, None]
             got = k(x, w, bias)

@@ -267,6 +267,26 @@ def names_in(e: Node) -> set[str]:
     return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
 
 
+def inline_lets(node: Node) -> Node:
+    """``node`` (a program, def or statement as parsed) with each ``where x =
+    e`` binding substituted into its statement and dropped, as the checked
+    form reads it: rewrites of the parsed program then see the indices and
+    conditions the bindings stand for (``p % 2 == 0 ? x(b, c, p / 2)`` with
+    ``p = t + 1 - k``)."""
+    if not isinstance(node, Comprehension):
+        return map_children(node, inline_lets) if isinstance(node, (Program, Def, For, If)) else node
+    values = {w.name: w.expr for w in node.wheres if isinstance(w, Let)}
+    if not values:
+        return node
+
+    def sub(x):
+        if isinstance(x, Ident) and x.name in values:
+            return sub(values[x.name])
+        return map_children(x, sub)
+    return replace(node, indices=tuple(sub(e) for e in node.indices), rhs=sub(node.rhs),
+                   wheres=tuple(sub(w) for w in node.wheres if not isinstance(w, Let)))
+
+
 def linear(e: Expr) -> dict | None:
     """``e`` as an integer linear form over names, or None when it is not one
     (a product of names, a division, a tensor read, ...)."""
