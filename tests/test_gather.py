@@ -27,6 +27,13 @@ def rnn(int32(T,B) tok, float(V,I) emb, float(I,H) Wx, float(H,H) Wh, float(B,H)
   }
 }"""
 
+# batch-first outputs from time-major tokens, a blank (0) prepended by a select:
+# the copy is laid out as the sum's rows, emb_g(b, u, i), not as the read names them
+BLANK_FIRST = """
+def pred(int32(U,B) tok, float(V,I) emb, float(R,I) W) -> (y) {
+  y(b, u, r) +=! emb(u > 0 ? tok(u - 1, b) : 0, i) * W(r, i) where u in 0:U + 1
+}"""
+
 # the index read is the sum's own reduction variable: nothing to reuse it across
 NOT_REUSED = """
 def pick(float(N,K) x, int32(N,K) idx, float(K) w) -> (y) {
@@ -58,6 +65,27 @@ def test_inside_a_loop_the_hoisted_projection_reads_the_gathered_rows():
     names = _tensors(EMB_RNN)
     assert names[:2] == ["emb_g", "a"], names
     assert "emb_g" not in _tensors(EMB_RNN, hoist=False)  # inside the loop: left as written
+
+
+def test_the_copy_has_the_dimensions_of_the_sum_in_its_order():
+    fe = driver.frontend(BLANK_FIRST, None, tcdsl.options.parse(None).frontend, "llvm")
+    copy = next(s.comp for s in fe.ranges.stmts if s.comp.tensor == "emb_g")
+    assert [x.name for x in copy.indices] == ["b", "u", "i"]
+    # its rows and the sum's run as one loop over (b, u): one matrix product
+    script = tcdsl.compile(BLANK_FIRST, tuning_db=False, options={"disk_cache": False}).script
+    assert "emb_g_rows = T.decl_buffer((B * T.max(U + 1, 0), I_1), data=emb_g.data)" in script
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_a_blank_first_projection_matches_numpy(mode):
+    k = tcdsl.compile(BLANK_FIRST, tuning_db=False, specialize=mode)
+    rng = np.random.default_rng(7)
+    for U, B, V, I, R in ((5, 3, 11, 19, 37), (9, 8, 4, 16, 64), (1, 1, 2, 3, 5)):
+        tok = rng.integers(0, V, (U, B)).astype(np.int32)
+        emb, W = rng.standard_normal((V, I)).astype(np.float32), rng.standard_normal((R, I)).astype(np.float32)
+        ids = np.concatenate([np.zeros((B, 1), np.int64), tok.T], axis=1)  # (B, U + 1)
+        want = emb.astype(np.float64)[ids] @ W.astype(np.float64).T
+        np.testing.assert_allclose(k(tok, emb, W), want, rtol=1e-4, atol=1e-4)
 
 
 def test_a_read_not_reused_stays_as_written():
@@ -109,7 +137,8 @@ def test_gathered_rnn_matches_numpy_and_the_program_as_written():
 def test_gathered_copies_stay_inside_their_tensors():
     cases = [{"id": f"gather:{i}", "source": src, "sizes": sizes, "seed": i}
              for i, (src, sizes) in enumerate([(EMB_PROJ, {"N": 13, "V": 7, "I": 9, "R": 17}),
-                                               (EMB_RNN, {"T": 3, "B": 5, "V": 6, "I": 10, "H": 12})])]
+                                               (EMB_RNN, {"T": 3, "B": 5, "V": 6, "I": 10, "H": 12}),
+                                               (BLANK_FIRST, {"U": 6, "B": 3, "V": 5, "I": 7, "R": 19})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)

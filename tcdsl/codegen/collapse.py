@@ -178,8 +178,8 @@ def _same_extent(an: sym.Analyzer, dim: tirx.PrimExpr, ext: tirx.PrimExpr) -> bo
     shape that is zero in the others (``max(if_then_else(W >= 16, 0, W),
     0)``, polyhedral/permute.py): the loop reads it, so it runs in the branch
     where the shape is its other arm, and that arm is compared."""
-    if an.can_prove_equal(dim, ext):
-        return True
+    if an.can_prove_equal(dim, ext) or an.can_prove_equal(dim, tirx.max(ext, 0)):
+        return True  # (a loop of no steps reads nothing: ``max(U + 1, 0)`` is ``U + 1`` where it runs)
     live = _live_arm(dim)
     return live is not None and an.can_prove_equal(tirx.max(live, 0), tirx.max(ext, 0))
 

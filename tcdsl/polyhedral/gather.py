@@ -64,7 +64,14 @@ def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
                 continue  # reads what the sum writes: the sum may change it while it runs
             if any(isinstance(x, (n.IndexVar, n.Ident)) and x.name in lets for x in n.walk(a)):
                 continue  # a ``where`` value inside
-            variables = tuple(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
+            # the copy's dimensions as the read names them, those of the sum's
+            # own among them in the sum's order (its rows then run as the
+            # sum's: ``g(b, u, r)`` reads ``emb_g(b, u, e)`` for ``emb(y(u - 1,
+            # b), e)``, two loops the code generator can join)
+            seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
+            order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
+            own = iter(sorted((v for v in seen if v in order), key=order.index))
+            variables = tuple(next(own) if v in order else v for v in seen)
             if not variables or not (lhs - set(variables)):
                 continue  # nothing to reuse it across
             name = _fresh(a.tensor + "_g", taken)
