@@ -5431,3 +5431,384 @@ def _rbgs(torch, a, t, s):
                 u[:, 1:-1, 1:-1] = torch.where(colour, nb, u[:, 1:-1, 1:-1])
         return u
     return {"torch loop (where on the colour mask)": _nograd(torch, run)}
+
+
+# ------------------------------------------------ session 44: minimal RNNs, RNN-T, local attention, losses, decoders
+# ---------------------------------------------------------------- minimal RNNs (loops over parallel projections)
+
+@program(name="mingru batch-first, gates from x only, h0 given (out,in)", kind="rnn", src="""
+# minGRU (Feng et al. 2024): z and the candidate depend on x only, projected for all steps before the loop;
+# the loop is then the scan h(t) = h(t-1) + z (cand - h(t-1)), batch-first
+def mingru(float(B,T,I) x, float(B,H) h0, float(H,I) Wz, float(H) bz, float(H,I) Wh, float(H) bh) -> (h) {
+  z(b, t, j) +=! x(b, t, i) * Wz(j, i)
+  cand(b, t, j) +=! x(b, t, i) * Wh(j, i)
+  for t in T {
+    if t == 0 { h(b, t, j) = h0(b, j) + sigmoid(z(b, t, j) + bz(j)) * (cand(b, t, j) + bh(j) - h0(b, j)) }
+    else      { h(b, t, j) = h(b, t - 1, j) + sigmoid(z(b, t, j) + bz(j)) * (cand(b, t, j) + bh(j) - h(b, t - 1, j)) }
+  }
+}""", full=dict(B=16, T=256, I=256, H=256), tiny=dict(B=2, T=5, I=3, H=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]), _w(r, s["H"], s["I"]), _w(r, s["H"]),
+                         _w(r, s["H"], s["I"]), _w(r, s["H"])])
+def _mingru(torch, a, t, s):
+    F = torch.nn.functional
+    x, h0, Wz, bz, Wh, bh = t
+
+    def loop():
+        z = torch.sigmoid(F.linear(x, Wz, bz))
+        cand = F.linear(x, Wh, bh)
+        out = torch.empty(x.shape[0], x.shape[1], h0.shape[1])
+        h = h0
+        for k in range(x.shape[1]):
+            h = torch.lerp(h, cand[:, k], z[:, k])
+            out[:, k] = h
+        return out
+    return {"F.linear + torch.lerp loop": _nograd(torch, loop)}
+
+
+@program(name="minlstm, normalised gates, state in place, zero start", kind="rnn", src="""
+# minLSTM (Feng et al. 2024): f and i from x only, normalised to f / (f + i) and i / (f + i);
+# the state s(b, j) is updated in place (a temporary starts at 0), h(t) copies it out
+def minlstm(float(T,B,I) x, float(H,I) Wf, float(H,I) Wi, float(H,I) Wh) -> (h) {
+  f(t, b, j) +=! x(t, b, i) * Wf(j, i)
+  ig(t, b, j) +=! x(t, b, i) * Wi(j, i)
+  c(t, b, j) +=! x(t, b, i) * Wh(j, i)
+  for t in T {
+    s(b, j) = (sigmoid(f(t, b, j)) * s(b, j) + sigmoid(ig(t, b, j)) * c(t, b, j)) / (sigmoid(f(t, b, j)) + sigmoid(ig(t, b, j)))
+    h(t, b, j) = s(b, j)
+  }
+}""", full=dict(T=256, B=16, I=256, H=256), tiny=dict(T=4, B=3, I=5, H=3),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["I"])])
+def _minlstm(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wf, Wi, Wh = t
+
+    def loop():
+        f = torch.sigmoid(F.linear(x, Wf))
+        i = torch.sigmoid(F.linear(x, Wi))
+        den = f + i
+        f, i = f / den, i / den
+        c = F.linear(x, Wh)
+        out = torch.empty_like(c)
+        h = torch.zeros_like(c[0])
+        for k in range(x.shape[0]):
+            h = torch.addcmul(i[k] * c[k], f[k], h)
+            out[k] = h
+        return out
+    return {"F.linear + torch loop": _nograd(torch, loop)}
+
+
+@program(name="2-layer elman, variational dropout mask between layers (input)", kind="rnn", src="""
+# two stacked Elman layers (tanh, (out,in) weights, a bias each), zero initial states; the dropout mask
+# m(b, j) (0 or 1/(1-p)) is drawn outside, the same at every step, and multiplies layer 1's output
+def elman2(float(T,B,I) x, float(B,H) m, float(H,I) W1, float(H,H) U1, float(H) b1,
+           float(H,H) W2, float(H,H) U2, float(H) b2) -> (y) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W1(j, i)
+    if t > 0 { a(b, j) += h1(t - 1, b, k) * U1(j, k) }
+    h1(t, b, j) = tanh(a(b, j) + b1(j))
+    d(b, k) = h1(t, b, k) * m(b, k)
+    c(b, j) +=! d(b, k) * W2(j, k)
+    if t > 0 { c(b, j) += y(t - 1, b, k) * U2(j, k) }
+    y(t, b, j) = tanh(c(b, j) + b2(j))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]),
+                         ((r.random((s["B"], s["H"])) > 0.25) / 0.75).astype(np.float32),
+                         _w(r, s["H"], s["I"]), _w(r, s["H"], s["H"]), _w(r, s["H"]),
+                         _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["H"])])
+def _elman2(torch, a, t, s):
+    I, H = s["I"], s["H"]
+    nets = []
+    for W, U, b, n_in in ((a[2], a[3], a[4], I), (a[5], a[6], a[7], H)):
+        net = torch.nn.RNN(n_in, H)
+        _copy(torch, net.weight_ih_l0, W)
+        _copy(torch, net.weight_hh_l0, U)
+        _copy(torch, net.bias_ih_l0, b)
+        _copy(torch, net.bias_hh_l0, np.zeros(H, np.float32))
+        nets.append(net)
+    x, m = t[0], t[1]
+    return {"nn.RNN x2 + mask": _nograd(torch, lambda: nets[1](nets[0](x)[0] * m)[0])}
+
+
+@program(name="rnn-t prediction network (blank prepended by a select, lstm, projection)", kind="rnn", src="""
+# RNN-T predictor: labels y(b, u) with the blank (id 0) prepended, embedded, an LSTM with PyTorch's (4H,E)
+# weights and two biases, batch-first, then a linear projection to the joint size J; U+1 outputs
+def predictor(int32(B,U) y, float(V,E) emb, float(4*H,E) Wih, float(4*H,H) Whh, float(4*H) bih, float(4*H) bhh,
+              float(J,H) Wp, float(J) bp) -> (out) {
+  for u in 0:U+1 {
+    g(b, r) +=! emb(u > 0 ? y(b, u - 1) : 0, e) * Wih(r, e)
+    if u > 0 { g(b, r) += h(b, u - 1, k) * Whh(r, k) }
+    g(b, r) = g(b, r) + bih(r) + bhh(r)
+    if u == 0 { c(b, j) = sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    else      { c(b, j) = sigmoid(g(b, H + j)) * c(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    h(b, u, j) = sigmoid(g(b, 3 * H + j)) * tanh(c(b, j)) where j in 0:H
+  }
+  out(b, u, o) +=! h(b, u, j) * Wp(o, j)
+  out(b, u, o) = out(b, u, o) + bp(o)
+}""", full=dict(B=16, U=64, V=1000, E=256, H=320, J=512), tiny=dict(B=2, U=3, V=7, E=3, H=5, J=3),
+    inputs=lambda r, s: [r.integers(1, s["V"], (s["B"], s["U"])).astype(np.int32), _n(r, s["V"], s["E"]),
+                         _w(r, 4 * s["H"], s["E"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"]), _w(r, 4 * s["H"]),
+                         _w(r, s["J"], s["H"]), _w(r, s["J"])])
+def _predictor(torch, a, t, s):
+    F = torch.nn.functional
+    net = torch.nn.LSTM(s["E"], s["H"], batch_first=True)
+    for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), a[2:6]):
+        _copy(torch, getattr(net, name), arr)
+    y, emb, Wp, bp = t[0], t[1], t[6], t[7]
+    ids = torch.cat([torch.zeros(y.shape[0], 1, dtype=torch.long), y.long()], 1)
+    return {"F.embedding + nn.LSTM + F.linear": _nograd(torch, lambda: F.linear(net(F.embedding(ids, emb))[0], Wp, bp))}
+
+
+@program(name="bidirectional gru batch-first, direction as an index dim, (B,T,2H) output", kind="rnn", src="""
+# bidirectional GRU, batch-first, PyTorch's (3H,in) weights stacked by direction W(d, 3H, in); the backward
+# direction (d = 1) reads x(b, T-1-t) through a select on d; states hs(d, b, j) in place, set to zero first;
+# the output is nn.GRU's (B, T, 2H): forward in columns 0:H, backward in H:2H at T-1-t
+def bigru(float(B,T,I) x, float(2,3*H,I) Wih, float(2,3*H,H) Whh, float(2,3*H) bih, float(2,3*H) bhh) -> (y) {
+  hs(d, b, j) = 0.0 where d in 0:2, b in 0:B, j in 0:H
+  for t in T {
+    gi(d, b, r) +=! (d == 0 ? x(b, t, i) : x(b, T - 1 - t, i)) * Wih(d, r, i)
+    gh(d, b, r) +=! hs(d, b, k) * Whh(d, r, k)
+    rg(d, b, j) = sigmoid(gi(d, b, j) + bih(d, j) + gh(d, b, j) + bhh(d, j)) where j in 0:H
+    zg(d, b, j) = sigmoid(gi(d, b, H + j) + bih(d, H + j) + gh(d, b, H + j) + bhh(d, H + j)) where j in 0:H
+    ng(d, b, j) = tanh(gi(d, b, 2 * H + j) + bih(d, 2 * H + j) + rg(d, b, j) * (gh(d, b, 2 * H + j) + bhh(d, 2 * H + j))) where j in 0:H
+    hs(d, b, j) = (1 - zg(d, b, j)) * ng(d, b, j) + zg(d, b, j) * hs(d, b, j)
+    y(b, t, j) = hs(0, b, j)
+    y(b, T - 1 - t, H + j) = hs(1, b, j)
+  }
+}""", full=dict(B=32, T=64, I=256, H=256), tiny=dict(B=2, T=4, I=5, H=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _w(r, 2, 3 * s["H"], s["I"]), _w(r, 2, 3 * s["H"], s["H"]),
+                         _w(r, 2, 3 * s["H"]), _w(r, 2, 3 * s["H"])])
+def _bigru_batch_first(torch, a, t, s):
+    net = torch.nn.GRU(s["I"], s["H"], batch_first=True, bidirectional=True)
+    for d, suf in enumerate(("", "_reverse")):
+        for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), a[1:5]):
+            _copy(torch, getattr(net, name + suf), arr[d])
+    return {"nn.GRU(bidirectional, batch_first)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+# ---------------------------------------------------------------- attention
+
+@program(name="sliding-window attention with a per-head relative bias table rb(n, 2W+1)", kind="attention", src="""
+# local attention: query i attends to keys i - W .. i + W only, plus a learned bias per head and offset, rb(n, w);
+# the scores are kept per offset w (2W+1 of them, not T), keys outside the sequence masked with selects
+def local_attn(float(B,N,T,D) q, float(B,N,T,D) k, float(B,N,T,D) v, float(N,2*W+1) rb) -> (o) {
+  s(b, n, i, w) +=! (i + w - W >= 0 && i + w - W < T ? q(b, n, i, d) * k(b, n, i + w - W, d) : 0) where i in 0:T, w in 0:2*W+1
+  s(b, n, i, w) = s(b, n, i, w) * rsqrt(float(D)) + rb(n, w)
+  mx(b, n, i) max=! (i + w - W >= 0 && i + w - W < T ? s(b, n, i, w) : -inf)
+  e(b, n, i, w) = (i + w - W >= 0 && i + w - W < T ? exp(s(b, n, i, w) - mx(b, n, i)) : 0)
+  z(b, n, i) +=! e(b, n, i, w)
+  o(b, n, i, d) +=! e(b, n, i, w) * (i + w - W >= 0 && i + w - W < T ? v(b, n, i + w - W, d) : 0) where i in 0:T, w in 0:2*W+1
+  o(b, n, i, d) = o(b, n, i, d) / z(b, n, i)
+}""", full=dict(B=2, N=8, T=512, D=64, W=32), tiny=dict(B=1, N=2, T=7, D=3, W=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["T"], s["D"]) for _ in range(3)] + [_n(r, s["N"], 2 * s["W"] + 1)])
+def _local_attn(torch, a, t, s):
+    F = torch.nn.functional
+    T, W = s["T"], s["W"]
+    pos = torch.arange(T)
+    off = pos[None, :] - pos[:, None]
+    band = off.abs() <= W
+    idx = (off + W).clamp(0, 2 * W)
+
+    def run():
+        bias = t[3][:, idx].masked_fill(~band, -torch.inf)
+        return F.scaled_dot_product_attention(t[0], t[1], t[2], attn_mask=bias)
+    return {"sdpa(band + bias mask)": _nograd(torch, run)}
+
+
+@program(name="multi-query cross-attention, projections (out,in), Wq(h, d, c), Wo(c, h, d)", kind="attention", src="""
+# multi-query cross-attention: H query heads from the decoder states x, one shared key/value head from the
+# encoder memory; PyTorch (out,in) weights, the query and output weights indexed by head
+def mqa(float(B,L,C) x, float(B,S,C) mem, float(H,D,C) Wq, float(D,C) Wk, float(D,C) Wv, float(C,H,D) Wo) -> (y) {
+  q(b, h, i, d) +=! x(b, i, c) * Wq(h, d, c)
+  k(b, j, d) +=! mem(b, j, c) * Wk(d, c)
+  v(b, j, d) +=! mem(b, j, c) * Wv(d, c)
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, j, d)
+  mx(b, h, i) max=! s(b, h, i, j)
+  e(b, h, i, j) = exp((s(b, h, i, j) - mx(b, h, i)) / sqrt(float(D)))
+  z(b, h, i) +=! e(b, h, i, j)
+  att(b, h, i, d) +=! e(b, h, i, j) * v(b, j, d)
+  y(b, i, o) +=! att(b, h, i, d) / z(b, h, i) * Wo(o, h, d)
+}""", full=dict(B=4, L=128, S=256, C=512, H=8, D=64), tiny=dict(B=2, L=3, S=5, C=4, H=3, D=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _n(r, s["B"], s["S"], s["C"]), _w(r, s["H"], s["D"], s["C"]),
+                         _w(r, s["D"], s["C"]), _w(r, s["D"], s["C"]), _w(r, s["C"], s["H"], s["D"])])
+def _mqa(torch, a, t, s):
+    F = torch.nn.functional
+    B, L, C, H, D = s["B"], s["L"], s["C"], s["H"], s["D"]
+    x, mem, Wq, Wk, Wv, Wo = t
+    Wq2, Wo2 = Wq.reshape(H * D, C), Wo.reshape(C, H * D)
+
+    def run():
+        q = F.linear(x, Wq2).view(B, L, H, D).transpose(1, 2)
+        k = F.linear(mem, Wk)[:, None].expand(B, H, -1, D)
+        v = F.linear(mem, Wv)[:, None].expand(B, H, -1, D)
+        o = F.scaled_dot_product_attention(q, k, v)
+        return F.linear(o.transpose(1, 2).reshape(B, L, H * D), Wo2)
+    return {"F.linear + sdpa (expanded kv)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 1-D convolutions
+
+@program(name="conv_transpose1d stride 2, padding 1, output_padding 1, bias (where p = ...)", kind="conv", src="""
+# transposed convolution that doubles the length: stride 2, K = 3, padding 1, output_padding 1 (L_out = 2L);
+# input position (t + 1 - k) / 2 when t + 1 - k is even, bound to p with a where clause
+def upconv(float(B,C,L) x, float(C,O,3) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (p % 2 == 0 && p >= 0 && p / 2 < L ? x(b, c, p / 2) : 0) * w(c, o, k) where p = t + 1 - k, t in 0:2*L, k in 0:3
+  y(b, o, t) = y(b, o, t) + bias(o)
+}""", full=dict(B=16, C=128, L=512, O=64), tiny=dict(B=2, C=3, L=5, O=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["O"], 3), _w(r, s["O"])])
+def _upconv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv_transpose1d(stride=2, padding=1, output_padding=1)":
+            _nograd(torch, lambda: F.conv_transpose1d(t[0], t[1], t[2], stride=2, padding=1, output_padding=1))}
+
+
+@program(name="causal grouped conv1d, groups as an index dim y(b, g, o, t), + bias", kind="conv", src="""
+# causal convolution with G groups (left padding K-1 as a select); PyTorch's (O, C/G, K) weight viewed as
+# (G, O/G, C/G, K), output (B, G, O/G, L); group g reads input channels g * CG .. g * CG + CG - 1
+def gcausal(float(B,C,L) x, float(G,OG,CG,K) w, float(G,OG) bias) -> (y) {
+  y(b, g, o, t) +=! (t + k - K + 1 >= 0 ? x(b, g * CG + c, t + k - K + 1) : 0) * w(g, o, c, k) where t in 0:L, k in 0:K
+  y(b, g, o, t) = y(b, g, o, t) + bias(g, o)
+}""", full=dict(B=16, C=256, L=512, G=4, OG=64, CG=64, K=4), tiny=dict(B=2, C=6, L=7, G=2, OG=3, CG=3, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["G"], s["OG"], s["CG"], s["K"]), _w(r, s["G"], s["OG"])])
+def _gcausal(torch, a, t, s):
+    F = torch.nn.functional
+    B, L, G, OG, CG, K = s["B"], s["L"], s["G"], s["OG"], s["CG"], s["K"]
+    w = t[1].reshape(G * OG, CG, K)
+    bias = t[2].reshape(-1)
+    return {"F.conv1d(F.pad, groups)": _nograd(torch, lambda: F.conv1d(F.pad(t[0], (K - 1, 0)), w, bias, groups=G).view(B, G, OG, L))}
+
+
+# ---------------------------------------------------------------- norms
+
+@program(name="layer norm without affine, then linear (out,in) + bias", kind="norm", src="""
+# layer norm with elementwise_affine=False (mean, variance, rsqrt per row), then a linear layer, PyTorch's (out,in)
+def ln_linear(float(N,C) x, float(O,C) W, float(O) bias) -> (y) {
+  mu(n) +=! x(n, c)
+  mu(n) = mu(n) / C
+  var(n) +=! (x(n, c) - mu(n)) * (x(n, c) - mu(n))
+  rs(n) = rsqrt(var(n) / C + 1e-5)
+  y(n, o) +=! (x(n, c) - mu(n)) * rs(n) * W(o, c)
+  y(n, o) = y(n, o) + bias(o)
+}""", full=dict(N=1024, C=512, O=1024), tiny=dict(N=3, C=5, O=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"]) * 2 + 0.5, _w(r, s["O"], s["C"]), _w(r, s["O"])])
+def _ln_linear(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.layer_norm + F.linear": _nograd(torch, lambda: F.linear(F.layer_norm(t[0], (s["C"],)), t[1], t[2]))}
+
+
+# ---------------------------------------------------------------- losses
+
+@program(name="cosine embedding loss (margin 0.2, int labels +-1)", kind="loss", src="""
+# F.cosine_embedding_loss: 1 - cos for similar pairs (y = 1), max(0, cos - margin) for dissimilar ones (y = -1)
+def cos_emb(float(N,D) a, float(N,D) p, int32(N) y) -> (loss) {
+  dot(n) +=! a(n, d) * p(n, d)
+  na(n) +=! a(n, d) * a(n, d)
+  nb(n) +=! p(n, d) * p(n, d)
+  cs(n) = dot(n) / sqrt((na(n) + 1e-12) * (nb(n) + 1e-12))
+  loss +=! (y(n) == 1 ? 1 - cs(n) : fmax(cs(n) - 0.2, 0)) / N
+}""", full=dict(N=8192, D=512), tiny=dict(N=5, D=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]),
+                         (r.integers(0, 2, s["N"]) * 2 - 1).astype(np.int32)])
+def _cos_emb(torch, a, t, s):
+    F = torch.nn.functional
+    y = t[2].float()
+    return {"F.cosine_embedding_loss": _nograd(torch, lambda: F.cosine_embedding_loss(t[0], t[1], y, margin=0.2))}
+
+
+@program(name="poisson nll (log input, full: stirling term as a select, where binding)", kind="loss", src="""
+# F.poisson_nll_loss(log_input=True, full=True): exp(x) - k x, plus Stirling's k log k - k + log(2 pi k) / 2 where k > 1
+def pnll(float(N,C) x, float(N,C) target) -> (loss) {
+  loss +=! (exp(x(n, c)) - kk * x(n, c) + (kk > 1 ? kk * log(kk) - kk + 0.5 * log(2 * 3.14159265 * kk) : 0)) / (N * C) where kk = target(n, c)
+}""", full=dict(N=4096, C=1024), tiny=dict(N=3, C=5),
+    inputs=lambda r, s: [(_n(r, s["N"], s["C"]) * 0.5), r.poisson(2.0, (s["N"], s["C"])).astype(np.float32)])
+def _pnll(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.poisson_nll_loss(full)": _nograd(torch, lambda: F.poisson_nll_loss(t[0], t[1], log_input=True, full=True))}
+
+
+# ---------------------------------------------------------------- decoders
+
+@program(name="gumbel-max sampling decoder with temperature (gru cell, token fed back)", kind="rnn", src="""
+# sampling without a beam: a GRU cell (PyTorch's (3H,E), (3H,H) weights) fed the previous token's embedding
+# (start(b) at step 0, a select in the index), next token = argmax(logit / temp + gumbel noise); the noise is an input
+def sample(float(V,E) emb, float(3*H,E) Wih, float(3*H,H) Whh, float(3*H) bih, float(3*H) bhh,
+           float(V,H) Wo, float(B,H) h0, int32(B) start, float(S,B,V) gumbel, float temp) -> (tok) {
+  hs(b, j) = h0(b, j)
+  for t in S {
+    gi(b, r) +=! emb(t == 0 ? start(b) : tok(t - 1, b), e) * Wih(r, e)
+    gi(b, r) = gi(b, r) + bih(r)
+    gh(b, r) +=! hs(b, k) * Whh(r, k)
+    gh(b, r) = gh(b, r) + bhh(r)
+    rr(b, j) = sigmoid(gi(b, j) + gh(b, j)) where j in 0:H
+    zz(b, j) = sigmoid(gi(b, H + j) + gh(b, H + j)) where j in 0:H
+    nn(b, j) = tanh(gi(b, 2 * H + j) + rr(b, j) * gh(b, 2 * H + j)) where j in 0:H
+    hs(b, j) = (1 - zz(b, j)) * nn(b, j) + zz(b, j) * hs(b, j)
+    logit(b, v) +=! hs(b, j) * Wo(v, j)
+    tok(t, b) argmax=! logit(b, v) / temp + gumbel(t, b, v)
+  }
+}""", full=dict(S=32, B=16, E=256, H=256, V=4000), tiny=dict(S=4, B=2, E=3, H=5, V=7),
+    inputs=lambda r, s: [_n(r, s["V"], s["E"]), _w(r, 3 * s["H"], s["E"]), _w(r, 3 * s["H"], s["H"]),
+                         _w(r, 3 * s["H"]), _w(r, 3 * s["H"]), _w(r, s["V"], s["H"]) * 3, _n(r, s["B"], s["H"]),
+                         r.integers(0, s["V"], s["B"]).astype(np.int32),
+                         (-np.log(-np.log(r.random((s["S"], s["B"], s["V"])) * 0.999 + 0.0005))).astype(np.float32),
+                         np.array(0.7, np.float32)])
+def _sample(torch, a, t, s):
+    F = torch.nn.functional
+    emb, Wih, Whh, bih, bhh, Wo, h0, start, gumbel, temp = t
+    cell = torch.nn.GRUCell(s["E"], s["H"])
+    for name, arr in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"), a[1:5]):
+        _copy(torch, getattr(cell, name), arr)
+    T = float(a[9])
+
+    def loop():
+        out = torch.empty(s["S"], h0.shape[0], dtype=torch.int32)
+        h, tok = h0, start.long()
+        for k in range(s["S"]):
+            h = cell(F.embedding(tok, emb), h)
+            tok = (F.linear(h, Wo) / T + gumbel[k]).argmax(1)
+            out[k] = tok
+        return out
+    return {"nn.GRUCell loop": _nograd(torch, loop)}
+
+
+@program(name="pointer network greedy decoding (additive scores, used-mask updated in place)", kind="rnn", src="""
+# pointer network (Vinyals et al. 2015), greedy: an Elman decoder ((out,in) weights) fed the encoder vector of its
+# previous pick (x0 at step 0), additive scores vv . tanh(W1 enc(n) + W2 h) over the N inputs, inputs already
+# picked masked out with a select on used(b, n), a 0/1 map updated in place; S picks (a free size, S <= N)
+def pointer(float(B,N,H) enc, float(H,H) W1, float(H,H) W2, float(H) vv, float(H,H) Wx, float(H,H) Wh,
+            float(B,H) h0, float(B,H) x0) -> (ptr) {
+  ke(b, n, j) +=! enc(b, n, k) * W1(j, k)
+  hs(b, j) = h0(b, j)
+  for t in S {
+    a(b, j) +=! hs(b, k) * Wh(j, k)
+    a(b, j) += (t == 0 ? x0(b, k) : enc(b, ptr(t - 1, b), k)) * Wx(j, k)
+    hs(b, j) = tanh(a(b, j))
+    q(b, j) +=! hs(b, k) * W2(j, k)
+    u(b, n) +=! vv(j) * tanh(ke(b, n, j) + q(b, j))
+    ptr(t, b) argmax=! used(b, n) > 0 ? -inf : u(b, n)
+    used(b, n) = used(b, n) + (n == ptr(t, b) ? 1.0 : 0.0) where n in 0:N
+  }
+}""", full=dict(B=32, N=50, H=256, S=20), tiny=dict(B=2, N=5, H=3, S=4), free=("S",),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]),
+                         _w(r, s["H"]) * 3, _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _n(r, s["B"], s["H"]),
+                         _n(r, s["B"], s["H"])])
+def _pointer(torch, a, t, s):
+    F = torch.nn.functional
+    enc, W1, W2, vv, Wx, Wh, h0, x0 = t
+    B = s["B"]
+    rows = torch.arange(B)
+
+    def loop():
+        ke = F.linear(enc, W1)
+        out = torch.empty(s["S"], B, dtype=torch.int32)
+        used = torch.zeros(B, s["N"], dtype=torch.bool)
+        h, x = h0, x0
+        for k in range(s["S"]):
+            h = torch.tanh(F.linear(h, Wh) + F.linear(x, Wx))
+            u = torch.tanh(ke + F.linear(h, W2)[:, None]) @ vv
+            p = u.masked_fill(used, -torch.inf).argmax(1)
+            out[k] = p
+            used[rows, p] = True
+            x = enc[rows, p]
+        return out
+    return {"torch loop (masked_fill + argmax)": _nograd(torch, loop)}
