@@ -319,3 +319,45 @@ def test_padded_copies_under_guard_pages():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# rows from time-major input into a batch-first output, the weight (out, in):
+# per batch row, U rows of tiles over panels of W copied across its rows
+ROWS_OI = """def proj(float(U,B,E) a, float(R,E) W) -> (g) {
+  g(b, u, r) +=! a(u, b, e) * W(r, e)
+}"""
+
+
+def test_rows_after_the_last_full_tile_read_the_panel():
+    """The rows left after the 4-row tiles (U = 65: one per batch row) run in
+    one-row tiles inside each panel's scope, reading the copied panel, not
+    the weight lane by lane after the panels (a gather per vector)."""
+    tir = tcdsl.compile(ROWS_OI, options={"disk_cache": False}).script
+    one_row = tir.split("for c1_t in range(T.max(U, 0) % 4):")[1].split("for c3_w32")[0]
+    assert "acc = T.alloc_buffer((1, 64))" in one_row and "W_packed[" in one_row, one_row
+    assert re.search(r"W\[[^\]]*\(u \* 16 \+ v\), c2_k\]", one_row) is None, one_row
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_rows_after_the_last_full_tile_agree_with_numpy(mode):
+    k = tcdsl.compile(ROWS_OI, specialize=mode)
+    rng = np.random.default_rng(9)
+    for U, B, E, R in [(65, 3, 40, 130), (9, 2, 17, 64), (3, 1, 5, 200), (1, 1, 1, 1)]:
+        a, W = rng.standard_normal((U, B, E)).astype(np.float32), rng.standard_normal((R, E)).astype(np.float32)
+        want = np.einsum("ube,re->bur", a.astype(np.float64), W.astype(np.float64))
+        np.testing.assert_allclose(k(a, W), want, rtol=1e-5, atol=1e-4)
+
+
+def test_rows_after_the_last_full_tile_under_guard_pages():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import guard
+
+    cases = [{"id": f"rows_oi[{u},{r}]", "source": ROWS_OI, "entry": "proj", "sizes": {"U": u, "B": 2, "E": 19, "R": r},
+              "seed": 3} for u, r in [(65, 130), (9, 64), (3, 70)]]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

@@ -196,6 +196,8 @@ class RegisterTiles:
         # a strided read (a convolution of stride 2) is copied to a panel for
         # every column tile a vector wide or more, the last one overlapping
         strided = any(dims is None for _, dims, _ in packed)
+        # a panel across its tensor (``W(r, e)``) serves the rows after the last full tile too, not lane gathers
+        across = not strided and any(max(dims) > col for _, dims, col in packed)
         depth = self.depth[2] if self.depth else 1
 
         def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX), first=None) -> tuple[list, tirx.PrimExpr]:
@@ -228,7 +230,7 @@ class RegisterTiles:
             def body(tile, jt) -> tirx.Stmt:
                 if pack and packed and (tile.w == m.tile_cols or strided and tile.w in half + (m.vector_width,)):
                     return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
-                        lambda ks: tile.rows(lo, n, ks, rest=False))
+                        lambda ks: tile.rows(lo, n, ks, rest=across and tile.w == m.tile_cols))
                 if pack and whole and tile.w == m.tile_cols:
                     return _Prepacked(self, call, row, j_name, tile.col0, tile.w, jt, whole).around(
                         lambda: tile.rows(lo, n, rest=False))
@@ -248,7 +250,8 @@ class RegisterTiles:
                 stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
             stmts.append(tail(start, narrow, channel_blocks,
                               over_of=lambda tile: body(tile, None) if pack and strided else channel_blocks(tile)))
-            return seq(stmts + [leftover_rows()])
+            done = tirx.floordiv(j_ext, main) * main if pack and across and main == m.tile_cols else None
+            return seq(stmts + [leftover_rows(done)])
 
         def channel_blocks(tile) -> tirx.Stmt:
             """The row tiles of ``tile``'s columns; deep ones (outside sequential
@@ -282,7 +285,7 @@ class RegisterTiles:
             return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), (over_of or body_of)(over),
                                    tirx.IfThenElse(first < j_ext, seq(singles), None))
 
-        def leftover_rows() -> tirx.Stmt | None:
+        def leftover_rows(first=None) -> tirx.Stmt | None:
             """The rows after the last full row tile (all of them for a batch
             of 1): inside sequential loops first in tiles of half the rows and
             twice the columns (a thread's 2 rows under tiles of 4: as many
@@ -309,13 +312,14 @@ class RegisterTiles:
             if lean:
                 wide = ()
             ks = strip_steps(self.low, chain) if self.single else None
-            stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1, ks))
+            first = tirx.const(0, INDEX) if first is None else first  # (the columns before: in the panels)
+            stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1, ks), first)
             stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1, ks)))
             if not half:
                 return tirx.For(r, 0, left, tirx.ForKind.SERIAL, seq(stmts))
             q = tirx.Var(row + "_h", INDEX)
             h0 = lo + tirx.floordiv(n, rb) * rb + q * half
-            hs, start = strips((max(2 * m.tile_cols // vw * vw, vw), vw), "h", lambda tile, _: tile.tile(h0, half))
+            hs, start = strips((max(2 * m.tile_cols // vw * vw, vw), vw), "h", lambda t, _: t.tile(h0, half), first)
             hs.append(tail(start, narrow, lambda tile: tile.tile(h0, half)))
             return seq([tirx.For(q, 0, tirx.floordiv(left, half), tirx.ForKind.SERIAL, seq(hs)),
                         tirx.For(r, 0, tirx.floormod(left, half), tirx.ForKind.SERIAL, seq(stmts))])
@@ -445,18 +449,16 @@ class _Tile(_Column):
         self.keep_below = keep_below
 
     def rows(self, lo, n, ks=None, rest: bool = True) -> tirx.Stmt:
-        """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these
-        steps of the (single) reduction loop, counted from its first value;
-        ``rest`` False: the full row tiles only."""
+        """The tiles of rows lo .. lo+n-1; ``ks`` = (first, count): only these steps of the (single)
+        reduction loop, counted from its first value; ``rest`` False: the full row tiles only."""
         rb = self.m.tile_rows
         sb = tirx.Var(self.row + "_b", INDEX)
         full = tirx.For(sb, 0, tirx.floordiv(n, rb), tirx.ForKind.SERIAL, self.tile(lo + sb * rb, rb, ks))
         if rb == 1 or not rest:
             return full
         r = tirx.Var(self.row + "_t", INDEX)
-        rest = tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
-                        self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1, ks))
-        return tirx.SeqStmt([full, rest])
+        return tirx.SeqStmt([full, tirx.For(r, 0, tirx.floormod(n, rb), tirx.ForKind.SERIAL,
+                                            self.tile(lo + tirx.floordiv(n, rb) * rb + r, 1, ks))])
 
     def tile(self, r0, nr: int, ks=None) -> tirx.Stmt:
         """One register tile: rows r0 .. r0+nr-1 x the tile's columns (x the
