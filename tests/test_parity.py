@@ -192,3 +192,51 @@ def test_remainder_conditions_with_either_sign(cond, read):
     for mode in ("never", "before-scheduling"):
         k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
         np.testing.assert_allclose(k(x, w), evaluate(src, [x, w]), rtol=1e-5, atol=1e-5)
+
+
+# nn.ConvTranspose1d(C, O, 6, stride=3) with the taps by quotient and remainder:
+# output t reads x at t / 3 - m with the tap t % 3 + 3 m (no select on a remainder)
+CONVT1D_DIVMOD = """def ct3(float(B,C,L) x, float(C,O,6) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (t / 3 - m >= 0 && t / 3 - m < L ? x(b, c, t / 3 - m) : 0) * w(c, o, t % 3 + 3 * m)
+      where t in 0:3*L+3, m in 0:2
+  y(b, o, t) = y(b, o, t) + bias(o)
+}"""
+
+
+def test_an_output_read_only_by_quotient_and_remainder_is_split():
+    (pairs, name), = _plan(CONVT1D_DIVMOD).stmts.values()
+    assert name == "y_par" and [(q.v, q.k, q.s) for q in pairs] == [("t", None, 3)]
+    s = tcdsl.compile(CONVT1D_DIVMOD, options={"disk_cache": False}).script
+    sums = s.split("y_par = T.alloc_buffer")[1].split("y[")[0]
+    assert "acc = T.alloc_buffer(" in sums and not re.search(r"(%|//) 3\b", sums), sums
+
+
+@pytest.mark.parametrize("src", [
+    # t also read as itself: not split
+    "def f(float(L) x, float(K) w) -> (y) { y(t) +=! x(t / 2) * w(t % 2 + k) * t where t in 0:2*L, k in 0:K-1 }",
+    # two divisors
+    "def f(float(L) x, float(K) w) -> (y) { y(t) +=! x(t / 2) * w(t % 3 + k) where t in 0:2*L, k in 0:K-2 }",
+    # a remainder only
+    "def f(float(K) x, float(K) w) -> (y) { y(t) +=! x(k) * w(t % 2 + k) where t in 0:5, k in 0:K-1 }",
+])
+def test_outputs_read_otherwise_are_not_split(src):
+    assert not _plan(src)
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_quotient_and_remainder_taps_match_numpy(mode):
+    k = tcdsl.compile(CONVT1D_DIVMOD, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(4)
+    for B, C, L, O in [(1, 1, 1, 1), (2, 3, 7, 5), (3, 2, 4, 3), (1, 4, 9, 2)]:
+        x, w, bias = rand(rng, B, C, L), rand(rng, C, O, 6), rand(rng, O)
+        want = _convt_ref(x, w, 3, 0, (3 * L + 3,)) + bias[None, :, None]
+        np.testing.assert_allclose(k(x, w, bias), want, rtol=1e-5, atol=1e-5)
+
+
+def test_quotient_and_remainder_taps_stay_inside_their_tensors():
+    cases = [{"id": "parity:divmod", "source": CONVT1D_DIVMOD, "expect": "agree",
+              "settings": [{"B": 1, "C": 2, "L": 4, "O": 3}, {"B": 2, "C": 1, "L": 1, "O": 2}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), records

@@ -50,11 +50,11 @@ from .pad import _expr, _respan, _statement
 @dataclass(frozen=True)
 class Pair:
     v: str  # the output variable
-    k: str  # the reduction variable
+    k: str | None  # the reduction variable; None: ``v`` is only read as ``v / s`` and ``v % s``
     s: int  # the stride
     e: int  # the constant of v - k + e, reduced modulo s
     ext_v: str  # the variables' extents as TC text
-    ext_k: str
+    ext_k: str | None
 
 
 @dataclass
@@ -128,12 +128,16 @@ def plan(model: Model) -> Plan:
                     for v, kk, st, e in _remainders(sel.cond, lhs, comp.reduction_vars):
                         if v not in pairs and kk not in {p[1] for p in pairs.values()}:
                             pairs[v] = (v, kk, st, e)
+            for v in lhs:  # outputs read only divided: ``x(b, c, t / 3 - m) * w(c, o, t % 3 + 3 * m)``
+                st = _divided(comp.rhs, v)
+                if v not in pairs and st:
+                    pairs[v] = (v, None, st, 0)
             if not pairs:
                 continue
             found = []
             for v, kk, st, e in pairs.values():
                 try:
-                    exts = [_extent(s, x, k.context) for x in (v, kk)]
+                    exts = [_extent(s, x, k.context) if x else "" for x in (v, kk)]
                 except (NotAffine, isl.Error):
                     break
                 if None in exts:
@@ -142,6 +146,22 @@ def plan(model: Model) -> Plan:
             else:
                 out.stmts[comp.span] = (tuple(found), _fresh(f"{comp.tensor}_par", taken))
     return out
+
+
+def _divided(e, v: str) -> int | None:
+    """``s`` when every read of ``v`` in ``e`` is ``v / s`` or ``v % s`` (one
+    constant ``s`` of at least 2, at least once a quotient); else None."""
+    ok, strides, quotients = set(), set(), 0
+    for x in n.walk(e):
+        if isinstance(x, n.Binary) and x.op in ("/", "%") and isinstance(x.lhs, n.IndexVar) and x.lhs.name == v \
+                and isinstance(x.rhs, n.Const) and isinstance(x.rhs.value, int) and x.rhs.value >= 2:
+            ok.add(id(x.lhs))
+            strides.add(x.rhs.value)
+            quotients += x.op == "/"
+    reads = [x for x in n.walk(e) if isinstance(x, n.IndexVar) and x.name == v]
+    if len(strides) != 1 or not quotients or any(id(x) not in ok for x in reads):
+        return None
+    return strides.pop()
 
 
 def _extent(s, var: str, context: isl.Set) -> str | None:
@@ -181,14 +201,20 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
 def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
     lhs = [x.name for x in st.indices]
     fresh = {q.v: (_fresh(f"{q.v}_p", taken), _fresh(f"{q.v}_q", taken)) for q in pairs}
-    taps = {q.k: _fresh(f"{q.k}_a", taken) for q in pairs}
+    taps = {q.k: _fresh(f"{q.k}_a", taken) for q in pairs if q.k}
     subst = {}
     for q in pairs:
         vp, vq = fresh[q.v]
         subst[q.v] = f"({q.s} * {vq} + {vp})"
-        subst[q.k] = f"({q.s} * {taps[q.k]} + ({vp} + {q.e}) % {q.s})" if q.e else f"({q.s} * {taps[q.k]} + {vp})"
+        if q.k:
+            subst[q.k] = f"({q.s} * {taps[q.k]} + ({vp} + {q.e}) % {q.s})" if q.e else f"({q.s} * {taps[q.k]} + {vp})"
 
     def quotient(e) -> str | None:
+        if isinstance(e, n.Binary) and e.op in ("/", "%") and isinstance(e.lhs, (n.Ident, n.IndexVar)) \
+                and isinstance(e.rhs, n.Const):  # ``v / s`` and ``v % s`` of a divided output
+            q = next((q for q in pairs if q.k is None and q.v == e.lhs.name and q.s == e.rhs.value), None)
+            if q is not None:
+                return fresh[q.v][1 if e.op == "/" else 0]
         """``(v - k + c) / s`` of a pair as ``v_q - k_a + (v_p + c) / s`` (exact:
         ``k`` is ``s * k_a + (v_p + c) % s``), so that the read moves with
         ``v_q`` by 1, without a division TVM would keep in a vector's lanes."""
@@ -212,9 +238,10 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         text = subst.get(e.name) if isinstance(e, (n.Ident, n.IndexVar)) else quotient(e)
         return n.map_children(e, sub) if text is None else _expr(text, e.span)
 
-    guard = " && ".join(f"{subst[q.v]} < {q.ext_v} && {subst[q.k]} < {q.ext_k}" for q in pairs)
-    wheres = [f"{fresh[q.v][0]} in 0:{q.s}, {fresh[q.v][1]} in 0:({q.ext_v} + {q.s - 1}) / {q.s}, "
-              f"{taps[q.k]} in 0:({q.ext_k} + {q.s - 1}) / {q.s}" for q in pairs]
+    guard = " && ".join(f"{subst[q.v]} < {q.ext_v}" + (f" && {subst[q.k]} < {q.ext_k}" if q.k else "")
+                        for q in pairs)
+    wheres = [f"{fresh[q.v][0]} in 0:{q.s}, {fresh[q.v][1]} in 0:({q.ext_v} + {q.s - 1}) / {q.s}"
+              + (f", {taps[q.k]} in 0:({q.ext_k} + {q.s - 1}) / {q.s}" if q.k else "") for q in pairs]
     moved = set(subst)
     for w in st.wheres:
         if isinstance(w, n.RangeConstraint) and w.var in moved:
