@@ -357,6 +357,10 @@ def test_a_sum_over_part_of_its_tensor_is_not_permuted(which, mode):
 SCORES_HEADS_LAST = """def scores(float(B,NH,T,D) q, float(B,NH,S,D) k) -> (s) {
   s(b, i, j, h) +=! q(b, h, i, d) * k(b, h, j, d)
 }"""
+# q and k as a linear layer's output viewed (B, T, NH, D): the heads after every other index in the reads too
+SCORES_BTHD = """def scores(float(B,T,NH,D) q, float(B,S,NH,D) k) -> (s) {
+  s(b, i, j, h) +=! q(b, i, h, d) * k(b, j, h, d)
+}"""
 BMM_BATCH_LAST = """def bmm(float(B,M,K) A, float(B,K,N) X) -> (Y) {
   Y(m, n, b) +=! A(b, m, k) * X(b, k, n)
 }"""
@@ -373,6 +377,8 @@ def test_a_batch_index_written_last_is_summed_first():
     assert "Y_p" in y, y
     off = tcdsl.compile(SCORES_HEADS_LAST, options={"disk_cache": False, "transpose": False}).script
     assert "s_p" not in off
+    s = tcdsl.compile(SCORES_BTHD, options={"disk_cache": False}).script
+    assert "s_p = T.alloc_buffer((B, NH, T_1, S)" in s and re.search(r"s_p\[c0, c\d+, [^\n]*\] = acc\[", s), s
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
@@ -382,6 +388,11 @@ def test_batch_last_sums_match_numpy(mode):
     for B, NH, T, S, D in [(2, 3, 5, 7, 9), (1, 1, 1, 1, 1), (1, 9, 17, 33, 4), (2, 16, 8, 3, 1)]:
         q, kk = rand(rng, B, NH, T, D), rand(rng, B, NH, S, D)
         want = np.einsum("bhqd,bhkd->bqkh", q.astype(np.float64), kk.astype(np.float64))
+        np.testing.assert_allclose(k(q, kk), want, rtol=1e-4, atol=1e-5)
+    k = tcdsl.compile(SCORES_BTHD, specialize=mode, options={"disk_cache": False})
+    for B, T, NH, S, D in [(2, 5, 3, 7, 9), (1, 1, 1, 1, 1), (1, 17, 9, 33, 4)]:
+        q, kk = rand(rng, B, T, NH, D), rand(rng, B, S, NH, D)
+        want = np.einsum("bqhd,bkhd->bqkh", q.astype(np.float64), kk.astype(np.float64))
         np.testing.assert_allclose(k(q, kk), want, rtol=1e-4, atol=1e-5)
     k = tcdsl.compile(BMM_BATCH_LAST, specialize=mode, options={"disk_cache": False})
     for B, M, K, N in [(3, 5, 7, 9), (17, 1, 2, 33)]:
@@ -397,7 +408,8 @@ def test_batch_last_sums_stay_inside_their_tensors():
              for i, (src, sizes) in enumerate([
                  (SCORES_HEADS_LAST, {"B": 2, "NH": 3, "T": 5, "S": 7, "D": 9}),
                  (SCORES_HEADS_LAST, {"B": 1, "NH": 9, "T": 1, "S": 33, "D": 1}),
-                 (BMM_BATCH_LAST, {"B": 17, "M": 3, "K": 5, "N": 26})])]
+                 (BMM_BATCH_LAST, {"B": 17, "M": 3, "K": 5, "N": 26}),
+                 (SCORES_BTHD, {"B": 2, "T": 5, "NH": 3, "S": 19, "D": 9})])]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)

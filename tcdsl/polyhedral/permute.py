@@ -318,7 +318,10 @@ def _batch_last(out: Plan, s, names: list[str], reads: list) -> None:
     while pos < len(names) - 1 and all(first(a, names[pos]) < first(a, h) for a in reads if uses(a.indices, names[pos])):
         pos += 1
     if pos >= len(names) - 2:
-        return
+        # ``h`` after every other index in the reads too (``q(b, i, h, d) *
+        # k(b, j, h, d)``, a linear layer's output viewed ``(B, T, NH, D)``):
+        # before the last two, a matmul per ``(b, h)`` all the same
+        pos = len(names) - 3
     perm = tuple(range(pos)) + (len(names) - 1,) + tuple(range(pos, len(names) - 1))
     rows, j = names[perm[-2]], names[perm[-1]]
     if j not in s.dims or rows not in s.dims:
