@@ -357,7 +357,34 @@ def test_rows_after_the_last_full_tile_under_guard_pages():
 
     cases = [{"id": f"rows_oi[{u},{r}]", "source": ROWS_OI, "entry": "proj", "sizes": {"U": u, "B": 2, "E": 19, "R": r},
               "seed": 3} for u, r in [(65, 130), (9, 64), (3, 70)]]
+    cases += [{"id": f"head_proj[{d}]", "source": HEAD_PROJ, "entry": "kv",
+               "sizes": {"S": 9, "B": 2, "E": 19, "NH": 2, "D": d}, "seed": 4} for d in (32, 48, 17)]
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# keys of a head-split projection, W(h, d, c) in (out, in) layout: 32 columns per head
+HEAD_PROJ = """def kv(float(S,B,E) mem, float(NH,D,E) W) -> (kk) {
+  kk(b, h, j, d) +=! mem(j, b, c) * W(h, d, c)
+}"""
+
+
+def test_tiles_narrower_than_a_full_one_read_panels_of_a_weight_across_its_rows():
+    """A head's 32 columns are tiles of half the width: they copy their panel
+    of ``W`` too (a gather per vector before; (8, 8, 128, 32) keys from 256
+    channels: 2.45 -> 0.52 ms)."""
+    tir = tcdsl.compile(HEAD_PROJ, options={"disk_cache": False}).script
+    half = tir.split("for c4_w32 in range(")[1].split("for c4_w16")[0]
+    assert "W_block = T.alloc_buffer((T.max(E, 0) * 32,))" in half and "* W_packed[" in half, half
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_narrow_panels_agree_with_numpy(mode):
+    k = tcdsl.compile(HEAD_PROJ, specialize=mode)
+    rng = np.random.default_rng(10)
+    for S, B, E, NH, D in [(9, 2, 40, 3, 32), (8, 1, 17, 2, 48), (3, 3, 5, 1, 33), (1, 1, 1, 1, 1)]:
+        mem, W = rng.standard_normal((S, B, E)).astype(np.float32), rng.standard_normal((NH, D, E)).astype(np.float32)
+        want = np.einsum("jbc,hdc->bhjd", mem.astype(np.float64), W.astype(np.float64))
+        np.testing.assert_allclose(k(mem, W), want, rtol=1e-5, atol=1e-4)

@@ -193,10 +193,9 @@ class RegisterTiles:
                   and p[1] is not None and max(p[1]) > p[2]] \
             if (not in_loop or stepped) and copies and box_of_sizes(self.low, chain, row, j_name) else []
         rows_across = bool(packed) and reads_across_rows(self.low, chain, call, row, j_name)
-        # a strided read (a convolution of stride 2) is copied to a panel for
-        # every column tile a vector wide or more, the last one overlapping
+        # a strided read (a convolution of stride 2) or one across its tensor (``W(r, e)``) is copied to a panel
+        # for every column tile a vector wide or more; the second's serve the rows after the last full tile too
         strided = any(dims is None for _, dims, _ in packed)
-        # a panel across its tensor (``W(r, e)``) serves the rows after the last full tile too, not lane gathers
         across = not strided and any(max(dims) > col for _, dims, col in packed)
         depth = self.depth[2] if self.depth else 1
 
@@ -224,11 +223,11 @@ class RegisterTiles:
             # outside sequential loops also vectors of a half and a quarter of
             # the width before single columns (a convolution's 28 columns:
             # 16 + 8 + 4; single columns were most of its time)
-            narrow = tuple(w for w in (m.vector_width // 2, m.vector_width // 4) if w >= 4) \
-                if (not in_loop or depth > 1) and not lean else ()
+            vw = m.vector_width
+            narrow = tuple(w for w in (vw // 2, vw // 4) if w >= 4) if (not in_loop or depth > 1) and not lean else ()
 
             def body(tile, jt) -> tirx.Stmt:
-                if pack and packed and (tile.w == m.tile_cols or strided and tile.w in half + (m.vector_width,)):
+                if pack and packed and (tile.w == m.tile_cols or (strided or across) and tile.w in half + (vw,)):
                     return _Panels(self, chain, call, row, j_name, tile.col0, tile.w, packed, rows_across).around(
                         lambda ks: tile.rows(lo, n, ks, rest=across and tile.w == m.tile_cols))
                 if pack and whole and tile.w == m.tile_cols:
