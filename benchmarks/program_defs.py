@@ -5812,3 +5812,415 @@ def _pointer(torch, a, t, s):
             x = enc[rows, p]
         return out
     return {"torch loop (masked_fill + argmax)": _nograd(torch, loop)}
+
+
+# ------------------------------------------------ session 44, second batch: layouts, key padding, div/mod taps, norms, decoders
+
+# ---------------------------------------------------------------- recurrent networks
+
+@program(name="lstm time-major in, batch-first out y(b, t, j), state in place, two biases (4H,in)", kind="rnn", src="""
+# nn.LSTM run on a time-major (T, B, I) sequence, its output wanted batch-first (B, T, H) by the next layer:
+# the states hs, cs are set from h0, c0 before the loop and updated in place; y is written at (b, t, j)
+def lstm_bf(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) Wih, float(4*H,H) Whh,
+            float(4*H) bih, float(4*H) bhh) -> (y) {
+  hs(b, j) = h0(b, j)
+  cs(b, j) = c0(b, j)
+  for t in T {
+    g(b, r) +=! x(t, b, i) * Wih(r, i)
+    g(b, r) += hs(b, k) * Whh(r, k)
+    g(b, r) = g(b, r) + bih(r) + bhh(r)
+    cs(b, j) = sigmoid(g(b, H + j)) * cs(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+    hs(b, j) = sigmoid(g(b, 3 * H + j)) * tanh(cs(b, j)) where j in 0:H
+    y(b, t, j) = hs(b, j)
+  }
+}""", full=dict(T=64, B=16, I=256, H=256), tiny=dict(T=5, B=3, I=7, H=5),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _n(r, s["B"], s["H"]),
+                         _w(r, 4 * s["H"], s["I"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"]), _w(r, 4 * s["H"])])
+def _lstm_tm_bf(torch, a, t, s):
+    net = torch.nn.LSTM(s["I"], s["H"])
+    for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), a[3:7]):
+        _copy(torch, getattr(net, name), arr)
+    x, h0, c0 = t[0], t[1][None], t[2][None]
+    return {"nn.LSTM + transpose(0, 1)": _nograd(torch, lambda: net(x, (h0, c0))[0].transpose(0, 1))}
+
+
+@program(name="teacher-forced gru decoder (gold tokens from an int32 tensor, int32 bos scalar), logits after the loop",
+         kind="rnn", src="""
+# teacher forcing: the input at step t is the embedding of the gold token tgt(t - 1, b), the scalar bos at t = 0;
+# an nn.GRU step (PyTorch's (3H,E), (3H,H) weights, b_hn inside r) from the encoder state h0; logits for all steps
+def tf_gru(int32(T,B) tgt, int32 bos, float(V,E) emb, float(B,H) h0, float(3*H,E) Wih, float(3*H,H) Whh,
+           float(3*H) bih, float(3*H) bhh, float(V,H) Wo, float(V) bo) -> (logit) {
+  for t in T {
+    if t == 0 { gi(b, r) +=! emb(bos, e) * Wih(r, e) where b in 0:B }
+    else      { gi(b, r) +=! emb(tgt(t - 1, b), e) * Wih(r, e) }
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(t - 1, b, k) * Whh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(t - 1, b, j) }
+  }
+  logit(t, b, v) +=! h(t, b, j) * Wo(v, j)
+  logit(t, b, v) = logit(t, b, v) + bo(v)
+}""", full=dict(T=32, B=32, E=256, H=256, V=1000), tiny=dict(T=5, B=3, E=7, H=5, V=9),
+    inputs=lambda r, s: [r.integers(0, s["V"], (s["T"], s["B"])).astype(np.int32), np.array(1, np.int32),
+                         _n(r, s["V"], s["E"]), _n(r, s["B"], s["H"]), _w(r, 3 * s["H"], s["E"]),
+                         _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]), _w(r, 3 * s["H"]), _w(r, s["V"], s["H"]),
+                         _w(r, s["V"])])
+def _tf_gru(torch, a, t, s):
+    F = torch.nn.functional
+    tgt, bos, emb, h0, Wih, Whh, bih, bhh, Wo, bo = t
+    net = torch.nn.GRU(s["E"], s["H"])
+    for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), a[4:8]):
+        _copy(torch, getattr(net, name), arr)
+    tg = tgt.long()
+    first = torch.full((1, s["B"]), int(a[1]), dtype=torch.long)
+
+    def run():
+        inp = F.embedding(torch.cat([first, tg[:-1]]), emb)
+        return F.linear(net(inp, h0[None])[0], Wo, bo)
+    return {"F.embedding + nn.GRU + F.linear": _nograd(torch, run)}
+
+
+BILSTM2 = """
+# 2-layer bidirectional LSTM (nn.LSTM(num_layers=2, bidirectional=True)), PyTorch's (4H,in) weights stacked by
+# direction; layer 0 runs to the end (its backward half written reversed at T-1-t, columns H..2H), then layer 1
+# reads both halves; cell states in place, the bias folded into the gates, zero initial state
+def bilstm2(float(T,B,I) x, float(2,4*H,I) W0, float(2,4*H,H) U0, float(2,4*H) b0,
+            float(2,4*H,2*H) W1, float(2,4*H,H) U1, float(2,4*H) b1) -> (y) {
+  for t in T {
+    gf(b, r) +=! x(t, b, i) * W0(0, r, i)
+    gb(b, r) +=! x(T - 1 - t, b, i) * W0(1, r, i)
+    if t > 0 {
+      gf(b, r) += ya(t - 1, b, k) * U0(0, r, k)
+      gb(b, r) += ya(T - t, b, H + k) * U0(1, r, k)
+    }
+    gf(b, r) = gf(b, r) + b0(0, r)
+    gb(b, r) = gb(b, r) + b0(1, r)
+    if t == 0 {
+      cf(b, j) = sigmoid(gf(b, j)) * tanh(gf(b, 2 * H + j)) where j in 0:H
+      cb(b, j) = sigmoid(gb(b, j)) * tanh(gb(b, 2 * H + j)) where j in 0:H
+    } else {
+      cf(b, j) = sigmoid(gf(b, H + j)) * cf(b, j) + sigmoid(gf(b, j)) * tanh(gf(b, 2 * H + j)) where j in 0:H
+      cb(b, j) = sigmoid(gb(b, H + j)) * cb(b, j) + sigmoid(gb(b, j)) * tanh(gb(b, 2 * H + j)) where j in 0:H
+    }
+    ya(t, b, j) = sigmoid(gf(b, 3 * H + j)) * tanh(cf(b, j)) where j in 0:H
+    ya(T - 1 - t, b, H + j) = sigmoid(gb(b, 3 * H + j)) * tanh(cb(b, j)) where j in 0:H
+  }
+  for t in T {
+    qf(b, r) +=! ya(t, b, i) * W1(0, r, i)
+    qb(b, r) +=! ya(T - 1 - t, b, i) * W1(1, r, i)
+    if t > 0 {
+      qf(b, r) += y(t - 1, b, k) * U1(0, r, k)
+      qb(b, r) += y(T - t, b, H + k) * U1(1, r, k)
+    }
+    qf(b, r) = qf(b, r) + b1(0, r)
+    qb(b, r) = qb(b, r) + b1(1, r)
+    if t == 0 {
+      df(b, j) = sigmoid(qf(b, j)) * tanh(qf(b, 2 * H + j)) where j in 0:H
+      db(b, j) = sigmoid(qb(b, j)) * tanh(qb(b, 2 * H + j)) where j in 0:H
+    } else {
+      df(b, j) = sigmoid(qf(b, H + j)) * df(b, j) + sigmoid(qf(b, j)) * tanh(qf(b, 2 * H + j)) where j in 0:H
+      db(b, j) = sigmoid(qb(b, H + j)) * db(b, j) + sigmoid(qb(b, j)) * tanh(qb(b, 2 * H + j)) where j in 0:H
+    }
+    y(t, b, j) = sigmoid(qf(b, 3 * H + j)) * tanh(df(b, j)) where j in 0:H
+    y(T - 1 - t, b, H + j) = sigmoid(qb(b, 3 * H + j)) * tanh(db(b, j)) where j in 0:H
+  }
+}"""
+
+
+@program(name="stacked bidirectional lstm L=2, (2,4H,in) weights by direction, reversed writes", kind="rnn",
+         src=BILSTM2, full=dict(T=32, B=16, I=128, H=128), tiny=dict(T=5, B=3, I=7, H=5),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, 2, 4 * s["H"], s["I"]), _w(r, 2, 4 * s["H"], s["H"]),
+                              _w(r, 2, 4 * s["H"]), _w(r, 2, 4 * s["H"], 2 * s["H"]), _w(r, 2, 4 * s["H"], s["H"]),
+                              _w(r, 2, 4 * s["H"])])
+def _bilstm2(torch, a, t, s):
+    H = s["H"]
+    net = torch.nn.LSTM(s["I"], H, num_layers=2, bidirectional=True)
+    for l, (W, U, b) in enumerate([a[1:4], a[4:7]]):
+        for d, suf in enumerate(("", "_reverse")):
+            _copy(torch, getattr(net, f"weight_ih_l{l}{suf}"), W[d])
+            _copy(torch, getattr(net, f"weight_hh_l{l}{suf}"), U[d])
+            _copy(torch, getattr(net, f"bias_ih_l{l}{suf}"), b[d])
+            _copy(torch, getattr(net, f"bias_hh_l{l}{suf}"), np.zeros(4 * H, np.float32))
+    return {"nn.LSTM(num_layers=2, bidirectional)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+# ---------------------------------------------------------------- attention
+
+@program(name="causal self-attention, scores heads-last s(b, i, j, h), q/k/v (B,T,NH,D)", kind="attention", src="""
+# causal self-attention on q, k, v as a linear layer's output viewed (B, T, NH, D), no transpose to (B, NH, T, D):
+# the scores and weights keep the heads last, s(b, i, j, h); the causal mask is a select, plain softmax
+def causal_hl(float(B,T,NH,D) q, float(B,T,NH,D) k, float(B,T,NH,D) v) -> (o) {
+  s(b, i, j, h) +=! q(b, i, h, d) * k(b, j, h, d)
+  mx(b, i, h) max=! (j <= i ? s(b, i, j, h) : -inf)
+  p(b, i, j, h) = j <= i ? exp((s(b, i, j, h) - mx(b, i, h)) * rsqrt(float(D))) : 0
+  z(b, i, h) +=! p(b, i, j, h)
+  o(b, i, h, d) +=! p(b, i, j, h) * v(b, j, h, d)
+  o(b, i, h, d) = o(b, i, h, d) / z(b, i, h)
+}""", full=dict(B=4, T=256, NH=8, D=64), tiny=dict(B=1, T=7, NH=3, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["NH"], s["D"]) for _ in range(3)])
+def _causal_hl(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = (x.transpose(1, 2) for x in t)
+    return {"sdpa(is_causal) on transposed views": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2))}
+
+
+@program(name="nn.MultiheadAttention cross-attention, time-major, key padding from int32 lengths (-inf select)",
+         kind="attention", src="""
+# nn.MultiheadAttention(E, NH) as a decoder's cross-attention, time-major (its default): queries (L, B, E), keys =
+# values = the encoder memory (S, B, E); key_padding_mask from int32 lengths (key j >= len(b) scores -inf);
+# in_proj_weight viewed (3, NH, D, E), in_proj_bias (3, NH, D), out_proj.weight viewed (E, NH, D); heads as index dims
+def xattn(float(L,B,E) query, float(S,B,E) mem, int32(B) len, float(3,NH,D,E) Win, float(3,NH,D) bin,
+          float(E,NH,D) Wout, float(E) bout) -> (out) {
+  q(b, h, i, d) +=! query(i, b, c) * Win(0, h, d, c)
+  q(b, h, i, d) = (q(b, h, i, d) + bin(0, h, d)) * rsqrt(float(D))
+  kk(b, h, j, d) +=! mem(j, b, c) * Win(1, h, d, c)
+  kk(b, h, j, d) = kk(b, h, j, d) + bin(1, h, d)
+  vv(b, h, j, d) +=! mem(j, b, c) * Win(2, h, d, c)
+  vv(b, h, j, d) = vv(b, h, j, d) + bin(2, h, d)
+  sc(b, h, i, j) +=! q(b, h, i, d) * kk(b, h, j, d)
+  sc(b, h, i, j) = j < len(b) ? sc(b, h, i, j) : -inf
+  mx(b, h, i) max=! sc(b, h, i, j)
+  e(b, h, i, j) = exp(sc(b, h, i, j) - mx(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  att(i, b, h, d) +=! e(b, h, i, j) * vv(b, h, j, d)
+  att(i, b, h, d) = att(i, b, h, d) / z(b, h, i)
+  out(i, b, o) +=! att(i, b, h, d) * Wout(o, h, d)
+  out(i, b, o) = out(i, b, o) + bout(o)
+}""", full=dict(L=64, S=128, B=8, E=256, NH=8, D=32), tiny=dict(L=3, S=5, B=3, E=9, NH=3, D=3),
+    inputs=lambda r, s: [_n(r, s["L"], s["B"], s["E"]), _n(r, s["S"], s["B"], s["E"]),
+                         r.integers(1, s["S"] + 1, s["B"]).astype(np.int32),
+                         _w(r, 3, s["NH"], s["D"], s["E"]), _w(r, 3, s["NH"], s["D"]),
+                         _w(r, s["E"], s["NH"], s["D"]), _w(r, s["E"])])
+def _xattn(torch, a, t, s):
+    E, S = s["E"], s["S"]
+    mha = torch.nn.MultiheadAttention(E, s["NH"])
+    _copy(torch, mha.in_proj_weight, a[3].reshape(3 * E, E))
+    _copy(torch, mha.in_proj_bias, a[4].reshape(-1))
+    _copy(torch, mha.out_proj.weight, a[5].reshape(E, E))
+    _copy(torch, mha.out_proj.bias, a[6])
+    mha.eval()
+    pad = torch.arange(S)[None, :] >= t[2][:, None].long()
+    return {"nn.MultiheadAttention(key_padding_mask)": _nograd(
+        torch, lambda: mha(t[0], t[1], t[1], key_padding_mask=pad, need_weights=False)[0])}
+
+
+# ---------------------------------------------------------------- convolutions
+
+@program(name="depthwise-separable conv1d (K=5 same, (C,1,5) select, then pointwise (O,C,1) + bias)", kind="conv",
+         src="""
+# depthwise-separable 1-D convolution (QuartzNet / MobileNet style): a depthwise K=5 'same' convolution with
+# PyTorch's (C, 1, 5) weight, padding as a select, then a pointwise (O, C, 1) convolution with bias
+def dsconv(float(B,C,L) x, float(C,1,5) wd, float(O,C,1) wp, float(O) bias) -> (y) {
+  dw(b, c, l) +=! (l + k - 2 >= 0 && l + k - 2 < L ? x(b, c, l + k - 2) : 0) * wd(c, 0, k) where l in 0:L, k in 0:5
+  y(b, o, l) +=! dw(b, c, l) * wp(o, c, 0)
+  y(b, o, l) = y(b, o, l) + bias(o)
+}""", full=dict(B=16, C=128, L=512, O=128), tiny=dict(B=3, C=5, L=7, O=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], 1, 5), _w(r, s["O"], s["C"], 1), _w(r, s["O"])])
+def _dsconv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(groups=C) + F.conv1d": _nograd(
+        torch, lambda: F.conv1d(F.conv1d(t[0], t[1], padding=2, groups=s["C"]), t[2], t[3]))}
+
+
+@program(name="conv1d stride 2 padding 1 K=3 + bias + relu, input position as a where binding", kind="conv", src="""
+# nn.Conv1d(C, O, 3, stride=2, padding=1) then ReLU: output l reads input p = 2 l + k - 1 (bound with where),
+# zero outside 0..L-1; L_out = (L + 1) / 2 as PyTorch's floor((L + 2 - 3) / 2) + 1
+def s2conv(float(B,C,L) x, float(O,C,3) w, float(O) bias) -> (y) {
+  y(b, o, l) +=! (p >= 0 && p < L ? x(b, c, p) : 0) * w(o, c, k) where p = 2 * l + k - 1, l in 0:(L + 1) / 2, k in 0:3
+  y(b, o, l) = fmax(y(b, o, l) + bias(o), 0)
+}""", full=dict(B=8, C=128, L=1024, O=128), tiny=dict(B=3, C=5, L=7, O=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["O"], s["C"], 3), _w(r, s["O"])])
+def _s2conv(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv1d(stride=2, padding=1) + relu": _nograd(
+        torch, lambda: F.relu(F.conv1d(t[0], t[1], t[2], stride=2, padding=1)))}
+
+
+@program(name="conv_transpose1d stride 3, K=6, taps by div/mod (t / 3 - m, t % 3 + 3 m) + bias", kind="conv", src="""
+# nn.ConvTranspose1d(C, O, 6, stride=3): output t gets the taps k = t % 3 + 3 m (m = 0, 1) from input t / 3 - m,
+# written with floor division and remainder instead of a select over all 6 taps; L_out = 3 (L - 1) + 6
+def ct3(float(B,C,L) x, float(C,O,6) w, float(O) bias) -> (y) {
+  y(b, o, t) +=! (t / 3 - m >= 0 && t / 3 - m < L ? x(b, c, t / 3 - m) : 0) * w(c, o, t % 3 + 3 * m) where t in 0:3*L+3, m in 0:2
+  y(b, o, t) = y(b, o, t) + bias(o)
+}""", full=dict(B=8, C=128, L=512, O=64), tiny=dict(B=3, C=5, L=7, O=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["O"], 6), _w(r, s["O"])])
+def _ct3(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv_transpose1d(stride=3)": _nograd(torch, lambda: F.conv_transpose1d(t[0], t[1], t[2], stride=3))}
+
+
+# ---------------------------------------------------------------- norms
+
+@program(name="batch norm 1d (B,C,L) training: output + running mean/var update (momentum 0.1, unbiased var)",
+         kind="norm", src="""
+# nn.BatchNorm1d in training mode on (B, C, L): normalise with the batch statistics, and return the updated
+# running statistics (momentum 0.1; the running variance takes the unbiased variance, n / (n - 1), n = B L)
+def bn1d(float(B,C,L) x, float(C) gamma, float(C) beta, float(C) rmean, float(C) rvar) -> (y, new_mean, new_var) {
+  mu(c) +=! x(b, c, l) / (B * L)
+  var(c) +=! d * d / (B * L) where d = x(b, c, l) - mu(c)
+  y(b, c, l) = (x(b, c, l) - mu(c)) * rsqrt(var(c) + 1e-5) * gamma(c) + beta(c)
+  new_mean(c) = 0.9 * rmean(c) + 0.1 * mu(c)
+  new_var(c) = 0.9 * rvar(c) + 0.1 * var(c) * (B * L) / (B * L - 1)
+}""", full=dict(B=32, C=128, L=512), tiny=dict(B=3, C=5, L=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]) * 2 + 1, 1 + _w(r, s["C"]), _w(r, s["C"]), _w(r, s["C"]),
+                         1 + np.abs(_w(r, s["C"]))],
+    pick=lambda r: np.concatenate([r[0].reshape(-1), r[1], r[2]]))
+def _bn1d_running(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, b, rm0, rv0 = t
+
+    def run():
+        rm, rv = rm0.clone(), rv0.clone()   # F.batch_norm updates them in place
+        y = F.batch_norm(x, rm, rv, g, b, training=True, momentum=0.1, eps=1e-5)
+        return torch.cat([y.reshape(-1), rm, rv])
+    return {"F.batch_norm(training) + cat": _nograd(torch, run)}
+
+
+@program(name="group norm on (B,C,L) without reshape: group c / CG, sums of x and x^2, affine (G,CG)", kind="norm",
+         src="""
+# F.group_norm(x, G) on (B, C, L) as it is: group g holds channels g CG .. g CG + CG - 1 (C = G CG); statistics
+# from the sums of x and x^2; PyTorch's (C,) weight and bias viewed (G, CG), read at (c / CG, c % CG)
+def gn(float(B,C,L) x, float(G,CG) gamma, float(G,CG) beta) -> (y) {
+  s1(b, g) +=! x(b, g * CG + c, l) where g in 0:G, c in 0:CG, l in 0:L
+  s2(b, g) +=! x(b, g * CG + c, l) * x(b, g * CG + c, l) where g in 0:G, c in 0:CG, l in 0:L
+  mu(b, g) = s1(b, g) / (CG * L)
+  rs(b, g) = rsqrt(s2(b, g) / (CG * L) - mu(b, g) * mu(b, g) + 1e-5)
+  y(b, c, l) = (x(b, c, l) - mu(b, c / CG)) * rs(b, c / CG) * gamma(c / CG, c % CG) + beta(c / CG, c % CG)
+}""", full=dict(B=16, C=256, L=1024, G=32, CG=8), tiny=dict(B=3, C=15, L=7, G=3, CG=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), 1 + _w(r, s["G"], s["CG"]), _w(r, s["G"], s["CG"])])
+def _gn_cl(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.group_norm": _nograd(torch, lambda: F.group_norm(t[0], s["G"], t[1].reshape(-1), t[2].reshape(-1), 1e-5))}
+
+
+# ---------------------------------------------------------------- losses
+
+@program(name="label-smoothing kl loss (annotated transformer: pad column and pad rows zeroed, sum)", kind="loss",
+         src="""
+# the Annotated Transformer's LabelSmoothing: target distribution 0.9 at the label, 0.1 / (C - 2) elsewhere, 0 in
+# the padding column 0 and in rows whose label is the padding 0; KLDivLoss(reduction='sum') against log_softmax(x)
+def lskl(float(N,C) x, int32(N) tgt) -> (loss) {
+  mx(n) max=! x(n, c)
+  lse(n) +=! exp(x(n, c) - mx(n))
+  lse(n) = log(lse(n)) + mx(n)
+  loss +=! (tgt(n) == 0 || c == 0 ? 0 : q * (log(q) - x(n, c) + lse(n))) where q = (c == tgt(n) ? 0.9 : 0.1 / (C - 2))
+}""", full=dict(N=2048, C=1000), tiny=dict(N=7, C=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"]) * 2, r.integers(0, s["C"], s["N"]).astype(np.int32)])
+def _lskl(torch, a, t, s):
+    F = torch.nn.functional
+    C = s["C"]
+    tg = t[1].long()
+
+    def run():
+        td = torch.full_like(t[0], 0.1 / (C - 2))
+        td.scatter_(1, tg[:, None], 0.9)
+        td[:, 0] = 0
+        td[tg == 0] = 0
+        return F.kl_div(F.log_softmax(t[0], 1), td, reduction="sum")
+    return {"log_softmax + F.kl_div(sum)": _nograd(torch, run)}
+
+
+@program(name="masked sequence nll, batch-first logits, int32 lengths, mean over tokens per sequence then batch",
+         kind="loss", src="""
+# token-level cross entropy of a batch-first (B, T, V) decoder output, tokens t >= len(b) masked out by a select,
+# each sequence's sum divided by its length, then the mean over the batch
+def seqnll(float(B,T,V) logit, int32(B,T) tgt, int32(B) len) -> (loss) {
+  mx(b, t) max=! logit(b, t, v)
+  se(b, t) +=! exp(logit(b, t, v) - mx(b, t))
+  nll(b, t) = t < len(b) ? log(se(b, t)) + mx(b, t) - logit(b, t, tgt(b, t)) : 0
+  loss +=! nll(b, t) / (len(b) * B)
+}""", full=dict(B=32, T=128, V=1000), tiny=dict(B=3, T=5, V=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["V"]) * 2, r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32),
+                         r.integers(1, s["T"] + 1, s["B"]).astype(np.int32)])
+def _seqnll(torch, a, t, s):
+    F = torch.nn.functional
+    B, T, V = s["B"], s["T"], s["V"]
+    tg = t[1].long().reshape(-1)
+    ln = t[2].float()
+    mask = torch.arange(T)[None, :] < t[2][:, None].long()
+
+    def run():
+        nll = F.cross_entropy(t[0].reshape(-1, V), tg, reduction="none").view(B, T)
+        return ((nll * mask).sum(1) / ln).mean()
+    return {"F.cross_entropy(none) * mask": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- decoders and reservoirs
+
+@program(name="greedy decoder with an lstm cell (4H,E), bos scalar, tokens batch-first tok(b, t)", kind="rnn", src="""
+# greedy decoding with an nn.LSTMCell (PyTorch's (4H,E), (4H,H) weights, one bias): the argmax token of each step
+# (logits with their bias) is embedded as the next input, the int32 scalar bos at step 0; S steps (a free size);
+# states in place from the encoder's h0, c0; tokens written batch-first
+def greedy_lstm(float(V,E) emb, float(4*H,E) Wih, float(4*H,H) Whh, float(4*H) bias, float(V,H) Wo, float(V) bo,
+                float(B,H) h0, float(B,H) c0, int32 bos) -> (tok) {
+  hs(b, j) = h0(b, j)
+  cs(b, j) = c0(b, j)
+  for t in S {
+    g(b, r) +=! hs(b, k) * Whh(r, k)
+    if t == 0 { g(b, r) += emb(bos, e) * Wih(r, e) where b in 0:B }
+    else      { g(b, r) += emb(tok(b, t - 1), e) * Wih(r, e) }
+    g(b, r) = g(b, r) + bias(r)
+    cs(b, j) = sigmoid(g(b, H + j)) * cs(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+    hs(b, j) = sigmoid(g(b, 3 * H + j)) * tanh(cs(b, j)) where j in 0:H
+    logit(b, v) +=! hs(b, j) * Wo(v, j)
+    tok(b, t) argmax=! logit(b, v) + bo(v)
+  }
+}""", full=dict(S=32, B=16, E=256, H=256, V=2000), tiny=dict(S=5, B=3, E=7, H=5, V=9), free=("S",),
+    inputs=lambda r, s: [_n(r, s["V"], s["E"]), _w(r, 4 * s["H"], s["E"]), _w(r, 4 * s["H"], s["H"]),
+                         _w(r, 4 * s["H"]), _w(r, s["V"], s["H"]) * 4, _w(r, s["V"]), _n(r, s["B"], s["H"]),
+                         _n(r, s["B"], s["H"]), np.array(2, np.int32)])
+def _greedy_lstm(torch, a, t, s):
+    F = torch.nn.functional
+    emb, Wih, Whh, bias, Wo, bo, h0, c0, bos = t
+    cell = torch.nn.LSTMCell(s["E"], s["H"])
+    _copy(torch, cell.weight_ih, a[1])
+    _copy(torch, cell.weight_hh, a[2])
+    _copy(torch, cell.bias_ih, a[3])
+    _copy(torch, cell.bias_hh, np.zeros(4 * s["H"], np.float32))
+    B = s["B"]
+
+    def loop():
+        out = torch.empty(B, s["S"], dtype=torch.int32)
+        h, c = h0, c0
+        tok = torch.full((B,), int(a[8]), dtype=torch.long)
+        for k in range(s["S"]):
+            h, c = cell(F.embedding(tok, emb), (h, c))
+            tok = F.linear(h, Wo, bo).argmax(1)
+            out[:, k] = tok
+        return out
+    return {"nn.LSTMCell loop": _nograd(torch, loop)}
+
+
+@program(name="leaky echo-state network (reservoir (out,in), scalar leak rate, readout every step)", kind="rnn", src="""
+# leaky-integrator echo-state network (Jaeger 2007): a fixed random reservoir Wres (out,in) of spectral radius < 1,
+# x(t) = (1 - leak) x(t - 1) + leak tanh(Win u(t) + Wres x(t - 1) + bias) from x = 0, the leak a scalar input;
+# the state xs is updated in place, the linear readout Wout x(t) of every step is written time-major
+def esn(float(T,B,I) u, float(N,I) Win, float(N,N) Wres, float(N) bias, float(O,N) Wout, float leak) -> (y) {
+  xs(b, n) = 0.0 where b in 0:B, n in 0:N
+  for t in T {
+    a(b, n) +=! u(t, b, i) * Win(n, i)
+    a(b, n) += xs(b, k) * Wres(n, k)
+    xs(b, n) = (1 - leak) * xs(b, n) + leak * tanh(a(b, n) + bias(n))
+    y(t, b, o) +=! xs(b, n) * Wout(o, n)
+  }
+}""", full=dict(T=128, B=16, I=64, N=256, O=32), tiny=dict(T=5, B=3, I=3, N=7, O=3),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["N"], s["I"]), _w(r, s["N"], s["N"]) * 0.9,
+                         _w(r, s["N"]) * 0.1, _w(r, s["O"], s["N"]), np.array(0.3, np.float32)])
+def _esn(torch, a, t, s):
+    F = torch.nn.functional
+    u, Win, Wres, bias, Wout, leak = t
+    lk = float(a[5])
+
+    def loop():
+        pre = F.linear(u, Win, bias)
+        x = torch.zeros(s["B"], s["N"])
+        states = torch.empty(s["T"], s["B"], s["N"])
+        for k in range(s["T"]):
+            x = torch.lerp(x, torch.tanh(torch.addmm(pre[k], x, Wres.T)), lk)
+            states[k] = x
+        return F.linear(states, Wout)
+    return {"torch loop (addmm, lerp) + F.linear": _nograd(torch, loop)}
