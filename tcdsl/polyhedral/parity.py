@@ -30,8 +30,14 @@ In the temporary the remainder condition holds everywhere (polyhedral/split.py
 drops it) and the input's index ``(v - k + e) / s`` becomes ``v_q - k_a`` plus a
 constant per class: a plain convolution per class, in register tiles, and its
 bounds select a padding copy (polyhedral/pad.py).  Measured on the program
-above: 104-110 -> 3.4-3.6 ms.  ``options={"parity": False}`` leaves programs as
-written.
+above: 104-110 -> 3.4-3.6 ms.
+
+An output variable that the sum reads only as ``v / s`` and ``v % s`` (the
+taps of a transposed convolution written by quotient and remainder, ``x(b,
+c, t / 3 - m) * w(c, o, t % 3 + 3 * m)``) is split the same way, without a
+tap: ``v / s`` becomes ``v_q`` and ``v % s`` becomes ``v_p`` (stride 3,
+(B, C, L, O) = (8, 128, 512, 64): 140 -> 3.9-4.2 ms).
+``options={"parity": False}`` leaves programs as written.
 """
 from __future__ import annotations
 
@@ -210,14 +216,15 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
             subst[q.k] = f"({q.s} * {taps[q.k]} + ({vp} + {q.e}) % {q.s})" if q.e else f"({q.s} * {taps[q.k]} + {vp})"
 
     def quotient(e) -> str | None:
+        """``(v - k + c) / s`` of a pair as ``v_q - k_a + (v_p + c) / s`` (exact:
+        ``k`` is ``s * k_a + (v_p + c) % s``), so that the read moves with
+        ``v_q`` by 1, without a division TVM would keep in a vector's lanes;
+        ``v / s`` and ``v % s`` of a divided output as ``v_q`` and ``v_p``."""
         if isinstance(e, n.Binary) and e.op in ("/", "%") and isinstance(e.lhs, (n.Ident, n.IndexVar)) \
-                and isinstance(e.rhs, n.Const):  # ``v / s`` and ``v % s`` of a divided output
+                and isinstance(e.rhs, n.Const):
             q = next((q for q in pairs if q.k is None and q.v == e.lhs.name and q.s == e.rhs.value), None)
             if q is not None:
                 return fresh[q.v][1 if e.op == "/" else 0]
-        """``(v - k + c) / s`` of a pair as ``v_q - k_a + (v_p + c) / s`` (exact:
-        ``k`` is ``s * k_a + (v_p + c) % s``), so that the read moves with
-        ``v_q`` by 1, without a division TVM would keep in a vector's lanes."""
         if not (isinstance(e, n.Binary) and e.op == "/" and isinstance(e.rhs, n.Const)):
             return None
         lin = n.linear(e.lhs)
