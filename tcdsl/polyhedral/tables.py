@@ -282,7 +282,7 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
                     return n.Binary("*", fn(e.lhs), fn(e.rhs), span=e.span)
             hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
             if hit is not None and not isinstance(e, n.Ident) and hit[1].text is not None \
-                    and _text(_expanded(e, lets)) == hit[1].text:
+                    and _text(n.expand_lets(e, lets)) == hit[1].text:
                 name, t = hit
                 idx = tuple(n.Ident(v, span=e.span) for v in t.dims)
                 wheres = tuple(w for w in st.wheres if isinstance(w, n.RangeConstraint) and w.var in t.dims) \
@@ -340,18 +340,6 @@ def _text(e: n.Expr) -> str | None:
         return expr_to_tc(e)
     except InternalError:  # (a node the printer does not know: matches nothing, no table)
         return None
-
-
-def _expanded(e: n.Expr, lets: tuple) -> n.Expr:
-    """``e`` with the names its statement's ``where`` bindings give replaced
-    by their values (as the checked form has them)."""
-    values = {w.name: w.expr for w in lets}
-
-    def fn(x):
-        if isinstance(x, n.Ident) and x.name in values:
-            return fn(values[x.name])
-        return n.map_children(x, fn)
-    return fn(e)
 
 
 def _renamed(text: str, dims: tuple[str, ...]) -> str:

@@ -275,16 +275,22 @@ def inline_lets(node: Node) -> Node:
     ``p = t + 1 - k``)."""
     if not isinstance(node, Comprehension):
         return map_children(node, inline_lets) if isinstance(node, (Program, Def, For, If)) else node
-    values = {w.name: w.expr for w in node.wheres if isinstance(w, Let)}
-    if not values:
+    lets = tuple(w for w in node.wheres if isinstance(w, Let))
+    if not lets:
         return node
+    return replace(node, indices=tuple(expand_lets(e, lets) for e in node.indices), rhs=expand_lets(node.rhs, lets),
+                   wheres=tuple(expand_lets(w, lets) for w in node.wheres if not isinstance(w, Let)))
+
+
+def expand_lets(e: Node, lets: tuple) -> Node:
+    """``e`` with the names that the bindings ``lets`` give replaced by their values."""
+    values = {w.name: w.expr for w in lets}
 
     def sub(x):
         if isinstance(x, Ident) and x.name in values:
             return sub(values[x.name])
         return map_children(x, sub)
-    return replace(node, indices=tuple(sub(e) for e in node.indices), rhs=sub(node.rhs),
-                   wheres=tuple(sub(w) for w in node.wheres if not isinstance(w, Let)))
+    return sub(e)
 
 
 def linear(e: Expr) -> dict | None:
