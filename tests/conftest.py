@@ -7,8 +7,10 @@ files instead (TC ``test_lang.cc --accept``).  Tests marked
 """
 from __future__ import annotations
 
+import atexit
 import difflib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,7 +18,9 @@ import pytest
 
 # Every test session gets an empty on-disk kernel cache of its own, so tests
 # neither read nor fill the user's cache (tests/test_cache.py makes its own).
+# (removed when the process ends: a run leaves nothing in the temp directory)
 os.environ["TCDSL_CACHE_DIR"] = tempfile.mkdtemp(prefix="tcdsl-test-cache-")
+atexit.register(shutil.rmtree, os.environ["TCDSL_CACHE_DIR"], ignore_errors=True)
 # ... and the tuning database beside it (tests that tune name their own)
 os.environ.pop("TCDSL_TUNING_DB", None)
 

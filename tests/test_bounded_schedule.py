@@ -72,6 +72,40 @@ def test_the_limit_comes_from_the_environment(monkeypatch, text, want):
     assert bounded.seconds() == want
 
 
+@pytest.mark.parametrize("symbolic, want", [(0.001, bounded.LEAST), (0.2, 0.2 * bounded.SCALE), (5.0, bounded.MOST)])
+def test_the_limit_scales_with_the_symbolic_time(monkeypatch, symbolic, want):
+    monkeypatch.delenv("TCDSL_SCHEDULE_SECONDS", raising=False)
+    assert bounded.seconds(symbolic) == pytest.approx(want)
+    monkeypatch.setenv("TCDSL_SCHEDULE_SECONDS", "2.5")  # a fixed limit wins
+    assert bounded.seconds(symbolic) == 2.5
+
+
+def test_a_search_that_does_not_end_is_cut_at_its_scaled_limit(monkeypatch):
+    """Without TCDSL_SCHEDULE_SECONDS the child gets SCALE times what the
+    symbolic schedules took, which are made once for all the size tuples and
+    serve past the limit."""
+    monkeypatch.delenv("TCDSL_SCHEDULE_SECONDS", raising=False)
+    limits, symbolic = [], []
+    real_run, real_kernel = bounded.run, sched_mod._schedule_kernel
+    monkeypatch.setattr(bounded, "run", lambda ctx, work, limit=None: limits.append(limit) or real_run(ctx, work, limit))
+    monkeypatch.setattr(sched_mod, "_schedule_kernel",
+                        lambda k, fix, fusion="auto": (fix is None and symbolic.append(1)) or real_kernel(k, fix, fusion))
+    fe = driver.frontend(PADDED_WITH_ONE)
+    model = driver.model_for(fe, driver.parse_options(None).schedule)
+    sizes = {"B": 2, "C": 3, "L": 13, "O": 17, "K": 3}
+    got = sched_mod.schedule(model, sizes)
+    kernels = model.kernels()
+    assert len(symbolic) == len(kernels)
+    schedules, took = model.symbolic["auto"]
+    assert limits == [pytest.approx(min(bounded.MOST, max(bounded.LEAST, bounded.SCALE * took)))]
+    # isl's search at these sizes takes hours: the symbolic schedules serve them
+    for i, kern in enumerate(kernels):
+        dom = kern.domain.intersect_params(sched_mod.fixed_set(model, sizes))
+        assert got[i].to_str() == schedules[i].intersect_domain(dom).to_str()
+    sched_mod.schedule(model, None)  # the symbolic kernel's: the same, not made again
+    assert len(symbolic) == len(kernels)
+
+
 def test_past_the_limit_the_symbolic_schedule_serves_the_sizes(monkeypatch):
     monkeypatch.setattr(bounded, "run", lambda ctx, work, limit=None: None)
     k = tcdsl.compile(ELMAN, specialize="before-scheduling",

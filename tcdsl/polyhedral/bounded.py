@@ -13,8 +13,15 @@ schedules restricted to the sizes, which the AST specialises as
 ``after-scheduling`` does.  (The fork costs about 40 ms with TVM loaded, once
 per size tuple.)
 
-``TCDSL_SCHEDULE_SECONDS`` sets the limit (default 30; ``0`` or a platform
-without ``fork`` computes in the process, without a limit).
+The limit scales with the time the symbolic schedules took, which the
+caller computes first: ``SCALE`` times that, at least ``LEAST`` and at most
+``MOST`` seconds.  At the full sizes of benchmarks/program_defs.py isl
+schedules with the sizes fixed in 0.9 to 19 times the symbolic time (median
+2x; 19x a WaveNet stack); the searches that do not end (3 of the suite's
+programs and tests' size tuples) take hours, and waiting 30 s for each of them
+made every such size tuple a 30-s compile.  ``TCDSL_SCHEDULE_SECONDS`` sets a fixed
+limit instead (``0``, or a platform without ``fork``: computed in the process,
+without a limit).
 """
 from __future__ import annotations
 
@@ -26,16 +33,21 @@ from typing import Callable
 
 import islpy as isl
 
-DEFAULT_SECONDS = 30.0
+SCALE = 40.0
+LEAST = 3.0
+MOST = 30.0
 
 
-def seconds() -> float:
-    """The time limit from ``TCDSL_SCHEDULE_SECONDS`` (0: none)."""
+def seconds(symbolic: float | None = None) -> float:
+    """The time limit: ``TCDSL_SCHEDULE_SECONDS`` when set (0: none), else
+    scaled to ``symbolic``, the seconds the symbolic schedules took."""
     text = os.environ.get("TCDSL_SCHEDULE_SECONDS", "")
     try:
-        return max(float(text), 0.0) if text.strip() else DEFAULT_SECONDS
+        if text.strip():
+            return max(float(text), 0.0)
     except ValueError:
-        return DEFAULT_SECONDS
+        pass
+    return MOST if symbolic is None else min(MOST, max(LEAST, SCALE * symbolic))
 
 
 def run(ctx: isl.Context, work: Callable[[], list[isl.Schedule]],

@@ -116,6 +116,9 @@ class Block:
 class Model:
     ranges: RangeInfo
     body: Block
+    # fusion -> (the symbolic schedules, the seconds they took): schedule.py's
+    # memo for the size tuples scheduled before scheduling
+    symbolic: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ctx(self) -> isl.Context:

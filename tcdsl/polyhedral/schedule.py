@@ -15,6 +15,8 @@ schedules become isl ASTs in :mod:`tcdsl.polyhedral.isl_ast`.
 """
 from __future__ import annotations
 
+import time
+
 import islpy as isl
 
 from ..options import FUSION
@@ -54,13 +56,22 @@ def schedule(model: Model, fixed: dict[str, int] | None = None, fusion: str = "a
     fix = fixed_set(model, fixed) if fixed else None
     kernels = model.kernels()
     if fix is None:
-        return {i: _schedule_kernel(k, None, fusion) for i, k in enumerate(kernels)}
-    # with the sizes fixed first: under a time limit (bounded.py); past it,
-    # the symbolic schedules restricted to the sizes
-    got = bounded.run(model.ctx, lambda: [_schedule_kernel(k, fix, fusion) for k in kernels])
+        return dict(enumerate(_symbolic(model, fusion)[0]))
+    # with the sizes fixed first, under a time limit (bounded.py) scaled to
+    # what the symbolic schedules took; past it, those restricted to the sizes
+    symbolic, took = _symbolic(model, fusion)
+    got = bounded.run(model.ctx, lambda: [_schedule_kernel(k, fix, fusion) for k in kernels], bounded.seconds(took))
     if got is None:
-        got = [_schedule_kernel(k, None, fusion).intersect_domain(k.domain.intersect_params(fix)) for k in kernels]
+        got = [s.intersect_domain(k.domain.intersect_params(fix)) for s, k in zip(symbolic, kernels)]
     return dict(enumerate(got))
+
+
+def _symbolic(model: Model, fusion: str) -> tuple[list[isl.Schedule], float]:
+    memo = model.symbolic  # made once per model for all the size tuples
+    if fusion not in memo:
+        start = time.perf_counter()
+        memo[fusion] = ([_schedule_kernel(k, None, fusion) for k in model.kernels()], time.perf_counter() - start)
+    return memo[fusion]
 
 
 def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> isl.Schedule:
