@@ -394,6 +394,31 @@ def test_the_hint_is_the_size_of_the_dimension_read_under_the_select():
     assert "'y' has elements no statement writes" in msg and "'where h in 0:H' would widen it" in msg, msg
 
 
+def test_a_read_on_the_right_of_or_and_and_warns_as_under_a_select():
+    """``||`` and ``&&`` evaluate their right side only where the left does
+    not decide, so ``i == 0 || A(i - 1) > 0`` is a guard like ``?:``: the read
+    narrows ``i`` to [1, N + 1) and leaves ``B(0)`` unwritten.  The warning
+    names the operators; with the where clause NumPy agrees."""
+    src = "def sel(float(N) A) -> (B) {\n  B(i) = i == 0 || A(i - 1) > 0 ? 1.0 : 0.0\n}"
+    (msg,) = _warnings(src)
+    assert msg.startswith("<string>:2:5: 'B' has elements no statement writes (for sizes "), msg
+    assert "also a read on the right of '&&' or '||'; 'where i in 0:N' would widen it" in msg, msg
+    fixed = src.replace("0.0\n", "0.0 where i in 0:N\n")
+    assert _warnings(fixed) == []
+    a = np.array([1, -1, 2, 0.5, -3], np.float32)
+    check(fixed, [a], np.array([1.0] + [float(v > 0) for v in a[:-1]], np.float32))
+    # a CTC collapse of repeats: keep(b, 0) was silently 0
+    ctc = """def keepf(int32(B,T) best) -> (keep) {
+  keep(b, t) = int32(best(b, t) != 0 && (t == 0 || best(b, t) != best(b, t - 1)))
+}"""
+    (msg,) = _warnings(ctc)
+    assert "'keep' has elements no statement writes" in msg and "'where t in 0:T' would widen it" in msg, msg
+    best = np.array([[1, 1, 0, 2, 2, 3], [0, 4, 4, 4, 0, 4]], np.int32)
+    want = (best != 0) & np.concatenate([np.ones((2, 1), bool), best[:, 1:] != best[:, :-1]], axis=1)
+    got = tcdsl.compile(ctc.replace("))\n}", ")) where t in 0:T\n}"))(best)
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
 def test_a_temporary_hole_that_nothing_reads_does_not_warn():
     src = """def f(float(N) x) -> (y) {
   s(i) = (i >= 1 ? x(i - 1) : 0) + x(i + 1)

@@ -39,6 +39,21 @@ from .dataflow import box, program_schedule
 from .model import Model
 
 _RULE = "every read constrains the range of its variables, also a read under '?:'"
+_RULE_LOGIC = "every read constrains the range of its variables, also a read on the right of '&&' or '||'"
+
+
+def _rule(st: StmtInfo, read: n.Access | None) -> str:
+    """The rule as it applies to ``read``: under '?:', or on the right of '&&' / '||'."""
+    def under_select(e: n.Expr, inside: bool) -> bool | None:
+        if e is read:
+            return inside
+        for c in n.children(e):
+            if isinstance(c, n.Expr):
+                found = under_select(c, inside or (isinstance(e, n.Select) and c is not e.cond))
+                if found is not None:
+                    return found
+        return None
+    return _RULE_LOGIC if read is not None and under_select(st.comp.rhs, False) is False else _RULE
 
 
 @dataclass(frozen=True)
@@ -92,7 +107,7 @@ def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
             size = _bound_text(_at_large_sizes(r.extent_exprs(acc.tensor)[k]))
             what = (f"range inference narrows the reduction variable '{v}' to {rng} "
                     f"({_sizes(r, narrow)}), but '{v}' indexes all of dimension {k} of '{acc.tensor}' "
-                    f"(size {size}): {_RULE}"
+                    f"(size {size}): {_rule(st, culprit)}"
                     + f" (here {_text(culprit)})"
                     + f"; 'where {v} in 0:{size}' would widen it")
             out.append(Narrowing(culprit.span or acc.span, what))
@@ -174,7 +189,8 @@ def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]
             size = _intended(r, _guarded_read(st, v), v) or _bound_text(_at_large_sizes(r.extent_exprs(tensor)[d]))
             fix = f"'where {v} in 0:{size}'" if isinstance(e, n.IndexVar) else f"a where clause on '{v}'"
             what = (f"'{tensor}' has elements no statement writes ({_sizes(r, near, tensor)}): range inference "
-                    f"gives '{v}' the range {_range_text(st, v)} here, and {_RULE}; {fix} would widen it")
+                    f"gives '{v}' the range {_range_text(st, v)} here, and {_rule(st, _guarded_read(st, v))}; "
+                    f"{fix} would widen it")
             return [Narrowing(e.span or st.comp.span, what)]
     return []
 
@@ -248,13 +264,19 @@ def _text(e: n.Expr) -> str:
 
 
 def _guarded_read(st: StmtInfo, v: str) -> n.Access | None:
-    """A read under a branch of ``c ? a : b`` whose index uses ``v`` (not as a
-    bare index): it narrows ``v`` although the condition may exclude it."""
+    """A read under a branch of ``c ? a : b``, or on the right of ``&&`` or
+    ``||`` (evaluated only where the left does not decide: ``t == 0 ||
+    x(t - 1) > 0``), whose index uses ``v`` (not as a bare index): it narrows
+    ``v`` although the condition may exclude it."""
     def branches(e: n.Expr, guarded: bool):
         if isinstance(e, n.Select):
             yield from branches(e.cond, guarded)
             yield from branches(e.then, True)
             yield from branches(e.other, True)
+            return
+        if isinstance(e, n.Binary) and e.op in ("&&", "||"):
+            yield from branches(e.lhs, guarded)
+            yield from branches(e.rhs, True)
             return
         if guarded and isinstance(e, n.Access):
             yield e
