@@ -419,6 +419,32 @@ def test_a_read_on_the_right_of_or_and_and_warns_as_under_a_select():
     np.testing.assert_array_equal(got, want.astype(np.int32))
 
 
+LATE_READ = """def dec(float(T,B,H) x, float(E+H) w) -> (y) {
+  for t in T {
+    if t > 0 { a(b) +=! s(b, k) * w(E + k) where b in 0:B }
+    s(b, j) = x(t, b, j) + a(b)
+    y(t, b) = a(b)
+  }
+}"""
+
+
+def test_a_read_before_the_write_in_a_loop_bounds_the_sum():
+    """``s`` is read at step t (its value from step t - 1) before the
+    statement that writes it: the read still bounds ``k`` by ``s``'s shape
+    (B, H), not only ``w(E + k)`` (which alone gives [-E, H), and every
+    call was refused as reading ``s(0, -E)``)."""
+    assert "S0 a: k in [0, H)" in tcdsl.compile(LATE_READ).frontend.ranges.dump().splitlines()
+    T, B, H, E = 5, 2, 3, 4
+    x, w = rand(T, B, H), rand(E + H)
+    a, s, want = np.zeros(B), np.zeros((B, H)), []
+    for t in range(T):
+        if t > 0:
+            a = s @ w[E:]
+        s = x[t] + a[:, None]
+        want.append(a)
+    check(LATE_READ, [x, w], np.array(want, np.float32), atol=1e-5)
+
+
 def test_a_temporary_hole_that_nothing_reads_does_not_warn():
     src = """def f(float(N) x) -> (y) {
   s(i) = (i >= 1 ? x(i - 1) : 0) + x(i + 1)

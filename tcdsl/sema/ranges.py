@@ -11,6 +11,12 @@ in textual order, it finds the range of each index variable:
    Rounds repeat until nothing changes.
 3. A variable left unresolved is an error that asks for a where clause.
 
+A read of a tensor that no statement has written yet (a loop-carried read
+of a temporary written further down the loop body) bounds nothing in that
+order; when such a read has a reduction variable to bound, inference runs
+once more, and the read then bounds it with the tensor's shape from the
+first pass.
+
 Then it computes each written tensor's extent: along each dimension, the
 largest index written plus one, over all statements that write it (an
 index that may be negative is an error).  Everything is kept as isl objects
@@ -119,7 +125,16 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     sizes_ok = " and ".join([f"{isl_name(s)} >= 1" for s in checked.sizes] + compound) or "true"
     size_context = isl.Set.read_from_str(ctx, params_prefix(checked.sizes) + "{ : " + sizes_ok + " }")
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
-    _Inference(info).stmts(checked.node.body, (), ())
+    first = _Inference(info)
+    first.stmts(checked.node.body, (), ())
+    if not first.late:
+        return info
+    # a sum read a tensor before any statement wrote it (a loop-carried read
+    # of a temporary written further down the loop body: an attention
+    # decoder's context of step t - 1): once more, with the shapes found for
+    # such reads, so that they bound the sum's variables as every read does
+    info = RangeInfo(ctx, checked, params, [], {}, size_context)
+    _Inference(info, late_extents=first.info.extents).stmts(checked.node.body, (), ())
     return info
 
 
@@ -134,12 +149,17 @@ def _loop_vars(stmts) -> list[str]:
 
 
 class _Inference:
-    def __init__(self, info: RangeInfo):
+    def __init__(self, info: RangeInfo, late_extents: dict | None = None):
         self.info = info
         self.ctx = info.ctx
         self.params = info.params
         # tensor -> the sizes for which a statement so far writes it
         self.written_for: dict[str, isl.Set] = {}
+        # the extents found by a first pass, for a reduction variable of a read
+        # made before the tensor is written; ``late``: there was such a read
+        self.late_extents = late_extents or {}
+        self.late = False
+        self.reduction_vars: tuple[str, ...] = ()
 
     def stmts(self, stmts, loops: tuple[Loop, ...], conds) -> None:
         for s in stmts:
@@ -180,6 +200,7 @@ class _Inference:
         loop_names = tuple(lp.var for lp in loops)
         own = [v for v in (lhs_index_var(e, loop_names) for e in s.indices) if v is not None]
         vars_ = tuple(own) + s.reduction_vars
+        self.reduction_vars = s.reduction_vars
         pset = self._param_set(loops, conds)
         space = isl.Space.create_from_names(self.ctx, set=[isl_name(v) for v in vars_],
                                             params=[isl_name(p) for p in self.params])
@@ -276,6 +297,11 @@ class _Inference:
         if len(unresolved) != 1:
             return
         extent = self._extent(acc.tensor, k)
+        if extent is None and next(iter(unresolved)) in self.reduction_vars:
+            if acc.tensor in self.late_extents:
+                extent = self.late_extents[acc.tensor][k].align_params(self._param_space())
+            else:
+                self.late = True
         if extent is None:
             return
         here = self._sizes_of(var_sets[next(iter(unresolved))])
