@@ -12,7 +12,8 @@ care.
 ``plan(checked)`` finds such reads: an input (a parameter of the ``def``,
 never written), indexed by distinct index variables (each alone or plus an
 offset of sizes and constants: a gate's rows ``Whh(H + j, k)`` of a stacked
-weight), that has the
+weight) and by indices that select a slice (constants, sizes, loop
+variables: a direction's weights ``U(0, q, j, k)``, kept in place), that has the
 written tensor's last index ``j`` in a dimension other than its last, and
 that is read inside a sequential ``for`` (so the same elements are read at
 every step; outside loops the CPU mapping packs such an operand into a
@@ -51,17 +52,18 @@ def plan(checked: CheckedDef) -> Plan:
     taken = _names(d) | set(checked.tensors) | set(checked.sizes)
     out = Plan()
 
-    def visit(stmts, in_loop: bool) -> None:
+    def visit(stmts, loops: frozenset) -> None:
         for s in stmts:
             if isinstance(s, n.For):
-                visit(s.body, True)
+                visit(s.body, loops | {s.var})
             elif isinstance(s, n.If):
-                visit(s.then, in_loop)
-                visit(s.orelse, in_loop)
+                visit(s.then, loops)
+                visit(s.orelse, loops)
             elif isinstance(s, n.Comprehension):
-                statement(s, in_loop)
+                statement(s, loops)
 
-    def statement(c: n.Comprehension, in_loop: bool) -> None:
+    def statement(c: n.Comprehension, loops: frozenset) -> None:
+        in_loop = bool(loops)
         last = c.indices[-1] if c.indices else None
         if not isinstance(last, (n.IndexVar, n.Ident)):
             return
@@ -69,8 +71,11 @@ def plan(checked: CheckedDef) -> Plan:
         for acc in n.walk(c.rhs):
             if not (isinstance(acc, n.Access) and acc.tensor in inputs and acc.tensor not in written):
                 continue
-            names = [_index_var(x) for x in acc.indices]
-            if None in names or acc.span is None:
+            # an index without index variables of the statement (a constant, sizes, the loop's
+            # variables: a direction's or a layer's weights W(0, q, j, k), W(l, q, j, k)) selects
+            # a slice: it stays where it is, and the copy covers every slice
+            names = [f"#{k}" if _fixed(x, loops) else _index_var(x) for k, x in enumerate(acc.indices)]
+            if None in names or acc.span is None or any(x in loops for x in names):
                 continue
             if len(set(names)) != len(names) or j not in names or names[-1] == j:
                 continue
@@ -83,7 +88,7 @@ def plan(checked: CheckedDef) -> Plan:
                 out.copies[key] = (_fresh(f"{acc.tensor}_t", taken), acc.span)
             out.reads[acc.span] = (out.copies[key][0], perm)
 
-    visit(d.body, False)
+    visit(d.body, frozenset())
     return out
 
 
@@ -120,6 +125,13 @@ def _index_var(x: n.Expr) -> str | None:
         if rhs and not lhs and x.op == "+":
             return _index_var(x.rhs)
     return None
+
+
+def _fixed(x: n.Expr, loops: frozenset) -> bool:
+    """An index that no index variable of the statement moves: constants,
+    sizes and the enclosing loops' variables, no reads."""
+    return all(not isinstance(y, n.Access) and not (isinstance(y, n.IndexVar) and y.name not in loops)
+               for y in n.walk(x))
 
 
 def _has_index_var(x: n.Expr) -> bool:
