@@ -445,6 +445,23 @@ def test_a_read_before_the_write_in_a_loop_bounds_the_sum():
     check(LATE_READ, [x, w], np.array(want, np.float32), atol=1e-5)
 
 
+def test_a_sum_narrowed_to_no_term_at_all_warns():
+    """A full convolution with the output range given and the taps not: the
+    guarded read ``A(i - k)`` leaves ``k`` no value for most sizes (the
+    output was all zeros without a word).  The warning says so; with
+    ``k in 0:K`` NumPy's full convolution agrees."""
+    src = ("def full(float(N) A, float(K) w) -> (B) {\n"
+           "  B(i) +=! (i - k >= 0 && i - k < N ? A(i - k) : 0) * w(k) where i in 0:N + K - 1\n}")
+    (msg,) = _warnings(src)
+    assert msg.startswith("<string>:2:39: range inference narrows the reduction variable 'k' to an empty range "
+                          "(for sizes "), msg
+    assert "'where k in 0:K' would widen it" in msg, msg
+    fixed = src.replace("0:N + K - 1", "0:N + K - 1, k in 0:K")
+    assert _warnings(fixed) == []
+    a, w = rand(5), rand(3)
+    check(fixed, [a, w], np.convolve(a, w).astype(np.float32), atol=1e-5)
+
+
 def test_a_temporary_hole_that_nothing_reads_does_not_warn():
     src = """def f(float(N) x) -> (y) {
   s(i) = (i >= 1 ? x(i - 1) : 0) + x(i + 1)

@@ -98,12 +98,17 @@ def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
             ext = _extent(r, acc.tensor, k, lo)
             zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(lo.get_domain_space()))
             narrow = (lo.gt_set(zero) | hi.lt_set(ext)) & st.domain.params()
-            if narrow.is_empty():
+            # sizes for which the sum has no term at all while its output has elements and the
+            # dimension does too (every tap narrowed away: the output is all zeros)
+            empty = _empty_sum(st, ext)
+            if narrow.is_empty() and empty.is_empty():
                 continue
             culprit = _guarded_read(st, v)
             if culprit is None:
                 continue  # narrowed by a read that is always made: what TC users expect
             rng = _range_text(st, v)
+            if narrow.is_empty():
+                narrow, rng = empty, "an empty range"
             size = _bound_text(_at_large_sizes(r.extent_exprs(acc.tensor)[k]))
             what = (f"range inference narrows the reduction variable '{v}' to {rng} "
                     f"({_sizes(r, narrow)}), but '{v}' indexes all of dimension {k} of '{acc.tensor}' "
@@ -113,6 +118,18 @@ def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
             out.append(Narrowing(culprit.span or acc.span, what))
             break
     return out
+
+
+def _empty_sum(st: StmtInfo, ext: isl.PwAff) -> isl.Set:
+    """The sizes (and loop values) at which ``st``'s output has elements, the
+    dimension of extent ``ext`` too, and the sum's domain is empty."""
+    if st.init_domain is None:
+        return isl.Set.empty(st.domain.params().get_space())
+    lhs = st.init_domain.params()
+    ext = ext.align_params(lhs.get_space())
+    zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(ext.get_domain_space()))
+    wide = ext.gt_set(zero).align_params(lhs.get_space())
+    return (lhs & wide).subtract(st.domain.params().align_params(lhs.get_space())).coalesce()
 
 
 def _extent(r: RangeInfo, tensor: str, k: int, like: isl.PwAff) -> isl.PwAff:
