@@ -257,10 +257,16 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
             return [st]  # a where clause over the moved variables: left as written
         wheres.append(_where(w))
     # the remainders just before the first output they split (a convolution's
-    # channel rows stay outside, the quotients inside, as in its output)
+    # channel rows stay outside, the quotients inside, as in its output); an
+    # output that is only divided keeps its place and layout, ``v = s * v_q +
+    # v_p`` as ``(v_q, v_p)`` (a block-diagonal weight's block ``i / 32`` and
+    # column ``i % 32``: the column innermost, as in the weight)
     first_split = min(lhs.index(q.v) for q in pairs)
     idx = lhs[:first_split] + [fresh[q.v][0] for q in pairs] + [fresh[v][1] if v in fresh else v
                                                                  for v in lhs[first_split:]]
+    divided = all(q.k is None for q in pairs)
+    if divided:
+        idx = [x for v in lhs for x in ((fresh[v][1], fresh[v][0]) if v in fresh else (v,))]
     # the right-hand side keeps its nodes' spans (pad.py finds its selects by them)
     first = _respan(_statement(f"{name}({', '.join(idx)}) +=! 0 where {', '.join(wheres)}"), st.span)
     first = replace(first, rhs=n.Select(_expr(guard, st.span), sub(st.rhs), n.Const(0, span=st.span),
@@ -268,6 +274,8 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
     by_v = {q.v: q for q in pairs}
     back = lhs[:first_split] + [f"{q.v} % {q.s}" for q in pairs] + [f"{v} / {by_v[v].s}" if v in by_v else v
                                                                       for v in lhs[first_split:]]
+    if divided:
+        back = [x for v in lhs for x in ((f"{v} / {by_v[v].s}", f"{v} % {by_v[v].s}") if v in by_v else (v,))]
     ranges = ", ".join(f"{q.v} in 0:{q.ext_v}" for q in pairs)
     second = _statement(f"{st.tensor}({', '.join(lhs)}) = {name}({', '.join(back)}) where {ranges}")
     return [first, _respan(second, st.span)]

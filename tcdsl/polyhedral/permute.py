@@ -88,6 +88,8 @@ def plan(model: Model, ranges=None, fixed: dict[str, int] | None = None) -> Plan
                 _narrow(out, s, names, reads, ranges, fixed)
             if c.span not in out.stmts:
                 _batch_last(out, s, names, reads)
+            if c.span not in out.stmts:
+                _batch_rows(out, s, names, reads)
     return out
 
 
@@ -177,7 +179,10 @@ def _rewrite(d: n.Def, p: Plan) -> n.Def:
     taken = _names(d)
     body = []
     for st in d.body:
-        if not (isinstance(st, n.Comprehension) and st.span in p.stmts):
+        # (a rewrite before may have made several statements of one span: parity.py's sum
+        # and its copy back; the plan's is the sum with as many indices)
+        if not (isinstance(st, n.Comprehension) and st.span in p.stmts and st.op != "="
+                and len(st.indices) == len(p.stmts[st.span])):
             body.append(st)
             continue
         perm = p.stmts[st.span]
@@ -330,6 +335,38 @@ def _batch_last(out: Plan, s, names: list[str], reads: list) -> None:
     if not all(unit_or_invariant(a, j) or transposed(a, j, red, s.dims) for a in reads):
         return
     if all(uses(a.indices, j) for a in reads) or all(uses(a.indices, rows) for a in reads):
+        return
+    out.stmts[c.span] = perm
+
+
+def _batch_rows(out: Plan, s, names: list[str], reads: list) -> None:
+    """Plan a product whose rows (the index before the last) are a batch of
+    it -- every read uses them -- while an index before them is not: a
+    grouped linear layer ``y(b, g, o) +=! x(b, g, i) * W(g, i, o)`` (a
+    block-diagonal weight's blocks).  Its register tiles take the rows from
+    ``g``, along which both operands change: no reuse, one multiply-add per
+    load (1024 x 32 groups of 32 x 32: 3.2 ms, 0.54 with the groups first).
+    The sum is computed with the batch before the first index that is none,
+    ``y_p(g, b, o)``, a matmul per ``g`` with rows ``b``, and copied back,
+    when the last index ``o`` is one the code may vectorize along and the new
+    rows leave an operand invariant."""
+    c = s.info.comp
+    if c.reduction != "+" or not c.reduction_vars or len(names) < 3 or len(reads) < 2:
+        return
+    g, j = names[-2], names[-1]
+    if any(a.tensor == c.tensor for a in reads) or g not in s.dims or j not in s.dims:
+        return
+    if not all(uses(a.indices, g) for a in reads) or all(uses(a.indices, j) for a in reads):
+        return
+    pos = next((i for i, x in enumerate(names[:-2]) if not all(uses(a.indices, x) for a in reads)), None)
+    if pos is None or names[pos] not in s.dims:
+        return
+    red = c.reduction_vars
+    if not all(unit_or_invariant(a, j) or transposed(a, j, red, s.dims) for a in reads):
+        return
+    perm = tuple(range(pos)) + (len(names) - 2,) + tuple(range(pos, len(names) - 2)) + (len(names) - 1,)
+    rows = names[perm[-2]]
+    if all(uses(a.indices, rows) for a in reads):
         return
     out.stmts[c.span] = perm
 
