@@ -6224,3 +6224,777 @@ def _esn(torch, a, t, s):
             states[k] = x
         return F.linear(states, Wout)
     return {"torch loop (addmm, lerp) + F.linear": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------- session 45: sequence models and recurrences
+
+# ---------------------------------------------------------------- recurrent networks
+
+@program(name="listen-attend-spell decoder (lstm cell on [y; ctx], dot attention over the encoder each step)",
+         kind="rnn", src="""
+# LAS speller, teacher-forced: the LSTM cell (PyTorch's (4H, E+H) weight on the concatenated input [y(t); ctx],
+# one bias) runs from a zero state; its output attends over the encoder (dot score, softmax over S), and the
+# context is fed back at the next step; o(t, b, :) = [h; ctx] for the character distribution layer
+# ('where k in 0:H' on the ctx term: ctx is written further down the body, and without it k gets [-E, H): note 1)
+def las(float(T,B,E) y, float(B,S,H) enc, float(4*H,E+H) W, float(4*H,H) U, float(4*H) bias) -> (o) {
+  for t in T {
+    g(b, r) +=! y(t, b, i) * W(r, i)
+    if t > 0 {
+      g(b, r) += ctx(b, k) * W(r, E + k) where k in 0:H
+      g(b, r) += hs(b, k) * U(r, k)
+    }
+    g(b, r) = g(b, r) + bias(r)
+    cs(b, j) = sigmoid(g(b, H + j)) * cs(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+    hs(b, j) = sigmoid(g(b, 3 * H + j)) * tanh(cs(b, j)) where j in 0:H
+    e(b, s) +=! hs(b, j) * enc(b, s, j)
+    mx(b) max=! e(b, s)
+    p(b, s) = exp(e(b, s) - mx(b))
+    z(b) +=! p(b, s)
+    ctx(b, k) +=! p(b, s) * enc(b, s, k) / z(b)
+    o(t, b, j) = hs(b, j)
+    o(t, b, H + j) = ctx(b, j)
+  }
+}""", full=dict(T=32, B=16, E=128, H=256, S=128), tiny=dict(T=5, B=3, E=7, H=5, S=9),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["E"]), _n(r, s["B"], s["S"], s["H"]),
+                         _w(r, 4 * s["H"], s["E"] + s["H"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"])])
+def _las(torch, a, t, s):
+    F = torch.nn.functional
+    y, enc = t[0], t[1]
+    T, B, H = s["T"], s["B"], s["H"]
+    cell = torch.nn.LSTMCell(s["E"] + H, H)
+    _copy(torch, cell.weight_ih, a[2])
+    _copy(torch, cell.weight_hh, a[3])
+    _copy(torch, cell.bias_ih, a[4])
+    _copy(torch, cell.bias_hh, np.zeros(4 * H, np.float32))
+
+    def loop():
+        h, c, ctx = torch.zeros(B, H), torch.zeros(B, H), torch.zeros(B, H)
+        out = torch.empty(T, B, 2 * H)
+        for k in range(T):
+            h, c = cell(torch.cat([y[k], ctx], 1), (h, c))
+            ctx = F.scaled_dot_product_attention(h[:, None], enc, enc, scale=1.0)[:, 0]
+            out[k, :, :H] = h
+            out[k, :, H:] = ctx
+        return out
+    return {"nn.LSTMCell + sdpa loop": _nograd(torch, loop)}
+
+
+@program(name="stacked lstm L=3, layer loop inside the time loop, states hs(l, b, j) in place (4H,H)", kind="rnn",
+         src="""
+# nn.LSTM(H, H, num_layers=L) written step by step: at each t the layers run bottom-up, layer l reading what
+# layer l - 1 wrote at this step; hs and cs hold one state per layer, updated in place; zero initial state;
+# one bias per layer (bias_hh folded in); the input size equals H so the weights stack as (L, 4H, H)
+def slstm_stack(float(T,B,H) x, float(L,4*H,H) Wx, float(L,4*H,H) Wh, float(L,4*H) bias) -> (y) {
+  for t in T {
+    for l in L {
+      if l == 0 { g(b, r) +=! x(t, b, i) * Wx(l, r, i) }
+      else      { g(b, r) +=! hs(l - 1, b, i) * Wx(l, r, i) }
+      if t > 0  { g(b, r) += hs(l, b, k) * Wh(l, r, k) }
+      cs(l, b, j) = fg * cs(l, b, j) + ig * gg
+        where ig = sigmoid(g(b, j) + bias(l, j)), fg = sigmoid(g(b, H + j) + bias(l, H + j)),
+              gg = tanh(g(b, 2 * H + j) + bias(l, 2 * H + j)), j in 0:H
+      hs(l, b, j) = sigmoid(g(b, 3 * H + j) + bias(l, 3 * H + j)) * tanh(cs(l, b, j)) where j in 0:H
+    }
+    y(t, b, j) = hs(L - 1, b, j)
+  }
+}""", full=dict(T=64, B=16, H=256, L=3), tiny=dict(T=5, B=3, H=7, L=3),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["H"]), _w(r, s["L"], 4 * s["H"], s["H"]),
+                         _w(r, s["L"], 4 * s["H"], s["H"]), _w(r, s["L"], 4 * s["H"])])
+def _slstm_stack(torch, a, t, s):
+    H, L = s["H"], s["L"]
+    net = torch.nn.LSTM(H, H, num_layers=L)
+    for l in range(L):
+        _copy(torch, getattr(net, f"weight_ih_l{l}"), a[1][l])
+        _copy(torch, getattr(net, f"weight_hh_l{l}"), a[2][l])
+        _copy(torch, getattr(net, f"bias_ih_l{l}"), a[3][l])
+        _copy(torch, getattr(net, f"bias_hh_l{l}"), np.zeros(4 * H, np.float32))
+    return {"nn.LSTM(num_layers=3)": _nograd(torch, lambda: net(t[0])[0])}
+
+
+@program(name="gru with zoneout (keep mask given), batch-first, previous state as a select, torch layout (3H,in)",
+         kind="rnn", src="""
+# zoneout (Krueger et al. 2016) on an nn.GRU cell: each unit keeps its previous value where keep = 1, else takes
+# the GRU update; the previous state is a select (h0 at t = 0), bound with where; PyTorch's formula (b_hn inside r)
+def gru_zoneout(float(B,T,I) x, float(B,H) h0, float(B,T,H) keep, float(3*H,I) Wih, float(3*H,H) Whh,
+                float(3*H) bih, float(3*H) bhh) -> (h) {
+  for t in T {
+    gi(b, r) +=! x(b, t, i) * Wih(r, i)
+    gh(b, r) +=! (t == 0 ? h0(b, k) : h(b, t - 1, k)) * Whh(r, k)
+    hn(b, j) = (1 - zg) * tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg * (gh(b, 2 * H + j) + bhh(2 * H + j))) + zg * hp
+      where rg = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)),
+            zg = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)),
+            hp = (t == 0 ? h0(b, j) : h(b, t - 1, j)), j in 0:H
+    h(b, t, j) = keep(b, t, j) * hp + (1 - keep(b, t, j)) * hn(b, j) where hp = (t == 0 ? h0(b, j) : h(b, t - 1, j))
+  }
+}""", full=dict(B=32, T=64, I=128, H=256), tiny=dict(B=3, T=5, I=7, H=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]),
+                         (r.random((s["B"], s["T"], s["H"])) < 0.15).astype(np.float32),
+                         _w(r, 3 * s["H"], s["I"]), _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]), _w(r, 3 * s["H"])])
+def _gru_zoneout(torch, a, t, s):
+    x, h0, keep = t[0], t[1], t[2]
+    cell = torch.nn.GRUCell(s["I"], s["H"])
+    for name, arr in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"), a[3:7]):
+        _copy(torch, getattr(cell, name), arr)
+
+    def loop():
+        h = h0
+        out = torch.empty(s["B"], s["T"], s["H"])
+        for k in range(s["T"]):
+            m = keep[:, k]
+            h = torch.lerp(cell(x[:, k], h), h, m)
+            out[:, k] = h
+        return out
+    return {"nn.GRUCell loop + lerp": _nograd(torch, loop)}
+
+
+@program(name="slstm (xlstm scalar memory): exp input/forget gates, normalizer n, stabilizer m, gate-major (4,H,in)",
+         kind="rnn", src="""
+# sLSTM (Beck et al. 2024) without heads: gates z, i, f, o from g(q, b, j), q = 0..3; exponential input and
+# forget gates kept in log space with the stabilizer m; cell c and normalizer n in place from 0, h = o c / n
+def slstm(float(T,B,I) x, float(4,H,I) W, float(4,H,H) R, float(4,H) bias) -> (h) {
+  for t in T {
+    g(q, b, j) +=! x(t, b, i) * W(q, j, i)
+    if t > 0 { g(q, b, j) += h(t - 1, b, k) * R(q, j, k) }
+    g(q, b, j) = g(q, b, j) + bias(q, j)
+    mn(b, j) = max(g(2, b, j) + m(b, j), g(1, b, j))
+    ie(b, j) = exp(g(1, b, j) - mn(b, j))
+    fe(b, j) = exp(g(2, b, j) + m(b, j) - mn(b, j))
+    c(b, j) = fe(b, j) * c(b, j) + ie(b, j) * tanh(g(0, b, j))
+    n(b, j) = fe(b, j) * n(b, j) + ie(b, j)
+    m(b, j) = mn(b, j)
+    h(t, b, j) = sigmoid(g(3, b, j)) * c(b, j) / n(b, j)
+  }
+}""", full=dict(T=64, B=16, I=256, H=256), tiny=dict(T=5, B=3, I=7, H=5),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, 4, s["H"], s["I"]), _w(r, 4, s["H"], s["H"]),
+                         _w(r, 4, s["H"])])
+def _slstm(torch, a, t, s):
+    F = torch.nn.functional
+    T, B, H = s["T"], s["B"], s["H"]
+    x, W, R, bias = t
+    W2, R2, b2 = W.reshape(4 * H, -1), R.reshape(4 * H, H), bias.reshape(4 * H)
+
+    def loop():
+        gx = F.linear(x, W2, b2)
+        h, c, n, m = (torch.zeros(B, H) for _ in range(4))
+        out = torch.empty(T, B, H)
+        for k in range(T):
+            zt, it, ft, ot = torch.addmm(gx[k], h, R2.T).chunk(4, 1)
+            mn = torch.maximum(ft + m, it)
+            ie, fe = torch.exp(it - mn), torch.exp(ft + m - mn)
+            c = fe * c + ie * torch.tanh(zt)
+            n = fe * n + ie
+            m = mn
+            h = torch.sigmoid(ot) * c / n
+            out[k] = h
+        return out
+    return {"torch loop (addmm, chunk)": _nograd(torch, loop)}
+
+
+def _lru_inputs(r, s):
+    N, H = s["N"], s["H"]
+    u1, u2 = r.random(N), r.random(N)
+    nu_log = np.log(-0.5 * np.log(u1 * (0.999 ** 2 - 0.9 ** 2) + 0.9 ** 2)).astype(np.float32)
+    theta_log = np.log(2 * np.pi / 10 * u2).astype(np.float32)
+    return [_n(r, s["B"], s["L"], H), nu_log, theta_log, _n(r, N, H) / np.float32(np.sqrt(2 * H)),
+            _n(r, N, H) / np.float32(np.sqrt(2 * H)), _w(r, H, N), _w(r, H, N), _n(r, H)]
+
+
+@program(name="linear recurrent unit (lru): diagonal complex recurrence as re/im pairs, exp-parametrised lambda",
+         kind="rnn", src="""
+# LRU (Orvieto et al. 2023), batch-first: lambda = exp(-exp(nu_log) + i exp(theta_log)), gamma = sqrt(1 - |lambda|^2),
+# x(l) = lambda x(l - 1) + gamma (B u(l)) with complex B = Bre + i Bim, written as real and imaginary parts;
+# y = Re(C x) + D u; the input projection before the loop, the output projection after it
+def lru(float(B,L,H) u, float(N) nu_log, float(N) theta_log, float(N,H) Bre, float(N,H) Bim, float(H,N) Cre,
+        float(H,N) Cim, float(H) D) -> (y) {
+  lr(n) = exp(-exp(nu_log(n))) * cos(exp(theta_log(n)))
+  li(n) = exp(-exp(nu_log(n))) * sin(exp(theta_log(n)))
+  gam(n) = sqrt(1 - exp(-2 * exp(nu_log(n))))
+  bur(b, l, n) +=! Bre(n, h) * u(b, l, h)
+  bui(b, l, n) +=! Bim(n, h) * u(b, l, h)
+  for l in L {
+    xr(b, l, n) = (l > 0 ? lr(n) * xr(b, l - 1, n) - li(n) * xi(b, l - 1, n) : 0) + gam(n) * bur(b, l, n)
+    xi(b, l, n) = (l > 0 ? lr(n) * xi(b, l - 1, n) + li(n) * xr(b, l - 1, n) : 0) + gam(n) * bui(b, l, n)
+  }
+  y(b, l, h) +=! xr(b, l, n) * Cre(h, n) - xi(b, l, n) * Cim(h, n)
+  y(b, l, h) = y(b, l, h) + D(h) * u(b, l, h)
+}""", full=dict(B=8, L=512, H=256, N=256), tiny=dict(B=3, L=7, H=5, N=3), inputs=_lru_inputs)
+def _lru(torch, a, t, s):
+    u, nu, th, Bre, Bim, Cre, Cim, D = t
+    B, L, N = s["B"], s["L"], s["N"]
+
+    def loop():
+        lam = torch.exp(torch.complex(-torch.exp(nu), torch.exp(th)))
+        gam = torch.sqrt(1 - lam.abs() ** 2)
+        Bu = (u.to(torch.complex64) @ torch.complex(Bre, Bim).T) * gam
+        x = torch.zeros(B, N, dtype=torch.complex64)
+        xs = torch.empty(B, L, N, dtype=torch.complex64)
+        for k in range(L):
+            x = lam * x + Bu[:, k]
+            xs[:, k] = x
+        return (xs @ torch.complex(Cre, Cim).T).real + D * u
+    return {"torch complex64 loop": _nograd(torch, loop)}
+
+
+@program(name="qrnn fo-pooling, channels-first (B,C,T), K=2 causal conv gates from nn.Conv1d (3H,C,2) weight",
+         kind="rnn", src="""
+# QRNN layer on a channels-first sequence: the gates z, f, o are one nn.Conv1d(C, 3H, 2) applied with one frame of
+# left padding (a select), before the loop; fo-pooling then runs over time with the cell c in place (zero start)
+def qrnn_fo(float(B,C,T) x, float(3*H,C,2) w, float(3*H) bias) -> (h) {
+  G(b, r, t) +=! (t + k - 1 >= 0 ? x(b, c, t + k - 1) : 0) * w(r, c, k) where t in 0:T, k in 0:2
+  G(b, r, t) = G(b, r, t) + bias(r)
+  for t in T {
+    c(b, j) = f * c(b, j) + (1 - f) * tanh(G(b, j, t)) where f = sigmoid(G(b, H + j, t)), j in 0:H
+    h(b, j, t) = sigmoid(G(b, 2 * H + j, t)) * c(b, j)
+  }
+}""", full=dict(B=16, C=256, T=256, H=256), tiny=dict(B=3, C=5, T=7, H=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), _w(r, 3 * s["H"], s["C"], 2), _w(r, 3 * s["H"])])
+def _qrnn_fo(torch, a, t, s):
+    F = torch.nn.functional
+    B, T, H = s["B"], s["T"], s["H"]
+
+    def loop():
+        z, f, o = F.conv1d(F.pad(t[0], (1, 0)), t[1], t[2]).chunk(3, 1)
+        z, f, o = torch.tanh(z), torch.sigmoid(f), torch.sigmoid(o)
+        c = torch.zeros(B, H)
+        out = torch.empty(B, H, T)
+        for k in range(T):
+            c = torch.lerp(z[:, :, k], c, f[:, :, k])
+            out[:, :, k] = c
+        return out * o
+    return {"F.conv1d + lerp loop": _nograd(torch, loop)}
+
+
+def _t5_buckets(T, nb=32, maxd=128):
+    rel = np.arange(T)[None, :] - np.arange(T)[:, None]          # memory - query
+    nb //= 2
+    ret = (rel > 0).astype(np.int64) * nb
+    n = np.abs(rel)
+    exact = nb // 2
+    large = exact + (np.log(np.maximum(n, 1) / exact) / np.log(maxd / exact) * (nb - exact)).astype(np.int64)
+    large = np.minimum(large, nb - 1)
+    return (ret + np.where(n < exact, n, large)).astype(np.int32)
+
+
+@program(name="t5 attention with relative-position-bucket bias (int32 bucket table, rel(NB, NH) gathered)",
+         kind="attention", src="""
+# T5 self-attention (no 1/sqrt(D) scaling): scores plus a learned bias per head, looked up through the
+# bidirectional log-bucket of j - i, precomputed once as an int32 (T, T) table; softmax over keys
+def t5_attn(float(B,NH,T,D) q, float(B,NH,T,D) k, float(B,NH,T,D) v, int32(T,T) bucket, float(NB,NH) rel) -> (o) {
+  sc(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  sc(b, h, i, j) = sc(b, h, i, j) + rel(bucket(i, j), h)
+  mx(b, h, i) max=! sc(b, h, i, j)
+  e(b, h, i, j) = exp(sc(b, h, i, j) - mx(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}""", full=dict(B=8, NH=8, T=256, D=64, NB=32), tiny=dict(B=3, NH=3, T=7, D=5, NB=32),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["T"], s["D"]) * 0.3, _n(r, s["B"], s["NH"], s["T"], s["D"]) * 0.3,
+                         _n(r, s["B"], s["NH"], s["T"], s["D"]), _t5_buckets(s["T"], s["NB"]), _n(r, s["NB"], s["NH"])])
+def _t5_attn(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, bucket, rel = t
+    bl = bucket.long()
+
+    def run():
+        bias = F.embedding(bl, rel).permute(2, 0, 1)          # (NH, T, T)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0)
+    return {"F.embedding bias + sdpa(attn_mask)": _nograd(torch, run)}
+
+
+@program(name="autoregressive transformer decoder steps: causal self-attention over a kv cache + cross-attention, "
+              "rms norm",
+         kind="attention", src="""
+# a continuous-output transformer decoder layer (a TTS / time-series decoder) run for N steps (a free size): the
+# output of step t - 1 is the input of step t (x0 at t = 0); self-attention over the keys and values of steps
+# 0..t kept in a cache kc, vc; cross-attention over the encoder memory's precomputed keys mk and values mv;
+# residuals, then an RMS norm with gain g; projections as (NH, D, C) and (C, NH, D) weights, no biases
+def ar_dec(float(B,C) x0, float(B,NH,S,D) mk, float(B,NH,S,D) mv, float(NH,D,C) Wq, float(NH,D,C) Wk,
+           float(NH,D,C) Wv, float(C,NH,D) Wo, float(NH,D,C) Wq2, float(C,NH,D) Wo2, float(C) g) -> (y) {
+  for t in N {
+    inp(b, c) = t == 0 ? x0(b, c) : y(t - 1, b, c)
+    q(b, h, d) +=! inp(b, c) * Wq(h, d, c)
+    kc(t, b, h, d) +=! inp(b, c) * Wk(h, d, c)
+    vc(t, b, h, d) +=! inp(b, c) * Wv(h, d, c)
+    sc(b, h, j) +=! q(b, h, d) * kc(j, b, h, d) * rsqrt(float(D)) where j in 0:t+1
+    mx(b, h) max=! sc(b, h, j) where j in 0:t+1
+    p(b, h, j) = exp(sc(b, h, j) - mx(b, h)) where j in 0:t+1
+    z(b, h) +=! p(b, h, j) where j in 0:t+1
+    a(b, h, d) +=! p(b, h, j) * vc(j, b, h, d) / z(b, h) where j in 0:t+1
+    r(b, c) +=! a(b, h, d) * Wo(c, h, d)
+    r(b, c) = r(b, c) + inp(b, c)
+    q2(b, h, d) +=! r(b, c) * Wq2(h, d, c)
+    sc2(b, h, s) +=! q2(b, h, d) * mk(b, h, s, d) * rsqrt(float(D))
+    mx2(b, h) max=! sc2(b, h, s)
+    p2(b, h, s) = exp(sc2(b, h, s) - mx2(b, h))
+    z2(b, h) +=! p2(b, h, s)
+    a2(b, h, d) +=! p2(b, h, s) * mv(b, h, s, d) / z2(b, h)
+    r2(b, c) +=! a2(b, h, d) * Wo2(c, h, d)
+    r2(b, c) = r2(b, c) + r(b, c)
+    ms(b) +=! r2(b, c) * r2(b, c) / C
+    y(t, b, c) = r2(b, c) * rsqrt(ms(b) + 1e-6) * g(c)
+  }
+}""", full=dict(N=32, B=8, C=256, NH=4, D=64, S=128), tiny=dict(N=5, B=3, C=7, NH=3, D=5, S=9), free=("N",),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"]), _n(r, s["B"], s["NH"], s["S"], s["D"]),
+                         _n(r, s["B"], s["NH"], s["S"], s["D"])] +
+                        [_w(r, s["NH"], s["D"], s["C"]) for _ in range(3)] +
+                        [_w(r, s["C"], s["NH"], s["D"] * 1) / np.float32(np.sqrt(s["NH"])),
+                         _w(r, s["NH"], s["D"], s["C"]),
+                         _w(r, s["C"], s["NH"], s["D"]) / np.float32(np.sqrt(s["NH"])), 1 + 0.1 * _n(r, s["C"])])
+def _ar_dec(torch, a, t, s):
+    F = torch.nn.functional
+    x0, mk, mv, Wq, Wk, Wv, Wo, Wq2, Wo2, g = t
+    N, B, C, NH, D = s["N"], s["B"], s["C"], s["NH"], s["D"]
+    Wqkv = torch.cat([Wq, Wk, Wv]).reshape(3 * NH * D, C)
+    Wo_, Wq2_, Wo2_ = Wo.reshape(C, NH * D), Wq2.reshape(NH * D, C), Wo2.reshape(C, NH * D)
+
+    def loop():
+        kc = torch.empty(B, NH, N, D)
+        vc = torch.empty(B, NH, N, D)
+        out = torch.empty(N, B, C)
+        x = x0
+        for k in range(N):
+            q, kk, vv = F.linear(x, Wqkv).view(B, 3, NH, 1, D).unbind(1)
+            kc[:, :, k:k + 1] = kk
+            vc[:, :, k:k + 1] = vv
+            att = F.scaled_dot_product_attention(q, kc[:, :, :k + 1], vc[:, :, :k + 1])
+            r = x + F.linear(att.reshape(B, NH * D), Wo_)
+            q2 = F.linear(r, Wq2_).view(B, NH, 1, D)
+            r2 = r + F.linear(F.scaled_dot_product_attention(q2, mk, mv).reshape(B, NH * D), Wo2_)
+            x = F.rms_norm(r2, (C,), g, 1e-6)
+            out[k] = x
+        return out
+    return {"sdpa over kv cache + sdpa cross + F.rms_norm loop": _nograd(torch, loop)}
+
+
+def _ctc_inputs(r, s):
+    B, T, V = s["B"], s["T"], s["V"]
+    seg = r.integers(0, V, (B, (T + 2) // 3)).repeat(3, axis=1)[:, :T]     # 3-frame segments: repeats
+    lg = _n(r, B, T, V)
+    np.put_along_axis(lg, seg[:, :, None], 4.0, axis=2)
+    lg[:, :, 0] += np.where(r.random((B, T)) < 0.4, 6.0, 0.0).astype(np.float32)   # blanks
+    return [lg, r.integers(T // 2, T + 1, B).astype(np.int32)]
+
+
+@program(name="ctc greedy decoding (argmax per frame, collapse repeats, drop blanks, compact by a one-hot sum)",
+         kind="decode", src="""
+# best path CTC decoding of a batch-first (B, T, V) output with int32 lengths, blank = 0: the argmax of every
+# frame, kept when it is not blank and differs from the previous frame; the kept tokens' positions by a running
+# count over time; out(b, n) is the n-th kept token, -1 past the end; count(b) tokens per utterance
+# ('where t in 0:T' on keep: the read best(b, t - 1) behind '||' would narrow t to [1, T) silently: note 2)
+def ctc_greedy(float(B,T,V) logit, int32(B) len) -> (out, count) {
+  best(b, t) argmax=! logit(b, t, v)
+  keep(b, t) = int32(t < len(b) && best(b, t) != 0 && (t == 0 || best(b, t) != best(b, t - 1))) where t in 0:T
+  for t in T {
+    pos(b, t) = t > 0 ? pos(b, t - 1) + keep(b, t) : keep(b, t)
+  }
+  out(b, n) +=! (keep(b, t) == 1 && pos(b, t) == n + 1 ? best(b, t) + 1 : 0) where n in 0:T
+  out(b, n) = out(b, n) - 1
+  count(b) = pos(b, T - 1)
+}""", full=dict(B=16, T=400, V=500), tiny=dict(B=3, T=7, V=5), inputs=_ctc_inputs,
+    pick=lambda r: np.concatenate([r[0].reshape(-1), r[1]]))
+def _ctc_greedy(torch, a, t, s):
+    B, T = s["B"], s["T"]
+    lg, ln = t[0], t[1].long()
+
+    def run():
+        best = lg.argmax(-1)
+        keep = (best != 0) & (torch.arange(T)[None, :] < ln[:, None])
+        keep[:, 1:] &= best[:, 1:] != best[:, :-1]
+        pos = keep.cumsum(1) - 1
+        out = torch.full((B, T), -1, dtype=torch.long)
+        bi, ti = keep.nonzero(as_tuple=True)
+        out[bi, pos[bi, ti]] = best[bi, ti]
+        return torch.cat([out.reshape(-1), keep.sum(1)])
+    return {"argmax + cumsum + index_put": _nograd(torch, run)}
+
+
+@program(name="bidirectional lstm, directions summed, batch-first, weights W(dir, gate, out, in)", kind="rnn", src="""
+# nn.LSTM(I, H, bidirectional=True, batch_first=True) whose two directions are summed (as some speech encoders
+# do) instead of concatenated; weights viewed (2, 4, H, in) by direction and gate, one bias (2, 4, H);
+# the backward direction reads x at T - 1 - t and writes yb there; cells in place from a zero state
+def bilstm_sum(float(B,T,I) x, float(2,4,H,I) W, float(2,4,H,H) U, float(2,4,H) bias) -> (y) {
+  for t in T {
+    gf(q, b, j) +=! x(b, t, i) * W(0, q, j, i)
+    gb(q, b, j) +=! x(b, T - 1 - t, i) * W(1, q, j, i)
+    if t > 0 {
+      gf(q, b, j) += yf(b, t - 1, k) * U(0, q, j, k)
+      gb(q, b, j) += yb(b, T - t, k) * U(1, q, j, k)
+    }
+    gf(q, b, j) = gf(q, b, j) + bias(0, q, j)
+    gb(q, b, j) = gb(q, b, j) + bias(1, q, j)
+    cf(b, j) = sigmoid(gf(1, b, j)) * cf(b, j) + sigmoid(gf(0, b, j)) * tanh(gf(2, b, j))
+    cb(b, j) = sigmoid(gb(1, b, j)) * cb(b, j) + sigmoid(gb(0, b, j)) * tanh(gb(2, b, j))
+    yf(b, t, j) = sigmoid(gf(3, b, j)) * tanh(cf(b, j))
+    yb(b, T - 1 - t, j) = sigmoid(gb(3, b, j)) * tanh(cb(b, j))
+  }
+  y(b, t, j) = yf(b, t, j) + yb(b, t, j)
+}""", full=dict(B=16, T=64, I=256, H=256), tiny=dict(B=3, T=5, I=7, H=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _w(r, 2, 4, s["H"], s["I"]), _w(r, 2, 4, s["H"], s["H"]),
+                         _w(r, 2, 4, s["H"])])
+def _bilstm_sum(torch, a, t, s):
+    B, T, H = s["B"], s["T"], s["H"]
+    net = torch.nn.LSTM(s["I"], H, bidirectional=True, batch_first=True)
+    for d, suf in enumerate(("", "_reverse")):
+        _copy(torch, getattr(net, f"weight_ih_l0{suf}"), a[1][d].reshape(4 * H, -1))
+        _copy(torch, getattr(net, f"weight_hh_l0{suf}"), a[2][d].reshape(4 * H, H))
+        _copy(torch, getattr(net, f"bias_ih_l0{suf}"), a[3][d].reshape(-1))
+        _copy(torch, getattr(net, f"bias_hh_l0{suf}"), np.zeros(4 * H, np.float32))
+    return {"nn.LSTM(bidirectional) + sum of halves": _nograd(
+        torch, lambda: net(t[0])[0].view(B, T, 2, H).sum(2))}
+
+
+# ---------------------------------------------------------------- speech front ends and encoders
+
+@program(name="x-vector tdnn (dilated valid conv1d K=5/3/3, d=1/2/3, 1x1, relu) + stats pooling mean/std",
+         kind="conv", src="""
+# the frame layers of an x-vector extractor (Snyder et al. 2018) as nn.Conv1d layers without padding: contexts
+# [-2, 2], {-2, 0, 2}, {-3, 0, 3}, then a 1x1 layer, ReLU after each (batch norm folded away); statistics
+# pooling: the mean and the (unbiased) standard deviation over the remaining frames, concatenated
+def xvector(float(B,F,T) x, float(C,F,5) w1, float(C) b1, float(C,C,3) w2, float(C) b2, float(C,C,3) w3,
+            float(C) b3, float(O,C) w4, float(O) b4) -> (stats) {
+  h1(b, c, t) +=! x(b, f, t + k) * w1(c, f, k)
+  h1(b, c, t) = fmax(h1(b, c, t) + b1(c), 0)
+  h2(b, c, t) +=! h1(b, e, t + 2 * k) * w2(c, e, k)
+  h2(b, c, t) = fmax(h2(b, c, t) + b2(c), 0)
+  h3(b, c, t) +=! h2(b, e, t + 3 * k) * w3(c, e, k)
+  h3(b, c, t) = fmax(h3(b, c, t) + b3(c), 0)
+  h4(b, o, t) +=! h3(b, c, t) * w4(o, c)
+  h4(b, o, t) = fmax(h4(b, o, t) + b4(o), 0)
+  mu(b, o) +=! h4(b, o, t) / (T - 14)
+  var(b, o) +=! (h4(b, o, t) - mu(b, o)) * (h4(b, o, t) - mu(b, o)) / (T - 15)
+  stats(b, o) = mu(b, o)
+  stats(b, O + o) = sqrt(var(b, o))
+}""", full=dict(B=8, F=40, T=200, C=256, O=768), tiny=dict(B=3, F=5, T=21, C=7, O=9),
+    inputs=lambda r, s: [_n(r, s["B"], s["F"], s["T"]), _w(r, s["C"], s["F"], 5) * 0.5, _w(r, s["C"]) * 0.1,
+                         _w(r, s["C"], s["C"], 3) * 0.6, _w(r, s["C"]) * 0.1, _w(r, s["C"], s["C"], 3) * 0.6,
+                         _w(r, s["C"]) * 0.1, _w(r, s["O"], s["C"]), _w(r, s["O"]) * 0.1])
+def _xvector(torch, a, t, s):
+    F = torch.nn.functional
+    x, w1, b1, w2, b2, w3, b3, w4, b4 = t
+
+    def run():
+        h = F.relu(F.conv1d(x, w1, b1))
+        h = F.relu(F.conv1d(h, w2, b2, dilation=2))
+        h = F.relu(F.conv1d(h, w3, b3, dilation=3))
+        h = F.relu(F.conv1d(h, w4[:, :, None], b4))
+        sd, mu = torch.std_mean(h, dim=2)
+        return torch.cat([mu, sd], 1)
+    return {"F.conv1d(dilation) x4 + torch.std_mean": _nograd(torch, run)}
+
+
+@program(name="speech delta and delta-delta features (+-2 frames, edges clamped with min/max), stacked",
+         kind="signal", src="""
+# torchaudio.functional.compute_deltas(win_length=5) on (B, F, T) features, twice: the regression
+# sum_n n (x(t + n) - x(t - n)) / 10 over n = 1, 2 with the edge frames repeated (the index clamped into 0..T-1);
+# the output stacks x, delta and delta-delta along the feature axis (B, 3F, T)
+def deltas(float(B,F,T) x) -> (y) {
+  d(b, f, t) +=! (n - 2) * x(b, f, min(max(t + n - 2, 0), T - 1)) / 10 where t in 0:T, n in 0:5
+  dd(b, f, t) +=! (n - 2) * d(b, f, min(max(t + n - 2, 0), T - 1)) / 10 where t in 0:T, n in 0:5
+  y(b, f, t) = x(b, f, t)
+  y(b, F + f, t) = d(b, f, t)
+  y(b, 2 * F + f, t) = dd(b, f, t)
+}""", full=dict(B=32, F=80, T=1000), tiny=dict(B=3, F=5, T=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["F"], s["T"])])
+def _deltas(torch, a, t, s):
+    F = torch.nn.functional
+    C = s["F"]
+    kern = torch.arange(-2, 3, dtype=torch.float32).repeat(C, 1, 1)
+
+    def compute_deltas(v):         # torchaudio.functional.compute_deltas, win_length=5
+        return F.conv1d(F.pad(v, (2, 2), mode="replicate"), kern, groups=C) / 10
+
+    def run():
+        d = compute_deltas(t[0])
+        return torch.cat([t[0], d, compute_deltas(d)], 1)
+    return {"compute_deltas (replicate pad + grouped conv1d) x2 + cat": _nograd(torch, run)}
+
+
+def _mel_fb(M, K, sr=16000):
+    hz = lambda m: 700 * (10 ** (m / 2595) - 1)
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    pts = hz(np.linspace(mel(0), mel(sr / 2), M + 2))
+    freqs = np.linspace(0, sr / 2, K)
+    lo, ce, hi = pts[:-2, None], pts[1:-1, None], pts[2:, None]
+    fb = np.maximum(0, np.minimum((freqs - lo) / (ce - lo), (hi - freqs) / (hi - ce)))
+    return fb.astype(np.float32)
+
+
+@program(name="log-mel filterbank from re/im spectra (power inside the sum) + per-utterance mean normalisation",
+         kind="signal", src="""
+# log-mel features from an STFT given as real and imaginary parts (B, T, K): |X|^2 times the (M, K) mel
+# filterbank, log(x + 1e-6), then cepstral mean normalisation (the mean over the frames of each utterance removed)
+def logmel_cmn(float(B,T,K) re, float(B,T,K) im, float(M,K) fb) -> (y) {
+  mel(b, t, m) +=! (re(b, t, k) * re(b, t, k) + im(b, t, k) * im(b, t, k)) * fb(m, k)
+  mel(b, t, m) = log(mel(b, t, m) + 1e-6)
+  mu(b, m) +=! mel(b, t, m) / T
+  y(b, t, m) = mel(b, t, m) - mu(b, m)
+}""", full=dict(B=16, T=500, K=257, M=80), tiny=dict(B=3, T=7, K=9, M=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["K"]), _n(r, s["B"], s["T"], s["K"]), _mel_fb(s["M"], s["K"])])
+def _logmel_cmn(torch, a, t, s):
+    def run():
+        mel = torch.log((t[0] * t[0] + t[1] * t[1]) @ t[2].T + 1e-6)
+        return mel - mel.mean(1, keepdim=True)
+    return {"matmul + log + mean": _nograd(torch, run)}
+
+
+@program(name="modern hopfield retrieval, S update steps (a free size), xi = X^T softmax(beta X xi) in place",
+         kind="attention", src="""
+# retrieval in a modern Hopfield network (Ramsauer et al. 2020): P query patterns per batch are updated S times
+# (a free size) to xi <- softmax(beta xi X^T) X over the N stored patterns X; xi starts at the queries Q
+def hopfield(float(B,N,D) X, float(B,P,D) Q, float beta) -> (xi) {
+  xi(b, p, d) = Q(b, p, d)
+  for it in S {
+    s(b, p, n) +=! xi(b, p, d) * X(b, n, d)
+    mx(b, p) max=! s(b, p, n)
+    e(b, p, n) = exp(beta * (s(b, p, n) - mx(b, p)))
+    z(b, p) +=! e(b, p, n)
+    xi(b, p, d) +=! e(b, p, n) * X(b, n, d) / z(b, p)
+  }
+}""", full=dict(S=3, B=16, N=512, P=64, D=128), tiny=dict(S=3, B=3, N=7, P=5, D=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"]), _n(r, s["B"], s["P"], s["D"]),
+                         np.array(2.0 / np.sqrt(s["D"]), np.float32)])
+def _hopfield(torch, a, t, s):
+    F = torch.nn.functional
+    X, Q = t[0], t[1]
+    beta = float(a[2])
+
+    def loop():
+        xi = Q
+        for _ in range(s["S"]):
+            xi = F.scaled_dot_product_attention(xi, X, X, scale=beta)
+        return xi
+    return {"sdpa(scale=beta) loop": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------- session 45: TC-style kernels and contractions
+
+# ---------------------------------------------------------------- TC-paper / TC-repo style kernels
+
+
+@program(name="tc tbmm: batched transposed matmul Z(b, n, k) +=! X(b, n, m) * Y(b, k, m)", kind="matmul", src="""
+# TC's tbmm benchmark: both operands keep the reduction index last
+def tbmm(float(B, N, M) X, float(B, K, M) Y) -> (Z) {
+  Z(b, n, k) +=! X(b, n, m) * Y(b, k, m)
+}""", full=dict(B=32, N=256, K=256, M=256), tiny=dict(B=3, N=5, K=7, M=9),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["M"]), _n(r, s["B"], s["K"], s["M"])])
+def _tbmm(torch, a, t, s):
+    X, Y = t
+    return {"torch.bmm(X, Y^T)": lambda: torch.bmm(X, Y.transpose(1, 2)),
+            "torch.einsum": lambda: torch.einsum("bnm,bkm->bnk", X, Y)}
+
+
+@program(name="grouped batch matmul, right operand broadcast over the batch (B,G,M,K) @ (G,K,N)", kind="matmul",
+         src="""
+# per-group weights shared by every batch element: torch.matmul's broadcasting
+def gbmm(float(B, G, M, K) X, float(G, K, N) Y) -> (Z) {
+  Z(b, g, m, n) +=! X(b, g, m, k) * Y(g, k, n)
+}""", full=dict(B=16, G=8, M=128, K=64, N=128), tiny=dict(B=3, G=5, M=3, K=7, N=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["G"], s["M"], s["K"]), _w(r, s["G"], s["K"], s["N"])])
+def _gbmm(torch, a, t, s):
+    X, Y = t
+    return {"torch.matmul (broadcast)": lambda: torch.matmul(X, Y),
+            "torch.einsum": lambda: torch.einsum("bgmk,gkn->bgmn", X, Y)}
+
+
+@program(name="tc kru3: kronecker recurrent unit, three 16x16 factors on a (M, N0, N1, N2) view, one def",
+         kind="matmul", src="""
+# TC's KRU3_1, KRU3_2, KRU3_3 in one def: (W0 kron W1 kron W2) applied to each row of X, one factor per axis
+def kru3(float(M, N0, N1, N2) X, float(D0, N0) W0, float(D1, N1) W1, float(D2, N2) W2) -> (Y) {
+  XW2(m, n0, n1, d2) +=! X(m, n0, n1, r2) * W2(d2, r2)
+  XW1(m, n0, d1, d2) +=! XW2(m, n0, r1, d2) * W1(d1, r1)
+  Y(m, d0, d1, d2) +=! XW1(m, r0, d1, d2) * W0(d0, r0)
+}""", full=dict(M=256, N0=16, N1=16, N2=16, D0=16, D1=16, D2=16),
+    tiny=dict(M=3, N0=3, N1=5, N2=7, D0=5, D1=3, D2=5),
+    inputs=lambda r, s: [_n(r, s["M"], s["N0"], s["N1"], s["N2"]), _w(r, s["D0"], s["N0"]),
+                         _w(r, s["D1"], s["N1"]), _w(r, s["D2"], s["N2"])])
+def _kru3(torch, a, t, s):
+    X, W0, W1, W2 = t
+
+    def chain():
+        y = torch.matmul(X, W2.t())                                  # (M, N0, N1, D2)
+        y = torch.matmul(W1, y)                                      # (M, N0, D1, D2)
+        return torch.matmul(W0, y.reshape(s["M"], s["N0"], -1)).reshape(s["M"], s["D0"], s["D1"], s["D2"])
+    return {"3 x torch.matmul": chain,
+            "torch.einsum (3 factors)": lambda: torch.einsum("mabc,da,eb,fc->mdef", X, W0, W1, W2)}
+
+
+@program(name="kronecker-factored linear (A kron B) x on flat (NB, P*Q) rows, digits by p * Q + q, i / Q, i % Q",
+         kind="matmul", src="""
+# y(b, i*Q + j) = sum_{p,q} A(i,p) B(j,q) x(b, p*Q + q): two small contractions instead of a (PQ x PQ) matrix
+def kron_linear(float(NB, F) X, float(P, P) A, float(Q, Q) B) -> (Y) {
+  T1(b, p, j) +=! X(b, p * Q + q) * B(j, q) where p in 0:P
+  Y(b, i) +=! A(i / Q, p) * T1(b, p, i % Q) where i in 0:F
+}""", full=dict(NB=256, P=64, Q=64, F=4096), tiny=dict(NB=3, P=5, Q=3, F=15),
+    inputs=lambda r, s: [_n(r, s["NB"], s["F"]), _w(r, s["P"], s["P"]), _w(r, s["Q"], s["Q"])])
+def _kron_linear(torch, a, t, s):
+    X, A, B = t
+    P, Q = s["P"], s["Q"]
+    out = {"A @ X.view(NB,P,Q) @ B^T":
+           lambda: torch.matmul(torch.matmul(A, X.view(-1, P, Q)), B.t()).reshape(-1, P * Q)}
+    if P * Q <= 1024:   # the dense kron is only reasonable at small sizes
+        out["F.linear(x, torch.kron(A, B))"] = lambda: torch.nn.functional.linear(X, torch.kron(A, B))
+    return out
+
+
+@program(name="tc 2lut: two embedding tables, int32 index lists, sum over lookups (embedding_bag sum)",
+         kind="embedding", src="""
+# TC's _2LUT benchmark: each row sums the L1 (L2) rows of LUT1 (LUT2) its indices name
+def _2LUT(float(E1, D) LUT1, int32(B, L1) I1, float(E2, D) LUT2, int32(B, L2) I2) -> (O1, O2) {
+  O1(b, d) +=! LUT1(I1(b, k1), d)
+  O2(b, d) +=! LUT2(I2(b, k2), d)
+}""", full=dict(E1=100000, E2=50000, D=64, B=1024, L1=50, L2=20), tiny=dict(E1=7, E2=9, D=5, B=3, L1=5, L2=3),
+    inputs=lambda r, s: [_n(r, s["E1"], s["D"]), r.integers(0, s["E1"], (s["B"], s["L1"])).astype(np.int32),
+                         _n(r, s["E2"], s["D"]), r.integers(0, s["E2"], (s["B"], s["L2"])).astype(np.int32)])
+def _2lut(torch, a, t, s):
+    F = torch.nn.functional
+    LUT1, I1, LUT2, I2 = t
+    return {"2 x F.embedding_bag(sum)": lambda: (F.embedding_bag(I1, LUT1, mode="sum"),
+                                                   F.embedding_bag(I2, LUT2, mode="sum"))}
+
+
+@program(name="tc moments: mean and biased variance along the middle axis of (A, K, C)", kind="norm", src="""
+# TC's moments, the reduced axis in the middle
+def moments(float(A, K, C) X) -> (mean, var) {
+  mean(a, c) +=! X(a, k, c)
+  mean(a, c) = mean(a, c) / K
+  var(a, c) +=! (X(a, k, c) - mean(a, c)) * (X(a, k, c) - mean(a, c))
+  var(a, c) = var(a, c) / K
+}""", full=dict(A=64, K=512, C=256), tiny=dict(A=3, K=7, C=5),
+    inputs=lambda r, s: [_n(r, s["A"], s["K"], s["C"]) + 3])
+def _moments(torch, a, t, s):
+    X = t[0]
+
+    def vm():
+        v, m = torch.var_mean(X, dim=1, unbiased=False)
+        return m, v
+    return {"torch.var_mean(dim=1)": vm}
+
+
+@program(name="tc group_convolution: 5-d NGCHW input, (G,F,C,KH,KW) weight, bias B(g, f), valid", kind="conv",
+         src="""
+# TC's group_convolution benchmark, groups as an explicit index dim
+def group_convolution(float(N,G,C,H,W) I, float(G,F,C,KH,KW) W1, float(G,F) B) -> (O) {
+  O(n, g, f, h, w) +=! I(n, g, c, h + kh, w + kw) * W1(g, f, c, kh, kw)
+  O(n, g, f, h, w) = O(n, g, f, h, w) + B(g, f)
+}""", full=dict(N=16, G=32, C=4, F=4, H=56, W=56, KH=3, KW=3), tiny=dict(N=3, G=3, C=5, F=3, H=7, W=9, KH=3, KW=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["G"], s["C"], s["H"], s["W"]),
+                         _w(r, s["G"], s["F"], s["C"], s["KH"], s["KW"]), _w(r, s["G"], s["F"])])
+def _group_conv(torch, a, t, s):
+    F = torch.nn.functional
+    I, W1, B = t
+    N, G, C, H, W, Fo = s["N"], s["G"], s["C"], s["H"], s["W"], s["F"]
+    w = W1.reshape(G * Fo, C, s["KH"], s["KW"])
+    b = B.reshape(-1)
+
+    def run():
+        y = F.conv2d(I.view(N, G * C, H, W), w, b, groups=G)
+        return y.view(N, G, Fo, y.shape[2], y.shape[3])
+    return {"F.conv2d(groups=G)": run}
+
+
+@program(name="tc tensordot: O(n, c1, c3, h, w) +=! I0(n, c1, c2, h, w) * I1(n, c2, c3, h, w)", kind="matmul",
+         src="""
+# TC's TensorDot benchmark: a small contraction over c2 at every (n, h, w)
+def tensordot(float(N, C1, C2, H, W) I0, float(N, C2, C3, H, W) I1) -> (O) {
+  O(n, c1, c3, h, w) +=! I0(n, c1, c2, h, w) * I1(n, c2, c3, h, w)
+}""", full=dict(N=8, C1=64, C2=16, C3=32, H=14, W=14), tiny=dict(N=3, C1=5, C2=3, C3=7, H=3, W=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C1"], s["C2"], s["H"], s["W"]),
+                         _n(r, s["N"], s["C2"], s["C3"], s["H"], s["W"])])
+def _tensordot(torch, a, t, s):
+    I0, I1 = t
+    N, C1, C2, C3, H, W = (s[k] for k in ("N", "C1", "C2", "C3", "H", "W"))
+
+    def bmm():
+        x = I0.view(N, C1, C2, H * W).permute(0, 3, 1, 2).reshape(N * H * W, C1, C2)
+        y = I1.view(N, C2, C3, H * W).permute(0, 3, 1, 2).reshape(N * H * W, C2, C3)
+        return torch.bmm(x, y).view(N, H, W, C1, C3).permute(0, 3, 4, 1, 2)
+    return {"torch.einsum": lambda: torch.einsum("nabhw,nbchw->nachw", I0, I1),
+            "permute + torch.bmm": bmm}
+
+
+@program(name="tensordot over two axes in different orders C(i, j) +=! A(p, i, q) * B(j, q, p)", kind="matmul",
+         src="""
+# torch.tensordot(A, B, dims=([0, 2], [2, 1])): the contracted axes are first/last in A, last/middle in B
+def tdot2(float(P, I, Q) A, float(J, Q, P) B) -> (C) {
+  C(i, j) +=! A(p, i, q) * B(j, q, p)
+}""", full=dict(P=32, I=512, Q=64, J=512), tiny=dict(P=3, I=5, Q=7, J=9),
+    inputs=lambda r, s: [_n(r, s["P"], s["I"], s["Q"]), _w(r, s["J"], s["Q"], s["P"])])
+def _tdot2(torch, a, t, s):
+    A, B = t
+    return {"torch.tensordot": lambda: torch.tensordot(A, B, dims=([0, 2], [2, 1])),
+            "torch.einsum": lambda: torch.einsum("piq,jqp->ij", A, B)}
+
+
+@program(name="cp decomposition reconstruction X(i, j, k) +=! A(i, r) * B(j, r) * C(k, r)", kind="matmul", src="""
+# a rank-R CP (PARAFAC) tensor from its three factor matrices: outer products summed over the rank
+def cp3(float(I, R) A, float(J, R) B, float(K, R) C) -> (X) {
+  X(i, j, k) +=! A(i, r) * B(j, r) * C(k, r)
+}""", full=dict(I=128, J=128, K=128, R=32), tiny=dict(I=3, J=5, K=7, R=3),
+    inputs=lambda r, s: [_n(r, s["I"], s["R"]), _n(r, s["J"], s["R"]), _n(r, s["K"], s["R"])])
+def _cp3(torch, a, t, s):
+    A, B, C = t
+    I, J, K, R = s["I"], s["J"], s["K"], s["R"]
+    return {"torch.einsum": lambda: torch.einsum("ir,jr,kr->ijk", A, B, C),
+            "khatri-rao + matmul": lambda: torch.matmul((A[:, None, :] * B[None, :, :]).reshape(I * J, R),
+                                                        C.t()).view(I, J, K)}
+
+
+@program(name="block-diagonal matmul x @ blockdiag(W_0..W_NB-1), 32x32 blocks by i / 32, i % 32", kind="matmul",
+         src="""
+# a block-diagonal linear layer (monarch / blocked dense): output feature i uses block i / 32 of the input
+def blockdiag(float(B, 32 * NB) X, float(NB, 32, 32) W) -> (Y) {
+  Y(b, i) +=! X(b, 32 * (i / 32) + j) * W(i / 32, j, i % 32) where i in 0:32 * NB
+}""", full=dict(B=1024, NB=32), tiny=dict(B=5, NB=3),
+    inputs=lambda r, s: [_n(r, s["B"], 32 * s["NB"]), _w(r, s["NB"], 32, 32)])
+def _blockdiag(torch, a, t, s):
+    X, W = t
+    B, NB = s["B"], s["NB"]
+    return {"torch.einsum on a (B, NB, 32) view": lambda: torch.einsum("bnj,nji->bni", X.view(B, NB, 32), W)
+            .reshape(B, NB * 32),
+            "bmm over blocks": lambda: torch.bmm(X.view(B, NB, 32).transpose(0, 1), W).transpose(0, 1)
+            .reshape(B, NB * 32),
+            "x @ torch.block_diag(*W)": lambda: torch.matmul(X, torch.block_diag(*W))}
+
+
+@program(name="l-inf row normalize: m(n) max=! fabs(X(n, d)), X / m", kind="norm", src="""
+# each row scaled by its largest magnitude (TC's abs/max reduction)
+def linf_normalize(float(N, D) X) -> (Y, m) {
+  m(n) max=! fabs(X(n, d))
+  Y(n, d) = X(n, d) / m(n)
+}""", full=dict(N=4096, D=1024), tiny=dict(N=5, D=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])], pick=lambda r: np.concatenate([r[0], r[1][:, None]], 1))
+def _linf(torch, a, t, s):
+    X = t[0]
+
+    def run():
+        m = X.abs().amax(dim=1)
+        return torch.cat([X / m[:, None], m[:, None]], 1)
+    return {"x / x.abs().amax(1)": run}
+
+
+@program(name="conv_transpose2d stride 1 as a gather (full conv, bounds as selects), (C, O, KH, KW) weight",
+         kind="conv", src="""
+# F.conv_transpose2d(x, w) at stride 1 = a full convolution: each output pixel gathers the inputs h - kh, w - kw
+def convt_gather(float(N, C, H, W) I, float(C, O, KH, KW) Wt) -> (Y) {
+  Y(n, o, h, w) +=! (h - kh >= 0 && h - kh < H && w - kw >= 0 && w - kw < W ? I(n, c, h - kh, w - kw) : 0)
+                    * Wt(c, o, kh, kw) where h in 0:H + KH - 1, w in 0:W + KW - 1, kh in 0:KH, kw in 0:KW
+}""", full=dict(N=8, C=64, O=64, H=32, W=32, KH=3, KW=3), tiny=dict(N=3, C=5, O=3, H=7, W=5, KH=3, KW=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], s["O"], s["KH"], s["KW"])])
+def _convt_gather(torch, a, t, s):
+    I, Wt = t
+    return {"F.conv_transpose2d": lambda: torch.nn.functional.conv_transpose2d(I, Wt)}
+
+
+@program(name="im2col gemm for a 3x3 valid conv: col(n, r, h, w) with r = 9 c + 3 kh + kw (div/mod), then a sum over r",
+         kind="conv", src="""
+# the im2col lowering written out: a (9C, OH, OW) column tensor per image, then O = Wt.view(M, 9C) @ col
+def im2col_conv(float(N, C, H, W) I, float(M, C, 3, 3) Wt) -> (O) {
+  col(n, r, h, w) = I(n, r / 9, h + (r % 9) / 3, w + r % 3) where r in 0:9 * C, h in 0:H - 2, w in 0:W - 2
+  O(n, m, h, w) +=! Wt(m, r / 9, (r % 9) / 3, r % 3) * col(n, r, h, w)
+}""", full=dict(N=8, C=64, M=64, H=32, W=32), tiny=dict(N=3, C=5, M=3, H=7, W=9),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["M"], s["C"], 3, 3)])
+def _im2col_gemm(torch, a, t, s):
+    F = torch.nn.functional
+    I, Wt = t
+    N, M, H, W = s["N"], s["M"], s["H"], s["W"]
+    return {"F.conv2d": lambda: F.conv2d(I, Wt),
+            "F.unfold + matmul": lambda: torch.matmul(Wt.view(M, -1), F.unfold(I, 3)).view(N, M, H - 2, W - 2)}

@@ -154,6 +154,15 @@ def plan(model: Model) -> Plan:
     return out
 
 
+def _remainder_last(e, v: str, s: int) -> bool:
+    """Some read of ``e`` (parsed or checked) has ``v % s`` as its last index."""
+    def last(x):
+        idx = x.indices if isinstance(x, n.Access) else x.args if isinstance(x, n.Call) else ()
+        return idx[-1] if idx else None
+    return any(isinstance(i := last(x), n.Binary) and i.op == "%" and isinstance(i.lhs, (n.Ident, n.IndexVar))
+               and i.lhs.name == v and isinstance(i.rhs, n.Const) and i.rhs.value == s for x in n.walk(e))
+
+
 def _divided(e, v: str) -> int | None:
     """``s`` when every read of ``v`` in ``e`` is ``v / s`` or ``v % s`` (one
     constant ``s`` of at least 2, at least once a quotient); else None."""
@@ -258,13 +267,15 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         wheres.append(_where(w))
     # the remainders just before the first output they split (a convolution's
     # channel rows stay outside, the quotients inside, as in its output); an
-    # output that is only divided keeps its place and layout, ``v = s * v_q +
-    # v_p`` as ``(v_q, v_p)`` (a block-diagonal weight's block ``i / 32`` and
-    # column ``i % 32``: the column innermost, as in the weight)
+    # output that is only divided, and read as ``v % s`` in a last index, keeps
+    # its place and layout, ``v = s * v_q + v_p`` as ``(v_q, v_p)`` (a
+    # block-diagonal weight's block ``i / 32`` and column ``i % 32``: the column
+    # innermost, as in the weight; a transposed convolution's ``x(.., t / 3 -
+    # m)`` reads along the quotient, which stays innermost)
     first_split = min(lhs.index(q.v) for q in pairs)
     idx = lhs[:first_split] + [fresh[q.v][0] for q in pairs] + [fresh[v][1] if v in fresh else v
                                                                  for v in lhs[first_split:]]
-    divided = all(q.k is None for q in pairs)
+    divided = all(q.k is None and _remainder_last(st.rhs, q.v, q.s) for q in pairs)
     if divided:
         idx = [x for v in lhs for x in ((fresh[v][1], fresh[v][0]) if v in fresh else (v,))]
     # the right-hand side keeps its nodes' spans (pad.py finds its selects by them)

@@ -351,12 +351,18 @@ def _batch_rows(out: Plan, s, names: list[str], reads: list) -> None:
     when the last index ``o`` is one the code may vectorize along and the new
     rows leave an operand invariant."""
     c = s.info.comp
-    if c.reduction != "+" or not c.reduction_vars or len(names) < 3 or len(reads) < 2:
+    # (three indices, rows, groups, columns: timed on a suite with 4-D attention sums
+    # whose heads are their rows, ``s(b, i, h, j)``, the copy back made them slower)
+    if c.reduction != "+" or not c.reduction_vars or len(names) != 3 or len(reads) != 2:
         return
     g, j = names[-2], names[-1]
     if any(a.tensor == c.tensor for a in reads) or g not in s.dims or j not in s.dims:
         return
-    if not all(uses(a.indices, g) for a in reads) or all(uses(a.indices, j) for a in reads):
+    # the groups in an index of every read without a division (``32 * g + j``, not ``(o / 32)
+    # * CG + c``, a grouped convolution's input channels), the columns not read by every operand
+    def undivided(e) -> bool:
+        return uses([e], g) and not any(isinstance(x, n.Binary) and x.op in ("/", "%") for x in n.walk(e))
+    if not all(any(undivided(e) for e in a.indices) for a in reads) or all(uses(a.indices, j) for a in reads):
         return
     pos = next((i for i, x in enumerate(names[:-2]) if not all(uses(a.indices, x) for a in reads)), None)
     if pos is None or names[pos] not in s.dims:
@@ -367,6 +373,11 @@ def _batch_rows(out: Plan, s, names: list[str], reads: list) -> None:
     perm = tuple(range(pos)) + (len(names) - 2,) + tuple(range(pos, len(names) - 2)) + (len(names) - 1,)
     rows = names[perm[-2]]
     if all(uses(a.indices, rows) for a in reads):
+        return
+    # a matmul per group: the operand the rows leave invariant is a (k, columns) panel
+    # (not a depthwise convolution's taps ``w(c, k)``)
+    if not any(not uses(a.indices, rows) and uses(a.indices, j) and any(uses(a.indices, r) for r in red)
+               for a in reads):
         return
     out.stmts[c.span] = perm
 
