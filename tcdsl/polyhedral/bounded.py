@@ -50,6 +50,17 @@ def seconds(symbolic: float | None = None) -> float:
     return MOST if symbolic is None else min(MOST, max(LEAST, SCALE * symbolic))
 
 
+def symbolic(model, fusion: str, schedule_kernel) -> tuple[list[isl.Schedule], float]:
+    """The symbolic schedules of ``model``'s kernels (``schedule_kernel(k,
+    None, fusion)``) and the seconds they took: made once per model (its
+    ``symbolic`` memo) for all the size tuples scheduled before scheduling."""
+    memo = model.symbolic
+    if fusion not in memo:
+        start = time.perf_counter()
+        memo[fusion] = ([schedule_kernel(k, None, fusion) for k in model.kernels()], time.perf_counter() - start)
+    return memo[fusion]
+
+
 def run(ctx: isl.Context, work: Callable[[], list[isl.Schedule]],
         limit: float | None = None) -> list[isl.Schedule] | None:
     """``work()``'s schedules, computed in a child process; None when it took

@@ -15,8 +15,6 @@ schedules become isl ASTs in :mod:`tcdsl.polyhedral.isl_ast`.
 """
 from __future__ import annotations
 
-import time
-
 import islpy as isl
 
 from ..options import FUSION
@@ -56,22 +54,14 @@ def schedule(model: Model, fixed: dict[str, int] | None = None, fusion: str = "a
     fix = fixed_set(model, fixed) if fixed else None
     kernels = model.kernels()
     if fix is None:
-        return dict(enumerate(_symbolic(model, fusion)[0]))
+        return dict(enumerate(bounded.symbolic(model, fusion, _schedule_kernel)[0]))
     # with the sizes fixed first, under a time limit (bounded.py) scaled to
     # what the symbolic schedules took; past it, those restricted to the sizes
-    symbolic, took = _symbolic(model, fusion)
+    symbolic, took = bounded.symbolic(model, fusion, _schedule_kernel)
     got = bounded.run(model.ctx, lambda: [_schedule_kernel(k, fix, fusion) for k in kernels], bounded.seconds(took))
     if got is None:
         got = [s.intersect_domain(k.domain.intersect_params(fix)) for s, k in zip(symbolic, kernels)]
     return dict(enumerate(got))
-
-
-def _symbolic(model: Model, fusion: str) -> tuple[list[isl.Schedule], float]:
-    memo = model.symbolic  # made once per model for all the size tuples
-    if fusion not in memo:
-        start = time.perf_counter()
-        memo[fusion] = ([_schedule_kernel(k, None, fusion) for k in model.kernels()], time.perf_counter() - start)
-    return memo[fusion]
 
 
 def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> isl.Schedule:
