@@ -6998,3 +6998,399 @@ def _im2col_gemm(torch, a, t, s):
     N, M, H, W = s["N"], s["M"], s["H"], s["W"]
     return {"F.conv2d": lambda: F.conv2d(I, Wt),
             "F.unfold + matmul": lambda: torch.matmul(Wt.view(M, -1), F.unfold(I, 3)).view(N, M, H - 2, W - 2)}
+
+
+# ---------------------------------------------------------------- session 45: vision, losses and layers
+
+# ---------------------------------------------------------------- vision, losses, misc layers
+
+@program(name="dcgan generator up-block: conv_transpose2d k=4 s=2 p=1 + bias + relu (where p = i + 1 - kh)",
+         kind="conv", src="""
+# one DCGAN generator block: ConvTranspose2d(C, O, 4, stride=2, padding=1) then ReLU (no batch norm);
+# the input row feeding output row i through tap kh is p = i + 1 - kh when it is even
+def dcgan_up(float(N,C,H,W) x, float(C,O,4,4) w, float(O) bias) -> (y) {
+  y(n, o, i, j) +=! (p % 2 == 0 && q % 2 == 0 && p >= 0 && q >= 0 && p / 2 < H && q / 2 < W
+                     ? x(n, c, p / 2, q / 2) : 0) * w(c, o, kh, kw)
+      where i in 0:2*H, j in 0:2*W, kh in 0:4, kw in 0:4, p = i + 1 - kh, q = j + 1 - kw
+  y(n, o, i, j) = max(y(n, o, i, j) + bias(o), 0)
+}""", full=dict(N=16, C=256, H=8, W=8, O=128), tiny=dict(N=2, C=3, H=3, W=5, O=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], s["O"], 4, 4), _w(r, s["O"])])
+def _dcgan_up(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, b = t
+    return {"F.conv_transpose2d(stride=2, padding=1) + relu": _nograd(
+        torch, lambda: F.relu(F.conv_transpose2d(x, w, b, stride=2, padding=1)))}
+
+
+@program(name="vit patch embedding 16x16 as a contraction, cls token + pos table, tokens n / GW, n % GW",
+         kind="conv", src="""
+# ViT: Conv2d(3, D, 16, stride=16) written as a sum over (c, p, q), the patches flattened row-major into
+# tokens 1..GH*GW (the pos table has P = 1 + GH*GW rows), token 0 is the cls token
+def vit_embed(float(B,3,16*GH,16*GW) img, float(D,3,16,16) w, float(D) bias, float(D) cls, float(P,D) pos) -> (tok) {
+  tok(b, z, d) = cls(d) + pos(z, d) where b in 0:B, z in 0:1
+  tok(b, 1 + n, d) +=! img(b, c, 16 * (n / GW) + p, 16 * (n % GW) + q) * w(d, c, p, q) where n in 0:P - 1
+  tok(b, 1 + n, d) = tok(b, 1 + n, d) + bias(d) + pos(1 + n, d) where n in 0:P - 1
+}""", full=dict(B=4, GH=14, GW=14, D=768, P=197), tiny=dict(B=2, GH=3, GW=1, D=5, P=4),
+    inputs=lambda r, s: [_n(r, s["B"], 3, 16 * s["GH"], 16 * s["GW"]), _w(r, s["D"], 3, 16, 16),
+                         _w(r, s["D"]), _n(r, s["D"]), _n(r, s["P"], s["D"])])
+def _vit_embed(torch, a, t, s):
+    F = torch.nn.functional
+    img, w, b, cls, pos = t
+
+    def run():
+        p = F.conv2d(img, w, b, stride=16).flatten(2).transpose(1, 2)
+        return torch.cat([cls.expand(img.shape[0], 1, -1), p], dim=1) + pos
+    return {"F.conv2d(stride=16) + cat(cls) + pos": _nograd(torch, run)}
+
+
+@program(name="swin window attention 7x7, windows by y / 7 and j % 7, relative bias table (169, NH), channels-last",
+         kind="attention", src="""
+# Swin-T stage-1 window attention (no shift) on q, k, v already projected and laid out channels-last (B, H, W, NH, D):
+# query pixel (y, x) attends to the 49 pixels j of its 7x7 window, row 7 * (y / 7) + j / 7, column 7 * (x / 7) + j % 7;
+# the bias of a (query, key) pair is table(idx, n), idx = (dy + 6) * 13 + (dx + 6) for the offset (dy, dx)
+def swin_attn(float(B,7*GH,7*GW,NH,D) q, float(B,7*GH,7*GW,NH,D) k, float(B,7*GH,7*GW,NH,D) v,
+              float(169,NH) table) -> (o) {
+  s(b, y, x, n, j) +=! q(b, y, x, n, d) * k(b, 7 * (y / 7) + j / 7, 7 * (x / 7) + j % 7, n, d) * rsqrt(float(D))
+      where j in 0:49
+  s(b, y, x, n, j) = s(b, y, x, n, j) + table((y % 7 - j / 7 + 6) * 13 + x % 7 - j % 7 + 6, n)
+  mx(b, y, x, n) max=! s(b, y, x, n, j)
+  e(b, y, x, n, j) = exp(s(b, y, x, n, j) - mx(b, y, x, n))
+  z(b, y, x, n) +=! e(b, y, x, n, j)
+  o(b, y, x, n, c) +=! e(b, y, x, n, j) * v(b, 7 * (y / 7) + j / 7, 7 * (x / 7) + j % 7, n, c) / z(b, y, x, n)
+}""", full=dict(B=16, GH=8, GW=8, NH=3, D=32), tiny=dict(B=2, GH=1, GW=2, NH=3, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], 7 * s["GH"], 7 * s["GW"], s["NH"], s["D"]) for _ in range(3)]
+                        + [_n(r, 169, s["NH"])])
+def _swin_attn(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, table = t
+    B, GH, GW, NH, D = s["B"], s["GH"], s["GW"], s["NH"], s["D"]
+    ii, jj = torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij")
+    pos = torch.stack([ii.flatten(), jj.flatten()])                 # (2, 49)
+    rel = pos[:, :, None] - pos[:, None, :] + 6                     # (2, 49, 49)
+    index = rel[0] * 13 + rel[1]
+
+    def win(x):                                                     # (B, H, W, NH, D) -> (B*nW, NH, 49, D)
+        return x.view(B, GH, 7, GW, 7, NH, D).permute(0, 1, 3, 5, 2, 4, 6).reshape(B * GH * GW, NH, 49, D)
+
+    def run():
+        bias = table[index].permute(2, 0, 1)                        # (NH, 49, 49)
+        o = F.scaled_dot_product_attention(win(q), win(k), win(v), attn_mask=bias)
+        return o.view(B, GH, GW, NH, 7, 7, D).permute(0, 1, 4, 2, 5, 3, 6).reshape(B, 7 * GH, 7 * GW, NH, D)
+    return {"window partition + F.scaled_dot_product_attention(bias) + reverse": _nograd(torch, run)}
+
+
+@program(name="ssim loss, 7x7 uniform window (valid), five box sums, mean over maps", kind="loss", src="""
+# 1 - mean SSIM (skimage's defaults for images in [0, 1]: 7x7 uniform window, K1 = 0.01, K2 = 0.03, population
+# variances), per channel, valid windows only
+def ssim_loss(float(N,C,H,W) x, float(N,C,H,W) y) -> (loss) {
+  mx(n, c, h, w) +=! x(n, c, h + i, w + j) / 49 where i in 0:7, j in 0:7
+  my(n, c, h, w) +=! y(n, c, h + i, w + j) / 49 where i in 0:7, j in 0:7
+  sxx(n, c, h, w) +=! x(n, c, h + i, w + j) * x(n, c, h + i, w + j) / 49 where i in 0:7, j in 0:7
+  syy(n, c, h, w) +=! y(n, c, h + i, w + j) * y(n, c, h + i, w + j) / 49 where i in 0:7, j in 0:7
+  sxy(n, c, h, w) +=! x(n, c, h + i, w + j) * y(n, c, h + i, w + j) / 49 where i in 0:7, j in 0:7
+  ssim(n, c, h, w) = (2 * a * b + 0.0001) * (2 * (sxy(n, c, h, w) - a * b) + 0.0009)
+                   / ((a * a + b * b + 0.0001) * (sxx(n, c, h, w) - a * a + syy(n, c, h, w) - b * b + 0.0009))
+      where a = mx(n, c, h, w), b = my(n, c, h, w)
+  loss +=! (1 - ssim(n, c, h, w)) / (N * C * (H - 6) * (W - 6))
+}""", full=dict(N=16, C=3, H=256, W=256), tiny=dict(N=2, C=3, H=9, W=11),
+    inputs=lambda r, s: [r.uniform(0, 1, (s["N"], s["C"], s["H"], s["W"])).astype(np.float32),
+                         r.uniform(0, 1, (s["N"], s["C"], s["H"], s["W"])).astype(np.float32)])
+def _ssim_loss(torch, a, t, s):
+    F = torch.nn.functional
+    x, y = t
+
+    def run():
+        mx, my = F.avg_pool2d(x, 7, 1), F.avg_pool2d(y, 7, 1)
+        sxx = F.avg_pool2d(x * x, 7, 1) - mx * mx
+        syy = F.avg_pool2d(y * y, 7, 1) - my * my
+        sxy = F.avg_pool2d(x * y, 7, 1) - mx * my
+        ssim = (2 * mx * my + 1e-4) * (2 * sxy + 9e-4) / ((mx * mx + my * my + 1e-4) * (sxx + syy + 9e-4))
+        return 1 - ssim.mean()
+    return {"F.avg_pool2d x5 + elementwise + mean": _nograd(torch, run)}
+
+
+@program(name="gaussian blur 5x5 with reflect padding (nested selects in the indices), one kernel for all channels",
+         kind="conv", src="""
+# torchvision-style gaussian_blur: the same 5x5 kernel g on every channel, reflect padding of 2 (row -1 reads row 1,
+# row H reads row H - 2), written as the reflected index of each tap
+def blur(float(N,C,H,W) x, float(5,5) g) -> (out) {
+  out(n, c, h, w) +=! x(n, c, r < 0 ? -r : (r >= H ? 2 * H - 2 - r : r), q < 0 ? -q : (q >= W ? 2 * W - 2 - q : q)) * g(i, j)
+      where h in 0:H, w in 0:W, i in 0:5, j in 0:5, r = h + i - 2, q = w + j - 2
+}""", full=dict(N=8, C=3, H=512, W=512), tiny=dict(N=2, C=3, H=5, W=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]),
+                         (lambda k: np.outer(k, k).astype(np.float32))(
+                             np.exp(-0.5 * (np.arange(5) - 2.0) ** 2 / 1.5 ** 2) / np.exp(
+                                 -0.5 * (np.arange(5) - 2.0) ** 2 / 1.5 ** 2).sum())])
+def _blur_reflect(torch, a, t, s):
+    F = torch.nn.functional
+    x, g = t
+    C = s["C"]
+    return {"F.pad(reflect) + F.conv2d(groups=C)": _nograd(
+        torch, lambda: F.conv2d(F.pad(x, (2, 2, 2, 2), mode="reflect"), g.expand(C, 1, 5, 5), groups=C))}
+
+
+@program(name="sobel edge magnitude, replicate padding by clamped indices, taps from index arithmetic",
+         kind="conv", src="""
+# grayscale images (N, H, W); Sobel gx has taps (j - 1) * (2 - (i - 1)^2) = [[-1,0,1],[-2,0,2],[-1,0,1]], gy its
+# transpose; replicate padding: the tap's row and column clamped into the image
+def sobel(float(N,H,W) img) -> (mag) {
+  gx(n, h, w) +=! img(n, r, q) * (j - 1) * (2 - (i - 1) * (i - 1))
+      where h in 0:H, w in 0:W, i in 0:3, j in 0:3, r = min(max(h + i - 1, 0), H - 1), q = min(max(w + j - 1, 0), W - 1)
+  gy(n, h, w) +=! img(n, r, q) * (i - 1) * (2 - (j - 1) * (j - 1))
+      where h in 0:H, w in 0:W, i in 0:3, j in 0:3, r = min(max(h + i - 1, 0), H - 1), q = min(max(w + j - 1, 0), W - 1)
+  mag(n, h, w) = sqrt(gx(n, h, w) * gx(n, h, w) + gy(n, h, w) * gy(n, h, w) + 1e-6)
+}""", full=dict(N=16, H=512, W=512), tiny=dict(N=2, H=5, W=7),
+    inputs=lambda r, s: [r.uniform(0, 1, (s["N"], s["H"], s["W"])).astype(np.float32)])
+def _sobel(torch, a, t, s):
+    F = torch.nn.functional
+    gx = torch.tensor([[-1., 0., 1.], [-2., 0., 2.], [-1., 0., 1.]])
+    k = torch.stack([gx, gx.T])[:, None]                            # (2, 1, 3, 3)
+
+    def run():
+        g = F.conv2d(F.pad(t[0][:, None], (1, 1, 1, 1), mode="replicate"), k)
+        return torch.sqrt((g * g).sum(1) + 1e-6)
+    return {"F.pad(replicate) + F.conv2d (2 filters) + sqrt": _nograd(torch, run)}
+
+
+@program(name="soft dice loss over classes, softmax logits + int32 label map (one-hot as a select), mean over K",
+         kind="loss", src="""
+# segmentation: softmax over K classes per pixel, per-class dice (2 |p . onehot| + 1) / (|p| + |onehot| + 1) summed
+# over the batch and the pixels, loss = 1 - mean over classes
+def dice_loss(float(N,K,H,W) logits, int32(N,H,W) tgt) -> (loss) {
+  mx(n, h, w) max=! logits(n, k, h, w)
+  e(n, k, h, w) = exp(logits(n, k, h, w) - mx(n, h, w))
+  z(n, h, w) +=! e(n, k, h, w)
+  inter(k) +=! tgt(n, h, w) == k ? e(n, k, h, w) / z(n, h, w) : 0
+  psum(k) +=! e(n, k, h, w) / z(n, h, w)
+  tsum(k) +=! tgt(n, h, w) == k ? 1.0 : 0.0 where k in 0:K
+  loss +=! (1 - (2 * inter(k) + 1) / (psum(k) + tsum(k) + 1)) / K
+}""", full=dict(N=8, K=21, H=128, W=128), tiny=dict(N=2, K=5, H=3, W=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["K"], s["H"], s["W"]),
+                         r.integers(0, s["K"], (s["N"], s["H"], s["W"])).astype(np.int32)])
+def _dice_loss(torch, a, t, s):
+    F = torch.nn.functional
+    logits, tgt = t
+
+    def run():
+        p = logits.softmax(1)
+        oh = F.one_hot(tgt.long(), s["K"]).permute(0, 3, 1, 2).to(p.dtype)
+        inter = (p * oh).sum((0, 2, 3))
+        dice = (2 * inter + 1) / (p.sum((0, 2, 3)) + oh.sum((0, 2, 3)) + 1)
+        return 1 - dice.mean()
+    return {"softmax + F.one_hot + sums": _nograd(torch, run)}
+
+
+@program(name="generalized box iou matrix (detr matcher cost), xyxy boxes per image, chained where bindings",
+         kind="misc", src="""
+# DETR's matcher: GIoU between every predicted box i and every target box j of an image, boxes (x0, y0, x1, y1)
+def giou(float(B,N,4) pb, float(B,M,4) tb) -> (g) {
+  g(b, i, j) = inter / uni - (encl - uni) / encl
+    where iw = max(min(pb(b, i, 2), tb(b, j, 2)) - max(pb(b, i, 0), tb(b, j, 0)), 0.0),
+          ih = max(min(pb(b, i, 3), tb(b, j, 3)) - max(pb(b, i, 1), tb(b, j, 1)), 0.0),
+          inter = iw * ih,
+          uni = (pb(b, i, 2) - pb(b, i, 0)) * (pb(b, i, 3) - pb(b, i, 1))
+              + (tb(b, j, 2) - tb(b, j, 0)) * (tb(b, j, 3) - tb(b, j, 1)) - inter,
+          encl = (max(pb(b, i, 2), tb(b, j, 2)) - min(pb(b, i, 0), tb(b, j, 0)))
+               * (max(pb(b, i, 3), tb(b, j, 3)) - min(pb(b, i, 1), tb(b, j, 1)))
+}""", full=dict(B=16, N=900, M=64), tiny=dict(B=2, N=5, M=3),
+    inputs=lambda r, s: [_boxes(r, s["B"], s["N"]), _boxes(r, s["B"], s["M"])])
+def _giou(torch, a, t, s):
+    pb, tb = t
+
+    def run():                                                      # torchvision.ops.generalized_box_iou, batched
+        area1 = (pb[..., 2] - pb[..., 0]) * (pb[..., 3] - pb[..., 1])
+        area2 = (tb[..., 2] - tb[..., 0]) * (tb[..., 3] - tb[..., 1])
+        lt = torch.max(pb[:, :, None, :2], tb[:, None, :, :2])
+        rb = torch.min(pb[:, :, None, 2:], tb[:, None, :, 2:])
+        wh = (rb - lt).clamp(min=0)
+        inter = wh[..., 0] * wh[..., 1]
+        union = area1[:, :, None] + area2[:, None, :] - inter
+        iou = inter / union
+        lti = torch.min(pb[:, :, None, :2], tb[:, None, :, :2])
+        rbi = torch.max(pb[:, :, None, 2:], tb[:, None, :, 2:])
+        whi = (rbi - lti).clamp(min=0)
+        area = whi[..., 0] * whi[..., 1]
+        return iou - (area - union) / area
+    return {"torchvision-style generalized_box_iou, batched": _nograd(torch, run)}
+
+
+def _boxes(r, B, N):
+    xy = r.uniform(0, 0.8, (B, N, 2))
+    wh = r.uniform(0.02, 0.4, (B, N, 2))
+    return np.concatenate([xy, xy + wh], -1).astype(np.float32)
+
+
+@program(name="per-row histogram of values in [0, 1) into K bins (free size K), int32 counts as a one-hot sum",
+         kind="data", src="""
+# bin of x is floor(x * K) clamped into 0..K-1; K is given at the call
+def hist(float(B,N) x) -> (int32(B,K) h) {
+  h(b, k) +=! min(max(int32(floor(x(b, i) * K)), 0), K - 1) == k ? 1 : 0 where k in 0:K
+}""", full=dict(B=64, N=65536, K=256), tiny=dict(B=3, N=11, K=5), free=("K",),
+    inputs=lambda r, s: [r.uniform(0, 1, (s["B"], s["N"])).astype(np.float32)])
+def _hist(torch, a, t, s):
+    x = t[0]
+    K = s["K"]
+
+    def run():
+        idx = (x * K).floor().clamp(0, K - 1).long()
+        ones = torch.ones_like(idx, dtype=torch.int32)
+        return torch.zeros(x.shape[0], K, dtype=torch.int32).scatter_add_(1, idx, ones)
+    return {"floor + scatter_add_ of ones": _nograd(torch, run)}
+
+
+@program(name="conv2d groups=2 dilation=2 padding=2 + bias, one statement per group (lhs offset OG + o), "
+              "select padding",
+         kind="conv", src="""
+# Conv2d(2*CG, 2*OG, 3, padding=2, dilation=2, groups=2): group 0 reads channels 0..CG-1 into outputs 0..OG-1,
+# group 1 channels CG.. into outputs OG..
+def gconv(float(N,2*CG,H,W) x, float(2*OG,CG,3,3) w, float(2*OG) bias) -> (y) {
+  y(n, o, h, v) +=! (r >= 0 && r < H && q >= 0 && q < W ? x(n, c, r, q) : 0) * w(o, c, kh, kw)
+      where o in 0:OG, h in 0:H, v in 0:W, kh in 0:3, kw in 0:3, r = h + 2 * kh - 2, q = v + 2 * kw - 2
+  y(n, OG + o, h, v) +=! (r >= 0 && r < H && q >= 0 && q < W ? x(n, CG + c, r, q) : 0) * w(OG + o, c, kh, kw)
+      where o in 0:OG, h in 0:H, v in 0:W, kh in 0:3, kw in 0:3, r = h + 2 * kh - 2, q = v + 2 * kw - 2
+  y(n, o, h, v) = y(n, o, h, v) + bias(o)
+}""", full=dict(N=4, CG=32, OG=32, H=56, W=56), tiny=dict(N=2, CG=3, OG=5, H=5, W=7),
+    inputs=lambda r, s: [_n(r, s["N"], 2 * s["CG"], s["H"], s["W"]), _w(r, 2 * s["OG"], s["CG"], 3, 3),
+                         _w(r, 2 * s["OG"])])
+def _gconv_dilated(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, b = t
+    return {"F.conv2d(groups=2, dilation=2, padding=2)": _nograd(
+        torch, lambda: F.conv2d(x, w, b, padding=2, dilation=2, groups=2))}
+
+
+def _unpool_inputs(r, s):
+    N, C, Hp, Wp = s["N"], s["C"], s["Hp"], s["Wp"]
+    x = _n(r, N, C, 2 * Hp, 2 * Wp)
+    win = x.reshape(N, C, Hp, 2, Wp, 2).transpose(0, 1, 2, 4, 3, 5).reshape(N, C, Hp, Wp, 4)
+    am = win.argmax(-1)
+    h = 2 * np.arange(Hp)[:, None] + am // 2
+    w = 2 * np.arange(Wp)[None, :] + am % 2
+    return [np.ascontiguousarray(win.max(-1)), (h * (2 * Wp) + w).astype(np.int64)]
+
+
+@program(name="max_unpool2d 2x2 (segnet decoder), int64 flat indices from max_pool2d, select per output pixel",
+         kind="data", src="""
+# SegNet: scatter the pooled maxima back to the positions max_pool2d(2, return_indices=True) recorded (flat h * W + w
+# in the 2Hp x 2Wp map); every other pixel is 0
+def unpool(float(N,C,Hp,Wp) v, int64(N,C,Hp,Wp) ind) -> (y) {
+  y(n, c, h, w) = ind(n, c, h / 2, w / 2) == h * (2 * Wp) + w ? v(n, c, h / 2, w / 2) : 0
+      where h in 0:2*Hp, w in 0:2*Wp
+}""", full=dict(N=16, C=64, Hp=56, Wp=56), tiny=dict(N=2, C=3, Hp=3, Wp=5),
+    inputs=_unpool_inputs)
+def _unpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_unpool2d(2)": _nograd(torch, lambda: F.max_unpool2d(t[0], t[1], 2))}
+
+
+@program(name="spatial transformer: affine_grid + bilinear grid_sample, zeros padding, align_corners=False",
+         kind="data", src="""
+# STN: output pixel (i, j) at normalised (xs, ys) (pixel centres), mapped by theta (N, 2, 3), sampled bilinearly
+# (align_corners=False), corners outside the image read as 0
+def stn(float(N,C,H,W) x, float(N,2,3) theta) -> (out) {
+  out(n, c, i, j) = (1 - ax) * (1 - ay) * (r0 >= 0 && r0 < H && q0 >= 0 && q0 < W ? x(n, c, r0, q0) : 0)
+                  + ax * (1 - ay) * (r0 >= 0 && r0 < H && q0 + 1 >= 0 && q0 + 1 < W ? x(n, c, r0, q0 + 1) : 0)
+                  + (1 - ax) * ay * (r0 + 1 >= 0 && r0 + 1 < H && q0 >= 0 && q0 < W ? x(n, c, r0 + 1, q0) : 0)
+                  + ax * ay * (r0 + 1 >= 0 && r0 + 1 < H && q0 + 1 >= 0 && q0 + 1 < W ? x(n, c, r0 + 1, q0 + 1) : 0)
+    where i in 0:H, j in 0:W,
+          xs = (2 * j + 1.0) / W - 1, ys = (2 * i + 1.0) / H - 1,
+          gx = theta(n, 0, 0) * xs + theta(n, 0, 1) * ys + theta(n, 0, 2),
+          gy = theta(n, 1, 0) * xs + theta(n, 1, 1) * ys + theta(n, 1, 2),
+          ix = ((gx + 1) * W - 1) * 0.5, iy = ((gy + 1) * H - 1) * 0.5,
+          q0 = int32(floor(ix)), r0 = int32(floor(iy)), ax = ix - floor(ix), ay = iy - floor(iy)
+}""", full=dict(N=16, C=32, H=128, W=128), tiny=dict(N=2, C=3, H=5, W=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]),
+                         (np.array([[1, 0, 0], [0, 1, 0]], np.float32)
+                          + r.uniform(-0.3, 0.3, (s["N"], 2, 3))).astype(np.float32)])
+def _stn(torch, a, t, s):
+    F = torch.nn.functional
+    x, theta = t
+    return {"F.affine_grid + F.grid_sample(zeros)": _nograd(torch, lambda: F.grid_sample(
+        x, F.affine_grid(theta, list(x.shape), align_corners=False), mode="bilinear", padding_mode="zeros",
+        align_corners=False))}
+
+
+@program(name="nt-xent (simclr) loss: normalised rows, similarity / tau, diagonal masked by a select, "
+              "positive by i < N ? i + N : i - N",
+         kind="loss", src="""
+# SimCLR: 2N projections (two views of N images, view 2 after view 1); cross entropy of each row's similarities
+# (itself excluded) with the other view of the same image as the label; mean over the 2N rows
+def nt_xent(float(2*N,D) z, float tau) -> (loss) {
+  nrm(i) +=! z(i, d) * z(i, d)
+  u(i, d) = z(i, d) / fmax(sqrt(nrm(i)), 1e-12)
+  sim(i, j) +=! u(i, d) * u(j, d) / tau
+  mx(i) max=! i != j ? sim(i, j) : -inf
+  se(i) +=! i != j ? exp(sim(i, j) - mx(i)) : 0
+  loss +=! (log(se(i)) + mx(i) - sim(i, i < N ? i + N : i - N)) / (2 * N)
+}""", full=dict(N=1024, D=128), tiny=dict(N=3, D=5),
+    inputs=lambda r, s: [_n(r, 2 * s["N"], s["D"]), np.array(0.1, np.float32)])
+def _nt_xent(torch, a, t, s):
+    F = torch.nn.functional
+    z, tau = t
+    N = s["N"]
+    labels = torch.cat([torch.arange(N, 2 * N), torch.arange(0, N)])
+    eye = torch.eye(2 * N, dtype=torch.bool)
+
+    def run():
+        u = F.normalize(z, dim=1)
+        sim = (u @ u.T / tau).masked_fill(eye, float("-inf"))
+        return F.cross_entropy(sim, labels)
+    return {"F.normalize + matmul + masked_fill + F.cross_entropy": _nograd(torch, run)}
+
+
+@program(name="shifted-window (swin sw-msa) attention: roll by 3 as index selects, region mask -100, "
+              "relative bias table",
+         kind="attention", src="""
+# Swin SW-MSA in the original (unrolled) layout: pixel y sits at row ys = (y - 3) mod H of the rolled map; its window's
+# key j is rolled row kr = 7 * (ys / 7) + j / 7, original row (kr + 3) mod H (both mods written as selects: see note 1
+# for the same program with % (7 * GH), which does not finish compiling); pairs from different regions of the
+# rolled map (rows < H - 7, < H - 3, the rest; the same for columns) get -100, as Swin's attn_mask
+def swin_shift(float(B,7*GH,7*GW,NH,D) q, float(B,7*GH,7*GW,NH,D) k, float(B,7*GH,7*GW,NH,D) v,
+               float(169,NH) table) -> (o) {
+  s(b, y, x, n, j) +=! q(b, y, x, n, d) * k(b, kr < 7 * GH - 3 ? kr + 3 : kr + 3 - 7 * GH, kc < 7 * GW - 3 ? kc + 3 : kc + 3 - 7 * GW, n, d) * rsqrt(float(D))
+      where j in 0:49, ys = y >= 3 ? y - 3 : y + 7 * GH - 3, xs = x >= 3 ? x - 3 : x + 7 * GW - 3,
+            kr = 7 * (ys / 7) + j / 7, kc = 7 * (xs / 7) + j % 7
+  s(b, y, x, n, j) = s(b, y, x, n, j) + table((ys % 7 - j / 7 + 6) * 13 + xs % 7 - j % 7 + 6, n)
+      + ((ys < 7 * GH - 7 ? 0 : (ys < 7 * GH - 3 ? 1 : 2)) != (kr < 7 * GH - 7 ? 0 : (kr < 7 * GH - 3 ? 1 : 2))
+         || (xs < 7 * GW - 7 ? 0 : (xs < 7 * GW - 3 ? 1 : 2)) != (kc < 7 * GW - 7 ? 0 : (kc < 7 * GW - 3 ? 1 : 2))
+         ? -100.0 : 0.0)
+      where ys = y >= 3 ? y - 3 : y + 7 * GH - 3, xs = x >= 3 ? x - 3 : x + 7 * GW - 3,
+            kr = 7 * (ys / 7) + j / 7, kc = 7 * (xs / 7) + j % 7
+  mx(b, y, x, n) max=! s(b, y, x, n, j)
+  e(b, y, x, n, j) = exp(s(b, y, x, n, j) - mx(b, y, x, n))
+  z(b, y, x, n) +=! e(b, y, x, n, j)
+  o(b, y, x, n, c) +=! e(b, y, x, n, j) * v(b, kr < 7 * GH - 3 ? kr + 3 : kr + 3 - 7 * GH, kc < 7 * GW - 3 ? kc + 3 : kc + 3 - 7 * GW, n, c) / z(b, y, x, n)
+      where ys = y >= 3 ? y - 3 : y + 7 * GH - 3, xs = x >= 3 ? x - 3 : x + 7 * GW - 3,
+            kr = 7 * (ys / 7) + j / 7, kc = 7 * (xs / 7) + j % 7
+}""", full=dict(B=16, GH=8, GW=8, NH=3, D=32), tiny=dict(B=2, GH=3, GW=2, NH=3, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], 7 * s["GH"], 7 * s["GW"], s["NH"], s["D"]) for _ in range(3)]
+                        + [_n(r, 169, s["NH"])])
+def _swin_shift(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, table = t
+    B, GH, GW, NH, D = s["B"], s["GH"], s["GW"], s["NH"], s["D"]
+    H, W = 7 * GH, 7 * GW
+    ii, jj = torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij")
+    pos = torch.stack([ii.flatten(), jj.flatten()])
+    rel = pos[:, :, None] - pos[:, None, :] + 6
+    index = rel[0] * 13 + rel[1]
+    img = torch.zeros(H, W)                                         # Swin's attn_mask buffer, made once
+    cnt = 0
+    for hs in (slice(0, -7), slice(-7, -3), slice(-3, None)):
+        for ws in (slice(0, -7), slice(-7, -3), slice(-3, None)):
+            img[hs, ws] = cnt
+            cnt += 1
+    mw = img.view(GH, 7, GW, 7).permute(0, 2, 1, 3).reshape(GH * GW, 49)
+    mask = (mw[:, None, :] != mw[:, :, None]).float() * -100.0      # (nW, 49, 49)
+
+    def win(x):
+        x = torch.roll(x, (-3, -3), dims=(1, 2))
+        return x.view(B, GH, 7, GW, 7, NH, D).permute(0, 1, 3, 5, 2, 4, 6).reshape(B, GH * GW, NH, 49, D)
+
+    def run():
+        bias = table[index].permute(2, 0, 1)                        # (NH, 49, 49)
+        am = bias[None, None] + mask[None, :, None]                 # (1, nW, NH, 49, 49)
+        o = F.scaled_dot_product_attention(win(q), win(k), win(v), attn_mask=am)
+        o = o.view(B, GH, GW, NH, 7, 7, D).permute(0, 1, 4, 2, 5, 3, 6).reshape(B, H, W, NH, D)
+        return torch.roll(o, (3, 3), dims=(1, 2))
+    return {"roll + windows + F.scaled_dot_product_attention(bias + mask) + roll back": _nograd(torch, run)}
