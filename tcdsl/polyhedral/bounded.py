@@ -17,9 +17,9 @@ The limit scales with the time the symbolic schedules took, which the
 caller computes first: ``SCALE`` times that, at least ``LEAST`` and at most
 ``MOST`` seconds.  At the full sizes of benchmarks/program_defs.py isl
 schedules with the sizes fixed in 0.9 to 19 times the symbolic time (median
-2x; 19x a WaveNet stack); the searches that do not end (3 of the suite's
-programs and tests' size tuples) take hours, and waiting 30 s for each of them
-made every such size tuple a 30-s compile.  ``TCDSL_SCHEDULE_SECONDS`` sets a fixed
+2x; 19x a WaveNet stack); the searches that do not end (2 of those 320
+programs, and a channels-last group norm of the tests at 64 channels) take
+hours, and waiting 30 s for each made every such size tuple a 30-s compile.  ``TCDSL_SCHEDULE_SECONDS`` sets a fixed
 limit instead (``0``, or a platform without ``fork``: computed in the process,
 without a limit).
 """
