@@ -108,3 +108,39 @@ def test_2d_tiles_whose_rows_share_their_group(O, G):
             for kw in range(3):
                 ref[:, o] += np.einsum("bchw,c->bhw", xs[:, :, kh:kh + 7, kw:kw + 35], w[o, :, kh, kw])
     np.testing.assert_allclose(k(x.astype(np.float32), w.astype(np.float32)), ref, rtol=1e-4, atol=1e-4)
+
+
+NESTED = """def unflat(int32(N) x, float(A, B, C, D) shape) -> (y, z) {
+  y(n) = n % (B * C * D) % (C * D) % D + n % (B * C * D) % (C * D) / D + n / (B * C * D) where n in 0:N
+  z(n) = x(n) % (B * C * D) % (C * D) % D + (x(n) % (C * D)) / D + (n - 9) / (C * D) + (n - 9) % D
+}"""
+
+
+def _np_div(a, b):
+    return a // b if b else np.zeros_like(a)
+
+
+def _np_mod(a, b):
+    return a % b if b else np.zeros_like(a)
+
+
+@pytest.mark.parametrize("specialize", ["never", "after-scheduling"])
+def test_nested_remainders_by_sizes_stay_small(specialize):
+    """Mixed-radix indices, ``n % (B * C * D) % (C * D) % D``: a divisor made
+    of sizes is never negative, so each level names its operands once or
+    twice. Guarded as a divisor of any sign, every level repeated its
+    operands three and four times: this program took minutes to compile."""
+    k = tcdsl.compile(NESTED, specialize=specialize, options=OPTS)
+    if specialize == "never":
+        assert len(k.script) < 8000
+    rng = np.random.default_rng(3)
+    for A, B, C, D, N in [(1, 2, 3, 4, 50), (2, 3, 5, 7, 211), (1, 1, 1, 1, 6), (2, 0, 3, 4, 13), (1, 2, 3, 0, 13)]:
+        x = rng.integers(-500, 500, N).astype(np.int32)
+        y, z = k(x, np.zeros((A, B, C, D), np.float32))
+        n = np.arange(N)
+        BCD, CD = B * C * D, C * D
+        want_y = _np_mod(_np_mod(_np_mod(n, BCD), CD), D) + _np_div(_np_mod(_np_mod(n, BCD), CD), D) + _np_div(n, BCD)
+        want_z = (_np_mod(_np_mod(_np_mod(x, BCD), CD), D) + _np_div(_np_mod(x, CD), D) + _np_div(n - 9, CD)
+                  + _np_mod(n - 9, D))
+        np.testing.assert_array_equal(y, want_y)
+        np.testing.assert_array_equal(z, want_z)

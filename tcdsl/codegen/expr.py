@@ -165,20 +165,26 @@ def dtype_of(x: tirx.PrimExpr) -> str:
 
 
 def lower_expr(e: n.Expr, env: Mapping[str, tirx.PrimExpr], buffers: Mapping[str, tirx.Buffer],
-               dtype: str | None = None, wrap: bool = False, guarded: frozenset[int] = frozenset()) -> tirx.PrimExpr:
+               dtype: str | None = None, wrap: bool = False, guarded: frozenset[int] = frozenset(),
+               nonneg: frozenset[str] = frozenset()) -> tirx.PrimExpr:
     """``e`` as a TIR expression of type ``dtype`` (default: ``e.dtype``).
     ``wrap``: integer ``+ - *`` of 8 to 32 bits wrap around (two's complement)
     as in C and NumPy -- for values; index and size arithmetic stays plain.
-    ``guarded``: the ``id``s of the reads to keep inside their tensor (rule 3)."""
-    return _Lower(env, buffers, wrap, guarded).as_type(e, dtype or e.dtype or INDEX)
+    ``guarded``: the ``id``s of the reads to keep inside their tensor (rule 3).
+    ``nonneg``: index variables that are never negative (the statement's
+    domain says so): ``/`` and ``%`` of such values by a positive divisor
+    are C's, without the corrections for a negative operand."""
+    return _Lower(env, buffers, wrap, guarded, nonneg).as_type(e, dtype or e.dtype or INDEX)
 
 
 class _Lower:
-    def __init__(self, env, buffers, wrap: bool = False, guarded: frozenset[int] = frozenset()):
+    def __init__(self, env, buffers, wrap: bool = False, guarded: frozenset[int] = frozenset(),
+                 nonneg: frozenset[str] = frozenset()):
         self.env = env
         self.buffers = buffers
         self.wrap = wrap
         self.guarded = guarded
+        self.nonneg = nonneg
 
     def as_type(self, e: n.Expr, dtype: str) -> tirx.PrimExpr:
         if isinstance(e, n.Const):
@@ -300,8 +306,13 @@ class _Lower:
                 return x * y
             case "/" | "%" if ty.is_int(t) and _is_min(y):
                 return _division_by_min(op, x, t)
+            case "/" | "%" if ty.is_int(t) and not _safe_divisor(y) and self.is_nonneg(b, t):
+                return _sized_division(op, x, y, self.is_nonneg(a, t))
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):
                 return _guarded_division(op, x, y, t)
+            case "/" | "%" if ty.is_int(t) and isinstance(y, tirx.IntImm) and y.value > 0 and not _pow2(y) \
+                    and self.is_nonneg(a, t):
+                return tirx.truncdiv(x, y) if op == "/" else tirx.truncmod(x, y)
             case "/":
                 if ty.is_int(t):
                     return floordiv(x, y)
@@ -319,6 +330,29 @@ class _Lower:
 
     def _wraps(self, t: str) -> bool:
         return self.wrap and ty.is_int(t) and ty.bits(t) <= 32
+
+    def is_nonneg(self, e: n.Expr, t: str) -> bool:
+        """``e``, computed in the integer type ``t``, is never negative: sizes,
+        index variables of ``self.nonneg``, constants >= 0, and their sums,
+        products (that do not wrap), quotients, remainders, min and max."""
+        match e:
+            case n.Const(value=v):
+                return isinstance(v, int) and v >= 0
+            case n.SizeVar():
+                return True
+            case n.IndexVar(name=v):
+                return v in self.nonneg
+            case n.Binary(op="+" | "*", lhs=a, rhs=b) if not self._wraps(t):
+                return self.is_nonneg(a, t) and self.is_nonneg(b, t)
+            case n.Binary(op="/" | "min", lhs=a, rhs=b):
+                return self.is_nonneg(a, t) and self.is_nonneg(b, t)
+            case n.Binary(op="%", rhs=b):
+                return self.is_nonneg(b, t)  # x % 0 is 0; else it has the divisor's sign
+            case n.Binary(op="max", lhs=a, rhs=b):
+                return self.is_nonneg(a, t) or self.is_nonneg(b, t)
+            case n.Select(then=a, other=b):
+                return self.is_nonneg(a, t) and self.is_nonneg(b, t)
+        return False
 
     def _builtin(self, e: n.BuiltinCall, name: str, args) -> tirx.PrimExpr:
         if name not in mathlib.LOWERINGS:
@@ -422,6 +456,23 @@ def _guarded_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, t: str) -> ti
     if op == "%":
         return floormod(x, safe)  # x % 1 == 0, as x % 0 and x % -1 are
     return floordiv(x, safe) * (one - zero) * (one - minus_one - minus_one)
+
+
+def _sized_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, x_nonneg: bool) -> tirx.PrimExpr:
+    """``x / y`` and ``x % y`` for a ``y`` that is never negative (a size,
+    ``B * C``), as NumPy does them: by 0 they are 0.  ``y`` appears twice
+    and ``x`` at most twice, so nested remainders (``r % (B * C) % C``) stay
+    small; :func:`_guarded_division` repeats its operands at every level,
+    which made such programs take minutes to compile."""
+    one = tirx.const(1, dtype_of(y))
+    safe = tirx.max(y, one)
+    if op == "%":
+        if x_nonneg:
+            return tirx.truncmod(x, safe)
+        r = tirx.truncmod(x, safe)
+        return r + tirx.Select(r < tirx.const(0, dtype_of(r)), safe, tirx.const(0, dtype_of(r)))
+    q = tirx.truncdiv(x, safe) if x_nonneg else floordiv(x, safe)
+    return q * tirx.min(y, one)
 
 
 def _pow2(y: tirx.PrimExpr) -> bool:

@@ -454,14 +454,25 @@ def binds_kept(binds, value) -> bool:
     return not (binds and (has_node(value, _extern_call) or any(has_node(x, _extern_call) for _, x in binds)))
 
 
+def nonneg_dims(s: IslStmt) -> frozenset[str]:
+    """The index variables of ``s`` that its domain keeps >= 0."""
+    if s.nonneg is None:
+        dom = s.domain
+        s.nonneg = frozenset(v for k, v in enumerate(s.dims)
+                             if dom.is_subset(dom.lower_bound_val(isl.dim_type.set, k, isl.Val.zero(dom.get_ctx()))))
+    return s.nonneg
+
+
 def _parts(s: IslStmt, env: dict, buffers: dict):
     """(buffer, indices, value, combine(old, value)) of a statement instance."""
     c = s.info.comp
-    buf, idx = physical(buffers[c.tensor], [lower_expr(e, env, buffers, INDEX) for e in c.indices])
+    buf, idx = physical(buffers[c.tensor], [lower_expr(e, env, buffers, INDEX, nonneg=nonneg_dims(s))
+                                            for e in c.indices])
     dtype = buf.dtype
     if s.is_init:
         return buf, idx, tirx.const(ty.identity(c.reduction, str(dtype)), dtype), lambda old, v: v
-    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True, guarded=s.guarded_reads or frozenset())
+    value = lower_expr(c.rhs, env, buffers, str(dtype), wrap=True, guarded=s.guarded_reads or frozenset(),
+                       nonneg=nonneg_dims(s))
     if str(dtype) == "bool" and c.reduction is not None:
         # bool has no arithmetic in TIR: + and max are "any", * and min are "all"
         return buf, idx, value, (tirx.Or if c.reduction in ("+", "max") else tirx.And)

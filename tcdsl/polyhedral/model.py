@@ -50,6 +50,8 @@ class IslStmt:
     # ``id``s of the reads that stay in their tensor only under their
     # conditions (polyhedral/bounds.py guarded_reads; None: not computed yet)
     guarded_reads: frozenset[int] | None = None
+    # the index variables the domain keeps >= 0 (codegen/lower.py nonneg_dims)
+    nonneg: frozenset[str] | None = field(default=None, compare=False)
 
 
 @dataclass
