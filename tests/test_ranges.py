@@ -46,12 +46,25 @@ CASES = [
      {"H": 7, "W": 8}, "O", (3, 4)),
     # an empty reduction range does not empty the output: +=! still writes N zeros
     ("def f(float(N, K) A) -> (O) { O(i) +=! A(i, k) where k in 1:K }", {"N": 3, "K": 1}, "O", (3,)),
+    # a loop that runs no step keeps the other dimensions, as NumPy's x[:, :0] does
+    ("def f(float(B, L) X) -> (S) { for t in L - 1 { S(b, t) = X(b, t + 1) } }", {"B": 3, "L": 1}, "S", (3, 0)),
+    ("def f(float(B, L) X) -> (S) { for t in 1:L { S(b, t) = X(b, t) } }", {"B": 4, "L": 1}, "S", (4, 0)),
+    ("def f(float(B, L) X) -> (S) { for t in 1:L { S(b, t) = X(b, t) } }", {"B": 4, "L": 3}, "S", (4, 3)),
+    # ... but a range that depends on the loop has nothing to give
+    ("def f(float(L) X) -> (S) { for t in L - 1 { S(t, i) = X(i) where i in 0:t } }", {"L": 1}, "S", (0, 0)),
 ]
 
 
 @pytest.mark.parametrize("src,sizes,tensor,want", CASES)
 def test_hand_worked_extents(src, sizes, tensor, want):
     assert extents(src, sizes)[tensor] == want
+
+
+def test_a_scan_of_no_steps_returns_its_other_dimensions():
+    k = tcdsl.compile("def cs(float(B, L) x) -> (s) {\n for t in L - 1 { s(b, t) = (t > 0 ? s(b, t - 1) : 0) + x(b, t) }\n}")
+    for L in (1, 2, 6):
+        x = np.random.default_rng(L).standard_normal((3, L)).astype(np.float32)
+        np.testing.assert_allclose(k(x), np.cumsum(x[:, :L - 1], axis=1), rtol=1e-5)
 
 
 def test_an_unbounded_variable_asks_for_a_where_clause():

@@ -366,11 +366,24 @@ class _Inference:
         else:
             dim = isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ [(" + to_isl(e) + ")] }")
             dim = dim.intersect_params(st.params_set.align_params(dim.get_space().params()))
+        everywhere = dim
         for lp in st.loops:
             pos = dim.find_dim_by_name(isl.dim_type.param, isl_name(lp.var))
             if pos >= 0:
                 dim = dim.project_out(isl.dim_type.param, pos, 1)
-        return dim.intersect_params(self.info.size_context.align_params(dim.get_space().params())).coalesce()
+                everywhere = everywhere.drop_constraints_involving_dims(isl.dim_type.param, pos, 1).project_out(
+                    isl.dim_type.param, pos, 1)
+        ctx = self.info.size_context.align_params(dim.get_space().params())
+        dim = dim.intersect_params(ctx)
+        if var is not None and st.loops:
+            # Where a loop runs no step, an lhs variable whose range does not
+            # depend on the loop still gives its extent: ``for t in L - 1 {
+            # s(b, t) = ... }`` at L = 1 makes s of shape (B, 0), not (0, 0).
+            idle = ctx.subtract(self._sizes_of(self._param_set(st.loops, ())).align_params(ctx.get_space()))
+            everywhere = everywhere.intersect_params(ctx)
+            if not idle.is_empty() and everywhere.is_bounded():
+                dim = dim | everywhere.intersect_params(idle)
+        return dim.coalesce()
 
     def _simplest(self, pa: isl.PwAff) -> isl.PwAff:
         """One of ``pa``'s formulas alone, when it equals ``pa`` for all sizes
