@@ -6,6 +6,7 @@ statements left as written."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -451,3 +452,21 @@ def test_a_read_at_half_the_vector_index_is_a_table_of_the_indices_it_uses(mode)
         other = np.empty_like(q64)
         other[..., 0::2], other[..., 1::2] = -q64[..., 1::2], q64[..., 0::2]
         np.testing.assert_allclose(k(q, cs, sn), q64 * c + other * s, rtol=1e-5, atol=1e-5)
+
+
+def test_a_term_that_narrows_its_statement_gets_no_table():
+    """``tanh(i > 0 ? X(i - 1, 0, 0) : 0.5)`` narrows ``i`` to [1, N) (a read
+    under a select constrains its variables): a table of it, read at plain
+    indices, ran the statement at i = 0 too (found by test_fuzz)."""
+    from tcdsl.testing import evaluate
+
+    src = """def f(float(N, N, N) X) -> (O) {
+  O(l, j, i) = X(i, j, l) + tanh(i > 0 ? X(i - 1, 0, 0) : 0.5)
+  O(l, j, i) = O(l, j, i) * 0.5 + X(i, j, l)
+}"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        k = tcdsl.compile(src)
+        for N in (1, 2, 3):
+            x = np.random.default_rng(N).standard_normal((N, N, N)).astype(np.float32)
+            np.testing.assert_allclose(k(x), evaluate(src, [x]), rtol=1e-5, atol=1e-6)
