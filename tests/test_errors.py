@@ -77,6 +77,8 @@ SEMANTIC_ERRORS = [
     (SIG + "{ B(i) = A(i) * A(j) }", 1, 44,
      r"'j' appears only on the right-hand side, which makes it a reduction variable.*use '\+=!'"),
     (SIG + "{ B(i) = A(i) where exists A(j) }", 1, 55, r"'j' .* reduction variable"),
+    (SIG + "{ B(i) = i < W ? A(i) : 0 }", 1, 39, r"'W' .* reduction variable.*if 'W' is meant as a size, a free size "
+     r"must first appear in a loop bound, a where range, an 'if' condition or an output's type"),
     # sizes and tensors mixed up
     (SIG + "{ B(i) = N(i) }", 1, 35, r"'N' is a size, not a tensor"),
     (SIG + "{ N(i) = A(i) }", 1, 28, r"'N' is a size, not a tensor"),
@@ -93,6 +95,8 @@ SEMANTIC_ERRORS = [
     (SIG + "{ A(i) = A(i) + 1 }", 1, 28, r"'A' is an input and cannot be written"),
     (SIG + "{\n  B(i) = C(i)\n  C(i) = A(i)\n}", 2, 10, r"^'C' is read before it is written$"),
     (SIG + "{\n  B(i) = A(i) + S\n  S +=! A(k)\n}", 2, 17, r"'S' is read before it is written"),
+    (SIG + "{ B(i) = A(i) + (i > 0 ? B(i - 1) : 0) }", 1, 51, r"'B' is read before it is written; a statement that "
+     r"reads other points of the tensor it writes needs a statement before it that writes 'B'"),
     ("def f(float(N) A) -> (B, C) {\n  B(i) = A(i)\n}", 1, 26, r"output 'C' is never written"),
     # range inference
     (SIG + "{ B(i) = 1 }", 1, 30, r"cannot infer the range of 'i'; use a where clause \('where i in lo:hi'\)"),

@@ -519,3 +519,21 @@ def test_branches_over_the_sizes_each_infer_their_own_ranges():
                 out.append(h)
             want = np.stack(out)
         check(src, [a.astype(np.float32) for a in (x, h0, W, U)], np.asarray(want, np.float32), atol=1e-5)
+
+
+def test_a_statement_reading_its_own_tensor_runs_point_by_point():
+    """docs/language.md, section 2: the points of a statement that reads other
+    points of the tensor it writes run in lexicographic order, each seeing
+    the points already written (a row divided by its own pivot)."""
+    k = tcdsl.compile("def f(float(N, N) A) -> (M, S) {\n  M(i, j) = A(i, j)\n  M(i, j) = M(i, j) / M(i, i)\n"
+                      "  S(i, j) = A(i, j)\n  S(i, j) = A(i, j) + (j > 0 ? S(i, j - 1) : 0)\n}")
+    a = np.random.default_rng(0).uniform(1, 2, (6, 6)).astype(np.float32)
+    m = a.astype(np.float64)
+    for i in range(6):
+        for j in range(6):
+            m[i, j] = m[i, j] / m[i, i]
+    got_m, got_s = k(a)
+    np.testing.assert_allclose(got_m, m, rtol=1e-6)
+    np.testing.assert_allclose(got_s, np.cumsum(a, axis=1), rtol=1e-5)
+    with pytest.raises(tcdsl.TcSemanticError, match="needs a statement before it that writes 'S'"):
+        tcdsl.compile("def f(float(N) A) -> (S) { S(i) = A(i) + (i > 0 ? S(i - 1) : 0) where i in 0:N }")
