@@ -270,7 +270,7 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
         if not tables:
             body.append(st)
             continue
-        by_span, made = {}, {}
+        by_span, made, emitted = {}, {}, set()
         for t in tables:
             name = _fresh(f"{st.tensor}_tab", taken)
             by_span[t.span] = (name, t)
@@ -293,7 +293,8 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
                 # and X(n, j) - m(j)): one table, read at each one's indices
                 key = _renamed(stmt_to_tc(n.Comprehension("_", idx, "=", value, wheres + lets)), t.dims)
                 name = made.setdefault(key, name)
-                if name == hit[0]:
+                if name == hit[0] and name not in emitted:  # (a binding's term, once for all its uses)
+                    emitted.add(name)
                     body.append(n.Comprehension(name, idx, "=", value, wheres + lets, span=e.span))
                 return n.Call(name, idx, span=e.span)
             return n.map_children(e, fn)
