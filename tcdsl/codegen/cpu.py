@@ -41,7 +41,7 @@ from .collapse import collapse, declarations, divide, divided_rows, merged_rows
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
-from .cpu_strips import strip_blocks
+from .cpu_strips import few_rows, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
@@ -400,7 +400,8 @@ class ChunkedLoop:
         if self.wrap is not None and not isl_ast.has(body, isl_ast.is_loop) and strided_rows(inner, name + "_r"):
             inner = self._row_blocks(body, name, lo, rows)
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
-        return tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
+        out = tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
+        return few_rows(self, body, name, init, extent, out)
 
     def _row_blocks(self, body: isl.AstNode, name: str, lo, rows) -> tirx.Stmt:
         """The chunk's rows in blocks of STEP_ROWS, the steps inside each block."""

@@ -23,9 +23,11 @@ from typing import Callable
 
 import islpy as isl
 from tvm import tirx
+from tvm.tirx.analysis import undefined_vars
 
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
 from .expr import INDEX
+from .lower import has_node
 
 STRIP_K_BLOCK = 16
 # Blocks only from this many strips (1024 columns: rows of 4 KiB and more,
@@ -87,3 +89,34 @@ def strip_steps(low, chain: list) -> tuple | None:
         return None
     block.taken = True
     return block.first, block.count
+
+
+def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stmt) -> tirx.Stmt:
+    """Where the rows are at most two tiles per thread (a decoder's batch of
+    8 rows times a vocabulary's (V, D) weights), each thread reading every
+    column's operands for its few rows reads the whole weight matrix: the
+    rows in one chunk, their widest column tiles in parallel instead
+    (outside sequential loops; a run-time choice by the row count).  ``loop``:
+    the ``cpu.ChunkedLoop``, ``chunked`` its loop over the chunks of rows."""
+    m = loop.m
+    if loop.wrap is not None or loop.in_loop or not m.parallel or m.threads < 2 or m.tile_rows < 2:
+        return chunked
+    lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
+    saved = loop.tiles.rows_extent, loop.tiles.parallel_columns
+    loop.tiles.rows_extent, loop.tiles.parallel_columns = extent, True
+    try:
+        alt = loop.rows(body, name, lo, rows)
+    finally:
+        loop.tiles.rows_extent, loop.tiles.parallel_columns = saved
+    loops = []  # every parallel loop, in the order of the statement
+    par = lambda x: isinstance(x, tirx.For) and x.kind == tirx.ForKind.PARALLEL  # noqa: E731
+    has_node(alt, lambda x: par(x) and loops.append(x))
+    if not loops or any(has_node(x.body, par) for x in loops):
+        return chunked
+    # ... and enough column tiles for every thread, the first such loop's count over the sizes alone
+    sizes = [v for v in loop.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)]
+    if len(undefined_vars(loops[0].extent, sizes)) or len(undefined_vars(extent, sizes)):
+        return chunked
+    alt = tirx.SeqStmt([tirx.Bind(lo, init), tirx.Bind(rows, extent), alt])
+    few = tirx.And(extent <= 2 * m.tile_rows * m.threads, loops[0].extent >= 2 * m.threads)
+    return tirx.IfThenElse(few, alt, chunked)

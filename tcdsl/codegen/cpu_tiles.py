@@ -62,6 +62,7 @@ class RegisterTiles:
         self.depth: tuple[str, tirx.PrimExpr, int] | None = None
         # the rows of the chunked loop around the tiles (ChunkedLoop._chunks), when known
         self.rows_extent: tirx.PrimExpr | None = None
+        self.parallel_columns = False  # the first width's column tiles in parallel (cpu_strips.few_rows)
 
     def _fixed(self, row: str) -> set[str]:
         """Loop variables that a tile's loops may not depend on."""
@@ -176,9 +177,8 @@ class RegisterTiles:
         with self.low.bound(zeros):
             j_init, j_ext = self.low.loop_range(inner)
         j_ext = tirx.max(j_ext, 0)
-        # Panels are copied outside sequential loops only: inside one, every
-        # step would copy them again for the few rows of a batch (measured on
-        # the Elman RNN: no gain, twice the code to compile).
+        # Panels are copied outside sequential loops only: inside one, every step would copy
+        # them again for the few rows of a batch (the Elman RNN: no gain, twice the code).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
         # a statement that runs at one step of its loop (an ``if l == 0`` branch)
@@ -208,7 +208,8 @@ class RegisterTiles:
                 count = first if i == 0 and first is not None else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_{tag}{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
-                stmts.append(tirx.For(jt, 0, count, tirx.ForKind.SERIAL, body_of(tile, jt)))
+                par = tirx.ForKind.PARALLEL if self.parallel_columns and i == 0 else tirx.ForKind.SERIAL
+                stmts.append(tirx.For(jt, 0, count, par, body_of(tile, jt)))
                 start = start + count * w
             return stmts, start
 

@@ -1,0 +1,44 @@
+"""A product with few rows and many columns (codegen/cpu_strips.py
+``few_rows``): a decoder's batch of 8 rows times a vocabulary's ``(V, D)``
+weights.  Split by rows, each thread read the whole weight matrix for its
+few rows; at most two row tiles per thread, the rows stay in one chunk and
+their widest column tiles run in parallel (a choice at run time by the row
+count).  NumPy is the reference, at row counts on both sides of the choice;
+guard pages check that neither way reads outside its tensors."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import guard
+import tcdsl
+from helpers import rand
+
+OUT_IN = "def lin(float(B, I) x, float(O, I) W) -> (y) { y(b, o) +=! x(b, i) * W(o, i) }"
+IN_OUT = "def lin(float(B, I) x, float(I, O) W) -> (y) { y(b, o) +=! x(b, i) * W(i, o) }"
+OPTS = {"tile_rows": 4, "tile_cols": 32, "vector_width": 8, "cpu_threads": 2, "disk_cache": False}
+
+
+@pytest.mark.parametrize("src", [OUT_IN, IN_OUT], ids=["out-in", "in-out"])
+def test_few_rows_run_their_column_tiles_in_parallel(src):
+    k = tcdsl.compile(src, options=OPTS)
+    script = k.script
+    # the run-time choice (2 tiles of 4 rows per thread, 2 threads; 2 tiles of 32 columns per thread)
+    # and a parallel loop over column tiles
+    assert re.search(r"if T\.max\(B, 0\) <= 16 and T\.max\(O, 0\) // 32 >= 4:", script), script
+    assert re.search(r"for c\d_w32 in T\.parallel", script), script
+    rng = np.random.default_rng(0)
+    for B, I, O in [(1, 7, 5), (3, 64, 200), (8, 33, 130), (16, 16, 97), (17, 40, 300), (40, 9, 64), (2, 9, 127)]:
+        x = rand(rng, B, I)
+        W = rand(rng, O, I) if src == OUT_IN else rand(rng, I, O)
+        want = x.astype(np.float64) @ (W.T if src == OUT_IN else W).astype(np.float64)
+        np.testing.assert_allclose(k(x, W), want, rtol=1e-5, atol=1e-5)
+
+
+def test_few_rows_stay_inside_their_tensors():
+    cases = [{"id": f"few-rows:{i}", "source": OUT_IN, "sizes": sizes, "seed": i, "options": OPTS}
+             for i, sizes in enumerate([{"B": 3, "I": 13, "O": 101}, {"B": 16, "I": 5, "O": 64},
+                                        {"B": 17, "I": 8, "O": 40}])]
+    guard.assert_all_work(cases)
