@@ -7394,3 +7394,758 @@ def _swin_shift(torch, a, t, s):
         o = o.view(B, GH, GW, NH, 7, 7, D).permute(0, 1, 4, 2, 5, 3, 6).reshape(B, H, W, NH, D)
         return torch.roll(o, (3, 3), dims=(1, 2))
     return {"roll + windows + F.scaled_dot_product_attention(bias + mask) + roll back": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- session 46: LLM inference, signal processing
+
+
+# ---------------------------------------------------------------- LLM inference kernels
+
+
+@program(name="fused residual add + rms norm (llama), returns the new residual and the normed rows",
+         kind="norm", src="""
+# h = x + res; y = h / sqrt(mean(h^2) + eps) * g, both returned (the next layer needs the residual)
+def add_rms_norm(float(N, D) x, float(N, D) res, float(D) g) -> (h, y) {
+  h(n, d) = x(n, d) + res(n, d)
+  ms(n) +=! h(n, d) * h(n, d) / D
+  y(n, d) = h(n, d) * rsqrt(ms(n) + 1e-6) * g(d)
+}""", full=dict(N=4096, D=1024), tiny=dict(N=5, D=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]), 1 + 0.1 * _n(r, s["D"])])
+def _h21_add_rms_norm(torch, a, t, s):
+    F = torch.nn.functional
+    x, res, g = t
+
+    def run():
+        h = x + res
+        return h, F.rms_norm(h, (s["D"],), g, 1e-6)
+    return {"add + F.rms_norm": run}
+
+
+@program(name="rope, half-split pairs (gpt-neox), angles from int32 position ids and 10000^(-2i/D)",
+         kind="elementwise", src="""
+# q is (B, S, H, D) batch-first; element i pairs with i + D/2; the frequencies are computed, not a table
+def rope_neox(float(B, S, H, D) q, int32(B, S) pos) -> (out) {
+  ang(b, s, i) = float(pos(b, s)) * pow(10000.0, -float(2 * i) / D) where i in 0:D / 2
+  out(b, s, h, i) = q(b, s, h, i) * cos(ang(b, s, i)) - q(b, s, h, i + D / 2) * sin(ang(b, s, i))
+  out(b, s, h, i + D / 2) = q(b, s, h, i + D / 2) * cos(ang(b, s, i)) + q(b, s, h, i) * sin(ang(b, s, i))
+}""", full=dict(B=4, S=512, H=16, D=64), tiny=dict(B=3, S=5, H=3, D=6),
+    inputs=lambda r, s: [_n(r, s["B"], s["S"], s["H"], s["D"]),
+                         (r.integers(0, 64, (s["B"], 1)) + np.arange(s["S"])[None, :]).astype(np.int32)])
+def _h21_rope_neox(torch, a, t, s):
+    q, pos = t
+    D = s["D"]
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+
+    def run():
+        ang = pos[:, :, None].float() * inv_freq                       # (B, S, D/2)
+        emb = torch.cat([ang, ang], -1)[:, :, None, :]                 # (B, S, 1, D)
+        q1, q2 = q.chunk(2, -1)
+        return q * emb.cos() + torch.cat([-q2, q1], -1) * emb.sin()
+    return {"hf rotate_half (cos, sin, cat)": run}
+
+
+def _h21_lens(r, B, S):
+    return r.integers(1, S + 1, B).astype(np.int32)
+
+
+@program(name="decode attention, 1 query per sequence over a padded kv cache, int32 lengths mask",
+         kind="attention", src="""
+# one new token per sequence: q (B, H, D) against the cache K, V (B, H, S, D), of which len(b) slots are valid
+def decode_attn(float(B, H, D) q, float(B, H, S, D) K, float(B, H, S, D) V, int32(B) len) -> (o) {
+  sc(b, h, s) +=! q(b, h, d) * K(b, h, s, d)
+  sc(b, h, s) = s < len(b) ? sc(b, h, s) * rsqrt(float(D)) : -inf
+  mx(b, h) max=! sc(b, h, s)
+  p(b, h, s) = exp(sc(b, h, s) - mx(b, h))
+  z(b, h) +=! p(b, h, s)
+  o(b, h, d) +=! p(b, h, s) * V(b, h, s, d) / z(b, h)
+}""", full=dict(B=4, H=16, S=1024, D=128), tiny=dict(B=3, H=5, S=7, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["D"]), _n(r, s["B"], s["H"], s["S"], s["D"]),
+                         _n(r, s["B"], s["H"], s["S"], s["D"]), _h21_lens(r, s["B"], s["S"])])
+def _h21_decode_attn(torch, a, t, s):
+    F = torch.nn.functional
+    q, K, V, ln = t
+    mask = (torch.arange(s["S"])[None, :] < ln[:, None].long())[:, None, None, :]   # (B, 1, 1, S)
+    return {"F.sdpa (bool mask)": _nograd(torch, lambda: F.scaled_dot_product_attention(
+        q[:, :, None], K, V, attn_mask=mask)[:, :, 0])}
+
+
+@program(name="grouped-query decode attention, head h reads kv head h / (H / KV)", kind="attention", src="""
+# llama-style GQA: H query heads share KV cache heads, H / KV query heads per kv head
+def gqa_decode(float(B, H, D) q, float(B, KV, S, D) K, float(B, KV, S, D) V) -> (o) {
+  sc(b, h, s) +=! q(b, h, d) * K(b, h / (H / KV), s, d) * rsqrt(float(D))
+  mx(b, h) max=! sc(b, h, s)
+  p(b, h, s) = exp(sc(b, h, s) - mx(b, h))
+  z(b, h) +=! p(b, h, s)
+  o(b, h, d) +=! p(b, h, s) * V(b, h / (H / KV), s, d) / z(b, h)
+}""", full=dict(B=2, H=32, KV=8, S=1024, D=128), tiny=dict(B=3, H=6, KV=3, S=7, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["D"]), _n(r, s["B"], s["KV"], s["S"], s["D"]),
+                         _n(r, s["B"], s["KV"], s["S"], s["D"])])
+def _h21_gqa_decode(torch, a, t, s):
+    F = torch.nn.functional
+    q, K, V = t
+    rep = s["H"] // s["KV"]
+    return {"F.sdpa(enable_gqa=True)": _nograd(torch, lambda: F.scaled_dot_product_attention(
+                q[:, :, None], K, V, enable_gqa=True)[:, :, 0]),
+            "repeat_interleave + F.sdpa": _nograd(torch, lambda: F.scaled_dot_product_attention(
+                q[:, :, None], K.repeat_interleave(rep, 1), V.repeat_interleave(rep, 1))[:, :, 0])}
+
+
+@program(name="sliding-window causal attention (mistral), keys i - w for w in 0:W, W a free size",
+         kind="attention", src="""
+# each query attends to itself and the W - 1 keys before it; scores kept per offset w, (B, H, S, W)
+def swa(float(B, H, S, D) q, float(B, H, S, D) k, float(B, H, S, D) v) -> (o) {
+  sc(b, h, i, w) +=! (i - w >= 0 ? q(b, h, i, d) * k(b, h, i - w, d) : 0) where i in 0:S, w in 0:W
+  sc(b, h, i, w) = i - w >= 0 ? sc(b, h, i, w) * rsqrt(float(D)) : -inf
+  mx(b, h, i) max=! sc(b, h, i, w)
+  p(b, h, i, w) = exp(sc(b, h, i, w) - mx(b, h, i))
+  z(b, h, i) +=! p(b, h, i, w)
+  o(b, h, i, d) +=! (i - w >= 0 ? p(b, h, i, w) * v(b, h, i - w, d) : 0) / z(b, h, i) where i in 0:S, w in 0:W
+}""", full=dict(B=2, H=8, S=512, D=64, W=128), tiny=dict(B=3, H=3, S=9, D=5, W=4), free=("W",),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["S"], s["D"]) for _ in range(3)])
+def _h21_swa(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    i = torch.arange(s["S"])
+    band = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - s["W"])       # (S, S), built once
+    return {"F.sdpa (band mask)": _nograd(torch, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=band))}
+
+
+@program(name="alibi causal attention, slopes 2^(-8 (h+1) / H) computed in the kernel", kind="attention",
+         src="""
+# bloom / mpt style: no positions, a per-head linear penalty on the distance i - j, causal
+def alibi(float(B, H, S, D) q, float(B, H, S, D) k, float(B, H, S, D) v) -> (o) {
+  sc(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  sc(b, h, i, j) = j <= i ? sc(b, h, i, j) * rsqrt(float(D)) - exp2(-8.0 * float(h + 1) / H) * float(i - j) : -inf
+  mx(b, h, i) max=! sc(b, h, i, j)
+  p(b, h, i, j) = exp(sc(b, h, i, j) - mx(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}""", full=dict(B=2, H=8, S=512, D=64), tiny=dict(B=3, H=5, S=7, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["S"], s["D"]) for _ in range(3)])
+def _h21_alibi(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    H, S = s["H"], s["S"]
+    slopes = 2.0 ** (-8.0 * torch.arange(1, H + 1, dtype=torch.float32) / H)
+    i = torch.arange(S)
+    dist = (i[:, None] - i[None, :]).float()
+    bias = (-slopes[:, None, None] * dist).masked_fill(dist < 0, float("-inf"))   # (H, S, S), built once
+    return {"F.sdpa (float alibi mask)": _nograd(torch, lambda: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=bias))}
+
+
+@program(name="swiglu mlp, weights in nn.Linear layout: W2 (silu(x W1^T) * x W3^T)", kind="mlp", src="""
+# llama feed-forward: gate W1, up W3, down W2, all (out, in)
+def swiglu(float(N, D) x, float(F, D) W1, float(F, D) W3, float(D, F) W2) -> (y) {
+  a(n, f) +=! x(n, d) * W1(f, d)
+  g(n, f) +=! x(n, d) * W3(f, d)
+  u(n, f) = a(n, f) * sigmoid(a(n, f)) * g(n, f)
+  y(n, o) +=! u(n, f) * W2(o, f)
+}""", full=dict(N=64, D=512, F=1408), tiny=dict(N=3, D=7, F=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, s["F"], s["D"]), _w(r, s["F"], s["D"]),
+                         _w(r, s["D"], s["F"])])
+def _h21_swiglu(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, W3, W2 = t
+    return {"F.linear x3 + F.silu": _nograd(torch, lambda: F.linear(F.silu(F.linear(x, W1)) * F.linear(x, W3), W2))}
+
+
+@program(name="int8 weight-only linear, per-output-channel scales, bias (dequantize in the sum)",
+         kind="matmul", src="""
+# weight-only quantization: W = scale(o) * Wq(o, i), Wq int8; the scale is applied once after the sum
+def w8_linear(float(N, I) x, int8(O, I) Wq, float(O) scale, float(O) bias) -> (y) {
+  y(n, o) +=! x(n, i) * float(Wq(o, i))
+  y(n, o) = y(n, o) * scale(o) + bias(o)
+}""", full=dict(N=16, I=2048, O=2048), tiny=dict(N=3, I=7, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["I"]), r.integers(-127, 128, (s["O"], s["I"])).astype(np.int8),
+                         (r.random(s["O"]) * 0.02 / np.sqrt(s["I"])).astype(np.float32), _n(r, s["O"])])
+def _h21_w8_linear(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wq, scale, bias = t
+    return {"torch._weight_int8pack_mm + bias": lambda: torch._weight_int8pack_mm(x, Wq, scale) + bias,
+            "F.linear(x, Wq.float()) * scale + bias": lambda: F.linear(x, Wq.float()) * scale + bias}
+
+
+def _h21_rope_tables(S, D):
+    ang = np.arange(S)[:, None] * 10000.0 ** (-np.arange(0, D, 2) / D)[None, :]
+    return [np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)]
+
+
+@program(name="kv-cache append with rope on the new key (gpt-j even/odd pairs), per-sequence int32 slot",
+         kind="elementwise", src="""
+# the new key is rotated at its position (pairs 2i, 2i+1, cos/sin tables (P, D/2)), then key and value are
+# written into slot pos(b) of the caches; the updated caches are new tensors
+def kv_append(float(B, KV, S, 2 * D2) Kc, float(B, KV, S, 2 * D2) Vc, float(B, KV, 2 * D2) kn,
+              float(B, KV, 2 * D2) vn, int32(B) pos, float(P, D2) cs, float(P, D2) sn) -> (K, V) {
+  kr(b, h, d) = d % 2 == 0 ? kn(b, h, d) * cs(pos(b), d / 2) - kn(b, h, d + 1) * sn(pos(b), d / 2)
+                           : kn(b, h, d) * cs(pos(b), d / 2) + kn(b, h, d - 1) * sn(pos(b), d / 2) where d in 0:2 * D2
+  K(b, h, s, d) = s == pos(b) ? kr(b, h, d) : Kc(b, h, s, d)
+  V(b, h, s, d) = s == pos(b) ? vn(b, h, d) : Vc(b, h, s, d)
+}""", full=dict(B=4, KV=16, S=512, P=512, D2=32), tiny=dict(B=3, KV=5, S=7, P=7, D2=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["KV"], s["S"], 2 * s["D2"]), _n(r, s["B"], s["KV"], s["S"], 2 * s["D2"]),
+                         _n(r, s["B"], s["KV"], 2 * s["D2"]), _n(r, s["B"], s["KV"], 2 * s["D2"]),
+                         r.integers(0, s["S"], s["B"]).astype(np.int32)] + _h21_rope_tables(s["P"], 2 * s["D2"]))
+def _h21_kv_append(torch, a, t, s):
+    Kc, Vc, kn, vn, pos, cs, sn = t
+    B = s["B"]
+
+    def run():
+        p = pos.long()
+        c, si = cs[p][:, None, :], sn[p][:, None, :]                     # (B, 1, D/2)
+        x1, x2 = kn[..., 0::2], kn[..., 1::2]
+        kr = torch.stack([x1 * c - x2 * si, x2 * c + x1 * si], -1).flatten(-2)
+        K, V = Kc.clone(), Vc.clone()
+        K[torch.arange(B), :, p] = kr
+        V[torch.arange(B), :, p] = vn
+        return K, V
+    return {"rope + clone + index_put": run}
+
+
+@program(name="sampling distribution: softmax(logits / temperature) and its log, float scalar temperature",
+         kind="softmax", src="""
+# next-token probabilities at temperature temp, and the log-probabilities (for the sampled token's score)
+def temp_softmax(float(B, V) logits, float temp) -> (p, lp) {
+  mx(b) max=! logits(b, v)
+  e(b, v) = exp((logits(b, v) - mx(b)) / temp)
+  z(b) +=! e(b, v)
+  p(b, v) = e(b, v) / z(b)
+  lp(b, v) = (logits(b, v) - mx(b)) / temp - log(z(b))
+}""", full=dict(B=32, V=32000), tiny=dict(B=3, V=11),
+    inputs=lambda r, s: [3 * _n(r, s["B"], s["V"]), np.array(0.7, np.float32)])
+def _h21_temp_softmax(torch, a, t, s):
+    F = torch.nn.functional
+    logits, temp = t
+    tf = float(temp)
+
+    def run():
+        x = logits / tf
+        return F.softmax(x, -1), F.log_softmax(x, -1)
+    return {"F.softmax + F.log_softmax": run}
+
+
+@program(name="greedy next token: final rms norm, lm head (V, D), argmax over the vocabulary",
+         kind="decode", src="""
+# the last step of a decoder: norm the hidden state, project to the vocabulary, take the best token
+def greedy_next(float(B, D) h, float(D) g, float(V, D) Wout) -> (tok) {
+  ms(b) +=! h(b, d) * h(b, d) / D
+  hn(b, d) = h(b, d) * rsqrt(ms(b) + 1e-5) * g(d)
+  logit(b, v) +=! hn(b, d) * Wout(v, d)
+  tok(b) argmax=! logit(b, v)
+}""", full=dict(B=8, D=512, V=16000), tiny=dict(B=3, D=7, V=11),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), 1 + 0.1 * _n(r, s["D"]), _w(r, s["V"], s["D"])])
+def _h21_greedy_next(torch, a, t, s):
+    F = torch.nn.functional
+    h, g, W = t
+    return {"F.rms_norm + F.linear + argmax": _nograd(torch, lambda: torch.argmax(
+        F.linear(F.rms_norm(h, (s["D"],), g, 1e-5), W), -1))}
+
+
+def _h21_block_inputs(r, s):
+    B, C, NH, DH, S, F = s["B"], s["C"], s["NH"], s["DH"], s["S"], s["F"]
+    return [_n(r, B, C), _n(r, B, NH, S, DH), _n(r, B, NH, S, DH), 1 + 0.1 * _n(r, C), 1 + 0.1 * _n(r, C),
+            _w(r, NH, DH, C), _w(r, NH, DH, C), _w(r, NH, DH, C), _w(r, C, NH * DH).reshape(C, NH, DH),
+            _w(r, F, C), _w(r, F, C), _w(r, C, F)]
+
+
+@program(name="one decode step of a llama block: rms norm, qkv, attention over cache + new token, "
+              "o-proj + residual, rms norm, swiglu + residual", kind="transformer", src="""
+# x (B, C) is the new token; the cache holds S earlier keys/values per head; the new key/value join the softmax
+def llama_block_step(float(B, C) x, float(B, NH, S, DH) Kc, float(B, NH, S, DH) Vc, float(C) g1, float(C) g2,
+                     float(NH, DH, C) Wq, float(NH, DH, C) Wk, float(NH, DH, C) Wv, float(C, NH, DH) Wo,
+                     float(F, C) W1, float(F, C) W3, float(C, F) W2) -> (y) {
+  ms(b) +=! x(b, c) * x(b, c) / C
+  xn(b, c) = x(b, c) * rsqrt(ms(b) + 1e-6) * g1(c)
+  q(b, h, d) +=! xn(b, c) * Wq(h, d, c)
+  kn(b, h, d) +=! xn(b, c) * Wk(h, d, c)
+  vn(b, h, d) +=! xn(b, c) * Wv(h, d, c)
+  sc(b, h, s) +=! q(b, h, d) * Kc(b, h, s, d) * rsqrt(float(DH))
+  sn(b, h) +=! q(b, h, d) * kn(b, h, d) * rsqrt(float(DH))
+  mx(b, h) max=! sc(b, h, s)
+  mx(b, h) = max(mx(b, h), sn(b, h))
+  p(b, h, s) = exp(sc(b, h, s) - mx(b, h))
+  pn(b, h) = exp(sn(b, h) - mx(b, h))
+  z(b, h) +=! p(b, h, s)
+  z(b, h) = z(b, h) + pn(b, h)
+  a(b, h, d) +=! p(b, h, s) * Vc(b, h, s, d)
+  a(b, h, d) = (a(b, h, d) + pn(b, h) * vn(b, h, d)) / z(b, h)
+  r(b, c) +=! a(b, h, d) * Wo(c, h, d)
+  r(b, c) = r(b, c) + x(b, c)
+  ms2(b) +=! r(b, c) * r(b, c) / C
+  rn(b, c) = r(b, c) * rsqrt(ms2(b) + 1e-6) * g2(c)
+  u1(b, f) +=! rn(b, c) * W1(f, c)
+  u3(b, f) +=! rn(b, c) * W3(f, c)
+  u(b, f) = u1(b, f) * sigmoid(u1(b, f)) * u3(b, f)
+  y(b, c) +=! u(b, f) * W2(c, f)
+  y(b, c) = y(b, c) + r(b, c)
+}""", full=dict(B=4, C=512, NH=8, DH=64, S=512, F=1408), tiny=dict(B=3, C=7, NH=3, DH=5, S=5, F=9),
+    inputs=_h21_block_inputs)
+def _h21_llama_block_step(torch, a, t, s):
+    F = torch.nn.functional
+    x, Kc, Vc, g1, g2, Wq, Wk, Wv, Wo, W1, W3, W2 = t
+    B, C, NH, DH = s["B"], s["C"], s["NH"], s["DH"]
+    Wqkv = torch.cat([Wq, Wk, Wv]).reshape(3 * NH * DH, C)
+    Wo_ = Wo.reshape(C, NH * DH)
+
+    def run():
+        xn = F.rms_norm(x, (C,), g1, 1e-6)
+        q, k, v = F.linear(xn, Wqkv).view(B, 3, NH, 1, DH).unbind(1)
+        att = F.scaled_dot_product_attention(q, torch.cat([Kc, k], 2), torch.cat([Vc, v], 2))
+        r = x + F.linear(att.reshape(B, NH * DH), Wo_)
+        rn = F.rms_norm(r, (C,), g2, 1e-6)
+        return r + F.linear(F.silu(F.linear(rn, W1)) * F.linear(rn, W3), W2)
+    return {"F.rms_norm, F.linear, cat + F.sdpa, swiglu": _nograd(torch, run)}
+
+
+@program(name="autoregressive greedy loop of a 1-layer attention lm, kv cache grown in the loop, "
+              "token fed back", kind="decode", src="""
+# T steps (the rows of the position table pe); step t embeds the previous token, attends over keys 0..t,
+# projects to the vocabulary and takes the argmax
+def ar_greedy(float(V, E) emb, float(T, E) pe, float(E, E) Wq, float(E, E) Wk, float(E, E) Wv, float(E, E) Wo,
+              float(V, E) Wout, int32(B) start) -> (tok) {
+  for t in T {
+    if t == 0 { x(b, e) = emb(start(b), e) + pe(t, e) }
+    else      { x(b, e) = emb(tok(t - 1, b), e) + pe(t, e) }
+    q(b, e) +=! x(b, c) * Wq(e, c)
+    kc(t, b, e) +=! x(b, c) * Wk(e, c)
+    vc(t, b, e) +=! x(b, c) * Wv(e, c)
+    sc(b, j) +=! q(b, e) * kc(j, b, e) * rsqrt(float(E)) where j in 0:t+1
+    mx(b) max=! sc(b, j) where j in 0:t+1
+    p(b, j) = exp(sc(b, j) - mx(b)) where j in 0:t+1
+    z(b) +=! p(b, j) where j in 0:t+1
+    a(b, e) +=! p(b, j) * vc(j, b, e) / z(b) where j in 0:t+1
+    hh(b, e) +=! a(b, c) * Wo(e, c)
+    hh(b, e) = hh(b, e) + x(b, e)
+    logit(b, v) +=! hh(b, e) * Wout(v, e)
+    tok(t, b) argmax=! logit(b, v)
+  }
+}""", full=dict(T=16, B=8, E=256, V=1000), tiny=dict(T=5, B=3, E=7, V=11),
+    inputs=lambda r, s: [_n(r, s["V"], s["E"]), 0.5 * _n(r, s["T"], s["E"])] +
+                        [_w(r, s["E"], s["E"]) for _ in range(4)] +
+                        [_w(r, s["V"], s["E"]), r.integers(0, s["V"], s["B"]).astype(np.int32)])
+def _h21_ar_greedy(torch, a, t, s):
+    F = torch.nn.functional
+    emb, pe, Wq, Wk, Wv, Wo, Wout, start = t
+    T, B, E = s["T"], s["B"], s["E"]
+    Wqkv = torch.cat([Wq, Wk, Wv])
+
+    def loop():
+        kc = torch.empty(B, 1, T, E)
+        vc = torch.empty(B, 1, T, E)
+        out = torch.empty(T, B, dtype=torch.long)
+        tok = start.long()
+        for k in range(T):
+            x = F.embedding(tok, emb) + pe[k]
+            q, kk, vv = F.linear(x, Wqkv).view(B, 3, 1, 1, E).unbind(1)
+            kc[:, :, k:k + 1] = kk
+            vc[:, :, k:k + 1] = vv
+            att = F.scaled_dot_product_attention(q, kc[:, :, :k + 1], vc[:, :, :k + 1]).reshape(B, E)
+            hh = x + F.linear(att, Wo)
+            tok = torch.argmax(F.linear(hh, Wout), -1)
+            out[k] = tok
+        return out
+    return {"F.embedding + F.linear + F.sdpa + argmax loop": _nograd(torch, loop)}
+
+
+@program(name="mixture of two swiglu experts, dense softmax gate over 2, stacked expert weights (2, F, D)",
+         kind="mlp", src="""
+# every token goes through both experts, mixed by its softmax gate
+def moe2(float(N, D) x, float(2, D) Wg, float(2, F, D) W1, float(2, F, D) W3, float(2, D, F) W2) -> (y) {
+  gl(n, e) +=! x(n, d) * Wg(e, d)
+  gm(n) max=! gl(n, e)
+  ge(n, e) = exp(gl(n, e) - gm(n))
+  gz(n) +=! ge(n, e)
+  a(n, e, f) +=! x(n, d) * W1(e, f, d)
+  b3(n, e, f) +=! x(n, d) * W3(e, f, d)
+  u(n, e, f) = a(n, e, f) * sigmoid(a(n, e, f)) * b3(n, e, f) * ge(n, e) / gz(n)
+  y(n, o) +=! u(n, e, f) * W2(e, o, f)
+}""", full=dict(N=128, D=512, F=1024), tiny=dict(N=3, D=7, F=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, 2, s["D"]), _w(r, 2, s["F"], s["D"]),
+                         _w(r, 2, s["F"], s["D"]), _w(r, 2, s["D"], s["F"])])
+def _h21_moe2(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wg, W1, W3, W2 = t
+
+    def run():
+        g = F.softmax(F.linear(x, Wg), -1)
+        y = g[:, 0:1] * F.linear(F.silu(F.linear(x, W1[0])) * F.linear(x, W3[0]), W2[0])
+        return y + g[:, 1:2] * F.linear(F.silu(F.linear(x, W1[1])) * F.linear(x, W3[1]), W2[1])
+    return {"F.softmax gate + 2 x swiglu (F.linear)": _nograd(torch, run)}
+
+
+def _d(rng, *shape):
+    return rng.standard_normal(shape)   # float64
+
+
+def _biquads(rng, C):
+    """C stable biquad sections (b0, b1, b2, a1, a2): poles r e^{+-i theta}, r < 0.95."""
+    radius, theta = rng.uniform(0.5, 0.95, C), rng.uniform(0.1, 3.0, C)
+    b = rng.standard_normal((C, 3)) * 0.5
+    return np.stack([b[:, 0], b[:, 1], b[:, 2], -2 * radius * np.cos(theta), radius ** 2], 1)
+
+
+def _kalman_inputs(rng, s):
+    """Measurements z (T, B); a slowly rotating, slightly damped transition A, small process noise Q,
+    measurement vector Hv, variance R; initial states x0 (B, N) and unit initial covariance."""
+    N = s["N"]
+    q, _ = np.linalg.qr(np.eye(N) + 0.1 * rng.standard_normal((N, N)))
+    G = 0.1 * rng.standard_normal((N, N))
+    return [rng.standard_normal((s["T"], s["B"])), 0.99 * q, 0.01 * np.eye(N) + G @ G.T,
+            rng.standard_normal(N) / np.sqrt(N), np.array(0.5), rng.standard_normal((s["B"], N)), np.eye(N)]
+
+
+def _gauss(K):
+    """A normalized Gaussian kernel of K taps, sigma K / 4."""
+    x = np.arange(K) - K // 2
+    g = np.exp(-0.5 * (x / (K / 4)) ** 2)
+    return (g / g.sum()).astype(np.float32)
+
+
+# ---------------------------------------------------------------- signal processing and scientific computing
+
+
+@program(name="causal FIR filter bank: F filters (K taps) over B signals, zero history, y(b, f, t)", kind="conv",
+         src="""
+# y(b, f, t) = sum_k h(f, k) x(b, t - k): every filter of the bank applied to every signal, x = 0 before t = 0
+def fir_bank(float(B, L) x, float(F, K) h) -> (y) {
+  y(b, f, t) +=! (t - k >= 0 ? x(b, t - k) : 0) * h(f, k) where t in 0:L, k in 0:K
+}""", full=dict(B=16, F=32, L=4096, K=64), tiny=dict(B=3, F=5, L=7, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]), _w(r, s["F"], s["K"])])
+def _h22_fir_bank(torch, a, t, s):
+    F = torch.nn.functional
+    x, h = t
+    K = s["K"]
+    return {"F.conv1d(F.pad(x, (K-1, 0)), h.flip)": lambda: F.conv1d(F.pad(x[:, None], (K - 1, 0)),
+                                                                      h.flip(1)[:, None])}
+
+
+@program(name="IIR biquad per channel over time (direct form I, float64), for t in T", kind="loop", src="""
+# one second-order section per channel, coef(c) = (b0, b1, b2, a1, a2), zero initial state:
+# y(t) = b0 x(t) + b1 x(t-1) + b2 x(t-2) - a1 y(t-1) - a2 y(t-2)
+def biquad(double(C, T) x, double(C, 5) coef) -> (y) {
+  for t in T {
+    y(c, t) = coef(c, 0) * x(c, t)
+            + (t >= 1 ? coef(c, 1) * x(c, t - 1) - coef(c, 3) * y(c, t - 1) : 0)
+            + (t >= 2 ? coef(c, 2) * x(c, t - 2) - coef(c, 4) * y(c, t - 2) : 0)
+  }
+}""", full=dict(C=512, T=1024), tiny=dict(C=3, T=7),
+    inputs=lambda r, s: [_d(r, s["C"], s["T"]), _biquads(r, s["C"])])
+def _h22_biquad(torch, a, t, s):
+    x, coef = t
+    xn, cn = a
+
+    def torch_loop():
+        b0, b1, b2, a1, a2 = coef.unbind(1)
+        v = b0[:, None] * x                                   # the FIR part, vectorized
+        v[:, 1:] += b1[:, None] * x[:, :-1]
+        v[:, 2:] += b2[:, None] * x[:, :-2]
+        v = v.t().contiguous()
+        y = torch.empty_like(v)
+        y1 = torch.zeros_like(b0)
+        y2 = torch.zeros_like(b0)
+        for k in range(v.shape[0]):
+            yk = v[k] - a1 * y1 - a2 * y2
+            y[k] = yk
+            y2, y1 = y1, yk
+        return y.t()
+
+    def numpy_loop():
+        b0, b1, b2, a1, a2 = cn.T
+        v = b0[:, None] * xn
+        v[:, 1:] += b1[:, None] * xn[:, :-1]
+        v[:, 2:] += b2[:, None] * xn[:, :-2]
+        v = np.ascontiguousarray(v.T)
+        y = np.empty_like(v)
+        y1, y2 = np.zeros_like(b0), np.zeros_like(b0)
+        for k in range(v.shape[0]):
+            y[k] = v[k] - a1 * y1 - a2 * y2
+            y2, y1 = y1, y[k]
+        return y.T
+    return {"torch loop over t (FIR part vectorized)": torch_loop, "numpy loop over t": numpy_loop}
+
+
+@program(name="Jacobi sweeps for Laplace on (N, H, W) grids, 5-point stencil, fixed boundary, S sweeps (free)",
+         kind="stencil", src="""
+# each sweep replaces every interior point by the mean of its four neighbours; the boundary rows and columns keep
+# their values; S sweeps, the last one returned
+def jacobi2d(float(N, H, W) u0) -> (u) {
+  for s in S {
+    if s == 0 {
+      v(s, n, i, j) = i >= 1 && i < H - 1 && j >= 1 && j < W - 1
+        ? 0.25 * (u0(n, i - 1, j) + u0(n, i + 1, j) + u0(n, i, j - 1) + u0(n, i, j + 1)) : u0(n, i, j)
+        where i in 0:H, j in 0:W
+    } else {
+      v(s, n, i, j) = i >= 1 && i < H - 1 && j >= 1 && j < W - 1
+        ? 0.25 * (v(s - 1, n, i - 1, j) + v(s - 1, n, i + 1, j) + v(s - 1, n, i, j - 1) + v(s - 1, n, i, j + 1))
+        : v(s - 1, n, i, j)
+        where i in 0:H, j in 0:W
+    }
+  }
+  u(n, i, j) = v(S - 1, n, i, j)
+}""", full=dict(N=4, H=256, W=256, S=20), tiny=dict(N=3, H=5, W=7, S=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"])])
+def _h22_jacobi2d(torch, a, t, s):
+    F = torch.nn.functional
+    u0 = t[0]
+    stencil = torch.tensor([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]], dtype=u0.dtype)[None, None]
+
+    def slices():
+        u = u0.clone()
+        for _ in range(s["S"]):
+            v = u.clone()
+            v[:, 1:-1, 1:-1] = 0.25 * (u[:, :-2, 1:-1] + u[:, 2:, 1:-1] + u[:, 1:-1, :-2] + u[:, 1:-1, 2:])
+            u = v
+        return u
+
+    def conv():
+        u = u0.clone()
+        for _ in range(s["S"]):
+            u[:, 1:-1, 1:-1] = F.conv2d(u[:, None], stencil)[:, 0]
+        return u
+    return {"torch slices, S sweeps": slices, "F.conv2d 5-point kernel, S sweeps": conv}
+
+
+@program(name="cumulative trapezoid integral along time (torch.cumulative_trapezoid), scan for t in L-1",
+         kind="scan", src="""
+# I(b, t) = integral of y(b, .) from sample 0 to sample t + 1, trapezoid rule, sample spacing dx
+def cumtrapz(float(B, L) y, float dx) -> (I) {
+  for t in L - 1 {
+    I(b, t) = (t > 0 ? I(b, t - 1) : 0) + 0.5 * dx * (y(b, t) + y(b, t + 1))
+  }
+}""", full=dict(B=256, L=8192), tiny=dict(B=3, L=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]), np.array(0.01, np.float32)])
+def _h22_cumtrapz(torch, a, t, s):
+    y = t[0]
+    dx = float(a[1])
+    return {"torch.cumulative_trapezoid": lambda: torch.cumulative_trapezoid(y, dx=dx, dim=1),
+            "torch.cumsum of the midpoints": lambda: torch.cumsum(0.5 * dx * (y[:, 1:] + y[:, :-1]), 1)}
+
+
+@program(name="Kalman filter over T steps, B tracks, state N, scalar measurements (float64, for t in T)",
+         kind="loop", src="""
+# B independent tracks share the linear model x' = A x + w (cov Q), z = Hv . x + v (var R); initial x0(b), P0.
+# predict, then update with the scalar innovation; P is symmetric, so K (Hv P) = PH PH^T / S
+def kalman(double(T, B) z, double(N, N) A, double(N, N) Q, double(N) Hv, double R, double(B, N) x0,
+           double(N, N) P0) -> (xs) {
+  for t in T {
+    if t == 0 { xp(b, i) +=! A(i, j) * x0(b, j) }
+    else      { xp(b, i) +=! A(i, j) * xs(t - 1, b, j) }
+    if t == 0 { AP(b, i, l) +=! A(i, k) * P0(k, l) where b in 0:B }
+    else      { AP(b, i, l) +=! A(i, k) * P(b, k, l) }
+    Pp(b, i, j) +=! AP(b, i, l) * A(j, l)
+    Pp(b, i, j) = Pp(b, i, j) + Q(i, j)
+    PH(b, i) +=! Pp(b, i, j) * Hv(j)
+    S(b) +=! Hv(i) * PH(b, i)
+    S(b) = S(b) + R
+    innov(b) +=! Hv(i) * xp(b, i)
+    innov(b) = z(t, b) - innov(b)
+    xs(t, b, i) = xp(b, i) + PH(b, i) / S(b) * innov(b)
+    P(b, i, j) = Pp(b, i, j) - PH(b, i) * PH(b, j) / S(b)
+  }
+}""", full=dict(T=64, B=512, N=4), tiny=dict(T=5, B=3, N=3),
+    inputs=_kalman_inputs)
+def _h22_kalman(torch, a, t, s):
+    z, A, Q, Hv, R, x0, P0 = t
+    r = float(a[4])
+
+    def loop():
+        B, N = x0.shape
+        xs = torch.empty(z.shape[0], B, N, dtype=z.dtype)
+        x, P = x0, P0.expand(B, N, N)
+        for k in range(z.shape[0]):
+            xp = x @ A.T
+            Pp = A @ P @ A.T + Q
+            PH = Pp @ Hv
+            S = PH @ Hv + r
+            innov = z[k] - xp @ Hv
+            x = xp + PH * (innov / S)[:, None]
+            P = Pp - PH[:, :, None] * PH[:, None, :] / S[:, None, None]
+            xs[k] = x
+        return xs
+    return {"torch loop over t (batched matmuls)": loop}
+
+
+@program(name="Horner's rule: a degree D-1 polynomial at N points, for k in D over the coefficients", kind="loop",
+         src="""
+# p(x) = c(0) + c(1) x + ... + c(D-1) x^(D-1), evaluated from the highest coefficient down
+def horner(float(N) x, float(D) c) -> (p) {
+  for k in D {
+    if k == 0 { p(i) = c(D - 1) where i in 0:N }
+    else      { p(i) = p(i) * x(i) + c(D - 1 - k) }
+  }
+}""", full=dict(N=500000, D=16), tiny=dict(N=7, D=5),
+    inputs=lambda r, s: [r.uniform(-1, 1, s["N"]).astype(np.float32), _n(r, s["D"])])
+def _h22_horner(torch, a, t, s):
+    x, c = t
+    xn, cn = a
+
+    def torch_horner():
+        p = c[-1].expand_as(x)
+        for k in range(c.shape[0] - 2, -1, -1):
+            p = torch.addcmul(c[k], p, x)
+        return p
+    return {"torch Horner loop (addcmul)": torch_horner,
+            "np.polyval": lambda: np.polyval(cn[::-1], xn),
+            "torch.linalg.vander @ c": lambda: torch.linalg.vander(x, N=c.shape[0]) @ c}
+
+
+@program(name="pairwise Euclidean distance matrix (torch.cdist p=2), difference bound by a where", kind="distance",
+         src="""
+# Dist(i, j) = || X(i) - Y(j) ||
+def pdist2(float(N, D) X, float(M, D) Y) -> (Dist) {
+  Dist(i, j) +=! e * e where e = X(i, d) - Y(j, d)
+  Dist(i, j) = sqrt(Dist(i, j))
+}""", full=dict(N=2048, M=1024, D=32), tiny=dict(N=5, M=7, D=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["M"], s["D"])])
+def _h22_pdist2(torch, a, t, s):
+    X, Y = t
+
+    def expand():
+        d2 = (X * X).sum(1)[:, None] + (Y * Y).sum(1)[None] - 2 * X @ Y.T
+        return d2.clamp_min(0).sqrt()
+    return {"torch.cdist": lambda: torch.cdist(X, Y), "|x|^2 + |y|^2 - 2 x.y": expand}
+
+
+@program(name="k-means Lloyd step: argmin assignment, counts and sums per cluster, new centroids", kind="data",
+         src="""
+# assign every point to its nearest centroid, then move each centroid to the mean of its points
+# (a centroid that gets no point stays where it was)
+def kmeans_step(float(N, D) X, float(K, D) C) -> (assign, Cn) {
+  dist(n, k) +=! (X(n, d) - C(k, d)) * (X(n, d) - C(k, d))
+  assign(n) argmin=! dist(n, k)
+  cnt(k) +=! assign(n) == k ? 1.0 : 0.0 where k in 0:K
+  sums(k, d) +=! assign(n) == k ? X(n, d) : 0.0 where k in 0:K
+  Cn(k, d) = cnt(k) > 0 ? sums(k, d) / cnt(k) : C(k, d)
+}""", full=dict(N=65536, D=16, K=64), tiny=dict(N=7, D=3, K=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["K"], s["D"])],
+    pick=lambda r: np.concatenate([r[1].ravel(), r[0].astype(np.float32)]))
+def _h22_kmeans_step(torch, a, t, s):
+    X, C = t
+
+    def lloyd():
+        assign = torch.cdist(X, C).argmin(1)
+        cnt = torch.bincount(assign, minlength=C.shape[0]).to(X.dtype)
+        sums = torch.zeros_like(C).index_add_(0, assign, X)
+        Cn = torch.where(cnt[:, None] > 0, sums / cnt.clamp_min(1)[:, None], C)
+        return torch.cat([Cn.ravel(), assign.to(X.dtype)])
+    return {"cdist.argmin + bincount + index_add_": lloyd}
+
+
+@program(name="histogram of N samples into NB bins over [lo, hi) (free NB), counts as a masked sum",
+         kind="data", src="""
+# bin index by scaling, then count the samples of each bin; samples outside [lo, hi) fall in no bin
+def histogram(float(N) x, float lo, float hi) -> (h) {
+  bin(n) = int32(floor((x(n) - lo) * NB / (hi - lo)))
+  h(k) +=! bin(n) == k ? 1.0 : 0.0 where k in 0:NB
+}""", full=dict(N=2000000, NB=64), tiny=dict(N=7, NB=5), free=("NB",),
+    inputs=lambda r, s: [_n(r, s["N"]), np.array(-4, np.float32), np.array(4, np.float32)])
+def _h22_histogram(torch, a, t, s):
+    x = t[0]
+    lo, hi = float(a[1]), float(a[2])
+    return {"torch.histc": lambda: torch.histc(x, bins=s["NB"], min=lo, max=hi),
+            "np.histogram": lambda: np.histogram(a[0], bins=s["NB"], range=(lo, hi))[0]}
+
+
+@program(name="decimation by 4: K-tap low-pass FIR, keep every 4th output (strided conv1d)", kind="signal",
+         src="""
+# y(b, n) = sum_k h(k) x(b, 4 n + k): the filter evaluated only at the samples that are kept
+def decimate4(float(B, L) x, float(K) h) -> (y) {
+  y(b, n) +=! x(b, 4 * n + k) * h(k)
+}""", full=dict(B=64, L=65536, K=64), tiny=dict(B=3, L=23, K=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]), _w(r, s["K"])])
+def _h22_decimate4(torch, a, t, s):
+    F = torch.nn.functional
+    x, h = t
+    return {"F.conv1d(stride=4)": lambda: F.conv1d(x[:, None], h[None, None], stride=4)[:, 0],
+            "F.conv1d then [::4]": lambda: F.conv1d(x[:, None], h[None, None])[:, 0, ::4]}
+
+
+@program(name="bilinear resize (N, C, H, W) -> (OH, OW) (free), half-pixel centres, as F.interpolate",
+         kind="signal", src="""
+# F.interpolate(X, size=(OH, OW), mode="bilinear", align_corners=False): source coordinate (o + 0.5) * H / OH - 0.5,
+# clamped at 0; the right/lower neighbour clamped at the last row/column
+def resize_bilinear(float(N, C, H, W) X) -> (Y) {
+  Y(n, c, i, j) = (1 - wy) * ((1 - wx) * X(n, c, iy0, ix0) + wx * X(n, c, iy0, ix1))
+                +      wy  * ((1 - wx) * X(n, c, iy1, ix0) + wx * X(n, c, iy1, ix1))
+    where sy = max((i + 0.5) * H / OH - 0.5, 0.0), sx = max((j + 0.5) * W / OW - 0.5, 0.0),
+          iy0 = int32(sy), ix0 = int32(sx), iy1 = min(iy0 + 1, H - 1), ix1 = min(ix0 + 1, W - 1),
+          wy = sy - iy0, wx = sx - ix0, i in 0:OH, j in 0:OW
+}""", full=dict(N=4, C=3, H=512, W=512, OH=768, OW=768), tiny=dict(N=3, C=2, H=5, W=7, OH=9, OW=4),
+    free=("OH", "OW"), inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _h22_resize_bilinear(torch, a, t, s):
+    F = torch.nn.functional
+    X = t[0]
+    return {"F.interpolate(bilinear)": lambda: F.interpolate(X, size=(s["OH"], s["OW"]), mode="bilinear",
+                                                             align_corners=False)}
+
+
+@program(name="separable Gaussian blur, K taps along rows then columns, zero padding, same size", kind="conv",
+         src="""
+# the same 1-D kernel g (K odd, centred at K / 2) along each row, then along each column of every channel
+def gauss_blur(float(N, C, H, W) X, float(K) g) -> (Y) {
+  R(n, c, i, j) +=! (j + k - K / 2 >= 0 && j + k - K / 2 < W ? X(n, c, i, j + k - K / 2) : 0) * g(k)
+    where j in 0:W, k in 0:K
+  Y(n, c, i, j) +=! (i + k - K / 2 >= 0 && i + k - K / 2 < H ? R(n, c, i + k - K / 2, j) : 0) * g(k)
+    where i in 0:H, k in 0:K
+}""", full=dict(N=4, C=3, H=512, W=512, K=9), tiny=dict(N=3, C=1, H=5, W=7, K=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _gauss(s["K"])])
+def _h22_gauss_blur(torch, a, t, s):
+    F = torch.nn.functional
+    X, g = t
+    N, C, H, W, K = (s[k] for k in "NCHWK")
+
+    def separable():
+        y = F.conv2d(X.reshape(N * C, 1, H, W), g.view(1, 1, 1, K), padding=(0, K // 2))
+        return F.conv2d(y, g.view(1, 1, K, 1), padding=(K // 2, 0)).view(N, C, H, W)
+
+    def depthwise():
+        k2 = (g[:, None] * g[None, :]).expand(C, 1, K, K)
+        return F.conv2d(X, k2, padding=K // 2, groups=C)
+    return {"two F.conv2d (row, column)": separable, "F.conv2d depthwise KxK": depthwise}
+
+
+@program(name="batched inverse of small matrices by Gauss-Jordan elimination (no pivoting, float64), for p in N",
+         kind="loop", src="""
+# the matrices are diagonally dominant, so no pivoting: at step p the pivot row is scaled to make M(p, p) = 1,
+# then column p is eliminated from every other row; the same row operations turn I into the inverse
+def gj_inverse(double(B, N, N) A) -> (Ainv) {
+  M(b, i, j) = A(b, i, j)
+  Ainv(b, i, j) = i == j ? 1.0 : 0.0 where b in 0:B, i in 0:N, j in 0:N
+  for p in N {
+    piv(b) = M(b, p, p)
+    M(b, p, j) = M(b, p, j) / piv(b)
+    Ainv(b, p, j) = Ainv(b, p, j) / piv(b)
+    f(b, i) = M(b, i, p)
+    M(b, i, j) = i == p ? M(b, i, j) : M(b, i, j) - f(b, i) * M(b, p, j)
+    Ainv(b, i, j) = i == p ? Ainv(b, i, j) : Ainv(b, i, j) - f(b, i) * Ainv(b, p, j)
+  }
+}""", full=dict(B=4096, N=8), tiny=dict(B=3, N=5),
+    inputs=lambda r, s: [_d(r, s["B"], s["N"], s["N"]) + 2 * s["N"] * np.eye(s["N"])])
+def _h22_gj_inverse(torch, a, t, s):
+    A = t[0]
+    return {"torch.linalg.inv": lambda: torch.linalg.inv(A), "np.linalg.inv": lambda: np.linalg.inv(a[0])}
+
+
+@program(name="n-body accelerations (softened gravity), all pairs, positions (N, 3), masses", kind="linear",
+         src="""
+# acc(i) = sum_j m(j) (p(j) - p(i)) / (|p(j) - p(i)|^2 + eps2)^(3/2); the j = i term is 0
+def nbody_acc(float(N, 3) pos, float(N) m, float eps2) -> (acc) {
+  r2(i, j) +=! (pos(j, d) - pos(i, d)) * (pos(j, d) - pos(i, d))
+  w(i, j) = m(j) / ((r2(i, j) + eps2) * sqrt(r2(i, j) + eps2))
+  acc(i, d) +=! w(i, j) * (pos(j, d) - pos(i, d))
+}""", full=dict(N=1024), tiny=dict(N=7),
+    inputs=lambda r, s: [_n(r, s["N"], 3), r.uniform(0.5, 1.5, s["N"]).astype(np.float32),
+                         np.array(0.05, np.float32)])
+def _h22_nbody_acc(torch, a, t, s):
+    pos, m, _ = t
+    eps2 = float(a[2])
+
+    def broadcast():
+        diff = pos[None, :, :] - pos[:, None, :]                       # (i, j, d): p(j) - p(i)
+        r2 = (diff * diff).sum(-1) + eps2
+        return ((m[None, :] / (r2 * r2.sqrt()))[..., None] * diff).sum(1)
+
+    def matmul():
+        r2 = torch.cdist(pos, pos).square() + eps2
+        w = m[None, :] / (r2 * r2.sqrt())
+        return w @ pos - w.sum(1, keepdim=True) * pos
+    return {"broadcast differences": broadcast, "cdist + matmul": matmul}
