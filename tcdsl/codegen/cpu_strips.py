@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import islpy as isl
-from tvm import tirx
+from tvm import sym, tirx
 from tvm.tirx.analysis import undefined_vars
 
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
@@ -118,5 +118,7 @@ def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stm
     if len(undefined_vars(loops[0].extent, sizes)) or len(undefined_vars(extent, sizes)):
         return chunked
     alt = tirx.SeqStmt([tirx.Bind(lo, init), tirx.Bind(rows, extent), alt])
-    few = tirx.And(extent <= 2 * m.tile_rows * m.threads, loops[0].extent >= 2 * m.threads)
+    few = sym.Analyzer().simplify(tirx.And(extent <= 2 * m.tile_rows * m.threads, loops[0].extent >= 2 * m.threads))
+    if isinstance(few, tirx.IntImm) and not few.value:  # (the rows and columns of one size: N x N)
+        return chunked
     return tirx.IfThenElse(few, alt, chunked)
