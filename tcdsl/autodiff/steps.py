@@ -224,7 +224,7 @@ class ReverseSteps:
     def _sink(self, loop: n.For, body: list, outer: tuple[n.For, ...]):
         """Move the sinkable contributions of ``body`` (directly in it or under
         its ``if``s) after the loop, the loop variable becoming one of theirs."""
-        written = {c.tensor for c in _comps(loop.body)}
+        written = {c.tensor for c in n.comprehensions(loop.body)}
         sunk: list = []
 
         def visit(items, conds):
@@ -399,7 +399,7 @@ class ReverseSteps:
         self.replay_closure()
         replay = self.replay_block(self.node.body)
         # an output's adjoint that the sweep only reads is the given d_<output> itself
-        written = {c.tensor for c in _comps(body_rev)}
+        written = {c.tensor for c in n.comprehensions(body_rev)}
         alias = {self.adj[x]: self.d_out[x] for x in self.checked.outputs
                  if x in self.adj and self.adj[x] not in written and not self.fresh_dims.get(x)}
         if alias:
@@ -551,15 +551,3 @@ def _unwrap(x):
 
 def _zero(e: n.Expr) -> bool:
     return isinstance(e, n.Const) and e.value == 0
-
-
-def _comps(stmts):
-    for s in stmts:
-        match s:
-            case n.For():
-                yield from _comps(s.body)
-            case n.If():
-                yield from _comps(s.then)
-                yield from _comps(s.orelse)
-            case n.Comprehension():
-                yield s

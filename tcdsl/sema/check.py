@@ -18,7 +18,7 @@ from .affine import linear_form
 from .rename import rename_loop_clashes
 from .sizes import (arg_reduction, check_constant_dims, dim_expr, dim_isl, free_size_names,  # noqa: F401
                     is_affine_index, lhs_index_var, unit_coefficient)
-from .typer import Typer, _check_index_literal, _comprehensions
+from .typer import Typer, _check_index_literal
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class _Checker:
         # Inside a `for`, a tensor written anywhere in the loop body may be read
         # before its write (a recurrence reading the previous iteration's value).
         self.carried: set[str] = set()
-        self.first_rank = {c.tensor: len(c.indices) for c in _comprehensions(d.body)}
+        self.first_rank = {c.tensor: len(c.indices) for c in n.comprehensions(d.body)}
 
     # ------------------------------------------------------------- signature
     def run(self) -> CheckedDef:
@@ -181,7 +181,7 @@ class _Checker:
                 lo = self._size_expr(s.lo, loops, "a loop bound")
                 hi = self._size_expr(s.hi, loops, "a loop bound")
                 saved = self.carried
-                self.carried = saved | {c.tensor for c in _comprehensions(s.body)}
+                self.carried = saved | {c.tensor for c in n.comprehensions(s.body)}
                 body = self._stmts(s.body, loops + (s.var,))
                 self.carried = saved
                 return replace(s, lo=lo, hi=hi, body=body)

@@ -15,20 +15,9 @@ from ..syntax import nodes as n
 
 def warn_partial_sums(body) -> None:
     """:func:`warn_partial_terms` for every sum of a checked ``def``'s body."""
-    for c in _comprehensions(body):
+    for c in n.comprehensions(body):
         if c.op in ("+=!", "+=") and c.reduction_vars:
             warn_partial_terms(c.tensor, c.rhs, set(c.reduction_vars))
-
-
-def _comprehensions(stmts):
-    for s in stmts:
-        if isinstance(s, n.For):
-            yield from _comprehensions(s.body)
-        elif isinstance(s, n.If):
-            yield from _comprehensions(s.then)
-            yield from _comprehensions(s.orelse)
-        elif isinstance(s, n.Comprehension):
-            yield s
 
 
 def _terms(e: n.Expr) -> list[n.Expr]:

@@ -21,7 +21,7 @@ class Typer:
         self.types = {t: i.dtype for t, i in checker.tensors.items()}
 
     def type_body(self, body):
-        comps = [s for s in _comprehensions(body)]
+        comps = [s for s in n.comprehensions(body)]
         for _ in range(len(comps) + 1):
             changed = False
             for s in comps:
@@ -149,15 +149,3 @@ def _check_index_literal(c: n.Const) -> None:
     """Index arithmetic is int32 (SPEC: sizes beyond it are refused at the call)."""
     if isinstance(c.value, int) and not -2**31 <= c.value < 2**31:
         raise TcSemanticError(f"{c.value} does not fit in an index (int32)", c.span)
-
-
-def _comprehensions(stmts):
-    for s in stmts:
-        match s:
-            case n.For():
-                yield from _comprehensions(s.body)
-            case n.If():
-                yield from _comprehensions(s.then)
-                yield from _comprehensions(s.orelse)
-            case n.Comprehension():
-                yield s

@@ -262,6 +262,19 @@ def walk(node: Node):
         yield from walk(c)
 
 
+def comprehensions(stmts):
+    """The comprehensions of a list of statements, in ``for`` bodies and both
+    branches of ``if``s too, in textual order."""
+    for s in stmts:
+        if isinstance(s, For):
+            yield from comprehensions(s.body)
+        elif isinstance(s, If):
+            yield from comprehensions(s.then)
+            yield from comprehensions(s.orelse)
+        elif isinstance(s, Comprehension):
+            yield s
+
+
 def names_in(e: Node) -> set[str]:
     """The names of the index variables, sizes and identifiers below ``e``."""
     return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
