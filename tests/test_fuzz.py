@@ -417,7 +417,10 @@ def _with_sizes(kind: str | tuple[str, ...] = "float32"):
     return draw_all()
 
 
-@FAST
+# From a fixed seed, as the integer programs below: a default run (and CI)
+# draws the same programs every time; the slow runs draw new ones.
+@settings(max_examples=12, derandomize=True, database=None, deadline=None, print_blob=True,
+          suppress_health_check=list(HealthCheck))
 @given(_with_sizes("float32"))
 def test_random_programs_agree_with_the_interpreter(case):
     p, sizes = case
