@@ -124,7 +124,7 @@ def _np_mod(a, b):
     return a % b if b else np.zeros_like(a)
 
 
-@pytest.mark.parametrize("specialize", ["never", "after-scheduling"])
+@pytest.mark.parametrize("specialize", ["never"])
 def test_nested_remainders_by_sizes_stay_small(specialize):
     """Mixed-radix indices, ``n % (B * C * D) % (C * D) % D``: a divisor made
     of sizes is never negative, so each level names its operands once or
