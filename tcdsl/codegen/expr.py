@@ -22,6 +22,7 @@ Rules (TC semantics, see SPEC 1.1):
 from __future__ import annotations
 
 import contextlib
+import math
 
 from typing import Mapping
 
@@ -289,7 +290,7 @@ class _Lower:
             return _COMPARE[op](x, y)
         t = e.dtype or INDEX
         x, y = self.as_type(a, t), self.as_type(b, t)
-        if op in ("+", "-", "*") and self._wraps(t):
+        if op in ("+", "-", "*") and self._wraps(t) and not self._fits(e):
             # TVM's LLVM backend marks integer + - * nsw/nuw (no wrap): an
             # overflow would be poison that LLVM folds away.  In 64 bits these
             # cannot overflow; the result wraps back into t.
@@ -331,6 +332,35 @@ class _Lower:
     def _wraps(self, t: str) -> bool:
         return self.wrap and ty.is_int(t) and ty.bits(t) <= 32
 
+    def _fits(self, e: n.Expr) -> bool:
+        """``e`` is a product of sizes that cannot leave int32: its sizes are
+        dimensions of one tensor (the runtime refuses a tensor of more than
+        2**31 - 1 elements, runtime/args.py), or with the sizes fixed, its
+        value is below 2**31.  Such a product needs no wrapping and is >= 0."""
+        names = []
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, n.Binary) and x.op == "*":
+                stack += [x.lhs, x.rhs]
+            elif isinstance(x, n.SizeVar) and x.name in self.env:
+                names.append(x.name)
+            else:
+                return False
+        vals = [self.env[v] for v in names]
+        if all(isinstance(v, tirx.IntImm) for v in vals):
+            return math.prod(v.value for v in vals) < 2**31
+        for buf in self.buffers.values():
+            dims = list(getattr(buf, "shape", ()))
+            for v in vals:
+                k = next((i for i, d in enumerate(dims) if d.same_as(v)), None)
+                if k is None:
+                    break
+                dims.pop(k)
+            else:
+                return True
+        return False
+
     def is_nonneg(self, e: n.Expr, t: str) -> bool:
         """``e``, computed in the integer type ``t``, is never negative: sizes,
         index variables of ``self.nonneg``, constants >= 0, and their sums,
@@ -344,6 +374,8 @@ class _Lower:
                 return v in self.nonneg
             case n.Binary(op="+" | "*", lhs=a, rhs=b) if not self._wraps(t):
                 return self.is_nonneg(a, t) and self.is_nonneg(b, t)
+            case n.Binary(op="*") if self._fits(e):
+                return True
             case n.Binary(op="/" | "min", lhs=a, rhs=b):
                 return self.is_nonneg(a, t) and self.is_nonneg(b, t)
             case n.Binary(op="%", rhs=b):
@@ -500,6 +532,9 @@ def floormod(x: tirx.PrimExpr, y: tirx.PrimExpr) -> tirx.PrimExpr:
     ``y``; see :func:`floordiv`."""
     if _pow2(y) or dtype_of(x).startswith("u"):
         return tirx.floormod(x, y)
+    if isinstance(y, tirx.IntImm) and 0 < y.value < 1 << (ty.bits(dtype_of(x)) - 2):
+        # x named once (nested remainders by constants stay small); r + y cannot overflow
+        return tirx.truncmod(tirx.truncmod(x, y) + y, y)
     r = tirx.truncmod(x, y)
     zero = tirx.const(0, dtype_of(x))
     return r + tirx.Select(tirx.And(r != zero, tirx.bitwise_xor(r, y) < zero), y, zero)
