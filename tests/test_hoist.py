@@ -263,14 +263,15 @@ MORE = {
       for t in T { y(t, j) +=! x(t, k) * W(k, j) }
       for t in T { z(t, j) +=! y(t, k) * W(k, j) }
     }""", [(5, 4), (4, 4)], ["y", "z"]),
-    # `for t in 1:T`: hoisted, h would be (0, B, H) for T = 1 instead of the
-    # loop's (0, 0, 0) (nothing written): the rewrite is dropped
-    "shapes would change": ("""def f(float(T,B,I) x, float(I,H) W) -> (h) {
+    # `for t in 1:T`: a loop that runs no step (T = 1) keeps the other
+    # dimensions of what it writes, h is (0, B, H) in the loop as when
+    # hoisted (test_ranges), so the rewrite keeps the shapes
+    "loop from 1": ("""def f(float(T,B,I) x, float(I,H) W) -> (h) {
       for t in 1:T {
         p(b, j) +=! x(t, b, i) * W(i, j) + x(t - 1, b, i) * W(i, j)
         h(t, b, j) = p(b, j) * 2
       }
-    }""", [(5, 3, 4), (4, 6)], []),
+    }""", [(5, 3, 4), (4, 6)], ["p", "h"]),
 }
 
 
@@ -281,6 +282,8 @@ def test_more_programs(name):
     inputs = [rng.integers(0, 7, (5, 3)).astype(np.int32) if s == "tok" else rand(rng, *s) for s in shapes]
     k = assert_same(src, inputs)
     assert hoisted(k) == moved
+    if name == "loop from 1":  # no step: (0, B, H) hoisted or not
+        assert_same(src, [rand(rng, 1, 3, 4), rand(rng, 4, 6)])
 
 
 def test_a_failure_inside_hoisting_keeps_the_original_program(monkeypatch):

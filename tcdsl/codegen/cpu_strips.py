@@ -25,9 +25,10 @@ import islpy as isl
 from tvm import sym, tirx
 from tvm.tirx.analysis import undefined_vars
 
+from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
 from .expr import INDEX
-from .lower import has_node
+from .lower import has_node, loads, uses
 
 STRIP_K_BLOCK = 16
 # Blocks only from this many strips (1024 columns: rows of 4 KiB and more,
@@ -99,7 +100,8 @@ def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stm
     (outside sequential loops; a run-time choice by the row count).  ``loop``:
     the ``cpu.ChunkedLoop``, ``chunked`` its loop over the chunks of rows."""
     m = loop.m
-    if loop.wrap is not None or loop.in_loop or not m.parallel or m.threads < 2 or m.tile_rows < 2:
+    if loop.wrap is not None or loop.in_loop or not m.parallel or m.threads < 2 or m.tile_rows < 2 \
+            or not _shared_reads(loop, body, name):
         return chunked
     lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
     saved = loop.tiles.rows_extent, loop.tiles.parallel_columns
@@ -122,3 +124,36 @@ def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stm
     if isinstance(few, tirx.IntImm) and not few.value:  # (the rows and columns of one size: N x N)
         return chunked
     return tirx.IfThenElse(few, alt, chunked)
+
+
+def _shared_reads(loop, node: isl.AstNode, row: str) -> bool:
+    """Some register tile below ``node`` reads, at each step of its reduction,
+    a tensor whose index does not move with the row ``row`` (a weight that
+    every row reads whole, ``W(v, d)`` of ``y(b, v) +=! x(b, d) * W(v, d)``):
+    only then do rows split across threads read it once per thread.  A
+    softmax's or a norm's rows read only their own elements."""
+    node, _ = strip_marks(node)
+    t = node.get_type()
+    if t == NT.block:
+        return any(_shared_reads(loop, x, row) for x in isl_ast.children(node))
+    if t == NT.if_:
+        return _shared_reads(loop, node.if_get_then_node(), row) or (
+            node.if_has_else_node() and _shared_reads(loop, node.if_get_else_node(), row))
+    if t != NT.for_:
+        return False
+    low = loop.low
+    found = loop.tiles.parts(node, row)
+    if found is None:
+        name = iterator(node)
+        with low.bound({name: tirx.Var(name + "_p", INDEX)}):
+            return _shared_reads(loop, node.for_get_body(), row)
+    chain, leaves = found
+    for inner, call in leaves:
+        probe = {x: tirx.Var(x + "_p", INDEX) for x in {iterator(c) for c in chain} | {row, iterator(inner)}}
+        with low.bound(probe):
+            _, _, value, _ = low.statement_parts(call)
+        steps = [probe[iterator(c)] for c in chain]
+        for ld in loads(value):
+            if not any(uses(x, probe[row]) for x in ld.indices) and any(uses(x, k) for k in steps for x in ld.indices):
+                return True
+    return False
