@@ -245,9 +245,15 @@ def _check(args) -> int:
     if not program.defs:
         select_def(program, None)  # the error compile gives: no def
     names = [d.name for d in program.defs]
-    for name in names:
-        driver.frontend(src, name, hoist=False)
-    print(f"{args.file}: ok ({', '.join(names)})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for name in names:
+            driver.frontend(src, name, hoist=False)
+    for w in caught:  # before the verdict, which counts them
+        _show_warning(w.message, w.category, w.filename, w.lineno)
+    sys.stderr.flush()
+    note = f", {len(caught)} warning{'s' * (len(caught) != 1)}" if caught else ""
+    print(f"{args.file}: ok ({', '.join(names)}){note}")
     return 0
 
 

@@ -57,6 +57,19 @@ def test_check_ok(capsys, write):
     assert out == f"{path}: ok (matmul, scale)\n"
 
 
+def test_check_counts_its_warnings(capsys, write):
+    path = write("""def shift(float(N) A, float(M) C) -> (B) {
+  B(i) = A(i + 1) + C(i) where i in 0:M
+}
+def twice(float(N) A, float(M) C) -> (B) {
+  B(i) = A(i + 2) + C(i) where i in 0:M
+}""")
+    rc, out, err = run_cli(capsys, "check", path)
+    assert rc == 0 and out == f"{path}: ok (shift, twice), 2 warnings\n"
+    assert err.count(": warning: 'A' may be read out of bounds") == 2
+    assert f"{path}:2:10: warning" in err and f"{path}:5:10: warning" in err
+
+
 @pytest.mark.parametrize("text, loc", [(SYNTAX_ERROR, "3:1"), (SEMANTIC_ERROR, "2:17")])
 def test_check_reports_located_errors(capsys, write, text, loc):
     path = write(text)
