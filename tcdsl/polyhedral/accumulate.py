@@ -36,6 +36,7 @@ from ..sema.check import CheckedDef, check, select_def
 from ..sema.ranges import RangeInfo, infer_ranges
 from ..source import Span
 from ..syntax import nodes as n
+from .hoist import equal_sets
 from .layout import _fresh, _names
 
 
@@ -127,7 +128,7 @@ def _same_instances(old: RangeInfo, new: RangeInfo, p: dict) -> bool:
         got = new.extents.get(tensor)
         if got is None or len(got) != len(ext):
             return False
-        if not all(_equal(a, b) for a, b in zip(ext, got)):
+        if not all(equal_sets(a, b) for a, b in zip(ext, got)):
             return False
     by_span = {s.comp.span: s for s in new.stmts}
     for st in old.stmts:
@@ -136,15 +137,11 @@ def _same_instances(old: RangeInfo, new: RangeInfo, p: dict) -> bool:
         part = by_span.get(st.comp.span)
         add = next((s for s in new.stmts if s.comp.tensor == st.comp.tensor and s.comp.op == "="
                     and p[st.comp.span] in {x.tensor for x in n.walk(s.comp.rhs) if isinstance(x, n.Access)}), None)
-        if part is None or add is None or not _equal(st.domain.reset_tuple_id(), part.domain.reset_tuple_id()):
+        if part is None or add is None or not equal_sets(st.domain.reset_tuple_id(), part.domain.reset_tuple_id()):
             return False
         k = len(st.vars) - len(st.comp.reduction_vars)  # the lhs variables come first
         touched = st.domain.project_out(isl.dim_type.set, k, st.domain.dim(isl.dim_type.set) - k)
-        if not _equal(touched.reset_tuple_id(), add.domain.reset_tuple_id()):
+        if not equal_sets(touched.reset_tuple_id(), add.domain.reset_tuple_id()):
             return False
     return True
-
-
-def _equal(a, b) -> bool:
-    return a.align_params(b.get_space()).is_equal(b.align_params(a.get_space()))
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..syntax import nodes as n
+from .hoist import equal_sets
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,6 @@ def kept(old, new, model, p: list[Start]) -> bool:
                  (old_by_span[x.sum_span].init_domain, by_span[x.add_span].domain))
         for a, b in pairs:
             a, b = a.reset_tuple_id(), b.reset_tuple_id()
-            if not a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())):
+            if not equal_sets(a, b):
                 return False
     return True

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo
 from ..syntax import nodes as n
-from .hoist import same_extents
+from .hoist import same_extents, same_points
 
 
 @dataclass(frozen=True)
@@ -106,22 +106,7 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
 def same_domains(old: RangeInfo, new: RangeInfo) -> bool:
     """Every statement of ``old`` runs the same instances in ``new`` and every
     tensor of ``old`` keeps its extents."""
-    if not same_extents(old, new):
-        return False
-    by_span = {s.comp.span: s for s in new.stmts}
-    for st in old.stmts:
-        ns = by_span.get(st.comp.span)
-        if ns is None:
-            return False
-        for a, b in ((st.domain, ns.domain), (st.init_domain, ns.init_domain)):
-            if (a is None) != (b is None):
-                return False
-            if a is None:
-                continue
-            a, b = a.reset_tuple_id(), b.reset_tuple_id()  # (statements are numbered anew)
-            if not a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())):
-                return False
-    return True
+    return same_extents(old, new) and same_points(old, new)
 
 
 def _replaced(e: n.Node, span, new: n.Expr) -> n.Node:

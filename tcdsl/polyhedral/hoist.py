@@ -455,7 +455,7 @@ def same_domains(old: RangeInfo, new: RangeInfo, p: Plan) -> bool:
                 return False
             if a is not None:
                 a, b = _lifted(a, t), _lifted(b, v)
-                if not a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())):
+                if not equal_sets(a, b):
                     return False
     return True
 
@@ -468,7 +468,7 @@ def same_extents(old: RangeInfo, new: RangeInfo, skip=frozenset()) -> bool:
         got = new.extents.get(tensor)
         if got is None or len(got) != len(ext):
             return False
-        if not all(a.align_params(b.get_space()).is_equal(b.align_params(a.get_space())) for a, b in zip(ext, got)):
+        if not all(equal_sets(a, b) for a, b in zip(ext, got)):
             return False
     return True
 
@@ -569,3 +569,26 @@ def by_rows(original: n.Def, hoisted: n.Def, rows: n.Expr, threshold: int) -> n.
     cond = n.Binary(op=">=", lhs=rows, rhs=n.Const(value=threshold, span=span), span=span)
     branch = n.If(cond=cond, then=tuple(original.body), orelse=tuple(fn(s) for s in hoisted.body), span=span)
     return replace(original, body=(branch,))
+
+
+def equal_sets(a: isl.Set, b: isl.Set) -> bool:
+    """The isl sets ``a`` and ``b`` hold the same points (parameters aligned first)."""
+    return a.align_params(b.get_space()).is_equal(b.align_params(a.get_space()))
+
+
+def same_points(old: RangeInfo, new: RangeInfo, inits: bool = True) -> bool:
+    """Every statement of ``old`` runs the instances it ran in ``new`` (found
+    by its span: a rewrite numbers the statements anew), with ``inits`` its
+    initialization too; ``new`` may have statements of its own."""
+    by_span = {s.comp.span: s for s in new.stmts}
+    for st in old.stmts:
+        ns = by_span.get(st.comp.span)
+        if ns is None:
+            return False
+        pairs = [(st.domain, ns.domain)] + ([(st.init_domain, ns.init_domain)] if inits else [])
+        for a, b in pairs:
+            if (a is None) != (b is None):
+                return False
+            if a is not None and not equal_sets(a.reset_tuple_id(), b.reset_tuple_id()):
+                return False
+    return True

@@ -94,6 +94,7 @@ from ..errors import InternalError
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc, stmt_to_tc
 from .factor import _statements
+from .hoist import same_points
 
 # Functions whose evaluation costs more than a table's store and load.
 COSTLY = frozenset({
@@ -372,21 +373,4 @@ def kept(old, new, model, plan) -> bool:
     finally:
         new.size_guards = guards
     known = {g.access.span for g in old.size_guards or ()}
-    return all(f.access.span in known for f in found) and _same_points(old, new)
-
-
-def _same_points(old, new) -> bool:
-    """Every statement runs the points it ran: a term read under a select
-    (``tanh(i > 0 ? X(i - 1) : 0.5)``) narrows its statement's range (TC's
-    rule, docs/language.md step 14); its table, read at plain indices, would
-    not."""
-    now = {st.comp.span: st.domain.reset_tuple_id() for st in new.stmts}
-    for st in old.stmts:
-        b = now.get(st.comp.span)
-        if b is None:
-            return False
-        a = st.domain.reset_tuple_id()
-        b = b.align_params(a.get_space())
-        if not a.align_params(b.get_space()).is_equal(b):
-            return False
-    return True
+    return all(f.access.span in known for f in found) and same_points(old, new, inits=False)
