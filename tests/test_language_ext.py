@@ -537,3 +537,25 @@ def test_a_statement_reading_its_own_tensor_runs_point_by_point():
     np.testing.assert_allclose(got_s, np.cumsum(a, axis=1), rtol=1e-5)
     with pytest.raises(tcdsl.TcSemanticError, match="needs a statement before it that writes 'S'"):
         tcdsl.compile("def f(float(N) A) -> (S) { S(i) = A(i) + (i > 0 ? S(i - 1) : 0) where i in 0:N }")
+
+
+def test_a_guard_read_from_a_tensor_proves_no_read():
+    """docs/language.md, operators: a select whose condition is a tensor's
+    value proves nothing about the index it guards; the condition on the
+    index, repeated in the select, does."""
+    via_tensor = """def f(float(N) x, float(M) c) -> (ok, y) {
+  ok(i) = i + 1 < N ? 1.0 : 0.0 where i in 0:M
+  y(i) = ok(i) > 0.5 ? x(i + 1) : c(i) where i in 0:M
+}"""
+    with pytest.warns(TcWarning, match="'x' may be read out of bounds"):
+        k = tcdsl.compile(via_tensor, options={"disk_cache": False})
+    x = np.arange(1, 7, dtype=np.float32)
+    np.testing.assert_array_equal(k(x, np.zeros(4, np.float32))[1], [2, 3, 4, 5])
+    with pytest.raises(TcShapeError, match="'x' would be read out of bounds"):
+        k(x, np.zeros(6, np.float32))
+    repeated = via_tensor.replace("ok(i) > 0.5 ?", "i + 1 < N && ok(i) > 0.5 ?")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        k = tcdsl.compile(repeated, options={"disk_cache": False})
+    _, y = k(x, -np.ones(6, np.float32))
+    np.testing.assert_array_equal(y, [2, 3, 4, 5, 6, -1])
