@@ -87,3 +87,30 @@ def test_nested_formulas_beside_a_libm_call_compile(body):
     xd = x.astype(np.float64)
     outer = np.log if "log" in body else np.tanh
     np.testing.assert_allclose(k(x), np.fmod(xd, 3) + outer(1 + np.exp(xd)), rtol=1e-5, atol=1e-6)
+
+
+GATHERED_LSE = """def f(float(B, V) logp, int32(B, S) ext, float(B, S) a) -> (y) {
+  y(b, s) = log(exp(a(b, s)) + exp(a(b, s) * 0.5)) + logp(b, ext(b, s))
+}"""
+
+
+def test_a_gathered_read_beside_libm_lets_is_one_vector_loop():
+    """A read through an index tensor (clamped into ``logp``, 0 where
+    ``logp`` is empty) beside a log-sum-exp: the vector loop runs where
+    ``logp`` has elements, a scalar loop where it has none (CTC's alpha
+    recursion ran lane by lane: 18.7 -> 2.2 ms)."""
+    k = tcdsl.compile(GATHERED_LSE, options=NO_CACHE)
+    assert "T.vectorized" in k.script and "_s in range(" in k.script  # (the loop where logp is empty)
+    rng = np.random.default_rng(2)
+    for B, V, S in [(3, 7, 37), (2, 1, 16), (1, 5, 3)]:
+        logp = rng.standard_normal((B, V)).astype(np.float32)
+        ext = rng.integers(-2, V + 2, (B, S)).astype(np.int32)  # clamped into 0 .. V - 1
+        a = rng.standard_normal((B, S)).astype(np.float32)
+        a64 = a.astype(np.float64)
+        want = np.log(np.exp(a64) + np.exp(a64 * 0.5)) + logp[np.arange(B)[:, None], np.clip(ext, 0, V - 1)]
+        np.testing.assert_allclose(k(logp, ext, a), want, rtol=1e-5, atol=1e-5)
+    # V = 0: the read gives 0
+    a = rng.standard_normal((2, 19)).astype(np.float32)
+    got = k(np.zeros((2, 0), np.float32), np.zeros((2, 19), np.int32), a)
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(got, np.log(np.exp(a64) + np.exp(a64 * 0.5)), rtol=1e-5, atol=1e-5)

@@ -157,3 +157,30 @@ def _shared_reads(loop, node: isl.AstNode, row: str) -> bool:
             if not any(uses(x, probe[row]) for x in ld.indices) and any(uses(x, k) for k in steps for x in ld.indices):
                 return True
     return False
+
+
+def nonempty_vectors(low, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
+    """``low._vectorized(...)`` for a body whose vector loop TVM refuses (a Let
+    beside an ``if_then_else``) where the ``if_then_else``s are only the
+    guards of clamped reads for an empty tensor (a gathered
+    ``logp(t, b, ext(b, s))`` beside libm's Lets in a log-sum-exp): the vector
+    loop where every such tensor is nonempty, a scalar loop where one is
+    empty; else None (a scalar loop)."""
+    from .expr import assume_nonempty
+    if getattr(low, "assuming_nonempty", False):
+        return None
+    low.assuming_nonempty = True
+    try:
+        with assume_nonempty() as conds:
+            out = low._vectorized(node, name, init, extent, parallel, parallel_ok)
+    finally:
+        low.assuming_nonempty = False
+    if out is None or not conds:
+        return None
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = tirx.And(cond, c)
+    cond = sym.Analyzer().simplify(cond)
+    v = tirx.Var(name + "_s", INDEX)
+    scalar = tirx.For(v, 0, tirx.max(extent, 0), tirx.ForKind.SERIAL, low.body_with(node, name, init + v, parallel_ok))
+    return tirx.IfThenElse(cond, out, scalar)

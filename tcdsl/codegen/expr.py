@@ -126,6 +126,20 @@ class Partial(_StandIn):
 
 
 _WIDE = [False]  # inside wide_indices()
+_NONEMPTY: list = [None]  # inside assume_nonempty(): the conditions assumed
+
+
+@contextlib.contextmanager
+def assume_nonempty():
+    """Reads lowered inside the context take the tensors they clamp into as
+    nonempty: no ``if_then_else`` that gives 0 for an empty one.  Yields the
+    list of the conditions assumed (over sizes), for the caller to test once
+    around the code it made."""
+    saved, _NONEMPTY[0] = _NONEMPTY[0], []
+    try:
+        yield _NONEMPTY[0]
+    finally:
+        _NONEMPTY[0] = saved
 
 
 @contextlib.contextmanager
@@ -220,6 +234,9 @@ class _Lower:
                     nonempty = clamped[0] > 0
                     for x in clamped[1:]:
                         nonempty = tirx.And(nonempty, x > 0)
+                    if _NONEMPTY[0] is not None:
+                        _NONEMPTY[0].append(nonempty)
+                        return load
                     return tirx.if_then_else(nonempty, load, tirx.const(0, str(buf.dtype)))
                 return load
             case n.Cast(to=to, operand=x):
