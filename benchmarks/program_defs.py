@@ -8149,3 +8149,1091 @@ def _h22_nbody_acc(torch, a, t, s):
         w = m[None, :] / (r2 * r2.sqrt())
         return w @ pos - w.sum(1, keepdim=True) * pos
     return {"broadcast differences": broadcast, "cdist + matmul": matmul}
+
+
+# ---------------------------------------------------------------- session 47: recurrences and probabilistic sequence models
+
+
+# ================================================ hunt 23: recurrences and probabilistic sequence models
+
+def _h23_flat(*outs):
+    """Several outputs of different shapes as one float64 vector (the runner compares one array)."""
+    return np.concatenate([np.asarray(o.detach().numpy() if hasattr(o, "detach") else o, np.float64).ravel()
+                           for o in outs])
+
+
+def _h23_logsm(rng, *shape, axis=-1):
+    z = rng.standard_normal(shape).astype(np.float64)
+    z = z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+    return z.astype(np.float32)
+
+
+# ---------------------------------------------------------------- HMM forward algorithm (log space)
+
+H23_HMM_FORWARD = """
+# HMM forward algorithm in log space, a batch of sequences: alpha(t, b, j) = log p(o_0..o_t, s_t = j)
+def hmm_forward(float(T,B,S) emit, float(S,S) logA, float(S) logpi) -> (alpha, loglik) {
+  for t in T {
+    if t == 0 {
+      alpha(t, b, j) = logpi(j) + emit(t, b, j)
+    } else {
+      m(b, j) max=! alpha(t - 1, b, i) + logA(i, j)
+      e(b, j) +=! exp(alpha(t - 1, b, i) + logA(i, j) - m(b, j))
+      alpha(t, b, j) = m(b, j) + log(e(b, j)) + emit(t, b, j)
+    }
+  }
+  mx(b) max=! alpha(T - 1, b, j)
+  z(b) +=! exp(alpha(T - 1, b, j) - mx(b))
+  loglik(b) = mx(b) + log(z(b))
+}
+"""
+
+
+def _h23_hmm_inputs(rng, s):
+    T, B, S = s["T"], s["B"], s["S"]
+    return [-np.abs(_n(rng, T, B, S)) * 2, _h23_logsm(rng, S, S), _h23_logsm(rng, S)]
+
+
+@program(name="hmm forward, log space (logsumexp)", kind="sequence", src=H23_HMM_FORWARD,
+         full=dict(T=128, B=32, S=64), tiny=dict(T=4, B=2, S=3), inputs=_h23_hmm_inputs,
+         pick=lambda r: _h23_flat(*r))
+def _h23_hmm_forward(torch, a, t, s):
+    emit, logA, logpi = t
+
+    def run():
+        al = [logpi[None, :] + emit[0]]
+        for step in range(1, emit.shape[0]):
+            al.append(torch.logsumexp(al[-1][:, :, None] + logA[None], dim=1) + emit[step])
+        alpha = torch.stack(al)
+        return _h23_flat(alpha, torch.logsumexp(alpha[-1], dim=1))
+    return {"torch loop (logsumexp)": run}
+
+
+# ---------------------------------------------------------------- Viterbi decoding with backtrace
+
+H23_VITERBI = """
+# Viterbi decoding: max-product in log space with argmax backpointers, then a backtrace run backwards in time
+def viterbi(float(T,B,S) emit, float(S,S) logA, float(S) logpi) -> (path, score) {
+  for t in T {
+    if t == 0 {
+      delta(t, b, j) = logpi(j) + emit(t, b, j)
+    } else {
+      delta(t, b, j) max=! delta(t - 1, b, i) + logA(i, j)
+      bp(t, b, j) argmax=! delta(t - 1, b, i) + logA(i, j)
+      delta(t, b, j) = delta(t, b, j) + emit(t, b, j)
+    }
+  }
+  score(b) max=! delta(T - 1, b, j)
+  path(t, b) argmax=! delta(T - 1, b, j) where t in T-1:T
+  for s in 1:T {
+    path(T - 1 - s, b) = bp(T - s, b, path(T - s, b))
+  }
+}
+"""
+
+
+@program(name="viterbi decode + backtrace", kind="sequence", src=H23_VITERBI,
+         full=dict(T=128, B=32, S=64), tiny=dict(T=5, B=2, S=3), inputs=_h23_hmm_inputs,
+         pick=lambda r: _h23_flat(1000 * r[0], r[1]))  # path weighted so that one wrong state shows
+def _h23_viterbi(torch, a, t, s):
+    emit, logA, logpi = t
+
+    def run():
+        T = emit.shape[0]
+        delta = logpi[None, :] + emit[0]
+        bps = []
+        for step in range(1, T):
+            best, arg = (delta[:, :, None] + logA[None]).max(dim=1)
+            bps.append(arg)
+            delta = best + emit[step]
+        score, last = delta.max(dim=1)
+        path = [last]
+        for bp in reversed(bps):
+            path.append(bp.gather(1, path[-1][:, None])[:, 0])
+        return _h23_flat(1000 * torch.stack(path[::-1]).to(torch.int32), score)
+    return {"torch loop (max, gather)": run}
+
+
+# ---------------------------------------------------------------- Mamba selective scan
+
+H23_SELECTIVE_SCAN = """
+# Mamba's selective scan (S6): per-channel diagonal state, input-dependent step dt, gated by silu(z)
+def selective_scan(float(B,L,D) x, float(B,L,D) dtr, float(D) dt_bias, float(D,N) A_log,
+                   float(B,L,N) Bm, float(B,L,N) Cm, float(D) Dskip, float(B,L,D) z) -> (y) {
+  A(d, n) = -exp(A_log(d, n))
+  for t in L {
+    dt(b, d) = log(1 + exp(dtr(b, t, d) + dt_bias(d)))
+    if t == 0 { h(b, d, n) = dt(b, d) * Bm(b, t, n) * x(b, t, d) }
+    else      { h(b, d, n) = exp(dt(b, d) * A(d, n)) * h(b, d, n) + dt(b, d) * Bm(b, t, n) * x(b, t, d) }
+    yv(b, d) +=! h(b, d, n) * Cm(b, t, n)
+    y(b, t, d) = (yv(b, d) + Dskip(d) * x(b, t, d)) * z(b, t, d) * sigmoid(z(b, t, d))
+  }
+}
+"""
+
+
+def _h23_ssm_inputs(rng, s):
+    B, L, D, N = s["B"], s["L"], s["D"], s["N"]
+    A_log = np.log(np.tile(np.arange(1, N + 1, dtype=np.float32), (D, 1)))
+    return [_n(rng, B, L, D), _n(rng, B, L, D) - 2, _n(rng, D) * 0.5, A_log.astype(np.float32),
+            _n(rng, B, L, N), _n(rng, B, L, N), _n(rng, D), _n(rng, B, L, D)]
+
+
+@program(name="mamba selective scan (S6)", kind="scan", src=H23_SELECTIVE_SCAN,
+         full=dict(B=2, L=256, D=256, N=16), tiny=dict(B=2, L=5, D=3, N=4), inputs=_h23_ssm_inputs)
+def _h23_selective_scan(torch, a, t, s):
+    x, dtr, dt_bias, A_log, Bm, Cm, Dskip, z = t
+    F = torch.nn.functional
+
+    def run():  # mamba's selective_scan_ref, (B, L, D) layout
+        A = -torch.exp(A_log)
+        dt = F.softplus(dtr + dt_bias)
+        dA = torch.exp(torch.einsum("bld,dn->bldn", dt, A))
+        dBx = torch.einsum("bld,bln,bld->bldn", dt, Bm, x)
+        h = x.new_zeros(x.shape[0], x.shape[2], A.shape[1])
+        ys = []
+        for step in range(x.shape[1]):
+            h = dA[:, step] * h + dBx[:, step]
+            ys.append(torch.einsum("bdn,bn->bd", h, Cm[:, step]))
+        y = torch.stack(ys, dim=1) + Dskip * x
+        return y * F.silu(z)
+    return {"torch selective_scan_ref": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- minGRU
+
+H23_MINGRU = """
+# minGRU (Feng et al. 2024), sequential mode: gates from the input only, nn.Linear weights (out, in), batch first
+def min_gru(float(B,T,I) x, float(B,H) h0, float(H,I) Wz, float(H) bz, float(H,I) Wh, float(H) bh) -> (h) {
+  zp(b, t, j) +=! x(b, t, i) * Wz(j, i)
+  hp(b, t, j) +=! x(b, t, i) * Wh(j, i)
+  z(b, t, j) = sigmoid(zp(b, t, j) + bz(j))
+  ht(b, t, j) = hp(b, t, j) + bh(j) >= 0 ? hp(b, t, j) + bh(j) + 0.5 : sigmoid(hp(b, t, j) + bh(j))
+  for t in T {
+    if t == 0 { h(b, t, j) = (1 - z(b, t, j)) * h0(b, j) + z(b, t, j) * ht(b, t, j) }
+    else      { h(b, t, j) = (1 - z(b, t, j)) * h(b, t - 1, j) + z(b, t, j) * ht(b, t, j) }
+  }
+}
+"""
+
+
+def _h23_mingru_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    return [_n(rng, B, T, I), np.abs(_n(rng, B, H)) + 0.1, _w(rng, H, I), _w(rng, H), _w(rng, H, I), _w(rng, H)]
+
+
+@program(name="minGRU (sequential, g() activation)", kind="rnn", src=H23_MINGRU,
+         full=dict(B=16, T=256, I=256, H=256), tiny=dict(B=2, T=4, I=3, H=5), inputs=_h23_mingru_inputs)
+def _h23_mingru(torch, a, t, s):
+    x, h0, Wz, bz, Wh, bh = t
+    F = torch.nn.functional
+
+    def g(v):
+        return torch.where(v >= 0, v + 0.5, torch.sigmoid(v))
+
+    def loop():
+        z = torch.sigmoid(F.linear(x, Wz, bz))
+        ht = g(F.linear(x, Wh, bh))
+        h, out = h0, []
+        for step in range(x.shape[1]):
+            h = (1 - z[:, step]) * h + z[:, step] * ht[:, step]
+            out.append(h)
+        return torch.stack(out, dim=1)
+
+    def heinsen():  # the parallel mode of the paper: a log-space scan
+        k = F.linear(x, Wz, bz)
+        log_z, log_coeffs = -F.softplus(-k), -F.softplus(k)
+        hh = F.linear(x, Wh, bh)
+        log_ht = torch.where(hh >= 0, torch.log(F.relu(hh) + 0.5), -F.softplus(-hh))
+        log_values = torch.cat([torch.log(h0)[:, None], log_z + log_ht], dim=1)
+        a_star = F.pad(torch.cumsum(log_coeffs, dim=1), (0, 0, 1, 0))
+        log_h = a_star + torch.logcumsumexp(log_values - a_star, dim=1)
+        return torch.exp(log_h)[:, 1:]
+    return {"torch loop": _nograd(torch, loop), "log-space parallel scan": _nograd(torch, heinsen)}
+
+
+# ---------------------------------------------------------------- minLSTM
+
+H23_MINLSTM = """
+# minLSTM (Feng et al. 2024): forget and input gates normalised to sum to one, nn.Linear weights
+def min_lstm(float(B,T,I) x, float(B,H) h0, float(H,I) Wf, float(H) bf, float(H,I) Wi, float(H) bi,
+             float(H,I) Wh, float(H) bh) -> (h) {
+  for t in T {
+    fp(b, j) +=! x(b, t, i) * Wf(j, i)
+    ip(b, j) +=! x(b, t, i) * Wi(j, i)
+    hp(b, j) +=! x(b, t, i) * Wh(j, i)
+    f(b, j) = sigmoid(fp(b, j) + bf(j))
+    ig(b, j) = sigmoid(ip(b, j) + bi(j))
+    ht(b, j) = hp(b, j) + bh(j) >= 0 ? hp(b, j) + bh(j) + 0.5 : sigmoid(hp(b, j) + bh(j))
+    if t == 0 { h(b, t, j) = (f(b, j) * h0(b, j) + ig(b, j) * ht(b, j)) / (f(b, j) + ig(b, j)) }
+    else      { h(b, t, j) = (f(b, j) * h(b, t - 1, j) + ig(b, j) * ht(b, j)) / (f(b, j) + ig(b, j)) }
+  }
+}
+"""
+
+
+def _h23_minlstm_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    return [_n(rng, B, T, I), np.abs(_n(rng, B, H)) + 0.1, _w(rng, H, I), _w(rng, H), _w(rng, H, I), _w(rng, H),
+            _w(rng, H, I), _w(rng, H)]
+
+
+@program(name="minLSTM (sequential)", kind="rnn", src=H23_MINLSTM,
+         full=dict(B=16, T=256, I=256, H=256), tiny=dict(B=2, T=4, I=3, H=5), inputs=_h23_minlstm_inputs)
+def _h23_minlstm(torch, a, t, s):
+    x, h0, Wf, bf, Wi, bi, Wh, bh = t
+    F = torch.nn.functional
+
+    def loop():
+        f = torch.sigmoid(F.linear(x, Wf, bf))
+        i = torch.sigmoid(F.linear(x, Wi, bi))
+        hh = F.linear(x, Wh, bh)
+        ht = torch.where(hh >= 0, hh + 0.5, torch.sigmoid(hh))
+        fn, inn = f / (f + i), i / (f + i)
+        h, out = h0, []
+        for step in range(x.shape[1]):
+            h = fn[:, step] * h + inn[:, step] * ht[:, step]
+            out.append(h)
+        return torch.stack(out, dim=1)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------- biquad IIR filter bank
+
+H23_BIQUAD = """
+# A bank of biquad (second-order IIR) filters, one per channel, SciPy's sos row [b0 b1 b2 a0 a1 a2]
+def biquad_bank(float(B,C,L) x, float(C,6) sos) -> (y) {
+  for t in L {
+    y(b, c, t) = (sos(c, 0) * x(b, c, t)
+                  + (t >= 1 ? sos(c, 1) * x(b, c, t - 1) - sos(c, 4) * y(b, c, t - 1) : 0)
+                  + (t >= 2 ? sos(c, 2) * x(b, c, t - 2) - sos(c, 5) * y(b, c, t - 2) : 0)) / sos(c, 3)
+  }
+}
+"""
+
+
+def _h23_biquad_inputs(rng, s):
+    import scipy.signal
+    B, C, L = s["B"], s["C"], s["L"]
+    fc = np.geomspace(0.02, 0.6, C)
+    sos = np.concatenate([scipy.signal.butter(2, f, btype="low", output="sos") for f in fc]).astype(np.float32)
+    return [_n(rng, B, C, L), sos]
+
+
+@program(name="biquad IIR filter bank (per channel)", kind="scan", src=H23_BIQUAD,
+         full=dict(B=8, C=32, L=4096), tiny=dict(B=2, C=3, L=7), inputs=_h23_biquad_inputs)
+def _h23_biquad(torch, a, t, s):
+    import scipy.signal
+    x, sos = a
+
+    def run():
+        y = np.empty_like(x)
+        for c in range(x.shape[1]):
+            y[:, c] = scipy.signal.sosfilt(sos[c:c + 1].astype(np.float64), x[:, c], axis=-1)
+        return y
+    return {"scipy.signal.sosfilt per channel": run}
+
+
+# ---------------------------------------------------------------- MEGA multi-dimensional damped EMA
+
+H23_MEGA_EMA = """
+# MEGA's multi-dimensional damped EMA: N states per channel, h = p*beta*x + (1 - p*a)*h, y = silu(sum eta*h + omega*x)
+def mega_ema(float(B,L,D) x, float(D,N) delta, float(D,N) alpha, float(D,N) beta, float(D,N) eta,
+             float(D) omega) -> (y) {
+  pb(d, n) = sigmoid(delta(d, n)) * beta(d, n)
+  q(d, n) = 1 - sigmoid(delta(d, n)) * sigmoid(alpha(d, n))
+  for t in L {
+    if t == 0 { h(b, d, n) = pb(d, n) * x(b, t, d) }
+    else      { h(b, d, n) = q(d, n) * h(b, d, n) + pb(d, n) * x(b, t, d) }
+    u(b, d) +=! eta(d, n) * h(b, d, n)
+    y(b, t, d) = v * sigmoid(v) where v = u(b, d) + omega(d) * x(b, t, d)
+  }
+}
+"""
+
+
+def _h23_mega_inputs(rng, s):
+    B, L, D, N = s["B"], s["L"], s["D"], s["N"]
+    return [_n(rng, B, L, D), _n(rng, D, N), _n(rng, D, N), _n(rng, D, N) * 0.5, _w(rng, D, N), _n(rng, D)]
+
+
+@program(name="MEGA damped EMA (N states per channel)", kind="scan", src=H23_MEGA_EMA,
+         full=dict(B=8, L=1024, D=256, N=16), tiny=dict(B=2, L=6, D=3, N=2), inputs=_h23_mega_inputs)
+def _h23_mega_ema(torch, a, t, s):
+    x, delta, alpha, beta, eta, omega = t
+    F = torch.nn.functional
+    L = x.shape[1]
+
+    def fft():  # MEGA's way: the EMA's kernel, then a causal convolution by FFT
+        p = torch.sigmoid(delta)
+        q = 1 - p * torch.sigmoid(alpha)
+        steps = torch.arange(L, dtype=x.dtype)
+        k = torch.einsum("dn,dnl->dl", p * beta * eta, torch.exp(steps * torch.log(q)[:, :, None]))
+        xf = torch.fft.rfft(x.transpose(1, 2), n=2 * L)
+        kf = torch.fft.rfft(k, n=2 * L)
+        u = torch.fft.irfft(xf * kf, n=2 * L)[..., :L].transpose(1, 2)
+        return F.silu(u + omega * x)
+
+    def loop():
+        p = torch.sigmoid(delta)
+        q = 1 - p * torch.sigmoid(alpha)
+        h, out = None, []
+        for step in range(L):
+            inp = p * beta * x[:, step, :, None]
+            h = inp if h is None else q * h + inp
+            out.append((h * eta).sum(-1))
+        return F.silu(torch.stack(out, dim=1) + omega * x)
+    return {"FFT convolution (MEGA)": _nograd(torch, fft), "torch loop": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------- Kalman filter, batch of tracks
+
+H23_KALMAN = """
+# Kalman filter over a batch of independent tracks: constant-velocity model (N states), 2-D position measurements.
+# predict: x = F x, P = F P F' + Q; update: S = H P H' + R (2x2, inverted in closed form), K = P H' S^-1,
+# x = x + K (z - H x), P = P - K H P
+def kalman(float(T,B,2) z, float(N,N) F, float(2,N) Hm, float(N,N) Q, float(2,2) R, float(B,N) x0,
+           float(N,N) P0) -> (xs, Ps) {
+  xc(b, i) = x0(b, i)
+  Pc(b, i, j) = P0(i, j) where b in 0:B
+  for t in T {
+    xp(b, i) +=! F(i, k) * xc(b, k)
+    FP(b, i, k) +=! F(i, l) * Pc(b, l, k)
+    Pp(b, i, j) +=! FP(b, i, k) * F(j, k)
+    Pp(b, i, j) = Pp(b, i, j) + Q(i, j)
+    Hx(b, m) +=! Hm(m, k) * xp(b, k)
+    HP(b, m, j) +=! Hm(m, k) * Pp(b, k, j)
+    S(b, m, q) +=! HP(b, m, k) * Hm(q, k)
+    S(b, m, q) = S(b, m, q) + R(m, q)
+    det(b) = S(b, 0, 0) * S(b, 1, 1) - S(b, 0, 1) * S(b, 1, 0)
+    Si(b, m, q) = (m == q ? S(b, 1 - m, 1 - q) : -S(b, m, q)) / det(b)
+    PHt(b, i, m) +=! Pp(b, i, k) * Hm(m, k)
+    K(b, i, m) +=! PHt(b, i, q) * Si(b, q, m)
+    xs(t, b, i) = xp(b, i)
+    xs(t, b, i) += K(b, i, m) * (z(t, b, m) - Hx(b, m))
+    Ps(t, b, i, j) = Pp(b, i, j)
+    Ps(t, b, i, j) += -K(b, i, m) * HP(b, m, j)
+    xc(b, i) = xs(t, b, i)
+    Pc(b, i, j) = Ps(t, b, i, j)
+  }
+}
+"""
+
+
+def _h23_kalman_inputs(rng, s):
+    T, B, N = s["T"], s["B"], s["N"]
+    assert N == 4
+    dt = 0.1
+    F = np.eye(4, dtype=np.float32)
+    F[0, 2] = F[1, 3] = dt
+    Hm = np.zeros((2, 4), np.float32)
+    Hm[0, 0] = Hm[1, 1] = 1
+    G = np.array([[dt * dt / 2, 0], [0, dt * dt / 2], [dt, 0], [0, dt]], np.float32)
+    Q = (G @ G.T).astype(np.float32)
+    R = np.array([[0.05, 0.01], [0.01, 0.05]], np.float32)
+    x0 = _n(rng, B, 4)
+    vel = _n(rng, B, 2)
+    pos = x0[:, None, :2] + dt * np.arange(1, T + 1, dtype=np.float32)[None, :, None] * vel[:, None, :]
+    z = (pos + 0.2 * _n(rng, B, T, 2)).transpose(1, 0, 2)
+    return [np.ascontiguousarray(z, np.float32), F, Hm, Q, R, x0, np.eye(4, dtype=np.float32)]
+
+
+@program(name="kalman filter, batch of tracks (4 states, 2 obs)", kind="sequence", src=H23_KALMAN,
+         full=dict(T=100, B=512, N=4), tiny=dict(T=4, B=3, N=4), inputs=_h23_kalman_inputs,
+         pick=lambda r: _h23_flat(*r))
+def _h23_kalman(torch, a, t, s):
+    z, F, Hm, Q, R, x0, P0 = t
+
+    def run():
+        B = x0.shape[0]
+        x, P = x0, P0.expand(B, -1, -1)
+        xs, Ps = [], []
+        for step in range(z.shape[0]):
+            x = x @ F.T
+            P = F @ P @ F.T + Q
+            S = Hm @ P @ Hm.T + R
+            K = P @ Hm.T @ torch.linalg.inv(S)
+            x = x + (K @ (z[step] - x @ Hm.T)[:, :, None])[:, :, 0]
+            P = P - K @ Hm @ P
+            xs.append(x)
+            Ps.append(P)
+        return _h23_flat(torch.stack(xs), torch.stack(Ps))
+    return {"torch loop (batched matmul, inv)": run}
+
+
+# ---------------------------------------------------------------- CTC loss: the alpha recursion
+
+H23_CTC = """
+# CTC loss (blank 0), the forward (alpha) recursion in log space over the blank-extended labels;
+# every sequence uses all T frames and all L labels. -1e30 stands for log 0.
+def ctc_loss(float(T,B,V) logp, int32(B,L) labels) -> (loss) {
+  ext(b, s) = s % 2 == 0 ? 0 : labels(b, (s - 1) / 2) where s in 0:2*L+1
+  skip(b, s) = s >= 2 && ext(b, s) != 0 && ext(b, s) != ext(b, s - 2) where s in 0:2*L+1
+  for t in T {
+    if t == 0 {
+      alpha(t, b, s) = s < 2 ? logp(t, b, ext(b, s)) : -1e30 where s in 0:2*L+1
+    } else {
+      a1(b, s) = alpha(t - 1, b, s)
+      a2(b, s) = s >= 1 ? alpha(t - 1, b, s - 1) : -1e30 where s in 0:2*L+1
+      a3(b, s) = s >= 2 && skip(b, s) ? alpha(t - 1, b, s - 2) : -1e30 where s in 0:2*L+1
+      m(b, s) = max(a1(b, s), max(a2(b, s), a3(b, s)))
+      alpha(t, b, s) = m(b, s) + log(exp(a1(b, s) - m(b, s)) + exp(a2(b, s) - m(b, s)) + exp(a3(b, s) - m(b, s)))
+                       + logp(t, b, ext(b, s))
+    }
+  }
+  la(b) = alpha(T - 1, b, 2 * L)
+  lb(b) = alpha(T - 1, b, 2 * L - 1)
+  mm(b) = max(la(b), lb(b))
+  loss(b) = -(mm(b) + log(exp(la(b) - mm(b)) + exp(lb(b) - mm(b))))
+}
+"""
+
+
+def _h23_ctc_inputs(rng, s):
+    T, B, V, L = s["T"], s["B"], s["V"], s["L"]
+    labels = rng.integers(1, V, size=(B, L)).astype(np.int32)
+    return [_h23_logsm(rng, T, B, V), labels]
+
+
+@program(name="ctc loss (alpha recursion, log space)", kind="sequence", src=H23_CTC,
+         full=dict(T=200, B=32, V=64, L=40), tiny=dict(T=7, B=2, V=4, L=3), inputs=_h23_ctc_inputs)
+def _h23_ctc(torch, a, t, s):
+    logp, labels = t
+    T, B, L = s["T"], s["B"], s["L"]
+    targets = labels.long()
+    il = torch.full((B,), T, dtype=torch.long)
+    tl = torch.full((B,), L, dtype=torch.long)
+    return {"F.ctc_loss": lambda: torch.nn.functional.ctc_loss(logp, targets, il, tl, blank=0, reduction="none")}
+
+
+# ---------------------------------------------------------------- GRU with layer norm inside the step
+
+H23_LN_GRU = """
+# Layer-normalised GRU (as haste's LayerNormGRU): the input and the recurrent projections (3H each, PyTorch's
+# stacked r, z, n rows) each layer-normalised with their own gain and shift before the gates
+def ln_gru(float(T,B,I) x, float(B,H) h0, float(3*H,I) Wih, float(3*H,H) Whh, float(3*H) bih,
+           float(3*H) bhh, float(2,3*H) gamma, float(2,3*H) beta) -> (h) {
+  for t in T {
+    gi(b, r) +=! x(t, b, i) * Wih(r, i)
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(t - 1, b, k) * Whh(r, k) }
+    mi(b) +=! gi(b, r) / (3 * H)
+    vi(b) +=! (gi(b, r) - mi(b)) * (gi(b, r) - mi(b)) / (3 * H)
+    mh(b) +=! gh(b, r) / (3 * H)
+    vh(b) +=! (gh(b, r) - mh(b)) * (gh(b, r) - mh(b)) / (3 * H)
+    ni(b, r) = (gi(b, r) - mi(b)) * rsqrt(vi(b) + 1e-5) * gamma(0, r) + beta(0, r) + bih(r)
+    nh(b, r) = (gh(b, r) - mh(b)) * rsqrt(vh(b) + 1e-5) * gamma(1, r) + beta(1, r) + bhh(r)
+    rg(b, j) = sigmoid(ni(b, j) + nh(b, j)) where j in 0:H
+    zg(b, j) = sigmoid(ni(b, H + j) + nh(b, H + j)) where j in 0:H
+    ng(b, j) = tanh(ni(b, 2 * H + j) + rg(b, j) * nh(b, 2 * H + j)) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(t - 1, b, j) }
+  }
+}
+"""
+
+
+def _h23_ln_gru_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _w(rng, 3 * H, I), _w(rng, 3 * H, H), _w(rng, 3 * H), _w(rng, 3 * H),
+            1 + 0.1 * _n(rng, 2, 3 * H), 0.1 * _n(rng, 2, 3 * H)]
+
+
+@program(name="layer-norm GRU (LN on both projections)", kind="rnn", src=H23_LN_GRU,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4), inputs=_h23_ln_gru_inputs)
+def _h23_ln_gru(torch, a, t, s):
+    x, h0, Wih, Whh, bih, bhh, gamma, beta = t
+    F = torch.nn.functional
+    H = s["H"]
+
+    def run():
+        gi_all = F.layer_norm(F.linear(x, Wih), (3 * H,), gamma[0], beta[0], 1e-5) + bih
+        h, out = h0, []
+        for step in range(x.shape[0]):
+            gh = F.layer_norm(F.linear(h, Whh), (3 * H,), gamma[1], beta[1], 1e-5) + bhh
+            ir, iz, inn = gi_all[step].chunk(3, 1)
+            hr, hz, hn = gh.chunk(3, 1)
+            r = torch.sigmoid(ir + hr)
+            zg = torch.sigmoid(iz + hz)
+            n = torch.tanh(inn + r * hn)
+            h = (1 - zg) * n + zg * h
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop (F.layer_norm)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- Bahdanau attention decoder (GRU cell)
+
+H23_BAHDANAU = """
+# Decoder with additive (Bahdanau) attention over the encoder states at every step; a GRUCell whose input is
+# [embedded token ; context], PyTorch's (3H, I + E) weight. Keys are projected once, before the loop.
+def bahdanau_decoder(float(B,S,E) enc, float(T,B,I) y, float(B,H) h0, float(A,H) Wq, float(A,E) Wk, float(A) v,
+                     float(3*H,I+E) Wih, float(3*H,H) Whh, float(3*H) bih, float(3*H) bhh) -> (h, attn) {
+  keys(b, s, a) +=! enc(b, s, e) * Wk(a, e)
+  for t in T {
+    if t == 0 { q(b, a) +=! h0(b, k) * Wq(a, k) }
+    else      { q(b, a) +=! h(t - 1, b, k) * Wq(a, k) }
+    sc(b, s) +=! v(a) * tanh(keys(b, s, a) + q(b, a))
+    mx(b) max=! sc(b, s)
+    ex(b, s) = exp(sc(b, s) - mx(b))
+    den(b) +=! ex(b, s)
+    attn(t, b, s) = ex(b, s) / den(b)
+    ctx(b, e) +=! attn(t, b, s) * enc(b, s, e)
+    gi(b, r) +=! y(t, b, i) * Wih(r, i)
+    gi(b, r) += ctx(b, e) * Wih(r, I + e)
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(t - 1, b, k) * Whh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(t - 1, b, j) }
+  }
+}
+"""
+
+
+def _h23_bahdanau_inputs(rng, s):
+    B, S, E, T, I, H, A = s["B"], s["S"], s["E"], s["T"], s["I"], s["H"], s["A"]
+    return [_n(rng, B, S, E), _n(rng, T, B, I), _n(rng, B, H), _w(rng, A, H), _w(rng, A, E), _w(rng, A),
+            _w(rng, 3 * H, I + E), _w(rng, 3 * H, H), _w(rng, 3 * H), _w(rng, 3 * H)]
+
+
+@program(name="bahdanau attention GRU decoder", kind="rnn", src=H23_BAHDANAU,
+         full=dict(B=16, S=50, E=256, T=30, I=128, H=256, A=128), tiny=dict(B=2, S=3, E=4, T=3, I=2, H=5, A=3),
+         inputs=_h23_bahdanau_inputs, pick=lambda r: _h23_flat(*r))
+def _h23_bahdanau(torch, a, t, s):
+    enc, y, h0, Wq, Wk, v, Wih, Whh, bih, bhh = t
+    F = torch.nn.functional
+    cell = torch.nn.GRUCell(s["I"] + s["E"], s["H"])
+    for p, w in zip([cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh], [Wih, Whh, bih, bhh]):
+        _copy(torch, p, w.numpy())
+
+    def run():
+        keys = F.linear(enc, Wk)                     # (B, S, A)
+        h, hs, attns = h0, [], []
+        for step in range(y.shape[0]):
+            sc = torch.tanh(keys + F.linear(h, Wq)[:, None]) @ v
+            w = torch.softmax(sc, dim=1)
+            ctx = torch.bmm(w[:, None], enc)[:, 0]
+            h = cell(torch.cat([y[step], ctx], dim=1), h)
+            hs.append(h)
+            attns.append(w)
+        return _h23_flat(torch.stack(hs), torch.stack(attns))
+    return {"torch loop (nn.GRUCell)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- peephole LSTM
+
+H23_PEEPHOLE = """
+# LSTM with peephole connections (Gers & Schmidhuber): i and f see c(t-1), o sees c(t); PyTorch's (4H, in) weights
+def peephole_lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) Wih, float(4*H,H) Whh,
+                  float(4*H) bias, float(3,H) peep) -> (h, c) {
+  for t in T {
+    g(b, r) +=! x(t, b, i) * Wih(r, i)
+    if t == 0 { g(b, r) += h0(b, k) * Whh(r, k) }
+    else      { g(b, r) += h(t - 1, b, k) * Whh(r, k) }
+    if t == 0 { cp(b, j) = c0(b, j) } else { cp(b, j) = c(t - 1, b, j) }
+    ig(b, j) = sigmoid(g(b, j) + bias(j) + peep(0, j) * cp(b, j))
+    fg(b, j) = sigmoid(g(b, H + j) + bias(H + j) + peep(1, j) * cp(b, j))
+    c(t, b, j) = fg(b, j) * cp(b, j) + ig(b, j) * tanh(g(b, 2 * H + j) + bias(2 * H + j))
+    h(t, b, j) = sigmoid(g(b, 3 * H + j) + bias(3 * H + j) + peep(2, j) * c(t, b, j)) * tanh(c(t, b, j))
+  }
+}
+"""
+
+
+def _h23_peephole_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H), _n(rng, B, H), _w(rng, 4 * H, I), _w(rng, 4 * H, H), _w(rng, 4 * H),
+            0.5 * _n(rng, 3, H)]
+
+
+@program(name="peephole lstm (4H,in)", kind="rnn", src=H23_PEEPHOLE, full=dict(T=64, B=32, I=256, H=256),
+         tiny=dict(T=3, B=2, I=5, H=4), inputs=_h23_peephole_inputs, pick=lambda r: _h23_flat(*r))
+def _h23_peephole(torch, a, t, s):
+    x, h0, c0, Wih, Whh, bias, peep = t
+    F = torch.nn.functional
+
+    def run():
+        gx = F.linear(x, Wih, bias)
+        h, c, hs, cs = h0, c0, [], []
+        for step in range(x.shape[0]):
+            gi, gf, gg, go = (gx[step] + F.linear(h, Whh)).chunk(4, 1)
+            i = torch.sigmoid(gi + peep[0] * c)
+            f = torch.sigmoid(gf + peep[1] * c)
+            c = f * c + i * torch.tanh(gg)
+            h = torch.sigmoid(go + peep[2] * c) * torch.tanh(c)
+            hs.append(h)
+            cs.append(c)
+        return _h23_flat(torch.stack(hs), torch.stack(cs))
+    return {"torch loop": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 2-layer stacked GRU
+
+H23_STACKED_GRU = """
+# Two stacked GRU layers in one time loop, as torch.nn.GRU(num_layers=2): layer 1 reads layer 0's state of the
+# same step. Returns the top layer's outputs and the last state of each layer.
+def gru2(float(T,B,I) x, float(2,B,H) h0, float(3*H,I) Wih0, float(3*H,H) Whh0, float(3*H) bih0, float(3*H) bhh0,
+         float(3*H,H) Wih1, float(3*H,H) Whh1, float(3*H) bih1, float(3*H) bhh1) -> (out, hn) {
+  for t in T {
+    ga(b, r) +=! x(t, b, i) * Wih0(r, i)
+    if t == 0 { gb(b, r) +=! h0(0, b, k) * Whh0(r, k) }
+    else      { gb(b, r) +=! h1(t - 1, b, k) * Whh0(r, k) }
+    r0(b, j) = sigmoid(ga(b, j) + bih0(j) + gb(b, j) + bhh0(j)) where j in 0:H
+    z0(b, j) = sigmoid(ga(b, H + j) + bih0(H + j) + gb(b, H + j) + bhh0(H + j)) where j in 0:H
+    n0(b, j) = tanh(ga(b, 2 * H + j) + bih0(2 * H + j) + r0(b, j) * (gb(b, 2 * H + j) + bhh0(2 * H + j))) where j in 0:H
+    if t == 0 { h1(t, b, j) = (1 - z0(b, j)) * n0(b, j) + z0(b, j) * h0(0, b, j) }
+    else      { h1(t, b, j) = (1 - z0(b, j)) * n0(b, j) + z0(b, j) * h1(t - 1, b, j) }
+
+    gc(b, r) +=! h1(t, b, i) * Wih1(r, i)
+    if t == 0 { gd(b, r) +=! h0(1, b, k) * Whh1(r, k) }
+    else      { gd(b, r) +=! out(t - 1, b, k) * Whh1(r, k) }
+    r1(b, j) = sigmoid(gc(b, j) + bih1(j) + gd(b, j) + bhh1(j)) where j in 0:H
+    z1(b, j) = sigmoid(gc(b, H + j) + bih1(H + j) + gd(b, H + j) + bhh1(H + j)) where j in 0:H
+    n1(b, j) = tanh(gc(b, 2 * H + j) + bih1(2 * H + j) + r1(b, j) * (gd(b, 2 * H + j) + bhh1(2 * H + j))) where j in 0:H
+    if t == 0 { out(t, b, j) = (1 - z1(b, j)) * n1(b, j) + z1(b, j) * h0(1, b, j) }
+    else      { out(t, b, j) = (1 - z1(b, j)) * n1(b, j) + z1(b, j) * out(t - 1, b, j) }
+  }
+  hn(l, b, j) = l == 0 ? h1(T - 1, b, j) : out(T - 1, b, j) where l in 0:2
+}
+"""
+
+
+def _h23_gru2_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, 2, B, H),
+            _w(rng, 3 * H, I), _w(rng, 3 * H, H), _w(rng, 3 * H), _w(rng, 3 * H),
+            _w(rng, 3 * H, H), _w(rng, 3 * H, H), _w(rng, 3 * H), _w(rng, 3 * H)]
+
+
+@program(name="2-layer stacked gru, one loop", kind="rnn", src=H23_STACKED_GRU,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4), inputs=_h23_gru2_inputs,
+         pick=lambda r: _h23_flat(*r))
+def _h23_gru2(torch, a, t, s):
+    net = torch.nn.GRU(s["I"], s["H"], num_layers=2)
+    names = ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+             "weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1"]
+    for name, w in zip(names, a[2:]):
+        _copy(torch, getattr(net, name), w)
+
+    def run():
+        out, hn = net(t[0], t[1])
+        return _h23_flat(out, hn)
+    return {"torch.nn.GRU(num_layers=2)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- GAE: a time-reversed scan
+
+H23_GAE = """
+# Generalised advantage estimation (PPO, cleanrl's loop): a scan backwards in time over (steps, envs) buffers
+def gae(float(T,B) rewards, float(T,B) values, float(T,B) dones, float(B) next_value, float(B) next_done,
+        float gamma, float lam) -> (adv, ret) {
+  for s in T {
+    if s == 0 {
+      adv(T - 1 - s, b) = rewards(T - 1 - s, b) + gamma * next_value(b) * (1 - next_done(b)) - values(T - 1 - s, b)
+    } else {
+      adv(T - 1 - s, b) = rewards(T - 1 - s, b) + gamma * values(T - s, b) * (1 - dones(T - s, b))
+                          - values(T - 1 - s, b) + gamma * lam * (1 - dones(T - s, b)) * adv(T - s, b)
+    }
+  }
+  ret(t, b) = adv(t, b) + values(t, b)
+}
+"""
+
+
+def _h23_gae_inputs(rng, s):
+    T, B = s["T"], s["B"]
+    dones, next_done = (rng.random((T, B)) < 0.05).astype(np.float32), (rng.random(B) < 0.05).astype(np.float32)
+    dones[T // 2, 0] = next_done[0] = 1  # at least one episode end inside and at the end
+    return [_n(rng, T, B), _n(rng, T, B), dones, _n(rng, B), next_done, np.array(0.99, np.float32),
+            np.array(0.95, np.float32)]
+
+
+@program(name="GAE advantages (reversed scan)", kind="scan", src=H23_GAE, full=dict(T=256, B=1024),
+         tiny=dict(T=6, B=3), inputs=_h23_gae_inputs, pick=lambda r: _h23_flat(*r))
+def _h23_gae(torch, a, t, s):
+    rewards, values, dones, next_value, next_done = t[:5]
+    gamma, lam = float(a[5]), float(a[6])
+
+    def run():  # cleanrl's ppo.py
+        T = rewards.shape[0]
+        adv = torch.zeros_like(rewards)
+        last = 0
+        for step in reversed(range(T)):
+            if step == T - 1:
+                nonterminal, nextvalues = 1.0 - next_done, next_value
+            else:
+                nonterminal, nextvalues = 1.0 - dones[step + 1], values[step + 1]
+            delta = rewards[step] + gamma * nextvalues * nonterminal - values[step]
+            adv[step] = last = delta + gamma * lam * nonterminal * last
+        return _h23_flat(adv, adv + values)
+    return {"torch loop (cleanrl)": run}
+
+
+# ---------------------------------------------------------------- session 47: vision, graph networks, recommendation
+
+
+# ---------------------------------------------------------------- hunt24: vision, GNN, recommendation
+
+DWSEP = """
+# MobileNet block: depthwise 3x3 (padding 1 as a select) + ReLU6, then pointwise 1x1 with bias
+def dwsep(float(N,C,H,W) x, float(C,1,3,3) wd, float(M,C,1,1) wp, float(M) bp) -> (y) {
+  d(n, c, i, j) +=! (i + kh - 1 >= 0 && i + kh - 1 < H && j + kw - 1 >= 0 && j + kw - 1 < W
+                     ? x(n, c, i + kh - 1, j + kw - 1) : 0) * wd(c, 0, kh, kw)
+                     where i in 0:H, j in 0:W, kh in 0:3, kw in 0:3
+  d(n, c, i, j) = min(max(d(n, c, i, j), 0), 6)
+  y(n, m, i, j) +=! wp(m, c, 0, 0) * d(n, c, i, j)
+  y(n, m, i, j) = y(n, m, i, j) + bp(m)
+}
+"""
+
+
+@program(name="depthwise-separable conv 3x3 + relu6 + 1x1", kind="vision", src=DWSEP,
+         full=dict(N=4, C=128, H=56, W=56, M=128), tiny=dict(N=2, C=3, H=5, W=4, M=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["C"], 1, 3, 3),
+                              _w(r, s["M"], s["C"], 1, 1), _w(r, s["M"])])
+def _h24_dwsep(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        d = F.relu6(F.conv2d(t[0], t[1], padding=1, groups=s["C"]))
+        return F.conv2d(d, t[2], t[3])
+    return {"F.conv2d x2": _nograd(torch, run)}
+
+
+GROUP_NORM = """
+# GroupNorm(32, C) over NCHW, eps 1e-5, with affine gamma/beta per channel
+def group_norm(float(N,32 * D,H,W) x, float(32 * D) gamma, float(32 * D) beta) -> (y) {
+  mean(n, g) +=! x(n, g * D + d, i, j) where g in 0:32, d in 0:D
+  mean(n, g) = mean(n, g) / (D * H * W)
+  vr(n, g) +=! (x(n, g * D + d, i, j) - mean(n, g)) * (x(n, g * D + d, i, j) - mean(n, g)) where g in 0:32, d in 0:D
+  rstd(n, g) = rsqrt(vr(n, g) / (D * H * W) + 1e-5)
+  y(n, c, i, j) = (x(n, c, i, j) - mean(n, c / D)) * rstd(n, c / D) * gamma(c) + beta(c)
+}
+"""
+
+
+@program(name="group norm 32 groups NCHW", kind="vision", src=GROUP_NORM,
+         full=dict(N=8, D=8, H=56, W=56), tiny=dict(N=2, D=2, H=3, W=4),
+         inputs=lambda r, s: [_n(r, s["N"], 32 * s["D"], s["H"], s["W"]) * 2 + 1,
+                              _n(r, 32 * s["D"]), _n(r, 32 * s["D"])])
+def _h24_group_norm(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.group_norm": _nograd(torch, lambda: F.group_norm(t[0], 32, t[1], t[2], eps=1e-5))}
+
+
+MAXPOOL_3X3_S2 = """
+# ResNet stem max pool: 3x3, stride 2, padding 1 (padding as -inf)
+def maxpool(float(N,C,H,W) x) -> (y) {
+  y(n, c, i, j) max=! (2 * i + kh - 1 >= 0 && 2 * i + kh - 1 < H && 2 * j + kw - 1 >= 0 && 2 * j + kw - 1 < W
+                       ? x(n, c, 2 * i + kh - 1, 2 * j + kw - 1) : -inf)
+                       where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:3, kw in 0:3
+}
+"""
+
+
+@program(name="max pool 3x3 stride 2 pad 1", kind="vision", src=MAXPOOL_3X3_S2,
+         full=dict(N=16, C=64, H=112, W=112), tiny=dict(N=2, C=3, H=7, W=8),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _h24_maxpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool2d": _nograd(torch, lambda: F.max_pool2d(t[0], 3, 2, 1))}
+
+
+AVGPOOL = """
+# average pool 3x3, stride 2, padding 1, count_include_pad=False (divide by the taps inside the image)
+def avgpool(float(N,C,H,W) x) -> (y) {
+  s(n, c, i, j) +=! (2 * i + kh - 1 >= 0 && 2 * i + kh - 1 < H && 2 * j + kw - 1 >= 0 && 2 * j + kw - 1 < W
+                     ? x(n, c, 2 * i + kh - 1, 2 * j + kw - 1) : 0)
+                     where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:3, kw in 0:3
+  cnt(i, j) +=! (2 * i + kh - 1 >= 0 && 2 * i + kh - 1 < H && 2 * j + kw - 1 >= 0 && 2 * j + kw - 1 < W ? 1.0 : 0.0)
+                where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2, kh in 0:3, kw in 0:3
+  y(n, c, i, j) = s(n, c, i, j) / cnt(i, j)
+}
+"""
+
+
+@program(name="avg pool 3x3 stride 2 pad 1 exclude pad", kind="vision", src=AVGPOOL,
+         full=dict(N=16, C=64, H=112, W=112), tiny=dict(N=2, C=3, H=7, W=8),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _h24_avgpool(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.avg_pool2d": _nograd(torch, lambda: F.avg_pool2d(t[0], 3, 2, 1, count_include_pad=False))}
+
+
+SE_BLOCK = """
+# squeeze-and-excitation: global average pool, FC C->R + ReLU, FC R->C + sigmoid, rescale channels
+def se_block(float(N,C,H,W) x, float(R,C) W1, float(R) b1, float(C,R) W2, float(C) b2) -> (y) {
+  sq(n, c) +=! x(n, c, i, j)
+  sq(n, c) = sq(n, c) / (H * W)
+  z(n, r) +=! W1(r, c) * sq(n, c)
+  z(n, r) = fmax(z(n, r) + b1(r), 0)
+  e(n, c) +=! W2(c, r) * z(n, r)
+  e(n, c) = sigmoid(e(n, c) + b2(c))
+  y(n, c, i, j) = x(n, c, i, j) * e(n, c)
+}
+"""
+
+
+@program(name="squeeze-and-excitation block", kind="vision", src=SE_BLOCK,
+         full=dict(N=32, C=256, H=28, W=28, R=16), tiny=dict(N=2, C=6, H=3, W=4, R=2),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["R"], s["C"]), _w(r, s["R"]),
+                              _w(r, s["C"], s["R"]), _w(r, s["C"])])
+def _h24_se(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        x = t[0]
+        z = F.relu(F.linear(x.mean((2, 3)), t[1], t[2]))
+        e = torch.sigmoid(F.linear(z, t[3], t[4]))
+        return x * e[:, :, None, None]
+    return {"torch": _nograd(torch, run)}
+
+
+GCN = """
+# GCN layer: relu(A_hat @ (X @ W^T) + b), A_hat the dense normalized adjacency D^-1/2 (A + I) D^-1/2
+def gcn(float(N,N) A, float(N,F) X, float(O,F) W, float(O) b) -> (Hout) {
+  XW(v, o) +=! X(v, f) * W(o, f)
+  Hout(u, o) +=! A(u, v) * XW(v, o)
+  Hout(u, o) = fmax(Hout(u, o) + b(o), 0)
+}
+"""
+
+
+def _h24_adj(rng, N, p):
+    A = (rng.random((N, N)) < p).astype(np.float32)
+    A = np.maximum(A, A.T)
+    np.fill_diagonal(A, 1.0)
+    return A
+
+
+def _h24_gcn_inputs(rng, s):
+    N = s["N"]
+    A = _h24_adj(rng, N, min(1.0, 16.0 / N))
+    dinv = 1.0 / np.sqrt(A.sum(1))
+    A_hat = (A * dinv[:, None] * dinv[None, :]).astype(np.float32)
+    return [A_hat, _n(rng, N, s["F"]), _w(rng, s["O"], s["F"]), _w(rng, s["O"])]
+
+
+@program(name="gcn layer dense normalized adjacency", kind="gnn", src=GCN,
+         full=dict(N=1024, F=512, O=128), tiny=dict(N=7, F=5, O=4), inputs=_h24_gcn_inputs)
+def _h24_gcn(torch, a, t, s):
+    F = torch.nn.functional
+    return {"torch": _nograd(torch, lambda: F.relu(t[0] @ (t[1] @ t[2].T) + t[3]))}
+
+
+SAGE = """
+# GraphSAGE layer, mean aggregator over K sampled neighbours, root + neighbour weights, ReLU, L2 normalize
+def sage(float(N,F) X, int32(N,K) nbr, float(O,F) Ws, float(O,F) Wn, float(O) b) -> (Hout) {
+  agg(u, f) +=! X(nbr(u, k), f)
+  agg(u, f) = agg(u, f) / K
+  h(u, o) +=! X(u, f) * Ws(o, f)
+  h(u, o) += agg(u, f) * Wn(o, f)
+  h(u, o) = fmax(h(u, o) + b(o), 0)
+  nrm(u) +=! h(u, o) * h(u, o)
+  Hout(u, o) = h(u, o) / fmax(sqrt(nrm(u)), 1e-12)
+}
+"""
+
+
+@program(name="graphsage mean aggregation + l2 norm", kind="gnn", src=SAGE,
+         full=dict(N=4096, K=16, F=128, O=128), tiny=dict(N=7, K=3, F=5, O=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["F"]), r.integers(0, s["N"], (s["N"], s["K"])).astype(np.int32),
+                              _w(r, s["O"], s["F"]), _w(r, s["O"], s["F"]), _w(r, s["O"])])
+def _h24_sage(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        X, nbr = t[0], t[1].long()
+        agg = X[nbr].mean(1)
+        h = F.relu(F.linear(X, t[2], t[4]) + F.linear(agg, t[3]))
+        return F.normalize(h, dim=1, eps=1e-12)
+    return {"torch": _nograd(torch, run)}
+
+
+GAT = """
+# GAT layer, Hd heads of D features, attention over a dense adjacency mask (self loops included)
+def gat(float(N,F) X, float(Hd,D,F) W, float(Hd,D) asrc, float(Hd,D) adst, float(N,N) adj) -> (out) {
+  h(u, hd, d) +=! X(u, f) * W(hd, d, f)
+  es(hd, u) +=! h(u, hd, d) * asrc(hd, d)
+  ed(hd, u) +=! h(u, hd, d) * adst(hd, d)
+  e(hd, u, v) = adj(u, v) > 0 ? (a > 0 ? a : 0.2 * a) : -inf where a = es(hd, u) + ed(hd, v)
+  mx(hd, u) max=! e(hd, u, v)
+  p(hd, u, v) = exp(e(hd, u, v) - mx(hd, u))
+  z(hd, u) +=! p(hd, u, v)
+  out(u, hd, d) +=! p(hd, u, v) * h(v, hd, d) / z(hd, u)
+}
+"""
+
+
+def _h24_gat_inputs(rng, s):
+    N, Hd, D = s["N"], s["Hd"], s["D"]
+    return [_n(rng, N, s["F"]), _w(rng, Hd, D, s["F"]), _w(rng, Hd, D), _w(rng, Hd, D),
+            _h24_adj(rng, N, min(1.0, 16.0 / N))]
+
+
+@program(name="gat multi-head dense mask masked softmax", kind="gnn", src=GAT,
+         full=dict(N=1024, F=256, Hd=4, D=32), tiny=dict(N=7, F=5, Hd=2, D=3), inputs=_h24_gat_inputs)
+def _h24_gat(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        X, W, asrc, adst, adj = t
+        h = torch.einsum("uf,hdf->hud", X, W)                       # (Hd, N, D)
+        es = (h * asrc[:, None, :]).sum(-1)
+        ed = (h * adst[:, None, :]).sum(-1)
+        e = F.leaky_relu(es[:, :, None] + ed[:, None, :], 0.2)
+        e = e.masked_fill(adj[None] <= 0, float("-inf"))
+        att = torch.softmax(e, dim=-1)
+        return torch.bmm(att, h).permute(1, 0, 2)                  # (N, Hd, D)
+    return {"torch": _nograd(torch, run)}
+
+
+DLRM = """
+# DLRM dot interaction: dense features and T embedding lookups, pairwise dots of the lower triangle
+# (pairs li > lj as torch.tril_indices(T+1, T+1, -1) gives), concatenated after the dense features
+def dlrm_interact(float(B,D) dense, float(T,V,D) emb, int32(B,T) idx, int32(P) li, int32(P) lj) -> (R) {
+  Fe(b, k, d) = dense(b, d) where k in 0:1
+  Fe(b, 1 + t, d) = emb(t, idx(b, t), d)
+  R(b, d) = dense(b, d)
+  R(b, D + p) +=! Fe(b, li(p), d) * Fe(b, lj(p), d)
+}
+"""
+
+
+def _h24_dlrm_inputs(rng, s):
+    B, D, T, V = s["B"], s["D"], s["T"], s["V"]
+    li, lj = np.tril_indices(T + 1, -1)
+    assert len(li) == s["P"]
+    return [_n(rng, B, D), _w(rng, T, V, D), rng.integers(0, V, (B, T)).astype(np.int32),
+            li.astype(np.int32), lj.astype(np.int32)]
+
+
+@program(name="dlrm dot interaction lower triangle", kind="recsys", src=DLRM,
+         full=dict(B=2048, D=64, T=26, V=4000, P=351), tiny=dict(B=3, D=4, T=3, V=5, P=6),
+         inputs=_h24_dlrm_inputs)
+def _h24_dlrm(torch, a, t, s):
+    def run():
+        dense, emb, idx, li, lj = t
+        T = s["T"]
+        ly = emb[torch.arange(T)[None, :], idx.long()]            # (B, T, D)
+        Fe = torch.cat([dense[:, None, :], ly], dim=1)
+        Z = torch.bmm(Fe, Fe.transpose(1, 2))
+        return torch.cat([dense, Z[:, li.long(), lj.long()]], dim=1)
+    return {"torch bmm + tril gather": _nograd(torch, run)}
+
+
+EMBBAG_MLP = """
+# EmbeddingBag(mode='mean') over fixed-length bags, then a 2-layer MLP (nn.Linear layouts)
+def embbag_mlp(float(V,D) emb, int32(B,L) idx, float(Hd,D) W1, float(Hd) b1, float(O,Hd) W2, float(O) b2) -> (y) {
+  bag(b, d) +=! emb(idx(b, l), d)
+  bag(b, d) = bag(b, d) / L
+  h(b, j) +=! bag(b, d) * W1(j, d)
+  h(b, j) = fmax(h(b, j) + b1(j), 0)
+  y(b, o) +=! h(b, j) * W2(o, j)
+  y(b, o) = y(b, o) + b2(o)
+}
+"""
+
+
+@program(name="embedding bag mean + mlp", kind="recsys", src=EMBBAG_MLP,
+         full=dict(V=50000, D=128, B=2048, L=32, Hd=256, O=64), tiny=dict(V=9, D=4, B=3, L=2, Hd=5, O=3),
+         inputs=lambda r, s: [_n(r, s["V"], s["D"]), r.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32),
+                              _w(r, s["Hd"], s["D"]), _w(r, s["Hd"]), _w(r, s["O"], s["Hd"]), _w(r, s["O"])])
+def _h24_embbag(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        bag = F.embedding_bag(t[1].long(), t[0], mode="mean")
+        return F.linear(F.relu(F.linear(bag, t[2], t[3])), t[4], t[5])
+    return {"F.embedding_bag + linear": _nograd(torch, run)}
+
+
+PATCH_EMBED = """
+# ViT patch embedding: 16x16 patches (a conv with stride = kernel), tokens laid out (N, Hp, Wp, E), + position embedding
+def patch_embed(float(N,3,H,W) x, float(E,3,16,16) w, float(E) bias, float(Hp,Wp,E) pos) -> (tok) {
+  tok(n, i, j, e) +=! x(n, c, 16 * i + kh, 16 * j + kw) * w(e, c, kh, kw)
+  tok(n, i, j, e) = tok(n, i, j, e) + bias(e) + pos(i, j, e)
+}
+"""
+
+
+@program(name="vit patch embedding 16x16 + pos", kind="vision", src=PATCH_EMBED,
+         full=dict(N=8, H=224, W=224, E=384, Hp=14, Wp=14), tiny=dict(N=2, H=32, W=48, E=5, Hp=2, Wp=3),
+         inputs=lambda r, s: [_n(r, s["N"], 3, s["H"], s["W"]), _w(r, s["E"], 3, 16, 16), _w(r, s["E"]),
+                              _n(r, s["Hp"], s["Wp"], s["E"])])
+def _h24_patch(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.conv2d stride 16": _nograd(torch, lambda: F.conv2d(t[0], t[1], t[2], stride=16).permute(0, 2, 3, 1)
+                                          + t[3])}
+
+
+UPCONV = """
+# decoder step: nearest 2x upsampling, then a 3x3 conv with padding 1 and bias, ReLU
+def up_conv(float(N,C,H,W) x, float(M,C,3,3) w, float(M) bias) -> (y) {
+  u(n, c, i, j) = x(n, c, i / 2, j / 2) where i in 0:2 * H, j in 0:2 * W
+  y(n, m, i, j) +=! (i + kh - 1 >= 0 && i + kh - 1 < 2 * H && j + kw - 1 >= 0 && j + kw - 1 < 2 * W
+                     ? u(n, c, i + kh - 1, j + kw - 1) : 0) * w(m, c, kh, kw)
+                     where i in 0:2 * H, j in 0:2 * W, kh in 0:3, kw in 0:3
+  y(n, m, i, j) = fmax(y(n, m, i, j) + bias(m), 0)
+}
+"""
+
+
+@program(name="nearest upsample 2x + conv3x3 + relu", kind="vision", src=UPCONV,
+         full=dict(N=4, C=64, H=28, W=28, M=32), tiny=dict(N=2, C=3, H=3, W=4, M=2),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["M"], s["C"], 3, 3), _w(r, s["M"])])
+def _h24_upconv(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        u = F.interpolate(t[0], scale_factor=2, mode="nearest")
+        return F.relu(F.conv2d(u, t[1], t[2], padding=1))
+    return {"F.interpolate + F.conv2d": _nograd(torch, run)}
+
+
+SHUFFLE = """
+# ShuffleNet: grouped 1x1 conv (4 groups, PyTorch weight (4*Co, Ci)), ReLU, channel shuffle of the 4 groups
+def shuffle_unit(float(N,4 * Ci,H,W) x, float(4 * Co,Ci) w) -> (y) {
+  z(n, o, i, j) +=! x(n, (o / Co) * Ci + k, i, j) * w(o, k) where o in 0:4 * Co
+  y(n, c, i, j) = fmax(z(n, (c % 4) * Co + c / 4, i, j), 0) where c in 0:4 * Co
+}
+"""
+
+
+@program(name="grouped 1x1 conv + channel shuffle", kind="vision", src=SHUFFLE,
+         full=dict(N=16, Ci=60, Co=60, H=28, W=28), tiny=dict(N=2, Ci=2, Co=3, H=3, W=4),
+         inputs=lambda r, s: [_n(r, s["N"], 4 * s["Ci"], s["H"], s["W"]), _w(r, 4 * s["Co"], s["Ci"])])
+def _h24_shuffle(torch, a, t, s):
+    F = torch.nn.functional
+    N, Co, H, W = s["N"], s["Co"], s["H"], s["W"]
+
+    def run():
+        z = F.relu(F.conv2d(t[0], t[1][:, :, None, None], groups=4))
+        return z.view(N, 4, Co, H, W).transpose(1, 2).reshape(N, 4 * Co, H, W)
+    return {"F.conv2d groups + shuffle": _nograd(torch, run)}
+
+
+CONV_BN_RELU = """
+# 1x1 conv (no bias) + BatchNorm2d in inference mode (running stats, eps 1e-5) + ReLU
+def conv_bn_relu(float(N,C,H,W) x, float(M,C,1,1) w, float(M) gamma, float(M) beta,
+                 float(M) rmean, float(M) rvar) -> (y) {
+  y(n, m, i, j) +=! w(m, c, 0, 0) * x(n, c, i, j)
+  y(n, m, i, j) = fmax((y(n, m, i, j) - rmean(m)) * rsqrt(rvar(m) + 1e-5) * gamma(m) + beta(m), 0)
+}
+"""
+
+
+@program(name="conv1x1 + batchnorm inference + relu", kind="vision", src=CONV_BN_RELU,
+         full=dict(N=4, C=256, H=28, W=28, M=256), tiny=dict(N=2, C=3, H=3, W=4, M=5),
+         inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["M"], s["C"], 1, 1), _n(r, s["M"]),
+                              _n(r, s["M"]), _n(r, s["M"]) * 0.1, (r.random(s["M"]) + 0.5).astype(np.float32)])
+def _h24_conv_bn(torch, a, t, s):
+    F = torch.nn.functional
+
+    def run():
+        y = F.conv2d(t[0], t[1])
+        return F.relu(F.batch_norm(y, t[4], t[5], t[2], t[3], training=False, eps=1e-5))
+    return {"F.conv2d + F.batch_norm": _nograd(torch, run)}
