@@ -370,7 +370,7 @@ def test_warnings_in_a_real_process(write):
     ``file:line: TcWarning`` header or the line of code that warned."""
     path = write(OOB_READ)
     proc = subprocess.run([sys.executable, "-m", "tcdsl", "check", path], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and proc.stdout == f"{path}: ok (next)\n"
+    assert proc.returncode == 0 and proc.stdout == f"{path}: ok (next), 1 warning\n"
     assert proc.stderr.startswith(f"{path}:2:10: warning: 'A' may be read out of bounds")
     assert "TcWarning" not in proc.stderr and ".py" not in proc.stderr and len(proc.stderr.splitlines()) == 3
 
