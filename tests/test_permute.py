@@ -151,6 +151,39 @@ def test_sized_taps_match_numpy_on_both_sides_of_the_threshold(mode):
         np.testing.assert_allclose(k(dy, x), _dw1_any(dy, x), rtol=1e-5, atol=1e-5)
 
 
+DW1_AMID = """def dconv(float(B,O,L) dy, float(B,C,M) x) -> (dw, s, n) {
+  g(b, o, l) = tanh(dy(b, o, l))
+  dw(o, c, k) +=! g(b, o, l) * x(b, c, l + k) where k in 0:M-L+1
+  s(o, c) +=! dw(o, c, k)
+  n(b) +=! g(b, o, l) * g(b, o, l)
+}"""
+
+
+def _stores(script: str, tensor: str) -> int:
+    return len(re.findall(rf"\b{tensor}(_rows)?\[[^\]]*\] = ", script))
+
+
+def test_only_the_sized_sum_is_kept_twice():
+    # the statements before and after the sum whose taps the sizes count are
+    # compiled once, outside the run-time test: not a copy of the program
+    k = tcdsl.compile(DW1_AMID, options={"disk_cache": False})
+    plain = tcdsl.compile(DW1_AMID, options={"disk_cache": False, "transpose": False})
+    assert "dw_p" in k.script and "dw_p" not in plain.script
+    for t in ("g", "s", "n"):
+        assert _stores(k.script, t) == _stores(plain.script, t) > 0, t
+    rng = np.random.default_rng(4)
+    from tcdsl.polyhedral.strides import TAPS
+
+    for B, O, C, L, K in [(2, 5, 7, 11, 3), (1, 3, 5, 4, TAPS + 3)]:
+        dy, x = rand(rng, B, O, L), rand(rng, B, C, L + K - 1)
+        g = np.tanh(dy.astype(np.float64))
+        win = np.stack([x[:, :, j:j + L] for j in range(K)], -1)
+        dw = np.einsum("bol,bclk->ock", g, win.astype(np.float64))
+        got = k(dy, x)
+        for a, want in zip(got, (dw, dw.sum(-1), (g * g).sum((1, 2)))):
+            np.testing.assert_allclose(a, want, rtol=1e-4, atol=1e-4)
+
+
 def test_forward_convolution_is_left_as_written():
     # the output position t has a tap's shape, but its window x(b, c, t + k)
     # is the rows' operand: a matmul per t would read x a few taps at a time.

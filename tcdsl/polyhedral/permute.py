@@ -155,8 +155,9 @@ def _short_plan(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> b
 def rewrite(d: n.Def, p: Plan) -> n.Def:
     """``d`` (as parsed) with each sum of ``p`` computed in its temporary,
     copied back after it.  With sums whose trailing indices are short only
-    at some sizes (``p.dynamic``): ``if`` they all are ``{ d with every sum
-    of p permuted } else { d with the others }``, so that a long tap count
+    at some sizes (``p.dynamic``): ``if`` they all are ``{ those statements
+    with every sum of p permuted } else { with the others }``, around the
+    statements from the first such sum to the last only, so that a long tap count
     keeps the sum as written (a 1-D weight gradient of 128 taps ran 0.97 of
     torch.nn.grad.conv1d_weight as written, 1.11 permuted; of 3 taps, 9.9
     and 0.8)."""
@@ -164,21 +165,31 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
         return _rewrite(d, p)
     static = Plan({k: v for k, v in p.stmts.items() if k not in p.dynamic}, {},
                   {k: v for k, v in p.transposed.items() if k not in p.dynamic})
-    then = _rewrite(d, p)
-    orelse = _rewrite(d, static) if static else d
-    span = d.body[0].span if d.body else None
+    # only the statements from the first such sum to the last are kept twice:
+    # a copy of the whole program would double its code and compile time
+    at = [i for i, st in enumerate(d.body) if isinstance(st, n.Comprehension) and st.span in p.dynamic]
+    lo, hi = at[0], at[-1] + 1
+    taken = _names(d)
+    then = _rewrite(d, p, d.body[lo:hi], taken)
+    orelse = _rewrite(d, static, d.body[lo:hi], set(taken))
+    span = d.body[lo].span
     cond = None
     for exts in p.dynamic.values():
         for e, limit in exts:
             c = n.Binary(op="<", lhs=e, rhs=n.Const(value=limit, span=span), span=span)
             cond = c if cond is None else n.Binary(op="&&", lhs=cond, rhs=c, span=span)
-    return replace(d, body=(n.If(cond=cond, then=then.body, orelse=orelse.body, span=span),))
+    taken |= _names(then) | _names(orelse)
+    return replace(d, body=_rewrite(d, static, d.body[:lo], taken).body
+                   + (n.If(cond=cond, then=then.body, orelse=orelse.body, span=span),)
+                   + _rewrite(d, static, d.body[hi:], taken).body)
 
 
-def _rewrite(d: n.Def, p: Plan) -> n.Def:
-    taken = _names(d)
+def _rewrite(d: n.Def, p: Plan, stmts=None, taken: set | None = None) -> n.Def:
+    """``d`` with the sums of ``p`` among ``stmts`` (default: its body) permuted,
+    its body those statements; fresh names avoid ``taken`` (default: d's)."""
+    taken = _names(d) if taken is None else taken
     body = []
-    for st in d.body:
+    for st in d.body if stmts is None else stmts:
         # (a rewrite before may have made several statements of one span: parity.py's sum
         # and its copy back; the plan's is the sum with as many indices)
         if not (isinstance(st, n.Comprehension) and st.span in p.stmts and st.op != "="
