@@ -445,3 +445,28 @@ def test_a_conv_lstm_stays_inside_its_tensors():
                                         {"T": 2, "B": 1, "C": 1, "H": 1, "W": 1, "G": 4, "D": 1},
                                         {"T": 2, "B": 1, "C": 3, "H": 5, "W": 2, "G": 13, "D": 3}])]
     guard.assert_all_work(cases)
+
+
+# an im2col's weight read through the digits of one flat index: ``r % 3``
+# runs over all of ``0:9 * C``, and ``r`` is in the other indices too
+IM2COL = """
+def conv(float(N,C,H,W) I, float(M,C,3,3) Wt) -> (O) {
+  col(n, r, h, w) = I(n, r / 9, h + (r % 9) / 3, w + r % 3) where r in 0:9 * C, h in 0:H - 2, w in 0:W - 2
+  O(n, m, h, w) +=! Wt(m, r / 9, (r % 9) / 3, r % 3) * col(n, r, h, w)
+}
+"""
+
+
+def test_digits_of_a_flat_index_are_not_a_circular_padding():
+    # a wrapped copy of Wt would be (M, C, 3, 9 * C): 3 * C times Wt
+    assert not plan_of(IM2COL).wraps
+    k = tcdsl.compile(IM2COL, options={"disk_cache": False})
+    assert "Wt_pad" not in k.script
+    rng = np.random.default_rng(5)
+    for N, C, M, H, W in [(2, 3, 4, 5, 7), (1, 1, 2, 3, 3), (2, 5, 3, 8, 19)]:
+        x, w = rng.standard_normal((N, C, H, W)), rng.standard_normal((M, C, 3, 3))
+        want = np.zeros((N, M, H - 2, W - 2))
+        for kh in range(3):
+            for kw in range(3):
+                want += np.einsum("nchw,mc->nmhw", x[:, :, kh:kh + H - 2, kw:kw + W - 2], w[:, :, kh, kw])
+        np.testing.assert_allclose(k(x.astype(np.float32), w.astype(np.float32)), want, rtol=1e-4, atol=1e-4)

@@ -169,6 +169,9 @@ def _wrap_reads(model: Model, s, out: Plan, taken: set, inputs: set) -> None:
         low, high, wraps = [], [], []
         for i, extent in zip(a.indices, extents):
             wrapped = isinstance(i, n.Binary) and i.op == "%" and expr_to_tc(i.rhs) == expr_to_tc(extent)
+            if wrapped and not _own_variables(a.indices, len(wraps)):
+                wraps = []  # a digit of a flat index, not a padding: no copy
+                break
             wraps.append(wrapped)
             if not wrapped:
                 low.append("0")
@@ -308,6 +311,16 @@ def _reach(ctx, params, idx: isl.PwAff, extent: n.Expr) -> tuple[isl.PwAff, isl.
     except (NotAffine, isl.Error):
         return None
     return _zero_pa(lo).sub(lo), hi.sub(e_params).add(_one_pa(hi))
+
+
+def _own_variables(indices, k: int) -> bool:
+    """The variables of index ``k`` occur in no other index of the access:
+    the copy, a box, holds just the elements read.  An im2col's digits
+    ``w(m, r / 9, (r % 9) / 3, r % 3)`` share ``r``: a copy of ``r % 3`` over
+    ``r``'s whole range would be ``3 * C`` times the tensor."""
+    own = {x.name for x in n.walk(indices[k]) if isinstance(x, n.IndexVar)}
+    return not any(isinstance(x, n.IndexVar) and x.name in own
+                   for j, i in enumerate(indices) if j != k for x in n.walk(i))
 
 
 def _zero_pa(pa: isl.PwAff) -> isl.PwAff:
