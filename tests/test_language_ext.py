@@ -559,3 +559,22 @@ def test_a_guard_read_from_a_tensor_proves_no_read():
         k = tcdsl.compile(repeated, options={"disk_cache": False})
     _, y = k(x, -np.ones(6, np.float32))
     np.testing.assert_array_equal(y, [2, 3, 4, 5, 6, -1])
+
+
+def test_a_statement_reading_its_own_points_needs_a_write_before_it_or_a_loop():
+    # docs/language.md, section 2: alone at the top level it is refused; inside
+    # a ``for`` it is a running sum per step
+    alone = """def cs(float(N) A) -> (S) {
+  S(i) = A(i) + (i > 0 ? S(i - 1) : 0) where i in 0:N
+}"""
+    with pytest.raises(tcdsl.TcError, match="'S' is read before it is written.*'for' loop"):
+        tcdsl.compile(alone)
+    looped = """def cs(float(T,N) A) -> (O) {
+  for t in T {
+    S(i) = A(t, i) + (i > 0 ? S(i - 1) : 0) where i in 0:N
+    O(t, i) = S(i)
+  }
+}"""
+    k = tcdsl.compile(looped, options={"disk_cache": False})
+    a = np.random.default_rng(3).standard_normal((4, 9)).astype(np.float32)
+    np.testing.assert_allclose(k(a), np.cumsum(a.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
