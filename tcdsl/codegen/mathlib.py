@@ -99,7 +99,8 @@ LOWERINGS: dict[str, Lower] = {
     "exp10": _libm("exp10"),
     "exp2": _intrin(tirx.exp2),
     "exp": _formula(f.exp),
-    "expm1": _libm("expm1"),
+    # float32: a vectorizable formula (see f.expm1); float64: libm.
+    "expm1": _formula(f.expm1),
     "fabs": _intrin(tirx.abs),
     "fdim": _libm("fdim"),
     # TC maps fdivide to CUDA's fast fdividef; here it is the exact division.
@@ -116,7 +117,8 @@ LOWERINGS: dict[str, Lower] = {
     "j1": _libm("j1"),
     "lgamma": _libm("lgamma"),
     "log10": _intrin(tirx.log10),
-    "log1p": _intrin(tirx.log1p),
+    # float32: a vectorizable formula (see f.log1p); float64: tirx.log1p.
+    "log1p": _formula(f.log1p),
     "log2": _intrin(tirx.log2),
     "logb": _libm("logb"),
     "log": _formula(f.log),
