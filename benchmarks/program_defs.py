@@ -9237,3 +9237,1090 @@ def _h24_conv_bn(torch, a, t, s):
         y = F.conv2d(t[0], t[1])
         return F.relu(F.batch_norm(y, t[4], t[5], t[2], t[3], training=False, eps=1e-5))
     return {"F.conv2d + F.batch_norm": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- session 48: audio, speech and time series
+
+
+# ============================================================ hunt 25: audio, speech and time series
+
+H25_WAVENET = """
+# WaveNet: three gated residual layers (dilations 1, 2, 4, kernel 2, causal), skip connections summed, relu
+def wavenet3(float(B,C,L) x, float(3,C,C,2) Wf, float(3,C,C,2) Wg, float(3,C,C) Wr, float(3,S,C) Ws) -> (y) {
+  f0(b, o, t) +=! (t + k - 1 >= 0 ? x(b, c, t + k - 1) : 0) * Wf(0, o, c, k) where t in 0:L, k in 0:2
+  g0(b, o, t) +=! (t + k - 1 >= 0 ? x(b, c, t + k - 1) : 0) * Wg(0, o, c, k) where t in 0:L, k in 0:2
+  z0(b, o, t) = tanh(f0(b, o, t)) * sigmoid(g0(b, o, t))
+  h1(b, o, t) +=! Wr(0, o, c) * z0(b, c, t)
+  h1(b, o, t) = h1(b, o, t) + x(b, o, t)
+
+  f1(b, o, t) +=! (t + 2 * k - 2 >= 0 ? h1(b, c, t + 2 * k - 2) : 0) * Wf(1, o, c, k) where t in 0:L, k in 0:2
+  g1(b, o, t) +=! (t + 2 * k - 2 >= 0 ? h1(b, c, t + 2 * k - 2) : 0) * Wg(1, o, c, k) where t in 0:L, k in 0:2
+  z1(b, o, t) = tanh(f1(b, o, t)) * sigmoid(g1(b, o, t))
+  h2(b, o, t) +=! Wr(1, o, c) * z1(b, c, t)
+  h2(b, o, t) = h2(b, o, t) + h1(b, o, t)
+
+  f2(b, o, t) +=! (t + 4 * k - 4 >= 0 ? h2(b, c, t + 4 * k - 4) : 0) * Wf(2, o, c, k) where t in 0:L, k in 0:2
+  g2(b, o, t) +=! (t + 4 * k - 4 >= 0 ? h2(b, c, t + 4 * k - 4) : 0) * Wg(2, o, c, k) where t in 0:L, k in 0:2
+  z2(b, o, t) = tanh(f2(b, o, t)) * sigmoid(g2(b, o, t))
+
+  sk(b, s, t) +=! Ws(0, s, c) * z0(b, c, t)
+  sk(b, s, t) += Ws(1, s, c) * z1(b, c, t)
+  sk(b, s, t) += Ws(2, s, c) * z2(b, c, t)
+  y(b, s, t) = max(sk(b, s, t), 0)
+}
+"""
+
+
+@program(name="wavenet 3 gated layers d=1,2,4 + skip sum", kind="audio", src=H25_WAVENET,
+         full=dict(B=4, C=64, L=2048, S=128), tiny=dict(B=2, C=3, L=11, S=4),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, 3, s["C"], s["C"], 2) * 0.7,
+                              _w(r, 3, s["C"], s["C"], 2) * 0.7, _w(r, 3, s["C"], s["C"]), _w(r, 3, s["S"], s["C"])])
+def _h25_wavenet(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wf, Wg, Wr, Ws = t
+    Wfg = torch.cat([Wf, Wg], 1)  # (3, 2C, C, 2): filter and gate in one conv, as WaveNet code does
+    C = s["C"]
+
+    def run():
+        h, skip = x, 0
+        for l, d in enumerate((1, 2, 4)):
+            fg = F.conv1d(F.pad(h, (d, 0)), Wfg[l], dilation=d)
+            z = torch.tanh(fg[:, :C]) * torch.sigmoid(fg[:, C:])
+            skip = skip + F.conv1d(z, Ws[l][:, :, None])
+            if l < 2:
+                h = h + F.conv1d(z, Wr[l][:, :, None])
+        return torch.relu(skip)
+    return {"F.conv1d stack": _nograd(torch, run)}
+
+
+H25_HOLT = """
+# Holt-Winters, additive trend and season (period P), one series per row; one-step-ahead forecasts
+def holt_winters(float(B,T) y, float(B) alpha, float(B) beta, float(B) gamma,
+                 float(B) l0, float(B) b0, float(B,P) s0) -> (fc, lev) {
+  for t in T {
+    if t == 0 { lp(b) = l0(b)
+                tp(b) = b0(b) }
+    else      { lp(b) = lev(b, t - 1)
+                tp(b) = tr(b, t - 1) }
+    if t < P  { sp(b) = s0(b, t) }
+    else      { sp(b) = sea(b, t - P) }
+    fc(b, t) = lp(b) + tp(b) + sp(b)
+    lev(b, t) = alpha(b) * (y(b, t) - sp(b)) + (1 - alpha(b)) * (lp(b) + tp(b))
+    tr(b, t) = beta(b) * (lev(b, t) - lp(b)) + (1 - beta(b)) * tp(b)
+    sea(b, t) = gamma(b) * (y(b, t) - lp(b) - tp(b)) + (1 - gamma(b)) * sp(b)
+  }
+}
+"""
+
+
+def _h25_holt_inputs(r, s):
+    B, T, P = s["B"], s["T"], s["P"]
+    tt = np.arange(T)
+    y = (np.sin(2 * np.pi * tt / P)[None] + 0.01 * tt[None] + 0.3 * r.standard_normal((B, T))).astype(np.float32)
+    u = lambda lo, hi: r.uniform(lo, hi, B).astype(np.float32)
+    return [y, u(0.1, 0.5), u(0.01, 0.2), u(0.05, 0.3), u(-0.5, 0.5), u(-0.05, 0.05), _n(r, B, P) * 0.5]
+
+
+@program(name="holt-winters additive (level, trend, season P)", kind="timeseries", src=H25_HOLT,
+         full=dict(B=256, T=512, P=12), tiny=dict(B=3, T=11, P=4), inputs=_h25_holt_inputs, pick=lambda r: r[0])
+def _h25_holt(torch, a, t, s):
+    y, al, be, ga, l0, b0, s0 = t
+
+    def run():
+        l, b, season, fc = l0, b0, list(s0.unbind(1)), []
+        for k in range(y.shape[1]):
+            sp = season[k]
+            fc.append(l + b + sp)
+            ln = al * (y[:, k] - sp) + (1 - al) * (l + b)
+            bn = be * (ln - l) + (1 - be) * b
+            season.append(ga * (y[:, k] - l - b) + (1 - ga) * sp)
+            l, b = ln, bn
+        return torch.stack(fc, 1)
+    return {"torch loop over t": _nograd(torch, run)}
+
+
+H25_DTW = """
+# Dynamic time warping between two feature sequences per pair (squared Euclidean frame cost)
+def dtw(float(B,N,D) x, float(B,M,D) y) -> (dist, R) {
+  c(b, i, j) +=! (x(b, i, d) - y(b, j, d)) * (x(b, i, d) - y(b, j, d))
+  for i in N {
+    if i == 0 { up(b, j) = j == 0 ? c(b, i, j) : inf }
+    else      { up(b, j) = c(b, i, j) + min(R(b, i - 1, j), j > 0 ? R(b, i - 1, j - 1) : inf) where j in 0:M }
+    R(b, i, j) = up(b, j)
+    R(b, i, j) = min(R(b, i, j), j > 0 ? c(b, i, j) + R(b, i, j - 1) : inf) where j in 0:M
+  }
+  dist(b) = R(b, N - 1, M - 1)
+}
+"""
+
+
+@program(name="dtw (row loop, scan along j)", kind="timeseries", src=H25_DTW,
+         full=dict(B=64, N=64, M=64, D=20), tiny=dict(B=2, N=5, M=4, D=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"]), _n(r, s["B"], s["M"], s["D"])], pick=lambda r: r[0])
+def _h25_dtw(torch, a, t, s):
+    x, y = a
+
+    def run():
+        c = ((x[:, :, None, :] - y[:, None, :, :]) ** 2).sum(-1)
+        N, M = c.shape[1], c.shape[2]
+        R = np.full((x.shape[0], N + 1, M + 1), np.inf, np.float32)
+        R[:, 0, 0] = 0
+        for i in range(1, N + 1):
+            for j in range(1, M + 1):
+                R[:, i, j] = c[:, i - 1, j - 1] + np.minimum(np.minimum(R[:, i - 1, j], R[:, i, j - 1]), R[:, i - 1, j - 1])
+        return R[:, N, M]
+    return {"numpy loop over i, j": run}
+
+
+H25_SW = """
+# Smith-Waterman local alignment score, linear gap, substitution matrix looked up by token
+def smith_waterman(int32(B,N) a, int32(B,M) q, float(A,A) sub, float gap) -> (score) {
+  for i in N {
+    if i == 0 { d(b, j) = max(0, max(sub(a(b, i), q(b, j)), -gap)) }
+    else      { d(b, j) = max(0, max((j > 0 ? H(b, i - 1, j - 1) : 0) + sub(a(b, i), q(b, j)), H(b, i - 1, j) - gap)) where j in 0:M }
+    H(b, i, j) = d(b, j)
+    H(b, i, j) = max(H(b, i, j), j > 0 ? H(b, i, j - 1) - gap : 0) where j in 0:M
+  }
+  score(b) max=! H(b, i, j)
+}
+"""
+
+
+def _h25_sw_inputs(r, s):
+    A = s["A"]
+    sub = np.full((A, A), -1.0, np.float32) + 3.0 * np.eye(A, dtype=np.float32)
+    return [r.integers(0, A, (s["B"], s["N"])).astype(np.int32), r.integers(0, A, (s["B"], s["M"])).astype(np.int32),
+            sub, np.array(1.5, np.float32)]
+
+
+@program(name="smith-waterman local alignment score", kind="timeseries", src=H25_SW,
+         full=dict(B=128, N=64, M=64, A=4), tiny=dict(B=3, N=6, M=5, A=4), inputs=_h25_sw_inputs)
+def _h25_sw(torch, a, t, s):
+    seqa, seqq, sub, gap = a
+
+    def run():
+        B, N, M = seqa.shape[0], seqa.shape[1], seqq.shape[1]
+        S = sub[seqa[:, :, None], seqq[:, None, :]]
+        H = np.zeros((B, N + 1, M + 1), np.float32)
+        for i in range(1, N + 1):
+            for j in range(1, M + 1):
+                H[:, i, j] = np.maximum(np.maximum(0, H[:, i - 1, j - 1] + S[:, i - 1, j - 1]),
+                                        np.maximum(H[:, i - 1, j], H[:, i, j - 1]) - gap)
+        return H.reshape(B, -1).max(1)
+    return {"numpy loop over i, j": run}
+
+
+H25_LOGMEL = """
+# log-mel features from a power spectrogram, then per-utterance mean and variance normalisation (CMVN)
+def logmel_cmvn(float(B,T,F) pw, float(M,F) fb) -> (y) {
+  mel(b, t, m) +=! pw(b, t, f) * fb(m, f)
+  mel(b, t, m) = log(mel(b, t, m) + 1e-6)
+  mu(b, m) +=! mel(b, t, m) / T
+  var(b, m) +=! (mel(b, t, m) - mu(b, m)) * (mel(b, t, m) - mu(b, m)) / T
+  y(b, t, m) = (mel(b, t, m) - mu(b, m)) * rsqrt(var(b, m) + 1e-5)
+}
+"""
+
+
+def _h25_melfb(F, M):
+    """Triangular mel filters over F linear bins (HTK mel scale)."""
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    imel = lambda m: 700 * (10 ** (m / 2595) - 1)
+    pts = imel(np.linspace(mel(0), mel(8000), M + 2))
+    freqs = np.linspace(0, 8000, F)
+    fb = np.zeros((M, F), np.float32)
+    for m in range(M):
+        lo, c, hi = pts[m], pts[m + 1], pts[m + 2]
+        fb[m] = np.maximum(0, np.minimum((freqs - lo) / (c - lo), (hi - freqs) / (hi - c)))
+    return fb
+
+
+@program(name="log-mel filterbank + cmvn", kind="audio", src=H25_LOGMEL,
+         full=dict(B=16, T=500, F=257, M=80), tiny=dict(B=2, T=5, F=9, M=3),
+         inputs=lambda r, s: [(r.standard_normal((s["B"], s["T"], s["F"])) ** 2).astype(np.float32),
+                              _h25_melfb(s["F"], s["M"])])
+def _h25_logmel(torch, a, t, s):
+    pw, fb = t
+
+    def run():
+        mel = torch.log(pw @ fb.T + 1e-6)
+        mu = mel.mean(1, keepdim=True)
+        var = mel.var(1, unbiased=False, keepdim=True)
+        return (mel - mu) * torch.rsqrt(var + 1e-5)
+    return {"torch matmul + log + mean/var": _nograd(torch, run)}
+
+
+H25_LPC = """
+# LPC synthesis (all-pole) filter: y(t) = e(t) - sum_k a(k) y(t - 1 - k), per utterance coefficients
+def lpc_synth(float(B,T) e, float(B,K) a) -> (y) {
+  for t in T {
+    acc(b) +=! (t - 1 - k >= 0 ? y(b, t - 1 - k) : 0) * a(b, k) where k in 0:K
+    y(b, t) = e(b, t) - acc(b)
+  }
+}
+"""
+
+
+def _h25_lpc_inputs(r, s):
+    B, T, K = s["B"], s["T"], s["K"]
+    a = np.zeros((B, K), np.float64)
+    for b in range(B):  # step-up recursion from stable reflection coefficients
+        poly = np.array([1.0])
+        for kk in r.uniform(-0.6, 0.6, K):
+            ext = np.concatenate([poly, [0.0]])
+            poly = ext + kk * ext[::-1]
+        a[b] = poly[1:]
+    return [_n(r, B, T), a.astype(np.float32)]
+
+
+@program(name="lpc all-pole synthesis filter", kind="audio", src=H25_LPC,
+         full=dict(B=64, T=4000, K=16), tiny=dict(B=2, T=9, K=3), inputs=_h25_lpc_inputs)
+def _h25_lpc(torch, a, t, s):
+    import scipy.signal as sig
+    e, coef = a
+
+    def run():
+        return np.stack([sig.lfilter([1.0], np.concatenate([[1.0], coef[b]]).astype(np.float32), e[b])
+                         for b in range(e.shape[0])])
+    return {"scipy.signal.lfilter per row": run}
+
+
+H25_RING = """
+# streaming attention: each step writes its key/value into slot t % W of a ring buffer and attends over the filled slots
+def ring_attention(float(T,B,D) q, float(T,B,D) k, float(T,B,D) v) -> (o) {
+  for t in T {
+    kb(s, b, d) = s == t % W ? k(t, b, d) : kb(s, b, d) where s in 0:W
+    vb(s, b, d) = s == t % W ? v(t, b, d) : vb(s, b, d) where s in 0:W
+    sc(b, s) +=! q(t, b, d) * kb(s, b, d)
+    sc(b, s) = s <= t ? sc(b, s) * rsqrt(float(D)) : -inf
+    mx(b) max=! sc(b, s)
+    e(b, s) = exp(sc(b, s) - mx(b))
+    z(b) +=! e(b, s)
+    o(t, b, d) +=! e(b, s) * vb(s, b, d) / z(b)
+  }
+}
+"""
+
+
+@program(name="streaming attention over a ring buffer (window W)", kind="audio", src=H25_RING,
+         full=dict(T=256, B=16, D=64, W=64), tiny=dict(T=7, B=2, D=3, W=3), free=("W",),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"], s["D"]) for _ in range(3)])
+def _h25_ring(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = (x.permute(1, 0, 2) for x in t)
+    T, W = s["T"], s["W"]
+    i = torch.arange(T)
+    mask = (i[:, None] - i[None, :] >= 0) & (i[:, None] - i[None, :] < W)
+    return {"F.scaled_dot_product_attention (band mask)":
+            _nograd(torch, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask).permute(1, 0, 2))}
+
+
+H25_LSTMFC = """
+# forecasting LSTM, teacher forcing: the input at t is the observed y(t-1) (y0 at t = 0) and covariates; linear head
+def lstm_forecast(float(T,B) y, float(B) yinit, float(T,B,F) cov, float(4*H) Wy, float(4*H,F) Wx,
+                  float(4*H,H) Wh, float(4*H) bias, float(H) Wo, float bo) -> (pred) {
+  for t in T {
+    if t == 0 { g(b, r) = yinit(b) * Wy(r) + bias(r) }
+    else      { g(b, r) = y(t - 1, b) * Wy(r) + bias(r) }
+    g(b, r) += cov(t, b, f) * Wx(r, f)
+    if t > 0  { g(b, r) += h(t - 1, b, k) * Wh(r, k) }
+    ig(b, j) = sigmoid(g(b, j)) where j in 0:H
+    fg(b, j) = sigmoid(g(b, H + j)) where j in 0:H
+    gg(b, j) = tanh(g(b, 2 * H + j)) where j in 0:H
+    og(b, j) = sigmoid(g(b, 3 * H + j)) where j in 0:H
+    if t == 0 { c(t, b, j) = ig(b, j) * gg(b, j) }
+    else      { c(t, b, j) = fg(b, j) * c(t - 1, b, j) + ig(b, j) * gg(b, j) }
+    h(t, b, j) = og(b, j) * tanh(c(t, b, j))
+    pred(t, b) +=! h(t, b, j) * Wo(j)
+    pred(t, b) = pred(t, b) + bo
+  }
+}
+"""
+
+
+@program(name="forecasting lstm, teacher forcing + covariates", kind="timeseries", src=H25_LSTMFC,
+         full=dict(T=128, B=32, F=8, H=128), tiny=dict(T=4, B=2, F=3, H=5),
+         inputs=lambda r, s: [_n(r, s["T"], s["B"]), _n(r, s["B"]), _n(r, s["T"], s["B"], s["F"]),
+                              _w(r, 4 * s["H"]), _w(r, 4 * s["H"], s["F"]), _w(r, 4 * s["H"], s["H"]),
+                              _w(r, 4 * s["H"]), _w(r, s["H"]), np.array(0.1, np.float32)])
+def _h25_lstmfc(torch, a, t, s):
+    y, y0, cov, Wy, Wx, Wh, bias, Wo, bo = t
+    H, Fc = s["H"], s["F"]
+    net = torch.nn.LSTM(1 + Fc, H)
+    _copy(torch, net.weight_ih_l0, np.concatenate([a[3][:, None], a[4]], 1))
+    _copy(torch, net.weight_hh_l0, a[5])
+    _copy(torch, net.bias_ih_l0, a[6])
+    _copy(torch, net.bias_hh_l0, np.zeros(4 * H, np.float32))
+
+    def run():
+        yin = torch.cat([y0[None], y[:-1]], 0)[:, :, None]
+        out, _ = net(torch.cat([yin, cov], 2))
+        return out @ Wo + bo
+    return {"torch.nn.LSTM + head": _nograd(torch, run)}
+
+
+H25_UNET = """
+# 1-D U-Net step: strided conv down (K=4, stride 2, pad 1) + relu, transposed conv up (K=4, stride 2, pad 1),
+# concatenation with the skip input, 1x1 conv + relu
+def unet1d(float(B,C,2*N) x, float(O,C,4) Wd, float(O,C,4) Wu, float(P,2*C) W1) -> (y) {
+  d(b, o, t) +=! (2 * t + k - 1 >= 0 && 2 * t + k - 1 < 2 * N ? x(b, c, 2 * t + k - 1) : 0) * Wd(o, c, k) where t in 0:N, k in 0:4
+  d(b, o, t) = max(d(b, o, t), 0)
+  u(b, c, i) +=! ((i + 1 - k) % 2 == 0 && i + 1 - k >= 0 && i + 1 - k < 2 * N ? d(b, o, (i + 1 - k) / 2) : 0) * Wu(o, c, k) where i in 0:2*N, k in 0:4
+  cat(b, c, i) = x(b, c, i)
+  cat(b, C + c, i) = u(b, c, i)
+  y(b, p, i) +=! W1(p, c2) * cat(b, c2, i)
+  y(b, p, i) = max(y(b, p, i), 0)
+}
+"""
+
+
+@program(name="1-d u-net down/up step with skip concat", kind="audio", src=H25_UNET,
+         full=dict(B=8, C=64, N=512, O=128, P=64), tiny=dict(B=2, C=3, N=5, O=4, P=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], 2 * s["N"]), _w(r, s["O"], s["C"], 4), _w(r, s["O"], s["C"], 4),
+                              _w(r, s["P"], 2 * s["C"])])
+def _h25_unet(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wd, Wu, W1 = t
+
+    def run():
+        d = F.relu(F.conv1d(x, Wd, stride=2, padding=1))
+        u = F.conv_transpose1d(d, Wu, stride=2, padding=1)
+        return F.relu(F.conv1d(torch.cat([x, u], 1), W1[:, :, None]))
+    return {"F.conv1d / conv_transpose1d": _nograd(torch, run)}
+
+
+H25_S4D = """
+# S4D layer: diagonal SSM kernel K(h, l) = 2 Re(sum_n C_n exp(dt A_n l)) (C with B and the discretisation folded in),
+# then the causal convolution of the input with K, plus the skip D u
+def s4d(float(B,H,L) u, float(H,N) Are, float(H,N) Aim, float(H,N) Cre, float(H,N) Cim,
+        float(H) logdt, float(H) Dsk) -> (y) {
+  K(h, l) +=! 2 * exp(ar * l) * (Cre(h, n) * cos(ai * l) - Cim(h, n) * sin(ai * l))
+      where ar = exp(logdt(h)) * Are(h, n), ai = exp(logdt(h)) * Aim(h, n), l in 0:L
+  y(b, h, l) +=! (l - j >= 0 ? u(b, h, l - j) : 0) * K(h, j) where l in 0:L, j in 0:L
+  y(b, h, l) = y(b, h, l) + Dsk(h) * u(b, h, l)
+}
+"""
+
+
+def _h25_s4d_inputs(r, s):
+    Bn, H, L, N = s["B"], s["H"], s["L"], s["N"]
+    Are = np.full((H, N), -0.5, np.float32)
+    Aim = np.tile(np.pi * np.arange(N, dtype=np.float32), (H, 1))
+    logdt = r.uniform(np.log(1e-3), np.log(1e-1), H).astype(np.float32)
+    return [_n(r, Bn, H, L), Are, Aim, _n(r, H, N) * 0.3, _n(r, H, N) * 0.3, logdt, _n(r, H)]
+
+
+@program(name="s4d diagonal ssm kernel + causal long conv", kind="audio", src=H25_S4D,
+         full=dict(B=4, H=64, L=1024, N=32), tiny=dict(B=2, H=3, L=7, N=4), inputs=_h25_s4d_inputs)
+def _h25_s4d(torch, a, t, s):
+    u, Are, Aim, Cre, Cim, logdt, Dsk = t
+    L = s["L"]
+
+    def run():
+        dtA = torch.exp(logdt)[:, None] * torch.complex(Are, Aim)
+        C = torch.complex(Cre, Cim)
+        K = 2 * (C[:, :, None] * torch.exp(dtA[:, :, None] * torch.arange(L))).sum(1).real
+        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * L) * torch.fft.rfft(K, n=2 * L), n=2 * L)[..., :L]
+        return y + u * Dsk[:, None]
+    return {"torch S4D (fft conv)": _nograd(torch, run)}
+
+
+H25_ONSET = """
+# onset detection: log spectral flux, peak picking with a +-3 frame running max and a decaying running-max envelope
+def onsets(float(B,T,F) S) -> (strength) {
+  flux(b, t) +=! t > 0 ? max(log1p(S(b, t, f)) - log1p(S(b, t - 1, f)), 0) : 0 where t in 0:T
+  lmax(b, t) max=! t + w - 3 >= 0 && t + w - 3 < T ? flux(b, t + w - 3) : -inf where t in 0:T, w in 0:7
+  for t in T {
+    if t == 0 { env(b, t) = flux(b, t) }
+    else      { env(b, t) = max(flux(b, t), 0.9 * env(b, t - 1)) }
+  }
+  strength(b, t) = flux(b, t) == lmax(b, t) && flux(b, t) > 0.5 * env(b, t) ? flux(b, t) : 0
+}
+"""
+
+
+@program(name="onset detector (flux, running max, envelope)", kind="audio", src=H25_ONSET,
+         full=dict(B=16, T=1000, F=513), tiny=dict(B=2, T=12, F=5),
+         inputs=lambda r, s: [np.abs(_n(r, s["B"], s["T"], s["F"]))])
+def _h25_onset(torch, a, t, s):
+    F = torch.nn.functional
+    S = t[0]
+
+    def run():
+        ls = torch.log1p(S)
+        flux = F.pad(torch.relu(ls[:, 1:] - ls[:, :-1]).sum(-1), (1, 0))
+        lmax = F.max_pool1d(flux[:, None], 7, stride=1, padding=3)[:, 0]
+        env, e = [], flux[:, 0]
+        for k in range(flux.shape[1]):
+            e = flux[:, 0] if k == 0 else torch.maximum(flux[:, k], 0.9 * e)
+            env.append(e)
+        env = torch.stack(env, 1)
+        return torch.where((flux == lmax) & (flux > 0.5 * env), flux, torch.zeros(()))
+    return {"torch max_pool1d + loop": _nograd(torch, run)}
+
+
+H25_FRAMES = """
+# framing (25 ms window, 10 ms hop at 16 kHz) of a pre-emphasised signal: log energy and zero-crossing rate per frame
+def frame_feats(float(B,S) x, float(N) win) -> (logE, zcr) {
+  pe(b, s) = x(b, s) - 0.97 * (s > 0 ? x(b, s - 1) : 0) where s in 0:S
+  en(b, f) +=! pe(b, 160 * f + n) * win(n) * pe(b, 160 * f + n) * win(n)
+  logE(b, f) = log(en(b, f) + 1e-10)
+  zc(b, f) +=! pe(b, 160 * f + n) * pe(b, 160 * f + n - 1) < 0 ? 1.0 : 0.0 where n in 1:N
+  zcr(b, f) = zc(b, f) / (N - 1)
+}
+"""
+
+
+@program(name="framing: pre-emphasis, log energy, zero-crossing rate", kind="audio", src=H25_FRAMES,
+         full=dict(B=64, S=16000, N=400), tiny=dict(B=2, S=700, N=400),
+         inputs=lambda r, s: [_n(r, s["B"], s["S"]), np.hamming(s["N"]).astype(np.float32)],
+         pick=lambda r: np.concatenate([np.asarray(r[0]).ravel(), np.asarray(r[1]).ravel()]))
+def _h25_frames(torch, a, t, s):
+    F = torch.nn.functional
+    x, win = t
+
+    def run():
+        pe = x - 0.97 * F.pad(x[:, :-1], (1, 0))
+        fr = pe.unfold(1, s["N"], 160)
+        logE = torch.log(((fr * win) ** 2).sum(-1) + 1e-10)
+        zcr = ((fr[..., 1:] * fr[..., :-1]) < 0).float().sum(-1) / (s["N"] - 1)
+        return torch.cat([logE.reshape(-1), zcr.reshape(-1)])
+    return {"torch unfold": _nograd(torch, run)}
+
+
+H25_CRNN = """
+# CRNN front end: conv1d over time (K=3, same) + bias + relu, max-pool by 2, then a GRU (PyTorch gate order r, z, n)
+def crnn(float(B,F,2*T) x, float(O,F,3) Wc, float(O) bc, float(3,H,O) Wih, float(3,H,H) Whh,
+         float(3,H) bih, float(3,H) bhh) -> (h) {
+  cv(b, o, i) +=! (i + k - 1 >= 0 && i + k - 1 < 2 * T ? x(b, f, i + k - 1) : 0) * Wc(o, f, k) where i in 0:2*T, k in 0:3
+  cv(b, o, i) = max(cv(b, o, i) + bc(o), 0)
+  p(b, o, t) = max(cv(b, o, 2 * t), cv(b, o, 2 * t + 1))
+  for t in T {
+    gi(g, b, j) +=! p(b, o, t) * Wih(g, j, o)
+    if t == 0 { gh(g, b, j) = bhh(g, j) where b in 0:B }
+    else      { gh(g, b, j) +=! h(t - 1, b, k) * Whh(g, j, k)
+                gh(g, b, j) = gh(g, b, j) + bhh(g, j) }
+    r(b, j) = sigmoid(gi(0, b, j) + bih(0, j) + gh(0, b, j))
+    z(b, j) = sigmoid(gi(1, b, j) + bih(1, j) + gh(1, b, j))
+    n(b, j) = tanh(gi(2, b, j) + bih(2, j) + r(b, j) * gh(2, b, j))
+    if t == 0 { h(t, b, j) = (1 - z(b, j)) * n(b, j) }
+    else      { h(t, b, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h(t - 1, b, j) }
+  }
+}
+"""
+
+
+@program(name="crnn: conv1d + maxpool + gru", kind="speech", src=H25_CRNN,
+         full=dict(B=16, F=40, T=200, O=64, H=128), tiny=dict(B=2, F=3, T=4, O=4, H=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["F"], 2 * s["T"]), _w(r, s["O"], s["F"], 3), _w(r, s["O"]),
+                              _w(r, 3, s["H"], s["O"]), _w(r, 3, s["H"], s["H"]), _w(r, 3, s["H"]), _w(r, 3, s["H"])])
+def _h25_crnn(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wc, bc = t[:3]
+    H, O = s["H"], s["O"]
+    net = torch.nn.GRU(O, H)
+    _copy(torch, net.weight_ih_l0, a[3].reshape(3 * H, O))
+    _copy(torch, net.weight_hh_l0, a[4].reshape(3 * H, H))
+    _copy(torch, net.bias_ih_l0, a[5].reshape(-1))
+    _copy(torch, net.bias_hh_l0, a[6].reshape(-1))
+
+    def run():
+        p = F.max_pool1d(F.relu(F.conv1d(x, Wc, bc, padding=1)), 2)
+        return net(p.permute(2, 0, 1))[0]
+    return {"F.conv1d + max_pool1d + nn.GRU": _nograd(torch, run)}
+
+
+H25_CONFORMER = """
+# Conformer convolution module, channels last (B, T, D): layer norm, pointwise conv to 2D, GLU,
+# depthwise conv K=15 (same), batch norm (inference: scale and shift), swish, pointwise conv, residual
+def conformer_conv(float(B,T,D) x, float(D) gam, float(D) bet, float(2*D,D) W1, float(2*D) b1,
+                   float(D,15) Wd, float(D) bns, float(D) bnb, float(D,D) W2, float(D) b2) -> (y) {
+  mu(b, t) +=! x(b, t, d) / D
+  var(b, t) +=! (x(b, t, d) - mu(b, t)) * (x(b, t, d) - mu(b, t)) / D
+  nx(b, t, d) = (x(b, t, d) - mu(b, t)) * rsqrt(var(b, t) + 1e-5) * gam(d) + bet(d)
+  a(b, t, r) +=! nx(b, t, d) * W1(r, d)
+  g(b, t, d) = (a(b, t, d) + b1(d)) * sigmoid(a(b, t, D + d) + b1(D + d)) where d in 0:D
+  dw(b, t, d) +=! (t + k - 7 >= 0 && t + k - 7 < T ? g(b, t + k - 7, d) : 0) * Wd(d, k) where t in 0:T, k in 0:15
+  sw(b, t, d) = dw(b, t, d) * bns(d) + bnb(d)
+  sw(b, t, d) = sw(b, t, d) * sigmoid(sw(b, t, d))
+  y(b, t, o) +=! sw(b, t, d) * W2(o, d)
+  y(b, t, o) = y(b, t, o) + b2(o) + x(b, t, o)
+}
+"""
+
+
+@program(name="conformer conv module (channels last)", kind="speech", src=H25_CONFORMER,
+         full=dict(B=8, T=256, D=256), tiny=dict(B=2, T=9, D=4),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), 1 + 0.1 * _n(r, s["D"]), 0.1 * _n(r, s["D"]),
+                              _w(r, 2 * s["D"], s["D"]), _w(r, 2 * s["D"]), _w(r, s["D"], 15),
+                              1 + 0.1 * _n(r, s["D"]), 0.1 * _n(r, s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"])])
+def _h25_conformer(torch, a, t, s):
+    F = torch.nn.functional
+    x, gam, bet, W1, b1, Wd, bns, bnb, W2, b2 = t
+    D = s["D"]
+
+    def run():
+        h = F.glu(F.linear(F.layer_norm(x, (D,), gam, bet, 1e-5), W1, b1), dim=-1)
+        h = F.conv1d(h.transpose(1, 2), Wd[:, None, :], padding=7, groups=D).transpose(1, 2)
+        h = F.silu(h * bns + bnb)
+        return F.linear(h, W2, b2) + x
+    return {"F.layer_norm/glu/conv1d groups=D/silu": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- session 48: training pieces written by hand
+
+
+# ---------------------------------------------------------------------------
+# hunt 26: training pieces written by hand (backward passes, optimizer steps)
+# ---------------------------------------------------------------------------
+
+def _h26_np_flat(r):
+    """tcdsl's outputs (a tuple) as one flat float32 vector."""
+    if not isinstance(r, (tuple, list)):
+        r = (r,)
+    return np.concatenate([np.asarray(x, np.float32).ravel() for x in r])
+
+
+def _h26_flat(torch, *xs):
+    return torch.cat([x.reshape(-1).float() for x in xs])
+
+
+def _h26_grad(torch, fn, wrt, *args):
+    """autograd.grad of fn(*wrt, *args) contracted with the given cotangent (fn returns (out, cot))."""
+    def run():
+        leaves = [w.detach().requires_grad_(True) for w in wrt]
+        out, cot = fn(*leaves, *args)
+        return torch.autograd.grad(out, leaves, cot)
+    return run
+
+
+# 1. layer norm backward -----------------------------------------------------
+H26_LN_BWD = """
+# layer norm over the last dim, backward: dx, dgamma, dbeta (batch statistics recomputed from x)
+def layer_norm_bwd(float(N,D) x, float(D) gamma, float(N,D) dy, float eps) -> (dx, dgamma, dbeta) {
+  mean(n) +=! x(n, d) / D
+  xc(n, d) = x(n, d) - mean(n)
+  var(n) +=! xc(n, d) * xc(n, d) / D
+  rstd(n) = rsqrt(var(n) + eps)
+  xhat(n, d) = xc(n, d) * rstd(n)
+  g(n, d) = dy(n, d) * gamma(d)
+  sg(n) +=! g(n, d)
+  sgx(n) +=! g(n, d) * xhat(n, d)
+  dx(n, d) = rstd(n) * (g(n, d) - (sg(n) + xhat(n, d) * sgx(n)) / D)
+  dgamma(d) +=! dy(n, d) * xhat(n, d)
+  dbeta(d) +=! dy(n, d)
+}
+"""
+
+
+@program(name="layer norm backward by hand (dx, dgamma, dbeta), eps scalar", kind="training", src=H26_LN_BWD,
+         full=dict(N=4096, D=1024), tiny=dict(N=3, D=7),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), 1 + 0.1 * _n(r, s["D"]), _n(r, s["N"], s["D"]),
+                              np.array(1e-5, np.float32)],
+         pick=_h26_np_flat)
+def _h26_ln_bwd(torch, a, t, s):
+    x, gamma, dy, eps = t
+    beta = torch.zeros_like(gamma)
+    D = s["D"]
+
+    def fwd(x, gamma, beta):
+        return torch.nn.functional.layer_norm(x, (D,), gamma, beta, float(eps)), dy
+    g = _h26_grad(torch, fwd, [x, gamma, beta])
+    return {"torch autograd F.layer_norm": lambda: _h26_flat(torch, *g())}
+
+
+# 2. label-smoothing cross entropy + dlogits ---------------------------------
+H26_LS_CE = """
+# label-smoothed cross entropy (mean over rows) and its gradient wrt the logits, int32 labels, smoothing a scalar
+def ls_ce(float(N,C) logits, int32(N) label, float eps) -> (loss, dlogits) {
+  mx(n) max=! logits(n, c)
+  e(n, c) = exp(logits(n, c) - mx(n))
+  s(n) +=! e(n, c)
+  lse(n) = mx(n) + log(s(n))
+  sx(n) +=! logits(n, c)
+  loss +=! ((1 - eps) * (lse(n) - logits(n, label(n))) + eps * (lse(n) - sx(n) / C)) / N
+  dlogits(n, c) = (e(n, c) / s(n) - (c == label(n) ? 1 - eps : 0) - eps / C) / N
+}
+"""
+
+
+@program(name="label-smoothing cross entropy + dlogits fused (int32 labels)", kind="training", src=H26_LS_CE,
+         full=dict(N=512, C=8192), tiny=dict(N=4, C=6),
+         inputs=lambda r, s: [2 * _n(r, s["N"], s["C"]), r.integers(0, s["C"], s["N"]).astype(np.int32),
+                              np.array(0.1, np.float32)],
+         pick=_h26_np_flat)
+def _h26_ls_ce(torch, a, t, s):
+    logits, label, eps = t
+    lab = label.long()
+    F = torch.nn.functional
+
+    def run():
+        x = logits.detach().requires_grad_(True)
+        loss = F.cross_entropy(x, lab, label_smoothing=float(eps))
+        d, = torch.autograd.grad(loss, x)
+        return _h26_flat(torch, loss.detach(), d)
+    return {"torch autograd F.cross_entropy(label_smoothing)": run}
+
+
+# 3. attention backward ------------------------------------------------------
+H26_ATTN_BWD = """
+# softmax attention backward for (B*heads, L, D): the probabilities recomputed, then dQ, dK, dV
+def attn_bwd(float(B,L,D) Q, float(B,L,D) K, float(B,L,D) V, float(B,L,D) dO, float scale) -> (dQ, dK, dV) {
+  s(b, i, j) +=! Q(b, i, d) * K(b, j, d)
+  mx(b, i) max=! s(b, i, j)
+  p(b, i, j) = exp(scale * (s(b, i, j) - mx(b, i)))
+  z(b, i) +=! p(b, i, j)
+  p(b, i, j) = p(b, i, j) / z(b, i)
+  dV(b, j, d) +=! p(b, i, j) * dO(b, i, d)
+  dp(b, i, j) +=! dO(b, i, d) * V(b, j, d)
+  rd(b, i) +=! p(b, i, j) * dp(b, i, j)
+  ds(b, i, j) = scale * p(b, i, j) * (dp(b, i, j) - rd(b, i))
+  dQ(b, i, d) +=! ds(b, i, j) * K(b, j, d)
+  dK(b, j, d) +=! ds(b, i, j) * Q(b, i, d)
+}
+"""
+
+
+@program(name="attention backward (dQ, dK, dV), probabilities recomputed", kind="training", src=H26_ATTN_BWD,
+         full=dict(B=16, L=256, D=64), tiny=dict(B=2, L=5, D=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["L"], s["D"]) for _ in range(4)]
+                             + [np.array(1 / np.sqrt(s["D"]), np.float32)],
+         pick=_h26_np_flat)
+def _h26_attn_bwd(torch, a, t, s):
+    Q, K, V, dO, scale = t
+    F = torch.nn.functional
+    sc = float(scale)
+
+    def manual(q, k, v):
+        p = torch.softmax(q @ k.transpose(1, 2) * sc, dim=-1)
+        return p @ v, dO
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, scale=sc), dO
+    g1 = _h26_grad(torch, manual, [Q, K, V])
+    g2 = _h26_grad(torch, sdpa, [Q, K, V])
+    return {"torch autograd softmax(QK^T)V": lambda: _h26_flat(torch, *g1()),
+            "torch autograd F.scaled_dot_product_attention": lambda: _h26_flat(torch, *g2())}
+
+
+# 4. Elman BPTT over the whole sequence --------------------------------------
+H26_ELMAN_BPTT = """
+# backpropagation through time of an Elman RNN h(t) = tanh(x(t) Wx + h(t-1) Wh), given the forward's hidden states
+def elman_bptt(float(T,B,I) x, float(B,H) h0, float(I,H) Wx, float(H,H) Wh, float(T,B,H) hid,
+               float(T,B,H) dhid) -> (dWx, dWh, dh0, dx) {
+  for s in T {
+    if s == 0 {
+      da(T - 1 - s, b, j) = dhid(T - 1 - s, b, j) * (1 - hid(T - 1 - s, b, j) * hid(T - 1 - s, b, j))
+    } else {
+      carry(b, j) +=! da(T - s, b, k) * Wh(j, k)
+      da(T - 1 - s, b, j) = (dhid(T - 1 - s, b, j) + carry(b, j)) * (1 - hid(T - 1 - s, b, j) * hid(T - 1 - s, b, j))
+    }
+  }
+  dh0(b, j) +=! da(0, b, k) * Wh(j, k)
+  dWx(i, j) +=! x(t, b, i) * da(t, b, j)
+  dWh(j, k) +=! h0(b, j) * da(0, b, k)
+  dWh(j, k) += hid(t - 1, b, j) * da(t, b, k) where t in 1:T
+  dx(t, b, i) +=! da(t, b, j) * Wx(i, j)
+}
+"""
+
+
+def _h26_elman_inputs(r, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    x, h0, Wx, Wh = _n(r, T, B, I), _n(r, B, H), _w(r, I, H), _w(r, H, H)
+    hid = np.empty((T, B, H), np.float32)
+    h = h0
+    for k in range(T):
+        h = np.tanh(x[k] @ Wx + h @ Wh).astype(np.float32)
+        hid[k] = h
+    return [x, h0, Wx, Wh, hid, _n(r, T, B, H)]
+
+
+@program(name="elman rnn bptt over T steps (reversed loop, dWx dWh dh0 dx)", kind="training",
+         src=H26_ELMAN_BPTT, full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=4, B=2, I=3, H=5),
+         inputs=_h26_elman_inputs, pick=_h26_np_flat)
+def _h26_elman_bptt(torch, a, t, s):
+    x, h0, Wx, Wh, hid, dhid = t
+    T = s["T"]
+
+    def fwd(Wx, Wh, h0, x):
+        h, hs = h0, []
+        for k in range(T):
+            h = torch.tanh(x[k] @ Wx + h @ Wh)
+            hs.append(h)
+        return torch.stack(hs), dhid
+    g = _h26_grad(torch, fwd, [Wx, Wh, h0, x])
+
+    def explicit():
+        with torch.no_grad():
+            da = torch.empty_like(hid)
+            carry = torch.zeros_like(h0)
+            for k in range(T - 1, -1, -1):
+                da[k] = (dhid[k] + carry) * (1 - hid[k] * hid[k])
+                carry = da[k] @ Wh.T
+            prev = torch.cat([h0[None], hid[:-1]])
+            dWx = x.reshape(-1, x.shape[-1]).T @ da.reshape(-1, da.shape[-1])
+            dWh = prev.reshape(-1, prev.shape[-1]).T @ da.reshape(-1, da.shape[-1])
+            return _h26_flat(torch, dWx, dWh, carry, da @ Wx.T)
+    return {"torch autograd (forward loop + backward)": lambda: _h26_flat(torch, *g()),
+            "torch explicit bptt loop": explicit}
+
+
+# 5. GRU cell, one step backward ---------------------------------------------
+H26_GRU_CELL_BWD = """
+# one GRU cell step backward (PyTorch's gate order r, z, n, stacked (3H, in) weights, no bias): dx, dh, dWih, dWhh
+def gru_cell_bwd(float(B,I) x, float(B,H) h, float(3*H,I) Wih, float(3*H,H) Whh, float(B,H) dhn)
+    -> (dx, dh, dWih, dWhh) {
+  gi(b, r) +=! x(b, i) * Wih(r, i)
+  gh(b, r) +=! h(b, k) * Whh(r, k)
+  rg(b, j) = sigmoid(gi(b, j) + gh(b, j)) where j in 0:H
+  zg(b, j) = sigmoid(gi(b, H + j) + gh(b, H + j)) where j in 0:H
+  ng(b, j) = tanh(gi(b, 2 * H + j) + rg(b, j) * gh(b, 2 * H + j)) where j in 0:H
+  dn(b, j) = dhn(b, j) * (1 - zg(b, j)) * (1 - ng(b, j) * ng(b, j))
+  dz(b, j) = dhn(b, j) * (h(b, j) - ng(b, j)) * zg(b, j) * (1 - zg(b, j))
+  dr(b, j) = dn(b, j) * gh(b, 2 * H + j) * rg(b, j) * (1 - rg(b, j)) where j in 0:H
+  dgi(b, j) = dr(b, j)
+  dgi(b, H + j) = dz(b, j)
+  dgi(b, 2 * H + j) = dn(b, j)
+  dgh(b, j) = dr(b, j)
+  dgh(b, H + j) = dz(b, j)
+  dgh(b, 2 * H + j) = dn(b, j) * rg(b, j)
+  dx(b, i) +=! dgi(b, r) * Wih(r, i)
+  dh(b, k) +=! dgh(b, r) * Whh(r, k)
+  dh(b, k) = dh(b, k) + dhn(b, k) * zg(b, k)
+  dWih(r, i) +=! dgi(b, r) * x(b, i)
+  dWhh(r, k) +=! dgh(b, r) * h(b, k)
+}
+"""
+
+
+@program(name="gru cell one-step backward, stacked (3H,in) weights", kind="training", src=H26_GRU_CELL_BWD,
+         full=dict(B=64, I=512, H=512), tiny=dict(B=2, I=3, H=4),
+         inputs=lambda r, s: [_n(r, s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3 * s["H"], s["I"]),
+                              _w(r, 3 * s["H"], s["H"]), _n(r, s["B"], s["H"])],
+         pick=_h26_np_flat)
+def _h26_gru_cell_bwd(torch, a, t, s):
+    x, h, Wih, Whh, dhn = t
+    H = s["H"]
+
+    def fwd(x, h, Wih, Whh):
+        gi, gh = x @ Wih.T, h @ Whh.T
+        r = torch.sigmoid(gi[:, :H] + gh[:, :H])
+        z = torch.sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
+        n = torch.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+        return (1 - z) * n + z * h, dhn
+
+    cell = torch.nn.GRUCell(s["I"], H, bias=False)
+    _copy(torch, cell.weight_ih, a[2])
+    _copy(torch, cell.weight_hh, a[3])
+
+    def module():
+        xx, hh = x.detach().requires_grad_(True), h.detach().requires_grad_(True)
+        out = cell(xx, hh)
+        return _h26_flat(torch, *torch.autograd.grad(out, [xx, hh, cell.weight_ih, cell.weight_hh], dhn))
+    g = _h26_grad(torch, fwd, [x, h, Wih, Whh])
+    return {"torch autograd nn.GRUCell": module, "torch autograd gate formulas": lambda: _h26_flat(torch, *g())}
+
+
+# 6. AdamW ------------------------------------------------------------------
+H26_ADAMW = """
+# AdamW step on a (O, I) weight: decoupled weight decay, bias corrections bc1 = 1 - b1^t, bc2 = 1 - b2^t given
+def adamw(float(O,I) p, float(O,I) g, float(O,I) m, float(O,I) v, float lr, float b1, float b2, float eps,
+          float wd, float bc1, float bc2) -> (p1, m1, v1) {
+  m1(o, i) = b1 * m(o, i) + (1 - b1) * g(o, i)
+  v1(o, i) = b2 * v(o, i) + (1 - b2) * g(o, i) * g(o, i)
+  p1(o, i) = p(o, i) * (1 - lr * wd) - (lr / bc1) * m1(o, i) / (sqrt(v1(o, i)) / sqrt(bc2) + eps)
+}
+"""
+
+
+def _h26_adam_inputs(r, s):
+    O, I = s["O"], s["I"]
+    f = lambda v: np.array(v, np.float32)
+    return [_w(r, O, I), _n(r, O, I) * 0.01, _n(r, O, I) * 0.001, np.abs(_n(r, O, I)) * 1e-5,
+            f(1e-3), f(0.9), f(0.999), f(1e-8), f(0.01), f(1 - 0.9 ** 10), f(1 - 0.999 ** 10)]
+
+
+@program(name="adamw step on a 2-d weight, bias corrections as scalars", kind="training", src=H26_ADAMW,
+         full=dict(O=2048, I=1024), tiny=dict(O=3, I=5), inputs=_h26_adam_inputs, pick=_h26_np_flat)
+def _h26_adamw(torch, a, t, s):
+    p, g, m, v, lr, b1, b2, eps, wd, bc1, bc2 = t
+    lr_, b1_, b2_, eps_, wd_ = (float(x) for x in (lr, b1, b2, eps, wd))
+
+    def ops():
+        with torch.no_grad():
+            m1 = torch.lerp(m, g, 1 - b1_)
+            v1 = v * b2_ + (1 - b2_) * g * g
+            denom = v1.sqrt() / torch.sqrt(bc2) + eps_
+            p1 = p * (1 - lr_ * wd_) - (lr_ / bc1) * m1 / denom
+            return _h26_flat(torch, p1, m1, v1)
+
+    def optim():  # torch.optim.AdamW from the same state (step 9 -> 10)
+        q = torch.nn.Parameter(p.clone())
+        q.grad = g
+        opt = torch.optim.AdamW([q], lr=lr_, betas=(b1_, b2_), eps=eps_, weight_decay=wd_, foreach=False)
+        opt.state[q] = {"step": torch.tensor(9.0), "exp_avg": m.clone(), "exp_avg_sq": v.clone()}
+        opt.step()
+        st = opt.state[q]
+        return _h26_flat(torch, q.detach(), st["exp_avg"], st["exp_avg_sq"])
+    return {"torch ops": ops, "torch.optim.AdamW": optim}
+
+
+# 7. LAMB -------------------------------------------------------------------
+H26_LAMB = """
+# LAMB step on one layer: adam direction plus weight decay, trust ratio ||w|| / ||u|| (1 when either norm is 0)
+def lamb(float(O,I) w, float(O,I) g, float(O,I) m, float(O,I) v, float lr, float b1, float b2, float eps,
+         float wd, float bc1, float bc2) -> (w1, m1, v1, ratio) {
+  m1(o, i) = b1 * m(o, i) + (1 - b1) * g(o, i)
+  v1(o, i) = b2 * v(o, i) + (1 - b2) * g(o, i) * g(o, i)
+  u(o, i) = (m1(o, i) / bc1) / (sqrt(v1(o, i) / bc2) + eps) + wd * w(o, i)
+  wn +=! w(o, i) * w(o, i)
+  un +=! u(o, i) * u(o, i)
+  ratio = wn > 0 && un > 0 ? sqrt(wn) / sqrt(un) : 1.0
+  w1(o, i) = w(o, i) - lr * ratio * u(o, i)
+}
+"""
+
+
+@program(name="lamb step with trust ratio (0-rank norms), one layer", kind="training", src=H26_LAMB,
+         full=dict(O=2048, I=1024), tiny=dict(O=4, I=3), inputs=_h26_adam_inputs, pick=_h26_np_flat)
+def _h26_lamb(torch, a, t, s):
+    w, g, m, v, lr, b1, b2, eps, wd, bc1, bc2 = t
+
+    def ops():
+        with torch.no_grad():
+            m1 = b1 * m + (1 - b1) * g
+            v1 = b2 * v + (1 - b2) * g * g
+            u = (m1 / bc1) / (torch.sqrt(v1 / bc2) + eps) + wd * w
+            wn, un = torch.linalg.vector_norm(w), torch.linalg.vector_norm(u)
+            ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+            return _h26_flat(torch, w - lr * ratio * u, m1, v1, ratio)
+    return {"torch ops": ops}
+
+
+# 8. gradient clipping by global norm ----------------------------------------
+H26_CLIP = """
+# clip_grad_norm_ over a weight's and a bias's gradients: one global L2 norm, scale min(max_norm / (norm + 1e-6), 1)
+def clip_global(float(O,I) gW, float(O) gb, float max_norm) -> (cW, cb, total) {
+  sq +=! gW(o, i) * gW(o, i)
+  sq += gb(o) * gb(o)
+  total = sqrt(sq)
+  coef = min(max_norm / (total + 1e-6), 1.0)
+  cW(o, i) = gW(o, i) * coef
+  cb(o) = gb(o) * coef
+}
+"""
+
+
+@program(name="gradient clipping by global norm over two tensors (weight + bias)", kind="training",
+         src=H26_CLIP, full=dict(O=4096, I=1024), tiny=dict(O=3, I=4),
+         inputs=lambda r, s: [_n(r, s["O"], s["I"]), _n(r, s["O"]), np.array(1.0, np.float32)],
+         pick=_h26_np_flat)
+def _h26_clip(torch, a, t, s):
+    gW, gb, max_norm = t
+
+    def explicit():
+        total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(gW), torch.linalg.vector_norm(gb)]))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        cW, cb = torch._foreach_mul([gW, gb], coef)
+        return _h26_flat(torch, cW, cb, total)
+
+    def clip_():
+        pW, pb = torch.nn.Parameter(torch.empty_like(gW)), torch.nn.Parameter(torch.empty_like(gb))
+        pW.grad, pb.grad = gW.clone(), gb.clone()
+        total = torch.nn.utils.clip_grad_norm_([pW, pb], float(max_norm))
+        return _h26_flat(torch, pW.grad, pb.grad, total)
+    return {"torch foreach": explicit, "torch.nn.utils.clip_grad_norm_": clip_}
+
+
+# 9. sigmoid focal loss + gradient --------------------------------------------
+H26_FOCAL = """
+# sigmoid focal loss (retinanet: alpha 0.25, gamma 2, mean) and its gradient wrt the logits, float 0/1 targets
+def focal(float(N,C) x, float(N,C) tg) -> (loss, dx) {
+  p(n, c) = sigmoid(x(n, c))
+  ce(n, c) = max(x(n, c), 0) - x(n, c) * tg(n, c) + log1p(exp(-fabs(x(n, c))))
+  q(n, c) = 1 - (p(n, c) * tg(n, c) + (1 - p(n, c)) * (1 - tg(n, c)))
+  at(n, c) = 0.25 * tg(n, c) + 0.75 * (1 - tg(n, c))
+  loss +=! at(n, c) * ce(n, c) * q(n, c) * q(n, c) / (N * C)
+  dx(n, c) = at(n, c) * ((p(n, c) - tg(n, c)) * q(n, c) * q(n, c)
+                          - 2 * ce(n, c) * q(n, c) * (2 * tg(n, c) - 1) * p(n, c) * (1 - p(n, c))) / (N * C)
+}
+"""
+
+
+@program(name="sigmoid focal loss (alpha .25, gamma 2) + dlogits", kind="training", src=H26_FOCAL,
+         full=dict(N=8192, C=80), tiny=dict(N=3, C=5),
+         inputs=lambda r, s: [2 * _n(r, s["N"], s["C"]), (r.random((s["N"], s["C"])) < 0.1).astype(np.float32)],
+         pick=_h26_np_flat)
+def _h26_focal(torch, a, t, s):
+    x, tg = t
+    F = torch.nn.functional
+
+    def run():  # torchvision.ops.sigmoid_focal_loss, written out (torchvision is not installed)
+        xx = x.detach().requires_grad_(True)
+        p = torch.sigmoid(xx)
+        ce = F.binary_cross_entropy_with_logits(xx, tg, reduction="none")
+        p_t = p * tg + (1 - p) * (1 - tg)
+        loss = ((0.25 * tg + 0.75 * (1 - tg)) * ce * (1 - p_t) ** 2).mean()
+        d, = torch.autograd.grad(loss, xx)
+        return _h26_flat(torch, loss.detach(), d)
+    return {"torch autograd (torchvision formula)": run}
+
+
+# 10. triplet margin loss gradients ------------------------------------------
+H26_TRIPLET = """
+# triplet margin loss (p = 2, eps 1e-6 inside the distance as F.pairwise_distance, mean) and its three gradients
+def triplet_bwd(float(N,D) A, float(N,D) P, float(N,D) Ng, float margin) -> (loss, dA, dP, dN) {
+  dap(n) +=! (A(n, d) - P(n, d) + 1e-6) * (A(n, d) - P(n, d) + 1e-6)
+  dan(n) +=! (A(n, d) - Ng(n, d) + 1e-6) * (A(n, d) - Ng(n, d) + 1e-6)
+  l(n) = sqrt(dap(n)) - sqrt(dan(n)) + margin
+  loss +=! max(l(n), 0) / N
+  gp(n, d) = l(n) > 0 ? (A(n, d) - P(n, d) + 1e-6) / (sqrt(dap(n)) * N) : 0
+  gn(n, d) = l(n) > 0 ? (A(n, d) - Ng(n, d) + 1e-6) / (sqrt(dan(n)) * N) : 0
+  dA(n, d) = gp(n, d) - gn(n, d)
+  dP(n, d) = -gp(n, d)
+  dN(n, d) = gn(n, d)
+}
+"""
+
+
+@program(name="triplet margin loss + grads of anchor, positive, negative", kind="training", src=H26_TRIPLET,
+         full=dict(N=4096, D=512), tiny=dict(N=5, D=3),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]),
+                              np.array(1.0, np.float32)],
+         pick=_h26_np_flat)
+def _h26_triplet(torch, a, t, s):
+    A, P, Ng, margin = t
+    F = torch.nn.functional
+
+    def run():
+        a_, p_, n_ = (u.detach().requires_grad_(True) for u in (A, P, Ng))
+        loss = F.triplet_margin_loss(a_, p_, n_, margin=float(margin))
+        return _h26_flat(torch, loss.detach(), *torch.autograd.grad(loss, [a_, p_, n_]))
+    return {"torch autograd F.triplet_margin_loss": run}
+
+
+# 11. batch norm training forward + backward, channels last --------------------
+H26_BN = """
+# batch norm, training mode on a channels-last (N, H, W, C) batch: y with batch statistics, then dx, dgamma, dbeta
+def bn_train(float(N,H,W,C) x, float(C) gamma, float(C) beta, float(N,H,W,C) dy, float eps)
+    -> (y, dx, dgamma, dbeta) {
+  mean(c) +=! x(n, h, w, c) / (N * H * W)
+  var(c) +=! (x(n, h, w, c) - mean(c)) * (x(n, h, w, c) - mean(c)) / (N * H * W)
+  rstd(c) = rsqrt(var(c) + eps)
+  y(n, h, w, c) = gamma(c) * (x(n, h, w, c) - mean(c)) * rstd(c) + beta(c)
+  dbeta(c) +=! dy(n, h, w, c)
+  dgamma(c) +=! dy(n, h, w, c) * (x(n, h, w, c) - mean(c)) * rstd(c)
+  dx(n, h, w, c) = gamma(c) * rstd(c) * (dy(n, h, w, c) - dbeta(c) / (N * H * W)
+                   - (x(n, h, w, c) - mean(c)) * rstd(c) * dgamma(c) / (N * H * W))
+}
+"""
+
+
+@program(name="batch norm training forward + backward, channels-last (N,H,W,C)", kind="training", src=H26_BN,
+         full=dict(N=32, H=28, W=28, C=128), tiny=dict(N=2, H=3, W=2, C=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]) * 2 + 1, 1 + 0.1 * _n(r, s["C"]),
+                              0.1 * _n(r, s["C"]), _n(r, s["N"], s["H"], s["W"], s["C"]), np.array(1e-5, np.float32)],
+         pick=_h26_np_flat)
+def _h26_bn(torch, a, t, s):
+    x, gamma, beta, dy, eps = t
+    F = torch.nn.functional
+    xc = x.permute(0, 3, 1, 2)  # NCHW view of channels-last memory
+    dyc = dy.permute(0, 3, 1, 2)
+
+    def run():
+        xx, g_, b_ = xc.detach().requires_grad_(True), gamma.detach().requires_grad_(True), beta.detach().requires_grad_(True)
+        y = F.batch_norm(xx, None, None, g_, b_, training=True, eps=float(eps))
+        dx, dg, db = torch.autograd.grad(y, [xx, g_, b_], dyc)
+        return _h26_flat(torch, y.detach().permute(0, 2, 3, 1), dx.permute(0, 2, 3, 1), dg, db)
+    return {"torch autograd F.batch_norm (channels_last)": run}
+
+
+# 12. gelu + dropout with a given mask: forward and backward --------------------
+H26_DROPOUT = """
+# y = dropout(gelu(x)) with a given bool keep-mask and drop probability p; dx from dy (erf gelu)
+def gelu_dropout(float(N,D) x, bool(N,D) keep, float(N,D) dy, float p) -> (y, dx) {
+  y(n, d) = keep(n, d) ? 0.5 * x(n, d) * (1 + erf(x(n, d) * 0.70710678)) / (1 - p) : 0
+  dx(n, d) = keep(n, d) ? dy(n, d) / (1 - p) * (0.5 * (1 + erf(x(n, d) * 0.70710678))
+                          + x(n, d) * exp(-0.5 * x(n, d) * x(n, d)) * 0.39894228) : 0
+}
+"""
+
+
+@program(name="gelu + dropout with a given bool mask, forward and backward", kind="training", src=H26_DROPOUT,
+         full=dict(N=4096, D=1024), tiny=dict(N=3, D=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.random((s["N"], s["D"])) >= 0.1, _n(r, s["N"], s["D"]),
+                              np.array(0.1, np.float32)],
+         pick=_h26_np_flat)
+def _h26_dropout(torch, a, t, s):
+    x, keep, dy, p = t
+    F = torch.nn.functional
+    scale = 1 / (1 - float(p))
+
+    def run():
+        xx = x.detach().requires_grad_(True)
+        y = F.gelu(xx) * keep * scale
+        dx, = torch.autograd.grad(y, xx, dy)
+        return _h26_flat(torch, y.detach(), dx)
+    return {"torch autograd gelu * mask / (1 - p)": run}
+
+
+# 13. linear layer gradients ----------------------------------------------------
+H26_LINEAR = """
+# nn.Linear (weight (O, I), bias (O)) on a (B, T, I) batch: dX, dW, db from dY
+def linear_bwd(float(B,T,I) X, float(O,I) Wt, float(B,T,O) dY) -> (dX, dW, db) {
+  dX(b, t, i) +=! dY(b, t, o) * Wt(o, i)
+  dW(o, i) +=! dY(b, t, o) * X(b, t, i)
+  db(o) +=! dY(b, t, o)
+}
+"""
+
+
+@program(name="linear layer backward (dX, dW, db) on a (B,T,I) batch, (O,I) weight", kind="training",
+         src=H26_LINEAR, full=dict(B=8, T=128, I=512, O=1024), tiny=dict(B=2, T=3, I=4, O=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _w(r, s["O"], s["I"]), _n(r, s["B"], s["T"], s["O"])],
+         pick=_h26_np_flat)
+def _h26_linear(torch, a, t, s):
+    X, Wt, dY = t
+    F = torch.nn.functional
+    bias = torch.zeros(s["O"])
+
+    def fwd(X, Wt, b):
+        return F.linear(X, Wt, b), dY
+    g = _h26_grad(torch, fwd, [X, Wt, bias])
+
+    def explicit():
+        d2 = dY.reshape(-1, dY.shape[-1])
+        return _h26_flat(torch, dY @ Wt, d2.T @ X.reshape(-1, X.shape[-1]), d2.sum(0))
+    return {"torch autograd F.linear": lambda: _h26_flat(torch, *g()), "torch matmuls": explicit}
+
+
+# 14. embedding gradient ----------------------------------------------------------
+H26_EMB_GRAD = """
+# embedding gradient: scatter-add of dY rows by int32 token ids into a (V, D) table, V a free size, padding id 0 gets none
+def emb_grad(int32(B,L) ids, float(B,L,D) dY) -> (dE) {
+  dE(v, d) +=! (ids(b, l) == v && v != 0) ? dY(b, l, d) : 0 where v in 0:V
+}
+"""
+
+
+@program(name="embedding gradient, scatter-add by int32 ids, padding_idx 0, free vocab size", kind="training",
+         src=H26_EMB_GRAD, full=dict(B=32, L=128, D=512, V=10000), tiny=dict(B=2, L=5, D=3, V=7), free=("V",),
+         inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32),
+                              _n(r, s["B"], s["L"], s["D"])])
+def _h26_emb_grad(torch, a, t, s):
+    ids, dY = t
+    V, D = s["V"], s["D"]
+    F = torch.nn.functional
+    idx = ids.long()
+
+    def index_add():
+        out = torch.zeros(V, D).index_add_(0, idx.reshape(-1), dY.reshape(-1, D))
+        out[0] = 0
+        return out
+
+    def autograd():
+        E = torch.zeros(V, D, requires_grad=True)
+        y = F.embedding(idx, E, padding_idx=0)
+        return torch.autograd.grad(y, E, dY)[0]
+    return {"torch index_add_": index_add, "torch autograd F.embedding(padding_idx=0)": autograd}
