@@ -237,11 +237,13 @@ _LOG_P = (3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1, 
           -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1, 7.0376836292e-2)
 
 
-def _fast_log_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
+def _fast_log_f32(x: "tirx.PrimExpr", base: str = "e") -> "tirx.PrimExpr":
     """log(x) from x's exponent and a polynomial in its mantissa: a bit cast,
     integer and float arithmetic and selects only (``llvm.log`` on a vector
     is one libm call per lane).  Subnormal x is scaled by 2**23 first; 0 gives
-    -inf, inf inf, a negative x or NaN NaN."""
+    -inf, inf inf, a negative x or NaN NaN.  ``base`` "2" or "10": log2(x)
+    as ``e + log(m) / ln 2`` (exact at powers of two), log10(x) as ``e
+    log10(2) + log(m) log10(e)``, of ``x = m 2**e``, m in [sqrt(1/2), sqrt(2))."""
     f32, i32 = "float32", "int32"
 
     def special(v, value):  # on the bits: LLVM may assume no NaN in float compares
@@ -263,6 +265,13 @@ def _fast_log_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
                     - _select(tiny, _c(23.0, f32), _c(0.0, f32))
 
                 def poly(r, e):
+                    if base == "2":  # log(m) / ln 2, then the exponent
+                        return _let(f32, r * r, lambda z: (r + (r * z * _horner(_LOG_P, r, f32) - _c(0.5, f32) * z))
+                                    * _c(1.44269504088896341, f32) + e)
+                    if base == "10":  # log10(2) in two parts: e * the first is exact for |e| < 2**10
+                        return _let(f32, r * r, lambda z: (r + (r * z * _horner(_LOG_P, r, f32) - _c(0.5, f32) * z))
+                                    * _c(0.434294481903251828, f32) + e * _c(2.48745663981195213739e-4, f32)
+                                    + e * _c(0.30078125, f32))
                     return _let(f32, r * r, lambda z: r + (r * z * _horner(_LOG_P, r, f32) - e * _c(2.12194440e-4, f32)
                                                            - _c(0.5, f32) * z) + e * _c(0.693359375, f32))
                 return _let(f32, _select(low, m + m, m) - _c(1.0, f32), lambda r: _let(f32, e, lambda ee: poly(r, ee)))
@@ -320,6 +329,8 @@ def expm1(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
 
 
 log = _vector_or(_fast_log_f32, tirx.log)
+log2 = _vector_or(lambda x: _fast_log_f32(x, "2"), tirx.log2)
+log10 = _vector_or(lambda x: _fast_log_f32(x, "10"), tirx.log10)
 log1p = _vector_or(_fast_log1p_f32, tirx.log1p)
 
 

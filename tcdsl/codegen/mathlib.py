@@ -116,10 +116,12 @@ LOWERINGS: dict[str, Lower] = {
     "j0": _libm("j0"),
     "j1": _libm("j1"),
     "lgamma": _libm("lgamma"),
-    "log10": _intrin(tirx.log10),
+    # float32: a vectorizable formula (see f.log10); float64: tirx.log10.
+    "log10": _formula(f.log10),
     # float32: a vectorizable formula (see f.log1p); float64: tirx.log1p.
     "log1p": _formula(f.log1p),
-    "log2": _intrin(tirx.log2),
+    # float32: a vectorizable formula (see f.log2); float64: tirx.log2.
+    "log2": _formula(f.log2),
     "logb": _libm("logb"),
     "log": _formula(f.log),
     "nextafter": _intrin(tirx.nextafter),
