@@ -289,6 +289,33 @@ def _vector_or(fast: Callable, fallback: Callable) -> Callable:
     return lower
 
 
+def pow_(x: "tirx.PrimExpr", y: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+    """``pow(x, n)`` of a constant ``n`` in -1..4 as products (``x * x`` is
+    the correctly rounded square, as libm's; ``x**3`` and ``x**4`` round
+    twice, within an ulp; ``1 / x`` is exact), which vector loops keep in
+    their lanes instead of one libm call per lane (a GELU's ``pow(x, 3)``);
+    ``pow(x, 0)`` is 1, a NaN ``x`` included.  Another constant exponent calls
+    libm's ``pow`` directly (TVM warns on every ``tirx.pow`` of a constant
+    3 or more); a computed one is ``tirx.pow``."""
+    n = y.value if isinstance(y, (tirx.FloatImm, tirx.IntImm)) else None
+    if n is None:
+        return tirx.pow(x, y)
+    if n == 0:
+        return _c(1.0, dtype)
+    if n not in (-1, 1, 2, 3, 4):
+        return libm("pow")([x, y], dtype)
+
+    def power(v):
+        if n == -1:
+            return _c(1.0, dtype) / v
+        if n == 1:
+            return v
+        if n == 4:
+            return _let(dtype, v * v, lambda sq: sq * sq)
+        return v * v * v if n == 3 else v * v
+    return _let(dtype, x, power)
+
+
 def _fast_log1p_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
     """log1p(x) as ``log(u) * (x / (u - 1))`` of ``u = 1 + x`` rounded (W.
     Kahan's formula: the quotient corrects the rounding of ``u``, a few ulps

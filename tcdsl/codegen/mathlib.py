@@ -129,7 +129,8 @@ LOWERINGS: dict[str, Lower] = {
     "norm4d": _formula(sp.norm4d),
     "normcdf": _formula(sp.normcdf),
     "normcdfinv": _formula(sp.normcdfinv),
-    "pow": _intrin(tirx.pow),
+    # a constant exponent in -1..4: products (see f.pow_)
+    "pow": _formula(f.pow_),
     "rcbrt": _formula(lambda x, dt: sp.recip(f.cbrt(x, dt), dt)),
     "remainder": _libm("remainder"),
     "rhypot": _formula(lambda a, b, dt: sp.recip(sp.hypot(a, b), dt)),
