@@ -538,14 +538,14 @@ def lower(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: dict[str
           target_kind: str, options: Options):
     """isl ASTs -> a TIR PrimFunc and its signature (codegen/lower.py, with the target's
     lowering; CPU: codegen/edges.py); checked mode guards the non-affine indices."""
-    from .codegen import checks, edges
+    from .codegen import checks, edges, slots
     from .codegen.lower import lower_to_tir
 
     if options.lowering.checked and target_kind != "llvm":
         raise TcError(f"options: 'checked' is supported for target 'llvm' only, not '{target_kind}'")
     with checks.checking(options.lowering.checked):
         func, sig = lower_to_tir(model, asts, name, fixed, folds, target(target_kind).program, options)
-    func = edges.versioned(func) if target_kind == "llvm" and not options.lowering.checked else func
+    func = slots.single_slot_updates(edges.versioned(func)) if target_kind == "llvm" and not options.lowering.checked else func
     _dump("tir", func.script)
     return func, sig
 

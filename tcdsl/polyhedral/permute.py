@@ -168,6 +168,8 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
     # only the statements from the first such sum to the last are kept twice:
     # a copy of the whole program would double its code and compile time
     at = [i for i, st in enumerate(d.body) if isinstance(st, n.Comprehension) and st.span in p.dynamic]
+    if not at:  # (none of them a statement of the body itself: nothing to choose between)
+        return _rewrite(d, static)
     lo, hi = at[0], at[-1] + 1
     taken = _names(d)
     then = _rewrite(d, p, d.body[lo:hi], taken)
