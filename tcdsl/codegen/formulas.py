@@ -265,13 +265,13 @@ def _fast_log_f32(x: "tirx.PrimExpr", base: str = "e") -> "tirx.PrimExpr":
                     - _select(tiny, _c(23.0, f32), _c(0.0, f32))
 
                 def poly(r, e):
+                    def log_m(z):  # log(m), the exponent added by the caller
+                        return r + (r * z * _horner(_LOG_P, r, f32) - _c(0.5, f32) * z)
                     if base == "2":  # log(m) / ln 2, then the exponent
-                        return _let(f32, r * r, lambda z: (r + (r * z * _horner(_LOG_P, r, f32) - _c(0.5, f32) * z))
-                                    * _c(1.44269504088896341, f32) + e)
+                        return _let(f32, r * r, lambda z: log_m(z) * _c(1.44269504088896341, f32) + e)
                     if base == "10":  # log10(2) in two parts: e * the first is exact for |e| < 2**10
-                        return _let(f32, r * r, lambda z: (r + (r * z * _horner(_LOG_P, r, f32) - _c(0.5, f32) * z))
-                                    * _c(0.434294481903251828, f32) + e * _c(2.48745663981195213739e-4, f32)
-                                    + e * _c(0.30078125, f32))
+                        return _let(f32, r * r, lambda z: log_m(z) * _c(0.434294481903251828, f32)
+                                    + e * _c(2.48745663981195213739e-4, f32) + e * _c(0.30078125, f32))
                     return _let(f32, r * r, lambda z: r + (r * z * _horner(_LOG_P, r, f32) - e * _c(2.12194440e-4, f32)
                                                            - _c(0.5, f32) * z) + e * _c(0.693359375, f32))
                 return _let(f32, _select(low, m + m, m) - _c(1.0, f32), lambda r: _let(f32, e, lambda ee: poly(r, ee)))

@@ -25,19 +25,12 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
+from .edges import _ORDINARY, _is_const, _vars
 from .lower import is_if_then_else
-
-_ORDINARY = (tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL)
 
 
 def single_slot_updates(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, _one_slot)]))
-
-
-def _vars(e) -> set:
-    out: set = set()
-    tvm_ffi.structural_map(e, [(tirx.Var, lambda v: out.add(v) or v)])
-    return out
 
 
 def _branches(value):
@@ -54,14 +47,13 @@ def _slot(cond, v: tirx.Var):
     if not isinstance(cond, tirx.EQ):
         return None
     for a, b in ((cond.a, cond.b), (cond.b, cond.a)):
-        if isinstance(a, tirx.Var) and a.same_as(v) and v not in _vars(b):
+        if isinstance(a, tirx.Var) and a.same_as(v) and v not in set(_vars(b)):
             return b
     return None
 
 
 def _one_slot(f: tirx.For):
-    if f.kind not in _ORDINARY or (f.step is not None and not (isinstance(f.step, tirx.IntImm)
-                                                               and f.step.value == 1)):
+    if f.kind not in _ORDINARY or (f.step is not None and not _is_const(f.step, 1)):
         return f
     v, slots, inner, ok = f.loop_var, [], set(), [True]
 
@@ -87,7 +79,7 @@ def _one_slot(f: tirx.For):
             ok[0] = False
     walk(f.body)
     if not ok[0] or not slots or any(not tvm_ffi.structural_equal(e, slots[0]) for e in slots[1:]) \
-            or _vars(slots[0]) & inner:
+            or set(_vars(slots[0])) & inner:
         return f
     e = slots[0]
 
