@@ -78,6 +78,10 @@ def test_the_chains_temporaries():
     "def f(int32(B,I) x, int32(I,R) a, int32(R,O) b) -> (y) {\n  y(n, o) +=! x(n, i) * a(i, r) * b(r, o)\n}",
     # a sum of terms, not a product
     "def f(float(B,I) x, float(I,R) a, float(R,O) b) -> (y) {\n  y(n, o) +=! x(n, i) * a(i, r) + b(r, o)\n}",
+    # an elementwise product summed (batch norm's dgamma, channels-last): summing (n, h) first into
+    # (c, w) has as many loops and no matrix product, and runs down the tensors' rows
+    "def f(float(N,H,W,C) dy, float(N,H,W,C) x, float(C) m, float(C) r) -> (g) {\n"
+    "  g(c) +=! dy(n, h, w, c) * (x(n, h, w, c) - m(c)) * r(c)\n}",
 ])
 def test_sums_that_stay_as_written(src):
     fe = driver.frontend(src)

@@ -135,7 +135,7 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
                 continue
             inner_vars = set().union(*(fvars[i] for i in inner))  # (R1 appears in no other factor)
             cost = sorted((len(inner_vars), len(everything - r1)), reverse=True)
-            if cost[0] > len(everything) or cost[0] == len(everything) and not _reshaped(lhs, inner, inner_vars - r1):
+            if cost[0] > len(everything) or cost[0] == len(everything) and not _reshaped(lhs, [fvars[i] for i in inner], inner_vars - r1):
                 continue
             if best is None or cost < best[0]:
                 best = (cost, r1, inner_vars)
@@ -148,14 +148,19 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
     return Chain(frozenset(r1), temp, temp_vars)
 
 
-def _reshaped(lhs: list, inner: list, temp_vars: set) -> bool:
+def _reshaped(lhs: list, inner: list[set], temp_vars: set) -> bool:
     """A first sum with as many loops as the statement is still taken when
     it turns a sum into fewer than two output dimensions (a register tile
     has no columns) into a product of two factors with two or more (a
     matrix product): ``q(b) +=! x(b, i) * A(i, j) * x(b, j)``, a quadratic
     form, is ``q_c(b, j) +=! x(b, i) * A(i, j)`` then ``q(b) +=! q_c(b, j)
-    * x(b, j)``, the order of ``(x @ A * x).sum(1)``."""
-    return len(lhs) < 2 and len(inner) == 2 and len(temp_vars) >= 2
+    * x(b, j)``, the order of ``(x @ A * x).sum(1)``.  ``inner``: the two
+    factors' variables; some output of the first sum must be missing from
+    one of them (an elementwise product summed, ``dy(n, h, w, c) * xc(n, h,
+    w, c)`` into ``(c, w)``, is no matrix product: its sum over ``n, h``
+    would run down a channels-last tensor's rows, a gather per element)."""
+    return len(lhs) < 2 and len(inner) == 2 and len(temp_vars) >= 2 \
+        and any(not all(v in f for f in inner) for v in temp_vars)
 
 
 def split(e: n.Expr) -> list[tuple[str, n.Expr]]:
