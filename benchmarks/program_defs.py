@@ -10324,3 +10324,935 @@ def _h26_emb_grad(torch, a, t, s):
         y = F.embedding(idx, E, padding_idx=0)
         return torch.autograd.grad(y, E, dY)[0]
     return {"torch index_add_": index_add, "torch autograd F.embedding(padding_idx=0)": autograd}
+
+# ---------------------------------------------------------------------------
+# hunt 27: scientific computing and classic numerical methods
+# ---------------------------------------------------------------------------
+
+def _f32(x):
+    return np.array(x, np.float32)
+
+
+@program(name="2-d wave equation, leapfrog, dirichlet walls as selects, state in place, S steps (free)",
+         kind="scientific", src="""
+def wave2d(float(B,H,W) u0, float(B,H,W) v0, float c2) -> (u) {
+  u(b, i, j) = u0(b, i, j)
+  up(b, i, j) = u0(b, i, j) - v0(b, i, j)
+  for t in S {
+    un(b, i, j) = 2 * u(b, i, j) - up(b, i, j)
+                + c2 * ((i > 0 ? u(b, i - 1, j) : 0) + (i < H - 1 ? u(b, i + 1, j) : 0)
+                      + (j > 0 ? u(b, i, j - 1) : 0) + (j < W - 1 ? u(b, i, j + 1) : 0)
+                      - 4 * u(b, i, j))
+        where i in 0:H, j in 0:W
+    up(b, i, j) = u(b, i, j)
+    u(b, i, j) = un(b, i, j)
+  }
+}
+""", full=dict(B=8, H=128, W=128, S=30), tiny=dict(B=2, H=5, W=6, S=3), free=("S",),
+         inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"]), 0.1 * _n(r, s["B"], s["H"], s["W"]), _f32(0.2)])
+def _h27_wave2d(torch, a, t, s):
+    F = torch.nn.functional
+    u0, v0, c2 = t[0], t[1], float(a[2])
+
+    def run():
+        u, up = u0.clone(), u0 - v0
+        for _ in range(s["S"]):
+            p = F.pad(u, (1, 1, 1, 1))
+            lap = p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:] - 4 * u
+            u, up = 2 * u - up + c2 * lap, u
+        return u
+    return {"torch pad + slices loop": _nograd(torch, run)}
+
+
+@program(name="gray-scott reaction-diffusion, periodic (% H, % W) 5-point laplacian, for t in S",
+         kind="scientific", src="""
+def gray_scott(float(B,H,W) u0, float(B,H,W) v0, float du, float dv, float feed, float kill) -> (u, v) {
+  u(b, i, j) = u0(b, i, j)
+  v(b, i, j) = v0(b, i, j)
+  for t in S {
+    lu(b, i, j) = u(b, (i + 1) % H, j) + u(b, (i + H - 1) % H, j) + u(b, i, (j + 1) % W) + u(b, i, (j + W - 1) % W) - 4 * u(b, i, j)
+    lv(b, i, j) = v(b, (i + 1) % H, j) + v(b, (i + H - 1) % H, j) + v(b, i, (j + 1) % W) + v(b, i, (j + W - 1) % W) - 4 * v(b, i, j)
+    uvv(b, i, j) = u(b, i, j) * v(b, i, j) * v(b, i, j)
+    u(b, i, j) = u(b, i, j) + du * lu(b, i, j) - uvv(b, i, j) + feed * (1 - u(b, i, j))
+    v(b, i, j) = v(b, i, j) + dv * lv(b, i, j) + uvv(b, i, j) - (feed + kill) * v(b, i, j)
+  }
+}
+""", full=dict(B=2, H=256, W=256, S=20), tiny=dict(B=2, H=4, W=6, S=3), free=("S",),
+         inputs=lambda r, s: [(1 - 0.3 * r.random((s["B"], s["H"], s["W"]))).astype(np.float32),
+                              (0.3 * r.random((s["B"], s["H"], s["W"]))).astype(np.float32),
+                              _f32(0.16), _f32(0.08), _f32(0.035), _f32(0.065)],
+         pick=lambda r: np.stack(r))
+def _h27_gray_scott(torch, a, t, s):
+    u0, v0 = t[0], t[1]
+    du, dv, feed, kill = (float(x) for x in a[2:])
+
+    def lap(z):
+        return (torch.roll(z, -1, 1) + torch.roll(z, 1, 1) + torch.roll(z, -1, 2) + torch.roll(z, 1, 2) - 4 * z)
+
+    def run():
+        u, v = u0.clone(), v0.clone()
+        for _ in range(s["S"]):
+            lu, lv = lap(u), lap(v)
+            uvv = u * v * v
+            u = u + du * lu - uvv + feed * (1 - u)
+            v = v + dv * lv + uvv - (feed + kill) * v
+        return torch.stack((u, v))
+    return {"torch roll loop": _nograd(torch, run)}
+
+
+@program(name="lorenz-63 rk4 integration of N independent trajectories, where-bound stages, S steps (free)",
+         kind="scientific", src="""
+def lorenz_rk4(float(N) xs, float(N) ys, float(N) zs, float sigma, float rho, float beta, float dt) -> (x, y, z) {
+  x(n) = xs(n)
+  y(n) = ys(n)
+  z(n) = zs(n)
+  for t in S {
+    k1x(n) = sigma * (y(n) - x(n))
+    k1y(n) = x(n) * (rho - z(n)) - y(n)
+    k1z(n) = x(n) * y(n) - beta * z(n)
+    k2x(n) = sigma * (py - px) where px = x(n) + 0.5 * dt * k1x(n), py = y(n) + 0.5 * dt * k1y(n)
+    k2y(n) = px * (rho - pz) - py where px = x(n) + 0.5 * dt * k1x(n), py = y(n) + 0.5 * dt * k1y(n), pz = z(n) + 0.5 * dt * k1z(n)
+    k2z(n) = px * py - beta * pz where px = x(n) + 0.5 * dt * k1x(n), py = y(n) + 0.5 * dt * k1y(n), pz = z(n) + 0.5 * dt * k1z(n)
+    k3x(n) = sigma * (py - px) where px = x(n) + 0.5 * dt * k2x(n), py = y(n) + 0.5 * dt * k2y(n)
+    k3y(n) = px * (rho - pz) - py where px = x(n) + 0.5 * dt * k2x(n), py = y(n) + 0.5 * dt * k2y(n), pz = z(n) + 0.5 * dt * k2z(n)
+    k3z(n) = px * py - beta * pz where px = x(n) + 0.5 * dt * k2x(n), py = y(n) + 0.5 * dt * k2y(n), pz = z(n) + 0.5 * dt * k2z(n)
+    k4x(n) = sigma * (py - px) where px = x(n) + dt * k3x(n), py = y(n) + dt * k3y(n)
+    k4y(n) = px * (rho - pz) - py where px = x(n) + dt * k3x(n), py = y(n) + dt * k3y(n), pz = z(n) + dt * k3z(n)
+    k4z(n) = px * py - beta * pz where px = x(n) + dt * k3x(n), py = y(n) + dt * k3y(n), pz = z(n) + dt * k3z(n)
+    x(n) = x(n) + dt / 6 * (k1x(n) + 2 * k2x(n) + 2 * k3x(n) + k4x(n))
+    y(n) = y(n) + dt / 6 * (k1y(n) + 2 * k2y(n) + 2 * k3y(n) + k4y(n))
+    z(n) = z(n) + dt / 6 * (k1z(n) + 2 * k2z(n) + 2 * k3z(n) + k4z(n))
+  }
+}
+""", full=dict(N=65536, S=12), tiny=dict(N=5, S=3), free=("S",),
+         inputs=lambda r, s: [(5 * _n(r, s["N"])).astype(np.float32), (5 * _n(r, s["N"])).astype(np.float32),
+                              (25 + 5 * _n(r, s["N"])).astype(np.float32),
+                              _f32(10.0), _f32(28.0), _f32(8.0 / 3.0), _f32(0.01)],
+         pick=lambda r: np.stack(r))
+def _h27_lorenz_rk4(torch, a, t, s):
+    sigma, rho, beta, dt = (float(v) for v in a[3:])
+
+    def f(x, y, z):
+        return sigma * (y - x), x * (rho - z) - y, x * y - beta * z
+
+    def run():
+        x, y, z = t[0].clone(), t[1].clone(), t[2].clone()
+        for _ in range(s["S"]):
+            k1 = f(x, y, z)
+            k2 = f(x + 0.5 * dt * k1[0], y + 0.5 * dt * k1[1], z + 0.5 * dt * k1[2])
+            k3 = f(x + 0.5 * dt * k2[0], y + 0.5 * dt * k2[1], z + 0.5 * dt * k2[2])
+            k4 = f(x + dt * k3[0], y + dt * k3[1], z + dt * k3[2])
+            x = x + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+            y = y + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+            z = z + dt / 6 * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+        return torch.stack((x, y, z))
+    return {"torch elementwise loop": _nograd(torch, run)}
+
+
+@program(name="fput-beta chain, velocity verlet, fixed ends via bond extensions d(b, i) (select), S steps (free)",
+         kind="scientific", src="""
+def fput_verlet(float(B,N) q0, float(B,N) p0, float beta, float dt) -> (q, p) {
+  q(b, i) = q0(b, i)
+  p(b, i) = p0(b, i)
+  d(b, i) = (i < N ? q(b, i) : 0) - (i > 0 ? q(b, i - 1) : 0) where i in 0:N+1
+  f(b, i) = (dr + beta * dr * dr * dr) - (dl + beta * dl * dl * dl) where dr = d(b, i + 1), dl = d(b, i)
+  for t in S {
+    p(b, i) = p(b, i) + 0.5 * dt * f(b, i)
+    q(b, i) = q(b, i) + dt * p(b, i)
+    d(b, i) = (i < N ? q(b, i) : 0) - (i > 0 ? q(b, i - 1) : 0) where i in 0:N+1
+    f(b, i) = (dr + beta * dr * dr * dr) - (dl + beta * dl * dl * dl) where dr = d(b, i + 1), dl = d(b, i)
+    p(b, i) = p(b, i) + 0.5 * dt * f(b, i)
+  }
+}
+""", full=dict(B=64, N=1024, S=50), tiny=dict(B=2, N=5, S=3), free=("S",),
+         inputs=lambda r, s: [(0.3 * _n(r, s["B"], s["N"])).astype(np.float32),
+                              (0.3 * _n(r, s["B"], s["N"])).astype(np.float32), _f32(0.5), _f32(0.05)],
+         pick=lambda r: np.stack(r))
+def _h27_fput(torch, a, t, s):
+    F = torch.nn.functional
+    beta, dt = float(a[2]), float(a[3])
+
+    def force(q):
+        d = torch.diff(F.pad(q, (1, 1)), dim=1)
+        g = d + beta * d * d * d
+        return g[:, 1:] - g[:, :-1]
+
+    def run():
+        q, p = t[0].clone(), t[1].clone()
+        f = force(q)
+        for _ in range(s["S"]):
+            p = p + 0.5 * dt * f
+            q = q + dt * p
+            f = force(q)
+            p = p + 0.5 * dt * f
+        return torch.stack((q, p))
+    return {"torch pad + diff loop": _nograd(torch, run)}
+
+
+def _ising_inputs(r, s):
+    B, H, W, S = s["B"], s["H"], s["W"], s["S"]
+    s0 = np.where(r.random((B, H, W)) < 0.5, -1.0, 1.0).astype(np.float32)
+    # uniforms on a 1/1024 grid (cell centres): never within rounding of an acceptance probability
+    u = ((np.floor(r.random((S, B, H, W)) * 1024) + 0.5) / 1024).astype(np.float32)
+    return [s0, u, _f32(0.4)]
+
+
+@program(name="ising checkerboard metropolis sweeps on a torus (% neighbours, (i + j) % 2 == c colour loop)",
+         kind="scientific", src="""
+def ising_sweeps(float(B,H,W) s0, float(S,B,H,W) u, float beta) -> (s) {
+  s(b, i, j) = s0(b, i, j)
+  for t in S {
+    for c in 0:2 {
+      nb(b, i, j) = s(b, (i + 1) % H, j) + s(b, (i + H - 1) % H, j) + s(b, i, (j + 1) % W) + s(b, i, (j + W - 1) % W)
+      s(b, i, j) = (i + j) % 2 == c && u(t, b, i, j) < exp(-2 * beta * s(b, i, j) * nb(b, i, j)) ? -s(b, i, j) : s(b, i, j)
+    }
+  }
+}
+""", full=dict(B=4, H=192, W=192, S=8), tiny=dict(B=2, H=4, W=6, S=3), inputs=_ising_inputs)
+def _h27_ising(torch, a, t, s):
+    s0, u, beta = t[0], t[1], float(a[2])
+    H, W = s["H"], s["W"]
+    ii = torch.arange(H)[:, None] + torch.arange(W)[None, :]
+    colour = [(ii % 2 == c) for c in range(2)]
+
+    def run():
+        x = s0.clone()
+        for k in range(u.shape[0]):
+            for c in range(2):
+                nb = torch.roll(x, -1, 1) + torch.roll(x, 1, 1) + torch.roll(x, -1, 2) + torch.roll(x, 1, 2)
+                flip = colour[c] & (u[k] < torch.exp(-2 * beta * x * nb))
+                x = torch.where(flip, -x, x)
+        return x
+    return {"torch roll + where loop": _nograd(torch, run)}
+
+
+@program(name="black-scholes call and put prices (erf cdf), chained where bindings d1, d2",
+         kind="scientific", src="""
+def black_scholes(float(N) spot, float(N) strike, float(N) tau, float r, float vol) -> (call, put) {
+  call(n) = spot(n) * 0.5 * (1 + erf(d1 * 0.7071067811865476)) - strike(n) * exp(-r * tau(n)) * 0.5 * (1 + erf(d2 * 0.7071067811865476))
+    where sq = vol * sqrt(tau(n)), d1 = (log(spot(n) / strike(n)) + (r + 0.5 * vol * vol) * tau(n)) / sq, d2 = d1 - sq
+  put(n) = strike(n) * exp(-r * tau(n)) * 0.5 * (1 - erf(d2 * 0.7071067811865476)) - spot(n) * 0.5 * (1 - erf(d1 * 0.7071067811865476))
+    where sq = vol * sqrt(tau(n)), d1 = (log(spot(n) / strike(n)) + (r + 0.5 * vol * vol) * tau(n)) / sq, d2 = d1 - sq
+}
+""", full=dict(N=1048576), tiny=dict(N=7),
+         inputs=lambda r, s: [(50 + 100 * r.random(s["N"])).astype(np.float32),
+                              (50 + 100 * r.random(s["N"])).astype(np.float32),
+                              (0.1 + 1.9 * r.random(s["N"])).astype(np.float32), _f32(0.03), _f32(0.25)],
+         pick=lambda r: np.stack(r))
+def _h27_black_scholes(torch, a, t, s):
+    spot, strike, tau = t[0], t[1], t[2]
+    r, vol = float(a[3]), float(a[4])
+
+    def run():
+        sq = vol * torch.sqrt(tau)
+        d1 = (torch.log(spot / strike) + (r + 0.5 * vol * vol) * tau) / sq
+        d2 = d1 - sq
+        disc = strike * torch.exp(-r * tau)
+        call = spot * torch.special.ndtr(d1) - disc * torch.special.ndtr(d2)
+        put = disc * torch.special.ndtr(-d2) - spot * torch.special.ndtr(-d1)
+        return torch.stack((call, put))
+    return {"torch special.ndtr": _nograd(torch, run)}
+
+
+@program(name="monte-carlo arithmetic asian call from given normals z(T, P): gbm path in place, running sum",
+         kind="scientific", src="""
+def asian_mc(float(T,P) z, float s0, float strike, float r, float vol, float dt) -> (pay, price) {
+  sp(p) = s0 where exists z(0, p)
+  for t in T {
+    sp(p) = sp(p) * exp((r - 0.5 * vol * vol) * dt + vol * sqrt(dt) * z(t, p))
+    acc(p) += sp(p)
+  }
+  pay(p) = exp(-r * dt * T) * fmax(acc(p) / T - strike, 0)
+  price +=! pay(p) / P
+}
+""", full=dict(T=64, P=65536), tiny=dict(T=3, P=5),
+         inputs=lambda r, s: [_n(r, s["T"], s["P"]), _f32(100.0), _f32(100.0), _f32(0.03), _f32(0.2),
+                              _f32(1.0 / 64)],
+         pick=lambda r: np.concatenate([r[0].ravel(), np.atleast_1d(r[1])]))
+def _h27_asian(torch, a, t, s):
+    z = t[0]
+    s0, strike, r, vol, dt = (float(v) for v in a[1:])
+    T = s["T"]
+
+    def run():
+        logs = torch.cumsum((r - 0.5 * vol * vol) * dt + vol * (dt ** 0.5) * z, dim=0)
+        avg = (s0 * torch.exp(logs)).mean(0)
+        pay = np.exp(-r * dt * T) * torch.clamp(avg - strike, min=0)
+        return torch.cat((pay, pay.mean().reshape(1)))
+    return {"torch cumsum + exp": _nograd(torch, run)}
+
+
+@program(name="holt linear-trend exponential smoothing of (B, T) series, one-step forecasts, for t in 1:T",
+         kind="scientific", src="""
+def holt(float(B,T) y, float alpha, float beta) -> (fc) {
+  lv(b) = y(b, 0)
+  tr(b) = y(b, 1) - y(b, 0)
+  for t in 1:T {
+    fc(b, t) = lv(b) + tr(b)
+    lp(b) = lv(b)
+    lv(b) = alpha * y(b, t) + (1 - alpha) * (lv(b) + tr(b))
+    tr(b) = beta * (lv(b) - lp(b)) + (1 - beta) * tr(b)
+  }
+}
+""", full=dict(B=4096, T=256), tiny=dict(B=3, T=5),
+         inputs=lambda r, s: [np.cumsum(_n(r, s["B"], s["T"]), axis=1).astype(np.float32), _f32(0.3), _f32(0.1)])
+def _h27_holt(torch, a, t, s):
+    y = t[0]
+    alpha, beta = float(a[1]), float(a[2])
+
+    def run():
+        B, T = y.shape
+        yt = y.t().contiguous()
+        fc = torch.zeros(T, B)
+        lv, tr = yt[0].clone(), yt[1] - yt[0]
+        for k in range(1, T):
+            fc[k] = lv + tr
+            lp = lv
+            lv = alpha * yt[k] + (1 - alpha) * (lv + tr)
+            tr = beta * (lv - lp) + (1 - beta) * tr
+        return fc.t()
+    return {"torch loop over time": _nograd(torch, run)}
+
+
+@program(name="l2-regularised logistic regression, S full-batch gradient steps (free), w in place",
+         kind="scientific", src="""
+def logreg_gd(float(N,D) X, float(N) y, float(D) w0, float lr, float lam) -> (w) {
+  w(d) = w0(d)
+  for it in S {
+    z(n) +=! X(n, d) * w(d)
+    g(n) = sigmoid(z(n)) - y(n)
+    gr(d) +=! X(n, d) * g(n)
+    w(d) = w(d) - lr * (gr(d) / N + lam * w(d))
+  }
+}
+""", full=dict(N=8192, D=256, S=20), tiny=dict(N=7, D=3, S=3), free=("S",),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), (r.random(s["N"]) < 0.5).astype(np.float32),
+                              _w(r, s["D"]), _f32(0.5), _f32(1e-3)])
+def _h27_logreg(torch, a, t, s):
+    X, y, w0 = t[0], t[1], t[2]
+    lr, lam = float(a[3]), float(a[4])
+    N = X.shape[0]
+
+    def run():
+        w = w0.clone()
+        for _ in range(s["S"]):
+            g = torch.sigmoid(X @ w) - y
+            w = w - lr * (X.t() @ g / N + lam * w)
+        return w
+    return {"torch matvec loop": _nograd(torch, run)}
+
+
+@program(name="gaussian mixture e-step, diagonal covariances: responsibilities (log-sum-exp) + mean log-likelihood",
+         kind="scientific", src="""
+def gmm_estep(float(N,D) X, float(K,D) mu, float(K,D) var, float(K) logpi) -> (resp, ll) {
+  lc(k) +=! log(var(k, d))
+  q(n, k) +=! (X(n, d) - mu(k, d)) * (X(n, d) - mu(k, d)) / var(k, d)
+  lp(n, k) = logpi(k) - 0.5 * (q(n, k) + lc(k) + D * 1.8378770664093453)
+  m(n) max=! lp(n, k)
+  se(n) +=! exp(lp(n, k) - m(n))
+  lse(n) = m(n) + log(se(n))
+  resp(n, k) = exp(lp(n, k) - lse(n))
+  ll +=! lse(n) / N
+}
+""", full=dict(N=65536, D=32, K=16), tiny=dict(N=5, D=3, K=4),
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["K"], s["D"]),
+                              (0.5 + 1.5 * r.random((s["K"], s["D"]))).astype(np.float32),
+                              np.log(np.full(s["K"], 1.0 / s["K"])).astype(np.float32)],
+         pick=lambda r: np.concatenate([r[0].ravel(), np.atleast_1d(r[1])]))
+def _h27_gmm(torch, a, t, s):
+    X, mu, var, logpi = t
+    D = X.shape[1]
+    const = D * float(np.log(2 * np.pi))
+
+    def finish(q):
+        lp = logpi - 0.5 * (q + torch.log(var).sum(1) + const)
+        lse = torch.logsumexp(lp, dim=1)
+        resp = torch.exp(lp - lse[:, None])
+        return torch.cat((resp.reshape(-1), lse.mean().reshape(1)))
+
+    def expanded():
+        iv = 1.0 / var
+        q = (X * X) @ iv.t() - 2 * X @ (mu * iv).t() + (mu * mu * iv).sum(1)
+        return finish(q)
+
+    def broadcast():
+        return finish((((X[:, None, :] - mu) ** 2) / var).sum(-1))
+    return {"torch matmul expansion": _nograd(torch, expanded), "torch broadcast": _nograd(torch, broadcast)}
+
+
+def _thomas_inputs(r, s):
+    B, N = s["B"], s["N"]
+    a = (r.random((B, N)) * 2 - 1).astype(np.float32)
+    c = (r.random((B, N)) * 2 - 1).astype(np.float32)
+    bd = (4 + r.random((B, N))).astype(np.float32)
+    d = _n(r, B, N)
+    return [a, bd, c, d]
+
+
+@program(name="thomas tridiagonal solve batched over B systems (B, N): forward sweep, then reversed writes x(b, N - 1 - r)",
+         kind="scientific", src="""
+def thomas(float(B,N) a, float(B,N) bd, float(B,N) c, float(B,N) d) -> (x) {
+  for i in N {
+    if i == 0 {
+      cp(b, i) = c(b, i) / bd(b, i)
+      dp(b, i) = d(b, i) / bd(b, i)
+    } else {
+      den(b) = bd(b, i) - a(b, i) * cp(b, i - 1)
+      cp(b, i) = c(b, i) / den(b)
+      dp(b, i) = (d(b, i) - a(b, i) * dp(b, i - 1)) / den(b)
+    }
+  }
+  for r in N {
+    if r == 0 { x(b, N - 1 - r) = dp(b, N - 1 - r) }
+    else      { x(b, N - 1 - r) = dp(b, N - 1 - r) - cp(b, N - 1 - r) * x(b, N - r) }
+  }
+}
+""", full=dict(B=16384, N=96), tiny=dict(B=3, N=5), inputs=_thomas_inputs)
+def _h27_thomas(torch, a, t, s):
+    def run():
+        A, Bd, C, Dd = (v.t().contiguous() for v in t)
+        N = A.shape[0]
+        cp, dp = torch.empty_like(A), torch.empty_like(A)
+        cp[0] = C[0] / Bd[0]
+        dp[0] = Dd[0] / Bd[0]
+        for i in range(1, N):
+            den = Bd[i] - A[i] * cp[i - 1]
+            cp[i] = C[i] / den
+            dp[i] = (Dd[i] - A[i] * dp[i - 1]) / den
+        x = torch.empty_like(A)
+        x[N - 1] = dp[N - 1]
+        for i in range(N - 2, -1, -1):
+            x[i] = dp[i] - cp[i] * x[i + 1]
+        return x.t()
+    return {"torch loop over rows (transposed)": _nograd(torch, run)}
+
+
+@program(name="3-d poisson residual f + lap(u) (7-point, zero dirichlet selects) and its squared norm per grid",
+         kind="scientific", src="""
+def poisson3d_residual(float(B,D,H,W) u, float(B,D,H,W) f, float ih2) -> (res, nrm) {
+  res(b, i, j, k) = f(b, i, j, k) + ih2 * ((i > 0 ? u(b, i - 1, j, k) : 0) + (i < D - 1 ? u(b, i + 1, j, k) : 0)
+                                        + (j > 0 ? u(b, i, j - 1, k) : 0) + (j < H - 1 ? u(b, i, j + 1, k) : 0)
+                                        + (k > 0 ? u(b, i, j, k - 1) : 0) + (k < W - 1 ? u(b, i, j, k + 1) : 0)
+                                        - 6 * u(b, i, j, k))
+      where i in 0:D, j in 0:H, k in 0:W
+  nrm(b) +=! res(b, i, j, k) * res(b, i, j, k)
+}
+""", full=dict(B=4, D=80, H=80, W=80), tiny=dict(B=2, D=3, H=4, W=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["D"], s["H"], s["W"]), _n(r, s["B"], s["D"], s["H"], s["W"]),
+                              _f32(0.25)],
+         pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]))
+def _h27_poisson3d(torch, a, t, s):
+    F = torch.nn.functional
+    u, f, ih2 = t[0], t[1], float(a[2])
+    w = torch.zeros(1, 1, 3, 3, 3)
+    w[0, 0, 1, 1, 0] = w[0, 0, 1, 1, 2] = w[0, 0, 1, 0, 1] = w[0, 0, 1, 2, 1] = w[0, 0, 0, 1, 1] = w[0, 0, 2, 1, 1] = 1
+    w[0, 0, 1, 1, 1] = -6
+    w = w * ih2
+
+    def finish(res):
+        return torch.cat((res.reshape(-1), (res * res).sum((1, 2, 3))))
+
+    def conv():
+        return finish(f + F.conv3d(u[:, None], w, padding=1)[:, 0])
+
+    def slices():
+        p = F.pad(u, (1, 1, 1, 1, 1, 1))
+        lap = (p[:, :-2, 1:-1, 1:-1] + p[:, 2:, 1:-1, 1:-1] + p[:, 1:-1, :-2, 1:-1] + p[:, 1:-1, 2:, 1:-1]
+               + p[:, 1:-1, 1:-1, :-2] + p[:, 1:-1, 1:-1, 2:] - 6 * u)
+        return finish(f + ih2 * lap)
+    return {"torch conv3d": _nograd(torch, conv), "torch pad + slices": _nograd(torch, slices)}
+
+
+@program(name="cloud-in-cell charge deposition on a periodic 1-d grid of G cells (free), int32 cells, two select sums",
+         kind="scientific", src="""
+def cic_deposit(float(N) x, float(N) q) -> (rho) {
+  g(n) = x(n) * G
+  c0(n) = int32(floor(g(n)))
+  c1(n) = (c0(n) + 1) % G
+  fr(n) = g(n) - floor(g(n))
+  rho(v) +=! (c0(n) == v ? q(n) * (1 - fr(n)) : 0) where v in 0:G
+  rho(v) += (c1(n) == v ? q(n) * fr(n) : 0) where v in 0:G
+}
+""", full=dict(N=1048576, G=4096), tiny=dict(N=9, G=4), free=("G",),
+         inputs=lambda r, s: [r.random(s["N"]).astype(np.float32), (0.5 + r.random(s["N"])).astype(np.float32)])
+def _h27_cic(torch, a, t, s):
+    x, q = t[0], t[1]
+    G = s["G"]
+
+    def run():
+        g = x * G
+        fl = torch.floor(g)
+        c0 = fl.long()
+        fr = g - fl
+        rho = torch.zeros(G)
+        rho.index_add_(0, c0, q * (1 - fr))
+        rho.index_add_(0, (c0 + 1) % G, q * fr)
+        return rho
+    return {"torch index_add_": _nograd(torch, run)}
+
+
+@program(name="clenshaw recurrence for a chebyshev series at N points, reversed coefficients a(D - 1 - r)",
+         kind="scientific", src="""
+def clenshaw(float(N) x, float(D) a) -> (y) {
+  b1(n) = 0 where exists x(n)
+  b2(n) = 0 where exists x(n)
+  for r in 0:D-1 {
+    bn(n) = a(D - 1 - r) + 2 * x(n) * b1(n) - b2(n)
+    b2(n) = b1(n)
+    b1(n) = bn(n)
+  }
+  y(n) = a(0) + x(n) * b1(n) - b2(n)
+}
+""", full=dict(N=1048576, D=16), tiny=dict(N=7, D=4),
+         inputs=lambda r, s: [(2 * r.random(s["N"]) - 1).astype(np.float32),
+                              (_n(r, s["D"]) / (1 + np.arange(s["D"]))).astype(np.float32)])
+def _h27_clenshaw(torch, a, t, s):
+    x, c = t[0], t[1]
+    D = c.shape[0]
+
+    def loop():
+        b1, b2 = torch.zeros_like(x), torch.zeros_like(x)
+        for k in range(D - 1, 0, -1):
+            b1, b2 = c[k] + 2 * x * b1 - b2, b1
+        return c[0] + x * b1 - b2
+
+    def basis():
+        k = torch.arange(D, dtype=x.dtype)
+        return torch.special.chebyshev_polynomial_t(x[:, None], k) @ c
+    return {"torch clenshaw loop": _nograd(torch, loop), "torch special.chebyshev_polynomial_t @ a": _nograd(torch, basis)}
+
+
+# ---------------------------------------------------------------- helpers (hunt 28)
+
+def _h28_boxes(rng, n, size=640.0, lo=8.0, hi=160.0):
+    """xyxy boxes inside a size x size image."""
+    xy = rng.uniform(0, size - hi, (n, 2))
+    wh = rng.uniform(lo, hi, (n, 2))
+    return np.concatenate([xy, xy + wh], 1).astype(np.float32)
+
+
+def _h28_lengths(rng, b, maxlen):
+    return rng.integers(0, maxlen + 1, b).astype(np.int32)
+
+
+def _h28_bag_inputs(r, s):
+    lens = _h28_lengths(r, s["B"], s["L"])
+    nnz = int(lens.sum())
+    return [r.integers(0, s["V"], nnz).astype(np.int32), r.uniform(0, 1, nnz).astype(np.float32),
+            lens, _n(r, s["V"], s["D"])]
+
+
+def _h28_sorted_gid(r, n, g):
+    # every graph gets at least one node, ids sorted
+    gid = np.concatenate([np.arange(g), r.integers(0, g, n - g)])
+    return np.sort(gid).astype(np.int32)
+
+
+# ---------------------------------------------------------------- 1. factorization machine
+
+@program(name="factorization machine logit (int32 field ids, 2nd-order sum-square trick)", kind="recsys", src="""
+def fm(int32(B,F) ids, float(V,K) E, float(V) w, float bias) -> (y) {
+  s(b, k) +=! E(ids(b, f), k)
+  q(b) +=! E(ids(b, f), k) * E(ids(b, f), k)
+  p(b) +=! s(b, k) * s(b, k)
+  lin(b) +=! w(ids(b, f))
+  y(b) = bias + lin(b) + 0.5 * (p(b) - q(b))
+}
+""", full=dict(B=8192, F=39, K=16, V=200000), tiny=dict(B=3, F=4, K=5, V=11),
+    inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["F"])).astype(np.int32), _n(r, s["V"], s["K"]) * 0.1,
+                         _n(r, s["V"]) * 0.1, np.array(0.3, np.float32)])
+def _h28_fm(torch, a, t, s):
+    F = torch.nn.functional
+    ids, E, w, bias = t
+
+    def run():
+        e = F.embedding(ids, E)
+        sm = e.sum(1)
+        return bias + w[ids].sum(1) + 0.5 * (sm.pow(2) - e.pow(2).sum(1)).sum(1)
+    return {"F.embedding + sum-square": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 2. DCN-v2 cross network
+
+@program(name="dcn-v2 cross network, 3 layers x0*(W x+b)+x, (out,in) weights, + logit", kind="recsys", src="""
+def dcn_cross(float(B,D) x0, float(L,D,D) W, float(L,D) bias, float(D) wo) -> (logit) {
+  for l in L {
+    if l == 0 { z(b, i) +=! W(l, i, j) * x0(b, j) }
+    else      { z(b, i) +=! W(l, i, j) * xs(l - 1, b, j) }
+    if l == 0 { xs(l, b, i) = x0(b, i) * (z(b, i) + bias(l, i)) + x0(b, i) }
+    else      { xs(l, b, i) = x0(b, i) * (z(b, i) + bias(l, i)) + xs(l - 1, b, i) }
+  }
+  logit(b) +=! xs(L - 1, b, i) * wo(i)
+}
+""", full=dict(B=4096, D=256, L=3), tiny=dict(B=3, D=5, L=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["L"], s["D"], s["D"]) * 0.5, _n(r, s["L"], s["D"]) * 0.1,
+                         _w(r, s["D"])])
+def _h28_dcn(torch, a, t, s):
+    F = torch.nn.functional
+    x0, W, bias, wo = t
+
+    def run():
+        x = x0
+        for l in range(W.shape[0]):
+            x = x0 * F.linear(x, W[l], bias[l]) + x
+        return x @ wo
+    return {"F.linear loop": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 3. two-tower in-batch softmax
+
+@program(name="two-tower in-batch negatives softmax loss (l2-normalized towers, temperature)", kind="recsys", src="""
+def two_tower(float(B,D) u, float(B,D) v, float tau) -> (loss) {
+  nu(b) +=! u(b, d) * u(b, d)
+  nv(b) +=! v(b, d) * v(b, d)
+  s(i, j) +=! u(i, d) * v(j, d)
+  lg(i, j) = s(i, j) / (fmax(sqrt(nu(i)), 1e-12) * fmax(sqrt(nv(j)), 1e-12) * tau)
+  mx(i) max=! lg(i, j)
+  se(i) +=! exp(lg(i, j) - mx(i))
+  loss +=! (log(se(i)) + mx(i) - lg(i, i)) / B
+}
+""", full=dict(B=2048, D=128), tiny=dict(B=5, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["B"], s["D"]), np.array(0.05, np.float32)])
+def _h28_two_tower(torch, a, t, s):
+    F = torch.nn.functional
+    u, v, tau = t
+    labels = torch.arange(u.shape[0])
+
+    def run():
+        lg = F.normalize(u, dim=1) @ F.normalize(v, dim=1).T / tau
+        return F.cross_entropy(lg, labels)
+    return {"F.normalize + mm + F.cross_entropy": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 4. NeuMF
+
+@program(name="neumf: gmf + mlp over concatenated user/item embeddings (int32 ids)", kind="recsys", src="""
+def neumf(int32(B) uid, int32(B) iid, float(NU,D) Ug, float(NI,D) Ig, float(NU,D) Um, float(NI,D) Im,
+          float(H, 2 * D) W1, float(H) b1, float(H2, H) W2, float(H2) b2,
+          float(D) wg, float(H2) wm, float bo) -> (p) {
+  h1(b, j) +=! Um(uid(b), k) * W1(j, k)
+  h1(b, j) += Im(iid(b), k) * W1(j, D + k)
+  h1(b, j) = max(h1(b, j) + b1(j), 0)
+  h2(b, o) +=! h1(b, j) * W2(o, j)
+  h2(b, o) = max(h2(b, o) + b2(o), 0)
+  g(b) +=! Ug(uid(b), k) * Ig(iid(b), k) * wg(k)
+  m(b) +=! h2(b, o) * wm(o)
+  p(b) = sigmoid(g(b) + m(b) + bo)
+}
+""", full=dict(B=8192, D=64, H=256, H2=128, NU=50000, NI=20000), tiny=dict(B=3, D=4, H=5, H2=3, NU=7, NI=6),
+    inputs=lambda r, s: [r.integers(0, s["NU"], s["B"]).astype(np.int32), r.integers(0, s["NI"], s["B"]).astype(np.int32),
+                         _n(r, s["NU"], s["D"]) * 0.3, _n(r, s["NI"], s["D"]) * 0.3,
+                         _n(r, s["NU"], s["D"]) * 0.3, _n(r, s["NI"], s["D"]) * 0.3,
+                         _w(r, s["H"], 2 * s["D"]), _n(r, s["H"]) * 0.1, _w(r, s["H2"], s["H"]), _n(r, s["H2"]) * 0.1,
+                         _w(r, s["D"]), _w(r, s["H2"]), np.array(-0.2, np.float32)])
+def _h28_neumf(torch, a, t, s):
+    F = torch.nn.functional
+    uid, iid, Ug, Ig, Um, Im, W1, b1, W2, b2, wg, wm, bo = t
+
+    def run():
+        gmf = F.embedding(uid, Ug) * F.embedding(iid, Ig)
+        h = torch.cat([F.embedding(uid, Um), F.embedding(iid, Im)], 1)
+        h = F.relu(F.linear(h, W1, b1))
+        h = F.relu(F.linear(h, W2, b2))
+        return torch.sigmoid(gmf @ wg + h @ wm + bo)
+    return {"F.embedding + cat + F.linear": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 5. embedding bag, per-sample weights, int32 lengths
+
+@program(name="embedding bag sum with per-sample weights, bags from int32 lengths (scan offsets)", kind="recsys", src="""
+def ebag(int32(NNZ) ids, float(NNZ) psw, int32(B) lens, float(V,D) E) -> (out) {
+  cs(i) = lens(i)
+  cs(i) = lens(i) + (i > 0 ? cs(i - 1) : 0) where i in 0:B
+  out(b, d) +=! j < lens(b) ? psw(cs(b) - lens(b) + j) * E(ids(cs(b) - lens(b) + j), d) : 0 where j in 0:L
+}
+""", full=dict(B=16384, L=64, V=100000, D=64), tiny=dict(B=4, L=3, V=7, D=5), free=("L",),
+    inputs=_h28_bag_inputs)
+def _h28_ebag(torch, a, t, s):
+    F = torch.nn.functional
+    ids, psw, lens, E = t
+
+    def run():
+        offs = (torch.cumsum(lens, 0) - lens).to(torch.int32)
+        return F.embedding_bag(ids, E, offs, mode="sum", per_sample_weights=psw)
+    return {"F.embedding_bag(per_sample_weights)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 6. graph readout by segment
+
+@program(name="graph readout: segment mean + max by sorted int32 graph ids, then linear (G free)", kind="graph", src="""
+def readout(int32(N) gid, float(N,D) x, float(O, 2 * D) W, float(O) bo) -> (y) {
+  cnt(g) +=! gid(n) == g ? 1.0 : 0.0 where g in 0:G
+  sm(g, d) +=! gid(n) == g ? x(n, d) : 0 where g in 0:G
+  mx(g, d) max=! gid(n) == g ? x(n, d) : -inf where g in 0:G
+  y(g, o) +=! sm(g, d) / fmax(cnt(g), 1.0) * W(o, d)
+  y(g, o) += mx(g, d) * W(o, D + d)
+  y(g, o) = y(g, o) + bo(o)
+}
+""", full=dict(N=32768, D=128, O=64, G=64), tiny=dict(N=9, D=3, O=2, G=3), free=("G",),
+    inputs=lambda r, s: [_h28_sorted_gid(r, s["N"], s["G"]), _n(r, s["N"], s["D"]), _w(r, s["O"], 2 * s["D"]),
+                         _n(r, s["O"]) * 0.1])
+def _h28_readout(torch, a, t, s):
+    F = torch.nn.functional
+    gid, x, W, bo = t
+    G = s["G"]
+
+    def run():
+        g64 = gid.long()
+        cnt = torch.bincount(g64, minlength=G).clamp(min=1).to(x.dtype)
+        sm = x.new_zeros(G, x.shape[1]).index_add_(0, gid, x)
+        mx = x.new_zeros(G, x.shape[1]).scatter_reduce_(0, g64[:, None].expand_as(x), x, "amax", include_self=False)
+        return F.linear(torch.cat([sm / cnt[:, None], mx], 1), W, bo)
+    return {"index_add_ + scatter_reduce_(amax) + F.linear": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 7. GraphSAGE max-pool
+
+@program(name="graphsage max-pool aggregator, fixed-degree int32 neighbour list, l2-normalized", kind="graph", src="""
+def sage_pool(float(N,D) x, int32(N,K) nbr, float(P,D) Wp, float(P) bp, float(H,D) Ws, float(H,P) Wn,
+              float(H) bh) -> (out) {
+  pz(n, q) +=! x(n, d) * Wp(q, d)
+  pz(n, q) = max(pz(n, q) + bp(q), 0)
+  ag(n, q) max=! pz(nbr(n, k), q)
+  h(n, o) +=! x(n, d) * Ws(o, d)
+  h(n, o) += ag(n, q) * Wn(o, q)
+  h(n, o) = max(h(n, o) + bh(o), 0)
+  nrm(n) +=! h(n, o) * h(n, o)
+  out(n, o) = h(n, o) / fmax(sqrt(nrm(n)), 1e-12)
+}
+""", full=dict(N=4096, K=16, D=128, P=128, H=128), tiny=dict(N=6, K=3, D=4, P=5, H=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["N"], (s["N"], s["K"])).astype(np.int32),
+                         _w(r, s["P"], s["D"]), _n(r, s["P"]) * 0.1, _w(r, s["H"], s["D"]), _w(r, s["H"], s["P"]),
+                         _n(r, s["H"]) * 0.1])
+def _h28_sage_pool(torch, a, t, s):
+    F = torch.nn.functional
+    x, nbr, Wp, bp, Ws, Wn, bh = t
+
+    def run():
+        pz = F.relu(F.linear(x, Wp, bp))
+        ag = pz[nbr].amax(1)
+        h = F.relu(F.linear(x, Ws) + F.linear(ag, Wn, bh))
+        return F.normalize(h, dim=1)
+    return {"F.linear + gather amax + F.normalize": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 8. message passing with edge features
+
+@program(name="mpnn layer: edge-feature messages relu(W x_src + U e), scatter-add by int32 dst", kind="graph", src="""
+def mpnn(float(N,D) x, int32(E) src, int32(E) dst, float(E,DE) ea, float(H,D) Wn, float(H,DE) We,
+         float(H) bm, float(H,D) Wself) -> (out) {
+  m(e, h) +=! x(src(e), d) * Wn(h, d)
+  m(e, h) += ea(e, c) * We(h, c)
+  m(e, h) = max(m(e, h) + bm(h), 0)
+  agg(n, h) +=! dst(e) == n ? m(e, h) : 0 where n in 0:N
+  out(n, h) +=! x(n, d) * Wself(h, d)
+  out(n, h) = out(n, h) + agg(n, h)
+}
+""", full=dict(N=8192, E=32768, D=64, DE=16, H=64), tiny=dict(N=5, E=9, D=3, DE=2, H=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["N"], s["E"]).astype(np.int32),
+                         r.integers(0, s["N"], s["E"]).astype(np.int32), _n(r, s["E"], s["DE"]),
+                         _w(r, s["H"], s["D"]), _w(r, s["H"], s["DE"]), _n(r, s["H"]) * 0.1, _w(r, s["H"], s["D"])])
+def _h28_mpnn(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, ea, Wn, We, bm, Wself = t
+
+    def run():
+        m = F.relu(F.linear(x[src], Wn) + F.linear(ea, We, bm))
+        return F.linear(x, Wself).index_add_(0, dst, m)
+    return {"gather + F.linear + index_add_": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 9. pairwise IoU
+
+@program(name="pairwise iou matrix of two xyxy box sets (where-bound intersection)", kind="vision", src="""
+def box_iou(float(N,4) a, float(M,4) b) -> (iou) {
+  aa(i) = (a(i, 2) - a(i, 0)) * (a(i, 3) - a(i, 1))
+  ab(j) = (b(j, 2) - b(j, 0)) * (b(j, 3) - b(j, 1))
+  iou(i, j) = inter / (aa(i) + ab(j) - inter)
+    where iw = max(min(a(i, 2), b(j, 2)) - max(a(i, 0), b(j, 0)), 0),
+          ih = max(min(a(i, 3), b(j, 3)) - max(a(i, 1), b(j, 1)), 0),
+          inter = iw * ih
+}
+""", full=dict(N=1500, M=1500), tiny=dict(N=4, M=5),
+    inputs=lambda r, s: [_h28_boxes(r, s["N"]), _h28_boxes(r, s["M"])])
+def _h28_box_iou(torch, a, t, s):
+    A, B = t
+
+    def run():
+        area1 = (A[:, 2] - A[:, 0]) * (A[:, 3] - A[:, 1])
+        area2 = (B[:, 2] - B[:, 0]) * (B[:, 3] - B[:, 1])
+        lt = torch.max(A[:, None, :2], B[:, :2])
+        rb = torch.min(A[:, None, 2:], B[:, 2:])
+        wh = (rb - lt).clamp(min=0)
+        inter = wh[..., 0] * wh[..., 1]
+        return inter / (area1[:, None] + area2 - inter)
+    return {"torchvision box_iou formula": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 10. box decoding + top-1 class
+
+@program(name="retinanet post-process: decode anchors+deltas (clamped dw/dh, clipped) + top-1 class/score", kind="vision", src="""
+def decode_top1(float(A,4) anc, float(B,A,4) dl, float(B,A,C) logit, float imw, float imh) -> (box, score, cls) {
+  aw(a) = anc(a, 2) - anc(a, 0)
+  ah(a) = anc(a, 3) - anc(a, 1)
+  box(b, a, c) = fmin(fmax(ctr + (c < 2 ? -0.5 : 0.5) * sz, 0), c % 2 == 0 ? imw : imh)
+    where ctr = c % 2 == 0 ? anc(a, 0) + 0.5 * aw(a) + dl(b, a, 0) * aw(a)
+                           : anc(a, 1) + 0.5 * ah(a) + dl(b, a, 1) * ah(a),
+          sz = c % 2 == 0 ? exp(fmin(dl(b, a, 2), 4.135166556742356)) * aw(a)
+                          : exp(fmin(dl(b, a, 3), 4.135166556742356)) * ah(a),
+          c in 0:4
+  best(b, a) max=! logit(b, a, k)
+  score(b, a) = sigmoid(best(b, a))
+  cls(b, a) argmax=! logit(b, a, k)
+}
+""", full=dict(B=4, A=20000, C=80), tiny=dict(B=2, A=5, C=3),
+    inputs=lambda r, s: [_h28_boxes(r, s["A"]), (_n(r, s["B"], s["A"], 4) * 0.5), _n(r, s["B"], s["A"], s["C"]) * 2,
+                         np.array(640.0, np.float32), np.array(600.0, np.float32)],
+    pick=lambda r: np.concatenate([r[0], r[1][..., None], r[2][..., None].astype(np.float32)], -1))
+def _h28_decode_top1(torch, a, t, s):
+    anc, dl, logit, imw, imh = t
+    clip = 4.135166556742356
+
+    def run():
+        w = anc[:, 2] - anc[:, 0]
+        h = anc[:, 3] - anc[:, 1]
+        cx = anc[:, 0] + 0.5 * w
+        cy = anc[:, 1] + 0.5 * h
+        pcx = dl[..., 0] * w + cx
+        pcy = dl[..., 1] * h + cy
+        pw = torch.exp(dl[..., 2].clamp(max=clip)) * w
+        ph = torch.exp(dl[..., 3].clamp(max=clip)) * h
+        x1 = (pcx - 0.5 * pw).clamp(min=0).minimum(imw)
+        y1 = (pcy - 0.5 * ph).clamp(min=0).minimum(imh)
+        x2 = (pcx + 0.5 * pw).clamp(min=0).minimum(imw)
+        y2 = (pcy + 0.5 * ph).clamp(min=0).minimum(imh)
+        best, idx = logit.max(-1)
+        return torch.stack([x1, y1, x2, y2, torch.sigmoid(best), idx.to(torch.float32)], -1)
+    return {"torch decode + max(-1)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 11. bilinear resize, align_corners=True, NHWC
+
+@program(name="bilinear resize align_corners=True, channels-last (N,H,W,C) -> (N,OH,OW,C) free", kind="vision", src="""
+def resize_ac(float(N,H,W,C) x) -> (y) {
+  y(n, i, j, c) = (1 - ly) * ((1 - lx) * x(n, ya, xa, c) + lx * x(n, ya, xb, c))
+                + ly * ((1 - lx) * x(n, yb, xa, c) + lx * x(n, yb, xb, c))
+    where sy = float(i) * float(H - 1) / float(OH - 1),
+          sx = float(j) * float(W - 1) / float(OW - 1),
+          ya = int32(sy), xa = int32(sx),
+          yb = min(ya + 1, H - 1), xb = min(xa + 1, W - 1),
+          ly = sy - float(ya), lx = sx - float(xa),
+          i in 0:OH, j in 0:OW
+}
+""", full=dict(N=16, H=64, W=64, C=64, OH=127, OW=127), tiny=dict(N=2, H=3, W=4, C=2, OH=5, OW=7), free=("OH", "OW"),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"])])
+def _h28_resize_ac(torch, a, t, s):
+    F = torch.nn.functional
+    x, = t
+    size = (s["OH"], s["OW"])
+
+    def run():
+        return F.interpolate(x.permute(0, 3, 1, 2), size=size, mode="bilinear", align_corners=True).permute(0, 2, 3, 1)
+    return {"F.interpolate (channels_last memory)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 12. ROI sampling at float coordinates
+
+@program(name="roi-align-like sampling: PxP bin centres per roi, bilinear, border-clamped (P free)", kind="vision", src="""
+def roi_sample(float(C,H,W) f, float(R,4) roi) -> (out) {
+  out(r, c, py, px) = (1 - wy) * ((1 - wx) * f(c, yl, xl) + wx * f(c, yl, xh))
+                    + wy * ((1 - wx) * f(c, yh, xl) + wx * f(c, yh, xh))
+    where sy = fmin(fmax(roi(r, 1) + (float(py) + 0.5) * (roi(r, 3) - roi(r, 1)) / float(P), 0.0), float(H - 1)),
+          sx = fmin(fmax(roi(r, 0) + (float(px) + 0.5) * (roi(r, 2) - roi(r, 0)) / float(P), 0.0), float(W - 1)),
+          yl = int32(floor(sy)), xl = int32(floor(sx)),
+          yh = min(yl + 1, H - 1), xh = min(xl + 1, W - 1),
+          wy = sy - float(yl), wx = sx - float(xl),
+          py in 0:P, px in 0:P
+}
+""", full=dict(C=256, H=50, W=50, R=512, P=7), tiny=dict(C=2, H=5, W=6, R=3, P=2), free=("P",),
+    inputs=lambda r, s: [_n(r, s["C"], s["H"], s["W"]),
+                         (_h28_boxes(r, s["R"], size=1.0, lo=0.05, hi=0.6) * np.array([s["W"], s["H"], s["W"], s["H"]])
+                          - 0.5).astype(np.float32)])
+def _h28_roi_sample(torch, a, t, s):
+    F = torch.nn.functional
+    f, roi = t
+    P = s["P"]
+    C, H, W = f.shape
+    steps = (torch.arange(P, dtype=torch.float32) + 0.5) / P
+
+    def run():
+        sy = roi[:, 1, None] + steps * (roi[:, 3] - roi[:, 1])[:, None]          # (R, P)
+        sx = roi[:, 0, None] + steps * (roi[:, 2] - roi[:, 0])[:, None]
+        gy = (sy * (2.0 / (H - 1)) - 1)[:, :, None].expand(-1, P, P)
+        gx = (sx * (2.0 / (W - 1)) - 1)[:, None, :].expand(-1, P, P)
+        grid = torch.stack([gx, gy], -1).reshape(1, -1, P * P, 2)
+        o = F.grid_sample(f[None], grid, mode="bilinear", padding_mode="border", align_corners=True)
+        return o[0].reshape(C, -1, P, P).permute(1, 0, 2, 3)
+    return {"F.grid_sample(border, align_corners=True)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 13. FCOS targets
+
+@program(name="fcos targets: min-area gt per point (argmin), ltrb regression + centre-ness", kind="vision", src="""
+def fcos_targets(float(P,2) pt, float(G,4) gt) -> (reg, ctr) {
+  area(g) = (gt(g, 2) - gt(g, 0)) * (gt(g, 3) - gt(g, 1))
+  amin(p) min=! inside ? area(g) : inf
+    where inside = pt(p, 0) > gt(g, 0) && pt(p, 1) > gt(g, 1) && pt(p, 0) < gt(g, 2) && pt(p, 1) < gt(g, 3)
+  best(p) argmin=! inside ? area(g) : inf
+    where inside = pt(p, 0) > gt(g, 0) && pt(p, 1) > gt(g, 1) && pt(p, 0) < gt(g, 2) && pt(p, 1) < gt(g, 3)
+  reg(p, c) = amin(p) < inf ? (c < 2 ? pt(p, c) - gt(best(p), c) : gt(best(p), c) - pt(p, c - 2)) : 0
+    where c in 0:4
+  ctr(p) = amin(p) < inf ? sqrt(fmin(l, r) / fmax(l, r) * (fmin(t, bt) / fmax(t, bt))) : 0
+    where l = reg(p, 0), t = reg(p, 1), r = reg(p, 2), bt = reg(p, 3)
+}
+""", full=dict(P=8000, G=64), tiny=dict(P=12, G=3),
+    inputs=lambda r, s: [r.uniform(0, 640, (s["P"], 2)).astype(np.float32), _h28_boxes(r, s["G"], lo=40.0, hi=400.0)],
+    pick=lambda r: np.concatenate([r[0], r[1][:, None]], 1))
+def _h28_fcos(torch, a, t, s):
+    pt, gt = t
+    rows = torch.arange(pt.shape[0])
+
+    def run():
+        x, y = pt[:, 0, None], pt[:, 1, None]
+        ltrb = torch.stack([x - gt[:, 0], y - gt[:, 1], gt[:, 2] - x, gt[:, 3] - y], -1)   # (P, G, 4)
+        inside = ltrb.amin(-1) > 0
+        area = (gt[:, 2] - gt[:, 0]) * (gt[:, 3] - gt[:, 1])
+        am = torch.where(inside, area, torch.full_like(area, float("inf")))
+        best = am.argmin(1)
+        has = inside.any(1)
+        reg = torch.where(has[:, None], ltrb[rows, best], torch.zeros(()))
+        l, tt, r, b = reg.unbind(1)
+        c = torch.sqrt(torch.minimum(l, r) / torch.maximum(l, r) * (torch.minimum(tt, b) / torch.maximum(tt, b)))
+        return torch.cat([reg, torch.where(has, c, torch.zeros(()))[:, None]], 1)
+    return {"broadcast ltrb + argmin + gather": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- 14. matrix NMS (gaussian soft decay)
+
+@program(name="matrix nms gaussian score decay (solov2), boxes sorted by score, upper-triangular iou", kind="vision", src="""
+def matrix_nms(float(N,4) bx, float(N) sc, float sigma) -> (out) {
+  area(i) = (bx(i, 2) - bx(i, 0)) * (bx(i, 3) - bx(i, 1))
+  iou(i, j) = i < j ? inter / (area(i) + area(j) - inter) : 0
+    where inter = max(min(bx(i, 2), bx(j, 2)) - max(bx(i, 0), bx(j, 0)), 0)
+                * max(min(bx(i, 3), bx(j, 3)) - max(bx(i, 1), bx(j, 1)), 0)
+  cmax(j) max=! iou(i, j)
+  dec(j) min=! exp(-sigma * iou(i, j) * iou(i, j)) / exp(-sigma * cmax(i) * cmax(i))
+  out(j) = sc(j) * dec(j)
+}
+""", full=dict(N=1200), tiny=dict(N=7),
+    inputs=lambda r, s: [_h28_boxes(r, s["N"], size=320.0, lo=20.0, hi=120.0),
+                         np.sort(r.uniform(0, 1, s["N"]))[::-1].astype(np.float32).copy(), np.array(2.0, np.float32)])
+def _h28_matrix_nms(torch, a, t, s):
+    bx, sc, sigma = t
+
+    def run():
+        area = (bx[:, 2] - bx[:, 0]) * (bx[:, 3] - bx[:, 1])
+        lt = torch.max(bx[:, None, :2], bx[:, :2])
+        rb = torch.min(bx[:, None, 2:], bx[:, 2:])
+        wh = (rb - lt).clamp(min=0)
+        inter = wh[..., 0] * wh[..., 1]
+        ious = (inter / (area[:, None] + area - inter)).triu(diagonal=1)
+        cmax = ious.max(0).values
+        decay = (torch.exp(-sigma * ious ** 2) / torch.exp(-sigma * cmax[:, None] ** 2)).min(0).values
+        return sc * decay
+    return {"mmdet matrix_nms (gaussian)": _nograd(torch, run)}
