@@ -545,7 +545,7 @@ def lower(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: dict[str
         raise TcError(f"options: 'checked' is supported for target 'llvm' only, not '{target_kind}'")
     with checks.checking(options.lowering.checked):
         func, sig = lower_to_tir(model, asts, name, fixed, folds, target(target_kind).program, options)
-    func = slots.single_slot_updates(edges.versioned(func)) if target_kind == "llvm" and not options.lowering.checked else func
+    func = slots.select_loops(edges.versioned(func)) if target_kind == "llvm" and not options.lowering.checked else func
     _dump("tir", func.script)
     return func, sig
 

@@ -7,7 +7,7 @@ it::
 
 is a loop over every slot ``s`` whose every store writes back the value it
 loads, except at ``s == E`` (``E = t % W``, the same for all of them).
-:func:`single_slot_updates` turns such a loop into that one iteration, under
+:func:`select_loops` turns such a loop into that one iteration, under
 the test that ``E`` is one of the loop's values::
 
     if 0 <= E < W { kb(E, b, d) = k(t, b, d) }
@@ -18,19 +18,35 @@ streaming attention over a ring of 64 slots rewrote both of its buffers at
 every step: a third of its time.  Applied to a loop (serial or parallel) whose
 body holds only loops and such stores (of ``if_then_else`` or a select),
 each with the same ``E``, free of the loop variables of the body.
+
+Sums up to a length.  A bag or a sequence summed up to its own length,
+as users write it::
+
+    out(b, d) +=! j < lens(b) ? psw(off(b) + j) * E(ids(off(b) + j), d) : 0 where j in 0:L
+
+runs ``j`` over all ``L`` steps, adding zeros past ``lens(b)``.
+:func:`_to_length` ends such a reduction loop at the largest of the lengths
+its stores test (a register tile's rows each test their own): a loop whose
+body holds only loops and stores ``A[i] = A[i] + select(j < X, v, 0)`` (an
+``if_then_else`` too, ``j`` the loop's variable, ``X`` free of it, the
+condition possibly one term of a conjunction) runs ``j`` up to ``max(X)``
+over the values of the inner unrolled loops ``X`` depends on.  The steps
+dropped added exact zeros; the conditions stay.
 """
 from __future__ import annotations
 
 import tvm
 import tvm_ffi
-from tvm import tirx
+from tvm import sym, tirx
 
 from .edges import _ORDINARY, _is_const, _vars
 from .lower import is_if_then_else
 
 
-def single_slot_updates(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, _one_slot)]))
+def select_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with its loops of one slot's updates as that slot and its sums
+    up to a length as the loops to that length (:func:`_to_length`)."""
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _to_length(_one_slot(f)))]))
 
 
 def _branches(value):
@@ -89,3 +105,70 @@ def _one_slot(f: tirx.For):
     body = tvm_ffi.structural_map(f.body, [(tirx.BufferStore, taken)])
     body = tvm_ffi.structural_map(body, [(tirx.Var, lambda x: e if x.same_as(v) else x)])
     return tirx.IfThenElse(tirx.all(e >= f.min, e < f.min + f.extent), body, None)
+
+
+# at most this many copies of a length over the inner loops it depends on (a tile's rows)
+MAX_LENGTHS = 16
+
+
+def _length(cond, v: tirx.Var):
+    """``X`` where ``cond`` (or a term of its conjunction) is ``v < X``,
+    ``X > v``, ``v <= X - 1`` ..., with ``X`` free of ``v``; else None."""
+    if isinstance(cond, tirx.And):
+        return _length(cond.a, v) or _length(cond.b, v)
+    for kind, lo_hi, plus in ((tirx.LT, True, 0), (tirx.GT, False, 0), (tirx.LE, True, 1), (tirx.GE, False, 1)):
+        if isinstance(cond, kind):
+            lo, hi = (cond.a, cond.b) if lo_hi else (cond.b, cond.a)
+            if isinstance(lo, tirx.Var) and lo.same_as(v) and v not in set(_vars(hi)):
+                return hi + plus if plus else hi
+    return None
+
+
+def _to_length(f):
+    if not isinstance(f, tirx.For) or f.kind not in _ORDINARY or (f.step is not None and not _is_const(f.step, 1)):
+        return f
+    v, lengths, inner, ok = f.loop_var, [], [], [True]  # inner: [(loop variable, constant extent or None)]
+
+    def walk(s):
+        if not ok[0]:
+            return
+        if isinstance(s, tirx.SeqStmt):
+            for x in s.seq:
+                walk(x)
+        elif isinstance(s, tirx.For):
+            inner.append((s.loop_var, s.extent.value if isinstance(s.extent, tirx.IntImm) and _is_const(s.min, 0)
+                          and s.kind != tirx.ForKind.VECTORIZED else None))
+            walk(s.body)
+        elif isinstance(s, tirx.BufferStore) and isinstance(s.value, tirx.Add):
+            for acc, term in ((s.value.a, s.value.b), (s.value.b, s.value.a)):
+                parts = _branches(term)
+                if isinstance(acc, tvm.ir.TensorLoad) and acc.source.same_as(s.buffer) and parts is not None \
+                        and tvm_ffi.structural_equal(list(acc.indices), list(s.indices)) \
+                        and isinstance(parts[2], (tirx.FloatImm, tirx.IntImm)) and parts[2].value == 0:
+                    x = _length(parts[0], v)
+                    if x is not None:
+                        lengths.append(x)
+                        return
+            ok[0] = False
+        else:
+            ok[0] = False
+    walk(f.body)
+    if not ok[0] or not lengths:
+        return f
+    copies = []
+    for x in lengths:
+        over = [(u, n) for u, n in inner if any(u.same_as(w) for w in _vars(x))]
+        if any(n is None for _, n in over):
+            return f
+        subs = [[]]
+        for u, n in over:
+            subs = [d + [(u, tirx.const(i, "int32"))] for d in subs for i in range(n)]
+        if len(copies) + len(subs) > MAX_LENGTHS:
+            return f
+        for d in subs:
+            copies.append(tvm_ffi.structural_map(x, [(tirx.Var, lambda w, d=d: next((c for u, c in d if u.same_as(w)), w))]))
+    end = copies[0]
+    for x in copies[1:]:
+        end = tirx.max(end, x)
+    extent = sym.Analyzer().simplify(tirx.min(f.extent, tirx.max(end - f.min, 0)))
+    return tirx.For(v, f.min, extent, f.kind, f.body, f.thread_binding, f.annotations, f.step)
