@@ -240,7 +240,7 @@ def _gathered(program: n.Program, entry: str | None, checked: CheckedDef, ranges
 
     from .polyhedral import gather
 
-    out = _rewritten("gathered", program, entry, checked, ranges, model, lambda: gather.plan(checked), gather.rewrite)
+    out = _rewritten("gathered", program, entry, checked, ranges, model, lambda: gather.plan(checked, ranges), gather.rewrite)
     if out[4] is None:
         return out[:4]
     try:

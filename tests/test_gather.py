@@ -143,3 +143,83 @@ def test_gathered_copies_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# heads split by index arithmetic, with the head count and width free sizes (not
+# factors of a declared dimension): reads h * DH + d are not affine
+HEADS = """
+def att(float(B,L,D3) qkv, float(D,D) Wo) -> (y) {
+  s(b, h, i, j) +=! qkv(b, i, h * DH + d) * qkv(b, j, D + h * DH + d) where h in 0:NH, d in 0:DH
+  o(b, h, i, d) +=! s(b, h, i, j) * qkv(b, j, 2 * D + h * DH + d) where d in 0:DH
+  y(b, i, n) +=! o(b, h, i, d) * Wo(n, h * DH + d)
+}"""
+# ViT patches: token n at row n / GW, column n % GW of a grid of P x P patches
+PATCHES = """
+def patches(float(B,C,H,W) img, float(E,C,P,P) w) -> (pe) {
+  pe(b, n, e) +=! img(b, c, (n / (W / P)) * P + py, (n % (W / P)) * P + px) * w(e, c, py, px)
+      where n in 0:NP
+}"""
+# overlapping windows l * S + k (k in 0:K, S a free stride) and a division alone
+# would copy elements many times: left as written
+OVERLAP = """
+def conv(float(B,C,N) x, float(O,C,K) w, float(S) g) -> (y) {
+  y(b, o, l) +=! x(b, c, l * S + k) * w(o, c, k) * g(0) where l in 0:LO
+}"""
+KRON = """
+def kron(float(NB,F) X, float(P,P) A, float(Q) g) -> (Y) {
+  Y(b, i) +=! A(i / Q, p) * X(b, p * Q + i % Q) * g(i % Q) where i in 0:F
+}"""
+
+
+def test_digit_reads_are_copied_as_views():
+    names = _tensors(HEADS)
+    assert {"qkv_g", "qkv_g2", "qkv_g3", "Wo_g"} <= set(names), names
+    assert "img_g" in _tensors(PATCHES)
+    assert not [t for t in _tensors(OVERLAP) + _tensors(KRON) if t.endswith("_g")]
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_heads_by_index_arithmetic_match_numpy(mode):
+    k = tcdsl.compile(HEADS, tuning_db=False, specialize=mode)
+    rng = np.random.default_rng(7)
+    for B, L, NH, DH in ((2, 5, 3, 4), (1, 17, 2, 16), (3, 8, 4, 8)):
+        D = NH * DH
+        qkv = rng.standard_normal((B, L, 3 * D)).astype(np.float32)
+        Wo = rng.standard_normal((D, D)).astype(np.float32)
+        q, kk, v = (qkv.astype(np.float64)[:, :, i * D:(i + 1) * D].reshape(B, L, NH, DH) for i in range(3))
+        s = np.einsum("bihd,bjhd->bhij", q, kk)
+        o = np.einsum("bhij,bjhd->bhid", s, v)
+        y = np.einsum("bhid,nhd->bin", o, Wo.astype(np.float64).reshape(D, NH, DH))
+        np.testing.assert_allclose(k(qkv, Wo, NH=NH, DH=DH), y, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_patches_and_left_as_written_reads_match_numpy(mode):
+    rng = np.random.default_rng(8)
+    k = tcdsl.compile(PATCHES, tuning_db=False, specialize=mode)
+    for B, C, H, W, P, E in ((2, 3, 8, 12, 4, 5), (1, 2, 6, 6, 3, 7)):
+        img = rng.standard_normal((B, C, H, W)).astype(np.float32)
+        w = rng.standard_normal((E, C, P, P)).astype(np.float32)
+        t = img.astype(np.float64).reshape(B, C, H // P, P, W // P, P)
+        want = np.einsum("bcypxq,ecpq->byxe", t, w).reshape(B, -1, E)
+        np.testing.assert_allclose(k(img, w, NP=(H // P) * (W // P)), want, rtol=1e-4, atol=1e-4)
+    conv = tcdsl.compile(OVERLAP, tuning_db=False, specialize=mode)
+    x, w = rng.standard_normal((2, 3, 20)).astype(np.float32), rng.standard_normal((4, 3, 5)).astype(np.float32)
+    S = 3
+    want = np.stack([np.einsum("bck,ock->bo", x[:, :, l * S:l * S + 5], w) for l in range((20 - 5) // S + 1)], -1)
+    np.testing.assert_allclose(conv(x, w, np.ones(S, np.float32), LO=(20 - 5) // S + 1), want, rtol=1e-4, atol=1e-4)
+    kron = tcdsl.compile(KRON, tuning_db=False, specialize=mode)
+    P_, Q = 3, 4
+    X, A = rng.standard_normal((5, P_ * Q)).astype(np.float32), rng.standard_normal((P_, P_)).astype(np.float32)
+    want = np.einsum("ip,bpq->biq", A, X.reshape(5, P_, Q)).reshape(5, -1)
+    np.testing.assert_allclose(kron(X, A, np.ones(Q, np.float32)), want, rtol=1e-4, atol=1e-4)
+
+
+def test_digit_copies_stay_inside_their_tensors():
+    cases = [{"id": f"gather-digits:{i}", "source": src, "sizes": sizes, "seed": i}
+             for i, (src, sizes) in enumerate([(HEADS, {"B": 2, "L": 5, "D3": 36, "D": 12, "NH": 3, "DH": 4}),
+                                               (PATCHES, {"B": 1, "C": 2, "H": 9, "W": 6, "P": 3, "E": 4, "NP": 6})])]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

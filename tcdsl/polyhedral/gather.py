@@ -30,9 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..sema.affine import NotAffine, to_isl
 from ..sema.check import CheckedDef
-from ..sema.ranges import RangeInfo
+from ..sema.ranges import RangeInfo, readable
 from ..syntax import nodes as n
+from ..syntax.printer import expr_to_tc
 from .hoist import same_extents, same_points
 
 
@@ -44,12 +46,14 @@ class Gather:
     span: object
     variables: tuple[str, ...]
     name: str
+    bounds: tuple = ()  # ``where`` ranges of the copy's variables the sum does not give: its inferred ones
 
 
-def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
+def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, list[Gather]]:
     """Statement span -> the reads of that sum to gather first."""
     taken = set(checked.tensors) | {p.name for p in checked.node.params}
     out: dict[object, list[Gather]] = {}
+    infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts} if ranges is not None else {}
     for s in checked.node.body:
         if not isinstance(s, n.Comprehension) or s.op not in ("+=!", "+=") or not s.reduction_vars or s.span is None:
             continue
@@ -57,8 +61,12 @@ def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
         lhs = {x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))}
         found: list[Gather] = []
         for a in n.walk(s.rhs):
-            if not isinstance(a, n.Access) or a.span is None \
-                    or not any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i)):
+            if not isinstance(a, n.Access) or a.span is None:
+                continue
+            st = infos.get((s.span, s.tensor))
+            indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
+            if not indirect and not (any(_not_affine(i) for i in a.indices) and st is not None
+                                     and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
                 continue
             if any(isinstance(x, n.Access) and x.tensor == s.tensor for x in n.walk(a)):
                 continue  # reads what the sum writes: the sum may change it while it runs
@@ -76,7 +84,12 @@ def plan(checked: CheckedDef) -> dict[object, list[Gather]]:
                 continue  # nothing to reuse it across
             name = _fresh(a.tensor + "_g", taken)
             taken.add(name)
-            found.append(Gather(a.span, variables, name))
+            # a variable only a non-affine index uses has no range there (``h`` of ``qkv(b, j, h * DH + d)``)
+            given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+            bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], st.domain.params()),
+                                             readable(st.ranges[v][1], st.domain.params()))
+                           for v in variables if not indirect and v not in given and v in st.ranges)
+            found.append(Gather(a.span, variables, name, bounds))
         if found:
             out[s.span] = found
     return out
@@ -97,7 +110,7 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 return d  # (not found in the parsed statement: the program as written)
             idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
             ranges = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in g.variables)
-            body.append(n.Comprehension(g.name, idx, "=", read, wheres=ranges, span=g.span))
+            body.append(n.Comprehension(g.name, idx, "=", read, wheres=ranges + g.bounds, span=g.span))
             rhs = _replaced(rhs, g.span, n.Call(g.name, idx, span=g.span))
         body.append(replace(s, rhs=rhs))
     return replace(d, body=tuple(body))
@@ -114,6 +127,53 @@ def _replaced(e: n.Node, span, new: n.Expr) -> n.Node:
     if isinstance(e, n.Expr) and e.span == span:
         return new
     return n.map_children(e, lambda c: _replaced(c, span, new))
+
+
+def _not_affine(e: n.Expr) -> bool:
+    """The index ``e`` moves with an index variable but is no affine
+    expression of them and the sizes: ``h * DH + d``, ``n / (W / P)``."""
+    if not any(isinstance(x, n.IndexVar) for x in n.walk(e)):
+        return False
+    try:
+        to_isl(e)
+    except NotAffine:
+        return True
+    return False
+
+
+def _digits(e: n.Expr, s: n.Comprehension, st) -> bool:
+    """The non-affine index ``e`` is two digits, ``X * M + d`` (plus terms
+    without index variables), with ``d`` ranging over ``0:M``: ``h * DH +
+    d``, ``(n / GW) * P + py``.  The copy then holds each element it reads
+    once (no larger than the tensor read); overlapping windows ``l * S + k``
+    with ``k`` in ``0:K``, or ``i / Q`` alone, would copy elements many times."""
+    terms: list[n.Expr] = []
+
+    def split(x):
+        if isinstance(x, n.Binary) and x.op == "+":
+            split(x.lhs)
+            split(x.rhs)
+        else:
+            terms.append(x)
+    split(e)
+    moving = [t for t in terms if any(isinstance(x, n.IndexVar) for x in n.walk(t))]
+    if len(moving) != 2:
+        return False
+    prod = next((t for t in moving if isinstance(t, n.Binary) and t.op == "*"), None)
+    digit = next((t for t in moving if isinstance(t, n.IndexVar)), None)
+    if prod is None or digit is None:
+        return False
+    sides = [x for x in (prod.lhs, prod.rhs) if not any(isinstance(y, n.IndexVar) for y in n.walk(x))]
+    if len(sides) != 1:
+        return False
+    where = next((w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var == digit.name), None)
+    if where is not None:
+        lo, hi = expr_to_tc(where.lo), expr_to_tc(where.hi)
+    elif digit.name in st.ranges:
+        lo, hi = (expr_to_tc(readable(b, st.domain.params())) for b in st.ranges[digit.name])
+    else:
+        return False
+    return lo == "0" and hi == expr_to_tc(sides[0])
 
 
 def _fresh(base: str, taken: set[str]) -> str:
