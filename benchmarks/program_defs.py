@@ -11256,3 +11256,454 @@ def _h28_matrix_nms(torch, a, t, s):
         decay = (torch.exp(-sigma * ious ** 2) / torch.exp(-sigma * cmax[:, None] ** 2)).min(0).values
         return sc * decay
     return {"mmdet matrix_nms (gaussian)": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- hunt 29: literal nn.Module forward() translations
+
+def _lens(r, B, T):
+    """int32 sequence lengths in [1, T], the longest one T (as a padded batch has)."""
+    l = r.integers(1, T + 1, B).astype(np.int32)
+    l[0] = T
+    return l
+
+
+def _keep(r, B, T):
+    """float key-padding mask (1 keep, 0 pad) from lengths."""
+    l = _lens(r, B, T)
+    return (np.arange(T)[None, :] < l[:, None]).astype(np.float32)
+
+
+def _avail(r, B, N):
+    """float mask of the not-yet-visited positions, at least one per row."""
+    m = (r.random((B, N)) < 0.7).astype(np.float32)
+    m[np.arange(B), r.integers(0, N, B)] = 1.0
+    return m
+
+
+@program(name="packed gru (pack_padded_sequence), state frozen past len, batch-first", kind="module", src="""
+def gru_packed(float(B,T,I) x, int32(B) lens, float(B,H) h0, float(3*H,I) W_ih, float(3*H,H) W_hh,
+               float(3*H) b_ih, float(3*H) b_hh) -> (out) {
+  for t in T {
+    gi(b, r) +=! x(b, t, k) * W_ih(r, k)
+    if t == 0 { gh(b, r) +=! h0(b, k) * W_hh(r, k) }
+    else      { gh(b, r) +=! hs(b, t - 1, k) * W_hh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + b_ih(j) + gh(b, j) + b_hh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + b_ih(H + j) + gh(b, H + j) + b_hh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + b_ih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + b_hh(2 * H + j))) where j in 0:H
+    if t == 0 { hp(b, j) = h0(b, j) }
+    else      { hp(b, j) = hs(b, t - 1, j) }
+    hs(b, t, j) = t < lens(b) ? (1 - zg(b, j)) * ng(b, j) + zg(b, j) * hp(b, j) : hp(b, j)
+    out(b, t, j) = t < lens(b) ? hs(b, t, j) : 0
+  }
+}
+""", full=dict(B=32, T=50, I=128, H=128), tiny=dict(B=3, T=4, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _lens(r, s["B"], s["T"]), _n(r, s["B"], s["H"]) * 0.5,
+                         _w(r, 3 * s["H"], s["I"]), _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]) * 0.3,
+                         _w(r, 3 * s["H"]) * 0.3])
+def _h29_gru_packed(torch, a, t, s):
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    gru = torch.nn.GRU(s["I"], s["H"], batch_first=True).eval()
+    for p, arr in zip((gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0), a[3:]):
+        _copy(torch, p, arr)
+    lens = t[1].long()
+    h0 = t[2].unsqueeze(0)
+
+    def fwd():
+        packed = pack_padded_sequence(t[0], lens, batch_first=True, enforce_sorted=False)
+        o, _ = gru(packed, h0)
+        return pad_packed_sequence(o, batch_first=True, total_length=s["T"])[0]
+    return {"torch nn.GRU packed": _nograd(torch, fwd)}
+
+
+@program(name="nn.MultiheadAttention self-attn, fused in_proj (3D,D), heads h*DH+d, key padding", kind="module", src="""
+def mha(float(B,L,D) x, float(B,L) keep, float(3*D,D) W_in, float(3*D) b_in, float(D,D) W_out, float(D) b_out) -> (y) {
+  qkv(b, l, r) +=! x(b, l, k) * W_in(r, k)
+  qkv(b, l, r) = qkv(b, l, r) + b_in(r)
+  s(b, h, i, j) +=! qkv(b, i, h * DH + d) * qkv(b, j, D + h * DH + d) where h in 0:NH, d in 0:DH
+  m(b, h, i) max=! keep(b, j) > 0 ? s(b, h, i, j) : -inf
+  e(b, h, i, j) = keep(b, j) > 0 ? exp((s(b, h, i, j) - m(b, h, i)) / sqrt(float(DH))) : 0
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * qkv(b, j, 2 * D + h * DH + d) where d in 0:DH
+  o(b, h, i, d) = o(b, h, i, d) / z(b, h, i)
+  y(b, i, n) +=! o(b, h, i, d) * W_out(n, h * DH + d)
+  y(b, i, n) = y(b, i, n) + b_out(n)
+}
+""", full=dict(B=8, L=128, D=256, NH=8, DH=32), tiny=dict(B=2, L=3, D=4, NH=2, DH=2), free=("NH", "DH"),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["D"]), _keep(r, s["B"], s["L"]), _w(r, 3 * s["D"], s["D"]),
+                         _w(r, 3 * s["D"]) * 0.1, _w(r, s["D"], s["D"]), _w(r, s["D"]) * 0.1])
+def _h29_mha(torch, a, t, s):
+    mha = torch.nn.MultiheadAttention(s["D"], s["NH"], batch_first=True).eval()
+    for p, arr in zip((mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias), a[2:]):
+        _copy(torch, p, arr)
+    pad = t[1] == 0
+    return {"torch nn.MultiheadAttention": _nograd(torch, lambda: mha(t[0], t[0], t[0], key_padding_mask=pad,
+                                                                         need_weights=False)[0])}
+
+
+@program(name="post-norm transformer ffn: LN(x + W2 gelu(W1 x + b1) + b2), erf gelu", kind="module", src="""
+def ffn(float(B,T,D) x, float(F,D) W1, float(F) b1, float(D,F) W2, float(D) b2, float(D) gamma, float(D) beta,
+        float eps) -> (y) {
+  h(b, t, f) +=! x(b, t, k) * W1(f, k)
+  g(b, t, f) = 0.5 * (h(b, t, f) + b1(f)) * (1 + erf((h(b, t, f) + b1(f)) * 0.7071067811865476))
+  r(b, t, d) +=! g(b, t, f) * W2(d, f)
+  r(b, t, d) = r(b, t, d) + b2(d) + x(b, t, d)
+  mu(b, t) +=! r(b, t, d)
+  mu(b, t) = mu(b, t) / D
+  vr(b, t) +=! (r(b, t, d) - mu(b, t)) * (r(b, t, d) - mu(b, t))
+  y(b, t, d) = (r(b, t, d) - mu(b, t)) * rsqrt(vr(b, t) / D + eps) * gamma(d) + beta(d)
+}
+""", full=dict(B=8, T=128, D=256, F=1024), tiny=dict(B=2, T=3, D=4, F=8),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _w(r, s["F"], s["D"]), _w(r, s["F"]) * 0.1,
+                         _w(r, s["D"], s["F"]), _w(r, s["D"]) * 0.1, 1 + 0.1 * _n(r, s["D"]), 0.1 * _n(r, s["D"]),
+                         np.array(1e-5, np.float32)])
+def _h29_ffn(torch, a, t, s):
+    D, F = s["D"], s["F"]
+    l1, l2, ln = torch.nn.Linear(D, F), torch.nn.Linear(F, D), torch.nn.LayerNorm(D, eps=float(a[7]))
+    for p, arr in zip((l1.weight, l1.bias, l2.weight, l2.bias, ln.weight, ln.bias), a[1:7]):
+        _copy(torch, p, arr)
+    F_ = torch.nn.functional
+    return {"torch Linear+gelu+LayerNorm": _nograd(torch, lambda: ln(t[0] + l2(F_.gelu(l1(t[0])))))}
+
+
+@program(name="conv1d(k3,p1) -> batchnorm1d eval -> relu -> maxpool1d(2), NCL", kind="module", src="""
+def conv_bn_relu_pool(float(B,C,L) x, float(O,C,3) W, float(O) bias, float(O) gamma, float(O) beta,
+                      float(O) rmean, float(O) rvar, float eps) -> (y) {
+  cv(b, o, l) +=! (l + k - 1 >= 0 && l + k - 1 < L ? x(b, c, l + k - 1) : 0) * W(o, c, k) where l in 0:L, k in 0:3
+  z(b, o, l) = max((cv(b, o, l) + bias(o) - rmean(o)) * rsqrt(rvar(o) + eps) * gamma(o) + beta(o), 0)
+  y(b, o, p) max=! z(b, o, 2 * p + q) where q in 0:2
+}
+""", full=dict(B=16, C=64, O=128, L=512), tiny=dict(B=2, C=3, O=4, L=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["O"], s["C"], 3) / np.sqrt(3).astype(np.float32),
+                         _w(r, s["O"]) * 0.1, 1 + 0.1 * _n(r, s["O"]), 0.1 * _n(r, s["O"]), 0.1 * _n(r, s["O"]),
+                         (0.5 + r.random(s["O"])).astype(np.float32), np.array(1e-5, np.float32)])
+def _h29_conv_bn_pool(torch, a, t, s):
+    nn = torch.nn
+    conv, bn = nn.Conv1d(s["C"], s["O"], 3, padding=1), nn.BatchNorm1d(s["O"], eps=float(a[7]))
+    for p, arr in zip((conv.weight, conv.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var), a[1:7]):
+        _copy(torch, p, arr)
+    block = nn.Sequential(conv, bn, nn.ReLU(), nn.MaxPool1d(2)).eval()
+    return {"torch Conv1d+BatchNorm1d+ReLU+MaxPool1d": _nograd(torch, lambda: block(t[0]))}
+
+
+@program(name="seq2seq decoder step: bahdanau attn over masked encoder, then GRUCell(cat(emb, ctx))", kind="module", src="""
+def bahdanau_gru_step(float(B,S,E) enc, float(B,S) keep, float(B,H) h, float(B,M) emb, float(A,H) Wq, float(A,E) Wk,
+                      float(A) v, float(3*H,M+E) W_ih, float(3*H,H) W_hh, float(3*H) b_ih, float(3*H) b_hh) -> (hn) {
+  q(b, a) +=! h(b, k) * Wq(a, k)
+  kp(b, s, a) +=! enc(b, s, e) * Wk(a, e)
+  sc(b, s) +=! v(a) * tanh(kp(b, s, a) + q(b, a))
+  m(b) max=! keep(b, s) > 0 ? sc(b, s) : -inf
+  w(b, s) = keep(b, s) > 0 ? exp(sc(b, s) - m(b)) : 0
+  zs(b) +=! w(b, s)
+  ctx(b, e) +=! w(b, s) * enc(b, s, e)
+  ctx(b, e) = ctx(b, e) / zs(b)
+  gi(b, r) +=! emb(b, k) * W_ih(r, k)
+  gi(b, r) += ctx(b, e) * W_ih(r, M + e)
+  gh(b, r) +=! h(b, k) * W_hh(r, k)
+  rg(b, j) = sigmoid(gi(b, j) + b_ih(j) + gh(b, j) + b_hh(j)) where j in 0:H
+  zg(b, j) = sigmoid(gi(b, H + j) + b_ih(H + j) + gh(b, H + j) + b_hh(H + j)) where j in 0:H
+  ng(b, j) = tanh(gi(b, 2 * H + j) + b_ih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + b_hh(2 * H + j))) where j in 0:H
+  hn(b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(b, j)
+}
+""", full=dict(B=32, S=64, E=512, H=512, M=256, A=256), tiny=dict(B=2, S=3, E=4, H=5, M=3, A=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["S"], s["E"]), _keep(r, s["B"], s["S"]), _n(r, s["B"], s["H"]) * 0.5,
+                         _n(r, s["B"], s["M"]), _w(r, s["A"], s["H"]), _w(r, s["A"], s["E"]), _w(r, s["A"]),
+                         _w(r, 3 * s["H"], s["M"] + s["E"]), _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"]) * 0.3,
+                         _w(r, 3 * s["H"]) * 0.3])
+def _h29_bahdanau(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    H, E, M, A = s["H"], s["E"], s["M"], s["A"]
+    Wq, Wk, v = nn.Linear(H, A, bias=False), nn.Linear(E, A, bias=False), nn.Linear(A, 1, bias=False)
+    cell = nn.GRUCell(M + E, H)
+    for p, arr in zip((Wq.weight, Wk.weight, v.weight, cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh),
+                      (a[4], a[5], a[6][None], a[7], a[8], a[9], a[10])):
+        _copy(torch, p, arr)
+    enc, keep, h, emb = t[0], t[1], t[2], t[3]
+
+    def fwd():
+        score = v(torch.tanh(Wk(enc) + Wq(h).unsqueeze(1))).squeeze(-1)
+        score = score.masked_fill(keep == 0, float("-inf"))
+        alpha = F.softmax(score, dim=-1)
+        ctx = torch.bmm(alpha.unsqueeze(1), enc).squeeze(1)
+        return cell(torch.cat([emb, ctx], dim=-1), h)
+    return {"torch Linear+softmax+bmm+GRUCell": _nograd(torch, fwd)}
+
+
+@program(name="linear-chain crf log partition (pytorch-crf _compute_normalizer), int32 lens", kind="module", src="""
+def crf_normalizer(float(B,T,K) em, int32(B) lens, float(K,K) trans, float(K) start, float(K) fin) -> (logz) {
+  for t in T {
+    if t == 0 { al(b, t, j) = start(j) + em(b, t, j) }
+    else {
+      mx(b, j) max=! al(b, t - 1, i) + trans(i, j)
+      se(b, j) +=! exp(al(b, t - 1, i) + trans(i, j) - mx(b, j))
+      al(b, t, j) = t < lens(b) ? mx(b, j) + log(se(b, j)) + em(b, t, j) : al(b, t - 1, j)
+    }
+  }
+  mf(b) max=! al(b, T - 1, j) + fin(j)
+  sf(b) +=! exp(al(b, T - 1, j) + fin(j) - mf(b))
+  logz(b) = mf(b) + log(sf(b))
+}
+""", full=dict(B=64, T=100, K=32), tiny=dict(B=3, T=4, K=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["K"]), _lens(r, s["B"], s["T"]), 0.1 * _n(r, s["K"], s["K"]),
+                         0.1 * _n(r, s["K"]), 0.1 * _n(r, s["K"])])
+def _h29_crf(torch, a, t, s):
+    em, lens, trans, start, end = t
+    mask = torch.arange(s["T"])[None, :] < lens.long()[:, None]
+
+    def fwd():
+        score = start + em[:, 0]
+        for i in range(1, s["T"]):
+            nxt = torch.logsumexp(score.unsqueeze(2) + trans + em[:, i].unsqueeze(1), dim=1)
+            score = torch.where(mask[:, i].unsqueeze(1), nxt, score)
+        return torch.logsumexp(score + end, dim=1)
+    return {"torch crf loop (logsumexp, where)": _nograd(torch, fwd)}
+
+
+@program(name="pointer-net decode step: gather prev input, LSTMCell (4H,in), masked additive pointer softmax", kind="module", src="""
+def pointer_step(float(B,N,Din) inp, int32(B) prev, float(B,N) avail, float(B,H) h, float(B,H) c, float(B,N,H) enc,
+                 float(4*H,Din) W_ih, float(4*H,H) W_hh, float(4*H) b_ih, float(4*H) b_hh,
+                 float(H,H) W1, float(H,H) W2, float(H) v) -> (p) {
+  g(b, r) +=! inp(b, prev(b), k) * W_ih(r, k)
+  g(b, r) += h(b, k) * W_hh(r, k)
+  g(b, r) = g(b, r) + b_ih(r) + b_hh(r)
+  cn(b, j) = sigmoid(g(b, H + j)) * c(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+  hn(b, j) = sigmoid(g(b, 3 * H + j)) * tanh(cn(b, j))
+  qd(b, a) +=! hn(b, k) * W2(a, k)
+  ke(b, n, a) +=! enc(b, n, k) * W1(a, k)
+  u(b, n) +=! v(a) * tanh(ke(b, n, a) + qd(b, a))
+  mx(b) max=! avail(b, n) > 0 ? u(b, n) : -inf
+  e(b, n) = avail(b, n) > 0 ? exp(u(b, n) - mx(b)) : 0
+  zs(b) +=! e(b, n)
+  p(b, n) = e(b, n) / zs(b)
+}
+""", full=dict(B=64, N=100, Din=128, H=256), tiny=dict(B=2, N=5, Din=3, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["Din"]), r.integers(0, s["N"], s["B"]).astype(np.int32),
+                         _avail(r, s["B"], s["N"]),
+                         _n(r, s["B"], s["H"]) * 0.5, _n(r, s["B"], s["H"]) * 0.5, _n(r, s["B"], s["N"], s["H"]),
+                         _w(r, 4 * s["H"], s["Din"]), _w(r, 4 * s["H"], s["H"]), _w(r, 4 * s["H"]) * 0.3,
+                         _w(r, 4 * s["H"]) * 0.3, _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _w(r, s["H"])])
+def _h29_pointer(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    H, Din = s["H"], s["Din"]
+    cell = nn.LSTMCell(Din, H)
+    W1, W2, v = nn.Linear(H, H, bias=False), nn.Linear(H, H, bias=False), nn.Linear(H, 1, bias=False)
+    for p, arr in zip((cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh, W1.weight, W2.weight, v.weight),
+                      (a[6], a[7], a[8], a[9], a[10], a[11], a[12][None])):
+        _copy(torch, p, arr)
+    inp, prev, avail, h, c, enc = t[:6]
+
+    def fwd():
+        x = inp[torch.arange(inp.shape[0]), prev.long()]
+        hn, _ = cell(x, (h, c))
+        u = v(torch.tanh(W1(enc) + W2(hn).unsqueeze(1))).squeeze(-1)
+        u = u.masked_fill(avail == 0, float("-inf"))
+        return F.softmax(u, dim=-1)
+    return {"torch LSTMCell+Linear+masked softmax": _nograd(torch, fwd)}
+
+
+@program(name="tcn TemporalBlock: conv1d(pad (k-1)d, dilation 4) + Chomp1d, x2, relu(out + x)", kind="module", src="""
+def temporal_block(float(B,C,L) x, float(C,C,3) W1, float(C) b1, float(C,C,3) W2, float(C) b2) -> (y) {
+  h1(b, o, l) +=! (l + 4 * k - 8 >= 0 ? x(b, c, l + 4 * k - 8) : 0) * W1(o, c, k) where l in 0:L, k in 0:3
+  a1(b, o, l) = max(h1(b, o, l) + b1(o), 0)
+  h2(b, o, l) +=! (l + 4 * k - 8 >= 0 ? a1(b, c, l + 4 * k - 8) : 0) * W2(o, c, k) where l in 0:L, k in 0:3
+  y(b, o, l) = max(max(h2(b, o, l) + b2(o), 0) + x(b, o, l), 0)
+}
+""", full=dict(B=16, C=128, L=512), tiny=dict(B=2, C=3, L=11),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["C"], 3) / np.float32(np.sqrt(3)),
+                         _w(r, s["C"]) * 0.1, _w(r, s["C"], s["C"], 3) / np.float32(np.sqrt(3)), _w(r, s["C"]) * 0.1])
+def _h29_tcn(torch, a, t, s):
+    nn = torch.nn
+    C = s["C"]
+    conv1 = nn.Conv1d(C, C, 3, padding=8, dilation=4)
+    conv2 = nn.Conv1d(C, C, 3, padding=8, dilation=4)
+    for p, arr in zip((conv1.weight, conv1.bias, conv2.weight, conv2.bias), a[1:]):
+        _copy(torch, p, arr)
+
+    class Chomp1d(nn.Module):
+        def forward(self, x):
+            return x[:, :, :-8].contiguous()
+    net = nn.Sequential(conv1, Chomp1d(), nn.ReLU(), conv2, Chomp1d(), nn.ReLU()).eval()
+    return {"torch Conv1d+Chomp1d TemporalBlock": _nograd(torch, lambda: torch.relu(net(t[0]) + t[0]))}
+
+
+@program(name="se-resnet tail: relu(x * sigmoid(fc2(relu(fc1(avgpool(x))))) + identity)", kind="module", src="""
+def se_residual(float(B,C,H,W) x, float(B,C,H,W) idn, float(R,C) W1, float(R) b1, float(C,R) W2, float(C) b2) -> (y) {
+  sq(b, c) +=! x(b, c, i, j)
+  sq(b, c) = sq(b, c) / (H * W)
+  e1(b, r) +=! sq(b, c) * W1(r, c)
+  e1(b, r) = max(e1(b, r) + b1(r), 0)
+  e2(b, c) +=! e1(b, r) * W2(c, r)
+  y(b, c, i, j) = max(x(b, c, i, j) * sigmoid(e2(b, c) + b2(c)) + idn(b, c, i, j), 0)
+}
+""", full=dict(B=32, C=512, H=14, W=14, R=32), tiny=dict(B=2, C=4, H=3, W=2, R=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _n(r, s["B"], s["C"], s["H"], s["W"]),
+                         _w(r, s["R"], s["C"]), _w(r, s["R"]) * 0.1, _w(r, s["C"], s["R"]), _w(r, s["C"]) * 0.1])
+def _h29_se(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    fc1, fc2 = nn.Linear(s["C"], s["R"]), nn.Linear(s["R"], s["C"])
+    for p, arr in zip((fc1.weight, fc1.bias, fc2.weight, fc2.bias), a[2:]):
+        _copy(torch, p, arr)
+    x, idn = t[0], t[1]
+
+    def fwd():
+        b, c = x.shape[:2]
+        w = F.adaptive_avg_pool2d(x, 1).view(b, c)
+        w = torch.sigmoid(fc2(F.relu(fc1(w)))).view(b, c, 1, 1)
+        return F.relu(x * w + idn)
+    return {"torch SE module": _nograd(torch, fwd)}
+
+
+@program(name="bilstm batch-first, (4H,in) gates i,f,g,o, backward direction at T-1-t, out (B,T,2H)", kind="module", src="""
+def bilstm(float(B,T,I) x, float(4*H,I) Wf_ih, float(4*H,H) Wf_hh, float(4*H) bf_ih, float(4*H) bf_hh,
+           float(4*H,I) Wb_ih, float(4*H,H) Wb_hh, float(4*H) bb_ih, float(4*H) bb_hh) -> (out) {
+  for t in T {
+    gf(b, r) +=! x(b, t, k) * Wf_ih(r, k)
+    if t > 0 { gf(b, r) += hf(b, t - 1, k) * Wf_hh(r, k) }
+    gf(b, r) = gf(b, r) + bf_ih(r) + bf_hh(r)
+    cf(b, t, j) = sigmoid(gf(b, j)) * tanh(gf(b, 2 * H + j)) + (t > 0 ? sigmoid(gf(b, H + j)) * cf(b, t - 1, j) : 0) where j in 0:H
+    hf(b, t, j) = sigmoid(gf(b, 3 * H + j)) * tanh(cf(b, t, j))
+    gb(b, r) +=! x(b, T - 1 - t, k) * Wb_ih(r, k)
+    if t > 0 { gb(b, r) += hb(b, t - 1, k) * Wb_hh(r, k) }
+    gb(b, r) = gb(b, r) + bb_ih(r) + bb_hh(r)
+    cb(b, t, j) = sigmoid(gb(b, j)) * tanh(gb(b, 2 * H + j)) + (t > 0 ? sigmoid(gb(b, H + j)) * cb(b, t - 1, j) : 0) where j in 0:H
+    hb(b, t, j) = sigmoid(gb(b, 3 * H + j)) * tanh(cb(b, t, j))
+  }
+  out(b, t, j) = hf(b, t, j)
+  out(b, t, H + j) = hb(b, T - 1 - t, j)
+}
+""", full=dict(B=16, T=64, I=128, H=128), tiny=dict(B=2, T=4, I=3, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"])] + [
+        f(r, s) for _ in range(2) for f in (lambda r, s: _w(r, 4 * s["H"], s["I"]), lambda r, s: _w(r, 4 * s["H"], s["H"]),
+                                            lambda r, s: _w(r, 4 * s["H"]) * 0.3, lambda r, s: _w(r, 4 * s["H"]) * 0.3)])
+def _h29_bilstm(torch, a, t, s):
+    lstm = torch.nn.LSTM(s["I"], s["H"], batch_first=True, bidirectional=True).eval()
+    ps = (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0,
+          lstm.weight_ih_l0_reverse, lstm.weight_hh_l0_reverse, lstm.bias_ih_l0_reverse, lstm.bias_hh_l0_reverse)
+    for p, arr in zip(ps, a[1:]):
+        _copy(torch, p, arr)
+    return {"torch nn.LSTM bidirectional": _nograd(torch, lambda: lstm(t[0])[0])}
+
+
+@program(name="attention pooling module: v^T tanh(W x + b), masked_fill(-inf), softmax, weighted sum", kind="module", src="""
+def attn_pool(float(B,T,D) x, float(B,T) mask, float(A,D) W, float(A) bw, float(A) v) -> (pooled) {
+  hx(b, t, a) +=! x(b, t, d) * W(a, d)
+  sc(b, t) +=! v(a) * tanh(hx(b, t, a) + bw(a))
+  m(b) max=! mask(b, t) > 0 ? sc(b, t) : -inf
+  e(b, t) = mask(b, t) > 0 ? exp(sc(b, t) - m(b)) : 0
+  zs(b) +=! e(b, t)
+  pooled(b, d) +=! e(b, t) * x(b, t, d)
+  pooled(b, d) = pooled(b, d) / zs(b)
+}
+""", full=dict(B=64, T=200, D=256, A=128), tiny=dict(B=3, T=4, D=5, A=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _keep(r, s["B"], s["T"]), _w(r, s["A"], s["D"]),
+                         _w(r, s["A"]) * 0.1, _w(r, s["A"])])
+def _h29_attn_pool(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    proj, v = nn.Linear(s["D"], s["A"]), nn.Linear(s["A"], 1, bias=False)
+    for p, arr in zip((proj.weight, proj.bias, v.weight), (a[2], a[3], a[4][None])):
+        _copy(torch, p, arr)
+    x, mask = t[0], t[1]
+
+    def fwd():
+        scores = v(torch.tanh(proj(x))).squeeze(-1)
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+        w = F.softmax(scores, dim=1)
+        return (w.unsqueeze(-1) * x).sum(dim=1)
+    return {"torch attention pooling": _nograd(torch, fwd)}
+
+
+@program(name="mdn head nll: log_softmax(pi), mu/sigma Linear(D,K*O) viewed (K,O), exp sigma, Normal.log_prob", kind="module", src="""
+def mdn_nll(float(B,D) hid, float(B,O) y, float(K,D) Wpi, float(K) bpi, float(KO,D) Wmu, float(KO) bmu,
+            float(KO,D) Wsg, float(KO) bsg) -> (nll) {
+  lp(b, k) +=! hid(b, d) * Wpi(k, d)
+  lp(b, k) = lp(b, k) + bpi(k)
+  mp(b) max=! lp(b, k)
+  sp(b) +=! exp(lp(b, k) - mp(b))
+  mu(b, r) +=! hid(b, d) * Wmu(r, d)
+  mu(b, r) = mu(b, r) + bmu(r)
+  sg(b, r) +=! hid(b, d) * Wsg(r, d)
+  sg(b, r) = exp(sg(b, r) + bsg(r))
+  zz(b, k, o) = (y(b, o) - mu(b, k * O + o)) / sg(b, k * O + o) where k in 0:K
+  lq(b, k, o) = -0.5 * zz(b, k, o) * zz(b, k, o) - log(sg(b, k * O + o)) - 0.9189385332046727
+  lg(b, k) +=! lq(b, k, o)
+  lw(b, k) = lp(b, k) - mp(b) - log(sp(b)) + lg(b, k)
+  m2(b) max=! lw(b, k)
+  s2(b) +=! exp(lw(b, k) - m2(b))
+  nll(b) = -(m2(b) + log(s2(b)))
+}
+""", full=dict(B=2048, D=256, K=8, O=16, KO=128), tiny=dict(B=3, D=4, K=2, O=3, KO=6),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["B"], s["O"]), _w(r, s["K"], s["D"]), _w(r, s["K"]) * 0.1,
+                         _w(r, s["KO"], s["D"]), _w(r, s["KO"]) * 0.1, _w(r, s["KO"], s["D"]) * 0.3, _w(r, s["KO"]) * 0.1])
+def _h29_mdn(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    D, K, O = s["D"], s["K"], s["O"]
+    pi, mu, sigma = nn.Linear(D, K), nn.Linear(D, K * O), nn.Linear(D, K * O)
+    for p, arr in zip((pi.weight, pi.bias, mu.weight, mu.bias, sigma.weight, sigma.bias), a[2:]):
+        _copy(torch, p, arr)
+    hid, y = t[0], t[1]
+
+    def fwd():
+        log_pi = F.log_softmax(pi(hid), dim=-1)
+        m = mu(hid).view(-1, K, O)
+        sg = torch.exp(sigma(hid)).view(-1, K, O)
+        lp = torch.distributions.Normal(m, sg, validate_args=False).log_prob(y.unsqueeze(1)).sum(-1)
+        return -torch.logsumexp(log_pi + lp, dim=-1)
+    return {"torch MDN (Normal.log_prob)": _nograd(torch, fwd)}
+
+
+@program(name="highway network, ModuleList of Linear pairs (out,in) stacked by layer, layers as a for", kind="module", src="""
+def highway_stack(float(B,D) x, float(L,D,D) Wh, float(L,D) bh, float(L,D,D) Wt, float(L,D) bt) -> (y) {
+  for l in L {
+    if l == 0 {
+      hh(b, j) +=! x(b, k) * Wh(l, j, k)
+      tg(b, j) +=! x(b, k) * Wt(l, j, k)
+      ys(l, b, j) = sigmoid(tg(b, j) + bt(l, j)) * max(hh(b, j) + bh(l, j), 0) + (1 - sigmoid(tg(b, j) + bt(l, j))) * x(b, j)
+    } else {
+      hh(b, j) +=! ys(l - 1, b, k) * Wh(l, j, k)
+      tg(b, j) +=! ys(l - 1, b, k) * Wt(l, j, k)
+      ys(l, b, j) = sigmoid(tg(b, j) + bt(l, j)) * max(hh(b, j) + bh(l, j), 0) + (1 - sigmoid(tg(b, j) + bt(l, j))) * ys(l - 1, b, j)
+    }
+  }
+  y(b, j) = ys(L - 1, b, j)
+}
+""", full=dict(B=128, D=512, L=4), tiny=dict(B=2, D=4, L=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _w(r, s["L"], s["D"], s["D"]), _w(r, s["L"], s["D"]) * 0.1,
+                         _w(r, s["L"], s["D"], s["D"]), (_w(r, s["L"], s["D"]) * 0.1 - 1).astype(np.float32)])
+def _h29_highway(torch, a, t, s):
+    nn, F = torch.nn, torch.nn.functional
+    D, L = s["D"], s["L"]
+    H = nn.ModuleList([nn.Linear(D, D) for _ in range(L)])
+    G = nn.ModuleList([nn.Linear(D, D) for _ in range(L)])
+    for l in range(L):
+        _copy(torch, H[l].weight, a[1][l]); _copy(torch, H[l].bias, a[2][l])
+        _copy(torch, G[l].weight, a[3][l]); _copy(torch, G[l].bias, a[4][l])
+
+    def fwd():
+        x = t[0]
+        for l in range(L):
+            gate = torch.sigmoid(G[l](x))
+            x = gate * F.relu(H[l](x)) + (1 - gate) * x
+        return x
+    return {"torch highway ModuleList": _nograd(torch, fwd)}
+
+
+@program(name="vit PatchEmbed: conv(P, stride P).flatten(2).transpose, n -> (n / GW, n % GW), cls + pos", kind="module", src="""
+def patch_embed(float(B,C,H,W) img, float(E,C,P,P) Wp, float(E) bp, float(E) cls, float(N1,E) pos) -> (y) {
+  pe(b, n, e) +=! img(b, c, (n / (W / P)) * P + py, (n % (W / P)) * P + px) * Wp(e, c, py, px) where n in 0:N1 - 1
+  y(b, n, e) = cls(e) + pos(n, e) where b in 0:B, n in 0:1
+  y(b, 1 + n, e) = pe(b, n, e) + bp(e) + pos(1 + n, e)
+}
+""", full=dict(B=8, C=3, H=224, W=224, P=16, E=384, N1=197), tiny=dict(B=2, C=2, H=4, W=6, P=2, E=3, N1=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["E"], s["C"], s["P"], s["P"]) / np.float32(s["P"]),
+                         _w(r, s["E"]) * 0.1, _n(r, s["E"]) * 0.02, _n(r, s["N1"], s["E"]) * 0.02])
+def _h29_patch(torch, a, t, s):
+    nn = torch.nn
+    C, E, P = s["C"], s["E"], s["P"]
+    proj = nn.Conv2d(C, E, P, stride=P)
+    _copy(torch, proj.weight, a[1]); _copy(torch, proj.bias, a[2])
+    img, cls, pos = t[0], t[3], t[4]
+
+    def fwd():
+        x = proj(img).flatten(2).transpose(1, 2)
+        x = torch.cat([cls.view(1, 1, -1).expand(x.shape[0], -1, -1), x], dim=1)
+        return x + pos
+    return {"torch Conv2d PatchEmbed + cls + pos": _nograd(torch, fwd)}
