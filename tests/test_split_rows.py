@@ -113,27 +113,3 @@ def test_split_strips_under_guard_pages():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
-
-
-def test_the_other_threads_tiles_must_be_private():
-    """``_private``: the other threads' tiles may store only to their own
-    buffers and partial results and may not read what thread 0's statements
-    of the strip write (they run at the same time)."""
-    from tvm import tirx
-
-    from tcdsl.codegen.cpu_strips import _private
-
-    zero = tirx.const(0, "int32")
-    w, x, s, part, acc = (tirx.decl_buffer((4,), "float32", name=n) for n in ("w", "x", "s", "s_part", "acc"))
-
-    def tile(src):  # acc = part; acc += src; part = acc
-        return tirx.SeqStmt([tirx.AllocBuffer(acc), tirx.BufferStore(acc, tirx.BufferLoad(part, [zero]), [zero]),
-                             tirx.BufferStore(acc, tirx.BufferLoad(acc, [zero]) + tirx.BufferLoad(src, [zero]), [zero]),
-                             tirx.BufferStore(part, tirx.BufferLoad(acc, [zero]), [zero])])
-    first = tirx.SeqStmt([tirx.BufferStore(w, tirx.const(2.0, "float32"), [zero]),
-                          tirx.BufferStore(s, tirx.BufferLoad(x, [zero]), [zero])])
-    assert _private([tile(x)], first, [part])
-    assert not _private([tile(w)], first, [part])  # w is thread 0's, written while the tile reads it
-    assert not _private([tile(s)], first, [part])  # so is the output
-    leak = tirx.SeqStmt([tile(x), tirx.BufferStore(s, tirx.const(0.0, "float32"), [zero])])
-    assert not _private([leak], first, [part])  # a store to a shared buffer

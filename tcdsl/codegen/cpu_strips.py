@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import islpy as isl
-import tvm_ffi
 from tvm import sym, tirx
 from tvm.tirx.analysis import undefined_vars
 
@@ -31,7 +30,7 @@ from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
 from ..sema import types as ty
 from .expr import INDEX
-from .lower import _LOAD, has_node, loads, seq, uses
+from .lower import has_node, loads, seq, uses
 
 STRIP_K_BLOCK = 16
 # Blocks only from this many strips (1024 columns: rows of 4 KiB and more,
@@ -255,18 +254,16 @@ def split_rows(low, node: isl.AstNode, body: isl.AstNode, name: str, init, exten
 def _private(parts: list, first: tirx.Stmt, partials: list) -> bool:
     """The other threads' tiles store only to their own buffers and partial
     results, and read nothing that thread 0's statements write."""
-    mine, written, read, shared = [], [], [], []
-
-    def collect(x, kind, out, get):
-        tvm_ffi.structural_map(x, [(kind, lambda n: out.append(get(n)) or n)])
+    mine, written, read = [], [], []
     for x in parts:
-        collect(x, tirx.AllocBuffer, mine, lambda n: n.buffer)
-        collect(x, tirx.BufferStore, written, lambda n: n.buffer)
-        collect(x, _LOAD, read, lambda n: n.source)
-    collect(first, tirx.BufferStore, shared, lambda n: n.buffer)
+        has_node(x, lambda n: isinstance(n, tirx.AllocBuffer) and mine.append(n.buffer))
+        has_node(x, lambda n: isinstance(n, tirx.BufferStore) and written.append(n.buffer))
+        read += [ld.buffer for ld in loads(x)]
     own = mine + partials
     if not all(any(b.same_as(o) for o in own) for b in written):
         return False
+    shared = []
+    has_node(first, lambda n: isinstance(n, tirx.BufferStore) and shared.append(n.buffer))
     return not any(b.same_as(w) for b in read for w in shared if not any(w.same_as(o) for o in own))
 
 
