@@ -305,8 +305,9 @@ class RegisterTiles:
             wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
             if self.single:  # a strip of columns: its width in as few tiles as may be (64 = 4 vectors, not 4 x 1)
                 wide = tuple(w for w in (8 * vw, 4 * vw, 2 * vw) if w * depth <= m.tile_rows * m.tile_cols)
-            # narrower vectors before single columns: a single column's sum is one chain of
-            # dependent FMAs (a batch-1 RNN with 200 columns: 8 of them took 4 of its 6 us per step)
+            # narrower vectors before single columns: a single column's sum is
+            # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
+            # 8 of them took 4 of its 6 us per step)
             narrow = tuple(w for w in (vw // 2,) if w >= 4 and not lean)
             if lean:
                 wide = ()
@@ -486,11 +487,10 @@ class _Tile(_Column):
                 out[depth_name] = depth_first + d
             return out
 
-        split = getattr(ks, "split", None)  # (a strip's steps on one thread: cpu_strips.RowSplit)
-        def element(d, r, c):  # (the thread's partial result there, in a RowSplit)
+        def element(d, r, c):
             with low.bound({**self.zeros, **at(d, r, {j_name: col0 + c})}):
                 buf, idx, _, _ = low.statement_parts(self.call)
-            return split.part(s, buf, idx) if split else (buf, idx)
+            return buf, idx
 
         def load(d, r, c):
             buf, idx = element(d, r, c)
