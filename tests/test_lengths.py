@@ -63,6 +63,20 @@ def test_masked_sum_against_numpy(mode):
         np.testing.assert_allclose(k(h, n), (h.astype(np.float64) * mask[:, :, None]).sum(1), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_length_in_a_conjunction(mode):
+    src = "def f(float(B,T,D) h, int32(B) n) -> (s) {\n  s(b, d) +=! t < n(b) && t >= 2 ? h(b, t, d) : 0\n}"
+    k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        assert re.search(r"for c\d_k in range\(.*n\[", k.script) or re.search(r"in range\(.*n\[", k.script)
+    rng = np.random.default_rng(4)
+    h = rng.standard_normal((7, 33, 40)).astype(np.float32)
+    n = np.array([0, 1, 2, 3, 33, 40, 17], np.int32)
+    t = np.arange(33)[None, :]
+    mask = (t >= 2) & (t < n[:, None])
+    np.testing.assert_allclose(k(h, n), (h.astype(np.float64) * mask[:, :, None]).sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_a_select_that_adds_something_past_the_length_keeps_its_loop():
     src = "def f(float(B,T) h, int32(B) n) -> (s) {\n  s(b) +=! t < n(b) ? h(b, t) : 1\n}"
     k = tcdsl.compile(src, options={"disk_cache": False})

@@ -115,7 +115,8 @@ def _length(cond, v: tirx.Var):
     """``X`` where ``cond`` (or a term of its conjunction) is ``v < X``,
     ``X > v``, ``v <= X - 1`` ..., with ``X`` free of ``v``; else None."""
     if isinstance(cond, tirx.And):
-        return _length(cond.a, v) or _length(cond.b, v)
+        x = _length(cond.a, v)
+        return x if x is not None else _length(cond.b, v)
     for kind, lo_hi, plus in ((tirx.LT, True, 0), (tirx.GT, False, 0), (tirx.LE, True, 1), (tirx.GE, False, 1)):
         if isinstance(cond, kind):
             lo, hi = (cond.a, cond.b) if lo_hi else (cond.b, cond.a)
