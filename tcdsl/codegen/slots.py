@@ -68,33 +68,40 @@ def _slot(cond, v: tirx.Var):
     return None
 
 
-def _one_slot(f: tirx.For):
-    if f.kind not in _ORDINARY or (f.step is not None and not _is_const(f.step, 1)):
-        return f
-    v, slots, inner, ok = f.loop_var, [], set(), [True]
+def _loop_stores(f) -> tuple[list, list] | None:
+    """(stores, inner loops) of the serial or parallel unit-step loop ``f``
+    when its body holds only loops and stores; else None."""
+    if not isinstance(f, tirx.For) or f.kind not in _ORDINARY or (f.step is not None and not _is_const(f.step, 1)):
+        return None
+    stores, loops = [], []
 
-    def walk(s):
-        if not ok[0]:
-            return
+    def walk(s) -> bool:
         if isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, tirx.For):
-            inner.add(s.loop_var)
-            walk(s.body)
-        elif isinstance(s, tirx.BufferStore):
-            parts = _branches(s.value)
-            e = _slot(parts[0], v) if parts else None
-            back = parts[2] if parts else None
-            if e is None or not isinstance(back, tvm.ir.TensorLoad) or not back.source.same_as(s.buffer) \
-                    or not tvm_ffi.structural_equal(list(back.indices), list(s.indices)):
-                ok[0] = False
-                return
-            slots.append(e)
-        else:
-            ok[0] = False
-    walk(f.body)
-    if not ok[0] or not slots or any(not tvm_ffi.structural_equal(e, slots[0]) for e in slots[1:]) \
+            return all(walk(x) for x in s.seq)
+        if isinstance(s, tirx.For):
+            loops.append(s)
+            return walk(s.body)
+        if isinstance(s, tirx.BufferStore):
+            stores.append(s)
+            return True
+        return False
+    return (stores, loops) if walk(f.body) else None
+
+
+def _one_slot(f: tirx.For):
+    found = _loop_stores(f)
+    if found is None:
+        return f
+    v, slots, inner = f.loop_var, [], {x.loop_var for x in found[1]}
+    for s in found[0]:
+        parts = _branches(s.value)
+        e = _slot(parts[0], v) if parts else None
+        back = parts[2] if parts else None
+        if e is None or not isinstance(back, tvm.ir.TensorLoad) or not back.source.same_as(s.buffer) \
+                or not tvm_ffi.structural_equal(list(back.indices), list(s.indices)):
+            return f
+        slots.append(e)
+    if not slots or any(not tvm_ffi.structural_equal(e, slots[0]) for e in slots[1:]) \
             or set(_vars(slots[0])) & inner:
         return f
     e = slots[0]
@@ -125,37 +132,37 @@ def _length(cond, v: tirx.Var):
     return None
 
 
-def _to_length(f):
-    if not isinstance(f, tirx.For) or f.kind not in _ORDINARY or (f.step is not None and not _is_const(f.step, 1)):
-        return f
-    v, lengths, inner, ok = f.loop_var, [], [], [True]  # inner: [(loop variable, constant extent or None)]
+def _added_up_to(s: tirx.BufferStore, v: tirx.Var):
+    """``X`` where the store is ``A[i] = A[i] + select(v < X, value, 0)``
+    (either order of the sum; see :func:`_length`), else None."""
+    if not isinstance(s.value, tirx.Add):
+        return None
+    for acc, term in ((s.value.a, s.value.b), (s.value.b, s.value.a)):
+        parts = _branches(term)
+        if isinstance(acc, tvm.ir.TensorLoad) and acc.source.same_as(s.buffer) and parts is not None \
+                and tvm_ffi.structural_equal(list(acc.indices), list(s.indices)) \
+                and isinstance(parts[2], (tirx.FloatImm, tirx.IntImm)) and parts[2].value == 0:
+            x = _length(parts[0], v)
+            if x is not None:
+                return x
+    return None
 
-    def walk(s):
-        if not ok[0]:
-            return
-        if isinstance(s, tirx.SeqStmt):
-            for x in s.seq:
-                walk(x)
-        elif isinstance(s, tirx.For):
-            inner.append((s.loop_var, s.extent.value if isinstance(s.extent, tirx.IntImm) and _is_const(s.min, 0)
-                          and s.kind != tirx.ForKind.VECTORIZED else None))
-            walk(s.body)
-        elif isinstance(s, tirx.BufferStore) and isinstance(s.value, tirx.Add):
-            for acc, term in ((s.value.a, s.value.b), (s.value.b, s.value.a)):
-                parts = _branches(term)
-                if isinstance(acc, tvm.ir.TensorLoad) and acc.source.same_as(s.buffer) and parts is not None \
-                        and tvm_ffi.structural_equal(list(acc.indices), list(s.indices)) \
-                        and isinstance(parts[2], (tirx.FloatImm, tirx.IntImm)) and parts[2].value == 0:
-                    x = _length(parts[0], v)
-                    if x is not None:
-                        lengths.append(x)
-                        return
-            ok[0] = False
-        else:
-            ok[0] = False
-    walk(f.body)
-    if not ok[0] or not lengths:
+
+def _to_length(f):
+    found = _loop_stores(f)
+    if found is None:
         return f
+    v, lengths = f.loop_var, []
+    for s in found[0]:
+        x = _added_up_to(s, v)
+        if x is None:
+            return f
+        lengths.append(x)
+    if not lengths:
+        return f
+    # the inner loops' variables, with their constant extents (None: another loop)
+    inner = [(x.loop_var, x.extent.value if isinstance(x.extent, tirx.IntImm) and _is_const(x.min, 0)
+              and x.kind != tirx.ForKind.VECTORIZED else None) for x in found[1]]
     copies = []
     for x in lengths:
         over = [(u, n) for u, n in inner if any(u.same_as(w) for w in _vars(x))]
