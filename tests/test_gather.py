@@ -1,4 +1,5 @@
-"""A sum's read through an index, reused across the sum's other indices, is
+"""A sum's read through an index (or through two digits of index arithmetic,
+h * DH + d), reused across the sum's other indices, is
 copied once before the sum (polyhedral/gather.py): the embedding feeding an
 RNN's hoisted input projection.  The rewrite is checked on the frontend's
 statements, values against NumPy (float64 for the recurrence), memory with

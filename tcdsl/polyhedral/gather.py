@@ -20,6 +20,12 @@ then reads the copy::
     emb_g(t, b, i) = emb(tok(t, b), i)
     g_in(t, b, r) +=! emb_g(t, b, i) * Wih(r, i)
 
+A read through index arithmetic that isl cannot model is copied the same
+way when each such index is two digits (:func:`_digits`): heads
+``qkv(b, i, h * DH + d)`` with free sizes NH and DH, patches ``img(b, c,
+(n / GW) * P + py, ...)``; the copy ``qkv_g(b, h, i, d)`` makes the sum a
+batched matmul instead of dot products over clamped reads.
+
 The values summed and their order are unchanged (results bit-identical).
 The driver keeps the rewrite only when every statement of the program runs
 the instances it ran before and every tensor keeps its extents
