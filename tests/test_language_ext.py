@@ -462,6 +462,48 @@ def test_a_sum_narrowed_to_no_term_at_all_warns():
     check(fixed, [a, w], np.convolve(a, w).astype(np.float32), atol=1e-5)
 
 
+def test_an_empty_sum_is_blamed_on_the_variable_that_has_no_value():
+    """At T = 1 the sum over ``t in 0:T - 1`` has no term; ``j`` keeps its
+    whole range [0, J), so the guarded ``x(b, t, j + 0)`` is no reason to say
+    that ``j`` was narrowed to an empty range (it used to)."""
+    src = """def f(float(B,T,J) x, float(B,J) m) -> (s) {
+  s(b) +=! (t >= 0 ? x(b, t, j + 0) : 0) * m(b, j) where t in 0:T-1
+}"""
+    assert _warnings(src) == []
+    x, m = rand(2, 4, 3), rand(2, 3)
+    check(src, [x, m], np.einsum("btj,bj->b", x[:, :3], m), atol=1e-5)
+
+
+LM_LOSS = """def lm_loss(float(B,T,V) logits, int32(B,T) labels) -> (loss) {
+  mx(b, t) max=! logits(b, t, v)
+  se(b, t) +=! exp(logits(b, t, v) - mx(b, t))
+  cnt +=! labels(b, t) != -100 ? 1.0 : 0.0 where t in 1:T
+  loss +=! labels(b, t + 1) != -100 ? mx(b, t) + log(se(b, t)) - logits(b, t, labels(b, t + 1)) : 0
+  loss = loss / cnt
+}"""
+
+
+def test_a_read_the_condition_also_makes_is_not_blamed_for_the_narrowing():
+    """A causal language-model loss: ``labels(b, t + 1)`` in the condition is
+    read for every term, so it is what narrows ``t`` to [0, T - 1), as the
+    shifted labels mean.  The same read inside the guarded
+    ``logits(b, t, labels(b, t + 1))`` (an indirect index, which bounds
+    nothing) used to be blamed, with a hint (``where t in 0:T``) that reads
+    past ``labels``; and at T = 1 'b' was said to be narrowed to an empty
+    range.  No warning now; PyTorch's cross entropy agrees."""
+    assert _warnings(LM_LOSS) == []
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    B, T, V = 3, 6, 7
+    logits = rng.standard_normal((B, T, V)).astype(np.float32)
+    labels = rng.integers(0, V, (B, T)).astype(np.int32)
+    labels[0, 2] = labels[2, 5] = -100
+    want = torch.nn.functional.cross_entropy(torch.from_numpy(logits[:, :-1]).reshape(-1, V).double(),
+                                             torch.from_numpy(labels[:, 1:]).reshape(-1).long(),
+                                             ignore_index=-100)
+    np.testing.assert_allclose(tcdsl.compile(LM_LOSS)(logits, labels), want.item(), rtol=1e-5)
+
+
 def test_a_temporary_hole_that_nothing_reads_does_not_warn():
     src = """def f(float(N) x) -> (y) {
   s(i) = (i >= 1 ? x(i - 1) : 0) + x(i + 1)

@@ -101,6 +101,7 @@ def _reduction(r: RangeInfo, st: StmtInfo) -> list[Narrowing]:
             # sizes for which the sum has no term at all while its output has elements and the
             # dimension does too (every tap narrowed away: the output is all zeros)
             empty = _empty_sum(st, ext)
+            empty = empty & _empty_range(st, v).align_params(empty.get_space())
             if narrow.is_empty() and empty.is_empty():
                 continue
             culprit = _guarded_read(st, v)
@@ -130,6 +131,13 @@ def _empty_sum(st: StmtInfo, ext: isl.PwAff) -> isl.Set:
     zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(ext.get_domain_space()))
     wide = ext.gt_set(zero).align_params(lhs.get_space())
     return (lhs & wide).subtract(st.domain.params().align_params(lhs.get_space())).coalesce()
+
+
+def _empty_range(st: StmtInfo, v: str) -> isl.Set:
+    """The sizes (and loop values) at which ``v``'s own range is empty: an
+    empty sum is blamed on the variable that has no value, not on another."""
+    has = st.var_sets[v].params()
+    return st.params_set.align_params(has.get_space()).subtract(has.align_params(st.params_set.get_space()))
 
 
 def _extent(r: RangeInfo, tensor: str, k: int, like: isl.PwAff) -> isl.PwAff:
@@ -284,24 +292,33 @@ def _guarded_read(st: StmtInfo, v: str) -> n.Access | None:
     """A read under a branch of ``c ? a : b``, or on the right of ``&&`` or
     ``||`` (evaluated only where the left does not decide: ``t == 0 ||
     x(t - 1) > 0``), whose index uses ``v`` (not as a bare index): it narrows
-    ``v`` although the condition may exclude it."""
-    def branches(e: n.Expr, guarded: bool):
+    ``v`` although the condition may exclude it.  An indirect index says
+    nothing about the range, and an index that a read made everywhere (in
+    the condition, say) also has narrows ``v`` as much without the guard:
+    neither makes the read the culprit."""
+    def reads(e: n.Expr, guarded: bool):
         if isinstance(e, n.Select):
-            yield from branches(e.cond, guarded)
-            yield from branches(e.then, True)
-            yield from branches(e.other, True)
+            yield from reads(e.cond, guarded)
+            yield from reads(e.then, True)
+            yield from reads(e.other, True)
             return
         if isinstance(e, n.Binary) and e.op in ("&&", "||"):
-            yield from branches(e.lhs, guarded)
-            yield from branches(e.rhs, True)
+            yield from reads(e.lhs, guarded)
+            yield from reads(e.rhs, True)
             return
-        if guarded and isinstance(e, n.Access):
-            yield e
+        if isinstance(e, n.Access):
+            yield e, guarded
         for c in n.children(e):
             if isinstance(c, n.Expr):
-                yield from branches(c, guarded)
-    return next((a for a in branches(st.comp.rhs, False)
-                 if any(_uses(e, v) and not isinstance(e, n.IndexVar) for e in a.indices)), None)
+                yield from reads(c, guarded)
+
+    def narrowing(a: n.Access):
+        return {(a.tensor, k, expr_to_tc(e)) for k, e in enumerate(a.indices)
+                if _uses(e, v) and not isinstance(e, n.IndexVar)
+                and not any(isinstance(x, n.Access) for x in n.walk(e))}
+    found = list(reads(st.comp.rhs, False))
+    always = set().union(*(narrowing(a) for a, guarded in found if not guarded))
+    return next((a for a, guarded in found if guarded and narrowing(a) - always), None)
 
 
 def _uses(e: n.Expr, v: str) -> bool:
