@@ -36,8 +36,9 @@ from tvm import sym, tirx
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT
 from ..sema import types as ty
-from .expr import INDEX
-from .lower import coefficient, loads, seq, uses, with_bindings
+from .expr import INDEX, dtype_of
+from .formulas import is_nan
+from .lower import coefficient, is_if_then_else, loads, seq, uses, with_bindings
 from .scratch import STACK
 
 _ASSOCIATIVE = ("+", "*", "min", "max")
@@ -92,6 +93,75 @@ def _lanes_combined(acc: tirx.Buffer, lanes: int, combine) -> tirx.PrimExpr:
     return vals[0]
 
 
+def _elsewhere(a: list, b: list, loop_vars) -> bool:
+    """Element ``a`` does not move with the loop and is provably not ``b``
+    (in some dimension: ``t - 1`` against ``t``)."""
+    if len(a) != len(b) or any(uses(x, v) for x in a for v in loop_vars):
+        return False
+    an = sym.Analyzer()
+    return any(an.can_prove(tirx.NE(x, y)) for x, y in zip(a, b))
+
+
+def _arg_parts(value, buf, idx):
+    """``(e at j, e at the index held, comparison)`` of an arg-reduction's
+    lowered value, ``held < 0 ? j : (e(j) < e(held) ? j : held)``
+    (sema/sizes.py ``arg_reduction``), or None."""
+    if not is_if_then_else(value) or not is_if_then_else(value.args[2]):
+        return None
+    better = value.args[2].args[0]
+    if not isinstance(better, (tirx.LT, tirx.GT)) or str(buf.dtype) != "int32" \
+            or dtype_of(better.a) not in ("float32", "float64", "int32", "int64", "int8", "int16"):
+        return None
+    return better.a, better.b, type(better)
+
+
+def _arg_lanes(buf, idx, ebuf, eidx, arg, j, init, vi, lanes: int):
+    """An arg-reduction in lanes: each lane keeps the value and the index of
+    its best element so far, as the scalar statement would over the lane's
+    elements (a NaN is taken only as the very first element, where nothing
+    is held yet); after each block the lanes are folded in index order (on a
+    tie the smaller index) and the result replaces the element where it is
+    strictly better than the value at the index held (earlier blocks hold
+    smaller indices).  Returns (buffers, step, lane inits, fold)."""
+    ej, eh, better = arg
+    vdt, zero = dtype_of(ej), tirx.const(0, INDEX)
+    bv = tirx.decl_buffer((lanes,), vdt, name=buf.name + "_lv", scope=STACK)
+    bi = tirx.decl_buffer((lanes,), "int32", name=buf.name + "_li", scope=STACK)
+    cv = tirx.decl_buffer((1,), vdt, name=buf.name + "_cv", scope=STACK)
+    ci = tirx.decl_buffer((1,), "int32", name=buf.name + "_ci", scope=STACK)
+    held = tirx.BufferLoad(buf, idx)
+    e = ej
+    j32 = tirx.Cast("int32", j) if dtype_of(j) != "int32" else j
+    first = tirx.And(tirx.EQ(j, init), held < 0)
+    # (tested on its bits: TVM and LLVM fold a float ``e == e`` to true)
+    ok = tirx.Or(tirx.Not(is_nan(e, vdt)), first) if "float" in vdt else tirx.const(True, "bool")
+    lv, li = tirx.BufferLoad(bv, [vi]), tirx.BufferLoad(bi, [vi])
+    # the choice kept in lanes of int32 (a bool let does not vectorize, and a
+    # let of a select's value loses its binding in TVM's vectorizer), so that
+    # the value and the index are each one select away from the comparison
+    tk = tirx.decl_buffer((lanes,), "int32", name=buf.name + "_tk", scope=STACK)
+    take = tirx.Select(tirx.Or(better(e, lv), tirx.And(li < 0, ok)), tirx.const(1, "int32"), tirx.const(0, "int32"))
+    taken = tirx.BufferLoad(tk, [vi]) != 0
+    step = seq([tirx.BufferStore(tk, take, [vi]), tirx.BufferStore(bi, tirx.Select(taken, j32, li), [vi]),
+                tirx.BufferStore(bv, tirx.Select(taken, e, lv), [vi])])
+    lane = tirx.Var(buf.name + "_l", INDEX)
+    worst = ty.identity(better is tirx.LT and "min" or "max", vdt)
+    init_lanes = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
+                          seq([tirx.BufferStore(bi, tirx.const(-1, "int32"), [lane]),
+                               tirx.BufferStore(bv, tirx.const(worst, vdt), [lane])]))
+    k = tirx.Var(buf.name + "_k", INDEX)
+    kv, ki = tirx.BufferLoad(bv, [k]), tirx.BufferLoad(bi, [k])
+    c_v, c_i = tirx.BufferLoad(cv, [zero]), tirx.BufferLoad(ci, [zero])
+    wins = tirx.And(ki >= 0, tirx.Or(c_i < 0, tirx.Or(better(kv, c_v), tirx.And(tirx.EQ(kv, c_v), ki < c_i))))
+    pick = tirx.IfThenElse(wins, seq([tirx.BufferStore(cv, kv, [zero]), tirx.BufferStore(ci, ki, [zero])]), None)
+    held_e = tirx.BufferLoad(ebuf, eidx)
+    replace = tirx.And(c_i >= 0, tirx.Or(held_e < 0, better(c_v, eh)))
+    fold = seq([tirx.BufferStore(ci, tirx.const(-1, "int32"), [zero]),
+                tirx.For(k, 0, lanes, tirx.ForKind.SERIAL, pick),
+                tirx.IfThenElse(replace, tirx.BufferStore(ebuf, c_i, eidx), None)])
+    return [bv, bi, tk, cv, ci], step, init_lanes, fold
+
+
 def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr,
                      lanes: int, block: int, threads: int = 0) -> tirx.Stmt | None:
     """The innermost loop ``node`` (iterator ``name``, ``extent`` iterations
@@ -116,33 +186,47 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
             moves = [uses(x, vi) or uses(x, vo) or uses(x, vb) for x in idx]
             if not any(moves):
                 c = s.info.comp
-                if (s.is_init or c.reduction not in _ASSOCIATIVE or str(buf.dtype) == "bool"
-                        or not low.gen.private_accumulator(s)):
+                if c.reduction in ("argmin", "argmax") and not s.is_init:
+                    arg = _arg_parts(value[0], buf, idx)
+                    if arg is None or binds:
+                        return None
+                    parts.append(("arg", s, call, buf, idx, value, arg))
+                    continue
+                if s.is_init or c.reduction not in _ASSOCIATIVE or str(buf.dtype) == "bool":
                     return None
+                # (reads of other elements of its tensor: checked below, in this loop)
                 parts.append(("acc", s, call, buf, idx, value, combine))
             elif (coefficient(idx[-1], vi) == 1 and coefficient(idx[-1], vo) == lanes
                   and not any(moves[:-1])):
                 parts.append(("map", s, call, buf, idx, value, combine))
             else:
                 return None
-    if not any(p[0] == "acc" for p in parts):
+    if not any(p[0] in ("acc", "arg") for p in parts):
         return None
     # nothing but the accumulators carries a value from one iteration to the next
     stored = {}
     for kind, _, _, buf, idx, _, _ in parts:
         stored.setdefault(buf.name, []).append((kind, idx))
+    data = {p[3].data for p in parts}
+    loop_vars = (vi, vo, vb)
     for kind, _, _, buf, idx, (value, binds), _ in parts:
         reads = loads(value) + [ld for b in binds for ld in loads(b.value)] + _index_loads(idx)
         for ld in reads:
             if ld.source.name not in stored:
+                if any(ld.source.data.same_as(d) for d in data):
+                    return None  # another view of a tensor the loop writes
                 continue
             writes = stored[ld.source.name]
-            if kind == "acc" and ld.source.name == buf.name:
+            if all(k != "map" and _elsewhere(list(ld.indices), w, loop_vars) for k, w in writes):
+                continue  # an element that no iteration of the loop writes (kd(t - 1, q) beside kd(t, q))
+            if kind == "arg" and ld.source.name == buf.name and _same_element(list(ld.indices), idx):
+                continue  # the index held so far
+            if kind in ("acc", "arg") and ld.source.name == buf.name:
                 return None
-            if any(k == "acc" for k, _ in writes) or not all(_same_element(list(ld.indices), w) for _, w in writes):
+            if any(k != "map" for k, _ in writes) or not all(_same_element(list(ld.indices), w) for _, w in writes):
                 return None
     for data, writes in stored.items():
-        if any(k == "acc" for k, _ in writes) and len(writes) > 1:
+        if any(k != "map" for k, _ in writes) and len(writes) > 1:
             return None
         if not all(_same_element(writes[0][1], w) for _, w in writes):
             return None
@@ -153,10 +237,19 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     shared = _shared_out(low, node, name, init, n, parts, lanes, block, threads) if threads else None
     accs = {}
     body, inits, combines = [], [], []
-    totals, inits_once, finals = [], [], []
+    totals, inits_once, finals, allocs_arg = [], [], [], []
     for kind, s, call, buf, idx, (value, binds), combine in parts:
         if kind == "map":
             body.append(seq(binds + [tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)]))
+            continue
+        if kind == "arg":
+            with low.bound({name: init}):  # the element does not move with the loop
+                ebuf, eidx, _, _ = low.statement_parts(call)
+            lane_bufs, step, init_lanes, fold = _arg_lanes(buf, idx, ebuf, eidx, combine, j, init, vi, lanes)
+            allocs_arg.extend(lane_bufs)
+            body.append(step)
+            inits.append(init_lanes)
+            combines.append(fold)
             continue
         acc = tirx.decl_buffer((lanes,), buf.dtype, name=buf.name + "_lanes", scope=STACK)
         accs[call] = acc
@@ -184,7 +277,7 @@ def vector_reduction(low, node: isl.AstNode, name: str, init: tirx.PrimExpr, ext
     vt = tirx.Var(name + "_t", INDEX)
     tail = tirx.For(vt, 0, tirx.floormod(n, lanes), tirx.ForKind.SERIAL,
                     low.body_with(node, name, init + n_vec * lanes + vt, False))
-    allocs = [tirx.AllocBuffer(b) for b in list(accs.values()) + totals]
+    allocs = [tirx.AllocBuffer(b) for b in list(accs.values()) + totals + allocs_arg]
     out = tirx.SeqStmt(allocs + inits_once + [main] + finals + [tail])
     # a short sum stays on the calling thread: waking the pool costs microseconds
     return out if shared is None else tirx.IfThenElse(n >= SHARED_MIN * threads, shared, out)

@@ -188,10 +188,10 @@ def _argument(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr | None":
 def _nan_kept(v: "tirx.PrimExpr", value: "tirx.PrimExpr") -> "tirx.PrimExpr":
     """``value``, or ``v`` (float32) where it is a NaN: tested on its bits,
     since LLVM may fold a float ``v != v`` to false (exp(NaN) was inf)."""
-    return _select(_is_nan(v, "float32"), v, value)
+    return _select(is_nan(v, "float32"), v, value)
 
 
-def _is_nan(v: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
+def is_nan(v: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
     """``v`` is a NaN, tested on its bits (see :func:`_nan_kept`); decided
     here for a constant (CUDA C cannot take the address of one to read its
     bits: ``fmax(x, 0)`` did not compile for CUDA)."""
@@ -209,7 +209,7 @@ def fmax_fmin(which: str) -> Callable:
 
     def lower(a: "tirx.PrimExpr", b: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
         return _let(dtype, a, lambda x: _let(dtype, b, lambda y: _select(
-            _is_nan(x, dtype), y, _select(_is_nan(y, dtype), x, op(x, y)))))
+            is_nan(x, dtype), y, _select(is_nan(y, dtype), x, op(x, y)))))
     return lower
 
 

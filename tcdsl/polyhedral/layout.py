@@ -17,7 +17,10 @@ variables: a direction's weights ``U(0, q, j, k)``, kept in place), that has the
 written tensor's last index ``j`` in a dimension other than its last, and
 that is read inside a sequential ``for`` (so the same elements are read at
 every step; outside loops the CPU mapping packs such an operand into a
-panel itself, codegen/cpu_tiles.py).  ``rewrite(def, plan)`` adds one statement per (input, permutation)
+panel itself, codegen/cpu_tiles.py).  Not where the input's last index is
+summed over and every read moves with ``j`` (``kd(t, q) min=! d(q, n) ...``:
+no operand is reused across ``j``, and the sum runs in vector lanes along
+the rows as written).  ``rewrite(def, plan)`` adds one statement per (input, permutation)
 at the top of the ``def``, ``Whh_t(k, j) = Whh(j, k)`` with ``j`` moved
 last, and reads the copy instead: one pass over the weights per call, out
 of the sequential loop, against ``T * B`` passes of a strided read.
@@ -68,6 +71,9 @@ def plan(checked: CheckedDef) -> Plan:
         if not isinstance(last, (n.IndexVar, n.Ident)):
             return
         j = last.name
+        # every read moves with j: no operand is reused across j's vector lanes
+        no_reuse = all(any(isinstance(y, n.IndexVar) and y.name == j for x in a.indices for y in n.walk(x))
+                       for a in n.walk(c.rhs) if isinstance(a, n.Access))
         for acc in n.walk(c.rhs):
             if not (isinstance(acc, n.Access) and acc.tensor in inputs and acc.tensor not in written):
                 continue
@@ -81,6 +87,8 @@ def plan(checked: CheckedDef) -> Plan:
                 continue
             if not in_loop:
                 continue  # outside loops the CPU mapping packs such an operand itself (codegen/cpu_tiles.py)
+            if names[-1] in c.reduction_vars and no_reuse:
+                continue  # summed along its rows, each element read once per step: a vector reduction
             k = names.index(j)
             perm = tuple(x for x in range(len(names)) if x != k) + (k,)
             key = (acc.tensor, perm)
