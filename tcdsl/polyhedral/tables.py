@@ -34,6 +34,11 @@ layer norm's ``rsqrt(var(n) + 1e-5)``).  A divisor with a square root
 becomes a table of its reciprocal, which the statement multiplies by:
 ``(x(n, c) - mean(c)) / sqrt(var(c) + 1e-5)`` reads ``y_tab(c) = 1 / sqrt(...)``
 (a difference of rounding only, as PyTorch's normalisations compute it).
+So does any divisor that reads tensors and lacks some of the statement's
+indices (:func:`_divisor`): a column scaling's ``x(n, c) / nrm(c)``, or a
+Gaussian naive Bayes likelihood's ``jll(n, c) +=! ... / var(c, d)``, which
+divided by the same ``var(c, d)`` for every row (1.8 -> 1.1 ms at (8192,
+64, 20) on the Intel Xeon).
 
 Index and weight arithmetic without a costly call is worth a table too where
 there is enough of it (:func:`cost` at least :data:`ARITH_MIN` operations)
@@ -163,6 +168,22 @@ def _combined(e: n.Expr) -> bool:
         isinstance(x, (n.Select, n.Call)) for x in n.walk(e))
 
 
+def _divisor(e: n.Expr, written: str, loops: frozenset, fewer) -> bool:
+    """``e`` divides by a float term that reads tensors (not ``written``) and
+    whose index variables ``u`` satisfy ``fewer(u)`` (some of the
+    statement's are missing): ``jll(n, c) +=! ... / var(c, d)`` divides by
+    the same ``var(c, d)`` for every ``n``.  A vector division costs as much
+    as ten products; the divisor becomes a table of its reciprocal (a
+    difference of rounding only, as for a square root's)."""
+    if not (isinstance(e, n.Binary) and e.op == "/" and (e.dtype or "").startswith("float")):
+        return False
+    r = e.rhs
+    used = {x.name for x in n.walk(r) if isinstance(x, n.IndexVar)} - loops
+    reads = {x.tensor for x in n.walk(r) if isinstance(x, n.Access)}
+    return bool(used and reads and written not in reads and r.span is not None
+                and (r.dtype or "").startswith("float") and fewer(used))
+
+
 def plan(checked, ranges) -> dict[object, list[Table]]:
     """Statement span -> the tables its right side's costly terms become."""
     from .hoist import _parsed
@@ -206,9 +227,19 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                     if all(f.span != e.span for f, _ in found):
                         found.append((e, False))
                     return
+                if not guarded and _divisor(e, s.tensor, loops, lambda u: u < domain and set(idx) - u):
+                    if all(f.span != e.rhs.span for f, _ in found):
+                        found.append((e.rhs, True))
+                    visit(e.lhs, guarded=guarded)
+                    return
                 for c in n.children(e):
                     if isinstance(c, n.Expr):
                         visit(c, guarded=guarded or isinstance(e, n.Select))
+                return
+            if _divisor(e, s.tensor, loops, lambda u: u < set(idx) and idx[-1] in u):
+                if all(f.span != e.rhs.span for f, _ in found):
+                    found.append((e.rhs, True))
+                visit(e.lhs)
                 return
             roots = bool(calls & ROOTS) and idx[-1] in used
             heavy = idx[-1] in used and cost(e) >= ARITH_MIN
