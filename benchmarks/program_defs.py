@@ -11707,3 +11707,1439 @@ def _h29_patch(torch, a, t, s):
         x = torch.cat([cls.view(1, 1, -1).expand(x.shape[0], -1, -1), x], dim=1)
         return x + pos
     return {"torch Conv2d PatchEmbed + cls + pos": _nograd(torch, fwd)}
+
+
+# ---------------------------------------------------------------- hunt 30: llm inference and fine-tuning kernels
+
+def _i8(r, *shape):
+    return r.integers(-127, 128, shape).astype(np.int8)
+
+
+def _packed4(r, N, K):
+    """int32 words of 8 packed 4-bit codes (nibble j of word k/8 is code k), the whole int32 range."""
+    return r.integers(-2**31, 2**31, (N, K // 8), dtype=np.int64).astype(np.int32)
+
+
+def _lens30(r, B, L):
+    l = r.integers(1, L + 1, B).astype(np.int32)
+    l[0] = L
+    return l
+
+
+def _labels30(r, B, T, V, frac=0.2):
+    lab = r.integers(0, V, (B, T)).astype(np.int32)
+    lab[r.random((B, T)) < frac] = -100
+    lab[:, -1] = r.integers(0, V, B)  # at least one valid target per row
+    return lab
+
+
+@program(name="weight-only int8 linear (decode batch), int8(N,K) tensor, per-out-channel scale after the sum", kind="llm", src="""
+def w8_linear(float(M,K) x, int8(N,K) Wq, float(N) scale, float(N) bias) -> (y) {
+  y(m, n) +=! x(m, k) * float(Wq(n, k))
+  y(m, n) = y(m, n) * scale(n) + bias(n)
+}
+""", full=dict(M=16, K=4096, N=4096), tiny=dict(M=2, K=5, N=3),
+    inputs=lambda r, s: [_n(r, s["M"], s["K"]), _i8(r, s["N"], s["K"]),
+                         (r.uniform(0.5, 1.5, s["N"]) / (127 * np.sqrt(s["K"])) * 3).astype(np.float32),
+                         _w(r, s["N"]) * 0.1])
+def _h30_w8_linear(torch, a, t, s):
+    F = torch.nn.functional
+    x, wq, sc, b = t
+    return {"torch._weight_int8pack_mm": _nograd(torch, lambda: torch._weight_int8pack_mm(x, wq, sc) + b),
+            "F.linear(x, Wq.float()) * scale": _nograd(torch, lambda: F.linear(x, wq.float()) * sc + b)}
+
+
+@program(name="gptq-style 4-bit linear: 8 codes per int32 word, group-128 scale/zero, dequant then x W^T", kind="llm", src="""
+def w4_group_linear(float(M,K) x, int32(N,KP) Wp, float(N,NG) scale, float(N,NG) zero) -> (y) {
+  W(n, k) = (float((Wp(n, k / 8) / int32(exp2(float(4 * (k % 8))))) % 16) - zero(n, k / 128)) * scale(n, k / 128)
+  y(m, n) +=! x(m, k) * W(n, k)
+}
+""", full=dict(M=16, K=2048, N=2048, KP=256, NG=16), tiny=dict(M=2, K=256, N=3, KP=32, NG=2),
+    inputs=lambda r, s: [_n(r, s["M"], s["K"]), _packed4(r, s["N"], s["K"]),
+                         (r.uniform(0.5, 1.5, (s["N"], s["NG"])) / (8 * np.sqrt(s["K"]))).astype(np.float32),
+                         r.uniform(7, 9, (s["N"], s["NG"])).astype(np.float32)])
+def _h30_w4_group(torch, a, t, s):
+    F = torch.nn.functional
+    x, wp, sc, z = t
+    N, K, NG = s["N"], s["K"], s["NG"]
+    shifts = torch.arange(0, 32, 4, dtype=torch.int32)
+
+    def fwd():
+        q = ((wp.unsqueeze(-1) >> shifts) & 15).view(N, NG, K // NG).float()
+        w = ((q - z.unsqueeze(-1)) * sc.unsqueeze(-1)).view(N, K)
+        return F.linear(x, w)
+    return {"torch unpack (>> &) + F.linear": _nograd(torch, fwd)}
+
+
+@program(name="lora adapter forward: x W^T + b + (x A^T) B^T * alpha / r, r from A's shape", kind="llm", src="""
+def lora_linear(float(M,D) x, float(O,D) W, float(O) bias, float(R,D) A, float(O,R) Bm, float alpha) -> (y) {
+  xa(m, r) +=! x(m, d) * A(r, d)
+  y(m, o) +=! x(m, d) * W(o, d)
+  y(m, o) = y(m, o) + bias(o)
+  y(m, o) += xa(m, r) * Bm(o, r) * (alpha / R)
+}
+""", full=dict(M=256, D=1024, O=1024, R=16), tiny=dict(M=2, D=3, O=4, R=2),
+    inputs=lambda r, s: [_n(r, s["M"], s["D"]), _w(r, s["O"], s["D"]), _w(r, s["O"]) * 0.1,
+                         _w(r, s["R"], s["D"]), _w(r, s["O"], s["R"]) * 0.1, np.array(32.0, np.float32)])
+def _h30_lora(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, b, A, Bm = t[:5]
+    scaling = float(a[5]) / s["R"]
+    return {"F.linear + lora branch": _nograd(torch, lambda: F.linear(x, W, b) + F.linear(F.linear(x, A), Bm) * scaling)}
+
+
+@program(name="top-2 moe (mixtral routing): gate softmax, two argmax passes, renormalised, dense swiglu experts", kind="llm", src="""
+def moe_top2(float(N,D) x, float(E,D) Wg, float(E,F,D) W1, float(E,F,D) W3, float(E,D,F) W2) -> (y) {
+  gl(n, e) +=! x(n, d) * Wg(e, d)
+  mx(n) max=! gl(n, e)
+  p(n, e) = exp(gl(n, e) - mx(n))
+  ps(n) +=! p(n, e)
+  p(n, e) = p(n, e) / ps(n)
+  i1(n) argmax=! p(n, e)
+  i2(n) argmax=! e == i1(n) ? -inf : p(n, e)
+  w1(n) = p(n, i1(n)) / (p(n, i1(n)) + p(n, i2(n)))
+  w2(n) = p(n, i2(n)) / (p(n, i1(n)) + p(n, i2(n)))
+  g(n, e, f) +=! x(n, d) * W1(e, f, d)
+  u(n, e, f) +=! x(n, d) * W3(e, f, d)
+  h(n, e, f) = g(n, e, f) * sigmoid(g(n, e, f)) * u(n, e, f)
+  o(n, e, j) +=! h(n, e, f) * W2(e, j, f)
+  y(n, j) = w1(n) * o(n, i1(n), j) + w2(n) * o(n, i2(n), j)
+}
+""", full=dict(N=128, E=8, D=256, F=512), tiny=dict(N=3, E=4, D=3, F=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, s["E"], s["D"]), _w(r, s["E"], s["F"], s["D"]),
+                         _w(r, s["E"], s["F"], s["D"]), _w(r, s["E"], s["D"], s["F"])])
+def _h30_moe_top2(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wg, W1, W3, W2 = t
+
+    def fwd():
+        p = torch.softmax(F.linear(x, Wg), -1)
+        w, idx = p.topk(2, -1)
+        w = w / w.sum(-1, keepdim=True)
+        h = F.silu(torch.einsum("nd,efd->nef", x, W1)) * torch.einsum("nd,efd->nef", x, W3)
+        o = torch.einsum("nef,ejf->nej", h, W2)
+        sel = o.gather(1, idx.unsqueeze(-1).expand(-1, -1, o.shape[-1]))
+        return (sel * w.unsqueeze(-1)).sum(1)
+    return {"torch dense einsum experts + topk gather": _nograd(torch, fwd)}
+
+
+@program(name="sampling probs with temperature and top-k mask, k-th largest by K masked-max passes (K free)", kind="llm", src="""
+def topk_temp_probs(float(B,V) logits, float temp) -> (probs) {
+  for t in K {
+    if t == 0 { m(t, b) max=! logits(b, v) }
+    else      { m(t, b) max=! logits(b, v) < m(t - 1, b) ? logits(b, v) : -inf }
+  }
+  e(b, v) = logits(b, v) >= m(K - 1, b) ? exp((logits(b, v) - m(0, b)) / temp) : 0
+  s(b) +=! e(b, v)
+  probs(b, v) = e(b, v) / s(b)
+}
+""", full=dict(B=32, V=32000, K=50), tiny=dict(B=2, V=7, K=3), free=("K",),
+    inputs=lambda r, s: [_n(r, s["B"], s["V"]) * 3, np.array(0.7, np.float32)])
+def _h30_topk_temp(torch, a, t, s):
+    logits, K, temp = t[0], s["K"], float(a[1])
+
+    def fwd():
+        thr = logits.topk(K, -1).values[:, -1:]
+        return torch.softmax(logits.masked_fill(logits < thr, float("-inf")) / temp, -1)
+    return {"torch topk threshold + masked_fill + softmax": _nograd(torch, fwd)}
+
+
+@program(name="repetition (ctrl-style) + frequency + presence penalties from int32 generated ids, scatter-count", kind="llm", src="""
+def penalties(float(B,V) logits, int32(B,L) ids, float rp, float fp, float pp) -> (out) {
+  cnt(b, v) +=! ids(b, l) == v ? 1.0 : 0.0 where v in 0:V
+  out(b, v) = cnt(b, v) > 0 ? (logits(b, v) < 0 ? logits(b, v) * rp : logits(b, v) / rp) - cnt(b, v) * fp - pp : logits(b, v)
+}
+""", full=dict(B=64, V=32000, L=512), tiny=dict(B=2, V=7, L=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["V"]) * 3, r.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32),
+                         np.array(1.3, np.float32), np.array(0.2, np.float32), np.array(0.5, np.float32)])
+def _h30_penalties(torch, a, t, s):
+    logits, ids = t[0], t[1]
+    rp, fp, pp = (float(v) for v in a[2:])
+
+    def fwd():
+        cnt = torch.zeros_like(logits).scatter_add_(1, ids.long(), torch.ones(ids.shape))
+        seen = cnt > 0
+        pen = torch.where(logits < 0, logits * rp, logits / rp)
+        return torch.where(seen, pen - cnt * fp - pp, logits)
+    return {"torch scatter_add_ counts + where": _nograd(torch, fwd)}
+
+
+@program(name="beam-search step: log_softmax + beam scores, best (beam, token) over beam x vocab in two argmax stages", kind="llm", src="""
+def beam_step(float(B,K,V) logits, float(B,K) scores) -> (score, beam, tok) {
+  mx(b, k) max=! logits(b, k, v)
+  se(b, k) +=! exp(logits(b, k, v) - mx(b, k))
+  lse(b, k) = mx(b, k) + log(se(b, k))
+  bv(b, k) max=! logits(b, k, v)
+  bt(b, k) argmax=! logits(b, k, v)
+  cand(b, k) = bv(b, k) - lse(b, k) + scores(b, k)
+  beam(b) argmax=! cand(b, k)
+  score(b) max=! cand(b, k)
+  tok(b) = bt(b, beam(b))
+}
+""", full=dict(B=32, K=4, V=32000), tiny=dict(B=2, K=3, V=5),
+    pick=lambda r: np.stack([r[1], r[2]]),
+    inputs=lambda r, s: [_n(r, s["B"], s["K"], s["V"]) * 3, -r.random((s["B"], s["K"])).astype(np.float32) * 2])
+def _h30_beam_step(torch, a, t, s):
+    F = torch.nn.functional
+    logits, scores = t
+    V = s["V"]
+
+    def fwd():
+        lp = F.log_softmax(logits, -1) + scores.unsqueeze(-1)
+        flat = lp.view(lp.shape[0], -1).argmax(-1)
+        return torch.stack([flat // V, flat % V]).int()
+    return {"torch log_softmax + flat argmax": _nograd(torch, fwd)}
+
+
+@program(name="speculative decoding verify: min(1, p/q) per draft token, accepted prefix length, residual max(0, p-q)", kind="llm", src="""
+def spec_verify(float(B,G,V) pl, float(B,G,V) ql, int32(B,G) tok, float(B,G) u) -> (ratio, nacc, resid) {
+  pm(b, g) max=! pl(b, g, v)
+  ps(b, g) +=! exp(pl(b, g, v) - pm(b, g))
+  qm(b, g) max=! ql(b, g, v)
+  qs(b, g) +=! exp(ql(b, g, v) - qm(b, g))
+  ratio(b, g) = min(1.0, (exp(pl(b, g, tok(b, g)) - pm(b, g)) / ps(b, g)) / (exp(ql(b, g, tok(b, g)) - qm(b, g)) / qs(b, g)))
+  nacc(b) min=! u(b, g) >= ratio(b, g) ? g : G
+  r(b, g, v) = fmax(0.0, exp(pl(b, g, v) - pm(b, g)) / ps(b, g) - exp(ql(b, g, v) - qm(b, g)) / qs(b, g))
+  rs(b, g) +=! r(b, g, v)
+  resid(b, g, v) = r(b, g, v) / rs(b, g)
+}
+""", full=dict(B=16, G=5, V=32000), tiny=dict(B=2, G=3, V=5),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].astype(np.float32), r[2].ravel()]),
+    inputs=lambda r, s: (lambda pl: [pl, (pl + _n(r, s["B"], s["G"], s["V"])).astype(np.float32),
+                                     r.integers(0, s["V"], (s["B"], s["G"])).astype(np.int32),
+                                     r.random((s["B"], s["G"])).astype(np.float32)])(_n(r, s["B"], s["G"], s["V"]) * 2))
+def _h30_spec_verify(torch, a, t, s):
+    pl, ql, tok, u = t
+    G = s["G"]
+
+    def fwd():
+        p, q = torch.softmax(pl, -1), torch.softmax(ql, -1)
+        ti = tok.long().unsqueeze(-1)
+        ratio = (p.gather(-1, ti) / q.gather(-1, ti)).squeeze(-1).clamp(max=1.0)
+        rej = u >= ratio
+        nacc = torch.where(rej.any(1), rej.int().argmax(1), G)
+        r = (p - q).clamp(min=0)
+        resid = r / r.sum(-1, keepdim=True)
+        return torch.cat([ratio.reshape(-1), nacc.float(), resid.reshape(-1)])
+    return {"torch softmax x2 + gather + clamp": _nograd(torch, fwd)}
+
+
+@program(name="paged attention decode (vllm): kv blocks (NB,BS,H,D) through int32 block table, int32 context lens", kind="llm", src="""
+def paged_decode(float(B,H,D) q, float(NB,BS,H,D) kc, float(NB,BS,H,D) vc, int32(B,MB) bt, int32(B) lens) -> (o) {
+  s(b, h, m, j) +=! q(b, h, d) * kc(bt(b, m), j, h, d)
+  mx(b, h) max=! m * BS + j < lens(b) ? s(b, h, m, j) : -inf
+  e(b, h, m, j) = m * BS + j < lens(b) ? exp((s(b, h, m, j) - mx(b, h)) / sqrt(float(D))) : 0
+  z(b, h) +=! e(b, h, m, j)
+  o(b, h, d) +=! e(b, h, m, j) * vc(bt(b, m), j, h, d) / z(b, h)
+}
+""", full=dict(B=8, H=16, D=128, NB=256, BS=16, MB=32), tiny=dict(B=2, H=2, D=3, NB=6, BS=2, MB=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["D"]), _n(r, s["NB"], s["BS"], s["H"], s["D"]),
+                         _n(r, s["NB"], s["BS"], s["H"], s["D"]),
+                         r.permutation(s["NB"])[:s["B"] * s["MB"]].reshape(s["B"], s["MB"]).astype(np.int32),
+                         _lens30(r, s["B"], s["MB"] * s["BS"])])
+def _h30_paged_decode(torch, a, t, s):
+    F = torch.nn.functional
+    q, kc, vc, bt, lens = t
+    B, H, D, BS, MB = s["B"], s["H"], s["D"], s["BS"], s["MB"]
+
+    def fwd():
+        idx = bt.long()
+        k = kc[idx].view(B, MB * BS, H, D).transpose(1, 2)
+        v = vc[idx].view(B, MB * BS, H, D).transpose(1, 2)
+        mask = (torch.arange(MB * BS) < lens.unsqueeze(1)).view(B, 1, 1, MB * BS)
+        return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask).squeeze(2)
+    return {"torch kc[block_table] gather + sdpa": _nograd(torch, fwd)}
+
+
+@program(name="gqa decode step over a (B,KV,L,D) cache, q viewed (B,KV,G,D), per-sequence int32 cache lengths", kind="llm", src="""
+def gqa_decode(float(B,KV,G,D) q, float(B,KV,L,D) kc, float(B,KV,L,D) vc, int32(B) lens) -> (o) {
+  s(b, c, g, t) +=! q(b, c, g, d) * kc(b, c, t, d)
+  mx(b, c, g) max=! t < lens(b) ? s(b, c, g, t) : -inf
+  e(b, c, g, t) = t < lens(b) ? exp((s(b, c, g, t) - mx(b, c, g)) / sqrt(float(D))) : 0
+  z(b, c, g) +=! e(b, c, g, t)
+  o(b, c, g, d) +=! e(b, c, g, t) * vc(b, c, t, d) / z(b, c, g)
+}
+""", full=dict(B=16, KV=8, G=4, D=128, L=512), tiny=dict(B=2, KV=2, G=2, D=3, L=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["KV"], s["G"], s["D"]), _n(r, s["B"], s["KV"], s["L"], s["D"]),
+                         _n(r, s["B"], s["KV"], s["L"], s["D"]), _lens30(r, s["B"], s["L"])])
+def _h30_gqa_decode(torch, a, t, s):
+    F = torch.nn.functional
+    q, kc, vc, lens = t
+    B, KV, G, D, L = s["B"], s["KV"], s["G"], s["D"], s["L"]
+
+    def sdpa():
+        m = (torch.arange(L) < lens.unsqueeze(1)).view(B, 1, 1, L)
+        o = F.scaled_dot_product_attention(q.reshape(B, KV * G, 1, D), kc, vc, attn_mask=m, enable_gqa=True)
+        return o.view(B, KV, G, D)
+
+    def manual():
+        sc = torch.einsum("bcgd,bctd->bcgt", q, kc) / D ** 0.5
+        sc = sc.masked_fill((torch.arange(L) >= lens.unsqueeze(1)).view(B, 1, 1, L), float("-inf"))
+        return torch.einsum("bcgt,bctd->bcgd", torch.softmax(sc, -1), vc)
+    return {"torch sdpa enable_gqa": _nograd(torch, sdpa), "torch einsum grouped": _nograd(torch, manual)}
+
+
+@program(name="alibi prefill attention, causal + right padding from int32 lens, per-head slope input", kind="llm", src="""
+def alibi_prefill(float(B,H,L,D) q, float(B,H,L,D) k, float(B,H,L,D) v, float(H) slope, int32(B) lens) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  a(b, h, i, j) = s(b, h, i, j) / sqrt(float(D)) + slope(h) * float(j - i)
+  mx(b, h, i) max=! j <= i && j < lens(b) ? a(b, h, i, j) : -inf
+  e(b, h, i, j) = j <= i && j < lens(b) ? exp(a(b, h, i, j) - mx(b, h, i)) : 0
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}
+""", full=dict(B=4, H=8, L=256, D=64), tiny=dict(B=2, H=2, L=4, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["L"], s["D"]), _n(r, s["B"], s["H"], s["L"], s["D"]),
+                         _n(r, s["B"], s["H"], s["L"], s["D"]),
+                         (2.0 ** (-8.0 * (np.arange(s["H"]) + 1) / s["H"])).astype(np.float32),
+                         _lens30(r, s["B"], s["L"])])
+def _h30_alibi_prefill(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, slope, lens = t
+    B, H, L = s["B"], s["H"], s["L"]
+
+    def fwd():
+        pos = torch.arange(L)
+        bias = slope.view(H, 1, 1) * (pos.view(1, 1, L) - pos.view(1, L, 1)).float()
+        ok = (pos.view(1, 1, L) <= pos.view(1, L, 1)) & (pos.view(1, 1, L) < lens.view(B, 1, 1))
+        mask = bias.unsqueeze(0) + torch.zeros(B, 1, L, L).masked_fill(~ok.unsqueeze(1), float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return {"torch sdpa + float alibi/causal/pad mask": _nograd(torch, fwd)}
+
+
+@program(name="swiglu mlp with merged gate_up_proj (2F, D) weight (vllm SiluAndMul), down (D, F), + residual", kind="llm", src="""
+def swiglu_merged(float(N,D) x, float(2 * F, D) Wgu, float(D,F) Wd) -> (y) {
+  gu(n, r) +=! x(n, d) * Wgu(r, d)
+  h(n, f) = gu(n, f) * sigmoid(gu(n, f)) * gu(n, F + f) where f in 0:F
+  y(n, j) +=! h(n, f) * Wd(j, f)
+  y(n, j) = y(n, j) + x(n, j)
+}
+""", full=dict(N=128, D=768, F=2048), tiny=dict(N=2, D=3, F=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, 2 * s["F"], s["D"]), _w(r, s["D"], s["F"])])
+def _h30_swiglu_merged(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wgu, Wd = t
+
+    def fwd():
+        g, u = F.linear(x, Wgu).chunk(2, -1)
+        return F.linear(F.silu(g) * u, Wd) + x
+    return {"torch F.linear + chunk + silu": _nograd(torch, fwd)}
+
+
+@program(name="gemma rmsnorm (x * (1 + w)) fused with the residual add, eps as a float scalar, new residual out", kind="llm", src="""
+def gemma_add_rmsnorm(float(N,D) x, float(N,D) res, float(D) w, float eps) -> (y, r) {
+  r(n, d) = x(n, d) + res(n, d)
+  ss(n) +=! r(n, d) * r(n, d)
+  y(n, d) = r(n, d) * rsqrt(ss(n) / D + eps) * (1 + w(d))
+}
+""", full=dict(N=2048, D=2048), tiny=dict(N=2, D=3),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"], s["D"]), _w(r, s["D"]), np.array(1e-6, np.float32)])
+def _h30_gemma_add_rmsnorm(torch, a, t, s):
+    x, res, w = t[:3]
+    eps = float(a[3])
+
+    def fwd():
+        r = x + res
+        return r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + eps) * (1 + w)
+    return {"torch add + rsqrt(mean(r^2)) * (1 + w)": _nograd(torch, fwd)}
+
+
+@program(name="causal lm loss: shifted labels, ignore_index -100, mean over kept tokens + z-loss (log Z)^2", kind="llm", src="""
+def lm_loss(float(B,T,V) logits, int32(B,T) labels, float zc) -> (loss) {
+  mx(b, t) max=! logits(b, t, v) where t in 0:T-1
+  se(b, t) +=! exp(logits(b, t, v) - mx(b, t))
+  lse(b, t) = mx(b, t) + log(se(b, t))
+  cnt +=! labels(b, t) != -100 ? 1.0 : 0.0 where t in 1:T
+  loss +=! labels(b, t + 1) != -100 ? lse(b, t) - logits(b, t, labels(b, t + 1)) + zc * lse(b, t) * lse(b, t) : 0 where b in 0:B, t in 0:T-1
+  loss = loss / cnt
+}
+""", full=dict(B=2, T=128, V=32000), tiny=dict(B=2, T=4, V=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["V"]) * 2, _labels30(r, s["B"], s["T"], s["V"]), np.array(1e-4, np.float32)])
+def _h30_lm_loss(torch, a, t, s):
+    F = torch.nn.functional
+    logits, labels = t[0], t[1]
+    zc, V = float(a[2]), s["V"]
+
+    def fwd():
+        lg = logits[:, :-1].reshape(-1, V)
+        lb = labels[:, 1:].reshape(-1).long()
+        keep = lb != -100
+        lse = torch.logsumexp(lg, -1)
+        return F.cross_entropy(lg, lb, ignore_index=-100) + zc * (lse[keep] ** 2).sum() / keep.sum()
+    return {"torch F.cross_entropy(ignore_index) + z-loss": _nograd(torch, fwd)}
+# ---------------------------------------------------------------- hunt 31: state-space and sequence models
+
+
+def _dt_bias31(r, n):
+    """mamba's dt_bias init: softplus^-1 of dt drawn log-uniform in [1e-3, 1e-1]."""
+    dt = np.exp(r.uniform(np.log(1e-3), np.log(1e-1), n))
+    return np.log(np.expm1(dt)).astype(np.float32)
+
+
+def _a_log31(r, n):
+    """mamba2's A_log init: log of A drawn uniform in [1, 16]."""
+    return np.log(r.uniform(1, 16, n)).astype(np.float32)
+
+
+@program(name="mamba2 ssd recurrent scan: scalar decay per head, (B,L,H,P) x, shared B/C (B,L,N), D skip", kind="ssm", src="""
+def mamba2_scan(float(B,L,H,P) x, float(B,L,H) dt, float(H) dt_bias, float(H) A_log, float(B,L,N) Bm,
+                float(B,L,N) Cm, float(H) Dsk) -> (y) {
+  delta(b, l, h) = log(1 + exp(dt(b, l, h) + dt_bias(h)))
+  dA(b, l, h) = exp(-exp(A_log(h)) * delta(b, l, h))
+  for t in L {
+    if t == 0 { S(b, h, p, n) = delta(b, t, h) * x(b, t, h, p) * Bm(b, t, n) }
+    else      { S(b, h, p, n) = dA(b, t, h) * S(b, h, p, n) + delta(b, t, h) * x(b, t, h, p) * Bm(b, t, n) }
+    y(b, t, h, p) +=! S(b, h, p, n) * Cm(b, t, n)
+    y(b, t, h, p) = y(b, t, h, p) + Dsk(h) * x(b, t, h, p)
+  }
+}
+""", full=dict(B=4, L=256, H=8, P=64, N=16), tiny=dict(B=2, L=5, H=3, P=2, N=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["H"], s["P"]), _n(r, s["B"], s["L"], s["H"]) * 0.5,
+                         _dt_bias31(r, s["H"]), _a_log31(r, s["H"]), _n(r, s["B"], s["L"], s["N"]),
+                         _n(r, s["B"], s["L"], s["N"]), np.ones(s["H"], np.float32)])
+def _h31_mamba2_scan(torch, a, t, s):
+    F = torch.nn.functional
+    x, dt, dt_bias, A_log, Bm, Cm, Dsk = t
+
+    def run():
+        delta = F.softplus(dt + dt_bias)
+        dA = torch.exp(-torch.exp(A_log) * delta)
+        S = x.new_zeros(s["B"], s["H"], s["P"], s["N"])
+        ys = []
+        for i in range(s["L"]):
+            S = dA[:, i, :, None, None] * S + (delta[:, i, :, None, None] * x[:, i, :, :, None]
+                                               * Bm[:, i, None, None, :])
+            ys.append(torch.einsum("bhpn,bn->bhp", S, Cm[:, i]) + Dsk[:, None] * x[:, i])
+        return torch.stack(ys, 1)
+    return {"torch loop over L": _nograd(torch, run)}
+
+
+@program(name="retnet retention, recurrent form: per-head gamma 1 - 2^(-5-h), state S_h, then per-head group norm", kind="ssm", src="""
+def retention(float(B,H,L,D) q, float(B,H,L,D) k, float(B,H,L,E) v) -> (y) {
+  gam(h) = 1 - exp2(-5.0 - float(h)) where h in 0:H
+  for t in L {
+    if t == 0 { S(b, h, d, e) = k(b, h, t, d) * rsqrt(float(D)) * v(b, h, t, e) }
+    else      { S(b, h, d, e) = gam(h) * S(b, h, d, e) + k(b, h, t, d) * rsqrt(float(D)) * v(b, h, t, e) }
+    o(b, h, t, e) +=! q(b, h, t, d) * S(b, h, d, e)
+  }
+  mu(b, h, l) +=! o(b, h, l, e) / E
+  vr(b, h, l) +=! (o(b, h, l, e) - mu(b, h, l)) * (o(b, h, l, e) - mu(b, h, l)) / E
+  y(b, h, l, e) = (o(b, h, l, e) - mu(b, h, l)) * rsqrt(vr(b, h, l) + 1e-5)
+}
+""", full=dict(B=4, H=8, L=256, D=64, E=64), tiny=dict(B=2, H=3, L=5, D=3, E=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["L"], s["D"]), _n(r, s["B"], s["H"], s["L"], s["D"]),
+                         _n(r, s["B"], s["H"], s["L"], s["E"])])
+def _h31_retention(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+    H, L, D, E = s["H"], s["L"], s["D"], s["E"]
+    gam = 1 - 2.0 ** (-5.0 - torch.arange(H, dtype=torch.float32))
+    n = torch.arange(L)
+    diff = (n[:, None] - n[None, :])
+    decay = torch.where(diff >= 0, gam[:, None, None] ** diff.clamp(min=0).float(), torch.zeros(()))
+
+    def parallel():
+        ret = (q @ k.transpose(-1, -2) * D ** -0.5 * decay) @ v
+        return F.layer_norm(ret, (E,), eps=1e-5)
+
+    def recurrent():
+        S = q.new_zeros(s["B"], H, D, E)
+        outs = []
+        for i in range(L):
+            S = gam[:, None, None] * S + (k[:, :, i, :, None] * D ** -0.5) * v[:, :, i, None, :]
+            outs.append(torch.einsum("bhd,bhde->bhe", q[:, :, i], S))
+        return F.layer_norm(torch.stack(outs, 2), (E,), eps=1e-5)
+    return {"torch parallel form (decay mask)": _nograd(torch, parallel), "torch recurrent loop": _nograd(torch, recurrent)}
+
+
+@program(name="rwkv-6 (finch) wkv: data-dependent decay exp(-exp(w_t)), bonus u, (K,K) state per head", kind="ssm", src="""
+def rwkv6_wkv(float(B,T,H,K) r, float(B,T,H,K) k, float(B,T,H,K) v, float(B,T,H,K) w, float(H,K) u) -> (y) {
+  for t in T {
+    y(b, t, h, j) +=! r(b, t, h, i) * (u(h, i) * k(b, t, h, i) * v(b, t, h, j) + (t > 0 ? S(b, h, i, j) : 0))
+    if t == 0 { S(b, h, i, j) = k(b, t, h, i) * v(b, t, h, j) }
+    else      { S(b, h, i, j) = exp(-exp(w(b, t, h, i))) * S(b, h, i, j) + k(b, t, h, i) * v(b, t, h, j) }
+  }
+}
+""", full=dict(B=4, T=256, H=8, K=64), tiny=dict(B=2, T=5, H=2, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["K"]) * 0.5, _n(r, s["B"], s["T"], s["H"], s["K"]) * 0.5,
+                         _n(r, s["B"], s["T"], s["H"], s["K"]),
+                         (r.uniform(-6, -1, (s["B"], s["T"], s["H"], s["K"]))).astype(np.float32),
+                         _n(r, s["H"], s["K"]) * 0.5])
+def _h31_rwkv6(torch, a, t, s):
+    r, k, v, w, u = t
+
+    def run():
+        S = r.new_zeros(s["B"], s["H"], s["K"], s["K"])
+        ys = []
+        decay = torch.exp(-torch.exp(w))
+        for i in range(s["T"]):
+            kv = k[:, i, :, :, None] * v[:, i, :, None, :]
+            ys.append(torch.einsum("bhi,bhij->bhj", r[:, i], u[..., None] * kv + S))
+            S = decay[:, i, :, :, None] * S + kv
+        return torch.stack(ys, 1)
+    return {"torch loop (fla naive recurrent rwkv6)": _nograd(torch, run)}
+
+
+@program(name="gated linear attention (gla) recurrent: alpha = exp(logsigmoid(gk) / 16) per key dim, o = q S / sqrt(K)", kind="ssm", src="""
+def gla(float(B,T,H,K) q, float(B,T,H,K) k, float(B,T,H,V) v, float(B,T,H,K) gk) -> (o) {
+  for t in T {
+    if t == 0 { S(b, h, i, j) = k(b, t, h, i) * v(b, t, h, j) }
+    else      { S(b, h, i, j) = exp(-log(1 + exp(-gk(b, t, h, i))) / 16) * S(b, h, i, j) + k(b, t, h, i) * v(b, t, h, j) }
+    o(b, t, h, j) +=! q(b, t, h, i) * S(b, h, i, j) / sqrt(float(K))
+  }
+}
+""", full=dict(B=4, T=256, H=4, K=64, V=128), tiny=dict(B=2, T=5, H=2, K=3, V=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["K"]), _n(r, s["B"], s["T"], s["H"], s["K"]),
+                         _n(r, s["B"], s["T"], s["H"], s["V"]), _n(r, s["B"], s["T"], s["H"], s["K"]) * 2])
+def _h31_gla(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, gk = t
+    K = s["K"]
+
+    def run():
+        alpha = torch.exp(F.logsigmoid(gk) / 16)
+        S = q.new_zeros(s["B"], s["H"], K, s["V"])
+        os = []
+        for i in range(s["T"]):
+            S = alpha[:, i, :, :, None] * S + k[:, i, :, :, None] * v[:, i, :, None, :]
+            os.append(torch.einsum("bhi,bhij->bhj", q[:, i] * K ** -0.5, S))
+        return torch.stack(os, 1)
+    return {"torch loop (fused_recurrent ref)": _nograd(torch, run)}
+
+
+@program(name="gated deltanet: l2-normed q/k, alpha = exp(-exp(A_log) softplus(a + dt_bias)), beta = sigmoid, delta rule", kind="ssm", src="""
+def gated_deltanet(float(B,H,T,K) q, float(B,H,T,K) k, float(B,H,T,V) v, float(B,H,T) a, float(B,H,T) bt,
+                   float(H) A_log, float(H) dt_bias) -> (o) {
+  qs(b, h, t) +=! q(b, h, t, i) * q(b, h, t, i)
+  ks(b, h, t) +=! k(b, h, t, i) * k(b, h, t, i)
+  qn(b, h, t, i) = q(b, h, t, i) * rsqrt(qs(b, h, t) + 1e-6) / sqrt(float(K))
+  kn(b, h, t, i) = k(b, h, t, i) * rsqrt(ks(b, h, t) + 1e-6)
+  al(b, h, t) = exp(-exp(A_log(h)) * log(1 + exp(a(b, h, t) + dt_bias(h))))
+  be(b, h, t) = sigmoid(bt(b, h, t))
+  for s in T {
+    if s == 0 { S(b, h, i, j) = be(b, h, s) * kn(b, h, s, i) * v(b, h, s, j) }
+    else {
+      S(b, h, i, j) = al(b, h, s) * S(b, h, i, j)
+      u(b, h, j) +=! S(b, h, i, j) * kn(b, h, s, i)
+      S(b, h, i, j) = S(b, h, i, j) + be(b, h, s) * kn(b, h, s, i) * (v(b, h, s, j) - u(b, h, j))
+    }
+    o(b, h, s, j) +=! qn(b, h, s, i) * S(b, h, i, j)
+  }
+}
+""", full=dict(B=4, H=8, T=256, K=64, V=64), tiny=dict(B=2, H=2, T=5, K=3, V=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["T"], s["K"]), _n(r, s["B"], s["H"], s["T"], s["K"]),
+                         _n(r, s["B"], s["H"], s["T"], s["V"]), _n(r, s["B"], s["H"], s["T"]),
+                         _n(r, s["B"], s["H"], s["T"]), _a_log31(r, s["H"]), _dt_bias31(r, s["H"])])
+def _h31_gated_deltanet(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, am, bt, A_log, dt_bias = t
+    K = s["K"]
+
+    def run():  # fla's recurrent_gated_delta_rule_ref, with use_qk_l2norm
+        qn = q * torch.rsqrt((q * q).sum(-1, keepdim=True) + 1e-6) * K ** -0.5
+        kn = k * torch.rsqrt((k * k).sum(-1, keepdim=True) + 1e-6)
+        g = -torch.exp(A_log)[:, None] * F.softplus(am + dt_bias[:, None])
+        beta = torch.sigmoid(bt)
+        S = q.new_zeros(s["B"], s["H"], K, s["V"])
+        o = []
+        for i in range(s["T"]):
+            S = S * g[:, :, i].exp()[..., None, None]
+            b_k = kn[:, :, i]
+            b_v = (v[:, :, i] - (S * b_k[..., None]).sum(-2)) * beta[:, :, i, None]
+            S = S + b_k.unsqueeze(-1) * b_v.unsqueeze(-2)
+            o.append(torch.einsum("bhd,bhdm->bhm", qn[:, :, i], S))
+        return torch.stack(o, 2)
+    return {"torch loop (fla recurrent ref)": _nograd(torch, run)}
+
+
+def _lam31(r, *shape):
+    """griffin's a_param init: a^c uniform in [0.9^2, 0.999^2], stored as softplus^-1(-log(a^c) / 8)."""
+    a = r.uniform(0.9 ** 2, 0.999 ** 2, shape)
+    return np.log(np.expm1(-np.log(a) / 8)).astype(np.float32)
+
+
+@program(name="hawk / griffin rg-lru: block-diagonal gate linears (NB,DB,DB), log a = -8 r softplus(lam), sqrt(1-a^2) input", kind="ssm", src="""
+def rglru(float(B,T,NB,DB) x, float(NB,DB,DB) Wa, float(NB,DB) ba, float(NB,DB,DB) Wx, float(NB,DB) bx,
+          float(NB,DB) lam) -> (h) {
+  ga(b, t, g, j) +=! x(b, t, g, i) * Wa(g, i, j)
+  gx(b, t, g, j) +=! x(b, t, g, i) * Wx(g, i, j)
+  la(b, t, g, j) = -8.0 * sigmoid(ga(b, t, g, j) + ba(g, j)) * log(1 + exp(lam(g, j)))
+  nx(b, t, g, j) = sigmoid(gx(b, t, g, j) + bx(g, j)) * x(b, t, g, j)
+  for s in T {
+    if s == 0 { h(b, s, g, j) = nx(b, s, g, j) }
+    else      { h(b, s, g, j) = exp(la(b, s, g, j)) * h(b, s - 1, g, j) + sqrt(1 - exp(2 * la(b, s, g, j))) * nx(b, s, g, j) }
+  }
+}
+""", full=dict(B=4, T=256, NB=16, DB=64), tiny=dict(B=2, T=5, NB=2, DB=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["NB"], s["DB"]), _w(r, s["NB"], s["DB"], s["DB"]),
+                         _w(r, s["NB"], s["DB"]) * 0.1, _w(r, s["NB"], s["DB"], s["DB"]),
+                         _w(r, s["NB"], s["DB"]) * 0.1, _lam31(r, s["NB"], s["DB"])])
+def _h31_rglru(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wa, ba, Wx, bx, lam = t
+
+    def run():  # recurrentgemma's torch RGLRU (segment_pos == 0 resets at t = 0)
+        gate_a = torch.sigmoid(torch.einsum("bthi,hij->bthj", x, Wa) + ba)
+        gate_x = torch.sigmoid(torch.einsum("bthi,hij->bthj", x, Wx) + bx)
+        log_a = -8.0 * gate_a * F.softplus(lam)
+        a_ = torch.exp(log_a)
+        mult = torch.sqrt(1 - torch.exp(2 * log_a))
+        mult[:, 0] = 1.0
+        nx = gate_x * x * mult
+        h = nx[:, 0]
+        hs = [h]
+        for i in range(1, s["T"]):
+            h = a_[:, i] * h + nx[:, i]
+            hs.append(h)
+        return torch.stack(hs, 1)
+    return {"torch einsum gates + loop": _nograd(torch, run)}
+
+
+@program(name="s5 complex diagonal ssm, zoh per-state step, bbar = (lbar - 1)/lambda B, re/im pairs, y = Re(C x) + D u", kind="ssm", src="""
+def s5(float(B,L,H) u, float(P) Lre, float(P) Lim, float(P) log_step, float(P,H) Bre, float(P,H) Bim,
+       float(H,P) Cre, float(H,P) Cim, float(H) Dsk) -> (y) {
+  dl(p) = exp(log_step(p))
+  ar(p) = exp(Lre(p) * dl(p)) * cos(Lim(p) * dl(p))
+  ai(p) = exp(Lre(p) * dl(p)) * sin(Lim(p) * dl(p))
+  gr(p) = ((ar(p) - 1) * Lre(p) + ai(p) * Lim(p)) / (Lre(p) * Lre(p) + Lim(p) * Lim(p))
+  gi(p) = (ai(p) * Lre(p) - (ar(p) - 1) * Lim(p)) / (Lre(p) * Lre(p) + Lim(p) * Lim(p))
+  bur(b, l, p) +=! Bre(p, h) * u(b, l, h)
+  bui(b, l, p) +=! Bim(p, h) * u(b, l, h)
+  for t in L {
+    if t == 0 {
+      xr(b, t, p) = gr(p) * bur(b, t, p) - gi(p) * bui(b, t, p)
+      xi(b, t, p) = gr(p) * bui(b, t, p) + gi(p) * bur(b, t, p)
+    } else {
+      xr(b, t, p) = ar(p) * xr(b, t - 1, p) - ai(p) * xi(b, t - 1, p) + gr(p) * bur(b, t, p) - gi(p) * bui(b, t, p)
+      xi(b, t, p) = ar(p) * xi(b, t - 1, p) + ai(p) * xr(b, t - 1, p) + gr(p) * bui(b, t, p) + gi(p) * bur(b, t, p)
+    }
+  }
+  y(b, l, h) +=! Cre(h, p) * xr(b, l, p) - Cim(h, p) * xi(b, l, p)
+  y(b, l, h) = y(b, l, h) + Dsk(h) * u(b, l, h)
+}
+""", full=dict(B=8, L=512, H=128, P=128), tiny=dict(B=2, L=5, H=3, P=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["H"]), np.full(s["P"], -0.5, np.float32),
+                         (np.pi * np.arange(s["P"])).astype(np.float32),
+                         r.uniform(np.log(1e-3), np.log(1e-1), s["P"]).astype(np.float32),
+                         _w(r, s["P"], s["H"]), _w(r, s["P"], s["H"]), _w(r, s["H"], s["P"]), _w(r, s["H"], s["P"]),
+                         _n(r, s["H"])])
+def _h31_s5(torch, a, t, s):
+    u, Lre, Lim, log_step, Bre, Bim, Cre, Cim, Dsk = t
+
+    def run():
+        lam = torch.complex(Lre, Lim)
+        step = torch.exp(log_step)
+        lbar = torch.exp(lam * step)
+        bbar = ((lbar - 1) / lam)[:, None] * torch.complex(Bre, Bim)
+        bu = torch.einsum("blh,ph->blp", u.to(torch.complex64), bbar)
+        xs = []
+        xk = bu.new_zeros(bu.shape[0], bu.shape[2])
+        for i in range(bu.shape[1]):
+            xk = lbar * xk + bu[:, i]
+            xs.append(xk)
+        xs = torch.stack(xs, 1)
+        return torch.einsum("blp,hp->blh", xs, torch.complex(Cre, Cim)).real + Dsk * u
+    return {"torch complex64 loop": _nograd(torch, run)}
+
+
+@program(name="mamba block causal_conv1d_fn, channels-first (B,D,L), weight (D,K), bias, silu activation", kind="ssm", src="""
+def causal_conv1d_silu(float(B,D,L) x, float(D,K) w, float(D) bias) -> (y) {
+  c(b, d, l) +=! (l + k - K + 1 >= 0 ? x(b, d, l + k - K + 1) : 0) * w(d, k) where l in 0:L, k in 0:K
+  y(b, d, l) = (c(b, d, l) + bias(d)) * sigmoid(c(b, d, l) + bias(d))
+}
+""", full=dict(B=8, D=1024, L=512, K=4), tiny=dict(B=2, D=3, L=5, K=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"], s["L"]), _w(r, s["D"], s["K"]), _w(r, s["D"]) * 0.1])
+def _h31_causal_conv1d(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    K, L = s["K"], s["L"]
+    return {"F.conv1d(groups=D, padding=K-1)[..., :L] + silu":
+            _nograd(torch, lambda: F.silu(F.conv1d(x, w.unsqueeze(1), bias, padding=K - 1, groups=x.shape[1])[..., :L]))}
+
+
+@program(name="mamba2 _chunk_cumsum_fwd: dt softplus + clamp, dA cumsum per chunk (for q in Q), exp(segsum) mask", kind="ssm", src="""
+def chunk_cumsum(float(B,NC,Q,H) dt, float(H) dt_bias, float(H) A_log, float dt_min, float dt_max) -> (dtc, cs, Lm) {
+  dtc(b, h, c, q) = fmin(fmax(log(1 + exp(dt(b, c, q, h) + dt_bias(h))), dt_min), dt_max)
+  for q in Q {
+    if q == 0 { cs(b, h, c, q) = -exp(A_log(h)) * dtc(b, h, c, q) }
+    else      { cs(b, h, c, q) = cs(b, h, c, q - 1) - exp(A_log(h)) * dtc(b, h, c, q) }
+  }
+  Lm(b, h, c, i, j) = j <= i ? exp(cs(b, h, c, i) - cs(b, h, c, j)) : 0
+}
+""", full=dict(B=8, NC=8, Q=64, H=16), tiny=dict(B=2, NC=2, Q=4, H=3),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel(), r[2].ravel()]),
+    inputs=lambda r, s: [_n(r, s["B"], s["NC"], s["Q"], s["H"]), _dt_bias31(r, s["H"]), _a_log31(r, s["H"]),
+                         np.array(0.0, np.float32), np.array(0.08, np.float32)])
+def _h31_chunk_cumsum(torch, a, t, s):
+    F = torch.nn.functional
+    dt, dt_bias, A_log = t[:3]
+    dt_min, dt_max = float(a[3]), float(a[4])
+    Q = s["Q"]
+
+    def segsum(x):  # mamba2's ssd_minimal segsum, einops-free
+        x = x[..., None].expand(*x.shape, Q)
+        x = x.masked_fill(~torch.tril(torch.ones(Q, Q, dtype=torch.bool), diagonal=-1), 0)
+        x = torch.cumsum(x, dim=-2)
+        return x.masked_fill(~torch.tril(torch.ones(Q, Q, dtype=torch.bool), diagonal=0), -torch.inf)
+
+    def run():
+        d = F.softplus(dt + dt_bias).clamp(dt_min, dt_max).permute(0, 3, 1, 2)  # (B, H, NC, Q)
+        dA = -torch.exp(A_log)[:, None, None] * d
+        return torch.cat([d.reshape(-1), torch.cumsum(dA, -1).reshape(-1), torch.exp(segsum(dA)).reshape(-1)])
+    return {"torch softplus/clamp + cumsum + ssd_minimal segsum": _nograd(torch, run)}
+
+
+@program(name="mamba2 chunked ssd (ssd_minimal_discrete): intra-chunk (C B^T o L) X, chunk states, state passing loop", kind="ssm", src="""
+def ssd_chunked(float(B,NC,Q,H,P) X, float(B,NC,Q,H) A, float(B,NC,Q,N) Bm, float(B,NC,Q,N) Cm) -> (Y) {
+  cs(b, c, q, h) = A(b, c, q, h)
+  cs(b, c, q, h) = cs(b, c, q, h) + (q > 0 ? cs(b, c, q - 1, h) : 0) where q in 0:Q
+  G(b, c, i, j) +=! Cm(b, c, i, n) * Bm(b, c, j, n)
+  M(b, c, h, i, j) = j <= i ? G(b, c, i, j) * exp(cs(b, c, i, h) - cs(b, c, j, h)) : 0
+  Y(b, c, i, h, p) +=! M(b, c, h, i, j) * X(b, c, j, h, p)
+  st(b, c, h, p, n) +=! Bm(b, c, j, n) * exp(cs(b, c, Q - 1, h) - cs(b, c, j, h)) * X(b, c, j, h, p)
+  for z in 1:NC {
+    if z == 1 { Sin(b, z, h, p, n) = st(b, z - 1, h, p, n) }
+    else      { Sin(b, z, h, p, n) = exp(cs(b, z - 1, Q - 1, h)) * Sin(b, z - 1, h, p, n) + st(b, z - 1, h, p, n) }
+  }
+  Y(b, c, i, h, p) += c > 0 ? exp(cs(b, c, i, h)) * Cm(b, c, i, n) * Sin(b, c, h, p, n) : 0
+}
+""", full=dict(B=2, NC=8, Q=64, H=8, P=64, N=64), tiny=dict(B=2, NC=3, Q=4, H=2, P=3, N=2),
+    inputs=lambda r, s: (lambda dt: [
+        (_n(r, s["B"], s["NC"], s["Q"], s["H"], s["P"]) * dt[..., None]).astype(np.float32),
+        (-r.uniform(1, 16, s["H"]) * dt).astype(np.float32),
+        _n(r, s["B"], s["NC"], s["Q"], s["N"]), _n(r, s["B"], s["NC"], s["Q"], s["N"])])(
+        np.exp(r.uniform(np.log(1e-3), np.log(1e-1), (s["B"], s["NC"], s["Q"], s["H"])))))
+def _h31_ssd_chunked(torch, a, t, s):
+    F = torch.nn.functional
+    X, A, Bm, Cm = t
+    Bsz, NC, Q, H, P, N = s["B"], s["NC"], s["Q"], s["H"], s["P"], s["N"]
+
+    def segsum(x):
+        T = x.size(-1)
+        x = x[..., None].expand(*x.shape, T)
+        x = x.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1), 0)
+        x = torch.cumsum(x, dim=-2)
+        return x.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=0), -torch.inf)
+
+    def ssd_minimal():
+        Bh = Bm[:, :, :, None, :].expand(Bsz, NC, Q, H, N)
+        Ch = Cm[:, :, :, None, :].expand(Bsz, NC, Q, H, N)
+        Ah = A.permute(0, 3, 1, 2)  # b h c l
+        A_cumsum = torch.cumsum(Ah, dim=-1)
+        Lmat = torch.exp(segsum(Ah))
+        Y_diag = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", Ch, Bh, Lmat, X)
+        decay_states = torch.exp(A_cumsum[:, :, :, -1:] - A_cumsum)
+        states = torch.einsum("bclhn,bhcl,bclhp->bchpn", Bh, decay_states, X)
+        states = torch.cat([torch.zeros_like(states[:, :1]), states], dim=1)
+        decay_chunk = torch.exp(segsum(F.pad(A_cumsum[:, :, :, -1], (1, 0))))
+        states = torch.einsum("bhzc,bchpn->bzhpn", decay_chunk, states)[:, :-1]
+        Y_off = torch.einsum("bclhn,bchpn,bhcl->bclhp", Ch, states, torch.exp(A_cumsum))
+        return Y_diag + Y_off
+
+    def loop():
+        Xl, Al = X.reshape(Bsz, NC * Q, H, P), A.reshape(Bsz, NC * Q, H)
+        Bl, Cl = Bm.reshape(Bsz, NC * Q, N), Cm.reshape(Bsz, NC * Q, N)
+        S = X.new_zeros(Bsz, H, P, N)
+        ys = []
+        for i in range(NC * Q):
+            S = torch.exp(Al[:, i])[:, :, None, None] * S + Xl[:, i, :, :, None] * Bl[:, i, None, None, :]
+            ys.append(torch.einsum("bhpn,bn->bhp", S, Cl[:, i]))
+        return torch.stack(ys, 1).view(Bsz, NC, Q, H, P)
+    return {"torch ssd_minimal_discrete (einsum)": _nograd(torch, ssd_minimal),
+            "torch recurrent loop over L": _nograd(torch, loop)}
+
+
+@program(name="performer favor+ causal attention: positive random features exp(w.x' - |x'|^2/2), running state + normalizer", kind="ssm", src="""
+def favor_causal(float(B,H,L,D) q, float(B,H,L,D) k, float(B,H,L,E) v, float(M,D) W) -> (o) {
+  pq(b, h, l, m) +=! q(b, h, l, d) * W(m, d)
+  pk(b, h, l, m) +=! k(b, h, l, d) * W(m, d)
+  nq(b, h, l) +=! q(b, h, l, d) * q(b, h, l, d)
+  nk(b, h, l) +=! k(b, h, l, d) * k(b, h, l, d)
+  fq(b, h, l, m) = exp(pq(b, h, l, m) / sqrt(sqrt(float(D))) - nq(b, h, l) / (2 * sqrt(float(D)))) / sqrt(float(M))
+  fk(b, h, l, m) = exp(pk(b, h, l, m) / sqrt(sqrt(float(D))) - nk(b, h, l) / (2 * sqrt(float(D)))) / sqrt(float(M))
+  for t in L {
+    if t == 0 {
+      S(b, h, m, e) = fk(b, h, t, m) * v(b, h, t, e)
+      z(b, h, m) = fk(b, h, t, m)
+    } else {
+      S(b, h, m, e) = S(b, h, m, e) + fk(b, h, t, m) * v(b, h, t, e)
+      z(b, h, m) = z(b, h, m) + fk(b, h, t, m)
+    }
+    num(b, h, t, e) +=! fq(b, h, t, m) * S(b, h, m, e)
+    den(b, h, t) +=! fq(b, h, t, m) * z(b, h, m)
+    o(b, h, t, e) = num(b, h, t, e) / den(b, h, t)
+  }
+}
+""", full=dict(B=4, H=8, L=256, D=64, E=64, M=64), tiny=dict(B=2, H=2, L=5, D=3, E=4, M=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["L"], s["D"]) * 0.5, _n(r, s["B"], s["H"], s["L"], s["D"]) * 0.5,
+                         _n(r, s["B"], s["H"], s["L"], s["E"]), _n(r, s["M"], s["D"])])
+def _h31_favor(torch, a, t, s):
+    q, k, v, W = t
+    D, M = s["D"], s["M"]
+
+    def feat(x):
+        x = x * D ** -0.25
+        return torch.exp(x @ W.T - (x * x).sum(-1, keepdim=True) / 2) * M ** -0.5
+
+    def quadratic():
+        A = (feat(q) @ feat(k).transpose(-1, -2)).tril()
+        return (A @ v) / A.sum(-1, keepdim=True)
+
+    def prefix():
+        fq, fk = feat(q), feat(k)
+        S = torch.cumsum(fk.unsqueeze(-1) * v.unsqueeze(-2), 2)  # B H L M E
+        z = torch.cumsum(fk, 2)
+        return torch.einsum("bhlm,bhlme->bhle", fq, S) / (fq * z).sum(-1, keepdim=True)
+    return {"torch masked quadratic form": _nograd(torch, quadratic),
+            "torch prefix sums of outer products": _nograd(torch, prefix)}
+
+
+@program(name="rwkv-4 wkv, numerically safe form of the cuda kernel (running max pp, aa, bb), decay -exp(time_decay)", kind="ssm", src="""
+def rwkv4_wkv_safe(float(B,T,C) k, float(B,T,C) v, float(C) time_decay, float(C) u) -> (y) {
+  for t in T {
+    if t == 0 {
+      y(b, t, c) = v(b, t, c)
+      aa(b, c) = v(b, t, c)
+      bb(b, c) = exp(k(b, t, c) - k(b, t, c))
+      pp(b, c) = k(b, t, c)
+    } else {
+      p(b, c) = fmax(pp(b, c), u(c) + k(b, t, c))
+      y(b, t, c) = (exp(pp(b, c) - p(b, c)) * aa(b, c) + exp(u(c) + k(b, t, c) - p(b, c)) * v(b, t, c))
+                 / (exp(pp(b, c) - p(b, c)) * bb(b, c) + exp(u(c) + k(b, t, c) - p(b, c)))
+      p2(b, c) = fmax(pp(b, c) - exp(time_decay(c)), k(b, t, c))
+      aa(b, c) = exp(pp(b, c) - exp(time_decay(c)) - p2(b, c)) * aa(b, c) + exp(k(b, t, c) - p2(b, c)) * v(b, t, c)
+      bb(b, c) = exp(pp(b, c) - exp(time_decay(c)) - p2(b, c)) * bb(b, c) + exp(k(b, t, c) - p2(b, c))
+      pp(b, c) = p2(b, c)
+    }
+  }
+}
+""", full=dict(B=16, T=512, C=1024), tiny=dict(B=2, T=5, C=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]) * 4, _n(r, s["B"], s["T"], s["C"]),
+                         r.uniform(-3, 1, s["C"]).astype(np.float32), _n(r, s["C"])])
+def _h31_rwkv4_safe(torch, a, t, s):
+    k, v, td, u = t
+
+    def run():  # the cuda kernel's loop, batched over (B, C)
+        w = -torch.exp(td)
+        aa = torch.zeros_like(k[:, 0])
+        bb = torch.zeros_like(k[:, 0])
+        pp = torch.full_like(k[:, 0], -1e38)
+        ys = []
+        for i in range(s["T"]):
+            kk, vv = k[:, i], v[:, i]
+            ww = u + kk
+            p = torch.maximum(pp, ww)
+            e1, e2 = torch.exp(pp - p), torch.exp(ww - p)
+            ys.append((e1 * aa + e2 * vv) / (e1 * bb + e2))
+            ww = w + pp
+            p = torch.maximum(ww, kk)
+            e1, e2 = torch.exp(ww - p), torch.exp(kk - p)
+            aa, bb, pp = e1 * aa + e2 * vv, e1 * bb + e2, p
+        return torch.stack(ys, 1)
+    return {"torch loop (cuda kernel transcribed)": _nograd(torch, run)}
+
+
+@program(name="mamba selective_state_update (decode step): state (B,D,N) in, new state + y, dt softplus, D skip, silu(z) gate", kind="ssm", src="""
+def state_update(float(B,D,N) state, float(B,D) x, float(B,D) dt, float(D) dt_bias, float(D,N) A, float(B,N) Bm,
+                 float(B,N) Cm, float(D) Dsk, float(B,D) z) -> (y, ns) {
+  dl(b, d) = log(1 + exp(dt(b, d) + dt_bias(d)))
+  ns(b, d, n) = state(b, d, n) * exp(A(d, n) * dl(b, d)) + Bm(b, n) * dl(b, d) * x(b, d)
+  y(b, d) +=! ns(b, d, n) * Cm(b, n)
+  y(b, d) = (y(b, d) + Dsk(d) * x(b, d)) * z(b, d) * sigmoid(z(b, d))
+}
+""", full=dict(B=32, D=4096, N=16), tiny=dict(B=2, D=3, N=4),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"], s["N"]), _n(r, s["B"], s["D"]), _n(r, s["B"], s["D"]) * 0.5,
+                         _dt_bias31(r, s["D"]),
+                         -np.tile(np.arange(1, s["N"] + 1, dtype=np.float32), (s["D"], 1)),
+                         _n(r, s["B"], s["N"]), _n(r, s["B"], s["N"]), np.ones(s["D"], np.float32),
+                         _n(r, s["B"], s["D"])])
+def _h31_state_update(torch, a, t, s):
+    F = torch.nn.functional
+    state, x, dt, dt_bias, A, Bm, Cm, Dsk, z = t
+
+    def run():  # mamba's selective_state_update_ref, on a copy of the state (the tcdsl kernel returns a new one)
+        st = state.clone()
+        d = F.softplus(dt + dt_bias)
+        dA = torch.exp(d.unsqueeze(-1) * A)
+        dB = d.unsqueeze(-1) * Bm.unsqueeze(1)
+        st.copy_(st * dA + dB * x.unsqueeze(-1))
+        out = torch.einsum("bdn,bn->bd", st, Cm) + x * Dsk
+        out = out * F.silu(z)
+        return torch.cat([out.reshape(-1), st.reshape(-1)])
+    return {"torch selective_state_update_ref": _nograd(torch, run)}
+
+
+@program(name="based linear attention, 2nd-order taylor feature map 1 + q.k/sqrt(F) + (q.k)^2/2F, states by order", kind="ssm", src="""
+def based_taylor(float(B,H,L,F) q, float(B,H,L,F) k, float(B,H,L,E) v) -> (o) {
+  for t in L {
+    if t == 0 {
+      s0(b, h, e) = v(b, h, t, e)
+      s1(b, h, i, e) = k(b, h, t, i) * v(b, h, t, e)
+      s2(b, h, i, j, e) = k(b, h, t, i) * k(b, h, t, j) * v(b, h, t, e)
+      z1(b, h, i) = k(b, h, t, i)
+      z2(b, h, i, j) = k(b, h, t, i) * k(b, h, t, j)
+    } else {
+      s0(b, h, e) = s0(b, h, e) + v(b, h, t, e)
+      s1(b, h, i, e) = s1(b, h, i, e) + k(b, h, t, i) * v(b, h, t, e)
+      s2(b, h, i, j, e) = s2(b, h, i, j, e) + k(b, h, t, i) * k(b, h, t, j) * v(b, h, t, e)
+      z1(b, h, i) = z1(b, h, i) + k(b, h, t, i)
+      z2(b, h, i, j) = z2(b, h, i, j) + k(b, h, t, i) * k(b, h, t, j)
+    }
+    num(b, h, t, e) +=! q(b, h, t, i) * s1(b, h, i, e) / sqrt(float(F))
+    num(b, h, t, e) += q(b, h, t, i) * q(b, h, t, j) * s2(b, h, i, j, e) / (2 * F)
+    den(b, h, t) +=! q(b, h, t, i) * z1(b, h, i) / sqrt(float(F))
+    den(b, h, t) += q(b, h, t, i) * q(b, h, t, j) * z2(b, h, i, j) / (2 * F)
+    o(b, h, t, e) = (num(b, h, t, e) + s0(b, h, e)) / (den(b, h, t) + float(t + 1))
+  }
+}
+""", full=dict(B=2, H=8, L=256, F=16, E=64), tiny=dict(B=2, H=2, L=5, F=3, E=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["L"], s["F"]), _n(r, s["B"], s["H"], s["L"], s["F"]),
+                         _n(r, s["B"], s["H"], s["L"], s["E"])])
+def _h31_based(torch, a, t, s):
+    q, k, v = t
+    Fd = s["F"]
+
+    def quadratic():  # based's parallel reference: phi(q).phi(k) = 1 + qk/sqrt(F) + (qk)^2/(2F), causal
+        qk = q @ k.transpose(-1, -2)
+        A = (1 + qk / Fd ** 0.5 + qk * qk / (2 * Fd)).tril()
+        return (A @ v) / A.sum(-1, keepdim=True)
+
+    def feature_map():  # TaylorExp features, then causal quadratic attention over them
+        def phi(x):
+            x2 = (x.unsqueeze(-1) * x.unsqueeze(-2)).flatten(-2) / 2 ** 0.5
+            return torch.cat([torch.ones_like(x[..., :1]), x / Fd ** 0.25, x2 / Fd ** 0.5], -1)
+        A = (phi(q) @ phi(k).transpose(-1, -2)).tril()
+        return (A @ v) / A.sum(-1, keepdim=True)
+    return {"torch quadratic (qk polynomial)": _nograd(torch, quadratic),
+            "torch TaylorExp features + masked matmul": _nograd(torch, feature_map)}
+# ---------------------------------------------------------------- hunt 32: classical ml and training steps
+
+def _h32_f32(x):
+    return np.array(x, np.float32)
+
+
+def _h32_blobs(r, N, K, D, spread=6.0, noise=0.5):
+    """N points around K well-separated centres, and starting centroids near those centres."""
+    centres = r.standard_normal((K, D)) * spread
+    lab = r.integers(0, K, N)
+    X = (centres[lab] + r.standard_normal((N, D)) * noise).astype(np.float32)
+    C0 = (centres + r.standard_normal((K, D)) * noise).astype(np.float32)
+    return [X, C0]
+
+
+def _h32_resp(r, N, K):
+    z = r.standard_normal((N, K)) * 2
+    e = np.exp(z - z.max(1, keepdims=True))
+    return (e / e.sum(1, keepdims=True)).astype(np.float32)
+
+
+def _h32_lasso_data(r, N, D):
+    X = _n(r, N, D)
+    wt = np.where(r.random(D) < 0.2, r.standard_normal(D) * 2, 0.0)
+    wt[0] = 1.5  # at least one true feature
+    y = (X @ wt + 0.1 * r.standard_normal(N)).astype(np.float32)
+    return [X, y]
+
+
+@program(name="k-means, S Lloyd iterations in a for loop (free): argmin of |c|^2 - 2 x.c, empty clusters keep their centroid",
+         kind="ml", src="""
+def kmeans_lloyd(float(N,D) X, float(K,D) C0) -> (C, assign) {
+  C(k, d) = C0(k, d)
+  for it in S {
+    cc(k) +=! C(k, d) * C(k, d)
+    xc(n, k) +=! X(n, d) * C(k, d)
+    assign(n) argmin=! cc(k) - 2 * xc(n, k)
+    cnt(k) +=! assign(n) == k ? 1.0 : 0.0 where k in 0:K
+    sm(k, d) +=! assign(n) == k ? X(n, d) : 0.0 where k in 0:K
+    C(k, d) = cnt(k) > 0 ? sm(k, d) / cnt(k) : C(k, d)
+  }
+}
+""", full=dict(N=16384, K=32, D=32, S=10), tiny=dict(N=5, K=2, D=3, S=2), free=("S",),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: _h32_blobs(r, s["N"], s["K"], s["D"]))
+def _h32_kmeans(torch, a, t, s):
+    X, C0 = t
+    K, S = s["K"], s["S"]
+
+    def run():
+        C = C0.clone()
+        for _ in range(S):
+            idx = torch.cdist(X, C).argmin(1)
+            cnt = torch.bincount(idx, minlength=K).to(X.dtype)
+            sm = torch.zeros_like(C).index_add_(0, idx, X)
+            C = torch.where(cnt[:, None] > 0, sm / cnt.clamp(min=1)[:, None], C)
+        return C
+    return {"torch cdist + argmin + index_add_ loop": _nograd(torch, run)}
+
+
+@program(name="gaussian mixture m-step from responsibilities: log weights, means, diagonal variances + reg",
+         kind="ml", src="""
+def gmm_mstep(float(N,D) X, float(N,K) R, float reg) -> (logw, mu, var) {
+  nk(k) +=! R(n, k)
+  nk(k) = nk(k) + 1e-6
+  logw(k) = log(nk(k) / N)
+  mu(k, d) +=! R(n, k) * X(n, d)
+  mu(k, d) = mu(k, d) / nk(k)
+  var(k, d) +=! R(n, k) * (X(n, d) - mu(k, d)) * (X(n, d) - mu(k, d))
+  var(k, d) = var(k, d) / nk(k) + reg
+}
+""", full=dict(N=16384, D=64, K=32), tiny=dict(N=5, D=3, K=2),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _h32_resp(r, s["N"], s["K"]), _h32_f32(1e-3)])
+def _h32_gmm_mstep(torch, a, t, s):
+    X, R = t[0], t[1]
+    reg, N = float(a[2]), s["N"]
+
+    def sklearn_style():
+        nk = R.sum(0) + 1e-6
+        mu = R.t() @ X / nk[:, None]
+        avg_x2 = R.t() @ (X * X) / nk[:, None]
+        var = avg_x2 - 2 * mu * (R.t() @ X) / nk[:, None] + mu * mu * (R.sum(0) / nk)[:, None] + reg
+        return torch.cat([torch.log(nk / N), mu.ravel(), var.ravel()])
+
+    def direct():
+        nk = R.sum(0) + 1e-6
+        mu = R.t() @ X / nk[:, None]
+        diff = X[:, None, :] - mu[None]
+        var = torch.einsum("nk,nkd->kd", R, diff * diff) / nk[:, None] + reg
+        return torch.cat([torch.log(nk / N), mu.ravel(), var.ravel()])
+    return {"torch matmuls (sklearn formula)": _nograd(torch, sklearn_style),
+            "torch einsum over (x - mu)^2": _nograd(torch, direct)}
+
+
+@program(name="softmax regression, S full-batch gradient steps (free), int32 labels: loss per step, W and b updated in the loop",
+         kind="ml", src="""
+def softmax_reg_train(float(N,D) X, int32(N) y, float(C,D) W0, float(C) b0, float lr) -> (W, bias, loss) {
+  W(c, d) = W0(c, d)
+  bias(c) = b0(c)
+  for it in S {
+    z(n, c) +=! X(n, d) * W(c, d)
+    z(n, c) = z(n, c) + bias(c)
+    mx(n) max=! z(n, c)
+    e(n, c) = exp(z(n, c) - mx(n))
+    se(n) +=! e(n, c)
+    loss(it) +=! (log(se(n)) + mx(n) - z(n, y(n))) / N
+    g(n, c) = (e(n, c) / se(n) - (y(n) == c ? 1.0 : 0.0)) / N
+    gW(c, d) +=! g(n, c) * X(n, d)
+    gb(c) +=! g(n, c)
+    W(c, d) = W(c, d) - lr * gW(c, d)
+    bias(c) = bias(c) - lr * gb(c)
+  }
+}
+""", full=dict(N=4096, D=256, C=10, S=10), tiny=dict(N=5, D=3, C=4, S=3), free=("S",),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["C"], s["N"]).astype(np.int32),
+                         _w(r, s["C"], s["D"]), np.zeros(s["C"], np.float32), _h32_f32(0.5)])
+def _h32_softmax_reg(torch, a, t, s):
+    F = torch.nn.functional
+    X, y, W0, b0 = t[:4]
+    lr, S, C = float(a[4]), s["S"], s["C"]
+    yl = y.long()
+
+    def manual():
+        W, b, losses = W0.clone(), b0.clone(), []
+        onehot = F.one_hot(yl, C).to(X.dtype)
+        for _ in range(S):
+            z = F.linear(X, W, b)
+            losses.append(F.cross_entropy(z, yl))
+            g = (torch.softmax(z, 1) - onehot) / X.shape[0]
+            W = W - lr * (g.t() @ X)
+            b = b - lr * g.sum(0)
+        return torch.cat([W.ravel(), b, torch.stack(losses)])
+
+    def autograd():
+        W, b, losses = W0.clone().requires_grad_(), b0.clone().requires_grad_(), []
+        for _ in range(S):
+            with torch.enable_grad():
+                loss = F.cross_entropy(F.linear(X, W, b), yl)
+                gW, gb = torch.autograd.grad(loss, (W, b))
+            with torch.no_grad():
+                W -= lr * gW
+                b -= lr * gb
+            losses.append(loss.detach())
+        return torch.cat([W.detach().ravel(), b.detach(), torch.stack(losses)])
+    return {"torch manual softmax - onehot gradient loop": _nograd(torch, manual),
+            "torch autograd.grad of F.cross_entropy loop": autograd}
+
+
+@program(name="k nearest neighbour distances: squared-distance expansion, K masked-min passes in a for loop (K free), sqrt",
+         kind="ml", src="""
+def knn_dists(float(Q,D) Xq, float(N,D) Xr) -> (knn, nbr) {
+  qq(q) +=! Xq(q, d) * Xq(q, d)
+  rr(n) +=! Xr(n, d) * Xr(n, d)
+  dot(q, n) +=! Xq(q, d) * Xr(n, d)
+  dist(q, n) = fmax(qq(q) + rr(n) - 2 * dot(q, n), 0.0)
+  for t in K {
+    if t == 0 {
+      kd(t, q) min=! dist(q, n)
+      nbr(q, t) argmin=! dist(q, n)
+    } else {
+      kd(t, q) min=! dist(q, n) > kd(t - 1, q) ? dist(q, n) : inf
+      nbr(q, t) argmin=! dist(q, n) > kd(t - 1, q) ? dist(q, n) : inf
+    }
+  }
+  knn(q, t) = sqrt(kd(t, q))
+}
+""", full=dict(Q=512, N=4096, D=64, K=10), tiny=dict(Q=3, N=7, D=3, K=3), free=("K",),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["Q"], s["D"]), _n(r, s["N"], s["D"])])
+def _h32_knn(torch, a, t, s):
+    Xq, Xr = t
+    K = s["K"]
+    return {"torch.cdist + topk(largest=False)": _nograd(torch, lambda: torch.cdist(Xq, Xr).topk(K, 1, largest=False).values),
+            "torch mm expansion + topk + sqrt": _nograd(torch, lambda: (
+                (Xq * Xq).sum(1, keepdim=True) + (Xr * Xr).sum(1) - 2 * Xq @ Xr.t()).clamp(min=0)
+                .topk(K, 1, largest=False).values.sqrt())}
+
+
+@program(name="pca first component: centred covariance, S power-iteration steps (free) with normalisation, rayleigh eigenvalue",
+         kind="ml", src="""
+def pca_power(float(N,D) X, float(D) v0) -> (v, lam) {
+  mean(d) +=! X(n, d) / N
+  Xc(n, d) = X(n, d) - mean(d)
+  cov(i, j) +=! Xc(n, i) * Xc(n, j) / (N - 1)
+  v(i) = v0(i)
+  for it in S {
+    u(i) +=! cov(i, j) * v(j)
+    nrm +=! u(i) * u(i)
+    v(i) = u(i) / sqrt(nrm)
+  }
+  cv(i) +=! cov(i, j) * v(j)
+  lam +=! v(i) * cv(i)
+}
+""", full=dict(N=4096, D=256, S=50), tiny=dict(N=5, D=3, S=3), free=("S",),
+    pick=lambda r: np.concatenate([r[0], np.atleast_1d(r[1])]),
+    inputs=lambda r, s: [(_n(r, s["N"], s["D"]) * np.linspace(3, 0.5, s["D"], dtype=np.float32)),
+                         _w(r, s["D"])])
+def _h32_pca(torch, a, t, s):
+    X, v0 = t
+    S = s["S"]
+
+    def run():
+        cov = torch.cov(X.t())
+        v = v0
+        for _ in range(S):
+            u = cov @ v
+            v = u / torch.linalg.vector_norm(u)
+        return torch.cat([v, (v @ cov @ v).reshape(1)])
+    return {"torch.cov + matvec/normalise loop": _nograd(torch, run)}
+
+
+@program(name="ridge regression by S gradient-descent steps (free) from zero, unpenalised intercept, mse per step",
+         kind="ml", src="""
+def ridge_gd(float(N,D) X, float(N) y, float lr, float lam) -> (w, b, mse) {
+  w(d) = 0.0 where d in 0:D
+  b = 0.0
+  for it in S {
+    r(n) +=! X(n, d) * w(d)
+    r(n) = r(n) + b - y(n)
+    mse(it) +=! r(n) * r(n) / N
+    gw(d) +=! X(n, d) * r(n)
+    gb +=! r(n)
+    w(d) = w(d) - lr * (gw(d) / N + lam * w(d))
+    b = b - lr * gb / N
+  }
+}
+""", full=dict(N=8192, D=128, S=20), tiny=dict(N=5, D=3, S=3), free=("S",),
+    pick=lambda r: np.concatenate([r[0], np.atleast_1d(r[1]), r[2]]),
+    inputs=lambda r, s: (lambda X: [X, (X @ _w(r, s["D"]) + 0.7 + 0.1 * _n(r, s["N"])).astype(np.float32),
+                                    _h32_f32(0.1), _h32_f32(1e-2)])(_n(r, s["N"], s["D"])))
+def _h32_ridge(torch, a, t, s):
+    X, y = t[0], t[1]
+    lr, lam, S = float(a[2]), float(a[3]), s["S"]
+    N, D = X.shape
+
+    def run():
+        w, b, mse = torch.zeros(D), torch.zeros(()), []
+        for _ in range(S):
+            r = X @ w + b - y
+            mse.append(r.pow(2).mean())
+            w = w - lr * (X.t() @ r / N + lam * w)
+            b = b - lr * r.mean()
+        return torch.cat([w, b.reshape(1), torch.stack(mse)])
+    return {"torch matvec loop": _nograd(torch, run)}
+
+
+@program(name="centred rmsprop step with momentum and weight decay (torch.optim.RMSprop formulas) on a 2-d weight",
+         kind="ml", src="""
+def rmsprop_centered(float(O,I) p, float(O,I) grad, float(O,I) sq, float(O,I) ga, float(O,I) buf,
+                     float lr, float alpha, float eps, float wd, float mom) -> (p1, sq1, ga1, buf1) {
+  g(o, i) = grad(o, i) + wd * p(o, i)
+  sq1(o, i) = alpha * sq(o, i) + (1 - alpha) * g(o, i) * g(o, i)
+  ga1(o, i) = alpha * ga(o, i) + (1 - alpha) * g(o, i)
+  buf1(o, i) = mom * buf(o, i) + g(o, i) / (sqrt(sq1(o, i) - ga1(o, i) * ga1(o, i)) + eps)
+  p1(o, i) = p(o, i) - lr * buf1(o, i)
+}
+""", full=dict(O=1024, I=2048), tiny=dict(O=2, I=3),
+    pick=lambda r: np.stack(r),
+    inputs=lambda r, s: (lambda O, I: [_w(r, O, I), _n(r, O, I) * 0.01,
+                                       (r.random((O, I)) * 1e-4 + 1e-4).astype(np.float32),
+                                       _n(r, O, I) * 1e-3, _n(r, O, I) * 0.1,
+                                       _h32_f32(1e-2), _h32_f32(0.99), _h32_f32(1e-8), _h32_f32(1e-4),
+                                       _h32_f32(0.9)])(s["O"], s["I"]))
+def _h32_rmsprop(torch, a, t, s):
+    p, grad, sq, ga, buf = t[:5]
+    lr, alpha, eps, wd, mom = (float(v) for v in a[5:])
+
+    def formulas():
+        g = grad + wd * p
+        sq1 = alpha * sq + (1 - alpha) * g * g
+        ga1 = alpha * ga + (1 - alpha) * g
+        buf1 = mom * buf + g / ((sq1 - ga1 * ga1).sqrt() + eps)
+        return torch.stack([p - lr * buf1, sq1, ga1, buf1])
+
+    def inplace_ops():  # torch.optim.RMSprop's single-tensor step, on copies
+        P, SQ, GA, BUF = p.clone(), sq.clone(), ga.clone(), buf.clone()
+        g = grad.add(P, alpha=wd)
+        SQ.mul_(alpha).addcmul_(g, g, value=1 - alpha)
+        GA.lerp_(g, 1 - alpha)
+        avg = SQ.addcmul(GA, GA, value=-1).sqrt_().add_(eps)
+        BUF.mul_(mom).addcdiv_(g, avg)
+        P.add_(BUF, alpha=-lr)
+        return torch.stack([P, SQ, GA, BUF])
+    return {"torch elementwise formulas": _nograd(torch, formulas),
+            "torch in-place optim-style ops on copies": _nograd(torch, inplace_ops)}
+
+
+@program(name="mlp layer train step: relu(x W^T + b), mse backward by hand, sgd nesterov momentum + weight decay",
+         kind="ml", src="""
+def mlp_sgd_step(float(B,I) x, float(B,O) target, float(O,I) W, float(O) bias, float(O,I) vW, float(O) vb,
+                 float lr, float mom, float wd) -> (W1, b1, vW1, vb1, loss) {
+  z(b, o) +=! x(b, i) * W(o, i)
+  h(b, o) = fmax(z(b, o) + bias(o), 0.0)
+  loss +=! (h(b, o) - target(b, o)) * (h(b, o) - target(b, o)) / (B * O)
+  dz(b, o) = h(b, o) > 0 ? 2 * (h(b, o) - target(b, o)) / (B * O) : 0.0
+  gW(o, i) +=! dz(b, o) * x(b, i)
+  gb(o) +=! dz(b, o)
+  gW(o, i) = gW(o, i) + wd * W(o, i)
+  vW1(o, i) = mom * vW(o, i) + gW(o, i)
+  vb1(o) = mom * vb(o) + gb(o)
+  W1(o, i) = W(o, i) - lr * (gW(o, i) + mom * vW1(o, i))
+  b1(o) = bias(o) - lr * (gb(o) + mom * vb1(o))
+}
+""", full=dict(B=128, I=1024, O=1024), tiny=dict(B=3, I=4, O=2),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_n(r, s["B"], s["I"]), _n(r, s["B"], s["O"]) * 0.5, _w(r, s["O"], s["I"]),
+                         _w(r, s["O"]) * 0.1, _w(r, s["O"], s["I"]) * 0.01, _w(r, s["O"]) * 0.01,
+                         _h32_f32(0.1), _h32_f32(0.9), _h32_f32(5e-4)])
+def _h32_mlp_sgd(torch, a, t, s):
+    F = torch.nn.functional
+    x, target, W, b, vW, vb = t[:6]
+    lr, mom, wd = (float(v) for v in a[6:])
+
+    def autograd():
+        Wg, bg = W.clone().requires_grad_(), b.clone().requires_grad_()
+        with torch.enable_grad():
+            loss = F.mse_loss(F.relu(F.linear(x, Wg, bg)), target)
+            gW, gb = torch.autograd.grad(loss, (Wg, bg))
+        with torch.no_grad():
+            gW = gW + wd * W
+            vW1, vb1 = mom * vW + gW, mom * vb + gb
+            return torch.cat([(W - lr * (gW + mom * vW1)).ravel(), b - lr * (gb + mom * vb1),
+                              vW1.ravel(), vb1, loss.reshape(1)])
+
+    def manual():
+        h = F.relu(F.linear(x, W, b))
+        loss = F.mse_loss(h, target)
+        dz = torch.where(h > 0, 2 * (h - target) / h.numel(), 0.0)
+        gW = dz.t() @ x + wd * W
+        gb = dz.sum(0)
+        vW1, vb1 = mom * vW + gW, mom * vb + gb
+        return torch.cat([(W - lr * (gW + mom * vW1)).ravel(), b - lr * (gb + mom * vb1),
+                          vW1.ravel(), vb1, loss.reshape(1)])
+    return {"torch autograd.grad + SGD(nesterov) formulas": autograd,
+            "torch manual backward + SGD(nesterov) formulas": _nograd(torch, manual)}
+
+
+@program(name="gaussian naive bayes: per-class log-likelihood + log prior, log-softmax posterior, argmax class",
+         kind="ml", src="""
+def gnb_posterior(float(N,D) X, float(C,D) theta, float(C,D) var, float(C) prior) -> (logp, pred) {
+  jll(n, c) +=! -0.5 * (log(2 * 3.14159265 * var(c, d)) + (X(n, d) - theta(c, d)) * (X(n, d) - theta(c, d)) / var(c, d))
+  jll(n, c) = jll(n, c) + log(prior(c))
+  mx(n) max=! jll(n, c)
+  se(n) +=! exp(jll(n, c) - mx(n))
+  logp(n, c) = jll(n, c) - mx(n) - log(se(n))
+  pred(n) argmax=! jll(n, c)
+}
+""", full=dict(N=8192, D=64, C=20), tiny=dict(N=4, D=3, C=3),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["C"], s["D"]) * 0.5,
+                         r.uniform(0.5, 2.0, (s["C"], s["D"])).astype(np.float32),
+                         (lambda p: (p / p.sum()).astype(np.float32))(r.uniform(0.5, 1.5, s["C"]))])
+def _h32_gnb(torch, a, t, s):
+    X, theta, var, prior = t
+
+    def broadcast():
+        jll = -0.5 * (torch.log(2 * torch.pi * var).sum(1)
+                      + ((X[:, None, :] - theta) ** 2 / var).sum(2)) + torch.log(prior)
+        return torch.log_softmax(jll, 1)
+
+    def distributions():
+        normal = torch.distributions.Normal(theta, var.sqrt())
+        return torch.log_softmax(normal.log_prob(X[:, None, :]).sum(2) + torch.log(prior), 1)
+
+    def expanded():  # sum of (x - t)^2 / v as three matmuls
+        iv = 1 / var
+        quad = (X * X) @ iv.t() - 2 * X @ (theta * iv).t() + (theta * theta * iv).sum(1)
+        jll = -0.5 * (torch.log(2 * torch.pi * var).sum(1) + quad) + torch.log(prior)
+        return torch.log_softmax(jll, 1)
+    return {"torch broadcast (N,C,D) + log_softmax": _nograd(torch, broadcast),
+            "torch.distributions.Normal.log_prob": _nograd(torch, distributions),
+            "torch matmul expansion + log_softmax": _nograd(torch, expanded)}
+
+
+@program(name="rbf-kernel svm decision function (one-vs-rest): exp(-gamma |x - sv|^2) to support vectors, dual coefs, intercepts",
+         kind="ml", src="""
+def svm_rbf_decision(float(N,D) X, float(M,D) SV, float(C,M) coef, float(C) icpt, float gamma) -> (dec) {
+  xx(n) +=! X(n, d) * X(n, d)
+  ss(m) +=! SV(m, d) * SV(m, d)
+  xs(n, m) +=! X(n, d) * SV(m, d)
+  kmat(n, m) = exp(-gamma * fmax(xx(n) + ss(m) - 2 * xs(n, m), 0.0))
+  dec(n, c) +=! kmat(n, m) * coef(c, m)
+  dec(n, c) = dec(n, c) + icpt(c)
+}
+""", full=dict(N=2048, M=2048, D=64, C=10), tiny=dict(N=3, M=4, D=3, C=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["M"], s["D"]), _w(r, s["C"], s["M"]),
+                         _w(r, s["C"]), _h32_f32(1.0 / s["D"])])
+def _h32_svm_rbf(torch, a, t, s):
+    F = torch.nn.functional
+    X, SV, coef, icpt = t[:4]
+    gamma = float(a[4])
+    return {"torch.cdist^2 + exp + F.linear": _nograd(torch, lambda: F.linear(
+        torch.exp(-gamma * torch.cdist(X, SV).pow(2)), coef, icpt))}
+
+
+@program(name="supervised contrastive (supcon) loss: l2-normalised features, int32 labels, self excluded, temperature",
+         kind="ml", src="""
+def supcon_loss(float(N,D) f, int32(N) y, float tau) -> (loss) {
+  nr(n) +=! f(n, d) * f(n, d)
+  z(n, d) = f(n, d) / fmax(sqrt(nr(n)), 1e-12)
+  sim(i, j) +=! z(i, d) * z(j, d)
+  sim(i, j) = sim(i, j) / tau
+  mx(i) max=! j != i ? sim(i, j) : -inf
+  se(i) +=! j != i ? exp(sim(i, j) - mx(i)) : 0.0
+  npos(i) +=! j != i && y(j) == y(i) ? 1.0 : 0.0
+  sp(i) +=! j != i && y(j) == y(i) ? sim(i, j) : 0.0
+  li(i) = npos(i) > 0 ? mx(i) + log(se(i)) - sp(i) / npos(i) : 0.0
+  cnt +=! npos(i) > 0 ? 1.0 : 0.0
+  tot +=! li(i)
+  loss = tot / cnt
+}
+""", full=dict(N=2048, D=64), tiny=dict(N=5, D=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, max(2, s["N"] // 64), s["N"]).astype(np.int32),
+                         _h32_f32(0.1)])
+def _h32_supcon(torch, a, t, s):
+    F = torch.nn.functional
+    f, y = t[0], t[1]
+    tau = float(a[2])
+    N = f.shape[0]
+
+    def run():
+        z = F.normalize(f, dim=1)
+        sim = z @ z.t() / tau
+        self_mask = torch.eye(N, dtype=torch.bool)
+        logp = torch.log_softmax(sim.masked_fill(self_mask, float("-inf")), 1)
+        pos = (y[:, None] == y[None, :]) & ~self_mask
+        npos = pos.sum(1)
+        mean_lp = torch.where(pos, logp, 0.0).sum(1) / npos.clamp(min=1)
+        has = npos > 0
+        return -(mean_lp[has]).mean()
+    return {"torch normalize + masked log_softmax": _nograd(torch, run)}
+
+
+@program(name="batch-hard triplet loss: hardest positive (max) / negative (min) per anchor from int32 labels, margin",
+         kind="ml", src="""
+def batch_hard_triplet(float(N,D) e, int32(N) y, float margin) -> (loss) {
+  ee(n) +=! e(n, d) * e(n, d)
+  g(i, j) +=! e(i, d) * e(j, d)
+  dist(i, j) = sqrt(fmax(ee(i) + ee(j) - 2 * g(i, j), 1e-12))
+  hp(i) max=! y(j) == y(i) && j != i ? dist(i, j) : -inf
+  hn(i) min=! y(j) != y(i) ? dist(i, j) : inf
+  loss +=! fmax(hp(i) - hn(i) + margin, 0.0) / N
+}
+""", full=dict(N=2048, D=64), tiny=dict(N=6, D=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, max(2, s["N"] // 32), s["N"]).astype(np.int32),
+                         _h32_f32(0.3)])
+def _h32_batch_hard(torch, a, t, s):
+    e, y = t[0], t[1]
+    margin = float(a[2])
+    N = e.shape[0]
+
+    def run():
+        dist = torch.cdist(e, e)
+        same = y[:, None] == y[None, :]
+        eye = torch.eye(N, dtype=torch.bool)
+        hp = dist.masked_fill(~same | eye, float("-inf")).amax(1)
+        hn = dist.masked_fill(same, float("inf")).amin(1)
+        return torch.relu(hp - hn + margin).mean()
+    return {"torch.cdist + masked amax/amin": _nograd(torch, run)}
+
+
+@program(name="lasso by ista: S proximal-gradient steps (free) from zero, soft-threshold, objective per step",
+         kind="ml", src="""
+def lasso_ista(float(N,D) X, float(N) y, float lr, float lam) -> (w, obj) {
+  w(d) = 0.0 where d in 0:D
+  for it in S {
+    r(n) +=! X(n, d) * w(d)
+    r(n) = r(n) - y(n)
+    obj(it) +=! 0.5 * r(n) * r(n) / N
+    obj(it) += lam * fabs(w(d))
+    g(d) +=! X(n, d) * r(n)
+    u(d) = w(d) - lr * g(d) / N
+    w(d) = u(d) > lr * lam ? u(d) - lr * lam : (u(d) < -lr * lam ? u(d) + lr * lam : 0.0)
+  }
+}
+""", full=dict(N=8192, D=256, S=20), tiny=dict(N=5, D=4, S=3), free=("S",),
+    pick=lambda r: np.concatenate([r[0], r[1]]),
+    inputs=lambda r, s: _h32_lasso_data(r, s["N"], s["D"]) + [_h32_f32(0.3), _h32_f32(0.05)])
+def _h32_lasso(torch, a, t, s):
+    F = torch.nn.functional
+    X, y = t[0], t[1]
+    lr, lam, S = float(a[2]), float(a[3]), s["S"]
+    N, D = X.shape
+
+    def run():
+        w, obj = torch.zeros(D), []
+        for _ in range(S):
+            r = X @ w - y
+            obj.append(0.5 * r.pow(2).mean() + lam * w.abs().sum())
+            w = F.softshrink(w - lr * (X.t() @ r) / N, lr * lam)
+        return torch.cat([w, torch.stack(obj)])
+    return {"torch matvec + F.softshrink loop": _nograd(torch, run)}
+
+
+@program(name="logistic regression mini-batch sgd: epochs x batches nested for loops, rows through an int32 (E,NB,BS) permutation",
+         kind="ml", src="""
+def logreg_minibatch(float(N,D) X, float(N) y, int32(E,NB,BS) perm, float(D) w0, float lr) -> (w) {
+  w(d) = w0(d)
+  for ep in E {
+    for m in NB {
+      z(j) +=! X(perm(ep, m, j), d) * w(d)
+      g(j) = sigmoid(z(j)) - y(perm(ep, m, j))
+      gr(d) +=! X(perm(ep, m, j), d) * g(j)
+      w(d) = w(d) - lr * gr(d) / BS
+    }
+  }
+}
+""", full=dict(N=8192, D=128, E=3, NB=64, BS=128), tiny=dict(N=6, D=3, E=2, NB=2, BS=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), (r.random(s["N"]) < 0.5).astype(np.float32),
+                         np.stack([r.permutation(s["N"]).reshape(s["NB"], s["BS"]) for _ in range(s["E"])])
+                         .astype(np.int32), _w(r, s["D"]), _h32_f32(0.1)])
+def _h32_logreg_mb(torch, a, t, s):
+    X, y, perm, w0 = t[:4]
+    lr = float(a[4])
+    E, NB, BS = perm.shape
+    idx = perm.long()
+
+    def run():
+        w = w0.clone()
+        for ep in range(E):
+            for m in range(NB):
+                bi = idx[ep, m]
+                xb = X[bi]
+                g = torch.sigmoid(xb @ w) - y[bi]
+                w = w - lr * (xb.t() @ g) / BS
+        return w
+    return {"torch python loop over batches (index gather)": _nograd(torch, run)}
