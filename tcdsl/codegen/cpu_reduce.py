@@ -87,10 +87,7 @@ def _lanes_init(acc: tirx.Buffer, name: str, lanes: int, reduction: str) -> tirx
 
 def _lanes_combined(acc: tirx.Buffer, lanes: int, combine) -> tirx.PrimExpr:
     """The partial accumulators combined by a balanced tree."""
-    vals = [tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)]
-    while len(vals) > 1:
-        vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
-    return vals[0]
+    return _tree([tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)], combine)
 
 
 def _elsewhere(a: list, b: list, loop_vars) -> bool:
@@ -115,12 +112,20 @@ def _arg_parts(value, buf, idx):
     return better.a, better.b, type(better)
 
 
+def _tree(vals: list, combine) -> tirx.PrimExpr:
+    """``vals`` combined by a balanced tree."""
+    while len(vals) > 1:
+        vals = [combine(vals[i], vals[i + 1]) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+    return vals[0]
+
+
 def _arg_lanes(buf, idx, ebuf, eidx, arg, j, init, vi, lanes: int):
     """An arg-reduction in lanes: each lane keeps the value and the index of
     its best element so far, as the scalar statement would over the lane's
     elements (a NaN is taken only as the very first element, where nothing
-    is held yet); after each block the lanes are folded in index order (on a
-    tie the smaller index) and the result replaces the element where it is
+    is held yet); after each block the lanes are folded without branches
+    (the best value, then the smallest index holding it) and the result
+    replaces the element where it is
     strictly better than the value at the index held (earlier blocks hold
     smaller indices).  Returns (buffers, step, lane inits, fold)."""
     ej, eh, better = arg
@@ -149,16 +154,26 @@ def _arg_lanes(buf, idx, ebuf, eidx, arg, j, init, vi, lanes: int):
     init_lanes = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
                           seq([tirx.BufferStore(bi, tirx.const(-1, "int32"), [lane]),
                                tirx.BufferStore(bv, tirx.const(worst, vdt), [lane])]))
-    k = tirx.Var(buf.name + "_k", INDEX)
-    kv, ki = tirx.BufferLoad(bv, [k]), tirx.BufferLoad(bi, [k])
+    # the fold, branch-free: the best value of the lanes holding an index
+    # (a balanced tree), then the smallest index holding it; a NaN held is the
+    # very first element (lane 0), which nothing replaces
+    pick_best = tirx.min if better is tirx.LT else tirx.max
+    big = tirx.const(2**31 - 1, "int32")
+    lv_k = [tirx.BufferLoad(bv, [tirx.const(q, INDEX)]) for q in range(lanes)]
+    li_k = [tirx.BufferLoad(bi, [tirx.const(q, INDEX)]) for q in range(lanes)]
+    valid = [tirx.And(i >= 0, tirx.Not(is_nan(v, vdt))) if "float" in vdt else i >= 0 for v, i in zip(lv_k, li_k)]
     c_v, c_i = tirx.BufferLoad(cv, [zero]), tirx.BufferLoad(ci, [zero])
-    wins = tirx.And(ki >= 0, tirx.Or(c_i < 0, tirx.Or(better(kv, c_v), tirx.And(tirx.EQ(kv, c_v), ki < c_i))))
-    pick = tirx.IfThenElse(wins, seq([tirx.BufferStore(cv, kv, [zero]), tirx.BufferStore(ci, ki, [zero])]), None)
+    best = _tree([tirx.Select(ok_q, v, tirx.const(worst, vdt)) for ok_q, v in zip(valid, lv_k)], pick_best)
+    first_idx = _tree([tirx.Select(tirx.And(ok_q, tirx.EQ(v, c_v)), i, big)
+                       for ok_q, v, i in zip(valid, lv_k, li_k)], tirx.min)
+    nan_first = tirx.And(li_k[0] >= 0, is_nan(lv_k[0], vdt)) if "float" in vdt else None
     held_e = tirx.BufferLoad(ebuf, eidx)
-    replace = tirx.And(c_i >= 0, tirx.Or(held_e < 0, better(c_v, eh)))
-    fold = seq([tirx.BufferStore(ci, tirx.const(-1, "int32"), [zero]),
-                tirx.For(k, 0, lanes, tirx.ForKind.SERIAL, pick),
-                tirx.IfThenElse(replace, tirx.BufferStore(ebuf, c_i, eidx), None)])
+    replace = tirx.And(tirx.And(c_i >= 0, c_i < big), tirx.Or(held_e < 0, better(c_v, eh)))
+    fold = [tirx.BufferStore(cv, best, [zero]), tirx.BufferStore(ci, first_idx, [zero])]
+    if nan_first is not None:
+        fold.append(tirx.IfThenElse(nan_first, seq([tirx.BufferStore(cv, lv_k[0], [zero]),
+                                                    tirx.BufferStore(ci, li_k[0], [zero])]), None))
+    fold = seq(fold + [tirx.IfThenElse(replace, tirx.BufferStore(ebuf, c_i, eidx), None)])
     return [bv, bi, tk, cv, ci], step, init_lanes, fold
 
 
