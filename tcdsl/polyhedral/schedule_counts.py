@@ -88,7 +88,8 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
         t = node.get_type()
         if t == NT.band:
             below = node.child(0)
-            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone:
+            if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone \
+                    and not _fixed_by_outer_loops(node):
                 dl = node.get_domain().get_set_list()
                 count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
             if mark not in (PARALLEL, PARALLEL_STEPS):
@@ -107,6 +108,19 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
             visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone, shared)
     visit(root, None, False, False)
     return count
+
+
+def _fixed_by_outer_loops(node: isl.ScheduleNode) -> bool:
+    """The band's values are fixed by the loops around it: it runs one
+    iteration (k-means' ``xc(n, k) +=! X(n, d) * C(k, d)`` under an outer
+    parallel loop over ``k`` shared with the centroids' update: its own ``k``
+    loop below ``d`` is a unit loop, a dot product per element, not tiles)."""
+    try:
+        prefix = node.get_prefix_schedule_union_map()
+        band = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+        return bool(prefix.reverse().apply_range(band).is_single_valued())
+    except isl.Error:
+        return False
 
 
 # register tiles take this many rows (codegen/cpu_tiles.py: 4 or 8): a row
