@@ -125,17 +125,16 @@ def _arg_lanes(buf, idx, ebuf, eidx, arg, j, init, vi, lanes: int):
     elements (a NaN is taken only as the very first element, where nothing
     is held yet); after each block the lanes are folded without branches
     (the best value, then the smallest index holding it) and the result
-    replaces the element where it is
-    strictly better than the value at the index held (earlier blocks hold
-    smaller indices).  Returns (buffers, step, lane inits, fold)."""
-    ej, eh, better = arg
-    vdt, zero = dtype_of(ej), tirx.const(0, INDEX)
+    replaces the element where it is strictly better than the value at the
+    index held (earlier blocks hold smaller indices).  Returns (buffers,
+    step, lane inits, fold)."""
+    e, eh, better = arg
+    vdt, zero = dtype_of(e), tirx.const(0, INDEX)
     bv = tirx.decl_buffer((lanes,), vdt, name=buf.name + "_lv", scope=STACK)
     bi = tirx.decl_buffer((lanes,), "int32", name=buf.name + "_li", scope=STACK)
     cv = tirx.decl_buffer((1,), vdt, name=buf.name + "_cv", scope=STACK)
     ci = tirx.decl_buffer((1,), "int32", name=buf.name + "_ci", scope=STACK)
     held = tirx.BufferLoad(buf, idx)
-    e = ej
     j32 = tirx.Cast("int32", j) if dtype_of(j) != "int32" else j
     first = tirx.And(tirx.EQ(j, init), held < 0)
     # (tested on its bits: TVM and LLVM fold a float ``e == e`` to true)
@@ -150,7 +149,7 @@ def _arg_lanes(buf, idx, ebuf, eidx, arg, j, init, vi, lanes: int):
     step = seq([tirx.BufferStore(tk, take, [vi]), tirx.BufferStore(bi, tirx.Select(taken, j32, li), [vi]),
                 tirx.BufferStore(bv, tirx.Select(taken, e, lv), [vi])])
     lane = tirx.Var(buf.name + "_l", INDEX)
-    worst = ty.identity(better is tirx.LT and "min" or "max", vdt)
+    worst = ty.identity("min" if better is tirx.LT else "max", vdt)
     init_lanes = tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED,
                           seq([tirx.BufferStore(bi, tirx.const(-1, "int32"), [lane]),
                                tirx.BufferStore(bv, tirx.const(worst, vdt), [lane])]))

@@ -214,6 +214,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
         found: list[tuple[n.Expr, bool]] = []  # (term, a divisor with a square root)
         domain = set(idx) | set(s.reduction_vars)
 
+        def reciprocal_of(d: n.Expr) -> None:
+            if all(f.span != d.span for f, _ in found):
+                found.append((d, True))
+
         def visit(e: n.Expr, divisor: bool = False, guarded: bool = False) -> None:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} - loops
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
@@ -228,8 +232,7 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                         found.append((e, False))
                     return
                 if not guarded and _divisor(e, s.tensor, loops, lambda u: u < domain and set(idx) - u):
-                    if all(f.span != e.rhs.span for f, _ in found):
-                        found.append((e.rhs, True))
+                    reciprocal_of(e.rhs)
                     visit(e.lhs, guarded=guarded)
                     return
                 for c in n.children(e):
@@ -237,8 +240,7 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                         visit(c, guarded=guarded or isinstance(e, n.Select))
                 return
             if _divisor(e, s.tensor, loops, lambda u: u < set(idx) and idx[-1] in u):
-                if all(f.span != e.rhs.span for f, _ in found):
-                    found.append((e.rhs, True))
+                reciprocal_of(e.rhs)
                 visit(e.lhs)
                 return
             roots = bool(calls & ROOTS) and idx[-1] in used
