@@ -39,6 +39,7 @@ from . import invariant
 from .collapse import run_as_one
 from .scratch import STACK
 from .cpu_strips import strip_steps
+from .cpu_dot import dot_columns, dot_lanes, row_tiles
 from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, rest_packs,
                      rows_across as reads_across_rows, sliding_window, strided_reads, window_loops_outside)
@@ -74,9 +75,8 @@ class RegisterTiles:
         fit for a register tile and no dependence between two of them (so the
         ``k`` loops can be split into one nest per statement), else None."""
         fixed = self._fixed(row)
-        # the outer reduction loop's bounds may move with the row (a
-        # triangular ``k <= i`` piece of a split select): each tile runs the
-        # steps all its rows share, and the others row by row (_Tile.tile)
+        # the outer reduction loop's bounds may move with the row (a triangular ``k <= i`` piece of a
+        # split select): each tile runs the steps all its rows share, and the others row by row (_Tile.tile)
         if not self.m.register_tiles or (fixed - {row}) & loop_ids(outer) or not unit_stride(outer):
             return None
         chain = [outer]
@@ -170,9 +170,8 @@ class RegisterTiles:
         inner, call = leaf
         m = self.m
         j_name = iterator(inner)
-        # the reduction loops' names bound to 0 while the column loop's range is
-        # read (it does not depend on them) and while the accumulated element is
-        # (it does not move with them)
+        # the reduction loops' names bound to 0 while the column loop's range is read (it does
+        # not depend on them) and while the accumulated element is (it does not move with them)
         zeros = {iterator(n): tirx.const(0, INDEX) for n in chain}
         with self.low.bound(zeros):
             j_init, j_ext = self.low.loop_range(inner)
@@ -181,9 +180,8 @@ class RegisterTiles:
         # them again for the few rows of a batch (the Elman RNN: no gain, twice the code).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
         ragged = row in loop_ids(chain[0])  # the rows' reduction ranges differ (see _Tile.tile)
-        # a statement that runs at one step of its loop (an ``if l == 0`` branch)
-        # gets the main tiles only: it is worth tiles where the loop is short
-        # (layers), and little code where it is long (an RNN's first step)
+        # a statement that runs at one step of its loop (an ``if l == 0`` branch) gets the main tiles
+        # only: worth tiles where the loop is short (layers), little code where long (an RNN's first step)
         lean = in_loop and self.low.gen.one_step(self.low.stmts[isl_ast.statement(call)])
         copies = not self.depth and not ragged and not self.single and not lean  # panels may be copied
         # ... but for a tensor the loop writes, read across its last dimension
@@ -214,16 +212,14 @@ class RegisterTiles:
             return stmts, start
 
         def columns(pack: bool) -> tirx.Stmt:
-            # outside sequential loops also half-width tiles: a 4 x 64 tile
-            # leaves 32 columns (a convolution's output rows) to 16-wide ones
+            # outside sequential loops also half-width tiles: a 4 x 64 tile leaves 32 columns to 16-wide ones
             half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width and not lean else ()
             # a tile over several iterations of the depth loop: as many accumulators in all
             main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
             if depth > 1:
                 half = ()
-            # outside sequential loops also vectors of a half and a quarter of
-            # the width before single columns (a convolution's 28 columns:
-            # 16 + 8 + 4; single columns were most of its time)
+            # outside sequential loops also vectors of a half and a quarter of the width before
+            # single columns (a convolution's 28 columns: 16 + 8 + 4; single columns were most of its time)
             vw = m.vector_width
             narrow = tuple(w for w in (vw // 2, vw // 4) if w >= 4) if (not in_loop or depth > 1) and not lean else ()
 
@@ -238,9 +234,8 @@ class RegisterTiles:
                     return _Prepacked(self, call, row, j_name, tile.col0, tile.w, jt, rest).around(
                         lambda: tile.rows(lo, n, rest=False))
                 return channel_blocks(tile)
-            # inside a sequential loop, the columns after the packed panels of
-            # tile_cols = 3 vectors in packed panels of 2 (fewer 3-vector
-            # panels where that leaves less than a vector: panels.balanced_panels)
+            # inside a sequential loop, the columns after the packed panels of tile_cols = 3 vectors in packed
+            # panels of 2 (fewer 3-vector panels where that leaves less than a vector: panels.balanced_panels)
             rest = rest_packs(self.low.gen, whole, j_ext, m, self._when_rows()) \
                 if pack and whole and main == m.tile_cols == 3 * m.vector_width else []
             if rest:  # (and one vector: fewer than 16 columns in all leave up to 15)
@@ -249,7 +244,8 @@ class RegisterTiles:
             else:
                 stmts, start = strips((main,) + half + (m.vector_width,), "w", body)
             stmts.append(tail(start, narrow, channel_blocks,
-                              over_of=lambda tile: body(tile, None) if pack and strided else channel_blocks(tile)))
+                              over_of=lambda tile: body(tile, None) if pack and strided else channel_blocks(tile),
+                              rows_of=lambda cols: row_tiles(row, lo, n, m.tile_rows, cols)))
             done = tirx.floordiv(j_ext, main) * main if pack and across and main == m.tile_cols else None
             return seq(stmts + [leftover_rows(done)])
 
@@ -270,15 +266,21 @@ class RegisterTiles:
             return tirx.For(b, 0, tirx.floordiv(ext + kb - 1, kb), tirx.ForKind.SERIAL,
                             tile.rows(lo, n, (b * kb, tirx.min(kb, ext - b * kb)), rest=False))
 
-        def tail(start, narrow, body_of, over_of=None) -> tirx.Stmt:
+        dot = dot_lanes(self, chain, call, row, j_name)
+
+        def tail(start, narrow, body_of, over_of=None, rows_of=None) -> tirx.Stmt:
             """The columns from ``start`` on (fewer than a vector): when the row
             has a vector's worth of columns, one vector tile that ends at its last
             column and overlaps the tiles before it, storing only its new columns
             (a convolution's 28 columns: 16 + 16 lanes instead of 16 + 8 + 4, one
             pass less over the reduction); else narrower vectors and single
-            columns."""
+            columns, or dot products in lanes (``rows_of``: codegen/cpu_dot.py)."""
             vw, first = m.vector_width, start
-            singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
+            if dot and rows_of is not None:
+                singles = [dot_columns(lambda c0: _Tile(self, chain, call, row, j_name, c0, 1, zeros),
+                                       j_init + start, j_ext - start, rows_of)]
+            else:
+                singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
             if vw < 4 or not m.overlap_tail or lean:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
@@ -305,30 +307,28 @@ class RegisterTiles:
             wide = tuple(w for w in (16 * vw, 8 * vw, 4 * vw) if w * depth <= m.tile_rows * m.tile_cols)[:2]
             if self.single:  # a strip of columns: its width in as few tiles as may be (64 = 4 vectors, not 4 x 1)
                 wide = tuple(w for w in (8 * vw, 4 * vw, 2 * vw) if w * depth <= m.tile_rows * m.tile_cols)
-            # narrower vectors before single columns: a single column's sum is
-            # one chain of dependent FMAs (a batch-1 RNN with 200 columns:
-            # 8 of them took 4 of its 6 us per step)
+            # narrower vectors before single columns: a single column's sum is one chain of
+            # dependent FMAs (a batch-1 RNN with 200 columns: 8 of them took 4 of its 6 us per step)
             narrow = tuple(w for w in (vw // 2,) if w >= 4 and not lean)
             if lean:
                 wide = ()
             ks = strip_steps(self.low, chain) if self.single else None
             first = tirx.const(0, INDEX) if first is None else first  # (the columns before: in the panels)
             stmts, start = strips(wide + (vw,), "v", lambda tile, _: tile.tile(r0, 1, ks), first)
-            stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1, ks)))
+            stmts.append(tail(start, narrow, lambda tile: tile.tile(r0, 1, ks), rows_of=lambda cols: cols(r0, 1)))
             if not half:
                 return tirx.For(r, 0, left, tirx.ForKind.SERIAL, seq(stmts))
             q = tirx.Var(row + "_h", INDEX)
             h0 = lo + tirx.floordiv(n, rb) * rb + q * half
             hs, start = strips((max(2 * m.tile_cols // vw * vw, vw), vw), "h", lambda t, _: t.tile(h0, half), first)
-            hs.append(tail(start, narrow, lambda tile: tile.tile(h0, half)))
+            hs.append(tail(start, narrow, lambda tile: tile.tile(h0, half), rows_of=lambda cols: cols(h0, half)))
             return seq([tirx.For(q, 0, tirx.floordiv(left, half), tirx.ForKind.SERIAL, seq(hs)),
                         tirx.For(r, 0, tirx.floormod(left, half), tirx.ForKind.SERIAL, seq(stmts))])
 
         if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
             return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
-        # inside one, inputs (and temporaries the loop does not write) read as
-        # panels (an RNN's recurrent weight) are packed whole, once per call
-        # (panels.pack_whole)
+        # inside one, inputs (and temporaries the loop does not write) read as panels
+        # (an RNN's recurrent weight) are packed whole, once per call (panels.pack_whole)
         whole = self._whole(chain, call, row, j_name, j_init) if in_loop and copies else []
         if whole:
             packed = []  # (one kind of panel per tile)

@@ -1,0 +1,129 @@
+"""Contractions with fewer output columns than a vector: each column of a
+row tile is a dot product in vector lanes where every operand is stride-1
+in the reduction (codegen/cpu_dot.py; 10 classes' logits ``X(n, d) *
+W(c, d)``).  Values against NumPy at sizes that leave row tiles, lane tails
+and single rows; the structure on the TIR (the ``_d1`` column loop inside
+the row tiles, vector lanes over the reduction); where it must not apply
+(an operand strided in the reduction, a select's branch, ``reduce_lanes``
+off) the columns stay scalar and the results the same."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+
+NO_CACHE = {"disk_cache": False}
+
+LOGITS = """
+def logits(float(N,D) X, float(C,D) W, float(C) b, float(N) mu) -> (z) {
+  z(n, c) +=! (X(n, d) - mu(n)) * W(c, d)
+  z(n, c) = z(n, c) + b(c)
+}
+"""
+
+LOGITS64 = LOGITS.replace("float(", "double(")
+
+# W read across its rows (stride C in d): no dot products
+STRIDED = """
+def logits_t(float(N,D) X, float(D,C) W) -> (z) {
+  z(n, c) +=! X(n, d) * W(d, c)
+}
+"""
+
+# a read under a select: vector lanes would load both sides
+GUARDED = """
+def masked(float(N,D) X, float(C,D) W) -> (z) {
+  z(n, c) +=! (X(n, d) > 0 ? X(n, d) * W(c, d) : 0)
+}
+"""
+
+# softmax regression: the logits of a weight the loop updates
+TRAIN = """
+def train(float(N,D) X, float(N,C) Y, float(C,D) W0, float lr) -> (W) {
+  W(c, d) = W0(c, d)
+  for it in S {
+    z(n, c) +=! X(n, d) * W(c, d)
+    mx(n) max=! z(n, c)
+    e(n, c) = exp(z(n, c) - mx(n))
+    se(n) +=! e(n, c)
+    g(n, c) = e(n, c) / se(n) - Y(n, c)
+    gW(c, d) +=! g(n, c) * X(n, d)
+    W(c, d) = W(c, d) - lr * gW(c, d) / N
+  }
+}
+"""
+
+
+def _data(rng, n, d, c, dtype=np.float32):
+    return (rng.standard_normal((n, d)).astype(dtype), rng.standard_normal((c, d)).astype(dtype),
+            rng.standard_normal(c).astype(dtype), rng.standard_normal(n).astype(dtype))
+
+
+def _logits(X, W, b, mu):
+    X, W, b, mu = (np.asarray(a, np.float64) for a in (X, W, b, mu))
+    return (X - mu[:, None]) @ W.T + b
+
+
+@pytest.mark.parametrize("n,d,c", [(13, 37, 10), (64, 256, 3), (5, 16, 1), (9, 15, 15), (1, 40, 7), (30, 1, 5)])
+def test_narrow_logits_match_numpy(n, d, c):
+    k = tcdsl.compile(LOGITS, options=NO_CACHE)
+    args = _data(np.random.default_rng(n * 100 + d + c), n, d, c)
+    np.testing.assert_allclose(k(*args), _logits(*args), rtol=2e-5, atol=2e-5 * np.sqrt(d))
+
+
+def test_narrow_logits_float64():
+    k = tcdsl.compile(LOGITS64, options=NO_CACHE)
+    args = _data(np.random.default_rng(1), 21, 53, 6, np.float64)
+    np.testing.assert_allclose(k(*args), _logits(*args), rtol=1e-12, atol=1e-12)
+
+
+def test_columns_are_dot_products_inside_the_row_tiles():
+    script = tcdsl.compile(LOGITS, options=NO_CACHE).script
+    # the single columns' loop, inside a row tile, its lanes over d
+    assert "c2_d1" in script or any("_d1" in line and "for" in line for line in script.splitlines())
+    lanes = [line for line in script.splitlines() if "acc[r, v] = acc[r, v] +" in line]
+    assert lanes and all("* 16 + v]" in line for line in lanes)
+    off = tcdsl.compile(LOGITS, options={**NO_CACHE, "reduce_lanes": 0}).script
+    assert not any("_d1 in" in line for line in off.splitlines())
+
+
+@pytest.mark.parametrize("src", [STRIDED, GUARDED])
+def test_no_dot_products_where_lanes_do_not_fit(src):
+    k = tcdsl.compile(src, options=NO_CACHE)
+    assert not any("_d1 in" in line for line in k.script.splitlines())
+    rng = np.random.default_rng(2)
+    n, d, c = 11, 33, 6
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    if src is STRIDED:
+        W = rng.standard_normal((d, c)).astype(np.float32)
+        want = X.astype(np.float64) @ W
+    else:
+        W = rng.standard_normal((c, d)).astype(np.float32)
+        want = np.maximum(X, 0).astype(np.float64) @ W.T
+    np.testing.assert_allclose(k(X, W), want, rtol=2e-5, atol=1e-4)
+
+
+def test_lanes_off_gives_the_same_logits():
+    args = _data(np.random.default_rng(3), 17, 70, 9)
+    on = tcdsl.compile(LOGITS, options=NO_CACHE)(*args)
+    off = tcdsl.compile(LOGITS, options={**NO_CACHE, "reduce_lanes": 0})(*args)
+    np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_regression_steps_match_numpy():
+    rng = np.random.default_rng(4)
+    n, d, c, steps, lr = 50, 37, 10, 4, 0.5
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    Y = np.eye(c, dtype=np.float32)[rng.integers(0, c, n)]
+    W0 = (rng.standard_normal((c, d)) / np.sqrt(d)).astype(np.float32)
+    k = tcdsl.compile(TRAIN, options=NO_CACHE)
+    assert any("_d1 in" in line for line in k.script.splitlines())
+    got = k(X, Y, W0, np.float32(lr), S=steps)
+    W = W0.astype(np.float64)
+    for _ in range(steps):
+        z = X @ W.T
+        e = np.exp(z - z.max(1, keepdims=True))
+        g = e / e.sum(1, keepdims=True) - Y
+        W = W - lr * (g.T @ X) / n
+    np.testing.assert_allclose(got, W, rtol=1e-4, atol=1e-5)
