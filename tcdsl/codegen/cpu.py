@@ -41,7 +41,7 @@ from .collapse import collapse, declarations, divide, divided_rows, merged_rows
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
-from .cpu_strips import few_rows, nonempty_vectors, strip_blocks
+from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
@@ -308,7 +308,9 @@ class CpuAstLowering(AstLowering):
             # TVM 0.27's vectorizer fails on a Let beside an if_then_else ("Let
             # cannot bind the same var to two different values"; found by the
             # random programs: `(i >= T - 1 ? 2 : X(i, j)) * tanh(tanh(float(j)))`)
-            return nonempty_vectors(self, node, name, init, extent, parallel, parallel_ok)
+            if not getattr(self, "assuming_nonempty", False):
+                return nonempty_vectors(self, node, name, init, extent, parallel, parallel_ok)
+            main_body = branches_as_selects(main_body)
         n_main = tirx.floordiv(extent, w)
         tail_body = self.body_with(node, name, init + n_main * w + vt, parallel_ok)
         # a row's divisor or rsqrt, computed once (codegen/invariant.py)

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 from typing import Callable
 
 import islpy as isl
+import tvm
+import tvm_ffi
 from tvm import sym, tirx
 from tvm.tirx.analysis import undefined_vars
 
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
 from .expr import INDEX
-from .lower import has_node, loads, uses
+from .lower import has_node, is_if_then_else, loads, uses
 
 STRIP_K_BLOCK = 16
 # Blocks only from this many strips (1024 columns: rows of 4 KiB and more,
@@ -161,13 +163,15 @@ def _shared_reads(loop, node: isl.AstNode, row: str) -> bool:
 
 def nonempty_vectors(low, node, name: str, init, extent, parallel: bool, parallel_ok: bool) -> tirx.Stmt | None:
     """``low._vectorized(...)`` for a body whose vector loop TVM refuses (a Let
-    beside an ``if_then_else``) where the ``if_then_else``s are only the
-    guards of clamped reads for an empty tensor (a gathered
-    ``logp(t, b, ext(b, s))`` beside libm's Lets in a log-sum-exp): the vector
-    loop where every such tensor is nonempty, a scalar loop where one is
-    empty; else None (a scalar loop)."""
+    beside an ``if_then_else``: a gathered ``logp(t, b, ext(b, s))`` or a
+    CTC step's ``s >= 2 && ... ? prev(b, s - 2) : -1e30`` beside libm's Lets
+    in a log-sum-exp): the vector loop, its ``if_then_else``s as selects
+    (:func:`branches_as_selects`), where every tensor a read is clamped into
+    is nonempty, a scalar loop where one is empty; None (a scalar loop) in a
+    checked kernel, whose reads outside their tensors raise errors."""
+    from . import checks
     from .expr import assume_nonempty
-    if getattr(low, "assuming_nonempty", False):
+    if getattr(low, "assuming_nonempty", False) or checks.enabled():
         return None
     low.assuming_nonempty = True
     try:
@@ -176,7 +180,7 @@ def nonempty_vectors(low, node, name: str, init, extent, parallel: bool, paralle
     finally:
         low.assuming_nonempty = False
     if out is None or not conds:
-        return None
+        return out
     cond = conds[0]
     for c in conds[1:]:
         cond = tirx.And(cond, c)
@@ -184,3 +188,15 @@ def nonempty_vectors(low, node, name: str, init, extent, parallel: bool, paralle
     v = tirx.Var(name + "_s", INDEX)
     scalar = tirx.For(v, 0, tirx.max(extent, 0), tirx.ForKind.SERIAL, low.body_with(node, name, init + v, parallel_ok))
     return tirx.IfThenElse(cond, out, scalar)
+
+
+def branches_as_selects(body: tirx.Stmt) -> tirx.Stmt:
+    """``body`` with each ``c ? a : b`` (``if_then_else``) a ``Select``, which
+    computes both sides in every lane.  Safe in a vector loop's lanes (they
+    are points of the statement's domain) when the tensors are nonempty
+    (``nonempty_vectors``): a read is in its tensor wherever the domain
+    holds, or its indices are clamped into it (codegen/expr.py, rule 3);
+    integer division by 0 gives 0."""
+    def select(c):
+        return tirx.Select(c.args[0], c.args[1], c.args[2]) if is_if_then_else(c) else c
+    return tvm_ffi.structural_map(body, [(tvm.ir.expr.Call, select)])
