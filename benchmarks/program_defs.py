@@ -13143,3 +13143,1388 @@ def _h32_logreg_mb(torch, a, t, s):
                 w = w - lr * (xb.t() @ g) / BS
         return w
     return {"torch python loop over batches (index gather)": _nograd(torch, run)}
+# ==== hunt 33: PDE solvers, stencils and image processing
+
+
+def _h33_f32(x):
+    return np.array(x, np.float32)
+
+
+def _h33_replicate(torch, x, p):
+    """x (..., H, W) padded by p on each side by repeating the border (F.pad replicate wants a batch dim)."""
+    F = torch.nn.functional
+    shape = x.shape
+    return F.pad(x.reshape(-1, 1, *shape[-2:]), (p, p, p, p), mode="replicate").reshape(*shape[:-2], *(
+        s + 2 * p for s in shape[-2:]))
+
+
+def _h33_gauss2d(R, sigma):
+    k = np.exp(-(np.arange(-R, R + 1) ** 2) / (2 * sigma * sigma))
+    g = np.outer(k, k)
+    return (g / g.sum()).astype(np.float32)
+
+
+def _h33_warp_coords(r, N, H, W, OH, OW):
+    """Integer corners (iy, ix) and fractions (fy, fx) of a smooth random warp of (H, W) images sampled on (OH, OW)."""
+    ii, jj = np.meshgrid(np.linspace(0, H - 1, OH), np.linspace(0, W - 1, OW), indexing="ij")
+    amp = r.uniform(0.5, 4.0, (N, 1, 1))
+    ph = r.uniform(0, 6.3, (N, 2, 1, 1))
+    sy = np.clip(ii + amp * np.sin(jj / 23.0 + ph[:, 0]), 0, H - 1)
+    sx = np.clip(jj + amp * np.cos(ii / 17.0 + ph[:, 1]), 0, W - 1)
+    iy = np.minimum(np.floor(sy), H - 2).astype(np.int32)
+    ix = np.minimum(np.floor(sx), W - 2).astype(np.int32)
+    return [iy, ix, (sy - iy).astype(np.float32), (sx - ix).astype(np.float32)]
+
+
+@program(name="2-d heat equation, explicit euler, neumann borders by clamped indices (min/max), batch of fields, S steps (free)",
+         kind="stencil", src="""
+# u_t = alpha * laplacian(u); r = alpha dt / dx^2 (stable for r <= 1/4); zero-flux walls: a neighbour outside
+# the grid is the border cell itself
+def heat_neumann(float(B,H,W) u0, float r) -> (u) {
+  u(b, i, j) = u0(b, i, j)
+  for s in S {
+    lap(b, i, j) = u(b, max(i - 1, 0), j) + u(b, min(i + 1, H - 1), j)
+                 + u(b, i, max(j - 1, 0)) + u(b, i, min(j + 1, W - 1)) - 4 * u(b, i, j)
+    u(b, i, j) = u(b, i, j) + r * lap(b, i, j)
+  }
+}
+""", full=dict(B=4, H=256, W=256, S=30), tiny=dict(B=2, H=4, W=5, S=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"]), _h33_f32(0.2)])
+def _h33_heat_neumann(torch, a, t, s):
+    F = torch.nn.functional
+    u0, rr = t[0], float(a[1])
+    lap = torch.tensor([[0, 1, 0], [1, -4, 1], [0, 1, 0]], dtype=torch.float32)[None, None]
+
+    def conv():
+        u = u0[:, None]
+        for _ in range(s["S"]):
+            u = u + rr * F.conv2d(F.pad(u, (1, 1, 1, 1), mode="replicate"), lap)
+        return u[:, 0]
+
+    def slices():
+        u = u0
+        for _ in range(s["S"]):
+            p = _h33_replicate(torch, u, 1)
+            u = u + rr * (p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:] - 4 * u)
+        return u
+    return {"torch F.pad(replicate) + F.conv2d laplacian loop": _nograd(torch, conv),
+            "torch F.pad(replicate) + slices loop": _nograd(torch, slices)}
+
+
+@program(name="1-d wave equation on a batch of strings, leapfrog from two previous states, fixed ends, history (T free)",
+         kind="stencil", src="""
+# u(t+1) = 2 u(t) - u(t-1) + c2 * (u(t, i-1) - 2 u(t, i) + u(t, i+1)), c2 = (c dt / dx)^2; the first step from the
+# initial velocity by Taylor; both ends held at 0
+def wave1d(float(B,N) u0, float(B,N) v0, float c2, float dt) -> (u) {
+  for t in T {
+    if t == 0 {
+      u(t, b, i) = u0(b, i)
+    } else if t == 1 {
+      u(t, b, i) = i > 0 && i < N - 1 ? u0(b, i) + dt * v0(b, i) + 0.5 * c2 * (u0(b, i - 1) - 2 * u0(b, i) + u0(b, i + 1))
+                                      : 0.0 where i in 0:N
+    } else {
+      u(t, b, i) = i > 0 && i < N - 1
+        ? 2 * u(t - 1, b, i) - u(t - 2, b, i) + c2 * (u(t - 1, b, i - 1) - 2 * u(t - 1, b, i) + u(t - 1, b, i + 1))
+        : 0.0 where i in 0:N
+    }
+  }
+}
+""", full=dict(B=32, N=1024, T=256), tiny=dict(B=2, N=6, T=5), free=("T",),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"]), _n(r, s["B"], s["N"]) * 0.1, _h33_f32(0.36), _h33_f32(0.05)])
+def _h33_wave1d(torch, a, t, s):
+    u0, v0 = t[0], t[1]
+    c2, dt, T = float(a[2]), float(a[3]), s["T"]
+    B, N = u0.shape
+
+    def run():
+        u = torch.zeros(T, B, N)
+        u[0] = u0
+        u[1, :, 1:-1] = u0[:, 1:-1] + dt * v0[:, 1:-1] + 0.5 * c2 * (u0[:, :-2] - 2 * u0[:, 1:-1] + u0[:, 2:])
+        for k in range(2, T):
+            p, q = u[k - 1], u[k - 2]
+            u[k, :, 1:-1] = 2 * p[:, 1:-1] - q[:, 1:-1] + c2 * (p[:, :-2] - 2 * p[:, 1:-1] + p[:, 2:])
+        return u
+    return {"torch slice-assign loop into a preallocated history": _nograd(torch, run)}
+
+
+@program(name="jacobi iteration for poisson -lap u = f, zero dirichlet ghosts as selects, squared update norm per sweep",
+         kind="stencil", src="""
+# u(i,j) <- (u(i-1,j) + u(i+1,j) + u(i,j-1) + u(i,j+1) + h^2 f(i,j)) / 4, the cells outside the grid are 0;
+# delta(it) = |u_new - u_old|^2 to watch convergence
+def jacobi_poisson(float(N,M) f, float h2) -> (u, delta) {
+  u(i, j) = 0.0 where i in 0:N, j in 0:M
+  for it in I {
+    v(i, j) = 0.25 * ((i > 0 ? u(i - 1, j) : 0.0) + (i < N - 1 ? u(i + 1, j) : 0.0)
+                    + (j > 0 ? u(i, j - 1) : 0.0) + (j < M - 1 ? u(i, j + 1) : 0.0) + h2 * f(i, j))
+              where i in 0:N, j in 0:M
+    delta(it) +=! (v(i, j) - u(i, j)) * (v(i, j) - u(i, j))
+    u(i, j) = v(i, j)
+  }
+}
+""", full=dict(N=384, M=384, I=30), tiny=dict(N=4, M=5, I=3), free=("I",),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, s["N"], s["M"]), _h33_f32(1.0 / (s["N"] + 1) ** 2 * 100)])
+def _h33_jacobi_poisson(torch, a, t, s):
+    F = torch.nn.functional
+    f, h2 = t[0], float(a[1])
+    k = torch.tensor([[0, 0.25, 0], [0.25, 0, 0.25], [0, 0.25, 0]], dtype=torch.float32)[None, None]
+
+    def run():
+        rhs = 0.25 * h2 * f
+        u, deltas = torch.zeros_like(f), []
+        for _ in range(s["I"]):
+            v = F.conv2d(u[None, None], k, padding=1)[0, 0] + rhs
+            deltas.append((v - u).pow(2).sum())
+            u = v
+        return torch.cat([u.ravel(), torch.stack(deltas)])
+    return {"torch F.conv2d(padding=1) sweep loop": _nograd(torch, run)}
+
+
+@program(name="game of life on a torus, float 0/1 cells, 3x3 window sum with (i + di - 1 + H) % H wrap, batch, S steps (free)",
+         kind="stencil", src="""
+# neighbours = the 3x3 window sum minus the cell; wrap-around borders by remainders
+def life_torus(float(B,H,W) g0) -> (g) {
+  g(b, i, j) = g0(b, i, j)
+  for s in S {
+    nb(b, i, j) +=! g(b, (i + di + H - 1) % H, (j + dj + W - 1) % W) where i in 0:H, j in 0:W, di in 0:3, dj in 0:3
+    nb(b, i, j) = nb(b, i, j) - g(b, i, j)
+    g(b, i, j) = nb(b, i, j) == 3 || (g(b, i, j) == 1 && nb(b, i, j) == 2) ? 1.0 : 0.0
+  }
+}
+""", full=dict(B=8, H=256, W=256, S=20), tiny=dict(B=2, H=5, W=6, S=4), free=("S",),
+    inputs=lambda r, s: [(r.random((s["B"], s["H"], s["W"])) < 0.35).astype(np.float32)])
+def _h33_life_torus(torch, a, t, s):
+    F = torch.nn.functional
+    g0 = t[0]
+    ring = torch.ones(1, 1, 3, 3)
+    ring[0, 0, 1, 1] = 0
+
+    def conv():
+        g = g0[:, None]
+        for _ in range(s["S"]):
+            nb = F.conv2d(F.pad(g, (1, 1, 1, 1), mode="circular"), ring)
+            g = ((nb == 3) | ((g == 1) & (nb == 2))).float()
+        return g[:, 0]
+
+    def rolls():
+        g = g0
+        for _ in range(s["S"]):
+            nb = sum(torch.roll(g, (di, dj), (1, 2)) for di in (-1, 0, 1) for dj in (-1, 0, 1) if di or dj)
+            g = ((nb == 3) | ((g == 1) & (nb == 2))).float()
+        return g
+    return {"torch F.pad(circular) + F.conv2d loop": _nograd(torch, conv),
+            "torch.roll x8 loop": _nograd(torch, rolls)}
+
+
+@program(name="2-d first-order upwind advection, cell velocities (vx, vy), upwind side picked by sign selects, zero-gradient walls",
+         kind="stencil", src="""
+# q_t + vx q_x + vy q_y = 0; the one-sided difference is taken on the side the flow comes from; at a wall the
+# missing difference is 0 (outflow / zero-gradient)
+def upwind2d(float(H,W) q0, float(H,W) vx, float(H,W) vy, float dt) -> (q) {
+  q(i, j) = q0(i, j)
+  for s in S {
+    fx(i, j) = vx(i, j) > 0 ? vx(i, j) * (j > 0 ? q(i, j) - q(i, j - 1) : 0.0)
+                            : vx(i, j) * (j < W - 1 ? q(i, j + 1) - q(i, j) : 0.0) where j in 0:W
+    fy(i, j) = vy(i, j) > 0 ? vy(i, j) * (i > 0 ? q(i, j) - q(i - 1, j) : 0.0)
+                            : vy(i, j) * (i < H - 1 ? q(i + 1, j) - q(i, j) : 0.0) where i in 0:H
+    q(i, j) = q(i, j) - dt * (fx(i, j) + fy(i, j))
+  }
+}
+""", full=dict(H=512, W=512, S=20), tiny=dict(H=5, W=6, S=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["H"], s["W"]), r.uniform(-1, 1, (s["H"], s["W"])).astype(np.float32),
+                         r.uniform(-1, 1, (s["H"], s["W"])).astype(np.float32), _h33_f32(0.4)])
+def _h33_upwind2d(torch, a, t, s):
+    q0, vx, vy, dt = t[0], t[1], t[2], float(a[3])
+    px, py = vx > 0, vy > 0
+
+    def run():
+        q = q0
+        for _ in range(s["S"]):
+            p = _h33_replicate(torch, q, 1)
+            c = p[1:-1, 1:-1]
+            fx = vx * torch.where(px, c - p[1:-1, :-2], p[1:-1, 2:] - c)
+            fy = vy * torch.where(py, c - p[:-2, 1:-1], p[2:, 1:-1] - c)
+            q = q - dt * (fx + fy)
+        return q
+    return {"torch replicate pad + torch.where upwind loop": _nograd(torch, run)}
+
+
+@program(name="gray-scott reaction-diffusion, 3x3 laplacian taps as an input, replicate borders by clamped indices, U and V out",
+         kind="stencil", src="""
+# Karl Sims' formulation: laplacian = 3x3 window weighted by lapk (0.05 corners, 0.2 sides, -1 centre), dt = 1
+def gray_scott_lapk(float(B,H,W) U0, float(B,H,W) V0, float(3,3) lapk, float du, float dv, float feed, float kill)
+    -> (U, V) {
+  U(b, i, j) = U0(b, i, j)
+  V(b, i, j) = V0(b, i, j)
+  for s in S {
+    lu(b, i, j) +=! lapk(di, dj) * U(b, min(max(i + di - 1, 0), H - 1), min(max(j + dj - 1, 0), W - 1))
+      where i in 0:H, j in 0:W
+    lv(b, i, j) +=! lapk(di, dj) * V(b, min(max(i + di - 1, 0), H - 1), min(max(j + dj - 1, 0), W - 1))
+      where i in 0:H, j in 0:W
+    uvv(b, i, j) = U(b, i, j) * V(b, i, j) * V(b, i, j)
+    U(b, i, j) = U(b, i, j) + du * lu(b, i, j) - uvv(b, i, j) + feed * (1 - U(b, i, j))
+    V(b, i, j) = V(b, i, j) + dv * lv(b, i, j) + uvv(b, i, j) - (feed + kill) * V(b, i, j)
+  }
+}
+""", full=dict(B=2, H=256, W=256, S=25), tiny=dict(B=1, H=4, W=5, S=3), free=("S",),
+    pick=lambda r: np.stack(r),
+    inputs=lambda r, s: [r.uniform(0.5, 1.0, (s["B"], s["H"], s["W"])).astype(np.float32),
+                         r.uniform(0.0, 0.3, (s["B"], s["H"], s["W"])).astype(np.float32),
+                         np.array([[0.05, 0.2, 0.05], [0.2, -1.0, 0.2], [0.05, 0.2, 0.05]], np.float32),
+                         _h33_f32(1.0), _h33_f32(0.5), _h33_f32(0.055), _h33_f32(0.062)])
+def _h33_gray_scott(torch, a, t, s):
+    F = torch.nn.functional
+    U0, V0, lapk = t[0], t[1], t[2]
+    du, dv, feed, kill = (float(v) for v in a[3:])
+    B = U0.shape[0]
+    w = lapk[None, None].repeat(2 * B, 1, 1, 1)
+
+    def run():
+        U, V = U0, V0
+        for _ in range(s["S"]):
+            L = F.conv2d(F.pad(torch.cat([U, V])[None], (1, 1, 1, 1), mode="replicate"), w, groups=2 * B)[0]
+            uvv = U * V * V
+            U, V = U + du * L[:B] - uvv + feed * (1 - U), V + dv * L[B:] + uvv - (feed + kill) * V
+        return torch.stack([U, V])
+    return {"torch replicate pad + grouped F.conv2d loop": _nograd(torch, run)}
+
+
+@program(name="separable gaussian blur of channels-last (N,H,W,C) images, taps from sigma in-program, radius R (free), replicate borders",
+         kind="vision", src="""
+def gauss_blur_nhwc(float(N,H,W,C) x, float sigma) -> (y) {
+  g(k) = exp(-(k - R) * (k - R) / (2 * sigma * sigma)) where k in 0:2*R+1
+  gs +=! g(k)
+  tmp(n, i, j, c) +=! g(k) * x(n, min(max(i + k - R, 0), H - 1), j, c) where i in 0:H
+  y(n, i, j, c) +=! g(k) * tmp(n, i, min(max(j + k - R, 0), W - 1), c) where j in 0:W
+  y(n, i, j, c) = y(n, i, j, c) / (gs * gs)
+}
+""", full=dict(N=8, H=256, W=256, C=3, R=3), tiny=dict(N=2, H=5, W=6, C=3, R=2), free=("R",),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"], s["C"]), np.float32), _h33_f32(1.5)])
+def _h33_gauss_nhwc(torch, a, t, s):
+    F = torch.nn.functional
+    x, sigma, R = t[0], float(a[1]), s["R"]
+    C = x.shape[3]
+    k = torch.exp(-torch.arange(-R, R + 1, dtype=torch.float32) ** 2 / (2 * sigma * sigma))
+    k = k / k.sum()
+    kh, kw = k.view(1, 1, -1, 1).repeat(C, 1, 1, 1), k.view(1, 1, 1, -1).repeat(C, 1, 1, 1)
+
+    def run():
+        xc = F.pad(x.permute(0, 3, 1, 2), (R, R, R, R), mode="replicate")
+        return F.conv2d(F.conv2d(xc, kh, groups=C), kw, groups=C).permute(0, 2, 3, 1)
+    return {"torch replicate pad + two depthwise F.conv2d (NCHW permute)": _nograd(torch, run)}
+
+
+@program(name="sobel gradient magnitude of rgb images: luma, zero-padded copy, 6-tap gx/gy, normalised by per-image max",
+         kind="vision", src="""
+def sobel_luma(float(N,3,H,W) img) -> (edge) {
+  luma(n, i, j) = 0.299 * img(n, 0, i, j) + 0.587 * img(n, 1, i, j) + 0.114 * img(n, 2, i, j)
+  p(n, i, j) = i >= 1 && i <= H && j >= 1 && j <= W ? luma(n, i - 1, j - 1) : 0.0 where i in 0:H+2, j in 0:W+2
+  gx(n, i, j) = p(n, i, j + 2) + 2 * p(n, i + 1, j + 2) + p(n, i + 2, j + 2)
+              - p(n, i, j) - 2 * p(n, i + 1, j) - p(n, i + 2, j)
+  gy(n, i, j) = p(n, i + 2, j) + 2 * p(n, i + 2, j + 1) + p(n, i + 2, j + 2)
+              - p(n, i, j) - 2 * p(n, i, j + 1) - p(n, i, j + 2)
+  mag(n, i, j) = sqrt(gx(n, i, j) * gx(n, i, j) + gy(n, i, j) * gy(n, i, j))
+  mx(n) max=! mag(n, i, j)
+  edge(n, i, j) = mag(n, i, j) / mx(n)
+}
+""", full=dict(N=4, H=512, W=512), tiny=dict(N=2, H=4, W=5),
+    inputs=lambda r, s: [r.random((s["N"], 3, s["H"], s["W"]), np.float32)])
+def _h33_sobel_luma(torch, a, t, s):
+    F = torch.nn.functional
+    img = t[0]
+    luma_w = torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)
+    sx = torch.tensor([[-1.0, 0, 1], [-2, 0, 2], [-1, 0, 1]])
+    sob = torch.stack([sx, sx.t()])[:, None]
+
+    def run():
+        g = F.conv2d(F.conv2d(img, luma_w), sob, padding=1)
+        mag = torch.hypot(g[:, 0], g[:, 1])
+        return mag / mag.amax((1, 2), keepdim=True)
+    return {"torch 1x1 F.conv2d luma + F.conv2d sobel pair + hypot": _nograd(torch, run)}
+
+
+@program(name="morphological white top-hat x - open(x), square (2R+1)^2 window (free R), erosion min=! then dilation max=!, +-inf borders",
+         kind="vision", src="""
+def white_tophat(float(N,C,H,W) x) -> (th) {
+  er(n, c, i, j) min=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W
+                         ? x(n, c, i + a - R, j + b - R) : inf
+                         where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  op(n, c, i, j) max=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W
+                         ? er(n, c, i + a - R, j + b - R) : -inf
+                         where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  th(n, c, i, j) = x(n, c, i, j) - op(n, c, i, j)
+}
+""", full=dict(N=4, C=3, H=256, W=256, R=2), tiny=dict(N=1, C=2, H=5, W=6, R=1), free=("R",),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32)])
+def _h33_tophat(torch, a, t, s):
+    F = torch.nn.functional
+    x, R = t[0], s["R"]
+    K = 2 * R + 1
+
+    def run():
+        opened = F.max_pool2d(-F.max_pool2d(-x, K, 1, R), K, 1, R)
+        return x - opened
+    return {"torch F.max_pool2d(-x) erosion + F.max_pool2d dilation": _nograd(torch, run)}
+
+
+@program(name="9x9 box mean via an integral image: row scan in a for loop, column running sum in place, clipped border windows",
+         kind="vision", src="""
+# mean over the part of the 9x9 window inside the image (avg_pool2d with count_include_pad=False)
+def box_mean_integral(float(N,H,W) x) -> (y) {
+  for j in W {
+    if j == 0 { ii(n, i, j) = x(n, i, j) }
+    else      { ii(n, i, j) = ii(n, i, j - 1) + x(n, i, j) }
+  }
+  ii(n, i, j) = ii(n, i, j) + (i > 0 ? ii(n, i - 1, j) : 0.0)
+  y(n, i, j) = (ii(n, min(i + 4, H - 1), min(j + 4, W - 1))
+              - (i >= 5 ? ii(n, i - 5, min(j + 4, W - 1)) : 0.0)
+              - (j >= 5 ? ii(n, min(i + 4, H - 1), j - 5) : 0.0)
+              + (i >= 5 && j >= 5 ? ii(n, i - 5, j - 5) : 0.0))
+              / ((min(i + 4, H - 1) - max(i - 4, 0) + 1) * (min(j + 4, W - 1) - max(j - 4, 0) + 1))
+              where i in 0:H, j in 0:W
+}
+""", full=dict(N=4, H=512, W=512), tiny=dict(N=2, H=7, W=12),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"])])
+def _h33_box_integral(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+    N, H, W = x.shape
+    hi_i, lo_i = (torch.arange(H) + 4).clamp(max=H - 1) + 1, (torch.arange(H) - 4).clamp(min=0)
+    hi_j, lo_j = (torch.arange(W) + 4).clamp(max=W - 1) + 1, (torch.arange(W) - 4).clamp(min=0)
+    cnt = ((hi_i - lo_i)[:, None] * (hi_j - lo_j)[None, :]).float()
+
+    def cumsums():
+        S = F.pad(x.cumsum(1).cumsum(2), (1, 0, 1, 0))
+        Sh, Sl = S[:, hi_i], S[:, lo_i]
+        return (Sh[:, :, hi_j] - Sl[:, :, hi_j] - Sh[:, :, lo_j] + Sl[:, :, lo_j]) / cnt
+    return {"torch.cumsum x2 + index differences": _nograd(torch, cumsums),
+            "torch F.avg_pool2d(9, count_include_pad=False)": _nograd(torch, lambda: F.avg_pool2d(
+                x[:, None], 9, 1, 4, count_include_pad=False)[:, 0])}
+
+
+@program(name="bilinear image warp from precomputed int32 corner coordinates (iy, ix) and fractions (fy, fx), NCHW gather",
+         kind="vision", src="""
+def warp_bilinear(float(N,C,H,W) img, int32(N,OH,OW) iy, int32(N,OH,OW) ix, float(N,OH,OW) fy, float(N,OH,OW) fx)
+    -> (out) {
+  out(n, c, i, j) = (1 - fy(n, i, j)) * ((1 - fx(n, i, j)) * img(n, c, iy(n, i, j), ix(n, i, j))
+                                         + fx(n, i, j) * img(n, c, iy(n, i, j), ix(n, i, j) + 1))
+                  + fy(n, i, j) * ((1 - fx(n, i, j)) * img(n, c, iy(n, i, j) + 1, ix(n, i, j))
+                                   + fx(n, i, j) * img(n, c, iy(n, i, j) + 1, ix(n, i, j) + 1))
+}
+""", full=dict(N=4, C=3, H=512, W=512, OH=512, OW=512), tiny=dict(N=2, C=2, H=5, W=6, OH=4, OW=3),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32)]
+    + _h33_warp_coords(r, s["N"], s["H"], s["W"], s["OH"], s["OW"]))
+def _h33_warp(torch, a, t, s):
+    F = torch.nn.functional
+    img, iy, ix, fy, fx = t
+    N, C, H, W = img.shape
+    _, OH, OW = iy.shape
+
+    def gather():
+        flat = img.reshape(N, C, H * W)
+        base = (iy.long() * W + ix.long()).reshape(N, 1, -1).expand(N, C, -1)
+
+        def at(off):
+            return flat.gather(2, base + off).view(N, C, OH, OW)
+        wy, wx = fy[:, None], fx[:, None]
+        return (1 - wy) * ((1 - wx) * at(0) + wx * at(1)) + wy * ((1 - wx) * at(W) + wx * at(W + 1))
+
+    def grid_sample():
+        gx = (ix + fx) * (2.0 / (W - 1)) - 1
+        gy = (iy + fy) * (2.0 / (H - 1)) - 1
+        return F.grid_sample(img, torch.stack([gx, gy], -1), mode="bilinear", padding_mode="border",
+                             align_corners=True)
+    return {"torch gather of 4 corners + lerp": _nograd(torch, gather),
+            "torch F.grid_sample(align_corners=True)": _nograd(torch, grid_sample)}
+
+
+@program(name="histogram equalisation of int32 grey levels: one-hot histogram, cdf scan, first non-empty bin, lut lookup (L free)",
+         kind="vision", src="""
+# out = (cdf(level) - cdf_min) / (H*W - cdf_min) in [0, 1], as skimage-style continuous equalisation
+def hist_equalize(int32(N,H,W) lev) -> (out) {
+  hist(n, k) +=! lev(n, i, j) == k ? 1.0 : 0.0 where k in 0:L
+  cdf(n, k) = hist(n, k)
+  cdf(n, k) = cdf(n, k) + (k > 0 ? cdf(n, k - 1) : 0.0)
+  cmin(n) min=! hist(n, k) > 0 ? cdf(n, k) : inf
+  lut(n, k) = (cdf(n, k) - cmin(n)) / (H * W - cmin(n))
+  out(n, i, j) = lut(n, lev(n, i, j))
+}
+""", full=dict(N=8, H=128, W=128, L=256), tiny=dict(N=2, H=4, W=5, L=8), free=("L",),
+    inputs=lambda r, s: [np.clip(r.normal(0.35 * s["L"], 0.08 * s["L"] + 1, (s["N"], s["H"], s["W"])), 0,
+                                 s["L"] - 1).astype(np.int32)])
+def _h33_histeq(torch, a, t, s):
+    lev = t[0]
+    N, H, W = lev.shape
+    L = s["L"]
+
+    def run():
+        flat = lev.reshape(N, -1).long()
+        hist = torch.bincount((flat + L * torch.arange(N)[:, None]).ravel(), minlength=N * L).view(N, L).float()
+        cdf = hist.cumsum(1)
+        cmin = torch.where(hist > 0, cdf, float("inf")).amin(1, keepdim=True)
+        lut = (cdf - cmin) / (H * W - cmin)
+        return lut.gather(1, flat).view(N, H, W)
+    return {"torch.bincount (offset per image) + cumsum + gather": _nograd(torch, run)}
+
+
+@program(name="unsharp mask: (2R+1)^2 gaussian taps as an input (size expression), zero-padded blur by selects, amount, clamp to [0,1]",
+         kind="vision", src="""
+def unsharp_mask(float(N,C,H,W) x, float(2*R+1, 2*R+1) g, float amount) -> (y) {
+  blur(n, c, i, j) +=! g(a, b) * (i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W
+                                  ? x(n, c, i + a - R, j + b - R) : 0.0)
+                       where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  y(n, c, i, j) = fmin(fmax(x(n, c, i, j) + amount * (x(n, c, i, j) - blur(n, c, i, j)), 0.0), 1.0)
+}
+""", full=dict(N=4, C=3, H=256, W=256, R=2), tiny=dict(N=1, C=2, H=5, W=6, R=1),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32), _h33_gauss2d(s["R"], 1.0),
+                         _h33_f32(0.8)])
+def _h33_unsharp(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, amount = t[0], t[1], float(a[2])
+    N, C, H, W = x.shape
+    R = g.shape[0] // 2
+
+    def run():
+        blur = F.conv2d(x.reshape(N * C, 1, H, W), g[None, None], padding=R).view(N, C, H, W)
+        return (x + amount * (x - blur)).clamp(0, 1)
+    return {"torch depthwise F.conv2d(padding=R) + clamp": _nograd(torch, run)}
+
+
+@program(name="perona-malik anisotropic diffusion, exp(-(d/kappa)^2) conductance on 4 one-sided differences, zero-flux walls, S steps",
+         kind="vision", src="""
+def perona_malik(float(N,H,W) img, float kappa, float lam) -> (u) {
+  for s in S {
+    if s == 0 { u(n, i, j) = img(n, i, j) }
+    dn(n, i, j) = i > 0 ? u(n, i - 1, j) - u(n, i, j) : 0.0 where i in 0:H
+    ds(n, i, j) = i < H - 1 ? u(n, i + 1, j) - u(n, i, j) : 0.0 where i in 0:H
+    de(n, i, j) = j < W - 1 ? u(n, i, j + 1) - u(n, i, j) : 0.0 where j in 0:W
+    dw(n, i, j) = j > 0 ? u(n, i, j - 1) - u(n, i, j) : 0.0 where j in 0:W
+    u(n, i, j) = u(n, i, j) + lam * (exp(-(dn(n, i, j) / kappa) * (dn(n, i, j) / kappa)) * dn(n, i, j)
+                                   + exp(-(ds(n, i, j) / kappa) * (ds(n, i, j) / kappa)) * ds(n, i, j)
+                                   + exp(-(de(n, i, j) / kappa) * (de(n, i, j) / kappa)) * de(n, i, j)
+                                   + exp(-(dw(n, i, j) / kappa) * (dw(n, i, j) / kappa)) * dw(n, i, j))
+  }
+}
+""", full=dict(N=4, H=256, W=256, S=10), tiny=dict(N=2, H=4, W=5, S=3), free=("S",),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"]), np.float32), _h33_f32(0.1), _h33_f32(0.2)])
+def _h33_perona_malik(torch, a, t, s):
+    img, kappa, lam = t[0], float(a[1]), float(a[2])
+
+    def run():
+        u = img
+        for _ in range(s["S"]):
+            p = _h33_replicate(torch, u, 1)
+            d = torch.stack([p[:, :-2, 1:-1], p[:, 2:, 1:-1], p[:, 1:-1, 2:], p[:, 1:-1, :-2]]) - u
+            u = u + lam * (torch.exp(-(d / kappa).square()) * d).sum(0)
+        return u
+    return {"torch replicate pad + stacked differences loop": _nograd(torch, run)}
+# ==== hunt 34: sequence decoding, dynamic programming and attention variants
+
+
+def _h34_flat(*outs):
+    """Several outputs (float or int) as one float64 vector, the runner compares one array."""
+    return np.concatenate([np.asarray(o.detach().numpy() if hasattr(o, "detach") else o, np.float64).ravel()
+                           for o in outs])
+
+
+def _h34_logsm(rng, *shape):
+    z = rng.standard_normal(shape).astype(np.float64)
+    return (z - np.log(np.exp(z).sum(axis=-1, keepdims=True))).astype(np.float32)
+
+
+@program(name="hmm forward log-space over padded discrete sequences: int32 symbols (B,T) gathered from logB(S,V), "
+              "int32 lengths, one rolling alpha", kind="sequence", src="""
+# alpha has no time dimension: it is overwritten at every step, and kept as it is once t passes the length
+def hmm_forward_symbols(int32(B,T) obs, int32(B) len, float(S,S) logA, float(S,V) logB, float(S) logpi)
+    -> (loglik) {
+  for t in T {
+    if t == 0 {
+      alpha(b, j) = logpi(j) + logB(j, obs(b, 0))
+    } else {
+      m(b, j) max=! alpha(b, i) + logA(i, j)
+      e(b, j) +=! exp(alpha(b, i) + logA(i, j) - m(b, j))
+      alpha(b, j) = t < len(b) ? m(b, j) + log(e(b, j)) + logB(j, obs(b, t)) : alpha(b, j)
+    }
+  }
+  mx(b) max=! alpha(b, j)
+  z(b) +=! exp(alpha(b, j) - mx(b))
+  loglik(b) = mx(b) + log(z(b))
+}
+""", full=dict(B=64, T=200, S=32, V=100), tiny=dict(B=3, T=5, S=3, V=4),
+    inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32),
+                         r.integers(1, s["T"] + 1, s["B"]).astype(np.int32),
+                         _h34_logsm(r, s["S"], s["S"]), _h34_logsm(r, s["S"], s["V"]), _h34_logsm(r, s["S"])])
+def _h34_hmm_symbols(torch, a, t, s):
+    obs, lens, logA, logB, logpi = t
+    T = s["T"]
+    em = logB.t()[obs.long()]            # (B, T, S): emission log-probs of each observed symbol
+    ln = lens.long()[:, None]
+
+    def run():
+        alpha = logpi + em[:, 0]
+        for step in range(1, T):
+            nxt = torch.logsumexp(alpha[:, :, None] + logA, dim=1) + em[:, step]
+            alpha = torch.where(step < ln, nxt, alpha)
+        return torch.logsumexp(alpha, dim=1)
+    return {"torch loop (logsumexp, where on lengths)": _nograd(torch, run)}
+
+
+@program(name="ctc loss over a padded batch: int32 input and target lengths, alpha frozen past the input length, "
+              "where-bound predecessors", kind="sequence", src="""
+# blank 0; ext is the blank-extended label sequence; -1e30 is log 0. prev is alpha before the step, so that
+# the update does not read the values it has just written
+def ctc_loss_padded(float(T,B,V) logp, int32(B,L) labels, int32(B) ilen, int32(B) tlen) -> (loss) {
+  ext(b, s) = s % 2 == 1 ? labels(b, (s - 1) / 2) : 0 where s in 0:2*L+1
+  for t in T {
+    if t == 0 {
+      alpha(b, s) = s < 2 ? logp(0, b, ext(b, s)) : -1e30 where s in 0:2*L+1
+    } else {
+      prev(b, s) = alpha(b, s)
+      alpha(b, s) = t < ilen(b) ? mx + log(exp(a1 - mx) + exp(a2 - mx) + exp(a3 - mx)) + logp(t, b, ext(b, s)) : a1
+        where s in 0:2*L+1, a1 = prev(b, s), a2 = s >= 1 ? prev(b, s - 1) : -1e30,
+              a3 = s >= 2 && ext(b, s) != 0 && ext(b, s) != ext(b, s - 2) ? prev(b, s - 2) : -1e30,
+              mx = max(a1, max(a2, a3))
+    }
+  }
+  la(b) = alpha(b, 2 * tlen(b))
+  lb(b) = alpha(b, 2 * tlen(b) - 1)
+  loss(b) = -(max(la(b), lb(b)) + log(exp(la(b) - max(la(b), lb(b))) + exp(lb(b) - max(la(b), lb(b)))))
+}
+""", full=dict(T=250, B=32, V=50, L=60), tiny=dict(T=9, B=3, V=5, L=3),
+    inputs=lambda r, s: [_h34_logsm(r, s["T"], s["B"], s["V"]),
+                         r.integers(1, s["V"], (s["B"], s["L"])).astype(np.int32),
+                         r.integers(2 * s["L"] + 1, s["T"] + 1, s["B"]).astype(np.int32),
+                         r.integers(1, s["L"] + 1, s["B"]).astype(np.int32)])
+def _h34_ctc_padded(torch, a, t, s):
+    F = torch.nn.functional
+    logp, labels, ilen, tlen = t
+    targets, il, tl = labels.long(), ilen.long(), tlen.long()
+    return {"F.ctc_loss (lengths, reduction none)": _nograd(torch, lambda: F.ctc_loss(
+        logp, targets, il, tl, blank=0, reduction="none"))}
+
+
+@program(name="soft-dtw (soft-min of three predecessors, gamma scalar), wavefront loop over anti-diagonals, "
+              "R stored diagonal-major (N+M-1, B, N)", kind="timeseries", src="""
+# cell (i, j) of the DP lives at R(i + j, b, i); cells off the grid are 1e10 (infinity), R(-1, -1) = 0
+def soft_dtw_diag(float(B,N,F) x, float(B,M,F) y, float gamma) -> (sdtw) {
+  D(b, i, j) +=! (x(b, i, f) - y(b, j, f)) * (x(b, i, f) - y(b, j, f))
+  for d in N + M - 1 {
+    if d == 0 {
+      R(d, b, i) = i == 0 ? D(b, 0, 0) : 1e10 where b in 0:B, i in 0:N
+    } else {
+      r0(b, i) = i >= 1 && d >= 2 ? R(d - 2, b, i - 1) : 1e10 where b in 0:B, i in 0:N
+      r1(b, i) = i >= 1 ? R(d - 1, b, i - 1) : 1e10 where b in 0:B, i in 0:N
+      r2(b, i) = R(d - 1, b, i)
+      mn(b, i) = min(r0(b, i), min(r1(b, i), r2(b, i)))
+      sm(b, i) = mn(b, i) - gamma * log(exp((mn(b, i) - r0(b, i)) / gamma) + exp((mn(b, i) - r1(b, i)) / gamma)
+                                        + exp((mn(b, i) - r2(b, i)) / gamma))
+      R(d, b, i) = d - i >= 0 && d - i < M ? D(b, i, d - i) + sm(b, i) : 1e10 where i in 0:N
+    }
+  }
+  sdtw(b) = R(N + M - 2, b, N - 1)
+}
+""", full=dict(B=32, N=100, M=100, F=16), tiny=dict(B=2, N=4, M=5, F=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["F"]) * 0.5, _n(r, s["B"], s["M"], s["F"]) * 0.5,
+                         np.array(0.1, np.float32)])
+def _h34_soft_dtw(torch, a, t, s):
+    x, y = t[0], t[1]
+    gamma = float(a[2])
+    B, N, M = s["B"], s["N"], s["M"]
+    diags = []
+    for d in range(N + M - 1):
+        i = torch.arange(max(0, d - M + 1), min(N, d + 1))
+        diags.append((i, d - i))
+
+    def run():
+        D = (x[:, :, None, :] - y[:, None, :, :]).pow(2).sum(-1)
+        R = torch.full((B, N + 1, M + 1), float("inf"))
+        R[:, 0, 0] = 0
+        for i, j in diags:
+            r = torch.stack([R[:, i, j], R[:, i, j + 1], R[:, i + 1, j]])
+            R[:, i + 1, j + 1] = D[:, i, j] - gamma * torch.logsumexp(-r / gamma, dim=0)
+        return R[:, N, M]
+    return {"torch anti-diagonal loop (logsumexp soft-min)": _nograd(torch, run)}
+
+
+@program(name="beam-search step, top-K of beam x vocab by K rounds of max below the previous max, "
+              "flat index k * V + v by a first-equal min=!, beam = f / V, token = f % V", kind="llm", src="""
+def beam_topk_rounds(float(B,K,V) logits, float(B,K) score) -> (top, beam, token) {
+  mx(b, k) max=! logits(b, k, v)
+  se(b, k) +=! exp(logits(b, k, v) - mx(b, k))
+  cand(b, k, v) = score(b, k) + logits(b, k, v) - mx(b, k) - log(se(b, k))
+  for r in K {
+    if r == 0 { top(b, r) max=! cand(b, k, v) }
+    else      { top(b, r) max=! cand(b, k, v) < top(b, r - 1) ? cand(b, k, v) : -inf }
+    flat(b, r) min=! cand(b, k, v) == top(b, r) ? k * V + v : K * V
+  }
+  beam(b, r) = flat(b, r) / V
+  token(b, r) = flat(b, r) % V
+}
+""", full=dict(B=32, K=5, V=16000), tiny=dict(B=2, K=3, V=7),
+    pick=lambda r: _h34_flat(*r),
+    inputs=lambda r, s: [_n(r, s["B"], s["K"], s["V"]) * 2, -np.abs(_n(r, s["B"], s["K"])) * 3])
+def _h34_beam_topk(torch, a, t, s):
+    logits, score = t
+    B, K, V = s["B"], s["K"], s["V"]
+
+    def run():
+        cand = (torch.log_softmax(logits, -1) + score[:, :, None]).view(B, K * V)
+        val, idx = cand.topk(K, dim=1)
+        return _h34_flat(val, idx // V, idx % V)
+    return {"torch log_softmax + topk": _nograd(torch, run)}
+
+
+@program(name="alibi bidirectional (encoder) attention, symmetric bias -slope(h) |i - j|, slopes input, (B,NH,L,D)",
+         kind="attention", src="""
+def alibi_encoder(float(B,NH,L,D) q, float(B,NH,L,D) k, float(B,NH,L,D) v, float(NH) slope) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  s(b, h, i, j) = s(b, h, i, j) * rsqrt(float(D)) - slope(h) * fabs(float(i - j))
+  m(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}
+""", full=dict(B=4, NH=12, L=256, D=64), tiny=dict(B=2, NH=2, L=5, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["L"], s["D"]), _n(r, s["B"], s["NH"], s["L"], s["D"]),
+                         _n(r, s["B"], s["NH"], s["L"], s["D"]),
+                         (2.0 ** (-8.0 * np.arange(1, s["NH"] + 1) / s["NH"])).astype(np.float32)])
+def _h34_alibi_bidir(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, slope = t
+    L = s["L"]
+    pos = torch.arange(L, dtype=torch.float32)
+
+    def run():
+        bias = -slope[:, None, None] * (pos[:, None] - pos[None, :]).abs()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return {"sdpa (float alibi mask)": _nograd(torch, run)}
+
+
+@program(name="self-attention (B,L,NH,D) with a relative bias rel(NH, 2L-1) looked up through an int32 index "
+              "tensor pos(i, j) = j - i + L - 1 built in the kernel", kind="attention", src="""
+def relpos_lookup_attn(float(B,L,NH,D) q, float(B,L,NH,D) k, float(B,L,NH,D) v, float(NH,2*L-1) rel) -> (o) {
+  pos(i, j) = int32(j - i + L - 1) where i in 0:L, j in 0:L
+  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d)
+  s(b, h, i, j) = s(b, h, i, j) / sqrt(float(D)) + rel(h, pos(i, j))
+  m(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, i, h, d) +=! p(b, h, i, j) / z(b, h, i) * v(b, j, h, d)
+}
+""", full=dict(B=8, L=256, NH=8, D=64), tiny=dict(B=2, L=4, NH=2, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["NH"], s["D"]), _n(r, s["B"], s["L"], s["NH"], s["D"]),
+                         _n(r, s["B"], s["L"], s["NH"], s["D"]), _n(r, s["NH"], 2 * s["L"] - 1) * 0.5])
+def _h34_relpos_lookup(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, rel = t
+    L = s["L"]
+    ar = torch.arange(L)
+    idx = ar[None, :] - ar[:, None] + L - 1
+
+    def run():
+        bias = rel[:, idx]                                              # (NH, L, L)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=bias)
+        return o.transpose(1, 2)
+    return {"sdpa (gathered relative bias), transposes": _nograd(torch, run)}
+
+
+@program(name="bidirectional banded local attention, |i - j| <= w with w an int32 scalar input, "
+              "select on the full score matrix, exp bound in a where", kind="attention", src="""
+def band_attention(float(B,NH,L,D) q, float(B,NH,L,D) k, float(B,NH,L,D) v, int32 w) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d) / sqrt(float(D))
+  m(b, h, i) max=! i - j <= w && j - i <= w ? s(b, h, i, j) : -inf
+  p(b, h, i, j) = i - j <= w && j - i <= w ? ex : 0.0 where ex = exp(s(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d)
+  o(b, h, i, d) = o(b, h, i, d) / z(b, h, i)
+}
+""", full=dict(B=4, NH=8, L=384, D=64), tiny=dict(B=2, NH=2, L=6, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["L"], s["D"]), _n(r, s["B"], s["NH"], s["L"], s["D"]),
+                         _n(r, s["B"], s["NH"], s["L"], s["D"]), np.array(max(1, s["L"] // 8), np.int32)])
+def _h34_band_attn(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t[:3]
+    w = int(a[3])
+    ar = torch.arange(s["L"])
+    band = (ar[:, None] - ar[None, :]).abs() <= w
+    return {"sdpa (bool band mask)": _nograd(torch, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=band))}
+
+
+@program(name="causal self-attention over left-padded prompts: keys j >= L - len(b) from int32 lengths, "
+              "pad query rows give 0", kind="attention", src="""
+def causal_left_padded(float(B,NH,L,D) q, float(B,NH,L,D) k, float(B,NH,L,D) v, int32(B) len) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  m(b, h, i) max=! j <= i && j >= L - len(b) ? s(b, h, i, j) : -inf
+  e(b, h, i, j) = j <= i && j >= L - len(b) ? exp((s(b, h, i, j) - m(b, h, i)) / sqrt(float(D))) : 0.0
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! i >= L - len(b) ? e(b, h, i, j) * v(b, h, j, d) / z(b, h, i) : 0.0
+}
+""", full=dict(B=8, NH=8, L=256, D=64), tiny=dict(B=3, NH=2, L=5, D=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["L"], s["D"]), _n(r, s["B"], s["NH"], s["L"], s["D"]),
+                         _n(r, s["B"], s["NH"], s["L"], s["D"]),
+                         r.integers(1, s["L"] + 1, s["B"]).astype(np.int32)])
+def _h34_causal_leftpad(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, lens = t
+    L = s["L"]
+    ar = torch.arange(L)
+    valid = ar[None, :] >= L - lens.long()[:, None]                   # (B, L): not padding
+    mask = (ar[None, :] <= ar[:, None])[None, None] & valid[:, None, None, :]
+
+    def run():
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return torch.where(valid[:, None, :, None], o, 0.0)
+    return {"sdpa (bool causal & padding mask) + where on pad rows": _nograd(torch, run)}
+
+
+@program(name="cross-attention with separate int32 query and key lengths: additive -1e9 key mask as a (B,S) "
+              "temporary, padded queries zeroed", kind="attention", src="""
+def cross_attn_lengths(float(B,NH,T,D) q, float(B,NH,S,D) k, float(B,NH,S,D) v, int32(B) qlen, int32(B) klen)
+    -> (o) {
+  kbias(b, j) = j < klen(b) ? 0.0 : -1e9 where b in 0:B, j in 0:S
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  s(b, h, i, j) = s(b, h, i, j) / sqrt(float(D)) + kbias(b, j)
+  m(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d)
+  o(b, h, i, d) = i < qlen(b) ? o(b, h, i, d) / z(b, h, i) : 0.0
+}
+""", full=dict(B=8, NH=8, T=128, S=384, D=64), tiny=dict(B=3, NH=2, T=3, S=5, D=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["T"], s["D"]), _n(r, s["B"], s["NH"], s["S"], s["D"]),
+                         _n(r, s["B"], s["NH"], s["S"], s["D"]),
+                         r.integers(1, s["T"] + 1, s["B"]).astype(np.int32),
+                         r.integers(1, s["S"] + 1, s["B"]).astype(np.int32)])
+def _h34_cross_lengths(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, qlen, klen = t
+    qok = torch.arange(s["T"])[None, :] < qlen.long()[:, None]
+    kbias = torch.where(torch.arange(s["S"])[None, :] < klen.long()[:, None], 0.0, -1e9)[:, None, None, :]
+
+    def run():
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=kbias)
+        return torch.where(qok[:, None, :, None], o, 0.0)
+    return {"sdpa (float key mask) + where on padded queries": _nograd(torch, run)}
+
+
+@program(name="multi-query causal self-attention, queries (B,L,NH,D) heads inside, one shared k/v head (B,L,D)",
+         kind="attention", src="""
+def mqa_causal(float(B,L,NH,D) q, float(B,L,D) k, float(B,L,D) v) -> (o) {
+  s(b, i, h, j) +=! q(b, i, h, d) * k(b, j, d) where j in 0:L
+  m(b, i, h) max=! j <= i ? s(b, i, h, j) : -inf
+  p(b, i, h, j) = j <= i ? exp((s(b, i, h, j) - m(b, i, h)) * rsqrt(float(D))) : 0.0
+  z(b, i, h) +=! p(b, i, h, j)
+  o(b, i, h, d) +=! p(b, i, h, j) * v(b, j, d)
+  o(b, i, h, d) = o(b, i, h, d) / z(b, i, h)
+}
+""", full=dict(B=4, L=512, NH=8, D=64), tiny=dict(B=2, L=5, NH=3, D=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"], s["NH"], s["D"]), _n(r, s["B"], s["L"], s["D"]),
+                         _n(r, s["B"], s["L"], s["D"])])
+def _h34_mqa_causal(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = t
+
+    def run():
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k[:, None], v[:, None], is_causal=True, enable_gqa=True)
+        return o.transpose(1, 2)
+    return {"sdpa (is_causal, enable_gqa, 1 kv head)": _nograd(torch, run)}
+
+
+@program(name="greedy seq2seq decoding: tanh rnn decoder with input feeding, dot attention over the encoder each step, "
+              "token by max + first-equal min=!, embedding of the token fed back (N steps, free)", kind="llm", src="""
+def greedy_attn_decode(float(B,S,H) enc, float(V,E) emb, float(E,H) Wx, float(H,H) Wh, float(H,H) Wc,
+                       float(2*H,V) Wo, float(B,H) h0, int32(B) start) -> (tok) {
+  for t in N {
+    if t == 0 {
+      x(b, j) +=! emb(start(b), e) * Wx(e, j)
+      x(b, j) += h0(b, k) * Wh(k, j)
+    } else {
+      x(b, j) +=! emb(tok(t - 1, b), e) * Wx(e, j)
+      x(b, j) += h(b, k) * Wh(k, j)
+      x(b, j) += ctx(b, k) * Wc(k, j)
+    }
+    h(b, j) = tanh(x(b, j))
+    sc(b, s) +=! h(b, j) * enc(b, s, j)
+    mx(b) max=! sc(b, s)
+    w(b, s) = exp(sc(b, s) - mx(b))
+    den(b) +=! w(b, s)
+    ctx(b, j) +=! w(b, s) * enc(b, s, j) / den(b)
+    logit(b, v) +=! h(b, k) * Wo(k, v)
+    logit(b, v) += ctx(b, k) * Wo(H + k, v)
+    best(b) max=! logit(b, v)
+    tok(t, b) min=! logit(b, v) == best(b) ? v : V
+  }
+}
+""", full=dict(B=32, S=64, H=256, E=128, V=1000, N=16), tiny=dict(B=2, S=3, H=4, E=3, V=6, N=4), free=("N",),
+    inputs=lambda r, s: [_n(r, s["B"], s["S"], s["H"]), _n(r, s["V"], s["E"]), _w(r, s["E"], s["H"]),
+                         _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), _w(r, 2 * s["H"], s["V"]) * 4,
+                         _n(r, s["B"], s["H"]) * 0.5, r.integers(0, s["V"], s["B"]).astype(np.int32)])
+def _h34_greedy_decode(torch, a, t, s):
+    F = torch.nn.functional
+    enc, emb, Wx, Wh, Wc, Wo, h0, start = t
+    N = s["N"]
+
+    def run():
+        h, y, toks = h0, start.long(), []
+        ctx = None
+        for step in range(N):
+            x = emb[y] @ Wx + h @ Wh
+            if ctx is not None:
+                x = x + ctx @ Wc
+            h = torch.tanh(x)
+            ctx = F.scaled_dot_product_attention(h[:, None, :], enc, enc, scale=1.0)[:, 0]
+            y = (torch.cat([h, ctx], 1) @ Wo).argmax(1)
+            toks.append(y)
+        return torch.stack(toks).int()
+    return {"torch loop (sdpa one query, argmax)": _nograd(torch, run)}
+
+
+@program(name="pointer network teacher-forced nll: additive scores v . tanh(W1 e_n + W2 d_t), positions already "
+              "pointed to masked by a visited tensor updated in a for loop over int32 targets", kind="sequence", src="""
+def pointer_nll(float(B,N,H) enc, float(B,T,H) dec, int32(B,T) tgt, float(A,H) W1, float(A,H) W2, float(A) vv)
+    -> (nll) {
+  ke(b, n, a) +=! enc(b, n, c) * W1(a, c)
+  qd(b, t, a) +=! dec(b, t, c) * W2(a, c)
+  u(b, t, n) +=! vv(a) * tanh(ke(b, n, a) + qd(b, t, a))
+  for t in T {
+    m(b) max=! vis(b, n) > 0 ? -inf : u(b, t, n)
+    z(b) +=! vis(b, n) > 0 ? 0.0 : exp(u(b, t, n) - m(b))
+    lp(b, t) = u(b, t, tgt(b, t)) - m(b) - log(z(b))
+    vis(b, n) += tgt(b, t) == n ? 1.0 : 0.0 where n in 0:N
+  }
+  nll(b) +=! -lp(b, t)
+}
+""", full=dict(B=32, N=50, T=50, H=128, A=128), tiny=dict(B=2, N=5, T=4, H=3, A=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["H"]), _n(r, s["B"], s["T"], s["H"]),
+                         np.stack([r.permutation(s["N"])[:s["T"]] for _ in range(s["B"])]).astype(np.int32),
+                         _w(r, s["A"], s["H"]), _w(r, s["A"], s["H"]), _w(r, s["A"])])
+def _h34_pointer_nll(torch, a, t, s):
+    F = torch.nn.functional
+    enc, dec, tgt, W1, W2, vv = t
+    N = s["N"]
+    tg = tgt.long()
+    onehot = F.one_hot(tg, N)
+    visited = (onehot.cumsum(1) - onehot) > 0                          # pointed to at an earlier step
+
+    def run():
+        u = torch.tanh(F.linear(enc, W1)[:, None] + F.linear(dec, W2)[:, :, None]) @ vv     # (B, T, N)
+        lp = torch.log_softmax(u.masked_fill(visited, float("-inf")), -1)
+        return -lp.gather(2, tg[:, :, None])[:, :, 0].sum(1)
+    return {"torch broadcast tanh + masked log_softmax + gather": _nograd(torch, run)}
+
+
+@program(name="hmm forward-backward state posteriors, log space: forward loop, backward loop writing bw(T-1-s), "
+              "(T,B,S) emissions", kind="sequence", src="""
+def hmm_posteriors(float(T,B,S) emit, float(S,S) logA, float(S) logpi) -> (post) {
+  for t in T {
+    if t == 0 {
+      fw(t, b, j) = logpi(j) + emit(t, b, j)
+    } else {
+      mf(b, j) max=! fw(t - 1, b, i) + logA(i, j)
+      sf(b, j) +=! exp(fw(t - 1, b, i) + logA(i, j) - mf(b, j))
+      fw(t, b, j) = mf(b, j) + log(sf(b, j)) + emit(t, b, j)
+    }
+  }
+  bw(t, b, i) = 0.0 where t in T-1:T, b in 0:B, i in 0:S
+  for s in 1:T {
+    g(b, i, j) = logA(i, j) + emit(T - s, b, j) + bw(T - s, b, j)
+    mb(b, i) max=! g(b, i, j)
+    sb(b, i) +=! exp(g(b, i, j) - mb(b, i))
+    bw(T - 1 - s, b, i) = mb(b, i) + log(sb(b, i))
+  }
+  mz(b) max=! fw(T - 1, b, j)
+  sz(b) +=! exp(fw(T - 1, b, j) - mz(b))
+  post(t, b, j) = exp(fw(t, b, j) + bw(t, b, j) - mz(b) - log(sz(b)))
+}
+""", full=dict(T=128, B=32, S=64), tiny=dict(T=5, B=2, S=3),
+    inputs=lambda r, s: [-np.abs(_n(r, s["T"], s["B"], s["S"])) * 2, _h34_logsm(r, s["S"], s["S"]),
+                         _h34_logsm(r, s["S"])])
+def _h34_hmm_posteriors(torch, a, t, s):
+    emit, logA, logpi = t
+    T = s["T"]
+
+    def run():
+        fw = [logpi + emit[0]]
+        for step in range(1, T):
+            fw.append(torch.logsumexp(fw[-1][:, :, None] + logA, dim=1) + emit[step])
+        bw = [torch.zeros_like(emit[0])]
+        for step in range(T - 1, 0, -1):
+            bw.append(torch.logsumexp(logA + (emit[step] + bw[-1])[:, None, :], dim=2))
+        fw, bw = torch.stack(fw), torch.stack(bw[::-1])
+        return torch.exp(fw + bw - torch.logsumexp(fw[-1], dim=1)[None, :, None])
+    return {"torch loops (logsumexp forward and backward)": _nograd(torch, run)}
+
+
+@program(name="batched levenshtein distance of int32 token sequences with int32 lengths: row loop, "
+              "in-statement running min along j, D(alen, b, clen) gathered", kind="sequence", src="""
+def edit_distance(int32(B,N) a, int32(B,M) c, int32(B) alen, int32(B) clen) -> (dist) {
+  for i in 0:N+1 {
+    if i == 0 {
+      D(i, b, j) = j where b in 0:B, j in 0:M+1
+    } else {
+      D(i, b, j) = j == 0 ? i : min(min(D(i - 1, b, j), D(i, b, j - 1)) + 1,
+                                    D(i - 1, b, j - 1) + (a(b, i - 1) == c(b, j - 1) ? 0 : 1)) where b in 0:B, j in 0:M+1
+    }
+  }
+  dist(b) = D(alen(b), b, clen(b))
+}
+""", full=dict(B=512, N=100, M=100), tiny=dict(B=4, N=5, M=6),
+    inputs=lambda r, s: [r.integers(0, 4, (s["B"], s["N"])).astype(np.int32),
+                         r.integers(0, 4, (s["B"], s["M"])).astype(np.int32),
+                         r.integers(0, s["N"] + 1, s["B"]).astype(np.int32),
+                         r.integers(0, s["M"] + 1, s["B"]).astype(np.int32)])
+def _h34_edit_distance(torch, a, t, s):
+    A, C, alen, clen = (x.long() for x in t)
+    B, N, M = s["B"], s["N"], s["M"]
+    ar = torch.arange(M + 1)
+    bi = torch.arange(B)
+
+    def run():
+        row = ar.expand(B, M + 1)
+        rows = [row]
+        for i in range(1, N + 1):
+            cost = (A[:, i - 1, None] != C).long()
+            tmp = torch.cat([torch.full((B, 1), i), torch.minimum(row[:, 1:] + 1, row[:, :-1] + cost)], 1)
+            row = torch.cummin(tmp - ar, 1).values + ar          # insertions: min over k <= j of tmp(k) + j - k
+            rows.append(row)
+        return torch.stack(rows)[alen, bi, clen].int()
+    return {"torch row loop (cummin for insertions)": _nograd(torch, run)}
+# ==== hunt 35: graphs, sparse-by-index and segment computations
+
+def _h35_f32(x):
+    return np.array(x, np.float32)
+
+
+def _h35_edges(r, N, E):
+    return [r.integers(0, N, E).astype(np.int32), r.integers(0, N, E).astype(np.int32)]
+
+
+def _h35_sym_adj(r, N, p):
+    up = np.triu(r.random((N, N)) < p, 1)
+    return (up | up.T).astype(np.float32)
+
+
+@program(name="gcn layer on an int32 edge list: self loops, D^-1/2 (A+I) D^-1/2 from in-degrees, x W^T + b",
+         kind="graph", src="""
+def gcn_sym_edges(float(N,F) x, int32(E) src, int32(E) dst, float(O,F) W, float(O) b) -> (y) {
+  deg(n) +=! dst(e) == n ? 1.0 : 0.0 where n in 0:N
+  dinv(n) = rsqrt(deg(n) + 1.0)
+  xw(n, o) +=! x(n, f) * W(o, f)
+  agg(n, o) +=! dst(e) == n ? dinv(src(e)) * xw(src(e), o) : 0.0 where n in 0:N
+  y(n, o) = dinv(n) * (agg(n, o) + dinv(n) * xw(n, o)) + b(o)
+}
+""", full=dict(N=16384, F=128, O=64, E=131072), tiny=dict(N=5, F=3, O=2, E=8),
+    inputs=lambda r, s: [_n(r, s["N"], s["F"])] + _h35_edges(r, s["N"], s["E"])
+    + [_w(r, s["O"], s["F"]), _n(r, s["O"]) * 0.1])
+def _h35_gcn_sym(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, W, b = t
+    N = x.shape[0]
+
+    def scatter():
+        s64, d64 = src.long(), dst.long()
+        dinv = (torch.bincount(d64, minlength=N).to(x.dtype) + 1).rsqrt()
+        xw = F.linear(x, W)
+        agg = torch.zeros(N, xw.shape[1]).index_add_(0, d64, xw[s64] * dinv[s64, None])
+        return dinv[:, None] * (agg + dinv[:, None] * xw) + b
+
+    def sparse():
+        s64, d64 = src.long(), dst.long()
+        dinv = (torch.bincount(d64, minlength=N).to(x.dtype) + 1).rsqrt()
+        loops = torch.arange(N)
+        idx = torch.stack([torch.cat([d64, loops]), torch.cat([s64, loops])])
+        A = torch.sparse_coo_tensor(idx, dinv[idx[0]] * dinv[idx[1]], (N, N), check_invariants=False).coalesce()
+        return torch.sparse.mm(A, F.linear(x, W)) + b
+    return {"bincount + F.linear + gather + index_add_": _nograd(torch, scatter),
+            "torch.sparse.mm with normalised coo adjacency": _nograd(torch, sparse)}
+
+
+@program(name="graphsage mean over the first cnt(n) of K sampled int32 neighbours (-1 padded), self + neighbour linear, relu",
+         kind="graph", src="""
+def sage_mean_sampled(float(N,D) x, int32(N,K) nbr, int32(N) cnt, float(H,D) Ws, float(H,D) Wn,
+                      float(H) b) -> (h) {
+  agg(n, d) +=! k < cnt(n) ? x(nbr(n, k), d) : 0.0
+  agg(n, d) = agg(n, d) / fmax(float(cnt(n)), 1.0)
+  h(n, o) +=! x(n, d) * Ws(o, d)
+  h(n, o) += agg(n, d) * Wn(o, d)
+  h(n, o) = fmax(h(n, o) + b(o), 0.0)
+}
+""", full=dict(N=8192, K=10, D=128, H=128), tiny=dict(N=6, K=3, D=4, H=3),
+    inputs=lambda r, s: (lambda N, K, cnt: [
+        _n(r, N, s["D"]),
+        np.where(np.arange(K)[None, :] < cnt[:, None], r.integers(0, N, (N, K)), -1).astype(np.int32),
+        cnt.astype(np.int32), _w(r, s["H"], s["D"]), _w(r, s["H"], s["D"]), _n(r, s["H"]) * 0.1])(
+        s["N"], s["K"], r.integers(0, s["K"] + 1, s["N"])))
+def _h35_sage_mean(torch, a, t, s):
+    F = torch.nn.functional
+    x, nbr, cnt, Ws, Wn, b = t
+    K = nbr.shape[1]
+
+    def run():
+        mask = (torch.arange(K) < cnt[:, None]).to(x.dtype)
+        agg = torch.bmm(mask.unsqueeze(1), x[nbr.clamp(min=0)]).squeeze(1) / cnt.clamp(min=1)[:, None].to(x.dtype)
+        return F.relu(F.linear(x, Ws) + F.linear(agg, Wn, b))
+    return {"masked gather + bmm mean + F.linear": _nograd(torch, run)}
+
+
+@program(name="gat layer over a fixed-fanout int32 neighbour table (N,K): per-head leaky-relu scores, softmax over K",
+         kind="graph", src="""
+def gat_fanout(float(N,D) x, int32(N,K) nbr, float(NH,C,D) W, float(NH,C) asrc, float(NH,C) adst) -> (out) {
+  z(n, h, c) +=! x(n, d) * W(h, c, d)
+  es(n, h) +=! z(n, h, c) * asrc(h, c)
+  ed(n, h) +=! z(n, h, c) * adst(h, c)
+  sc(n, h, k) = v > 0 ? v : 0.2 * v where v = es(nbr(n, k), h) + ed(n, h)
+  mx(n, h) max=! sc(n, h, k)
+  p(n, h, k) = exp(sc(n, h, k) - mx(n, h))
+  den(n, h) +=! p(n, h, k)
+  out(n, h, c) +=! p(n, h, k) * z(nbr(n, k), h, c)
+  out(n, h, c) = out(n, h, c) / den(n, h)
+}
+""", full=dict(N=8192, K=16, D=64, NH=4, C=16), tiny=dict(N=5, K=3, D=4, NH=2, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["N"], (s["N"], s["K"])).astype(np.int32),
+                         _w(r, s["NH"], s["C"], s["D"]), _w(r, s["NH"], s["C"]), _w(r, s["NH"], s["C"])])
+def _h35_gat(torch, a, t, s):
+    F = torch.nn.functional
+    x, nbr, W, asrc, adst = t
+    NH, C, D = W.shape
+
+    def run():
+        z = F.linear(x, W.reshape(NH * C, D)).view(-1, NH, C)
+        es, ed = (z * asrc).sum(-1), (z * adst).sum(-1)
+        alpha = torch.softmax(F.leaky_relu(es[nbr] + ed[:, None, :], 0.2), 1)
+        return torch.einsum("nkh,nkhc->nhc", alpha, z[nbr])
+    return {"F.linear + gather + softmax + einsum": _nograd(torch, run)}
+
+
+@program(name="gin layer on a dense 0/1 adjacency: (1 + eps) x + A x, two-layer relu mlp, eps a scalar input",
+         kind="graph", src="""
+def gin_dense(float(N,N) A, float(N,D) x, float eps, float(H,D) W1, float(H) b1, float(O,H) W2,
+              float(O) b2) -> (y) {
+  agg(i, d) +=! A(i, j) * x(j, d)
+  agg(i, d) = agg(i, d) + (1 + eps) * x(i, d)
+  hid(i, k) +=! agg(i, d) * W1(k, d)
+  hid(i, k) = fmax(hid(i, k) + b1(k), 0.0)
+  y(i, o) +=! hid(i, k) * W2(o, k)
+  y(i, o) = y(i, o) + b2(o)
+}
+""", full=dict(N=2048, D=64, H=128, O=64), tiny=dict(N=6, D=3, H=4, O=2),
+    inputs=lambda r, s: [_h35_sym_adj(r, s["N"], 0.01 if s["N"] > 100 else 0.4), _n(r, s["N"], s["D"]),
+                         _h35_f32(0.1), _w(r, s["H"], s["D"]), _n(r, s["H"]) * 0.1, _w(r, s["O"], s["H"]),
+                         _n(r, s["O"]) * 0.1])
+def _h35_gin(torch, a, t, s):
+    F = torch.nn.functional
+    A, x, _, W1, b1, W2, b2 = t
+    eps = float(a[2])
+    A_csr = A.to_sparse_csr()  # a fixed graph: converted once
+
+    def dense():
+        return F.linear(F.relu(F.linear(torch.addmm(x, A, x, beta=1 + eps), W1, b1)), W2, b2)
+
+    def sparse():
+        return F.linear(F.relu(F.linear(A_csr @ x + (1 + eps) * x, W1, b1)), W2, b2)
+    return {"torch.addmm + F.linear mlp": _nograd(torch, dense),
+            "csr adjacency @ x (converted once) + F.linear mlp": _nograd(torch, sparse)}
+
+
+@program(name="edge-conditioned conv (nnconv): per-edge weight sum_c ea(e,c) W_c, mean over int32 dst, root weight",
+         kind="graph", src="""
+def nnconv_mean(float(N,D) x, int32(E) src, int32(E) dst, float(E,C) ea, float(C,D,O) We, float(O,D) Wroot,
+                float(O) b) -> (y) {
+  m(e, o) +=! ea(e, c) * x(src(e), d) * We(c, d, o)
+  cnt(n) +=! dst(e) == n ? 1.0 : 0.0 where n in 0:N
+  y(n, o) +=! dst(e) == n ? m(e, o) : 0.0 where n in 0:N
+  y(n, o) = y(n, o) / fmax(cnt(n), 1.0) + b(o)
+  y(n, o) += x(n, d) * Wroot(o, d)
+}
+""", full=dict(N=4096, E=32768, C=4, D=32, O=32), tiny=dict(N=5, E=9, C=2, D=3, O=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])] + _h35_edges(r, s["N"], s["E"])
+    + [r.random((s["E"], s["C"])).astype(np.float32), _w(r, s["C"], s["D"], s["O"]) / float(np.sqrt(s["D"])),
+       _w(r, s["O"], s["D"]), _n(r, s["O"]) * 0.1])
+def _h35_nnconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, ea, We, Wroot, b = t
+    N, D = x.shape
+    C, _, O = We.shape
+
+    def node_first():
+        d64 = dst.long()
+        xw = (x @ We.permute(1, 0, 2).reshape(D, C * O)).view(N, C, O)
+        m = torch.bmm(ea.unsqueeze(1), xw[src]).squeeze(1)
+        cnt = torch.bincount(d64, minlength=N).clamp(min=1).to(x.dtype)
+        agg = torch.zeros(N, O).index_add_(0, d64, m)
+        return agg / cnt[:, None] + b + F.linear(x, Wroot)
+    return {"x W_c per node, gather, bmm by edge attrs, index_add_ mean": _nograd(torch, node_first)}
+
+
+@program(name="L rounds of residual message passing (for loop): weighted scatter-add over int32 edges, relu(agg W_l)",
+         kind="graph", src="""
+def mp_rounds(float(N,D) x0, int32(E) src, int32(E) dst, float(E) w, float(L,D,D) W) -> (h) {
+  h(n, d) = x0(n, d)
+  for l in L {
+    agg(n, d) +=! dst(e) == n ? w(e) * h(src(e), d) : 0.0 where n in 0:N
+    z(n, j) +=! agg(n, d) * W(l, d, j)
+    h(n, j) = h(n, j) + fmax(z(n, j), 0.0)
+  }
+}
+""", full=dict(N=8192, E=65536, D=64, L=4), tiny=dict(N=5, E=8, D=3, L=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])] + _h35_edges(r, s["N"], s["E"])
+    + [(r.random(s["E"]) / 4).astype(np.float32), _w(r, s["L"], s["D"], s["D"])])
+def _h35_mp_rounds(torch, a, t, s):
+    x0, src, dst, w, W = t
+
+    def run():
+        h = x0
+        for l in range(W.shape[0]):
+            agg = torch.zeros_like(h).index_add_(0, dst, h[src] * w[:, None])
+            h = h + torch.relu(agg @ W[l])
+        return h
+    return {"python loop: gather + index_add_ + matmul": _nograd(torch, run)}
+
+
+@program(name="pagerank power iterations on an int32 edge list, dangling mass spread uniformly, every iterate (N, S free)",
+         kind="graph", src="""
+def pagerank_edges(int32(E) src, int32(E) dst, float damp) -> (r) {
+  outdeg(n) +=! src(e) == n ? 1.0 : 0.0 where n in 0:N
+  for t in S {
+    if t == 0 {
+      r(t, n) = 1.0 / N where n in 0:N
+    } else {
+      dang +=! outdeg(n) == 0.0 ? r(t - 1, n) : 0.0
+      share(n) = outdeg(n) > 0.0 ? r(t - 1, n) / outdeg(n) : 0.0
+      r(t, n) +=! dst(e) == n ? share(src(e)) : 0.0 where n in 0:N
+      r(t, n) = (1.0 - damp) / N + damp * (r(t, n) + dang / N)
+    }
+  }
+}
+""", full=dict(N=65536, E=524288, S=20), tiny=dict(N=6, E=8, S=4), free=("N", "S"),
+    inputs=lambda r, s: _h35_edges(r, s["N"], s["E"]) + [_h35_f32(0.85)])
+def _h35_pagerank(torch, a, t, s):
+    src, dst = t[0].long(), t[1].long()
+    damp = float(a[2])
+    N, S = s["N"], s["S"]
+
+    def scatter():
+        outdeg = torch.bincount(src, minlength=N).float()
+        dangling = outdeg == 0
+        r = torch.full((N,), 1.0 / N)
+        rs = [r]
+        for _ in range(S - 1):
+            share = torch.where(dangling, 0.0, r / outdeg)
+            agg = torch.zeros(N).index_add_(0, dst, share[src])
+            r = (1 - damp) / N + damp * (agg + r[dangling].sum() / N)
+            rs.append(r)
+        return torch.stack(rs)
+
+    def csr():
+        outdeg = torch.bincount(src, minlength=N).float()
+        dangling = outdeg == 0
+        P = torch.sparse_coo_tensor(torch.stack([dst, src]), 1.0 / outdeg[src], (N, N),
+                                    check_invariants=False).coalesce().to_sparse_csr()
+        r = torch.full((N,), 1.0 / N)
+        rs = [r]
+        for _ in range(S - 1):
+            r = (1 - damp) / N + damp * (P @ r + r[dangling].sum() / N)
+            rs.append(r)
+        return torch.stack(rs)
+    return {"python loop: gather + index_add_": _nograd(torch, scatter),
+            "python loop: csr transition matrix @ r": _nograd(torch, csr)}
+
+
+@program(name="personalized pagerank from int32 seed nodes: row-stochastic dense adjacency, S restarts-with-alpha steps (S free)",
+         kind="graph", src="""
+def ppr_dense(float(N,N) A, int32(Q) seed, float alpha) -> (R) {
+  deg(m) +=! A(m, n)
+  P(m, n) = deg(m) > 0 ? A(m, n) / deg(m) : 0.0
+  R(q, n) = seed(q) == n ? 1.0 : 0.0 where n in 0:N
+  for it in S {
+    prev(q, n) = R(q, n)
+    R(q, n) +=! prev(q, m) * P(m, n)
+    R(q, n) = (1 - alpha) * R(q, n) + (seed(q) == n ? alpha : 0.0)
+  }
+}
+""", full=dict(N=1024, Q=32, S=16), tiny=dict(N=6, Q=2, S=3), free=("S",),
+    inputs=lambda r, s: [_h35_sym_adj(r, s["N"], 0.02 if s["N"] > 100 else 0.3),
+                         r.integers(0, s["N"], s["Q"]).astype(np.int32), _h35_f32(0.15)])
+def _h35_ppr(torch, a, t, s):
+    F = torch.nn.functional
+    A, seed = t[0], t[1]
+    alpha, S = float(a[2]), s["S"]
+    N = A.shape[0]
+
+    def run():
+        deg = A.sum(1, keepdim=True)
+        P = torch.where(deg > 0, A / deg, 0.0)
+        E = F.one_hot(seed.long(), N).to(A.dtype)
+        R = E
+        for _ in range(S):
+            R = torch.addmm(E, R, P, beta=alpha, alpha=1 - alpha)
+        return R
+    return {"python loop of torch.addmm": _nograd(torch, run)}
+
+
+@program(name="label propagation on a weighted int32 knn table, labelled nodes clamped (-1 = unlabelled; C, S free)",
+         kind="graph", src="""
+def label_prop(int32(N,K) nbr, float(N,K) wk, int32(N) y) -> (Fl) {
+  ws(n) +=! wk(n, k)
+  Y0(n, c) = y(n) == c ? 1.0 : 0.0 where c in 0:C
+  Fl(n, c) = Y0(n, c)
+  for it in S {
+    prev(n, c) = Fl(n, c)
+    Fl(n, c) +=! wk(n, k) * prev(nbr(n, k), c)
+    Fl(n, c) = y(n) >= 0 ? Y0(n, c) : Fl(n, c) / ws(n)
+  }
+}
+""", full=dict(N=16384, K=10, C=16, S=10), tiny=dict(N=7, K=3, C=3, S=3), free=("C", "S"),
+    inputs=lambda r, s: [r.integers(0, s["N"], (s["N"], s["K"])).astype(np.int32),
+                         r.uniform(0.1, 1.0, (s["N"], s["K"])).astype(np.float32),
+                         np.where(r.random(s["N"]) < 0.3, r.integers(0, s["C"], s["N"]), -1).astype(np.int32)])
+def _h35_label_prop(torch, a, t, s):
+    F = torch.nn.functional
+    nbr, wk, y = t
+    C, S = s["C"], s["S"]
+
+    def run():
+        lab = (y >= 0)[:, None]
+        Y0 = F.one_hot(y.clamp(min=0).long(), C).to(wk.dtype) * lab
+        ws = wk.sum(1, keepdim=True)
+        w3 = wk.unsqueeze(1)
+        Fl = Y0
+        for _ in range(S):
+            Fl = torch.where(lab, Y0, torch.bmm(w3, Fl[nbr]).squeeze(1) / ws)
+        return Fl
+    return {"python loop: gather + bmm + where": _nograd(torch, run)}
+
+
+@program(name="segment sum | mean | max pooling by int32 csr offsets, segments read up to a max length L (L free)",
+         kind="graph", src="""
+def segment_pool_ptr(float(N,D) x, int32(S1) ptr) -> (out) {
+  sm(s, d) +=! j < ptr(s + 1) - ptr(s) ? x(ptr(s) + j, d) : 0.0 where s in 0:S1 - 1, j in 0:L
+  mx(s, d) max=! j < ptr(s + 1) - ptr(s) ? x(ptr(s) + j, d) : -inf where s in 0:S1 - 1, j in 0:L
+  out(s, d) = sm(s, d)
+  out(s, D + d) = sm(s, d) / fmax(float(ptr(s + 1) - ptr(s)), 1.0)
+  out(s, 2 * D + d) = mx(s, d)
+}
+""", full=dict(S=1024, L=128, D=64), tiny=dict(S=4, L=3, D=2), free=("L",),
+    inputs=lambda r, s: (lambda ptr: [_n(r, int(ptr[-1]), s["D"]), ptr])(
+        np.concatenate([[0], np.cumsum(r.integers(1, s["L"] + 1, s["S"]))]).astype(np.int32)))
+def _h35_segment_ptr(torch, a, t, s):
+    x, ptr = t
+    off = ptr.long()
+
+    def segment_reduce():
+        return torch.cat([torch.segment_reduce(x, "sum", offsets=off, axis=0),
+                          torch.segment_reduce(x, "mean", offsets=off, axis=0),
+                          torch.segment_reduce(x, "max", offsets=off, axis=0)], 1)
+
+    def scatter():
+        lens = off[1:] - off[:-1]
+        ids = torch.repeat_interleave(torch.arange(len(lens)), lens)
+        sm = x.new_zeros(len(lens), x.shape[1]).index_add_(0, ids, x)
+        mx = x.new_full((len(lens), x.shape[1]), float("-inf")).scatter_reduce_(
+            0, ids[:, None].expand_as(x), x, "amax")
+        return torch.cat([sm, sm / lens[:, None].clamp(min=1).to(x.dtype), mx], 1)
+    return {"torch.segment_reduce sum/mean/max (offsets)": _nograd(torch, segment_reduce),
+            "repeat_interleave ids + index_add_ + scatter_reduce_(amax)": _nograd(torch, scatter)}
+
+
+@program(name="global attention pooling by unsorted int32 segment ids: gate, segment softmax, weighted sum, linear (G free)",
+         kind="graph", src="""
+def seg_attn_pool(float(N,D) x, int32(N) gid, float(D) wg, float(O,D) W) -> (out) {
+  gate(n) +=! x(n, d) * wg(d)
+  mx(g) max=! gid(n) == g ? gate(n) : -inf where g in 0:G
+  e(n) = exp(gate(n) - mx(gid(n)))
+  den(g) +=! gid(n) == g ? e(n) : 0.0 where g in 0:G
+  pooled(g, d) +=! gid(n) == g ? e(n) * x(n, d) : 0.0 where g in 0:G
+  out(g, o) +=! pooled(g, d) / den(g) * W(o, d)
+}
+""", full=dict(N=65536, D=128, G=512, O=128), tiny=dict(N=8, D=3, G=3, O=2), free=("G",),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]),
+                         r.permutation(np.concatenate([np.arange(s["G"]),
+                                                       r.integers(0, s["G"], s["N"] - s["G"])])).astype(np.int32),
+                         _w(r, s["D"]), _w(r, s["O"], s["D"])])
+def _h35_seg_attn(torch, a, t, s):
+    F = torch.nn.functional
+    x, gid, wg, W = t
+    G = s["G"]
+
+    def run():
+        g64 = gid.long()
+        gate = x @ wg
+        mx = torch.full((G,), float("-inf")).scatter_reduce_(0, g64, gate, "amax")
+        e = torch.exp(gate - mx[g64])
+        den = torch.zeros(G).index_add_(0, g64, e)
+        pooled = torch.zeros(G, x.shape[1]).index_add_(0, g64, x * e[:, None])
+        return F.linear(pooled / den[:, None], W)
+    return {"scatter_reduce_(amax) + exp + index_add_ + F.linear": _nograd(torch, run)}
+
+
+@program(name="user-item scoring over int32 sampled candidates (positive first): gathered embeddings + biases, sampled softmax loss",
+         kind="graph", src="""
+def rec_sampled_softmax(float(NU,D) U, float(NI,D) V, float(NU) ub, float(NI) ib, int32(B) uid,
+                        int32(B,K) cand) -> (score, loss) {
+  score(b, k) +=! U(uid(b), d) * V(cand(b, k), d)
+  score(b, k) = score(b, k) + ub(uid(b)) + ib(cand(b, k))
+  mx(b) max=! score(b, k)
+  lse(b) +=! exp(score(b, k) - mx(b))
+  loss +=! (mx(b) + log(lse(b)) - score(b, 0)) / B
+}
+""", full=dict(NU=100000, NI=50000, D=64, B=4096, K=32), tiny=dict(NU=5, NI=7, D=3, B=3, K=4),
+    pick=lambda r: np.concatenate([r[0].ravel(), np.atleast_1d(r[1])]),
+    inputs=lambda r, s: [_n(r, s["NU"], s["D"]) * 0.3, _n(r, s["NI"], s["D"]) * 0.3, _n(r, s["NU"]) * 0.1,
+                         _n(r, s["NI"]) * 0.1, r.integers(0, s["NU"], s["B"]).astype(np.int32),
+                         r.integers(0, s["NI"], (s["B"], s["K"])).astype(np.int32)])
+def _h35_rec(torch, a, t, s):
+    F = torch.nn.functional
+    U, V, ub, ib, uid, cand = t
+
+    def run():
+        score = torch.bmm(V[cand], U[uid].unsqueeze(2)).squeeze(2) + ub[uid][:, None] + ib[cand]
+        loss = F.cross_entropy(score, torch.zeros(score.shape[0], dtype=torch.long))
+        return torch.cat([score.ravel(), loss.reshape(1)])
+    return {"gather + bmm + F.cross_entropy(target 0)": _nograd(torch, run)}
+
+
+@program(name="triangles per node ((A A) .* A row sums / 2) and local clustering coefficient, dense undirected graph",
+         kind="graph", src="""
+def triangles_clustering(float(N,N) A) -> (tri, cc) {
+  p(i, j) +=! A(i, k) * A(k, j)
+  tri(i) +=! p(i, j) * A(i, j) / 2
+  deg(i) +=! A(i, j)
+  cc(i) = deg(i) > 1 ? 2 * tri(i) / (deg(i) * (deg(i) - 1)) : 0.0
+}
+""", full=dict(N=768), tiny=dict(N=7),
+    pick=lambda r: np.concatenate([r[0], r[1]]),
+    inputs=lambda r, s: [_h35_sym_adj(r, s["N"], 0.05 if s["N"] > 100 else 0.5)])
+def _h35_triangles(torch, a, t, s):
+    A = t[0]
+
+    def run():
+        tri = ((A @ A) * A).sum(1) / 2
+        deg = A.sum(1)
+        cc = torch.where(deg > 1, 2 * tri / (deg * (deg - 1)), 0.0)
+        return torch.cat([tri, cc])
+    return {"torch matmul * A, sum": _nograd(torch, run)}
+
+
+@program(name="distmult knowledge-graph scores over int32 (head, relation, tail) triples, bce-with-logits loss",
+         kind="graph", src="""
+def distmult_bce(float(NE,D) ent, float(NR,D) rel, int32(B) head, int32(B) rid, int32(B) tail,
+                 float(B) lab) -> (score, loss) {
+  score(b) +=! ent(head(b), d) * rel(rid(b), d) * ent(tail(b), d)
+  loss +=! (fmax(score(b), 0.0) - score(b) * lab(b) + log1p(exp(-fabs(score(b))))) / B
+}
+""", full=dict(NE=100000, NR=200, D=128, B=32768), tiny=dict(NE=6, NR=2, D=3, B=5),
+    pick=lambda r: np.concatenate([r[0], np.atleast_1d(r[1])]),
+    inputs=lambda r, s: [_n(r, s["NE"], s["D"]) * 0.3, _n(r, s["NR"], s["D"]),
+                         r.integers(0, s["NE"], s["B"]).astype(np.int32),
+                         r.integers(0, s["NR"], s["B"]).astype(np.int32),
+                         r.integers(0, s["NE"], s["B"]).astype(np.int32),
+                         (r.random(s["B"]) < 0.5).astype(np.float32)])
+def _h35_distmult(torch, a, t, s):
+    F = torch.nn.functional
+    ent, rel, head, rid, tail, lab = t
+
+    def run():
+        score = (ent[head] * rel[rid] * ent[tail]).sum(1)
+        return torch.cat([score, F.binary_cross_entropy_with_logits(score, lab).reshape(1)])
+    return {"gather + mul + sum + F.binary_cross_entropy_with_logits": _nograd(torch, run)}
