@@ -534,3 +534,57 @@ def test_a_parity_of_the_last_output_variable_stays_a_select():
     script = _compile(UPSAMPLE).script
     out = [ln for ln in script.splitlines() if ln.strip().startswith("out[")]
     assert any("_v]" in ln or "_v " in ln for ln in out), "no vector loop stores out"
+
+
+# a causal mask and a padding mask from lengths: the affine part splits
+MASKED = """
+def masked(float(B, L, L) s, int32(B) len) -> (m, e) {
+  m(b, i) max=! j <= i && j >= L - len(b) ? s(b, i, j) : -1e30
+  e(b, i, j) = j <= i && j >= L - len(b) ? exp(s(b, i, j) - m(b, i)) : 0
+}
+"""
+
+# either side of an || decides; a guarded read on the right of && (x(i - 1) at i = 0)
+EITHER = """
+def either(float(N) x, int32(N) keep) -> (y, z) {
+  y(i) = i == 0 || keep(i) > 0 ? x(i) : -x(i)
+  z(i) = i >= 1 && x(i - 1) > 0 ? x(i - 1) : 2 * x(i) where i in 0:N
+}
+"""
+
+
+def _masked_ref(s, lens):
+    B, L, _ = s.shape
+    i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+    ok = (j <= i)[None] & (j[None] >= (L - lens)[:, None, None])
+    m = np.where(ok, s.astype(np.float64), -1e30).max(2)
+    return m, np.where(ok, np.exp(np.where(ok, s - m[:, :, None], 0)), 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_affine_operand_of_a_mask_splits(mode):
+    # j <= i and the rest, for both (without the split: one statement each)
+    assert _pieces(MASKED) == [["S0_0", "S0_1", "S1_0", "S1_1"]]
+    assert _pieces(MASKED, split=False) == [["S0", "S1"]]
+    rng = np.random.default_rng(11)
+    for B, L in [(3, 9), (1, 1), (2, 17)]:
+        s = _rand(rng, B, L, L)
+        lens = rng.integers(0, L + 1, B).astype(np.int32)
+        m, e = _run(MASKED, (s, lens), mode)
+        want_m, want_e = _masked_ref(s, lens)
+        np.testing.assert_allclose(m, want_m, rtol=1e-6)
+        np.testing.assert_allclose(e, want_e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_either_side_of_an_or_and_a_read_guarded_on_the_right_of_an_and(mode):
+    assert [sorted(p) for p in _pieces(EITHER)] == [["S0_0", "S0_1", "S1_0", "S1_1"]]
+    rng = np.random.default_rng(12)
+    for N in (1, 2, 19):
+        x = _rand(rng, N)
+        keep = rng.integers(0, 2, N).astype(np.int32)
+        y, z = _run(EITHER, (x, keep), mode)
+        idx = np.arange(N)
+        np.testing.assert_array_equal(y, np.where((idx == 0) | (keep > 0), x, -x))
+        prev = np.concatenate([[0], x[:-1]]).astype(np.float32)
+        np.testing.assert_array_equal(z, np.where((idx >= 1) & (prev > 0), prev, 2 * x))

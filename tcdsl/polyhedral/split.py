@@ -136,13 +136,12 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             pieces = split
     refused = _strided_inner(s, conds, [x for _, rhs in pieces for x in n.walk(rhs) if isinstance(x, n.Select)])
     while True:
-        cond = next((c for _, rhs in pieces for c in _selects(rhs) if c not in refused and conds.set(c) is not None),
-                    None)
+        cond = next((c for _, rhs in pieces for c in _split_conds(rhs, conds) if c not in refused), None)
         if cond is None:
             break
         split = []
         for dom, rhs in pieces:
-            if cond not in _selects(rhs):
+            if cond not in _split_conds(rhs, conds):
                 split.append((dom, rhs))
                 continue
             for part in (dom & conds.set(cond), dom - conds.set(cond)):
@@ -367,20 +366,64 @@ class _Conditions:
 
     def resolve(self, e: n.Expr, dom: isl.Set) -> n.Expr:
         """``e`` with each select whose condition holds (fails) on all of
-        ``dom`` replaced by its first (second) value."""
+        ``dom`` replaced by its first (second) value, and the affine parts
+        of the other conditions that do resolved (:meth:`reduce`)."""
         if isinstance(e, n.Select):
-            c = self.set(e.cond)
-            if c is not None:
-                if self.empty(dom - c):
-                    return self.resolve(e.then, dom)
-                if self.empty(dom & c):
-                    return self.resolve(e.other, dom)
+            c = self.reduce(e.cond, dom)
+            if c is True:
+                return self.resolve(e.then, dom)
+            if c is False:
+                return self.resolve(e.other, dom)
+            if c is not e.cond:
+                e = dataclasses.replace(e, cond=c)
         return n.map_children(e, lambda x: self.resolve(x, dom) if isinstance(x, n.Expr) else x)
+
+    def reduce(self, cond: n.Expr, dom: isl.Set) -> bool | n.Expr:
+        """True or False where ``cond`` holds or fails on all of ``dom``; else
+        ``cond`` with its ``&&`` and ``||`` operands that do resolved
+        (``j >= L - len(b)`` of ``j <= i && j >= L - len(b)`` where ``j <=
+        i`` holds).  A read in an operand that is dropped was guarded by the
+        one that decided it, and one that stays is guarded on ``dom`` as
+        before."""
+        c = self.set(cond)
+        if c is not None:
+            return True if self.empty(dom - c) else False if self.empty(dom & c) else cond
+        if not (isinstance(cond, n.Binary) and cond.op in ("&&", "||")):
+            return cond
+        a, b = self.reduce(cond.lhs, dom), self.reduce(cond.rhs, dom)
+        decides, neutral = (False, True) if cond.op == "&&" else (True, False)
+        if a is decides:
+            return decides  # (the right operand is not evaluated where the left decides)
+        if a is neutral:
+            return b
+        if b is decides or b is neutral:  # (the left one is evaluated first all the same)
+            return cond if b is decides else a
+        return cond if a is cond.lhs and b is cond.rhs else dataclasses.replace(cond, lhs=a, rhs=b)
 
 
 def _selects(e: n.Expr) -> list[n.Expr]:
     """The conditions of the selects in ``e``, outermost first."""
     return [x.cond for x in n.walk(e) if isinstance(x, n.Select)]
+
+
+def _split_conds(e: n.Expr, conds: _Conditions) -> list[n.Expr]:
+    """The conditions to split ``e``'s domain at, outermost first: its
+    selects' affine conditions, and the affine operands of the ``&&`` and
+    ``||`` of the others (``j <= i`` of a causal and padding mask, ``j <= i
+    && j >= L - len(b)``), but no lattice (``v % 2 == 0``: see
+    ``_strided_inner``)."""
+    def atoms(c: n.Expr) -> list[n.Expr]:
+        if isinstance(c, n.Binary) and c.op in ("&&", "||"):
+            return atoms(c.lhs) + atoms(c.rhs)
+        return [c]
+    out = []
+    for c in _selects(e):
+        if conds.set(c) is not None:
+            out.append(c)
+            continue
+        out += [a for a in atoms(c) if (x := conds.set(a)) is not None
+                and all(bs.dim(isl.dim_type.div) == 0 for bs in x.get_basic_sets())]
+    return out
 
 
 def _zero(e: n.Expr) -> bool:
