@@ -14528,3 +14528,1462 @@ def _h35_distmult(torch, a, t, s):
         score = (ent[head] * rel[rid] * ent[tail]).sum(1)
         return torch.cat([score, F.binary_cross_entropy_with_logits(score, lab).reshape(1)])
     return {"gather + mul + sum + F.binary_cross_entropy_with_logits": _nograd(torch, run)}
+
+
+# ==== hunt 36: finance, econometrics and time-series filters
+
+_H36_LOG2PI = float(np.log(2 * np.pi))
+
+
+def _h36_f32(x):
+    return np.array(x, np.float32)
+
+
+def _h36_prices(r, A, T, vol=0.015):
+    """Geometric random-walk closes, (A, T), starting near 100."""
+    steps = r.standard_normal((A, T)) * vol + 0.0002
+    return (100 * np.exp(np.cumsum(steps, axis=1))).astype(np.float32)
+
+
+@program(name="pandas ewm(alpha, adjust=False) mean and biased variance of (A, T) series, scalar alpha, for t in T",
+         kind="finance", src="""
+def ewm_mean_var(float(A,T) x, float alpha) -> (m, v) {
+  for t in T {
+    if t == 0 {
+      m(a, t) = x(a, t)
+      v(a, t) = 0.0 where a in 0:A
+    } else {
+      v(a, t) = (1 - alpha) * (v(a, t - 1) + alpha * (x(a, t) - m(a, t - 1)) * (x(a, t) - m(a, t - 1)))
+      m(a, t) = m(a, t - 1) + alpha * (x(a, t) - m(a, t - 1))
+    }
+  }
+}
+""", full=dict(A=1024, T=750), tiny=dict(A=3, T=7),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]),
+    inputs=lambda r, s: [_n(r, s["A"], s["T"]), _h36_f32(0.06)])
+def _h36_ewm(torch, a, t, s):
+    x = t[0]
+    alpha = float(a[1])
+
+    def loop():
+        xt = x.t().contiguous()
+        m, v = xt[0], torch.zeros_like(xt[0])
+        ms, vs = [m], [v]
+        for i in range(1, xt.shape[0]):
+            d = xt[i] - m
+            v = (1 - alpha) * torch.addcmul(v, d, d, value=alpha)
+            m = torch.lerp(m, xt[i], alpha)
+            ms.append(m)
+            vs.append(v)
+        return torch.cat([torch.stack(ms, 1).ravel(), torch.stack(vs, 1).ravel()])
+    return {"python loop over T: lerp + addcmul on (A,) rows": _nograd(torch, loop)}
+
+
+@program(name="garch(1,1) conditional variance of (T, A) returns seeded with the mean square, per-asset gaussian log-likelihood",
+         kind="finance", src="""
+def garch11_ll(float(T,A) r, float(A) omega, float(A) alpha, float(A) beta) -> (s2, ll) {
+  ms(a) +=! r(i, a) * r(i, a) / T
+  for t in T {
+    if t == 0 { s2(t, a) = ms(a) }
+    else      { s2(t, a) = omega(a) + alpha(a) * r(t - 1, a) * r(t - 1, a) + beta(a) * s2(t - 1, a) }
+  }
+  ll(a) +=! -0.5 * (%r + log(s2(t, a)) + r(t, a) * r(t, a) / s2(t, a))
+}
+""" % _H36_LOG2PI, full=dict(T=1000, A=2048), tiny=dict(T=9, A=4),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, s["T"], s["A"]), r.uniform(0.02, 0.1, s["A"]).astype(np.float32),
+                         r.uniform(0.03, 0.12, s["A"]).astype(np.float32),
+                         r.uniform(0.8, 0.86, s["A"]).astype(np.float32)])
+def _h36_garch(torch, a, t, s):
+    r, omega, alpha, beta = t
+
+    def loop():
+        r2 = r * r
+        c = torch.addcmul(omega, alpha, r2[:-1])
+        s = r2.mean(0)
+        out = [s]
+        for i in range(c.shape[0]):
+            s = torch.addcmul(c[i], beta, s)
+            out.append(s)
+        s2 = torch.stack(out)
+        ll = -0.5 * (_H36_LOG2PI + torch.log(s2) + r2 / s2).sum(0)
+        return torch.cat([s2.ravel(), ll])
+    return {"python loop over T: addcmul, then log-likelihood vectorised": _nograd(torch, loop)}
+
+
+@program(name="local-level kalman filter over a batch of (B, T) series with a 0/1 observed mask: predict, update, innovation log-likelihood",
+         kind="finance", src="""
+def local_level_kf(float(B,T) y, float(B,T) obs, float(B) q, float r, float(B) m0, float p0) -> (m, P, ll) {
+  for t in T {
+    if t == 0 {
+      mp(b) = m0(b)
+      pp(b) = p0 + q(b)
+    } else {
+      mp(b) = m(b, t - 1)
+      pp(b) = P(b, t - 1) + q(b)
+    }
+    S(b) = pp(b) + r
+    e(b) = y(b, t) - mp(b)
+    K(b) = obs(b, t) > 0 ? pp(b) / S(b) : 0.0
+    m(b, t) = mp(b) + K(b) * e(b)
+    P(b, t) = (1 - K(b)) * pp(b)
+    ll(b) += obs(b, t) > 0 ? -0.5 * (log(2 * 3.14159265 * S(b)) + e(b) * e(b) / S(b)) : 0.0
+  }
+}
+""", full=dict(B=4096, T=256), tiny=dict(B=3, T=8),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel(), r[2]]),
+    inputs=lambda r, s: [np.cumsum(_n(r, s["B"], s["T"]) * 0.3, axis=1).astype(np.float32) + _n(r, s["B"], s["T"]),
+                         (r.random((s["B"], s["T"])) < 0.85).astype(np.float32),
+                         r.uniform(0.05, 0.2, s["B"]).astype(np.float32), _h36_f32(1.0),
+                         _n(r, s["B"]), _h36_f32(10.0)])
+def _h36_kalman(torch, a, t, s):
+    y, obs, q, _, m0 = t[:5]
+    r, p0 = float(a[3]), float(a[5])
+
+    def loop():
+        yt, ot = y.t().contiguous(), (obs.t() > 0).contiguous()
+        m, P = m0, torch.full_like(m0, p0)
+        ll = torch.zeros_like(m0)
+        ms, Ps = [], []
+        for i in range(yt.shape[0]):
+            pp = P + q
+            S = pp + r
+            e = yt[i] - m
+            K = torch.where(ot[i], pp / S, 0.0)
+            ll = ll + torch.where(ot[i], -0.5 * (torch.log(2 * 3.14159265 * S) + e * e / S), 0.0)
+            m = torch.addcmul(m, K, e)
+            P = (1 - K) * pp
+            ms.append(m)
+            Ps.append(P)
+        return torch.cat([torch.stack(ms, 1).ravel(), torch.stack(Ps, 1).ravel(), ll])
+    return {"python loop over T: where + addcmul on (B,) rows": _nograd(torch, loop)}
+
+
+@program(name="ar(p) on demeaned (B, T) series: lag normal equations X^T X, X^T y as sums over t in P:T, residuals and sigma^2 for given phi",
+         kind="finance", src="""
+def ar_normal_eqs(float(B,T) x, float(B,P) phi) -> (XtX, Xty, res, sig2) {
+  mu(b) +=! x(b, t) / T
+  xd(b, t) = x(b, t) - mu(b)
+  XtX(b, i, j) +=! xd(b, t - 1 - i) * xd(b, t - 1 - j) where t in P:T, i in 0:P, j in 0:P
+  Xty(b, i) +=! xd(b, t - 1 - i) * xd(b, t) where t in P:T, i in 0:P
+  fit(b, t) +=! phi(b, k) * xd(b, t + P - 1 - k) where t in 0:T - P
+  res(b, t) = xd(b, t + P) - fit(b, t)
+  sig2(b) +=! res(b, t) * res(b, t) / (T - P)
+}
+""", full=dict(B=512, T=1024, P=8), tiny=dict(B=3, T=12, P=3),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"]), _n(r, s["B"], s["P"]) * 0.2])
+def _h36_ar(torch, a, t, s):
+    x, phi = t
+
+    def unfold_bmm():
+        xd = x - x.mean(1, keepdim=True)
+        P = phi.shape[1]
+        X = xd.unfold(1, P, 1)[:, :-1].flip(-1)        # (B, T-P, P): X[b, s, i] = xd[b, s + P - 1 - i]
+        y = xd[:, P:]
+        XtX = torch.bmm(X.transpose(1, 2), X)
+        Xty = torch.bmm(X.transpose(1, 2), y.unsqueeze(2)).squeeze(2)
+        res = y - torch.bmm(X, phi.unsqueeze(2)).squeeze(2)
+        sig2 = (res * res).mean(1)
+        return torch.cat([XtX.ravel(), Xty.ravel(), res.ravel(), sig2])
+    return {"unfold lag matrix + bmm": _nograd(torch, unfold_bmm)}
+
+
+@program(name="rolling mean, sample std and z-score of the last value over trailing windows of W (free) on (A, T) series",
+         kind="finance", src="""
+def rolling_z(float(A,T) x) -> (mu, sd, z) {
+  mu(a, t) +=! x(a, t + w) where t in 0:T - W + 1, w in 0:W
+  mu(a, t) = mu(a, t) / W
+  sd(a, t) +=! (x(a, t + w) - mu(a, t)) * (x(a, t + w) - mu(a, t)) where t in 0:T - W + 1, w in 0:W
+  sd(a, t) = sqrt(sd(a, t) / (W - 1))
+  z(a, t) = (x(a, t + W - 1) - mu(a, t)) / sd(a, t)
+}
+""", full=dict(A=1024, T=1024, W=20), tiny=dict(A=3, T=9, W=4), free=("W",),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_h36_prices(r, s["A"], s["T"]) / 100])
+def _h36_rolling_z(torch, a, t, s):
+    x = t[0]
+    W = s["W"]
+
+    def unfold():
+        win = x.unfold(1, W, 1)
+        sd, mu = torch.std_mean(win, -1)
+        z = (x[:, W - 1:] - mu) / sd
+        return torch.cat([mu.ravel(), sd.ravel(), z.ravel()])
+    return {"unfold + torch.std_mean": _nograd(torch, unfold)}
+
+
+@program(name="underwater curve from a running peak (for t in T), max drawdown and its int32 trough day (argmin=!) per asset",
+         kind="finance", src="""
+def drawdown(float(A,T) p) -> (dd, mdd, trough) {
+  for t in T {
+    if t == 0 { peak(a, t) = p(a, t) }
+    else      { peak(a, t) = max(peak(a, t - 1), p(a, t)) }
+  }
+  dd(a, t) = p(a, t) / peak(a, t) - 1.0
+  mdd(a) min=! dd(a, t)
+  trough(a) argmin=! dd(a, t)
+}
+""", full=dict(A=2048, T=2520), tiny=dict(A=4, T=11),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1], r[2].astype(np.float32)]),
+    inputs=lambda r, s: [_h36_prices(r, s["A"], s["T"])])
+def _h36_drawdown(torch, a, t, s):
+    p = t[0]
+
+    def cummax():
+        dd = p / torch.cummax(p, 1).values - 1.0
+        mdd, trough = dd.min(1)
+        return torch.cat([dd.ravel(), mdd, trough.to(p.dtype)])
+    return {"torch.cummax + min(dim)": _nograd(torch, cummax)}
+
+
+@program(name="rolling max drawdown over trailing windows of W days (W free): for w in W, running peak per window start",
+         kind="finance", src="""
+def rolling_mdd(float(A,T) p) -> (mdd) {
+  for w in W {
+    if w == 0 {
+      peak(a, s) = p(a, s) where s in 0:T - W + 1
+      mdd(a, s) = 0.0 where a in 0:A, s in 0:T - W + 1
+    } else {
+      peak(a, s) = fmax(peak(a, s), p(a, s + w)) where s in 0:T - W + 1
+      mdd(a, s) = fmin(mdd(a, s), p(a, s + w) / peak(a, s) - 1)
+    }
+  }
+}
+""", full=dict(A=256, T=1024, W=60), tiny=dict(A=3, T=10, W=4), free=("W",),
+    inputs=lambda r, s: [_h36_prices(r, s["A"], s["T"], 0.02)])
+def _h36_rolling_mdd(torch, a, t, s):
+    p = t[0]
+    W = s["W"]
+
+    def unfold():
+        win = p.unfold(1, W, 1)
+        return (win / torch.cummax(win, -1).values - 1).amin(-1)
+    return {"unfold + cummax over the window + amin": _nograd(torch, unfold)}
+
+
+@program(name="wilder rsi: gains and losses from close diffs, seeded by an N-day mean (N free), smoothed (N-1)/N for t in N+1:T",
+         kind="finance", src="""
+def rsi_wilder(float(A,T) c) -> (rsi) {
+  g0(a) +=! fmax(c(a, k + 1) - c(a, k), 0.0) / N where k in 0:N
+  l0(a) +=! fmax(c(a, k) - c(a, k + 1), 0.0) / N where k in 0:N
+  for t in N:T {
+    if t == N {
+      ag(a) = g0(a)
+      al(a) = l0(a)
+    } else {
+      ag(a) = (ag(a) * (N - 1) + fmax(c(a, t) - c(a, t - 1), 0.0)) / N
+      al(a) = (al(a) * (N - 1) + fmax(c(a, t - 1) - c(a, t), 0.0)) / N
+    }
+    rsi(a, t) = 100.0 - 100.0 / (1.0 + ag(a) / al(a))
+  }
+}
+""", full=dict(A=2048, T=512, N=14), tiny=dict(A=3, T=12, N=4), free=("N",),
+    inputs=lambda r, s: [_h36_prices(r, s["A"], s["T"])])
+def _h36_rsi(torch, a, t, s):
+    c = t[0]
+    N = s["N"]
+
+    def loop():
+        d = c.diff(dim=1).t().contiguous()         # d[k] = c[k + 1] - c[k]
+        gain, loss = d.clamp(min=0), (-d).clamp(min=0)
+        ag, al = gain[:N].mean(0), loss[:N].mean(0)
+        out = [torch.zeros_like(ag)] * N + [100 - 100 / (1 + ag / al)]
+        for k in range(N, d.shape[0]):
+            ag = (ag * (N - 1) + gain[k]) / N
+            al = (al * (N - 1) + loss[k]) / N
+            out.append(100 - 100 / (1 + ag / al))
+        return torch.stack(out, 1)
+    return {"python loop over T: wilder smoothing of clamped diffs": _nograd(torch, loop)}
+
+
+@program(name="macd(12, 26, 9): ema states without a time index updated in place, macd line, signal ema and histogram",
+         kind="finance", src="""
+def macd(float(A,T) c) -> (line, signal, hist) {
+  for t in T {
+    if t == 0 {
+      fast(a) = c(a, t)
+      slow(a) = c(a, t)
+    } else {
+      fast(a) = fast(a) + 2.0 / 13.0 * (c(a, t) - fast(a))
+      slow(a) = slow(a) + 2.0 / 27.0 * (c(a, t) - slow(a))
+    }
+    line(a, t) = fast(a) - slow(a)
+    if t == 0 { signal(a, t) = line(a, t) }
+    else      { signal(a, t) = signal(a, t - 1) + 0.2 * (line(a, t) - signal(a, t - 1)) }
+    hist(a, t) = line(a, t) - signal(a, t)
+  }
+}
+""", full=dict(A=2048, T=512), tiny=dict(A=3, T=10),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [_h36_prices(r, s["A"], s["T"])])
+def _h36_macd(torch, a, t, s):
+    c = t[0]
+
+    def loop():
+        ct = c.t().contiguous()
+        fast = slow = ct[0]
+        sig = torch.zeros_like(fast)
+        lines, sigs = [sig], [sig]
+        for i in range(1, ct.shape[0]):
+            fast = torch.lerp(fast, ct[i], 2.0 / 13.0)
+            slow = torch.lerp(slow, ct[i], 2.0 / 27.0)
+            ln = fast - slow
+            sig = torch.lerp(sig, ln, 0.2)
+            lines.append(ln)
+            sigs.append(sig)
+        line, signal = torch.stack(lines, 1), torch.stack(sigs, 1)
+        return torch.cat([line.ravel(), signal.ravel(), (line - signal).ravel()])
+    return {"python loop over T: three lerp emas": _nograd(torch, loop)}
+
+
+@program(name="black-scholes call price and greeks (delta, gamma, vega, theta, rho) with erf, per-option spot/strike/expiry/vol, scalar rate",
+         kind="finance", src="""
+def bs_call_greeks(float(N) S, float(N) K, float(N) tau, float(N) vol, float r)
+  -> (call, delta, gamma, vega, theta, rho) {
+  sq(n) = vol(n) * sqrt(tau(n))
+  d1(n) = (log(S(n) / K(n)) + (r + 0.5 * vol(n) * vol(n)) * tau(n)) / sq(n)
+  nd2(n) = 0.5 * (1.0 + erf((d1(n) - sq(n)) * 0.70710678))
+  pdf(n) = 0.39894228 * exp(-0.5 * d1(n) * d1(n))
+  kd(n) = K(n) * exp(-r * tau(n))
+  delta(n) = 0.5 * (1.0 + erf(d1(n) * 0.70710678))
+  call(n) = S(n) * delta(n) - kd(n) * nd2(n)
+  gamma(n) = pdf(n) / (S(n) * sq(n))
+  vega(n) = S(n) * pdf(n) * sqrt(tau(n))
+  theta(n) = -S(n) * pdf(n) * vol(n) / (2.0 * sqrt(tau(n))) - r * kd(n) * nd2(n)
+  rho(n) = tau(n) * kd(n) * nd2(n)
+}
+""", full=dict(N=1 << 19), tiny=dict(N=7),
+    pick=lambda r: np.stack(r),
+    inputs=lambda r, s: [r.uniform(80, 120, s["N"]).astype(np.float32), r.uniform(70, 130, s["N"]).astype(np.float32),
+                         r.uniform(0.05, 2.0, s["N"]).astype(np.float32), r.uniform(0.1, 0.6, s["N"]).astype(np.float32),
+                         _h36_f32(0.03)])
+def _h36_bs(torch, a, t, s):
+    S, K, tau, vol = t[:4]
+    r = float(a[4])
+
+    def vectorised():
+        st = torch.sqrt(tau)
+        sq = vol * st
+        d1 = (torch.log(S / K) + (r + 0.5 * vol * vol) * tau) / sq
+        d2 = d1 - sq
+        nd1, nd2 = torch.special.ndtr(d1), torch.special.ndtr(d2)
+        pdf = torch.exp(-0.5 * d1 * d1) * 0.3989422804014327
+        kd = K * torch.exp(-r * tau)
+        call = S * nd1 - kd * nd2
+        return torch.stack([call, nd1, pdf / (S * sq), S * pdf * st,
+                            -S * pdf * vol / (2 * st) - r * kd * nd2, tau * kd * nd2])
+    return {"torch.special.ndtr + elementwise": _nograd(torch, vectorised)}
+
+
+@program(name="monte-carlo european and up-and-out barrier calls over a strike grid from given normals z(P, S): running product and running max, for t in S",
+         kind="finance", src="""
+def mc_barrier(float(P,S) z, float(NK) K, float s0, float r, float sig, float dt, float H) -> (euro, knock) {
+  for t in S {
+    if t == 0 {
+      px(p) = s0 * exp((r - 0.5 * sig * sig) * dt + sig * sqrt(dt) * z(p, t))
+      hi(p) = px(p)
+    } else {
+      px(p) = px(p) * exp((r - 0.5 * sig * sig) * dt + sig * sqrt(dt) * z(p, t))
+      hi(p) = fmax(hi(p), px(p))
+    }
+  }
+  euro(k) +=! fmax(px(p) - K(k), 0.0)
+  euro(k) = euro(k) * exp(-r * dt * S) / P
+  knock(k) +=! hi(p) < H ? fmax(px(p) - K(k), 0.0) : 0.0
+  knock(k) = knock(k) * exp(-r * dt * S) / P
+}
+""", full=dict(P=65536, S=64, NK=16), tiny=dict(P=40, S=5, NK=3),
+    pick=lambda r: np.concatenate(r),
+    inputs=lambda r, s: [_n(r, s["P"], s["S"]), np.linspace(80, 120, s["NK"]).astype(np.float32),
+                         _h36_f32(100.0), _h36_f32(0.03), _h36_f32(0.25), _h36_f32(1.0 / 52), _h36_f32(130.0)])
+def _h36_mc(torch, a, t, s):
+    z, K = t[:2]
+    s0, r, sig, dt, H = (float(x) for x in a[2:])
+    S = z.shape[1]
+
+    def cumprod():
+        growth = torch.exp((r - 0.5 * sig * sig) * dt + sig * dt ** 0.5 * z)
+        path = s0 * torch.cumprod(growth, 1)
+        pay = (path[:, -1:] - K).clamp(min=0)
+        alive = (path.amax(1) < H).to(z.dtype)
+        disc = np.exp(-r * dt * S) / z.shape[0]
+        return torch.cat([pay.sum(0) * disc, (alive @ pay) * disc])
+    return {"exp + torch.cumprod + amax, payoff grid": _nograd(torch, cumprod)}
+
+
+@program(name="sample covariance of (T, A) returns and the variance of P portfolios held as int32 asset ids + weights (K holdings each)",
+         kind="finance", src="""
+def holdings_variance(float(T,A) R, int32(P,K) ids, float(P,K) w) -> (cov, pvar) {
+  mu(a) +=! R(t, a) / T
+  X(t, a) = R(t, a) - mu(a)
+  cov(i, j) +=! X(t, i) * X(t, j)
+  cov(i, j) = cov(i, j) / (T - 1)
+  pvar(p) +=! w(p, k) * cov(ids(p, k), ids(p, l)) * w(p, l)
+}
+""", full=dict(T=512, A=768, P=4096, K=32), tiny=dict(T=6, A=5, P=3, K=2),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, s["T"], s["A"]),
+                         np.stack([r.choice(s["A"], s["K"], replace=False) for _ in range(s["P"])]).astype(np.int32),
+                         r.dirichlet(np.ones(s["K"]), s["P"]).astype(np.float32)])
+def _h36_holdings(torch, a, t, s):
+    R, ids, w = t
+
+    def gather():
+        X = R - R.mean(0)
+        cov = (X.t() @ X) / (R.shape[0] - 1)
+        i = ids.long()
+        sub = cov[i[:, :, None], i[:, None, :]]
+        pvar = torch.bmm(torch.bmm(w.unsqueeze(1), sub), w.unsqueeze(2)).reshape(-1)
+        return torch.cat([cov.ravel(), pvar])
+
+    def torch_cov():
+        cov = torch.cov(R.t())
+        i = ids.long()
+        pvar = torch.einsum("pk,pkl,pl->p", w, cov[i[:, :, None], i[:, None, :]], w)
+        return torch.cat([cov.ravel(), pvar])
+    return {"centred matmul + gathered (P,K,K) block + bmm": _nograd(torch, gather),
+            "torch.cov + gathered block + einsum": _nograd(torch, torch_cov)}
+
+
+@program(name="holt-winters additive smoothing of (B, T) series, season length M a free size: level/trend/season init from the first two seasons, for t in M:T",
+         kind="finance", src="""
+def holt_winters_m(float(B,T) y, float alpha, float beta, float gamma) -> (lev, tr, sea, fit) {
+  l0(b) +=! y(b, j) / M where j in 0:M
+  b0(b) +=! (y(b, M + j) - y(b, j)) / (M * M) where j in 0:M
+  sea(b, j) = y(b, j) - l0(b) where j in 0:M
+  for t in M:T {
+    if t == M {
+      fit(b, t) = l0(b) + b0(b) + sea(b, t - M)
+      lev(b, t) = alpha * (y(b, t) - sea(b, t - M)) + (1 - alpha) * (l0(b) + b0(b))
+      tr(b, t) = beta * (lev(b, t) - l0(b)) + (1 - beta) * b0(b)
+    } else {
+      fit(b, t) = lev(b, t - 1) + tr(b, t - 1) + sea(b, t - M)
+      lev(b, t) = alpha * (y(b, t) - sea(b, t - M)) + (1 - alpha) * (lev(b, t - 1) + tr(b, t - 1))
+      tr(b, t) = beta * (lev(b, t) - lev(b, t - 1)) + (1 - beta) * tr(b, t - 1)
+    }
+    sea(b, t) = gamma * (y(b, t) - fit(b, t) + sea(b, t - M)) + (1 - gamma) * sea(b, t - M)
+  }
+}
+""", full=dict(B=4096, T=336, M=24), tiny=dict(B=3, T=11, M=3), free=("M",),
+    pick=lambda r: np.concatenate([x.ravel() for x in r]),
+    inputs=lambda r, s: [(10 + 3 * np.sin(2 * np.pi * np.arange(s["T"]) / s["M"])
+                          + 0.01 * np.arange(s["T"]) + 0.5 * _n(r, s["B"], s["T"])).astype(np.float32),
+                         _h36_f32(0.3), _h36_f32(0.05), _h36_f32(0.2)])
+def _h36_holt_winters(torch, a, t, s):
+    y = t[0]
+    alpha, beta, gamma = (float(x) for x in a[1:])
+    M = s["M"]
+
+    def loop():
+        B, T = y.shape
+        yt = y.t().contiguous()
+        zero = torch.zeros(B)
+        l = yt[:M].mean(0)
+        b = (yt[M:2 * M] - yt[:M]).sum(0) / (M * M)
+        sea = list(yt[:M] - l)
+        levs, trs, fits = [zero] * M, [zero] * M, [zero] * M
+        for i in range(M, T):
+            f = l + b + sea[i - M]
+            ln = alpha * (yt[i] - sea[i - M]) + (1 - alpha) * (l + b)
+            b = beta * (ln - l) + (1 - beta) * b
+            l = ln
+            sea.append(gamma * (yt[i] - f + sea[i - M]) + (1 - gamma) * sea[i - M])
+            levs.append(l)
+            trs.append(b)
+            fits.append(f)
+        return torch.cat([torch.stack(x, 1).ravel() for x in (levs, trs, sea, fits)])
+    return {"python loop over T on (B,) rows, season as a list": _nograd(torch, loop)}
+
+
+@program(name="riskmetrics ewma covariance (lambda scalar) over (T, A) returns, seeded with r_0 r_0^T, then P portfolio variances w S w^T",
+         kind="finance", src="""
+def riskmetrics(float(T,A) r, float lam, float(P,A) w) -> (S, pvar) {
+  for t in T {
+    if t == 0 { S(i, j) = r(t, i) * r(t, j) }
+    else      { S(i, j) = lam * S(i, j) + (1 - lam) * r(t, i) * r(t, j) }
+  }
+  wS(p, j) +=! w(p, i) * S(i, j)
+  pvar(p) +=! wS(p, j) * w(p, j)
+}
+""", full=dict(T=256, A=512, P=256), tiny=dict(T=5, A=4, P=2),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, s["T"], s["A"]), _h36_f32(0.94), _w(r, s["P"], s["A"])])
+def _h36_riskmetrics(torch, a, t, s):
+    r, _, w = t
+    lam = float(a[1])
+
+    def closed_form():
+        T = r.shape[0]
+        k = torch.arange(T - 1, -1, -1, dtype=torch.float64)
+        wt = ((1 - lam) * lam ** k)
+        wt[0] = lam ** (T - 1)
+        S = (r * wt.to(r.dtype)[:, None]).t() @ r
+        return torch.cat([S.ravel(), ((w @ S) * w).sum(1)])
+
+    def loop():
+        S = torch.outer(r[0], r[0])
+        for i in range(1, r.shape[0]):
+            S = torch.addr(S, r[i], r[i], beta=lam, alpha=1 - lam)
+        return torch.cat([S.ravel(), ((w @ S) * w).sum(1)])
+    return {"closed-form decay weights + one matmul": _nograd(torch, closed_form),
+            "python loop of torch.addr": _nograd(torch, loop)}
+# ==== hunt 37: particles, molecular dynamics and scientific kernels
+
+
+def _h37_f32(x):
+    return np.array(x, np.float32)
+
+
+def _h37_lattice(r, N, spacing, jitter):
+    """The first N points of a cubic lattice, each moved by a uniform jitter (no overlapping atoms)."""
+    side = int(np.ceil(N ** (1 / 3)))
+    g = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)[:N]
+    return ((g + r.uniform(-jitter, jitter, (N, 3))) * spacing).astype(np.float32)
+
+
+def _h37_rays(r, R, S):
+    """Spheres in front of a camera at the origin; half the rays aimed near a sphere, half across the view."""
+    cen = np.stack([r.uniform(-4, 4, S), r.uniform(-4, 4, S), r.uniform(6, 16, S)], 1)
+    rad = r.uniform(0.4, 1.5, S)
+    o = r.uniform(-0.02, 0.02, (R, 3))
+    aim = cen[r.integers(0, S, R)] + r.uniform(-1.5, 1.5, (R, 3))
+    wide = np.stack([r.uniform(-0.6, 0.6, R), r.uniform(-0.6, 0.6, R), np.ones(R)], 1)
+    d = np.where((r.random(R) < 0.5)[:, None], aim - o, wide)
+    d /= np.linalg.norm(d, axis=1, keepdims=True)
+    light = np.array([0.4, 0.7, -0.6])
+    return [o.astype(np.float32), d.astype(np.float32), cen.astype(np.float32), rad.astype(np.float32),
+            (light / np.linalg.norm(light)).astype(np.float32)]
+
+
+def _h37_mesh(r, n):
+    """A jittered n x n grid of the unit square cut into 2 (n-1)^2 counter-clockwise triangles."""
+    h = 1.0 / (n - 1)
+    u = np.arange(n) * h
+    xy = np.stack(np.meshgrid(u, u, indexing="ij"), -1).reshape(-1, 2)
+    inner = (xy > 0).all(1) & (xy < 1 - h / 2).all(1)
+    xy[inner] += r.uniform(-0.2 * h, 0.2 * h, (int(inner.sum()), 2))
+    tris = []
+    for i in range(n - 1):
+        for j in range(n - 1):
+            p00, p10, p01, p11 = i * n + j, (i + 1) * n + j, i * n + j + 1, (i + 1) * n + j + 1
+            if r.random() < 0.5:
+                tris += [(p00, p10, p11), (p00, p11, p01)]
+            else:
+                tris += [(p00, p10, p01), (p10, p11, p01)]
+    tri = np.array(tris)[r.permutation(len(tris))]
+    return [xy.astype(np.float32), tri.astype(np.int32)]
+
+
+def _h37_spd(r, N, shift):
+    g = r.standard_normal((N, N))
+    return (g @ g.T / N + shift * np.eye(N)).astype(np.float32)
+
+
+def _h37_spiked(r, B, N):
+    """A batch of symmetric psd matrices with a planted top direction (a clear spectral gap)."""
+    g = r.standard_normal((B, N, N))
+    u = r.standard_normal((B, N, 1))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    return (g @ g.transpose(0, 2, 1) / N + 3.0 * u @ u.transpose(0, 2, 1)).astype(np.float32)
+
+
+@program(name="n-body softened gravity from (3, N) coordinate planes: accelerations and pair potential per particle (G, eps scalars)",
+         kind="physics", src="""
+def nbody_planes(float(3,N) p, float(N) m, float G, float eps) -> (acc, phi) {
+  r2(i, j) = (p(0, j) - p(0, i)) * (p(0, j) - p(0, i)) + (p(1, j) - p(1, i)) * (p(1, j) - p(1, i))
+           + (p(2, j) - p(2, i)) * (p(2, j) - p(2, i)) + eps * eps
+  w(i, j) = m(j) * rsqrt(r2(i, j))
+  acc(c, i) +=! G * w(i, j) / r2(i, j) * (p(c, j) - p(c, i))
+  phi(i) +=! i != j ? -G * w(i, j) : 0.0
+}
+""", full=dict(N=2048), tiny=dict(N=7),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, 3, s["N"]), (r.uniform(0.5, 1.5, s["N"]) / s["N"]).astype(np.float32),
+                         _h37_f32(1.0), _h37_f32(0.05)])
+def _h37_nbody_planes(torch, a, t, s):
+    p, m = t[0], t[1]
+    G, eps = float(a[2]), float(a[3])
+
+    def broadcast():
+        d = p[:, None, :] - p[:, :, None]
+        r2 = (d * d).sum(0) + eps * eps
+        w = m * torch.rsqrt(r2)
+        acc = G * (d * (w / r2)).sum(2)
+        phi = -G * w.fill_diagonal_(0).sum(1)
+        return torch.cat([acc.ravel(), phi])
+
+    def matmul():
+        pt = p.T
+        r2 = (torch.cdist(pt, pt, compute_mode="donot_use_mm_for_euclid_dist") ** 2).add_(eps * eps)
+        w = m * torch.rsqrt(r2)
+        wr = (w / r2).fill_diagonal_(0)
+        acc = G * (p @ wr.T - p * wr.sum(1))
+        phi = -G * w.fill_diagonal_(0).sum(1)
+        return torch.cat([acc.ravel(), phi])
+    return {"broadcast differences, rsqrt, sum": _nograd(torch, broadcast),
+            "cdist, rsqrt, p @ W^T - p * rowsum(W)": _nograd(torch, matmul)}
+
+
+@program(name="n-body velocity verlet (kick-drift-kick), accelerations recomputed each step, kinetic energy per step (S free)",
+         kind="physics", src="""
+def nbody_verlet(float(N,3) x0, float(N,3) v0, float(N) m, float dt, float eps) -> (x, v, ke) {
+  x(i, d) = x0(i, d)
+  v(i, d) = v0(i, d)
+  r2(i, j) +=! (x(j, d) - x(i, d)) * (x(j, d) - x(i, d))
+  a(i, d) +=! m(j) * pow(r2(i, j) + eps * eps, -1.5) * (x(j, d) - x(i, d))
+  for t in S {
+    v(i, d) = v(i, d) + 0.5 * dt * a(i, d)
+    x(i, d) = x(i, d) + dt * v(i, d)
+    r2(i, j) +=! (x(j, d) - x(i, d)) * (x(j, d) - x(i, d))
+    a(i, d) +=! m(j) * pow(r2(i, j) + eps * eps, -1.5) * (x(j, d) - x(i, d))
+    v(i, d) = v(i, d) + 0.5 * dt * a(i, d)
+    ke(t) +=! 0.5 * m(i) * v(i, d) * v(i, d)
+  }
+}
+""", full=dict(N=768, S=8), tiny=dict(N=6, S=3), free=("S",),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel(), r[2]]),
+    inputs=lambda r, s: [_n(r, s["N"], 3), _n(r, s["N"], 3) * 0.1,
+                         (r.uniform(0.5, 1.5, s["N"]) / s["N"]).astype(np.float32),
+                         _h37_f32(0.01), _h37_f32(0.1)])
+def _h37_nbody_verlet(torch, a, t, s):
+    x0, v0, m = t[0], t[1], t[2]
+    dt, eps, S = float(a[3]), float(a[4]), s["S"]
+
+    def accel(x):
+        r2 = torch.cdist(x, x, compute_mode="donot_use_mm_for_euclid_dist").square_()
+        w = (m * (r2 + eps * eps).pow_(-1.5)).fill_diagonal_(0)
+        return w @ x - w.sum(1, keepdim=True) * x
+
+    def run():
+        x, v = x0, v0
+        acc = accel(x)
+        ke = []
+        for _ in range(S):
+            v = v + 0.5 * dt * acc
+            x = x + dt * v
+            acc = accel(x)
+            v = v + 0.5 * dt * acc
+            ke.append(0.5 * (m[:, None] * v * v).sum())
+        return torch.cat([x.ravel(), v.ravel(), torch.stack(ke)])
+    return {"python loop: cdist, pow, w @ x - rowsum(w) x": _nograd(torch, run)}
+
+
+@program(name="lennard-jones cluster: forces and shifted potential energy per atom, cutoff and self-pair as one select, where bindings",
+         kind="physics", src="""
+def lj_cutoff(float(N,3) x, float sig, float epsl, float rc) -> (f, u) {
+  r2(i, j) +=! (x(i, k) - x(j, k)) * (x(i, k) - x(j, k))
+  s6(i, j) = i != j && r2(i, j) < rc * rc ? q * q * q : 0.0 where q = sig * sig / r2(i, j)
+  fs(i, j) = s6(i, j) > 0.0 ? 24.0 * epsl * s6(i, j) * (2.0 * s6(i, j) - 1.0) / r2(i, j) : 0.0
+  f(i, k) +=! fs(i, j) * (x(i, k) - x(j, k))
+  u +=! s6(i, j) > 0.0 ? 2.0 * epsl * (s6(i, j) * (s6(i, j) - 1.0) - sc * (sc - 1.0)) / N : 0.0
+        where sc = pow(sig / rc, 6.0)
+}
+""", full=dict(N=1331), tiny=dict(N=8),
+    pick=lambda r: np.concatenate([r[0].ravel(), np.atleast_1d(r[1])]),
+    inputs=lambda r, s: [_h37_lattice(r, s["N"], 1.12, 0.06), _h37_f32(1.0), _h37_f32(1.0), _h37_f32(2.5)])
+def _h37_lj(torch, a, t, s):
+    x = t[0]
+    sig, epsl, rc = float(a[1]), float(a[2]), float(a[3])
+    sc = (sig / rc) ** 6
+    N = x.shape[0]
+
+    def run():
+        d = x[:, None, :] - x[None, :, :]
+        r2 = (d * d).sum(2)
+        mask = (r2 < rc * rc) & ~torch.eye(N, dtype=torch.bool)
+        s6 = torch.where(mask, (sig * sig / r2) ** 3, 0.0)
+        fs = torch.where(mask, 24.0 * epsl * s6 * (2.0 * s6 - 1.0) / r2, 0.0)
+        f = fs.sum(1, keepdim=True) * x - fs @ x
+        u = 2.0 * epsl * torch.where(mask, s6 * (s6 - 1.0) - sc * (sc - 1.0), 0.0).sum() / N
+        return torch.cat([f.ravel(), u.reshape(1)])
+    return {"broadcast r2, where masks, rowsum(fs) x - fs @ x": _nograd(torch, run)}
+
+
+@program(name="sph density with the cubic spline kernel (nested select on q = r / h) over all pairs, tait equation of state",
+         kind="physics", src="""
+def sph_density(float(N,3) x, float(N) m, float h, float rho0, float c0) -> (rho, pr) {
+  r2(i, j) +=! (x(i, d) - x(j, d)) * (x(i, d) - x(j, d))
+  rho(i) +=! m(j) * (q < 1.0 ? 1.0 - 1.5 * q * q + 0.75 * q * q * q : q < 2.0 ? 0.25 * (2.0 - q) * (2.0 - q) * (2.0 - q) : 0.0)
+             / (3.14159265 * h * h * h) where q = sqrt(r2(i, j)) / h
+  pr(i) = c0 * c0 * rho0 / 7.0 * (pow(rho(i) / rho0, 7.0) - 1.0)
+}
+""", full=dict(N=2048), tiny=dict(N=9),
+    pick=lambda r: np.concatenate([r[0], r[1]]),
+    inputs=lambda r, s: [r.uniform(0, np.cbrt(s["N"] / 1000.0), (s["N"], 3)).astype(np.float32),
+                         np.full(s["N"], 1e-3, np.float32) * r.uniform(0.9, 1.1, s["N"]).astype(np.float32),
+                         _h37_f32(0.12 if s["N"] > 100 else 0.1), _h37_f32(1.0 if s["N"] > 100 else 0.6), _h37_f32(2.0)])
+def _h37_sph(torch, a, t, s):
+    x, m = t[0], t[1]
+    h, rho0, c0 = float(a[2]), float(a[3]), float(a[4])
+
+    def run():
+        q = torch.cdist(x, x) / h
+        w = torch.where(q < 1.0, 1.0 - 1.5 * q * q + 0.75 * q ** 3,
+                        torch.where(q < 2.0, 0.25 * (2.0 - q) ** 3, 0.0))
+        rho = (w @ m) / (torch.pi * h ** 3)
+        pr = c0 * c0 * rho0 / 7.0 * ((rho / rho0) ** 7 - 1.0)
+        return torch.cat([rho, pr])
+    return {"torch.cdist, nested torch.where, matvec": _nograd(torch, run)}
+
+
+@program(name="particles binned into a G x G grid by int32 cell ids: counts and mean velocity per cell (G and C = G * G free)",
+         kind="physics", src="""
+def bin_particles(float(N,2) pos, float(N,2) vel) -> (float(G,G) cnt, float(G,G,2) vmean) {
+  cell(n) = min(int32(pos(n, 0) * G), G - 1) * G + min(int32(pos(n, 1) * G), G - 1)
+  cflat(c) +=! cell(n) == c ? 1.0 : 0.0 where c in 0:C
+  vsum(c, d) +=! cell(n) == c ? vel(n, d) : 0.0 where c in 0:C
+  cnt(i, j) = cflat(i * G + j) where i in 0:G, j in 0:G
+  vmean(i, j, d) = cnt(i, j) > 0.0 ? vsum(i * G + j, d) / cnt(i, j) : 0.0 where i in 0:G, j in 0:G
+}
+""", full=dict(N=1 << 20, G=128, C=128 * 128), tiny=dict(N=20, G=3, C=9), free=("G", "C"),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]),
+    inputs=lambda r, s: [r.random((s["N"], 2)).astype(np.float32), _n(r, s["N"], 2)])
+def _h37_binning(torch, a, t, s):
+    pos, vel = t
+    G = s["G"]
+
+    def run():
+        ij = (pos * G).int().clamp_(max=G - 1)
+        cell = (ij[:, 0] * G + ij[:, 1]).long()
+        cnt = torch.bincount(cell, minlength=G * G).to(pos.dtype)
+        vsum = torch.zeros(G * G, 2).index_add_(0, cell, vel)
+        vmean = torch.where(cnt[:, None] > 0, vsum / cnt[:, None], 0.0)
+        return torch.cat([cnt, vmean.ravel()])
+    return {"int cell ids, torch.bincount + index_add_": _nograd(torch, run)}
+
+
+@program(name="radial distribution function g(r) in a periodic box: minimum image by round, int32 bins of i < j pairs (NB free)",
+         kind="physics", src="""
+def rdf_hist(float(N,3) x, float box) -> (g) {
+  r2(i, j) +=! dd * dd where dd = x(i, k) - x(j, k) - box * round((x(i, k) - x(j, k)) / box)
+  bin(i, j) = int32(sqrt(r2(i, j)) / dr) where dr = 0.5 * box / NB
+  hist(b) +=! j > i && bin(i, j) == b ? 1.0 : 0.0 where b in 0:NB
+  g(b) = hist(b) * box * box * box / (0.5 * N * (N - 1) * shell)
+         where shell = 4.18879020 * dr * dr * dr * float((b + 1) * (b + 1) * (b + 1) - b * b * b), dr = 0.5 * box / NB
+}
+""", full=dict(N=1024, NB=128), tiny=dict(N=7, NB=4), free=("NB",),
+    inputs=lambda r, s: (lambda box: [r.uniform(0, box, (s["N"], 3)).astype(np.float32), _h37_f32(box)])(
+        float(np.cbrt(s["N"] / 0.8))))
+def _h37_rdf(torch, a, t, s):
+    x, box_t = t
+    box, NB = float(a[1]), s["NB"]
+    N = x.shape[0]
+    iu = torch.triu_indices(N, N, 1)
+    b = torch.arange(NB, dtype=torch.float32)
+    dr = 0.5 * box_t / NB
+    shell = 4.18879020 * dr ** 3 * ((b + 1) ** 3 - b ** 3)
+
+    def run():
+        d = x[iu[0]] - x[iu[1]]
+        d = d - box * torch.round(d / box)
+        bins = (torch.sqrt((d * d).sum(1)) / dr).int()
+        hist = torch.bincount(bins[bins < NB], minlength=NB).to(x.dtype)
+        return hist * box ** 3 / (0.5 * N * (N - 1) * shell)
+    return {"triu pairs, round minimum image, torch.bincount": _nograd(torch, run)}
+
+
+@program(name="ray-sphere intersection: nearest hit per ray by min=! and argmin=!, stable discriminant, lambert shading via hit id",
+         kind="physics", src="""
+def ray_spheres(float(R,3) o, float(R,3) dir, float(S,3) cen, float(S) rad, float(3) light) -> (depth, hit, shade) {
+  b(r, s) +=! (cen(s, k) - o(r, k)) * dir(r, k)
+  h2(r, s) +=! (o(r, k) + b(r, s) * dir(r, k) - cen(s, k)) * (o(r, k) + b(r, s) * dir(r, k) - cen(s, k))
+  tt(r, s) = h2(r, s) < rad(s) * rad(s) && th > 1e-3 ? th : inf where th = b(r, s) - sqrt(rad(s) * rad(s) - h2(r, s))
+  tmin(r) min=! tt(r, s)
+  near(r) argmin=! tt(r, s)
+  depth(r) = tmin(r) < inf ? tmin(r) : 0.0
+  hit(r) = tmin(r) < inf ? near(r) : -1
+  lam(r) +=! tmin(r) < inf ? (o(r, k) + tmin(r) * dir(r, k) - cen(near(r), k)) / rad(near(r)) * light(k) : 0.0
+  shade(r) = fmax(lam(r), 0.0)
+}
+""", full=dict(R=32768, S=32), tiny=dict(R=12, S=3),
+    pick=lambda r: np.concatenate([r[0], r[1].astype(np.float32), r[2]]),
+    inputs=lambda r, s: _h37_rays(r, s["R"], s["S"]))
+def _h37_rays_c(torch, a, t, s):
+    o, d, cen, rad, light = t
+
+    def run():
+        b = ((cen[None, :, :] - o[:, None, :]) * d[:, None, :]).sum(2)
+        e = o[:, None, :] + b[:, :, None] * d[:, None, :] - cen[None, :, :]
+        h2 = (e * e).sum(2)
+        r2 = rad * rad
+        th = b - torch.sqrt(r2 - h2)
+        tt = torch.where((h2 < r2) & (th > 1e-3), th, torch.inf)
+        tmin, near = tt.min(1)
+        ok = tmin < torch.inf
+        depth = torch.where(ok, tmin, 0.0)
+        hit = torch.where(ok, near, -1)
+        n = (o + torch.where(ok, tmin, 0.0)[:, None] * d - cen[near]) / rad[near][:, None]
+        shade = torch.where(ok, n @ light, 0.0).clamp_(min=0.0)
+        return torch.cat([depth, hit.to(depth.dtype), shade])
+    return {"broadcast (R, S, 3), torch.where, min(dim) + gather": _nograd(torch, run)}
+
+
+@program(name="planck black-body spectra over a log wavelength grid: peak-normalised, trapezoid band fraction of sigma T^4, wien peak by argmax",
+         kind="scientific", src="""
+def planck(float(NT) temp, float(NL) lam) -> (rel, frac, peak) {
+  B(t, l) = 1.191042e8 / pow(lam(l), 5.0) / expm1(14387.77 / (lam(l) * temp(t)))
+  bmax(t) max=! B(t, l)
+  rel(t, l) = B(t, l) / bmax(t)
+  band(t) +=! 0.5 * (B(t, l) + B(t, l + 1)) * (lam(l + 1) - lam(l))
+  frac(t) = band(t) * 3.14159265 / (5.670374e-8 * pow(temp(t), 4.0))
+  at(t) argmax=! B(t, l)
+  peak(t) = lam(at(t))
+}
+""", full=dict(NT=1024, NL=2048), tiny=dict(NT=3, NL=9),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1], r[2]]),
+    inputs=lambda r, s: [r.uniform(1000, 10000, s["NT"]).astype(np.float32),
+                         np.geomspace(0.2, 30.0, s["NL"]).astype(np.float32)])
+def _h37_planck(torch, a, t, s):
+    temp, lam = t
+
+    def run():
+        B = 1.191042e8 / lam ** 5 / torch.expm1(14387.77 / (lam * temp[:, None]))
+        rel = B / B.amax(1, keepdim=True)
+        frac = torch.trapezoid(B, lam, dim=1) * torch.pi / (5.670374e-8 * temp ** 4)
+        peak = lam[B.argmax(1)]
+        return torch.cat([rel.ravel(), frac, peak])
+    return {"torch.expm1, amax, torch.trapezoid, argmax": _nograd(torch, run)}
+
+
+@program(name="p1 finite-element stiffness assembly on int32 triangles: (a + 1) % 3 vertex lookups, dense K by select-sum, lumped mass",
+         kind="scientific", src="""
+def p1_stiffness(float(N,2) xy, int32(E,3) tri) -> (K, lump) {
+  bx(e, a) = xy(tri(e, (a + 1) % 3), 1) - xy(tri(e, (a + 2) % 3), 1) where a in 0:3
+  cy(e, a) = xy(tri(e, (a + 2) % 3), 0) - xy(tri(e, (a + 1) % 3), 0) where a in 0:3
+  area(e) = 0.5 * (bx(e, 0) * cy(e, 1) - bx(e, 1) * cy(e, 0))
+  ke(e, a, c) = (bx(e, a) * bx(e, c) + cy(e, a) * cy(e, c)) / (4.0 * area(e))
+  K(p, q) +=! tri(e, a) == p && tri(e, c) == q ? ke(e, a, c) : 0.0 where p in 0:N, q in 0:N
+  lump(p) +=! tri(e, a) == p ? area(e) / 3.0 : 0.0 where p in 0:N
+}
+""", full=dict(n=48), tiny=dict(n=3),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: _h37_mesh(r, s["n"]))
+def _h37_fem(torch, a, t, s):
+    xy, tri = t
+    N = xy.shape[0]
+    tl = tri.long()
+    nxt, prv = torch.tensor([1, 2, 0]), torch.tensor([2, 0, 1])
+    rows = (tl[:, :, None] * N + tl[:, None, :]).reshape(-1)
+    verts = tl.reshape(-1)
+
+    def run():
+        P = xy[tl]
+        bx = P[:, nxt, 1] - P[:, prv, 1]
+        cy = P[:, prv, 0] - P[:, nxt, 0]
+        area = 0.5 * (bx[:, 0] * cy[:, 1] - bx[:, 1] * cy[:, 0])
+        ke = (bx[:, :, None] * bx[:, None, :] + cy[:, :, None] * cy[:, None, :]) / (4.0 * area[:, None, None])
+        K = torch.zeros(N * N).index_add_(0, rows, ke.reshape(-1)).view(N, N)
+        lump = torch.zeros(N).index_add_(0, verts, (area / 3.0).repeat_interleave(3))
+        return torch.cat([K.ravel(), lump])
+    return {"gather vertices, batched 3x3 ke, index_add_ into flat K": _nograd(torch, run)}
+
+
+@program(name="conjugate gradient on one dense spd system, S iterations (free), alpha and beta as 0-d temporaries, residual norms",
+         kind="scientific", src="""
+def cg_dense(float(N,N) A, float(N) rhs) -> (x, res) {
+  x(i) = 0.0 where exists rhs(i)
+  r(i) = rhs(i)
+  p(i) = rhs(i)
+  rr +=! rhs(i) * rhs(i)
+  for t in S {
+    Ap(i) +=! A(i, j) * p(j)
+    pAp +=! p(i) * Ap(i)
+    alpha = rr / pAp
+    x(i) = x(i) + alpha * p(i)
+    r(i) = r(i) - alpha * Ap(i)
+    rnew +=! r(i) * r(i)
+    beta = rnew / rr
+    p(i) = r(i) + beta * p(i)
+    rr = rnew
+    res(t) = sqrt(rnew)
+  }
+}
+""", full=dict(N=1024, S=32), tiny=dict(N=6, S=4), free=("S",),
+    pick=lambda r: np.concatenate([r[0], r[1]]),
+    inputs=lambda r, s: [_h37_spd(r, s["N"], 0.1), _n(r, s["N"])])
+def _h37_cg(torch, a, t, s):
+    A, rhs = t
+    S = s["S"]
+
+    def run():
+        x = torch.zeros_like(rhs)
+        r = rhs.clone()
+        p = rhs.clone()
+        rr = torch.dot(r, r)
+        res = []
+        for _ in range(S):
+            Ap = torch.mv(A, p)
+            alpha = rr / torch.dot(p, Ap)
+            x += alpha * p
+            r -= alpha * Ap
+            rnew = torch.dot(r, r)
+            p = r + (rnew / rr) * p
+            rr = rnew
+            res.append(rnew)
+        return torch.cat([x, torch.stack(res).sqrt()])
+    return {"python loop: torch.mv + torch.dot": _nograd(torch, run)}
+
+
+@program(name="batched power iteration on symmetric matrices (B, N, N): S normalised steps (free), rsqrt norm, rayleigh quotients",
+         kind="scientific", src="""
+def power_batched(float(B,N,N) A, float(B,N) v0) -> (v, lam) {
+  v(b, i) = v0(b, i)
+  for t in S {
+    w(b, i) +=! A(b, i, j) * v(b, j)
+    nrm(b) +=! w(b, i) * w(b, i)
+    v(b, i) = w(b, i) * rsqrt(nrm(b))
+  }
+  av(b, i) +=! A(b, i, j) * v(b, j)
+  lam(b) +=! v(b, i) * av(b, i)
+}
+""", full=dict(B=32, N=128, S=30), tiny=dict(B=2, N=5, S=4), free=("S",),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_h37_spiked(r, s["B"], s["N"]), _n(r, s["B"], s["N"])])
+def _h37_power(torch, a, t, s):
+    A, v0 = t
+    S = s["S"]
+
+    def run():
+        v = v0.unsqueeze(2)
+        for _ in range(S):
+            w = torch.bmm(A, v)
+            v = w * torch.rsqrt((w * w).sum(1, keepdim=True))
+        lam = (v * torch.bmm(A, v)).sum(1).squeeze(1)
+        return torch.cat([v.ravel(), lam])
+    return {"python loop: torch.bmm + rsqrt normalise": _nograd(torch, run)}
+
+
+@program(name="batched matrix exponential by scaling and squaring: A / 2^Q, K taylor terms (loop variable as divisor), Q squarings (K, Q free)",
+         kind="scientific", src="""
+def expm_squaring(float(B,N,N) A) -> (E) {
+  As(b, i, j) = A(b, i, j) / pow(2.0, float(Q))
+  term(b, i, j) = i == j ? 1.0 : 0.0 where exists A(b, i, j)
+  E(b, i, j) = term(b, i, j)
+  for k in 1:K+1 {
+    nt(b, i, j) +=! term(b, i, l) * As(b, l, j)
+    term(b, i, j) = nt(b, i, j) / k
+    E(b, i, j) = E(b, i, j) + term(b, i, j)
+  }
+  for s in Q {
+    sq(b, i, j) +=! E(b, i, l) * E(b, l, j)
+    E(b, i, j) = sq(b, i, j)
+  }
+}
+""", full=dict(B=256, N=32, K=8, Q=4), tiny=dict(B=2, N=4, K=5, Q=2), free=("K", "Q"),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["N"]) / np.float32(np.sqrt(s["N"]))])
+def _h37_expm(torch, a, t, s):
+    A = t[0]
+    K, Q = s["K"], s["Q"]
+
+    def taylor():
+        As = A / 2.0 ** Q
+        term = torch.eye(A.shape[1]).expand_as(A)
+        E = term.clone()
+        for k in range(1, K + 1):
+            term = torch.bmm(term, As) / k
+            E += term
+        for _ in range(Q):
+            E = torch.bmm(E, E)
+        return E
+    return {"torch.linalg.matrix_exp": _nograd(torch, lambda: torch.linalg.matrix_exp(A)),
+            "python loop: bmm taylor terms + squarings": _nograd(torch, taylor)}
+
+
+@program(name="cloud-in-cell mass deposit on a periodic G x G grid: 4 corner weights, int32 flat cell ids with % G wrap, scatter-sum (G, C = G * G free)",
+         kind="physics", src="""
+def cic_deposit(float(N,2) pos, float(N) m) -> (float(G,G) rho) {
+  gx(n, d) = pos(n, d) * G - 0.5
+  fl(n, d) = floor(gx(n, d))
+  cell(n, a, c) = ((int32(fl(n, 0)) + a) % G) * G + (int32(fl(n, 1)) + c) % G where a in 0:2, c in 0:2
+  wt(n, a, c) = m(n) * (a == 0 ? 1.0 - (gx(n, 0) - fl(n, 0)) : gx(n, 0) - fl(n, 0))
+                     * (c == 0 ? 1.0 - (gx(n, 1) - fl(n, 1)) : gx(n, 1) - fl(n, 1)) where a in 0:2, c in 0:2
+  flat(q) +=! cell(n, a, c) == q ? wt(n, a, c) : 0.0 where q in 0:C
+  rho(i, j) = flat(i * G + j) * G * G where i in 0:G, j in 0:G
+}
+""", full=dict(N=1 << 19, G=256, C=256 * 256), tiny=dict(N=10, G=4, C=16), free=("G", "C"),
+    inputs=lambda r, s: [r.random((s["N"], 2)).astype(np.float32),
+                         (r.uniform(0.5, 1.5, s["N"]) / s["N"]).astype(np.float32)])
+def _h37_cic(torch, a, t, s):
+    pos, m = t
+    G = s["G"]
+
+    def run():
+        g = pos * G - 0.5
+        fl = torch.floor(g)
+        f = g - fl
+        i0 = fl.long()
+        ix = torch.stack([i0[:, 0] % G, (i0[:, 0] + 1) % G])
+        iy = torch.stack([i0[:, 1] % G, (i0[:, 1] + 1) % G])
+        wx = torch.stack([1.0 - f[:, 0], f[:, 0]])
+        wy = torch.stack([1.0 - f[:, 1], f[:, 1]])
+        idx = (ix[:, None, :] * G + iy[None, :, :]).reshape(-1)
+        w = (m * wx[:, None, :] * wy[None, :, :]).reshape(-1)
+        return torch.zeros(G * G).index_add_(0, idx, w).view(G, G) * (G * G)
+    return {"floor, 4 corner ids and weights, index_add_": _nograd(torch, run)}
+
+
+@program(name="static structure factor S(q) = |sum_n exp(i q.x_n)|^2 / N at reciprocal-lattice vectors, cos and sin sums",
+         kind="physics", src="""
+def structure_factor(float(N,3) x, float(K,3) qv) -> (sq) {
+  ph(k, n) +=! qv(k, d) * x(n, d)
+  re(k) +=! cos(ph(k, n))
+  im(k) +=! sin(ph(k, n))
+  sq(k) = (re(k) * re(k) + im(k) * im(k)) / N
+}
+""", full=dict(N=8192, K=512), tiny=dict(N=9, K=4),
+    inputs=lambda r, s: [r.uniform(0, 20.0, (s["N"], 3)).astype(np.float32),
+                         (2 * np.pi / 20.0 * r.integers(-8, 9, (s["K"], 3))).astype(np.float32)])
+def _h37_sq(torch, a, t, s):
+    x, qv = t
+    N = x.shape[0]
+
+    def run():
+        ph = qv @ x.T
+        return (torch.cos(ph).sum(1) ** 2 + torch.sin(ph).sum(1) ** 2) / N
+    return {"qv @ x^T, torch.cos / torch.sin sums": _nograd(torch, run)}
+
+# ==== hunt 38: audio and digital signal processing
+
+def _h38_f32(v):
+    return np.array(v, np.float32)
+
+
+def _h38_cat(r):
+    return np.concatenate([np.asarray(x).ravel() for x in r])
+
+
+def _h38_rbj_lowpass(fc, fs, q=0.7071):
+    """RBJ cookbook low-pass biquad, normalised by a0: (b0, b1, b2, a1, a2)."""
+    w0 = 2 * np.pi * fc / fs
+    al = np.sin(w0) / (2 * q)
+    cw = np.cos(w0)
+    a0 = 1 + al
+    return [(1 - cw) / 2 / a0, (1 - cw) / a0, (1 - cw) / 2 / a0, -2 * cw / a0, (1 - al) / a0]
+
+
+def _h38_sinc_lowpass(K, cutoff, gain=1.0):
+    """Hamming-windowed sinc low-pass, K taps, cutoff in cycles per sample."""
+    n = np.arange(K) - (K - 1) / 2
+    h = 2 * cutoff * np.sinc(2 * cutoff * n) * np.hamming(K)
+    return (gain * h / h.sum()).astype(np.float32)
+
+
+def _h38_melfb(F, M, sr=16000):
+    """Triangular HTK mel filters over F linear bins, as an (F, M) matrix (torchaudio's layout)."""
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    imel = lambda m: 700 * (10 ** (m / 2595) - 1)
+    pts = imel(np.linspace(mel(0), mel(sr / 2), M + 2))
+    freqs = np.linspace(0, sr / 2, F)
+    fb = np.zeros((F, M), np.float32)
+    for m in range(M):
+        lo, c, hi = pts[m], pts[m + 1], pts[m + 2]
+        fb[:, m] = np.maximum(0, np.minimum((freqs - lo) / (c - lo), (hi - freqs) / (hi - c)))
+    return fb
+
+
+@program(name="biquad low-pass over a batch of signals (B,T), direct form I, scalar b0 b1 b2 a1 a2, if / else if on t",
+         kind="audio", src="""
+# y(t) = b0 x(t) + b1 x(t-1) + b2 x(t-2) - a1 y(t-1) - a2 y(t-2), zero initial state, the same section for every signal
+def biquad_df1(float(B,T) x, float b0, float b1, float b2, float a1, float a2) -> (y) {
+  for t in T {
+    if t == 0 {
+      y(b, t) = b0 * x(b, t)
+    } else if t == 1 {
+      y(b, t) = b0 * x(b, t) + b1 * x(b, t - 1) - a1 * y(b, t - 1)
+    } else {
+      y(b, t) = b0 * x(b, t) + b1 * x(b, t - 1) + b2 * x(b, t - 2) - a1 * y(b, t - 1) - a2 * y(b, t - 2)
+    }
+  }
+}
+""", full=dict(B=256, T=2048), tiny=dict(B=3, T=9),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"])] + [_h38_f32(c) for c in _h38_rbj_lowpass(1000.0, 16000.0)])
+def _h38_biquad(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+    b0, b1, b2, a1, a2 = (float(v) for v in a[1:])
+    fir = torch.tensor([[[b2, b1, b0]]])
+
+    def run():
+        v = F.conv1d(F.pad(x[:, None], (2, 0)), fir)[:, 0].t().contiguous()   # the FIR part, (T, B)
+        y = torch.empty_like(v)
+        y1 = torch.zeros(v.shape[1])
+        y2 = torch.zeros(v.shape[1])
+        for k in range(v.shape[0]):
+            yk = v[k] - a1 * y1 - a2 * y2
+            y[k] = yk
+            y2, y1 = y1, yk
+        return y.t()
+    return {"F.conv1d FIR part + python loop over t": _nograd(torch, run)}
+
+
+@program(name="pre-emphasis of x and one-pole de-emphasis of y (for loop), time-major (T,B), scalar alpha",
+         kind="audio", src="""
+def emphasis(float(T,B) x, float(T,B) y, float alpha) -> (pe, de) {
+  pe(t, b) = x(t, b) - alpha * (t > 0 ? x(t - 1, b) : 0.0) where t in 0:T
+  for t in T {
+    if t == 0 { de(t, b) = y(t, b) }
+    else      { de(t, b) = y(t, b) + alpha * de(t - 1, b) }
+  }
+}
+""", full=dict(T=4000, B=128), tiny=dict(T=7, B=3), pick=_h38_cat,
+    inputs=lambda r, s: [_n(r, s["T"], s["B"]), _n(r, s["T"], s["B"]), _h38_f32(0.97)])
+def _h38_emphasis(torch, a, t, s):
+    x, y = t[0], t[1]
+    alpha = float(a[2])
+
+    def run():
+        pe = x.clone()
+        pe[1:] -= alpha * x[:-1]
+        de = torch.empty_like(y)
+        de[0] = y[0]
+        for k in range(1, y.shape[0]):
+            torch.add(y[k], de[k - 1], alpha=alpha, out=de[k])
+        return torch.cat([pe.ravel(), de.ravel()])
+    return {"slices + python loop of torch.add(out=)": _nograd(torch, run)}
+
+
+@program(name="FIR filter with K = 2P+1 taps over (B,L) signals, valid and same (zero-padded, centred) outputs",
+         kind="audio", src="""
+# convolution (not correlation): y(n) = sum_k h(k) x(n - k); 'valid' keeps the outputs that see only samples,
+# 'same' centres the filter and pads with zeros
+def fir_valid_same(float(B,L) x, float(2*P+1) h) -> (yv, ys) {
+  yv(b, n) +=! x(b, n + 2 * P - k) * h(k)
+  ys(b, n) +=! (n + P - k >= 0 && n + P - k < L ? x(b, n + P - k) : 0) * h(k) where n in 0:L, k in 0:2*P+1
+}
+""", full=dict(B=32, L=32768, P=32), tiny=dict(B=2, L=13, P=2), pick=_h38_cat,
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]), _w(r, 2 * s["P"] + 1)])
+def _h38_fir(torch, a, t, s):
+    F = torch.nn.functional
+    x, h = t
+    P = s["P"]
+    hf = h.flip(0)[None, None]
+
+    def two_convs():
+        yv = F.conv1d(x[:, None], hf)[:, 0]
+        ys = F.conv1d(x[:, None], hf, padding=P)[:, 0]
+        return torch.cat([yv.ravel(), ys.ravel()])
+
+    def one_conv():
+        ys = F.conv1d(x[:, None], hf, padding=P)[:, 0]
+        return torch.cat([ys[:, P:ys.shape[1] - P].ravel(), ys.ravel()])
+    return {"two F.conv1d (valid, padding=P)": _nograd(torch, two_convs),
+            "one padded F.conv1d, valid = its middle": _nograd(torch, one_conv)}
+
+
+@program(name="polyphase upsampling by 3: Q-tap phases hp(q, p), y(t) from x(t / 3 - q) and phase t % 3",
+         kind="audio", src="""
+# zero insertion by 3 then a 3Q-tap interpolation filter h(3q + p) = hp(q, p), written in polyphase form
+def upsample3(float(B,N) x, float(Q,3) hp) -> (y) {
+  y(b, t) +=! (t / 3 - q >= 0 ? x(b, t / 3 - q) : 0) * hp(q, t % 3) where t in 0:3*N, q in 0:Q
+}
+""", full=dict(B=32, N=16384, Q=16), tiny=dict(B=2, N=7, Q=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"]),
+                         _h38_sinc_lowpass(3 * s["Q"], 1 / 6, gain=3.0).reshape(s["Q"], 3)])
+def _h38_upsample3(torch, a, t, s):
+    F = torch.nn.functional
+    x, hp = t
+    B, N = x.shape
+    Q = hp.shape[0]
+    h = hp.reshape(-1)[None, None]
+    w = hp.t().flip(1)[:, None].contiguous()   # (3, 1, Q): phase p, taps reversed
+
+    def transposed():
+        return F.conv_transpose1d(x[:, None], h, stride=3)[:, 0, :3 * N]
+
+    def phases():
+        yp = F.conv1d(F.pad(x[:, None], (Q - 1, 0)), w)    # (B, 3, N)
+        return yp.transpose(1, 2).reshape(B, 3 * N)
+    return {"F.conv_transpose1d(stride=3)": _nograd(torch, transposed),
+            "F.conv1d with 3 phase channels, interleave": _nograd(torch, phases)}
+
+
+@program(name="decimation by 3 after a centred low-pass (2P+1 taps, zero padded), channels-first (B,C,L), full-rate temporary",
+         kind="audio", src="""
+def lowpass_decimate3(float(B,C,L) x, float(2*P+1) h) -> (y) {
+  lp(b, c, t) +=! (t + P - k >= 0 && t + P - k < L ? x(b, c, t + P - k) : 0) * h(k) where t in 0:L, k in 0:2*P+1
+  y(b, c, n) = lp(b, c, 3 * n)
+}
+""", full=dict(B=16, C=2, L=48000, P=24), tiny=dict(B=2, C=2, L=11, P=2),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _h38_sinc_lowpass(2 * s["P"] + 1, 1 / 6)])
+def _h38_decimate3(torch, a, t, s):
+    F = torch.nn.functional
+    x, h = t
+    B, C, L = x.shape
+    P = s["P"]
+    hf = h.flip(0)[None, None]
+
+    def strided():
+        return F.conv1d(x.reshape(B * C, 1, L), hf, stride=3, padding=P).reshape(B, C, -1)
+
+    def full_then_slice():
+        return F.conv1d(x.reshape(B * C, 1, L), hf, padding=P)[:, 0, ::3].reshape(B, C, -1)
+    return {"F.conv1d(stride=3, padding=P)": _nograd(torch, strided),
+            "F.conv1d(padding=P)[..., ::3]": _nograd(torch, full_then_slice)}
+
+
+@program(name="mel energies in dB from magnitudes, channels-first (B,F,T), fb (F,M), top_db=80 clamp per utterance",
+         kind="audio", src="""
+# power inside the sum, 10 log10 with a floor, then everything below (utterance max - 80 dB) raised to it
+def mel_db(float(B,F,T) mag, float(F,M) fb) -> (db) {
+  mel(b, m, t) +=! fb(f, m) * mag(b, f, t) * mag(b, f, t)
+  db(b, m, t) = 10 * log10(fmax(mel(b, m, t), 1e-10))
+  top(b) max=! db(b, m, t)
+  db(b, m, t) = fmax(db(b, m, t), top(b) - 80)
+}
+""", full=dict(B=16, F=513, T=400, M=128), tiny=dict(B=2, F=9, T=5, M=3),
+    inputs=lambda r, s: [np.abs(_n(r, s["B"], s["F"], s["T"])) * np.where(r.random((s["B"], 1, s["T"])) < 0.2,
+                                                                          1e-5, 1.0).astype(np.float32),
+                         _h38_melfb(s["F"], s["M"])])
+def _h38_mel_db(torch, a, t, s):
+    mag, fb = t
+
+    def run():
+        mel = torch.matmul(fb.t(), mag * mag)
+        db = 10 * torch.log10(mel.clamp(min=1e-10))
+        return torch.maximum(db, db.amax((1, 2), keepdim=True) - 80)
+    return {"torch matmul + log10 + amax clamp": _nograd(torch, run)}
+
+
+@program(name="mfcc: log-mel from a power spectrogram (B,T,F), orthonormal dct-ii matrix built with cos in the program (NC free)",
+         kind="audio", src="""
+def mfcc(float(B,T,F) pw, float(M,F) fb) -> (cc) {
+  lm(b, t, m) +=! pw(b, t, f) * fb(m, f)
+  lm(b, t, m) = log(lm(b, t, m) + 1e-6)
+  dct(m, k) = cos(3.141592653589793 / M * (m + 0.5) * k) * (k == 0 ? sqrt(1.0 / M) : sqrt(2.0 / M))
+      where m in 0:M, k in 0:NC
+  cc(b, t, k) +=! lm(b, t, m) * dct(m, k)
+}
+""", full=dict(B=16, T=500, F=257, M=40, NC=13), tiny=dict(B=2, T=3, F=9, M=4, NC=3), free=("NC",),
+    inputs=lambda r, s: [(_n(r, s["B"], s["T"], s["F"]) ** 2).astype(np.float32),
+                         np.ascontiguousarray(_h38_melfb(s["F"], s["M"]).T)])
+def _h38_mfcc(torch, a, t, s):
+    pw, fb = t
+    M, NC = s["M"], s["NC"]
+    m = torch.arange(M, dtype=torch.float64)[:, None]
+    k = torch.arange(NC, dtype=torch.float64)[None, :]
+    dct = torch.cos(np.pi / M * (m + 0.5) * k)
+    dct[:, 0] *= np.sqrt(1.0 / M)
+    dct[:, 1:] *= np.sqrt(2.0 / M)
+    dct = dct.float()
+
+    def run():
+        return torch.log(torch.matmul(pw, fb.t()) + 1e-6) @ dct
+    return {"matmul + log + precomputed dct matmul": _nograd(torch, run)}
+
+
+@program(name="lpc by levinson-durbin (for loop over the order P, free) from frame autocorrelations, hop 160, window (N)",
+         kind="audio", src="""
+# frames x(b, 160 f + n) win(n), autocorrelation lags 0..P, then the recursion: at order i + 1,
+# k = (r(i + 1) - sum_{j < i} a(j) r(i - j)) / err, a(j) -= k a(i - 1 - j), a(i) = k, err *= 1 - k^2
+def lpc_levinson(float(B,S) x, float(N) win) -> (a, err) {
+  fr(b, f, n) = x(b, 160 * f + n) * win(n)
+  r(b, f, l) +=! n + l < N ? fr(b, f, n) * fr(b, f, n + l) : 0.0 where l in 0:P+1, n in 0:N
+  err(b, f) = r(b, f, 0)
+  a(b, f, j) = 0.0 where exists err(b, f), j in 0:P
+  for i in P {
+    acc(b, f) +=! j < i ? a(b, f, j) * r(b, f, i - j) : 0.0 where j in 0:P
+    kr(b, f) = (r(b, f, i + 1) - acc(b, f)) / err(b, f)
+    prev(b, f, j) = a(b, f, j)
+    a(b, f, j) = j < i ? prev(b, f, j) - kr(b, f) * prev(b, f, i - 1 - j) : (j == i ? kr(b, f) : 0.0)
+        where j in 0:P
+    err(b, f) = err(b, f) * (1 - kr(b, f) * kr(b, f))
+  }
+}
+""", full=dict(B=32, S=16000, N=400, P=16), tiny=dict(B=2, S=520, N=40, P=3), free=("P",), pick=_h38_cat,
+    inputs=lambda r, s: [_n(r, s["B"], s["S"]), np.hamming(s["N"]).astype(np.float32)])
+def _h38_lpc(torch, a, t, s):
+    x, win = t
+    N, P = win.shape[0], s["P"]
+
+    def levinson(r):
+        a = torch.zeros(r.shape[:-1] + (P,))
+        err = r[..., 0].clone()
+        for i in range(P):
+            k = (r[..., i + 1] - (a[..., :i] * r[..., 1:i + 1].flip(-1)).sum(-1)) / err
+            prev = a[..., :i].clone()
+            a[..., :i] = prev - k[..., None] * prev.flip(-1)
+            a[..., i] = k
+            err = err * (1 - k * k)
+        return torch.cat([a.ravel(), err.ravel()])
+
+    def direct():
+        fr = x.unfold(1, N, 160) * win
+        r = torch.stack([(fr[..., :N - l] * fr[..., l:]).sum(-1) for l in range(P + 1)], -1)
+        return levinson(r)
+
+    def fft():
+        fr = x.unfold(1, N, 160) * win
+        r = torch.fft.irfft(torch.fft.rfft(fr, n=2 * N).abs().square(), n=2 * N)[..., :P + 1]
+        return levinson(r)
+    return {"unfold + lag products + batched levinson loop": _nograd(torch, direct),
+            "unfold + rfft |X|^2 irfft + batched levinson loop": _nograd(torch, fft)}
+
+
+@program(name="overlap-add synthesis of windowed frames (B,NF,F), hop 128, y(b, 128 f + k) += in a for loop, / window-square sum",
+         kind="audio", src="""
+def overlap_add(float(B,NF,F) fr, float(F) win) -> (y) {
+  for f in NF {
+    y(b, 128 * f + k) += fr(b, f, k) * win(k)
+    wss(128 * f + k) += win(k) * win(k)
+  }
+  y(b, t) = y(b, t) / fmax(wss(t), 1e-8)
+}
+""", full=dict(B=16, NF=500, F=512), tiny=dict(B=2, NF=3, F=256),
+    inputs=lambda r, s: [_n(r, s["B"], s["NF"], s["F"]), np.hanning(s["F"] + 2)[1:-1].astype(np.float32)])
+def _h38_ola(torch, a, t, s):
+    F = torch.nn.functional
+    fr, win = t
+    B, NF, Fl = fr.shape
+    L = (NF - 1) * 128 + Fl
+    idx = (128 * torch.arange(NF)[:, None] + torch.arange(Fl)).ravel()
+
+    def fold():
+        y = F.fold((fr * win).transpose(1, 2), (1, L), (1, Fl), stride=(1, 128)).view(B, L)
+        wss = F.fold((win * win)[None, :, None].expand(1, Fl, NF), (1, L), (1, Fl), stride=(1, 128)).view(L)
+        return y / wss.clamp(min=1e-8)
+
+    def index_add():
+        y = fr.new_zeros(B, L).index_add_(1, idx, (fr * win).reshape(B, -1))
+        wss = fr.new_zeros(L).index_add_(0, idx, (win * win).repeat(NF))
+        return y / wss.clamp(min=1e-8)
+    return {"F.fold (col2im) for frames and window sum": _nograd(torch, fold),
+            "index_add_ at 128 f + k": _nograd(torch, index_add)}
+
+
+@program(name="envelope follower: one-pole attack / release picked by a select on rising |x|, where-bound prev, scalars",
+         kind="audio", src="""
+def envelope(float(B,T) x, float att, float rel) -> (env) {
+  for t in T {
+    env(b, t) = ax > prev ? att * prev + (1 - att) * ax : rel * prev + (1 - rel) * ax
+      where ax = fabs(x(b, t)), prev = (t > 0 ? env(b, t - 1) : 0.0)
+  }
+}
+""", full=dict(B=128, T=2048), tiny=dict(B=3, T=11),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"]) * np.linspace(0.1, 2.0, s["T"], dtype=np.float32),
+                         _h38_f32(np.exp(-1 / (16000 * 0.001))), _h38_f32(np.exp(-1 / (16000 * 0.05)))])
+def _h38_envelope(torch, a, t, s):
+    x = t[0]
+    att, rel = float(a[1]), float(a[2])
+
+    def run():
+        ax = x.abs().t().contiguous()
+        env = torch.empty_like(ax)
+        prev = torch.zeros(ax.shape[1])
+        for k in range(ax.shape[0]):
+            up = att * prev + (1 - att) * ax[k]
+            down = rel * prev + (1 - rel) * ax[k]
+            prev = torch.where(ax[k] > prev, up, down)
+            env[k] = prev
+        return env.t()
+    return {"python loop over t: torch.where(rising, attack, release)": _nograd(torch, run)}
+
+
+@program(name="short-time energy and zero-crossing rate of frames at int32 pitch marks start(f), window (N)",
+         kind="audio", src="""
+def marks_zcr_energy(float(B,S) x, int32(NF) start, float(N) win) -> (ste, zcr) {
+  ste(b, f) +=! v * v where v = x(b, start(f) + n) * win(n)
+  zcr(b, f) +=! (x(b, start(f) + n) >= 0) != (x(b, start(f) + n - 1) >= 0) ? 1.0 : 0.0 where n in 1:N
+  zcr(b, f) = zcr(b, f) / (N - 1)
+}
+""", full=dict(B=32, S=48000, NF=200, N=1024), tiny=dict(B=2, S=40, NF=4, N=8), pick=_h38_cat,
+    inputs=lambda r, s: [_n(r, s["B"], s["S"]),
+                         np.sort(r.integers(0, s["S"] - s["N"] + 1, s["NF"])).astype(np.int32),
+                         np.hanning(s["N"]).astype(np.float32)])
+def _h38_zcr(torch, a, t, s):
+    x, start, win = t
+    idx = start.long()[:, None] + torch.arange(win.shape[0])
+
+    def run():
+        fr = x[:, idx]
+        ste = (fr * win).square().sum(-1)
+        pos = fr >= 0
+        zcr = (pos[..., 1:] != pos[..., :-1]).sum(-1).float() / (win.shape[0] - 1)
+        return torch.cat([ste.ravel(), zcr.ravel()])
+    return {"gather frames x[:, start + arange] + sums": _nograd(torch, run)}
+
+
+@program(name="spectral centroid and 85% rolloff from magnitudes (B,T,F): cumulative sum as a scan, first bin by argmax=!, scalar sr",
+         kind="audio", src="""
+def centroid_rolloff(float(B,T,F) mag, float sr) -> (cent, roll) {
+  cs(b, t, f) = mag(b, t, f)
+  cs(b, t, f) = cs(b, t, f) + (f > 0 ? cs(b, t, f - 1) : 0)
+  num(b, t) +=! mag(b, t, f) * f
+  cent(b, t) = num(b, t) / cs(b, t, F - 1) * sr / (2 * (F - 1))
+  ri(b, t) argmax=! cs(b, t, f) >= 0.85 * cs(b, t, F - 1) ? 1.0 : 0.0
+  roll(b, t) = ri(b, t) * sr / (2 * (F - 1))
+}
+""", full=dict(B=16, T=400, F=513), tiny=dict(B=2, T=3, F=9), pick=_h38_cat,
+    inputs=lambda r, s: [np.abs(_n(r, s["B"], s["T"], s["F"])), _h38_f32(16000.0)])
+def _h38_centroid(torch, a, t, s):
+    mag = t[0]
+    sr = float(a[1])
+    Fb = mag.shape[-1]
+    df = sr / (2 * (Fb - 1))
+
+    def run():
+        cs = torch.cumsum(mag, -1)
+        cent = (mag * torch.arange(Fb, dtype=mag.dtype)).sum(-1) / cs[..., -1] * df
+        ri = (cs >= 0.85 * cs[..., -1:]).int().argmax(-1)
+        return torch.cat([cent.ravel(), (ri * df).ravel()])
+    return {"torch.cumsum + first bin by argmax": _nograd(torch, run)}
+
+
+@program(name="goertzel power at int32 target bins kbin(K): s(t) = x(t) + 2 cos(2 pi k / N) s(t-1) - s(t-2), for t in N",
+         kind="audio", src="""
+def goertzel(float(B,N) x, int32(K) kbin) -> (pw) {
+  c(k) = 2 * cos(6.283185307179586 * float(kbin(k)) / N)
+  for t in N {
+    s(t, b, k) = x(b, t) + (t >= 1 ? c(k) * s(t - 1, b, k) : 0.0) - (t >= 2 ? s(t - 2, b, k) : 0.0)
+  }
+  pw(b, k) = s1 * s1 + s2 * s2 - c(k) * s1 * s2
+    where s1 = s(N - 1, b, k), s2 = (N >= 2 ? s(N - 2, b, k) : 0.0)
+}
+""", full=dict(B=512, N=1024, K=8), tiny=dict(B=2, N=16, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"]),
+                         np.sort(r.choice(np.arange(s["N"] // 16 + 1, 7 * s["N"] // 16), s["K"],
+                                          replace=False)).astype(np.int32)])
+def _h38_goertzel(torch, a, t, s):
+    x, kbin = t
+    N = x.shape[1]
+    kb = kbin.long()
+
+    def rfft():
+        return torch.fft.rfft(x)[:, kb].abs().square()
+
+    def dft_matmul():
+        ang = (2 * np.pi / N) * torch.outer(torch.arange(N, dtype=torch.float64), kb.double())
+        re, im = x @ torch.cos(ang).float(), x @ torch.sin(ang).float()
+        return re * re + im * im
+    return {"torch.fft.rfft, |X[kbin]|^2": _nograd(torch, rfft),
+            "dft at the bins: x @ cos, x @ sin": _nograd(torch, dft_matmul)}
+
+
+@program(name="parallel feedback comb filters (schroeder reverb) with int32 delays dl(c) and gains g(c), mean of the combs",
+         kind="audio", src="""
+def comb_bank(float(B,T) x, int32(C) dl, float(C) g) -> (out) {
+  for t in T {
+    y(c, b, t) = x(b, t) + (t >= dl(c) ? g(c) * y(c, b, t - dl(c)) : 0.0)
+  }
+  out(b, t) +=! y(c, b, t) / C
+}
+""", full=dict(B=16, T=88200, C=4), tiny=dict(B=2, T=20, C=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"]),
+                         (np.array([1116, 1188, 1277, 1356], np.int32)[:s["C"]] if s["T"] > 1000
+                          else r.integers(2, 7, s["C"]).astype(np.int32)),
+                         r.uniform(0.7, 0.85, s["C"]).astype(np.float32)])
+def _h38_combs(torch, a, t, s):
+    x = t[0]
+    dl, g = [int(d) for d in a[1]], [float(v) for v in a[2]]
+    T = x.shape[1]
+
+    def blocks():
+        out = torch.zeros_like(x)
+        for D, gc in zip(dl, g):
+            y = x.clone()
+            for st in range(D, T, D):
+                n = min(D, T - st)
+                y[:, st:st + n] += gc * y[:, st - D:st - D + n]
+            out += y
+        return out / len(dl)
+    return {"per comb: python loop over blocks of its delay": _nograd(torch, blocks)}
