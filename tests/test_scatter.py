@@ -159,3 +159,66 @@ def test_scatter_under_guard_pages():
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records
+
+
+# a matrix assembled from pairs of an element's vertices (P1 finite elements)
+PAIRS = """def assemble(int32(E,3) tri, float(E,3,3) ke) -> (K) {
+  K(p, q) +=! tri(e, a) == p && tri(e, c) == q ? ke(e, a, c) : 0.0 where p in 0:N, q in 0:N
+}"""
+
+# two picked indices and a column loop shared out to the threads
+PAIRS_COLUMNS = """def pairs(int32(M) src, int32(M) dst, float(M,D) w) -> (A) {
+  A(i, j, d) +=! src(m) == i && dst(m) == j ? w(m, d) : 0 where i in 0:N, j in 0:N
+}"""
+
+
+def _pairs_ref(N, tri, ke):
+    K = np.zeros((N, N))
+    for e in range(tri.shape[0]):
+        for a in range(3):
+            for c in range(3):
+                p, q = tri[e, a], tri[e, c]
+                if 0 <= p < N and 0 <= q < N:
+                    K[p, q] += ke[e, a, c]
+    return K
+
+
+def test_a_second_index_is_picked_too():
+    (sc,) = _found(PAIRS)
+    assert sc is not None and {v for v, _ in sc.picks} == {"p", "q"}
+    script = tcdsl.compile(PAIRS, options=NO_CACHE).script
+    assert "p_row" in script and "q_row" in script, script
+    assert "T.if_then_else(tri[" not in script  # no element tested against the indices
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_pairs_match_numpy(mode):
+    rng = np.random.default_rng(5)
+    k = tcdsl.compile(PAIRS, specialize=mode, options=NO_CACHE)
+    for E, N in [(6, 5), (1, 1), (40, 23)]:
+        tri = rng.integers(-1, N + 1, (E, 3)).astype(np.int32)  # some outside 0:N
+        ke = rand(rng, E, 3, 3)
+        np.testing.assert_allclose(k(tri, ke, N=N), _pairs_ref(N, tri, ke), rtol=1e-5, atol=1e-5)
+    kc = tcdsl.compile(PAIRS_COLUMNS, specialize=mode, options=NO_CACHE)
+    M, D, N = 50, 70, 6
+    src, dst = (rng.integers(-1, N + 1, M).astype(np.int32) for _ in range(2))
+    w = rand(rng, M, D)
+    want = np.zeros((N, N, D))
+    for m in range(M):
+        if 0 <= src[m] < N and 0 <= dst[m] < N:
+            want[src[m], dst[m]] += w[m]
+    np.testing.assert_allclose(kc(src, dst, w, N=N), want, rtol=1e-5, atol=1e-5)
+
+
+def test_pairs_under_guard_pages():
+    """Vertex ids below and past the matrix: nothing written outside it."""
+    import guard
+
+    tri = [-1, 0, 3, 2, 3, 4, 0, 1, 2]
+    ke = [float(x) for x in range(27)]
+    cases = [{"id": "scatter:pairs", "source": PAIRS, "settings": [{"sizes": {"N": N}, "inputs": [
+        {"dtype": "int32", "shape": [3, 3], "data": tri},
+        {"dtype": "float32", "shape": [3, 3, 3], "data": ke}]} for N in (1, 4)]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records

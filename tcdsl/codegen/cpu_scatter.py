@@ -1,7 +1,8 @@
 """A sum into the rows an index names, on the CPU: a scatter-add.
 
 The kernel holds one statement that polyhedral/scatter.py recognized,
-``X(.., u, ..) += (u == g ? e : 0)``; it runs as
+``X(.., u, ..) += (u == g ? e : 0)`` (or ``u == g && w == h``: both
+bound, as ``gu``); it runs as
 
     X = 0                                   (the init of ``+=!``, if any)
     for pc in parallel(chunks of p):        p: the first other lhs variable
@@ -64,19 +65,24 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
 
     comp = update.info.comp
     lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
-    others = [v for v in lhs if v != sc.var]
+    picked = {v for v, _ in sc.picks}
+    others = [v for v in lhs if v not in picked]
     reduce = [v for v in update.dims if v not in lhs]
     ranges = {v: bounds(update.domain, i) for i, v in enumerate(update.dims)}
-    u_lo, u_n = ranges[sc.var]
     stmt = replace(update, info=replace(update.info, comp=replace(comp, rhs=sc.rhs)))
-    g_inner = bool(n.names_in(sc.index) & set(others))
-    gu = tirx.Var(f"{sc.var}_row", INDEX)
+    g_inner = any(n.names_in(g) & set(others) for _, g in sc.picks)
 
     def guarded(body_env: dict, inner) -> tirx.Stmt:
-        g = lower_expr(sc.index, {**low.env, **body_env}, buffers, INDEX)
-        body = inner({**body_env, sc.var: gu})
-        cond = tirx.And(u_lo <= gu, gu < u_lo + u_n)
-        return seq([tirx.Bind(gu, g), tirx.IfThenElse(cond, body, None)])
+        binds, conds, rows = [], [], {}
+        for v, g in sc.picks:
+            gu, (lo, count) = tirx.Var(f"{v}_row", INDEX), ranges[v]
+            binds.append(tirx.Bind(gu, lower_expr(g, {**low.env, **body_env}, buffers, INDEX)))
+            conds += [lo <= gu, gu < lo + count]
+            rows[v] = gu
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = tirx.And(cond, c)
+        return seq(binds + [tirx.IfThenElse(cond, inner({**body_env, **rows}), None)])
 
     def store(e: dict) -> tirx.Stmt:
         return emit_statement(stmt, {**low.env, **e}, buffers)

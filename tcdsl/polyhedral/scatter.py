@@ -21,8 +21,11 @@ runs it as
     for n:  u = idx(n); if u in u's range: dE(u, d) += e   (for every d)
 
 which adds the same non-zero terms to each element in the same order (only a
-``-0.0`` element may become ``+0.0``).  Other targets run the statement as
-written.
+``-0.0`` element may become ``+0.0``).  A second conjunct ``w == h`` for
+another left-hand side variable (a stiffness matrix assembled from element
+pairs, ``K(p, q) +=! tri(e, a) == p && tri(e, c) == q ? ke(e, a, c) : 0``)
+is picked too: ``K(tri(e, a), tri(e, c)) += ke(e, a, c)``, no loop over
+``q``.  Other targets run the statement as written.
 """
 from __future__ import annotations
 
@@ -37,12 +40,20 @@ from ..syntax import nodes as n
 @dataclass(frozen=True)
 class Scatter:
     """The update statement ``stmt`` adds ``rhs`` (``u`` bound to ``index``)
-    at the element whose index ``var`` is ``index``."""
+    at the element whose index ``var`` is ``index``; ``more``: further
+    ``(var, index)`` pairs picked the same way (a matrix assembled from
+    pairs, ``tri(e, a) == p && tri(e, c) == q``)."""
 
     stmt: str
     var: str
     index: n.Expr
     rhs: n.Expr
+    more: tuple = ()
+
+    @property
+    def picks(self) -> tuple:
+        """Every ``(var, index)`` pair, ``var``'s first."""
+        return ((self.var, self.index),) + self.more
 
 
 def find(info: StmtInfo) -> Scatter | None:
@@ -60,7 +71,15 @@ def find(info: StmtInfo) -> Scatter | None:
         found = _pick(c.rhs, u)
         if found is not None and _product(info):
             index, rhs = found
-            return Scatter(info.name, u, index, rhs)
+            more = []
+            for w in own:  # another lhs variable picked in the rest (``tri(e, c) == q``)
+                again = _pick(rhs, w) if w != u and all(w != v for v, _ in more) else None
+                if again is not None and not n.names_in(again[0]) & set(own):
+                    more.append((w, again[0]))
+                    rhs = again[1]
+            if more and n.names_in(index) & set(own):
+                more, rhs = [], found[1]  # (an index that reads the lhs variables: one at a time)
+            return Scatter(info.name, u, index, rhs, tuple(more))
     return None
 
 
