@@ -282,8 +282,8 @@ class _Inference:
             from .affine import to_isl
             return isl.Set.read_from_str(self.ctx, text + to_isl(cond) + " }").align_params(space.params())
         except (NotAffine, isl.Error):
-            raise TcSemanticError("a where-range bound must be affine in sizes and loop variables",
-                                  lo.span or hi.span) from None
+            raise TcSemanticError("a where-range bound must be affine in sizes and loop variables"
+                                  + _size_product_hint(lo, hi), lo.span or hi.span) from None
 
     def _candidate(self, acc: n.Access, k: int, e: n.Expr, vars_, resolved, var_sets, space, found) -> None:
         """The range of the one unresolved variable of ``e`` for which ``e`` stays
@@ -527,3 +527,16 @@ def _first_use(s: n.Comprehension, v: str):
         if isinstance(x, n.IndexVar) and x.name == v and x.span is not None:
             return x.span
     return None
+
+
+def _size_product_hint(*bounds: n.Expr) -> str:
+    """The way around a bound that multiplies or divides sizes (``0:G * G``,
+    ``0:K * V``, ``(L - K + M) / M``): that value as a size of its own."""
+    def sized(e: n.Expr) -> bool:
+        return any(isinstance(y, n.SizeVar) for y in n.walk(e))
+    for b in bounds:
+        for x in n.walk(b):
+            if isinstance(x, n.Binary) and x.op in ("*", "/", "%") and sized(x.rhs) and (x.op != "*" or sized(x.lhs)):
+                return ("; a product or quotient of sizes is not: give that value as a size of its own "
+                        "(a free size passed at the call, docs/language.md step 12) and use it in the range")
+    return ""
