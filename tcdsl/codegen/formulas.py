@@ -294,7 +294,10 @@ def pow_(x: "tirx.PrimExpr", y: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
     the correctly rounded square, as libm's; ``x**3`` and ``x**4`` round
     twice, within an ulp; ``1 / x`` is exact), which vector loops keep in
     their lanes instead of one libm call per lane (a GELU's ``pow(x, 3)``);
-    ``pow(x, 0)`` is 1, a NaN ``x`` included.  Another constant exponent calls
+    ``pow(x, 0)`` is 1, a NaN ``x`` included; ``pow(x, 0.5)`` is ``sqrt(x)``
+    (as NumPy computes it), a float32 ``pow(x, n)`` of ``n`` = -0.5, +-1.5,
+    +-2.5 a square root in float64 (:func:`_half_power`).
+    Another constant exponent calls
     libm's ``pow`` directly (TVM warns on every ``tirx.pow`` of a constant
     3 or more); a computed one is ``tirx.pow``."""
     n = y.value if isinstance(y, (tirx.FloatImm, tirx.IntImm)) else None
@@ -302,6 +305,10 @@ def pow_(x: "tirx.PrimExpr", y: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
         return tirx.pow(x, y)
     if n == 0:
         return _c(1.0, dtype)
+    if n == 0.5:
+        return tirx.sqrt(x)  # (as NumPy's and PyTorch's power do it: sqrt(-0.0) is -0.0, of -inf NaN)
+    if dtype == "float32" and n in _HALVES:
+        return _half_power(x, n)
     if n not in (-1, 1, 2, 3, 4):
         return libm("pow")([x, y], dtype)
 
@@ -314,6 +321,36 @@ def pow_(x: "tirx.PrimExpr", y: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
             return _let(dtype, v * v, lambda sq: sq * sq)
         return v * v * v if n == 3 else v * v
     return _let(dtype, x, power)
+
+
+# Exponents of float32 powers computed from a square root in float64 (pow_).
+_HALVES = (-2.5, -1.5, -0.5, 1.5, 2.5)
+
+
+def _half_power(x: "tirx.PrimExpr", n: float) -> "tirx.PrimExpr":
+    """float32 ``pow(x, n)`` of ``n`` in :data:`_HALVES` (the ``r^-1.5`` of
+    gravity and electrostatics) as ``sqrt(d)`` times or over integer powers
+    of ``d``, ``x`` in float64: no overflow or underflow on the way and one
+    rounding that matters, the last (a vector of float64 square roots, where
+    libm's pow was one call per lane).  Never negative, as pow of a
+    non-integer exponent (``abs``: ``sqrt(-0.0)`` is -0.0); ``-inf`` gives
+    inf or 0, a negative ``x`` NaN."""
+    f32, f64 = "float32", "float64"
+    m = int(n - 0.5)  # n = m + 1/2, m in -3 .. 2
+
+    def body(v):
+        def on_d(d):
+            s = tirx.sqrt(d)
+            k = m if m >= 0 else -m - 1  # the integer power of d beside the root
+            p = s
+            for _ in range(k):
+                p = d * p
+            if m < 0:
+                p = _c(1.0, f64) / p
+            return _select(v == _c(-math.inf, f32), _c(math.inf if n > 0 else 0.0, f32),
+                           tirx.abs(tirx.Cast(f32, p)))
+        return _let(f64, tirx.Cast(f64, v), on_d)
+    return _let(f32, x, body)
 
 
 def _fast_log1p_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
