@@ -165,7 +165,7 @@ def test_run_with_entry(capsys, write):
 
 # --------------------------------------------------------------- C source
 C_MATH = """def f(float(N) A, double(N) B, half(N) H) -> (O, P, Q) {
-  O(i) = tanh(A(i)) + fabs(A(i)) + floor(A(i)) + pow(A(i), 2.5f) + sigmoid(A(i))
+  O(i) = tanh(A(i)) + fabs(A(i)) + floor(A(i)) + pow(A(i), 3.5f) + sigmoid(A(i))
   P(i) = exp(B(i)) + log(fabs(B(i)) + 1) + sqrt(fabs(B(i))) + ceil(B(i))
   Q(i) = tanh(H(i)) + fabs(H(i))
 }
