@@ -19,7 +19,7 @@ run: $(STAMP)
 
 # The test suite (no GPU needed; CUDA tests are skipped without one).
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --durations=25 tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25 tests
 
 # CPU benchmarks against PyTorch and NumPy (see benchmarks/README.md).
 bench: $(STAMP)

@@ -80,7 +80,54 @@ def _cuda_present() -> bool:
         return False
 
 
+# The specializations a test may be parametrized over.  Such a test runs
+# symbolic ("never") in the default run and specialized under ``-m slow``
+# (or, with no symbolic case, its first mode only); tests/test_corpus.py and
+# tests/test_specialize.py run their specializations in the default run.
+_SPECIALIZED = ("after-scheduling", "before-scheduling")
+_SPECIALIZING_FILES = ("test_corpus.py", "test_specialize.py")
+
+
+def _mode(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or item.path.name in _SPECIALIZING_FILES:
+        return None
+    return next((v for v in callspec.params.values() if isinstance(v, str)
+                 and v in ("never",) + _SPECIALIZED), None)
+
+
+def _specialized_in_slow_run(items) -> None:
+    by_function: dict = {}
+    for item in items:
+        if _mode(item) is not None:
+            by_function.setdefault((item.path, item.originalname), []).append(item)
+    for group in by_function.values():
+        modes = [_mode(item) for item in group]
+        kept = "never" if "never" in modes else modes[0]
+        for item, mode in zip(group, modes):
+            if mode != kept:
+                item.add_marker(pytest.mark.slow)
+
+
+# Test cases that took 8 s or more each in a default run on a 2-core machine
+# (`--durations=0`), one node id per line: they run under ``-m slow``, so that
+# the default run stays near 15 minutes.  The corpus, the docs' examples and
+# the benchmarks' smoke test choose their default cases themselves.
+SLOW_CASES = Path(__file__).parent / "slow_cases.txt"
+
+
+def _listed_slow_cases() -> set[str]:
+    lines = SLOW_CASES.read_text(encoding="utf-8").splitlines()
+    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    _specialized_in_slow_run(items)
+    slow_cases = _listed_slow_cases()
+    for item in items:
+        if item.nodeid in slow_cases:
+            item.add_marker(pytest.mark.slow)
     cuda_items = [item for item in items if item.get_closest_marker("cuda")]
     if not cuda_items or _cuda_present():
         return

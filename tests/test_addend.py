@@ -39,6 +39,7 @@ def _depthwise(x, w, b):
     return y + b
 
 
+@pytest.mark.slow
 def test_a_bias_is_where_the_sum_starts():
     s = tcdsl.compile(DEPTHWISE_NHWC, options={"disk_cache": False}).script
     # no pass adding b to y after the sum; y starts from b
@@ -54,6 +55,7 @@ def test_left_as_written_without_factor():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_started_sums_match_numpy(mode):
     rng = np.random.default_rng(13)
     for src, scale in ((LINEAR, 1.0), (LINEAR_LEFT, 2.0)):
@@ -81,6 +83,7 @@ def test_an_addition_over_fewer_elements_stays(mode):
         np.testing.assert_allclose(k(a, z)[:N], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_started_sums_stay_inside_their_tensors():
     # guard pages after and before every input and output (tests/guard.py)
     cases = [{"id": f"addend:{i}", "source": src, "sizes": sizes, "seed": i}

@@ -381,6 +381,7 @@ def test_corpus_runs_checked(case, mode):
     run_case(case, tcdsl.compile(PROGRAMS / case.file, case.entry, specialize=mode, options={"checked": True}))
 
 
+@pytest.mark.slow
 def test_checked_kernel_from_the_disk_cache_still_raises(tmp_path):
     # the callbacks are registered by `import tcdsl`, not by compiling: a fresh
     # process that loads the binary from the disk cache gets the same TcError

@@ -89,6 +89,7 @@ def test_a_second_kernel_of_the_same_program_is_a_disk_hit(disk):
                                    "tvm", "compiler"}
 
 
+@pytest.mark.slow
 def test_per_size_binaries_are_shared_through_the_disk(disk):
     k1 = tcdsl.compile(ELMAN, specialize="after-scheduling")
     check(k1, T=3)
@@ -116,6 +117,7 @@ def test_what_changes_the_code_changes_the_key(disk):
     assert cache.info()["entries"] == 4
 
 
+@pytest.mark.slow
 def test_the_disk_cache_can_be_switched_off(disk, monkeypatch):
     assert counts(tcdsl.compile(ELMAN, options={"disk_cache": False})) == (1, 0)
     assert not disk.exists()

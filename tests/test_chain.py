@@ -115,6 +115,7 @@ def test_lora_matches_numpy(mode, sizes):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_luong_and_chain4_match_numpy(mode):
     rng = np.random.default_rng(1)
     h, W, enc = _r(rng, 3, 6), _r(rng, 6, 5), _r(rng, 3, 4, 5)
@@ -140,6 +141,7 @@ def decoder_reference(enc, h0, Wa, U, T):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_decoder_loop_matches_numpy(mode):
     rng = np.random.default_rng(2)
     B, S, H, T = 3, 5, 8, 4

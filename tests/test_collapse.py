@@ -239,6 +239,7 @@ def test_a_register_tiles_channel_and_tap_loops_run_as_one(k_block):
                                    rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_loops_whose_reads_are_not_linear_in_one_index_stay_nested():
     """A 3x3 convolution's taps read the input at ``h + kh`` and ``v + kw``
     (strides W and 1: not one run), and the window's row loop stays a loop."""

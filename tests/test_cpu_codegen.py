@@ -120,6 +120,7 @@ BIASED = """def lin(float(M,K) A, float(K,N) B, float(M,N) bias) -> (C) {
 
 
 @pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.slow
 def test_last_vector_overlaps_and_stores_only_new_columns(overlap):
     """The columns after the last full vector (37 = 4 x 8 + 5) run as one
     vector ending at the last column, whose first 3 lanes were summed by the
@@ -361,6 +362,7 @@ def test_two_gates_give_no_rows_where_the_channels_inside_can():
         np.testing.assert_allclose(k(x, W), np.stack(want), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_strided_isl_loops():
     """With sizes fixed before scheduling isl may find a stride (a convolution
     with strides 2 and 3 over a padded input): such a loop runs over its

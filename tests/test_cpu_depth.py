@@ -43,6 +43,7 @@ def _check_conv(k, shapes=SHAPES, seed=0):
         np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_convolution_tiles_channels_times_output_rows():
     """Rows are the output channels m, each tile covers 4 output rows h
     (4 x 4 accumulator rows of 8 columns: 32 / 4), h runs in blocks of 4
@@ -143,6 +144,7 @@ def test_other_depths(depth):
     _check_conv(k, seed=depth)
 
 
+@pytest.mark.slow
 def test_reduction_order_option():
     """``reorder_reductions=False`` keeps the schedule's order of the
     reduction loops (c, kh, kw) in the tiles; the results agree either way."""
@@ -298,6 +300,7 @@ def _conv3d_ref(I, W):
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+@pytest.mark.slow
 def test_conv3d_tiles_channels_times_output_rows_depth_outside(mode):
     """A nest of two parallel loops between the channel rows m and the
     reduction (a 3-D convolution's output depth d and row h): d runs outside

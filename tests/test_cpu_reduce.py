@@ -182,6 +182,7 @@ def test_a_reduction_inside_a_loop_is_not_shared_out():
     np.testing.assert_allclose(steps(x), (x.astype(np.float64) ** 2).sum(1), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_shared_out_reductions_stay_inside_their_tensors():
     import guard  # tests/guard.py: guard pages before and after every tensor
 

@@ -69,6 +69,7 @@ def test_batch_first_rows_from_a_time_major_input():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_divided_rows_match_numpy(mode):
     rng = np.random.default_rng(11)
     k = tcdsl.compile(CONV, specialize=mode, options={"disk_cache": False})

@@ -117,7 +117,10 @@ BLOCKS = [b for doc in DOCS for b in _parse(doc)]
 
 
 def _blocks(*kinds: str) -> list:
-    return [pytest.param(b, id=b.id, marks=[pytest.mark.slow] if b.has("slow") else [])
+    # One doc's blocks share a namespace: they run in one worker (``--dist loadgroup``), in order,
+    # so that no worker runs the blocks before one again.
+    return [pytest.param(b, id=b.id, marks=([pytest.mark.slow] if b.has("slow") else [])
+                         + [pytest.mark.xdist_group(b.doc)])
             for b in BLOCKS if b.kind in kinds]
 
 

@@ -73,6 +73,7 @@ def test_a_shift_read_from_a_table_is_plain_in_the_tiles_it_stays_inside():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+@pytest.mark.slow
 def test_dilations_from_a_table_match_numpy(mode):
     """Dilations from 1 to beyond the sequence, a negative one (its reads
     past the end are clamped to the last element) and the extremes of int32

@@ -79,6 +79,7 @@ def test_the_divisor_leaves_the_reduction():
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_results_against_numpy(mode):
     rng = np.random.default_rng(1)
     k = tcdsl.compile(CAUSAL, specialize=mode, options={"disk_cache": False})

@@ -136,6 +136,7 @@ FUZZ_STATE = """def fuzz(float(T, K) X3, float(K, K) X4, float(K, K) X5) -> (Y4)
 
 
 @pytest.mark.parametrize("T,K", [(1, 2), (5, 3), (9, 300)])
+@pytest.mark.slow
 def test_a_state_in_an_unrolled_register_tile(T, K):
     assert folds(FUZZ_STATE) == {"H1": (0, 2)}
     rng = np.random.default_rng(K)

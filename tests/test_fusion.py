@@ -67,6 +67,7 @@ def test_every_choice_computes_the_mlp_and_attention(mode, fusion):
 
 
 @pytest.mark.parametrize("src", [MLP, ATTENTION])
+@pytest.mark.slow
 def test_auto_keeps_the_contractions_register_tiles(src):
     auto = emit(tcdsl.compile(src), "tir")
     fused = emit(tcdsl.compile(src, options={"fusion": "isl"}), "tir")

@@ -78,6 +78,7 @@ def test_the_copy_has_the_dimensions_of_the_sum_in_its_order():
 
 
 @pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+@pytest.mark.slow
 def test_a_blank_first_projection_matches_numpy(mode):
     k = tcdsl.compile(BLANK_FIRST, tuning_db=False, specialize=mode)
     rng = np.random.default_rng(7)
@@ -180,6 +181,7 @@ def test_digit_reads_are_copied_as_views():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_heads_by_index_arithmetic_match_numpy(mode):
     k = tcdsl.compile(HEADS, tuning_db=False, specialize=mode)
     rng = np.random.default_rng(7)

@@ -319,6 +319,7 @@ def _compiled_grads(src, args, outs_ref, douts):
     return _tuple(k(*args, *outs_ref, *douts))
 
 
+@pytest.mark.slow
 def test_elman_compiled_matches_torch():
     spec = {"input": (6, 3, 4), "h0": (3, 5), "i2h": (4, 5), "h2h": (5, 5)}
     x, h0, i2h, h2h = (_t(a) for a in make_inputs(spec))

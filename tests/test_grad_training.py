@@ -14,6 +14,7 @@ pytest.importorskip("torch")
 TRAIN = ROOT / "examples" / "rnn" / "train.py"
 
 
+@pytest.mark.slow
 def test_loss_curve_matches_pytorch(capsys):
     sys.path.insert(0, str(TRAIN.parent))
     try:
@@ -28,6 +29,7 @@ def test_loss_curve_matches_pytorch(capsys):
     assert float(last.split()[3]) < float(first.split()[3])  # it learns
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_identical_gradients_and_parameters():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, str(TRAIN), "--ddp", "--steps", "3", "--hidden", "8", "--length", "6",

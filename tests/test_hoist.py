@@ -181,6 +181,7 @@ def test_statements_that_must_stay_in_the_loop(name, src):
     assert hoisted(k) == (["acc_in"] if name == "across steps" else []), name
 
 
+@pytest.mark.slow
 def test_a_statement_before_its_hoisted_neighbour_keeps_the_loop():
     # y reads xw at the same step, after it: xw moves, y stays
     src = """
@@ -276,6 +277,7 @@ MORE = {
 
 
 @pytest.mark.parametrize("name", MORE)
+@pytest.mark.slow
 def test_more_programs(name):
     src, shapes, moved = MORE[name]
     rng = np.random.default_rng(13)
@@ -430,6 +432,7 @@ def _gru_sliced(x, W, U, bias):
     return np.stack(out)
 
 
+@pytest.mark.slow
 def test_a_projection_read_in_slices_is_hoisted():
     k = tcdsl.compile(GRU_SLICED, options={**HOIST, "disk_cache": False})
     assert hoisted(k) == ["a"]

@@ -80,6 +80,7 @@ def birnn(float(T, B, I) x, float(I, H) Wf, float(H, H) Uf, float(I, H) Wb, floa
 }"""
 
 
+@pytest.mark.slow
 def test_bidirectional_rnn_writes_both_halves_of_one_output():
     T, B, I, H = 5, 2, 3, 4
     x, Wf, Uf, Wb, Ub = rand(T, B, I), rand(I, H), rand(H, H) / 2, rand(I, H), rand(H, H) / 2
@@ -296,6 +297,7 @@ def greedy(float(V, H) emb, float(H, H) Wh, float(H, V) Wo, float(B, H) h0, int3
 }"""
 
 
+@pytest.mark.slow
 def test_greedy_decoding_feeds_argmax_back_into_an_embedding():
     V, H, B, S = 7, 5, 3, 6
     emb, Wh, Wo, h0 = rand(V, H), rand(H, H) / 2, rand(H, V), rand(B, H)

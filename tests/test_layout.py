@@ -194,3 +194,18 @@ def test_the_front_end_needs_no_tvm():
         print(json.dumps([fe.name, "tvm" in sys.modules]))
     """)
     assert _run(code, "tvm,tvm_ffi", str(ELMAN)) == ["elman_rnn", False]
+
+
+def test_the_listed_slow_cases_name_test_functions_that_exist():
+    """tests/slow_cases.txt (tests/conftest.py) names test cases by node id: each
+    names a test file and a test function in it, so that no entry is a typo."""
+    from conftest import _listed_slow_cases
+
+    root = Path(__file__).resolve().parent.parent
+    cases = _listed_slow_cases()
+    assert cases
+    for case in cases:
+        file, function = case.split("::")
+        tree = ast.parse((root / file).read_text(encoding="utf-8"))
+        names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        assert function.split("[")[0] in names, case

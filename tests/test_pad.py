@@ -151,6 +151,7 @@ def test_no_select_left_in_the_reduction():
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_results_against_numpy(mode):
     rng = np.random.default_rng(0)
     same = tcdsl.compile(SAME, specialize=mode, options={"disk_cache": False})
@@ -167,6 +168,7 @@ def test_results_against_numpy(mode):
         np.testing.assert_allclose(dilated(x, w), conv1d(x, w, 3 * (K - 1), dilation=3), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_conv2d_against_numpy():
     rng = np.random.default_rng(1)
     k = tcdsl.compile(CONV2D, options={"disk_cache": False})
@@ -310,6 +312,7 @@ def _circular_conv1d(x, w):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_wrapped_copies_against_numpy(mode):
     rng = np.random.default_rng(6)
     k1 = tcdsl.compile(CIRCULAR, specialize=mode, options={"disk_cache": False})
@@ -326,6 +329,7 @@ def test_wrapped_copies_against_numpy(mode):
         np.testing.assert_allclose(k2(x.astype(np.float32), w.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_wrapped_copies_stay_inside_their_tensors():
     cases = [{"id": f"circular:{i}", "source": CIRCULAR, "sizes": sizes, "seed": i}
              for i, sizes in enumerate([{"B": 2, "C": 3, "L": 9, "O": 4, "K": 5}, {"B": 1, "C": 2, "L": 2, "O": 3, "K": 7},
@@ -350,6 +354,7 @@ def block(float(N,C,H,W) x, float(C,C,3,3) w1, float(C,C,3,3) w2) -> (y) {
 """
 
 
+@pytest.mark.slow
 def test_a_temporary_outside_loops_is_copied_padded_before_its_reader():
     p = plan_of(BLOCK)
     assert [x for x, _, _ in p.copies] == ["x"]
@@ -370,6 +375,7 @@ def _conv_same(x, w):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_block_against_numpy(mode):
     rng = np.random.default_rng(9)
     k = tcdsl.compile(BLOCK, specialize=mode, options={"disk_cache": False})
@@ -418,6 +424,7 @@ def _conv_lstm(x, wx, wh, D):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.slow
 def test_a_conv_lstm_state_is_padded_at_the_sizes_a_call_may_have(mode):
     """The state's read ``h(t - 1, b, d, ..)`` stays inside ``h`` only where
     ``G >= 4 D``, the sizes a call may have: its select is a padding there,

@@ -55,6 +55,7 @@ def _bilstm(x, Wf, Uf, Wb, Ub):
     return _lstm(x, Wf, Uf), _lstm(x[::-1], Wb, Ub)[::-1]
 
 
+@pytest.mark.slow
 def test_both_directions_run_their_steps_inside_one_parallel_loop():
     s = tcdsl.compile(BILSTM, options={"disk_cache": False}).script
     lines = s.splitlines()

@@ -131,6 +131,7 @@ def test_the_program_sums_each_class_in_its_own_loops():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_convt2d_matches_numpy(mode):
     k = tcdsl.compile(CONVT2D, specialize=mode, options={"disk_cache": False})
     plain = tcdsl.compile(CONVT2D, options={"disk_cache": False, "parity": False})

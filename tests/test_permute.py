@@ -56,6 +56,7 @@ def test_left_as_written_without_transpose():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_weight_gradients_match_numpy(mode):
     rng = np.random.default_rng(5)
     k2 = tcdsl.compile(DW2, specialize=mode, options={"disk_cache": False})
@@ -140,6 +141,7 @@ def test_sized_taps_are_chosen_at_run_time():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_sized_taps_match_numpy_on_both_sides_of_the_threshold(mode):
     from tcdsl.polyhedral.strides import TAPS
 
@@ -242,6 +244,7 @@ def test_narrow_rows_are_summed_with_the_channels_last():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_narrow_and_wide_rows_match_numpy(mode):
     rng = np.random.default_rng(9)
     k = tcdsl.compile(CONV, specialize=mode, options={"disk_cache": False})

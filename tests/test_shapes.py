@@ -285,6 +285,7 @@ def test_zero_size_calls_are_never_planned():
     assert k._plans == {}
 
 
+@pytest.mark.slow
 def test_output_shape_functions_agree_with_evaluate():
     """The compiled shape formulas (one Python function per kernel) against the interpreter of size expressions."""
     from tcdsl import driver

@@ -76,6 +76,7 @@ CONVS = {"causal": (CAUSAL, lambda x, w, K: _conv_ref(x, w, K - 1)),
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("conv", list(CONVS))
+@pytest.mark.slow
 def test_conv1d(conv, mode):
     src, ref = CONVS[conv]
     kernels = [_compile(src, mode)] + ([_compile(src, mode, split=False)] if mode == "never" else [])
@@ -150,6 +151,7 @@ def _has_select(s) -> bool:
 
 
 @pytest.mark.parametrize("src", [CAUSAL, PADDED, DILATED])
+@pytest.mark.slow
 def test_split_conv_has_no_select_in_its_innermost_loops(src):
     funcs = {}
     for split in (True, False):

@@ -147,6 +147,7 @@ def test_rows_that_read_each_other_across_steps_keep_a_region_per_step():
     np.testing.assert_allclose(k(x, W), h, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_scans_stay_inside_their_tensors():
     import guard  # tests/guard.py: guard pages before and after every tensor
 

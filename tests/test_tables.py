@@ -132,6 +132,7 @@ def test_a_divisor_without_every_index_is_a_table_of_its_reciprocal():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_reciprocal_tables_match_numpy(mode):
     rng = np.random.default_rng(8)
     k = tcdsl.compile(GNB, specialize=mode, options={"disk_cache": False})
@@ -338,6 +339,7 @@ WINDOW = """def f(float(B,C,L) x, float(O,C,K) w) -> (y) {
 }"""
 
 
+@pytest.mark.slow
 def test_a_sums_clamp_of_one_element_is_a_table():
     s = tcdsl.compile(FFN, options={"disk_cache": False}).script
     assert "out_tab = T.alloc_buffer((B, T_1, F)" in s, s
@@ -396,6 +398,7 @@ def test_a_sums_terms_in_a_loop_are_tables_made_at_each_step():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_tables_in_a_loop_match_numpy(mode):
     rng = np.random.default_rng(7)
     k = tcdsl.compile(RK, specialize=mode, options={"disk_cache": False})

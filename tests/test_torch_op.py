@@ -109,7 +109,13 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# A loop, a reduction, an indirect read and a padded convolution by default;
+# the other cases under ``-m slow``.
+GRADCHECK_DEFAULT = {"shifted_loop", "softmax", "embedding", "padded_conv"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in GRADCHECK_DEFAULT else [pytest.mark.slow])
+                                  for n in sorted(CASES)])
 def test_gradcheck(name):
     src, make = CASES[name]
     f = tcdsl.torch.op(src)
@@ -134,6 +140,7 @@ def test_matches_pytorch_autograd():
         torch.testing.assert_close(g, r)
 
 
+@pytest.mark.slow
 def test_in_a_module_and_under_torch_compile_without_graph_break():
     class Model(torch.nn.Module):
         def __init__(self):

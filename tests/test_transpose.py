@@ -66,6 +66,7 @@ def _inputs(rng, T, B, I, H, gates=None):
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
 @pytest.mark.parametrize("sizes", [(5, 3, 7, 9), (1, 1, 1, 1), (4, 2, 16, 24)])
+@pytest.mark.slow
 def test_out_in_weights_agree_with_numpy(mode, sizes):
     rng = np.random.default_rng(sum(sizes))
     args = _inputs(rng, *sizes)
@@ -241,6 +242,7 @@ def test_gate_rows_at_an_offset_read_the_copy():
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
 @pytest.mark.parametrize("sizes", [(3, 2, 5, 4), (2, 5, 3, 9), (3, 4, 7, 30)])
+@pytest.mark.slow
 def test_gate_rows_at_an_offset_agree_with_numpy(mode, sizes):
     T, B, I, H = sizes
     rng = np.random.default_rng(sum(sizes))
@@ -452,6 +454,7 @@ def test_a_slice_of_stacked_weights_reads_the_copy():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_slices_of_stacked_weights_agree_with_numpy(mode):
     rng = np.random.default_rng(5)
     for T, B, H in [(4, 3, 5), (1, 1, 1), (3, 2, 33)]:

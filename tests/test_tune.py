@@ -141,6 +141,7 @@ def test_every_fusion_choice_computes_the_lstm(fusion):
     np.testing.assert_allclose(c, rc, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fusion_choices_are_different_schedules():
     scheds = {f: tcdsl.compile(LSTM, options={"fusion": f}, tuning_db=False).schedule for f in ("isl", "outer", "none")}
     assert len(set(scheds.values())) == 3
@@ -240,6 +241,7 @@ def _write_many(path: str, n: int, tag: str) -> None:
         db.add(key, [Record({"N": i}, {"tag": tag}, float(i), None, "local", tag, 0.0)])
 
 
+@pytest.mark.slow
 def test_concurrent_tuners_lose_no_record(tmp_path):
     path = str(tmp_path / "t.sqlite")
     ctx = multiprocessing.get_context("spawn")
@@ -367,6 +369,7 @@ def tuned(tmp_path_factory):
     return result, Database(path)
 
 
+@pytest.mark.slow
 def test_autotune_measures_the_defaults_first_and_never_loses_to_them(tuned):
     result, _ = tuned
     assert len(result.trials) == 4 and not result.interrupted
@@ -425,6 +428,7 @@ def test_compile_reuses_the_tuning_result(tuned):
     run_elman(k)
 
 
+@pytest.mark.slow
 def test_a_retune_starts_from_the_options_found_before(tmp_path):
     """The seeds (options tuned at the nearest size) are measured in the first
     generation, right after the defaults: a short re-tune starts where the
@@ -539,6 +543,7 @@ def test_a_crashing_candidate_is_skipped(tmp_path):
     assert fine.error is None and fine.seconds[0] > 0
 
 
+@pytest.mark.slow
 def test_a_wrong_candidate_is_disqualified(tmp_path):
     from tcdsl.tune.measure import LocalRunner, build_candidate
 

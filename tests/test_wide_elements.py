@@ -45,6 +45,7 @@ def test_explicit_tile_options_are_kept_for_doubles():
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+@pytest.mark.slow
 def test_doubles_match_numpy(mode):
     rng = np.random.default_rng(8)
     k = tcdsl.compile(MATMUL64, specialize=mode, options={"disk_cache": False})
