@@ -147,9 +147,8 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             for part in (dom & conds.set(cond), dom - conds.set(cond)):
                 if not conds.empty(part):
                     split.append((part.coalesce(), conds.resolve(rhs, part)))
-        if len(split) > MAX_PIECES:
-            refused.add(cond)
-        else:
+        refused.add(cond)  # split once: a condition that resolving leaves in a piece stays a select there
+        if len(split) <= MAX_PIECES:
             pieces = split
     if len(pieces) == 1 and pieces[0][1] == comp.rhs:
         return None  # no select split or resolved
