@@ -71,7 +71,9 @@ PIPELINE = "tcdsl_cpu"
 
 def _cpu_pipeline():
     lower, host, device = compilation_pipeline.get_tir_pipeline("default")
-    return tvm.transform.Sequential([lower, strided_loads]), host, device
+    from .vecmath import vector_math  # (imports this module's neighbours: here, not at the top)
+
+    return tvm.transform.Sequential([lower, strided_loads, vector_math]), host, device
 
 
 compilation_pipeline.register_tir_pipeline(PIPELINE, _cpu_pipeline)

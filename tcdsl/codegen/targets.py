@@ -24,7 +24,7 @@ from tvm import tirx
 from .. import host
 from ..errors import InternalError, TcError
 from ..runtime.device import cuda_device_present
-from . import scratch, strided
+from . import scratch, strided, vecmath
 
 _build_lock = threading.Lock()
 
@@ -83,7 +83,8 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
 def export(executable, path: str) -> None:
     """Write a CPU build as a shared library (the disk cache's entries)."""
     with _build_lock:  # export re-enters LLVM code generation
-        executable.export_library(path)
+        options = vecmath.link_options()
+        executable.export_library(path, **({"options": options} if options else {}))
 
 
 # s_tir.CompactBufferAllocation raised "Divide by zero" (its region estimate) on a

@@ -1,0 +1,136 @@
+"""Vector math from glibc's libmvec for the vector lanes of libm functions (CPU builds).
+
+TVM vectorizes ``sin(x(i))`` of a vector loop into ``llvm.sin`` of a vector,
+which LLVM's x86 back end scalarizes into one ``sinf`` call per lane: a
+16-lane loop ran 16 libm calls per vector (a Goertzel filter bank, a
+structure factor ``sum exp(i q.x)`` as ``cos`` and ``sin``, rotary position
+angles computed in the kernel).  glibc's libmvec has the vector variants
+under the x86-64 vector function ABI names (``_ZGVeN16v_sinf``: AVX-512, 16
+float lanes; ``_ZGVdN8v_sinf``: AVX2, 8; ``_ZGVbN4v_sinf``: SSE, 4; the
+float64 ones with half the lanes), accurate to a few ulp over the whole
+float range (their argument reduction is exact; NaN and infinities as libm).
+This pass, run after TVM's lowering (codegen/strided.py's pipeline),
+rewrites each vector call of such an intrinsic whose lane count and ISA the
+host has into a call of that variant; scalar calls and other lane counts
+stay as they were.
+
+The symbols must resolve in this process before LLVM's JIT links a kernel
+(an unresolved symbol there is a crash, not an error): :func:`available`
+loads ``libmvec.so.1`` with ``RTLD_GLOBAL`` once, and without it (not glibc,
+not x86-64) nothing is rewritten.  Exported kernels (the disk cache) link
+``-lmvec`` (:data:`LINK_OPTIONS`).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import platform
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .. import host
+
+# intrinsic -> (libmvec base name, number of vector arguments): the libm
+# intrinsics that TVM's vectorizer keeps as vector calls (TVectorizable)
+_FUNCTIONS = {
+    "tirx.sin": ("sin", 1), "tirx.cos": ("cos", 1), "tirx.tan": ("tan", 1),
+    "tirx.exp2": ("exp2", 1), "tirx.log10": ("log10", 1), "tirx.pow": ("pow", 2),
+}
+# the vector function ABI's ISA letters, widest first, and their lanes of float32
+_WIDTHS = (("e", 16), ("d", 8), ("b", 4))
+
+_CALL = tvm.ir.expr.Call
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    try:
+        return ctypes.CDLL("libmvec.so.1", mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+
+
+def available() -> bool:
+    """libmvec is loaded (globally, for the JIT's symbol lookup)."""
+    return _library() is not None
+
+
+@functools.cache
+def _isas() -> frozenset[str]:
+    """The vector ABI letters the host runs: b (SSE4), d (AVX2), e (AVX-512)."""
+    isas = {"b"}
+    try:
+        with tvm.target.Target({"kind": "llvm", "mcpu": host.cpu()}):
+            if tvm.target.codegen.llvm_cpu_has_features("avx2"):
+                isas.add("d")
+    except Exception:  # an LLVM without the query: SSE only
+        pass
+    if host.avx512():
+        isas.add("e")
+    return frozenset(isas)
+
+
+def variant(op: str, dtype: str) -> tuple[str, int] | None:
+    """The libmvec function for intrinsic ``op`` on vectors of ``dtype``
+    (``"float32x16"``) and its lane count, which divides the vector's: the
+    widest the host runs; None where there is none (not such a function,
+    a lane count no variant divides, no libmvec)."""
+    if op not in _FUNCTIONS or "x" not in dtype or not available():
+        return None
+    scalar, _, lanes = dtype.partition("x")
+    per = {"float32": 1, "float64": 2}.get(scalar)
+    if per is None or not lanes.isdigit():
+        return None
+    name, arity = _FUNCTIONS[op]
+    for isa, width in _WIDTHS:
+        n = width // per
+        symbol = f"_ZGV{isa}N{n}{'v' * arity}_{name}{'f' if per == 1 else ''}"
+        if isa in _isas() and int(lanes) % n == 0 and hasattr(_library(), symbol):
+            return symbol, n
+    return None
+
+
+def _rewrite(call):
+    op = getattr(call.op, "name", None)
+    if op not in _FUNCTIONS:
+        return call
+    dtype = str(getattr(call.ty, "dtype", ""))
+    found = variant(op, dtype)
+    if found is None:
+        return call
+    symbol, n = found
+    lanes = int(dtype.partition("x")[2])
+    if lanes == n:
+        return tirx.call_pure_extern(dtype, symbol, *call.args)
+    # a vector of several variants' lanes (float64 in 16 lanes): the calls on its
+    # parts, joined (each argument bound once, its parts picked out by shuffles)
+    piece = f"{dtype.partition('x')[0]}x{n}"
+    args = [tirx.Var(f"vm_arg{i}", dtype) for i in range(len(call.args))]
+    parts = [tirx.call_pure_extern(piece, symbol, *[tirx.Shuffle([a], [tirx.IntImm("int32", k * n + j)
+                                                                       for j in range(n)]) for a in args])
+             for k in range(lanes // n)]
+    out = tirx.Shuffle(parts, [tirx.IntImm("int32", j) for j in range(lanes)])
+    for v, a in reversed(list(zip(args, call.args))):
+        out = tirx.Let(v, a, out)
+    return out
+
+
+@tvm.transform.module_pass(opt_level=0, name="tcdsl.VectorMath")
+def vector_math(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    if not available():
+        return mod
+    funcs = {}
+    for gv, f in mod.functions.items():
+        if isinstance(f, tirx.PrimFunc):
+            f = f.with_body(tvm_ffi.structural_map(f.body, [(_CALL, _rewrite)]))
+        funcs[gv] = f
+    return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+def link_options() -> list[str]:
+    """Linker options of an exported CPU kernel: libmvec where it is used."""
+    return ["-lmvec"] if available() else []
