@@ -84,3 +84,13 @@ def test_a_cached_kernel_links_libmvec_in_a_new_process(tmp_path):
     assert libs and max(errs) < 1e-6
     needed = subprocess.run(["readelf", "-d", str(libs[0])], capture_output=True, text=True).stdout
     assert "libmvec" in needed
+
+
+def test_float64_exp_and_log_of_a_log_softmax():
+    k = tcdsl.compile("def f(double(N, D) x) -> (y) {\n  m(n) max=! x(n, d)\n  s(n) +=! exp(x(n, d) - m(n))\n"
+                      "  y(n, d) = x(n, d) - m(n) - log(s(n))\n}", options=NO_CACHE)
+    assert {"_ZGVeN8v_exp", "_ZGVdN4v_exp", "_ZGVbN2v_exp"} & _calls(k), _calls(k)
+    x = np.random.default_rng(4).standard_normal((37, 301)) * 30
+    m = x.max(axis=1, keepdims=True)
+    want = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(k(x), want, rtol=1e-13, atol=1e-12)

@@ -37,6 +37,8 @@ from .. import host
 _FUNCTIONS = {
     "tirx.sin": ("sin", 1), "tirx.cos": ("cos", 1), "tirx.tan": ("tan", 1),
     "tirx.exp2": ("exp2", 1), "tirx.log10": ("log10", 1), "tirx.pow": ("pow", 2),
+    # float64 (float32 has formulas of its own, codegen/formulas.py, but for nested arguments)
+    "tirx.exp": ("exp", 1), "tirx.log": ("log", 1),
 }
 # the vector function ABI's ISA letters, widest first, and their lanes of float32
 _WIDTHS = (("e", 16), ("d", 8), ("b", 4))
