@@ -87,7 +87,8 @@ def evaluate(program: str | os.PathLike | n.Program, inputs: Sequence[Any], entr
         raise TcShapeError(f"'{checked.node.name}' takes {len(params)} inputs, but {len(inputs)} were given")
     args = [prepare_input(p.name, x, checked.tensors[p.name].dtype, len(p.type.dims))
             for p, x in zip(params, inputs)]
-    sizes = bind_sizes(signature(checked, ranges, "llvm").inputs, args, {}, sizes, checked.sizes, checked.node.name)
+    sig = signature(checked, ranges, "llvm")
+    sizes = bind_sizes(sig.inputs, args, {}, sizes, checked.sizes, checked.node.name, sig.derived)
     check_index_range(ranges, sizes)
     tensors: dict[str, np.ndarray] = {p.name: np.asarray(a.value) for p, a in zip(params, args)}
     for t, info in checked.tensors.items():

@@ -241,7 +241,8 @@ def _run_setting(case: dict, kernel, given: dict, index: int) -> tuple[str, str]
     from tcdsl.testing import OutOfBoundsRead, TooLarge, evaluate  # noqa: PLC0415
 
     directions = case.get("directions") or list(DIRECTIONS)
-    names = kernel.frontend.checked.sizes
+    checked = kernel.frontend.checked
+    names = [s for s in checked.sizes if s not in checked.derived]  # (derived sizes: computed by the call)
     default = given.get("*", case.get("size", 3))
     sizes = {s: default for s in names} | {k: v for k, v in given.items() if k in names}
     try:

@@ -36,7 +36,17 @@ def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: 
     # CUDA's host function takes its temporaries after the outputs (codegen/cuda.py, CudaProgram.scratch_params)
     scratch = tuple(Output(t, checked.tensors[t].dtype, _shape(ranges.extent_exprs(t)), False)
                     for t in checked.temps) if target == "cuda" else ()
-    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards, scratch)
+    return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards, scratch,
+                     derived_sizes(checked))
+
+
+def derived_sizes(checked: CheckedDef) -> tuple[tuple[str, str, str], ...]:
+    """The derived sizes of ``checked`` (``G_x_G`` for ``G * G``, sema/sizes.py): name, TC text, Python text."""
+    from ..syntax.printer import expr_to_tc
+
+    def sized(x):
+        return n.SizeVar(x.name) if isinstance(x, n.Ident) else n.map_children(x, sized)
+    return tuple((name, expr_to_tc(e), _python(sized(e))) for name, e in checked.derived.items())
 
 
 def _dim(d: str | int | n.Expr) -> str | int | Linear:

@@ -98,7 +98,7 @@ def _check_dtype(name: str, got: str, want: str) -> None:
 
 def bind_sizes(params: tuple[Param, ...], args: list[Arg], fixed: dict[str, int],
                given: dict[str, Any] | None = None, names: tuple[str, ...] | None = None,
-               name: str = "the kernel") -> dict[str, int]:
+               name: str = "the kernel", derived: tuple[tuple[str, str, str], ...] = ()) -> dict[str, int]:
     """Every size of the def (``names``; None: those the inputs have), for
     these inputs: from the input shapes (a size name binds to the dimension;
     a declared ``4 * H`` is solved for ``H``), from ``given`` (sizes passed
@@ -123,10 +123,38 @@ def bind_sizes(params: tuple[Param, ...], args: list[Arg], fixed: dict[str, int]
         if d not in sizes:
             sizes[d], origin[d] = v, "given at the call" if d in given else "fixed at compile time"
     _solve(linear, sizes, origin)
+    _derive(derived, sizes, fixed, given)
     missing = [s for s in (names or ()) if s not in sizes]
     if missing:
         raise _undetermined(missing[0], linear, name)
     return sizes
+
+
+@functools.lru_cache(maxsize=256)
+def _value_of(python: str) -> Callable[[dict[str, int]], tuple[int, ...]]:
+    return compile_values((python,))
+
+
+def _derive(derived: tuple[tuple[str, str, str], ...], sizes: dict[str, int], fixed: dict[str, int],
+            given: dict[str, int]) -> None:
+    """The derived sizes (``G_x_G`` = ``G * G``, sema/sizes.py) from the others, once those are known;
+    one given at the call (or bound from a shape) must be that value."""
+    for d, text, python in derived:
+        try:
+            value = _value_of(python)(sizes)[0]
+        except KeyError:  # a size it needs is missing: reported as missing
+            continue
+        except ZeroDivisionError:
+            raise TcShapeError(f"size '{d}' = {text} divides by zero at "
+                               + ", ".join(f"{k}={v}" for k, v in sorted(sizes.items()))) from None
+        if value < 0 or value > MAX_ELEMENTS:
+            raise TcShapeError(f"size '{d}' = {text} is {value}: a size is an int32 from 0 to {MAX_ELEMENTS}")
+        if d in fixed and fixed[d] != value:
+            raise TcShapeError(f"size '{d}' = {text} is {value}, but was fixed to {fixed[d]} at compile time")
+        if d in sizes and sizes[d] != value:
+            how = "given at the call" if d in given else "from an input's shape"
+            raise TcShapeError(f"size '{d}' is {text} = {value} here, but {sizes[d]} {how}")
+        sizes[d] = value
 
 
 def _check_given(given: dict[str, Any], fixed: dict[str, int], names, name: str) -> dict[str, int]:

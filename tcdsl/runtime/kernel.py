@@ -106,7 +106,7 @@ class CompiledKernel:
             raise TcShapeError(f"'{sig.name}' takes {len(params)} input{'s' * (len(params) != 1)} "
                                f"({', '.join(p.name for p in params)}), but {len(inputs)} were given")
         args = [prepare_input(p.name, x, p.dtype, len(p.dims), self._device) for p, x in zip(params, inputs)]
-        sizes = bind_sizes(params, args, self.fixed, given, sig.sizes, sig.name)
+        sizes = bind_sizes(params, args, self.fixed, given, sig.sizes, sig.name, sig.derived)
         self._checks.check(sizes, self._at_zero)
         shapes = self._output_shapes(sizes)
         outs = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))

@@ -78,6 +78,8 @@ class Signature:
     guards: tuple[tuple[str, str], ...] = ()
     # temporaries the caller allocates and passes after the outputs (CUDA: runtime/device.py)
     scratch: tuple[Output, ...] = ()
+    # sizes a call computes from the others: (name, TC text, Python expression over ``s``)
+    derived: tuple[tuple[str, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
@@ -86,7 +88,8 @@ class Signature:
                 "outputs": [[o.name, o.dtype, list(o.shape), o.fill] for o in self.outputs],
                 "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents],
                 "guards": [list(g) for g in self.guards],
-                "scratch": [[o.name, o.dtype, list(o.shape)] for o in self.scratch]}
+                "scratch": [[o.name, o.dtype, list(o.shape)] for o in self.scratch],
+                "derived": [list(x) for x in self.derived]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Signature":
@@ -96,7 +99,8 @@ class Signature:
                    tuple(Output(name, dtype, tuple(shape), fill) for name, dtype, shape, fill in d["outputs"]),
                    tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
                    d["target"], tuple((c, m) for c, m in d.get("guards", [])),
-                   tuple(Output(name, dtype, tuple(shape), False) for name, dtype, shape in d.get("scratch", [])))
+                   tuple(Output(name, dtype, tuple(shape), False) for name, dtype, shape in d.get("scratch", [])),
+                   tuple(tuple(x) for x in d.get("derived", [])))
 
 
 def compile_shapes(shapes: list[tuple[str, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:

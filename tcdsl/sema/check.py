@@ -9,14 +9,14 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import TcSemanticError
 from ..syntax import nodes as n
 from . import builtins as bt
 from .affine import linear_form
 from .rename import rename_loop_clashes
-from .sizes import (arg_reduction, check_constant_dims, dim_expr, dim_isl, free_size_names,  # noqa: F401
+from .sizes import (arg_reduction, check_constant_dims, derive_sizes, dim_expr, dim_isl, free_size_names,  # noqa: F401
                     is_affine_index, lhs_index_var, unit_coefficient)
 from .typer import Typer, _check_index_literal
 
@@ -39,12 +39,14 @@ class CheckedDef:
     tensors: dict[str, TensorInfo]
     sizes: tuple[str, ...]  # size names: those of the params in order of appearance, then the free ones
     size_origin: dict[str, tuple[str, int] | None]  # size -> (tensor, dim) that first declares it; None: free
+    # sizes that stand for a product or quotient of sizes (``G_x_G``: ``G * G``), computed at a call
+    derived: dict[str, n.Expr] = field(default_factory=dict)
 
     @property
     def free_sizes(self) -> tuple[str, ...]:
         """Sizes no input's shape mentions (loop bounds, where ranges, output
         types only): given at compile time (``sizes=``) or at the call."""
-        return tuple(s for s in self.sizes if self.size_origin[s] is None)
+        return tuple(s for s in self.sizes if self.size_origin[s] is None and s not in self.derived)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -99,10 +101,14 @@ class _Checker:
 
     # ------------------------------------------------------------- signature
     def run(self) -> CheckedDef:
+        original = self.d
+        self.d, derived = derive_sizes(self.d)
         for p in self.d.params:
             self._declare_param(p)
-        for name, span in free_size_names(self.d, set(self.sizes)):
+        for name, span in free_size_names(original, set(self.sizes)):
             _not_builtin(name, span, "a size")
+            self.sizes[name] = None
+        for name in derived:
             self.sizes[name] = None
         outputs = set()
         for o in self.d.outputs:
@@ -122,7 +128,7 @@ class _Checker:
         body = Typer(self).type_body(body)
         body = rename_loop_clashes(body, set(self.sizes) | set(self.tensors))
         node = replace(self.d, body=body)
-        return CheckedDef(node, self.tensors, tuple(self.sizes), dict(self.sizes))
+        return CheckedDef(node, self.tensors, tuple(self.sizes), dict(self.sizes), derived)
 
     def _declare_param(self, p: n.Param) -> None:
         _not_builtin(p.name, p.span, "a tensor")

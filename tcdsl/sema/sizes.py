@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..errors import TcSemanticError
 from ..syntax import nodes as n
 from .affine import NotAffine, to_isl
@@ -148,3 +150,101 @@ def _statements(stmts):
                 yield from _statements(s.body)
             case n.If():
                 yield from _statements(s.then + s.orelse)
+
+
+# --------------------------------------------------------------- derived sizes
+# A range bound over a product or a quotient of sizes (``where c in 0:G * G``,
+# ``for t in 0:K * V``, an output of type ``float(N, K * V)``) is not affine in
+# the sizes, so isl cannot take it; such a subterm becomes a size of its own,
+# *derived*: a parameter of the polyhedral model like any size, which a call
+# computes from the others (``runtime/args.bind_sizes``).  Its name spells the
+# subterm (``G_x_G``); ``nodes.DERIVED_TEXT`` maps it back to the TC text, which
+# the printer writes (a gradient's adjoint program derives it again).
+_SPELL = {"*": "_x_", "/": "_div_", "%": "_mod_", "+": "_p_", "-": "_m_"}
+
+
+def _sized(e: n.Expr, bound: set[str]) -> bool:
+    """``e`` uses sizes only (names not in ``bound``, no loop or index variable), at least one."""
+    names = [x for x in n.walk(e) if isinstance(x, (n.Ident, n.IndexVar, n.DimSize))]
+    return bool(names) and all(isinstance(x, n.Ident) and x.name not in bound for x in names) and \
+        all(isinstance(x, (n.Ident, n.Const, n.Binary, n.Unary)) for x in n.walk(e)) and \
+        all(not isinstance(x, n.Const) or isinstance(x.value, int) for x in n.walk(e)) and \
+        all(not isinstance(x, n.Binary) or x.op in ("+", "-", "*", "/", "%", "min", "max") for x in n.walk(e)) and \
+        all(not isinstance(x, n.Unary) or x.op == "-" for x in n.walk(e))
+
+
+def _nonaffine(e: n.Expr, bound: set[str]) -> bool:
+    return isinstance(e, n.Binary) and (e.op == "*" and _sized(e.lhs, bound) and _sized(e.rhs, bound)
+                                        or e.op in ("/", "%") and _sized(e.rhs, bound))
+
+
+def _spelling(e: n.Expr) -> str:
+    match e:
+        case n.Ident(name=v):
+            return v
+        case n.Const(value=v):
+            return str(v) if v >= 0 else f"neg{-v}"
+        case n.Unary(operand=x):
+            return "neg_" + _spelling(x)
+        case n.Binary(op=op, lhs=a, rhs=b) if op in ("min", "max"):
+            return f"{op}_{_spelling(a)}_{_spelling(b)}"
+        case n.Binary(op=op, lhs=a, rhs=b):
+            return _spelling(a) + _SPELL[op] + _spelling(b)
+    raise TcSemanticError("not a size expression", e.span)
+
+
+def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
+    """``d`` with every product or quotient of sizes in a where-range bound, a
+    loop bound or an output's declared type replaced by a derived size (see
+    above), and the derived sizes: name -> the size expression it stands for."""
+    from ..syntax.printer import expr_to_tc
+
+    taken = {x.name for x in n.walk(d) if isinstance(x, (n.Ident, n.IndexVar, n.SizeVar))}
+    taken |= {p.name for p in d.params} | {o.name for o in d.outputs}
+    taken |= {x for t in [p.type for p in d.params] + [o.type for o in d.outputs if o.type is not None]
+              for x in t.dims if isinstance(x, str)}
+    derived: dict[str, n.Expr] = {}
+    names: dict[str, str] = {}  # TC text -> name
+
+    def replace_in(e: n.Expr, bound: set[str]) -> n.Expr:
+        if _nonaffine(e, bound):
+            text = expr_to_tc(e)
+            if text not in names:
+                name = base = _spelling(e)
+                k = 2
+                while name in taken:
+                    name, k = f"{base}_{k}", k + 1
+                taken.add(name)
+                names[text] = name
+                derived[name] = e
+                n.DERIVED_TEXT[name] = text
+            return n.Ident(names[text], span=e.span)
+        return n.map_children(e, lambda x: replace_in(x, bound) if isinstance(x, n.Expr) else x)
+
+    def stmts(body, loops: set[str]):
+        out = []
+        for s in body:
+            match s:
+                case n.For():
+                    s = replace(s, lo=replace_in(s.lo, loops),
+                                hi=replace_in(s.hi, loops), body=stmts(s.body, loops | {s.var}))
+                case n.If():
+                    s = replace(s, then=stmts(s.then, loops), orelse=stmts(s.orelse, loops))
+                case n.Comprehension():
+                    own = {x.name for e in s.indices for x in n.walk(e) if isinstance(x, n.Ident)}
+                    own |= {w.var if isinstance(w, n.RangeConstraint) else w.name for w in s.wheres
+                            if not isinstance(w, n.Exists)}
+                    own |= loops
+                    s = replace(s, wheres=tuple(replace(w, lo=replace_in(w.lo, own), hi=replace_in(w.hi, own))
+                                                if isinstance(w, n.RangeConstraint) else w for w in s.wheres))
+            out.append(s)
+        return tuple(out) if isinstance(body, tuple) else out
+
+    outputs = []
+    for o in d.outputs:
+        if o.type is not None:
+            o = replace(o, type=replace(o.type, dims=tuple(replace_in(x, set()) if isinstance(x, n.Expr) else x
+                                                           for x in o.type.dims)))
+        outputs.append(o)
+    new = replace(d, body=stmts(d.body, set()), outputs=tuple(outputs))
+    return (new, derived) if derived else (d, {})

@@ -50,6 +50,11 @@ class Node:
     span: Span | None = _span()
 
 
+# derived sizes (sema/sizes.py, ``derive_sizes``): name -> the TC text of the
+# product or quotient of sizes it stands for, which the printer writes
+DERIVED_TEXT: dict[str, str] = {}
+
+
 # ---------------------------------------------------------------- expressions
 @dataclass(frozen=True, slots=True)
 class Expr(Node):

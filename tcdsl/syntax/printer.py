@@ -83,6 +83,8 @@ def _where(w: n.WhereClause) -> str:
 
 def expr_to_tc(e: n.Expr) -> str:
     match e:
+        case n.Ident(name=v) | n.SizeVar(name=v) if v in n.DERIVED_TEXT:
+            return f"({n.DERIVED_TEXT[v]})"  # a derived size as the product it stands for (sema/sizes.py)
         case n.Ident(name=v) | n.IndexVar(name=v) | n.SizeVar(name=v):
             return v
         case n.Const(value=v):
