@@ -124,3 +124,13 @@ def test_a_read_past_its_tensor_is_refused_at_the_call():
     np.testing.assert_array_equal(k(np.float32([5])), [5])
     with pytest.raises(tcdsl.TcShapeError, match=r"'A' would be read out of bounds: for sizes N=2, N_x_N=4"):
         k(np.float32([1, 2]))
+
+
+def test_tuning_and_options_for_take_the_sizes_without_the_derived_one():
+    from tcdsl.tune.tuner import _check_sizes
+
+    k = tcdsl.compile(GRID, options={"disk_cache": False})
+    sizes, _ = _check_sizes(k.frontend, {"N": 4, "G": 3}, None)
+    assert sizes == [{"N": 4, "G": 3, "G_x_G": 9}]
+    options, origin = k.options_for(N=4, G=3)
+    assert origin and options is not None

@@ -130,6 +130,13 @@ def bind_sizes(params: tuple[Param, ...], args: list[Arg], fixed: dict[str, int]
     return sizes
 
 
+def with_derived(derived: tuple[tuple[str, str, str], ...], sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` with the derived sizes computed from them (a tuner's sizes, ``options_for``'s)."""
+    out = dict(sizes)
+    _derive(derived, out, {}, dict(sizes))
+    return out
+
+
 @functools.lru_cache(maxsize=256)
 def _value_of(python: str) -> Callable[[dict[str, int]], tuple[int, ...]]:
     return compile_values((python,))

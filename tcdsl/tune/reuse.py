@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import TcError
+from ..runtime.args import with_derived
 from .database import Database, Key, sizes_text
 
 # Options that are decided before the per-size stages (the frontend's), and
@@ -172,6 +173,7 @@ def options_for(kernel, sizes: dict[str, int]) -> tuple:
         raise TcError(f"options_for: {', '.join(map(repr, unknown))} {'is not a size' if len(unknown) == 1 else 'are not sizes'}"
                       f" of '{kernel.frontend.name}' (sizes: {', '.join(names)})")
     full = {**kernel.fixed, **{k: int(v) for k, v in sizes.items()}}
+    full = with_derived(kernel.signature.derived, full)  # (G_x_G of G * G: computed, not given)
     missing = [k for k in names if k not in full]
     if missing:
         raise TcError(f"options_for: {', '.join(missing)} missing; give every size")

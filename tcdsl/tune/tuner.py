@@ -26,7 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..codegen.signature import derived_sizes
 from ..errors import TcError
+from ..runtime.args import with_derived
 from .database import Database, Key, Record, Workload
 from .measure import Builder, Built, LocalRunner, Measured, TaskData
 from .search import Search, Trial
@@ -160,6 +162,7 @@ def _check_sizes(fe, sizes, weights) -> tuple[list[dict[str, int]], list[float]]
         if unknown:
             raise TcError(f"sizes: {', '.join(map(repr, unknown))} {'is not a size' if len(unknown) == 1 else 'are not sizes'}"
                           f" of '{fe.name}' (sizes: {', '.join(names)})")
+        s = with_derived(derived_sizes(fe.checked), s)  # (G_x_G of G * G: computed, not given)
         missing = [k for k in names if k not in s]
         if missing:
             raise TcError(f"sizes: {', '.join(missing)} missing (the def '{fe.name}' has sizes {', '.join(names)})")
