@@ -134,3 +134,15 @@ def test_tuning_and_options_for_take_the_sizes_without_the_derived_one():
     assert sizes == [{"N": 4, "G": 3, "G_x_G": 9}]
     options, origin = k.options_for(N=4, G=3)
     assert origin and options is not None
+
+
+def test_an_if_condition_over_a_product_of_sizes():
+    k = tcdsl.compile("""
+def steps(float(B, K, V) x) -> (y) {
+  for t in T {
+    if t < K * V { y(t, b) = x(b, t / V, t % V) }
+    else { y(t, b) = 0 - 1 }
+  }
+}""", options={"disk_cache": False})
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+    np.testing.assert_array_equal(k(x, T=14)[:, 0], list(range(12)) + [-1, -1])

@@ -195,8 +195,9 @@ def _spelling(e: n.Expr) -> str:
 
 def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
     """``d`` with every product or quotient of sizes in a where-range bound, a
-    loop bound or an output's declared type replaced by a derived size (see
-    above), and the derived sizes: name -> the size expression it stands for."""
+    loop bound, an ``if`` condition or an output's declared type replaced by a
+    derived size (see above), and the derived sizes: name -> the size
+    expression it stands for."""
     from ..syntax.printer import expr_to_tc
 
     taken = {x.name for x in n.walk(d) if isinstance(x, (n.Ident, n.IndexVar, n.SizeVar))}
@@ -229,7 +230,8 @@ def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
                     s = replace(s, lo=replace_in(s.lo, loops),
                                 hi=replace_in(s.hi, loops), body=stmts(s.body, loops | {s.var}))
                 case n.If():
-                    s = replace(s, then=stmts(s.then, loops), orelse=stmts(s.orelse, loops))
+                    s = replace(s, cond=replace_in(s.cond, loops), then=stmts(s.then, loops),
+                                orelse=stmts(s.orelse, loops))
                 case n.Comprehension():
                     own = {x.name for e in s.indices for x in n.walk(e) if isinstance(x, n.Ident)}
                     own |= {w.var if isinstance(w, n.RangeConstraint) else w.name for w in s.wheres
