@@ -56,14 +56,19 @@ def shuffled(load):
     return tirx.Shuffle(vectors, picks)
 
 
-@tvm.transform.module_pass(opt_level=0, name="tcdsl.StridedLoads")
-def strided_loads(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+def map_nodes(mod: tvm.IRModule, node_type, fn) -> tvm.IRModule:
+    """``mod`` with ``fn`` applied to every node of ``node_type`` in its PrimFuncs' bodies, innermost first."""
     funcs = {}
     for gv, f in mod.functions.items():
         if isinstance(f, tirx.PrimFunc):
-            f = f.with_body(tvm_ffi.structural_map(f.body, [(_LOAD, shuffled)]))
+            f = f.with_body(tvm_ffi.structural_map(f.body, [(node_type, fn)]))
         funcs[gv] = f
     return tvm.IRModule(funcs, attrs=mod.attrs)
+
+
+@tvm.transform.module_pass(opt_level=0, name="tcdsl.StridedLoads")
+def strided_loads(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    return map_nodes(mod, _LOAD, shuffled)
 
 
 PIPELINE = "tcdsl_cpu"

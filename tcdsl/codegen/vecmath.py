@@ -27,10 +27,10 @@ import functools
 import platform
 
 import tvm
-import tvm_ffi
 from tvm import tirx
 
 from .. import host
+from .strided import map_nodes
 
 # intrinsic -> (libmvec base name, number of vector arguments): the libm
 # intrinsics that TVM's vectorizer keeps as vector calls (TVectorizable)
@@ -123,14 +123,7 @@ def _rewrite(call):
 
 @tvm.transform.module_pass(opt_level=0, name="tcdsl.VectorMath")
 def vector_math(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    if not available():
-        return mod
-    funcs = {}
-    for gv, f in mod.functions.items():
-        if isinstance(f, tirx.PrimFunc):
-            f = f.with_body(tvm_ffi.structural_map(f.body, [(_CALL, _rewrite)]))
-        funcs[gv] = f
-    return tvm.IRModule(funcs, attrs=mod.attrs)
+    return map_nodes(mod, _CALL, _rewrite) if available() else mod
 
 
 def link_options() -> list[str]:
