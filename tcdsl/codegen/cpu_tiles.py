@@ -201,26 +201,14 @@ class RegisterTiles:
             """Column tiles of each width in turn from ``start`` (of the first
             width ``first`` tiles, if given, else as many as fit): their loops,
             and the first column they leave."""
-            # Where a width divides the one before, whose tiles were as many as fit from
-            # ``base``, its tiles end at ``base + (j_ext - base) // w * w``: that closed
-            # form, not the sum of every width's count, keeps the bounds short (the sums
-            # nested once per width and made TVM's simplifier most of a compile's time).
-            stmts, base, prev = [], start, None
+            stmts = []
             for i, w in enumerate(dict.fromkeys(widths)):
-                if i == 0 and first is not None:
-                    count, after = first, start + first * w
-                elif prev is not None and prev % w == 0:
-                    count = tirx.floordiv(tirx.floormod(j_ext - base, prev), w)
-                    after = base + tirx.floordiv(j_ext - base, w) * w
-                else:
-                    base = start
-                    count = tirx.floordiv(j_ext - base, w)
-                    after = base + count * w
+                count = first if i == 0 and first is not None else tirx.floordiv(j_ext - start, w)
                 jt = tirx.Var(f"{j_name}_{tag}{w}", INDEX)
                 tile = _Tile(self, chain, call, row, j_name, j_init + start + jt * w, w, zeros)
                 par = tirx.ForKind.PARALLEL if self.parallel_columns and i == 0 else tirx.ForKind.SERIAL
                 stmts.append(tirx.For(jt, 0, count, par, body_of(tile, jt)))
-                start, prev = after, (None if i == 0 and first is not None else w)
+                start = start + count * w
             return stmts, start
 
         def columns(pack: bool) -> tirx.Stmt:

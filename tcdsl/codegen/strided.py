@@ -5,7 +5,7 @@ window of a convolution of stride 2, ``x(n, c, 2 * h + kh, 2 * v + kw)``
 with ``v`` the vector loop, or a reversed index ``x(T - 1 - t)`` -- reaches
 TVM's LLVM code generator as a load whose index is ``Ramp(base, s, lanes)``,
 which it emits as one scalar load and one insert per lane.  This pass,
-run after TVM's lowering (:func:`pipeline`), rewrites such a load of a small
+run after TVM's lowering (codegen/targets.py, ``PIPELINE``), rewrites such a load of a small
 stride (``|s| <= MAX_STRIDE``) into the few contiguous vector loads that
 cover the elements from its first lane to its last, and a ``Shuffle``
 picking its lanes out of them: for stride 2 and 16 lanes, two 16-lane loads
@@ -23,7 +23,6 @@ from __future__ import annotations
 import tvm
 import tvm_ffi
 from tvm import tirx
-from tvm.tirx import compilation_pipeline
 
 MAX_STRIDE = 4
 
@@ -70,15 +69,3 @@ def map_nodes(mod: tvm.IRModule, node_type, fn) -> tvm.IRModule:
 def strided_loads(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
     return map_nodes(mod, _LOAD, shuffled)
 
-
-PIPELINE = "tcdsl_cpu"
-
-
-def _cpu_pipeline():
-    lower, host, device = compilation_pipeline.get_tir_pipeline("default")
-    from .vecmath import vector_math  # (imports this module's neighbours: here, not at the top)
-
-    return tvm.transform.Sequential([lower, strided_loads, vector_math]), host, device
-
-
-compilation_pipeline.register_tir_pipeline(PIPELINE, _cpu_pipeline)

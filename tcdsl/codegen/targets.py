@@ -20,6 +20,7 @@ import threading
 
 import tvm
 from tvm import tirx
+from tvm.tirx import compilation_pipeline
 
 from .. import host
 from ..errors import InternalError, TcError
@@ -27,6 +28,19 @@ from ..runtime.device import cuda_device_present
 from . import scratch, strided, vecmath
 
 _build_lock = threading.Lock()
+
+# TVM's default TIR pipeline for CPU builds, then tcdsl's passes over the lowered code:
+# strided vector loads as contiguous loads and a shuffle (strided.py), libm vector calls
+# as libmvec's (vecmath.py)
+PIPELINE = "tcdsl_cpu"
+
+
+def _cpu_pipeline():
+    lower, host_passes, device = compilation_pipeline.get_tir_pipeline("default")
+    return tvm.transform.Sequential([lower, strided.strided_loads, vecmath.vector_math]), host_passes, device
+
+
+compilation_pipeline.register_tir_pipeline(PIPELINE, _cpu_pipeline)
 
 
 def make_target(target) -> tvm.target.Target:
@@ -67,7 +81,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
     with _build_lock:
         try:
             with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES, config=config):
-                return tvm.compile(mod, target=target, tir_pipeline=strided.PIPELINE)
+                return tvm.compile(mod, target=target, tir_pipeline=PIPELINE)
         except tvm.error.InternalError as e:
             # TVM's vectorizer rejects some nests of formulas' ``Let`` bindings
             # (``tanh(sigmoid(x)) * 0.5`` of a loop-invariant ``x`` in a vector
@@ -77,7 +91,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
                 raise
             with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES,
                                            config={**config, "tirx.disable_vectorize": True}):
-                return tvm.compile(mod, target=target, tir_pipeline=strided.PIPELINE)
+                return tvm.compile(mod, target=target, tir_pipeline=PIPELINE)
 
 
 def export(executable, path: str) -> None:

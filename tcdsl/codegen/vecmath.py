@@ -9,7 +9,7 @@ under the x86-64 vector function ABI names (``_ZGVeN16v_sinf``: AVX-512, 16
 float lanes; ``_ZGVdN8v_sinf``: AVX2, 8; ``_ZGVbN4v_sinf``: SSE, 4; the
 float64 ones with half the lanes), accurate to a few ulp over the whole
 float range (their argument reduction is exact; NaN and infinities as libm).
-This pass, run after TVM's lowering (codegen/strided.py's pipeline),
+This pass, run after TVM's lowering (codegen/targets.py's ``PIPELINE``),
 rewrites each vector call of such an intrinsic whose lane count and ISA the
 host has into a call of that variant; scalar calls and other lane counts
 stay as they were.
