@@ -146,3 +146,11 @@ def steps(float(B, K, V) x) -> (y) {
 }""", options={"disk_cache": False})
     x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
     np.testing.assert_array_equal(k(x, T=14)[:, 0], list(range(12)) + [-1, -1])
+
+
+def test_a_product_with_a_constant_factor_first():
+    k = tcdsl.compile("def f(float(N, M) x) -> (y) { y(i) = x(i / M / 2, i % M) where i in 0:2 * N * M }",
+                      options={"disk_cache": False})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(k(x), np.concatenate([np.tile(x[0], 2), np.tile(x[1], 2)]))
+    assert "s2_x_N_x_M" in tcdsl.driver.emit(k, "tir")

@@ -211,7 +211,7 @@ def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
         if _nonaffine(e, bound):
             text = expr_to_tc(e)
             if text not in names:
-                name = base = _spelling(e)
+                name = base = ("s" if _spelling(e)[0].isdigit() else "") + _spelling(e)
                 k = 2
                 while name in taken:
                     name, k = f"{base}_{k}", k + 1
