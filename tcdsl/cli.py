@@ -266,6 +266,12 @@ def _run(args) -> int:
     options = parse_options(_parse_options(args.options))
     sizes = _parse_sizes(args.sizes)
     fe = driver.frontend(_load(args.file), args.entry, options.frontend, fixed=sizes)
+    unknown = [s for s in sizes if s not in fe.checked.sizes]
+    if not unknown:  # the derived sizes (G_x_G of G * G) from the others
+        from .codegen.signature import derived_sizes
+        from .runtime.args import with_derived
+
+        sizes = with_derived(derived_sizes(fe.checked), sizes)
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:
         raise TcError(f"--sizes is missing {', '.join(missing)}")

@@ -154,3 +154,15 @@ def test_a_product_with_a_constant_factor_first():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(k(x), np.concatenate([np.tile(x[0], 2), np.tile(x[1], 2)]))
     assert "s2_x_N_x_M" in tcdsl.driver.emit(k, "tir")
+
+
+def test_cli_run_computes_the_derived_size(tmp_path, capsys):
+    from tcdsl.cli import main
+
+    path = tmp_path / "flat.tc"
+    path.write_text(FLAT)
+    assert main(["run", str(path), "--sizes", "N=2,K=3,V=4"]) == 0
+    out = capsys.readouterr().out
+    assert "y: shape (2, 12) float32" in out and "s: shape (12, 2) float32" in out
+    assert main(["run", str(path), "--sizes", "N=2,K=3,V=4,K_x_V=11"]) == 1
+    assert "size 'K_x_V' is K * V = 12 here, but 11 given at the call" in capsys.readouterr().err
