@@ -222,6 +222,7 @@ def _compiled_text(args, options, sizes: dict[str, int]) -> str:
     from .dispatch import Kernel
 
     mode = args.specialize
+    sizes = _with_derived(fe, sizes)
     if mode != "never" and set(sizes) != set(fe.checked.sizes):
         missing = sorted(set(fe.checked.sizes) - set(sizes))
         raise TcError(f"--specialize {mode} needs every size in --sizes; missing: {', '.join(missing)}")
@@ -257,6 +258,16 @@ def _check(args) -> int:
     return 0
 
 
+def _with_derived(fe, sizes: dict[str, int]) -> dict[str, int]:
+    """``sizes`` and the derived sizes they give (``G_x_G`` of ``G * G``), when they are all sizes of the def."""
+    if any(s not in fe.checked.sizes for s in sizes):
+        return sizes  # (the caller names the unknown one)
+    from .codegen.signature import derived_sizes
+    from .runtime.args import with_derived
+
+    return with_derived(derived_sizes(fe.checked), sizes)
+
+
 def _run(args) -> int:
     import numpy as np
 
@@ -266,12 +277,7 @@ def _run(args) -> int:
     options = parse_options(_parse_options(args.options))
     sizes = _parse_sizes(args.sizes)
     fe = driver.frontend(_load(args.file), args.entry, options.frontend, fixed=sizes)
-    unknown = [s for s in sizes if s not in fe.checked.sizes]
-    if not unknown:  # the derived sizes (G_x_G of G * G) from the others
-        from .codegen.signature import derived_sizes
-        from .runtime.args import with_derived
-
-        sizes = with_derived(derived_sizes(fe.checked), sizes)
+    sizes = _with_derived(fe, sizes)
     missing = [s for s in fe.checked.sizes if s not in sizes]
     if missing:
         raise TcError(f"--sizes is missing {', '.join(missing)}")

@@ -166,3 +166,12 @@ def test_cli_run_computes_the_derived_size(tmp_path, capsys):
     assert "y: shape (2, 12) float32" in out and "s: shape (12, 2) float32" in out
     assert main(["run", str(path), "--sizes", "N=2,K=3,V=4,K_x_V=11"]) == 1
     assert "size 'K_x_V' is K * V = 12 here, but 11 given at the call" in capsys.readouterr().err
+
+
+def test_cli_specializes_with_the_derived_size(tmp_path, capsys):
+    from tcdsl.cli import main
+
+    path = tmp_path / "flat.tc"
+    path.write_text(FLAT)
+    assert main(["compile", str(path), "--specialize", "after-scheduling", "--sizes", "N=2,K=3,V=4"]) == 0
+    assert 'y: T.Buffer((2, 12), "float32"' in capsys.readouterr().out
