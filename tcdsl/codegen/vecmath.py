@@ -18,7 +18,7 @@ The symbols must resolve in this process before LLVM's JIT links a kernel
 (an unresolved symbol there is a crash, not an error): :func:`available`
 loads ``libmvec.so.1`` with ``RTLD_GLOBAL`` once, and without it (not glibc,
 not x86-64) nothing is rewritten.  Exported kernels (the disk cache) link
-``-lmvec`` (:data:`LINK_OPTIONS`).
+``-lmvec`` (:func:`link_options`).
 """
 from __future__ import annotations
 
