@@ -24,6 +24,10 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(_os.cpu_count() or 1))
 THREAD_POOL_SPIN_COUNT = 1000
 _os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", str(THREAD_POOL_SPIN_COUNT))
 
+from . import _tvm_import  # noqa: E402
+
+_tvm_import.install()  # TVM's import would import PyTorch too (2 s): only when the user does
+
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError  # noqa: E402
 
 __version__ = "0.1.0"
