@@ -37,7 +37,8 @@ PIPELINE = "tcdsl_cpu"
 
 def _cpu_pipeline():
     lower, host_passes, device = compilation_pipeline.get_tir_pipeline("default")
-    return tvm.transform.Sequential([lower, strided.strided_loads, vecmath.vector_math]), host_passes, device
+    return (tvm.transform.Sequential([vecmath.intrinsics_in, lower, strided.strided_loads, vecmath.vector_math]),
+            host_passes, device)
 
 
 compilation_pipeline.register_tir_pipeline(PIPELINE, _cpu_pipeline)
@@ -78,7 +79,7 @@ def build(func: tirx.PrimFunc, target: tvm.target.Target):
     # common subexpression elimination is left to LLVM (its CSE), which is
     # cheaper on the unrolled register tiles.
     config = {"tirx.disable_cse_tir": True}
-    with _build_lock:
+    with _build_lock, vecmath.vectorizable():
         try:
             with tvm.transform.PassContext(disabled_pass=_DISABLED_PASSES, config=config):
                 return tvm.compile(mod, target=target, tir_pipeline=PIPELINE)

@@ -14,6 +14,11 @@ rewrites each vector call of such an intrinsic whose lane count and ISA the
 host has into a call of that variant; scalar calls and other lane counts
 stay as they were.
 
+The functions that TVM does not vectorize or lowers inaccurately
+(:data:`_OWNED`: float64 ``tanh``, ``erf``, ``asin``, ...) are this module's
+at every call of a CPU build: vectorizable intrinsics before TVM's
+vectorizer, libmvec's variant or one libm call per lane after it.
+
 The symbols must resolve in this process before LLVM's JIT links a kernel
 (an unresolved symbol there is a crash, not an error): :func:`available`
 loads ``libmvec.so.1`` with ``RTLD_GLOBAL`` once, and without it (not glibc,
@@ -22,6 +27,7 @@ not x86-64) nothing is rewritten.  Exported kernels (the disk cache) link
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import platform
@@ -40,6 +46,23 @@ _FUNCTIONS = {
     # float64 (float32 has formulas of its own, codegen/formulas.py, but for nested arguments)
     "tirx.exp": ("exp", 1), "tirx.log": ("log", 1),
 }
+# libm functions whose every call this module lowers on the CPU (TVM's own
+# lowerings of them are inaccurate formulas, "unknown intrinsic" on vectors,
+# or absent): intrinsic -> (libm / libmvec base name, arguments).  Before
+# TVM's vectorizer, their libm calls become these intrinsics
+# (:func:`intrinsics_in`), which the vectorizer takes as vectorizable during a
+# CPU build (:func:`vectorizable`); after it, a vector call becomes libmvec's
+# variant, or one libm call per lane where there is none, and a scalar call
+# the libm call (:func:`_rewrite`).
+_OWNED = {
+    "tirx.tanh": ("tanh", 1), "tirx.sinh": ("sinh", 1), "tirx.cosh": ("cosh", 1),
+    "tirx.atanh": ("atanh", 1), "tirx.erf": ("erf", 1), "tirx.log1p": ("log1p", 1),
+    "tirx.asin": ("asin", 1), "tirx.acos": ("acos", 1), "tirx.atan": ("atan", 1),
+    "tirx.asinh": ("asinh", 1), "tirx.acosh": ("acosh", 1), "tirx.atan2": ("atan2", 2),
+}
+_FUNCTIONS.update(_OWNED)
+# libm symbol -> intrinsic, for the calls that codegen/mathlib.py emits as libm's
+_FROM_LIBM = {name + suffix: op for op, (name, _) in _OWNED.items() for suffix in ("", "f")}
 # the vector function ABI's ISA letters, widest first, and their lanes of float32
 _WIDTHS = (("e", 16), ("d", 8), ("b", 4))
 
@@ -96,6 +119,21 @@ def variant(op: str, dtype: str) -> tuple[str, int] | None:
     return None
 
 
+def _libm_call(op: str, dtype: str, args) -> "tirx.PrimExpr":
+    """libm's ``op`` of scalar ``args``, or of each lane of vector ones."""
+    scalar, _, lanes = dtype.partition("x")
+    symbol = _OWNED[op][0] + ("f" if scalar == "float32" else "")
+    if not lanes:
+        return tirx.call_pure_extern(dtype, symbol, *args)
+    vars_ = [tirx.Var(f"vm_arg{i}", dtype) for i in range(len(args))]
+    lane = [tirx.call_pure_extern(scalar, symbol, *[tirx.Shuffle([v], [tirx.IntImm("int32", k)]) for v in vars_])
+            for k in range(int(lanes))]
+    out = tirx.Shuffle(lane, [tirx.IntImm("int32", k) for k in range(int(lanes))])
+    for v, a in reversed(list(zip(vars_, args))):
+        out = tirx.Let(v, a, out)
+    return out
+
+
 def _rewrite(call):
     op = getattr(call.op, "name", None)
     if op not in _FUNCTIONS:
@@ -103,7 +141,7 @@ def _rewrite(call):
     dtype = str(getattr(call.ty, "dtype", ""))
     found = variant(op, dtype)
     if found is None:
-        return call
+        return _libm_call(op, dtype, call.args) if op in _OWNED and dtype.startswith("float") else call
     symbol, n = found
     lanes = int(dtype.partition("x")[2])
     if lanes == n:
@@ -123,7 +161,39 @@ def _rewrite(call):
 
 @tvm.transform.module_pass(opt_level=0, name="tcdsl.VectorMath")
 def vector_math(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
-    return map_nodes(mod, _CALL, _rewrite) if available() else mod
+    return map_nodes(mod, _CALL, _rewrite)
+
+
+def _intrinsic(call):
+    if getattr(call.op, "name", None) != "tirx.call_pure_extern":
+        return call
+    op = _FROM_LIBM.get(str(getattr(call.args[0], "value", "")))
+    dtype = str(getattr(call.ty, "dtype", ""))
+    if op is None or dtype not in ("float32", "float64"):
+        return call
+    return _CALL(tvm.ir.Op.get(op), list(call.args[1:]), attrs=call.attrs, ret_ty=call.ty)
+
+
+@tvm.transform.module_pass(opt_level=0, name="tcdsl.LibmIntrinsics")
+def intrinsics_in(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+    """The libm calls of :data:`_OWNED`'s functions as their intrinsics, which
+    the vectorizer can widen (run before TVM's lowering)."""
+    return map_nodes(mod, _CALL, _intrinsic)
+
+
+@contextlib.contextmanager
+def vectorizable():
+    """Within: TVM's vectorizer widens calls of :data:`_OWNED`'s intrinsics
+    (an operator attribute, global to the process: hold the build lock)."""
+    ops = [tvm.ir.Op.get(name) for name in _OWNED]
+    added = [op for op in ops if op.get_attr("TVectorizable") is None]
+    for op in added:
+        op.set_attr("TVectorizable", True)
+    try:
+        yield
+    finally:
+        for op in added:
+            op.reset_attr("TVectorizable")
 
 
 def link_options() -> list[str]:
