@@ -241,3 +241,52 @@ def test_quotient_and_remainder_taps_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), records
+
+
+# nn.ConvTranspose1d(C, O, 16, stride=8, padding=4) by quotient and remainder of t + 4 (HiFi-GAN's
+# upsampling): output t reads x at (t + 4) / 8 - m with the tap (t + 4) % 8 + 8 m
+CONVT1D_OFFSET = """def up(float(B,C,L) x, float(C,O,16) w) -> (y) {
+  y(b, o, t) +=! ((t + 4) / 8 - m >= 0 && (t + 4) / 8 - m < L ? x(b, c, (t + 4) / 8 - m) : 0)
+                 * w(c, o, (t + 4) % 8 + 8 * m) where t in 0:8 * L, m in 0:2
+}"""
+# stride 3, an offset above the stride: (t + 5) / 3 = (t + 2) / 3 + 1
+CONVT1D_OFFSET_BIG = """def up(float(B,C,L) x, float(C,O,6) w) -> (y) {
+  y(b, o, t) +=! ((t + 5) / 3 - m - 1 >= 0 && (t + 5) / 3 - m - 1 < L ? x(b, c, (t + 5) / 3 - m - 1) : 0)
+                 * w(c, o, (t + 5) % 3 + 3 * m) where t in 0:3 * L + 1, m in 0:2
+}"""
+
+
+def test_an_output_read_by_quotient_and_remainder_of_an_offset_is_split():
+    (pairs, name), = _plan(CONVT1D_OFFSET).stmts.values()
+    assert name == "y_par" and [(q.v, q.k, q.s, q.e) for q in pairs] == [("t", None, 8, 4)]
+    s = tcdsl.compile(CONVT1D_OFFSET, options={"disk_cache": False}).script
+    sums = s.split("y_par = T.alloc_buffer")[1].split("y[")[0]
+    # register tiles, no remainder left (the quotient of t_p + 4 bounds a loop, once per class)
+    assert "acc = T.alloc_buffer(" in sums and not re.search(r"% 8\b", sums), sums
+    # a negative offset (a dividend below 0 at t = 0) and two offsets are left as written
+    assert not _plan(CONVT1D_OFFSET.replace("(t + 4)", "(t - 4)"))
+    assert not _plan(CONVT1D_OFFSET.replace("(t + 4) % 8", "(t + 3) % 8"))
+
+
+@pytest.mark.parametrize("mode", ["never", "before-scheduling"])
+def test_quotient_and_remainder_of_an_offset_match_numpy(mode):
+    rng = np.random.default_rng(5)
+    k = tcdsl.compile(CONVT1D_OFFSET, specialize=mode, options={"disk_cache": False})
+    for B, C, L, O in [(1, 1, 1, 1), (2, 3, 5, 4), (1, 2, 3, 3)]:
+        x, w = rand(rng, B, C, L), rand(rng, C, O, 16)
+        want = _convt_ref(x, w, 8, 4, (8 * L,))
+        np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-5)
+    k = tcdsl.compile(CONVT1D_OFFSET_BIG, specialize=mode, options={"disk_cache": False})
+    for B, C, L, O in [(1, 1, 1, 1), (2, 3, 5, 4)]:
+        x, w = rand(rng, B, C, L), rand(rng, C, O, 6)
+        want = _convt_ref(x, w, 3, 2, (3 * L + 1,))
+        np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_quotient_and_remainder_of_an_offset_stay_inside_their_tensors():
+    cases = [{"id": "parity:offset", "source": CONVT1D_OFFSET, "expect": "agree",
+              "settings": [{"B": 1, "C": 2, "L": 3, "O": 2}, {"B": 2, "C": 1, "L": 1, "O": 1}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), records

@@ -36,7 +36,9 @@ An output variable that the sum reads only as ``v / s`` and ``v % s`` (the
 taps of a transposed convolution written by quotient and remainder, ``x(b,
 c, t / 3 - m) * w(c, o, t % 3 + 3 * m)``) is split the same way, without a
 tap: ``v / s`` becomes ``v_q`` and ``v % s`` becomes ``v_p`` (stride 3,
-(B, C, L, O) = (8, 128, 512, 64): 140 -> 3.9-4.2 ms).
+(B, C, L, O) = (8, 128, 512, 64): 140 -> 3.9-4.2 ms); also where it is read
+as ``(v + e) / s`` and ``(v + e) % s``, one constant ``e >= 0`` (PyTorch's
+padding), with ``v + e % s = s * v_q + v_p``.
 ``options={"parity": False}`` leaves programs as written.
 """
 from __future__ import annotations
@@ -58,7 +60,7 @@ class Pair:
     v: str  # the output variable
     k: str | None  # the reduction variable; None: ``v`` is only read as ``v / s`` and ``v % s``
     s: int  # the stride
-    e: int  # the constant of v - k + e, reduced modulo s
+    e: int  # the constant of v - k + e, reduced modulo s; without k: of the reads' (v + e) / s
     ext_v: str  # the variables' extents as TC text
     ext_k: str | None
 
@@ -135,9 +137,9 @@ def plan(model: Model) -> Plan:
                         if v not in pairs and kk not in {p[1] for p in pairs.values()}:
                             pairs[v] = (v, kk, st, e)
             for v in lhs:  # outputs read only divided: ``x(b, c, t / 3 - m) * w(c, o, t % 3 + 3 * m)``
-                st = _divided(comp.rhs, v)
-                if v not in pairs and st:
-                    pairs[v] = (v, None, st, 0)
+                found_div = _divided(comp.rhs, v)
+                if v not in pairs and found_div:
+                    pairs[v] = (v, None, *found_div)
             if not pairs:
                 continue
             found = []
@@ -159,24 +161,34 @@ def _remainder_last(e, v: str, s: int) -> bool:
     def last(x):
         idx = x.indices if isinstance(x, n.Access) else x.args if isinstance(x, n.Call) else ()
         return idx[-1] if idx else None
-    return any(isinstance(i := last(x), n.Binary) and i.op == "%" and isinstance(i.lhs, (n.Ident, n.IndexVar))
-               and i.lhs.name == v and isinstance(i.rhs, n.Const) and i.rhs.value == s for x in n.walk(e))
+    return any(isinstance(i := last(x), n.Binary) and i.op == "%" and _offset(i.lhs, v) is not None
+               and isinstance(i.rhs, n.Const) and i.rhs.value == s for x in n.walk(e))
 
 
-def _divided(e, v: str) -> int | None:
-    """``s`` when every read of ``v`` in ``e`` is ``v / s`` or ``v % s`` (one
-    constant ``s`` of at least 2, at least once a quotient); else None."""
-    ok, strides, quotients = set(), set(), 0
+def _offset(x, v: str) -> int | None:
+    """``e`` where ``x`` is ``v + e`` (``e`` a constant of at least 0); else None."""
+    lin = n.linear(x)
+    if lin is None or set(lin) - {1} != {v} or lin[v] != 1 or lin.get(1, 0) < 0:
+        return None
+    return lin.get(1, 0)
+
+
+def _divided(e, v: str) -> tuple[int, int] | None:
+    """``(s, e)`` when every read of ``v`` in ``e`` is ``(v + e) / s`` or
+    ``(v + e) % s`` (one constant ``s`` of at least 2, one constant ``e`` of
+    at least 0, so that the dividend is never negative; at least once a
+    quotient); else None."""
+    ok, forms, quotients = set(), set(), 0
     for x in n.walk(e):
-        if isinstance(x, n.Binary) and x.op in ("/", "%") and isinstance(x.lhs, n.IndexVar) and x.lhs.name == v \
-                and isinstance(x.rhs, n.Const) and isinstance(x.rhs.value, int) and x.rhs.value >= 2:
-            ok.add(id(x.lhs))
-            strides.add(x.rhs.value)
+        if isinstance(x, n.Binary) and x.op in ("/", "%") and isinstance(x.rhs, n.Const) \
+                and isinstance(x.rhs.value, int) and x.rhs.value >= 2 and (off := _offset(x.lhs, v)) is not None:
+            ok.update(id(r) for r in n.walk(x.lhs) if isinstance(r, n.IndexVar))
+            forms.add((x.rhs.value, off))
             quotients += x.op == "/"
     reads = [x for x in n.walk(e) if isinstance(x, n.IndexVar) and x.name == v]
-    if len(strides) != 1 or not quotients or any(id(x) not in ok for x in reads):
+    if len(forms) != 1 or not quotients or any(id(x) not in ok for x in reads):
         return None
-    return strides.pop()
+    return forms.pop()
 
 
 def _extent(s, var: str, context: isl.Set) -> str | None:
@@ -218,9 +230,11 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
     fresh = {q.v: (_fresh(f"{q.v}_p", taken), _fresh(f"{q.v}_q", taken)) for q in pairs}
     taps = {q.k: _fresh(f"{q.k}_a", taken) for q in pairs if q.k}
     subst = {}
+    # a divided output read as ``(v + e) / s``: v + e % s = s * v_q + v_p
+    shift = {q.v: q.e % q.s if q.k is None else 0 for q in pairs}
     for q in pairs:
         vp, vq = fresh[q.v]
-        subst[q.v] = f"({q.s} * {vq} + {vp})"
+        subst[q.v] = f"({q.s} * {vq} + {vp} - {shift[q.v]})" if shift[q.v] else f"({q.s} * {vq} + {vp})"
         if q.k:
             subst[q.k] = f"({q.s} * {taps[q.k]} + ({vp} + {q.e}) % {q.s})" if q.e else f"({q.s} * {taps[q.k]} + {vp})"
 
@@ -229,11 +243,13 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         ``k`` is ``s * k_a + (v_p + c) % s``), so that the read moves with
         ``v_q`` by 1, without a division TVM would keep in a vector's lanes;
         ``v / s`` and ``v % s`` of a divided output as ``v_q`` and ``v_p``."""
-        if isinstance(e, n.Binary) and e.op in ("/", "%") and isinstance(e.lhs, (n.Ident, n.IndexVar)) \
-                and isinstance(e.rhs, n.Const):
-            q = next((q for q in pairs if q.k is None and q.v == e.lhs.name and q.s == e.rhs.value), None)
+        if isinstance(e, n.Binary) and e.op in ("/", "%") and isinstance(e.rhs, n.Const):
+            q = next((q for q in pairs if q.k is None and q.s == e.rhs.value and _offset(e.lhs, q.v) == q.e), None)
             if q is not None:
-                return fresh[q.v][1 if e.op == "/" else 0]
+                vp, vq = fresh[q.v]
+                if e.op == "%":
+                    return vp
+                return f"({vq} + {q.e // q.s})" if q.e // q.s else vq
         if not (isinstance(e, n.Binary) and e.op == "/" and isinstance(e.rhs, n.Const)):
             return None
         lin = n.linear(e.lhs)
@@ -254,9 +270,9 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
         text = subst.get(e.name) if isinstance(e, (n.Ident, n.IndexVar)) else quotient(e)
         return n.map_children(e, sub) if text is None else _expr(text, e.span)
 
-    guard = " && ".join(f"{subst[q.v]} < {q.ext_v}" + (f" && {subst[q.k]} < {q.ext_k}" if q.k else "")
-                        for q in pairs)
-    wheres = [f"{fresh[q.v][0]} in 0:{q.s}, {fresh[q.v][1]} in 0:({q.ext_v} + {q.s - 1}) / {q.s}"
+    guard = " && ".join(f"{subst[q.v]} < {q.ext_v}" + (f" && {subst[q.v]} >= 0" if shift[q.v] else "")
+                        + (f" && {subst[q.k]} < {q.ext_k}" if q.k else "") for q in pairs)
+    wheres = [f"{fresh[q.v][0]} in 0:{q.s}, {fresh[q.v][1]} in 0:({q.ext_v} + {q.s - 1 + shift[q.v]}) / {q.s}"
               + (f", {taps[q.k]} in 0:({q.ext_k} + {q.s - 1}) / {q.s}" if q.k else "") for q in pairs]
     moved = set(subst)
     for w in st.wheres:
@@ -283,10 +299,12 @@ def _split(st: n.Comprehension, pairs, name: str, taken: set) -> list:
     first = replace(first, rhs=n.Select(_expr(guard, st.span), sub(st.rhs), n.Const(0, span=st.span),
                                         span=st.span))
     by_v = {q.v: q for q in pairs}
-    back = lhs[:first_split] + [f"{q.v} % {q.s}" for q in pairs] + [f"{v} / {by_v[v].s}" if v in by_v else v
-                                                                      for v in lhs[first_split:]]
+    plus = {v: f"({v} + {shift[v]})" if shift[v] else v for v in by_v}
+    back = lhs[:first_split] + [f"{plus[q.v]} % {q.s}" for q in pairs] + [
+        f"{plus[v]} / {by_v[v].s}" if v in by_v else v for v in lhs[first_split:]]
     if divided:
-        back = [x for v in lhs for x in ((f"{v} / {by_v[v].s}", f"{v} % {by_v[v].s}") if v in by_v else (v,))]
+        back = [x for v in lhs for x in ((f"{plus[v]} / {by_v[v].s}", f"{plus[v]} % {by_v[v].s}") if v in by_v
+                                         else (v,))]
     ranges = ", ".join(f"{q.v} in 0:{q.ext_v}" for q in pairs)
     second = _statement(f"{st.tensor}({', '.join(lhs)}) = {name}({', '.join(back)}) where {ranges}")
     return [first, _respan(second, st.span)]
