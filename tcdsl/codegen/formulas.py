@@ -226,19 +226,22 @@ def _exp2i(k: "tirx.PrimExpr") -> "tirx.PrimExpr":
 _EXP_LOWEST = -87.33654
 
 
-def _fast_exp_f32(x: "tirx.PrimExpr") -> "tirx.PrimExpr":
+def _fast_exp_f32(x: "tirx.PrimExpr", nonnegative: bool = False) -> "tirx.PrimExpr":
+    """exp(x); ``nonnegative``: the caller's ``x`` is never below 0 (or NaN)."""
     f32 = "float32"
 
     def body(v):
         # clamped so that nothing below is subnormal (or 2**n infinite)
         xc = tirx.max(tirx.min(v, _c(89.0, f32)), _c(_EXP_LOWEST, f32))
+
+        def value(p):
+            return p if nonnegative else _select(v < _c(_EXP_LOWEST, f32), _c(0.0, f32), p)
         return _let(f32, tirx.floor(xc * _c(1.44269504088896341, f32) + _c(0.5, f32)), lambda n: _let(
             f32, xc - n * _c(0.693359375, f32) + n * _c(2.12194440e-4, f32), lambda r: _let(
                 "int32", tirx.Cast("int32", n), lambda k: _nan_kept(
-                    v, _select(v < _c(_EXP_LOWEST, f32), _c(0.0, f32),
-                               (_horner(_EXP_P, r, f32) * r * r + r + _c(1.0, f32))
-                               # 2**n in two halves: n spans [-126, 129], beyond a float32 exponent above
-                               * _exp2i(tirx.shift_right(k, 1)) * _exp2i(k - tirx.shift_right(k, 1)))))))
+                    v, value((_horner(_EXP_P, r, f32) * r * r + r + _c(1.0, f32))
+                             # 2**n in two halves: n spans [-126, 129], beyond a float32 exponent above
+                             * _exp2i(tirx.shift_right(k, 1)) * _exp2i(k - tirx.shift_right(k, 1)))))))
     return _let(f32, x, body)
 
 
@@ -418,7 +421,7 @@ def tanh(x: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
     def body(v):
         def both(a):
             small = _let(f32, v * v, lambda z: v + v * z * _horner(_TANH_P, z, f32))
-            large = _c(1.0, f32) - _c(2.0, f32) / (_fast_exp_f32(a + a) + _c(1.0, f32))
+            large = _c(1.0, f32) - _c(2.0, f32) / (_fast_exp_f32(a + a, nonnegative=True) + _c(1.0, f32))
             return _nan_kept(v, _select(a < _c(0.625, f32), small, _select(v < _c(0.0, f32), -large, large)))
         return _let(f32, tirx.abs(v), both)
     return _let(f32, x, body)
