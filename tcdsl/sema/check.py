@@ -271,6 +271,8 @@ class _Checker:
         self.write_rank[s.tensor] = len(lhs)
         if s.op in ("argmax=!", "argmin=!"):
             rhs = arg_reduction(s, lhs, rhs, reduction_vars)
+        else:
+            reduction_vars = _contiguous_last(rhs, reduction_vars, s.tensor)
         eq = s.equivalent and replace(s.equivalent, args=tuple(scope.resolve(a) for a in s.equivalent.args))
         return replace(s, indices=lhs, rhs=rhs, wheres=tuple(wheres), reduction_vars=reduction_vars,
                        equivalent=eq)
@@ -465,3 +467,27 @@ def _count(k: int, word: str) -> str:
 
 def _are(k: int) -> str:
     return "is" if k == 1 else "are"
+
+
+def _contiguous_last(rhs: n.Expr, reduction_vars: tuple[str, ...], tensor: str) -> tuple[str, ...]:
+    """The reduction variables in their order of appearance, but the one that
+    most reads have in their last index (with coefficient 1) last, as the
+    innermost loop: ``loss +=! w(c) * y(n, c) + x(n, c)`` sums over ``(n, c)``,
+    not ``(c, n)``, whose inner loop read ``x`` and ``y`` a row apart (5.8x
+    slower).  TC leaves the order of a reduction's terms open (a sum that
+    reads its own output keeps the order written, as does a tie)."""
+    if len(reduction_vars) < 2:
+        return reduction_vars
+    score = dict.fromkeys(reduction_vars, 0)
+    for a in n.walk(rhs):
+        if isinstance(a, n.Access) and a.tensor == tensor:
+            return reduction_vars
+        if isinstance(a, n.Access) and a.indices:
+            lin = n.linear(a.indices[-1]) or {}
+            for v in score:
+                score[v] += lin.get(v) == 1
+    best = max(score.values())
+    if score[reduction_vars[-1]] == best:
+        return reduction_vars
+    inner = next(v for v in reduction_vars if score[v] == best)
+    return tuple(v for v in reduction_vars if v != inner) + (inner,)
