@@ -471,23 +471,25 @@ def _are(k: int) -> str:
 
 def _contiguous_last(rhs: n.Expr, reduction_vars: tuple[str, ...], tensor: str) -> tuple[str, ...]:
     """The reduction variables in their order of appearance, but the one that
-    most reads have in their last index (with coefficient 1) last, as the
-    innermost loop: ``loss +=! w(c) * y(n, c) + x(n, c)`` sums over ``(n, c)``,
+    most reads have in their last index (with coefficient 1) and fewest in
+    another last, as the innermost loop: ``loss +=! w(c) * y(n, c) + x(n, c)`` sums over ``(n, c)``,
     not ``(c, n)``, whose inner loop read ``x`` and ``y`` a row apart (5.8x
     slower).  TC leaves the order of a reduction's terms open (a sum that
     reads its own output keeps the order written, as does a tie)."""
     if len(reduction_vars) < 2:
         return reduction_vars
+    # reads with the variable in their last index, less those with it in another one
     score = dict.fromkeys(reduction_vars, 0)
     for a in n.walk(rhs):
         if isinstance(a, n.Access) and a.tensor == tensor:
             return reduction_vars
         if isinstance(a, n.Access) and a.indices:
             lin = n.linear(a.indices[-1]) or {}
+            earlier = {x.name for e in a.indices[:-1] for x in n.walk(e) if isinstance(x, n.IndexVar)}
             for v in score:
-                score[v] += lin.get(v) == 1
+                score[v] += (lin.get(v) == 1) - (v in earlier)
     best = max(score.values())
-    if score[reduction_vars[-1]] == best:
+    if best <= 0 or score[reduction_vars[-1]] == best:
         return reduction_vars
     inner = next(v for v in reduction_vars if score[v] == best)
     return tuple(v for v in reduction_vars if v != inner) + (inner,)
