@@ -119,3 +119,36 @@ def test_writes_below_zero_stay_errors(src):
         frontend(Source(src, "w.tc"))
     # (an inferred range is shown: "(range inference gives 'i' the range [-5, N - 5); ...)")
     assert str(info.value).startswith("w.tc:2:5: 'B' may be written at a negative index along dimension 0")
+
+
+ZERO_START = """def rnn(float(T,B,I) x, float(I,H) Wx, float(H,H) Wh) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * Wx(i, j)
+    if t > 0 {
+      m(b, j) +=! h(t - 1, b, k) * Wh(k, j)
+      a(b, j) = a(b, j) + m(b, j)
+    }
+    h(t, b, j) = tanh(a(b, j))
+  }
+}"""
+
+
+def test_an_output_index_bounded_only_by_a_tensor_written_further_down():
+    """``m(b, j) +=! h(t - 1, b, k) * Wh(k, j)`` above the statement that
+    writes ``h``: ``b`` takes the extent ``h`` gets there (a second pass, as
+    for a reduction variable of such a read), not "cannot infer"."""
+    fe = frontend(Source(ZERO_START))
+    assert "S1 m: b in [0, B)" in fe.ranges.dump().splitlines()
+    k = tcdsl.compile(ZERO_START, options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    T, B, I, H = 4, 3, 5, 6
+    x, wx, wh = rng.standard_normal((T, B, I)), rng.standard_normal((I, H)) / 3, rng.standard_normal((H, H)) / 3
+    h, want = np.zeros((B, H)), []
+    for t in range(T):
+        h = np.tanh(x[t] @ wx + h @ wh)
+        want.append(h)
+    np.testing.assert_allclose(k(*(a.astype(np.float32) for a in (x, wx, wh))), np.stack(want), rtol=1e-5, atol=1e-5)
+    # a variable that nothing bounds is still an error, in the second pass
+    with pytest.raises(TcSemanticError, match="cannot infer the range of 'q'"):
+        frontend(Source(ZERO_START.replace("m(b, j) +=!", "m(b, j, q) +=!").replace("a(b, j) + m(b, j)",
+                                                                                      "a(b, j) + m(b, j, 0)")))

@@ -134,7 +134,7 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     # decoder's context of step t - 1): once more, with the shapes found for
     # such reads, so that they bound the sum's variables as every read does
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
-    _Inference(info, late_extents=first.info.extents).stmts(checked.node.body, (), ())
+    _Inference(info, late_extents=first.info.extents, late_own=first.late_own).stmts(checked.node.body, (), ())
     return info
 
 
@@ -149,7 +149,7 @@ def _loop_vars(stmts) -> list[str]:
 
 
 class _Inference:
-    def __init__(self, info: RangeInfo, late_extents: dict | None = None):
+    def __init__(self, info: RangeInfo, late_extents: dict | None = None, late_own: set | None = None):
         self.info = info
         self.ctx = info.ctx
         self.params = info.params
@@ -157,9 +157,16 @@ class _Inference:
         self.written_for: dict[str, isl.Set] = {}
         # the extents found by a first pass, for a reduction variable of a read
         # made before the tensor is written; ``late``: there was such a read
+        self.first = late_extents is None
         self.late_extents = late_extents or {}
         self.late = False
         self.reduction_vars: tuple[str, ...] = ()
+        # (statement span, variable): an output index that only such a read
+        # bounds (``m(b, j) +=! h(t - 1, b, k) * W(k, j)`` above the statement
+        # that writes ``h``), found by the first pass, bounded by the second
+        self.late_own: set = late_own or set()
+        self._span = None
+        self._maybe_late: set[str] = set()
 
     def stmts(self, stmts, loops: tuple[Loop, ...], conds) -> None:
         for s in stmts:
@@ -201,6 +208,7 @@ class _Inference:
         own = [v for v in (lhs_index_var(e, loop_names) for e in s.indices) if v is not None]
         vars_ = tuple(own) + s.reduction_vars
         self.reduction_vars = s.reduction_vars
+        self._span, self._maybe_late = s.span, set()
         pset = self._param_set(loops, conds)
         space = isl.Space.create_from_names(self.ctx, set=[isl_name(v) for v in vars_],
                                             params=[isl_name(p) for p in self.params])
@@ -223,6 +231,14 @@ class _Inference:
             lhs = n.Access(s.tensor, s.indices)
             box = self._rounds([lhs], vars_, resolved, box, var_sets, space)
             box = self._rounds(accesses, vars_, resolved, box, var_sets, space)
+        for v in vars_:
+            if v not in resolved and self.first and v in own and v in self._maybe_late:
+                # bounded in the second pass by the extent the read tensor gets further down
+                self.late_own.add((s.span, v))
+                self.late = True
+                zero_one = self._interval(vars_, v, n.Const(0), n.Const(1), space)
+                box, var_sets[v] = box & zero_one, var_sets[v] & zero_one
+                resolved.add(v)
         for v in vars_:
             if v not in resolved:
                 raise TcSemanticError(f"cannot infer the range of '{v}'; use a where clause "
@@ -297,7 +313,10 @@ class _Inference:
         if len(unresolved) != 1:
             return
         extent = self._extent(acc.tensor, k)
-        if extent is None and next(iter(unresolved)) in self.reduction_vars:
+        if extent is None and self.first and acc.tensor not in self.info.extents:
+            self._maybe_late.add(next(iter(unresolved)))
+        if extent is None and (next(iter(unresolved)) in self.reduction_vars
+                               or (self._span, next(iter(unresolved))) in self.late_own):
             if acc.tensor in self.late_extents:
                 extent = self.late_extents[acc.tensor][k].align_params(self._param_space())
             else:
