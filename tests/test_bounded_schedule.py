@@ -17,16 +17,18 @@ from helpers import ELMAN, elman_inputs, reference
 
 # isl's scheduler searches for more than an hour on this system at these
 # sizes (islpy 2026.2), while the symbolic one is scheduled at once
-PADDED_WITH_ONE = """def pz(float(B, C, L) x, float(O, C, K) w) -> (y) {
-  y(b, o, t) +=! (t + k - 1 >= 0 && t + k - 1 < L ? x(b, c, t + k - 1) : 1.0) * w(o, c, k) where t in 0:L, k in 0:K
+# (the weight (O, K, C): k and c each last in one read, so the sum keeps the
+# order written, (k, c), which isl's search at fixed sizes does not finish)
+PADDED_WITH_ONE = """def pz(float(B, C, L) x, float(O, K, C) w) -> (y) {
+  y(b, o, t) +=! (t + k - 1 >= 0 && t + k - 1 < L ? x(b, c, t + k - 1) : 1.0) * w(o, k, c) where t in 0:L, k in 0:K
 }"""
 
 
 def _padded_reference(x, w):
     B, C, L = x.shape
-    O, _, K = w.shape
+    O, K, _ = w.shape
     xp = np.concatenate([np.ones((B, C, 1)), x.astype(np.float64), np.ones((B, C, K))], axis=2)
-    return np.stack([np.einsum("bcl,ocl->bo", xp[:, :, t:t + K], w.astype(np.float64)) for t in range(L)], axis=2)
+    return np.stack([np.einsum("bcl,olc->bo", xp[:, :, t:t + K], w.astype(np.float64)) for t in range(L)], axis=2)
 
 
 def _schedules(fixed):
