@@ -287,6 +287,39 @@ def test_a_batch_of_contractions_runs_one_batch_element_after_the_other(mode):
     del sizes
 
 
+# heads between the positions (a linear layer's output viewed (B, T, H, D)): the output's
+# nest has the heads as its third loop
+CAUSAL_BTHD = """def causal(float(B,T,H,D) q, float(B,T,H,D) k, float(B,T,H,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d)
+  sm(b, h, i, j) = j <= i ? s(b, h, i, j) * rsqrt(float(D)) : -1e30
+  m(b, h, i) max=! sm(b, h, i, j)
+  z(b, h, i) +=! exp(sm(b, h, i, j) - m(b, h, i))
+  p(b, h, i, j) = exp(sm(b, h, i, j) - m(b, h, i)) / z(b, h, i)
+  o(b, i, h, d) +=! p(b, h, i, j) * v(b, j, h, d)
+}"""
+
+
+def test_the_heads_are_a_second_shared_loop():
+    """Below the shared loop over the batch, one over the heads
+    (polyhedral/schedule_batch.py): a head's score matrices are still in
+    cache for its max, exps, sums and weighted sum, not swept for all heads
+    by each statement in turn; every nest keeps its register tiles."""
+    k = tcdsl.compile(CAUSAL_BTHD, options={"disk_cache": False})
+    ast = emit(k, "isl-ast")
+    assert _top_loops(ast) == 1 and re.match(r"// par\nfor \(int c0 = 0; c0 < B; c0 \+= 1\) \{\s*// par\s*"
+                                            r"for \(int c1 = 0; c1 < H; c1 \+= 1\) \{", ast), ast[:300]
+    separate = tcdsl.compile(CAUSAL_BTHD, options={"disk_cache": False, "fusion": "none"})
+    assert _tiles(emit(k, "tir")) == _tiles(emit(separate, "tir")) > 0
+    rng = np.random.default_rng(12)
+    B, T, H, D = 2, 9, 3, 5
+    q, kk, v = (rng.standard_normal((B, T, H, D)) for _ in range(3))
+    s = np.einsum("bihd,bjhd->bhij", q, kk) / np.sqrt(D)
+    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("bhij,bjhd->bihd", p / p.sum(-1, keepdims=True), v)
+    np.testing.assert_allclose(k(*(a.astype(np.float32) for a in (q, kk, v))), want, rtol=1e-4, atol=1e-5)
+
+
 def test_contractions_over_a_shared_weight_keep_their_own_nests():
     """A product that reads a weight at every batch element is not cut into
     batch elements (its panels serve all rows), nor are nests over different

@@ -22,7 +22,7 @@ from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from . import bounded, branches
 from .model import Kernel, Model, lift_param, maps
-
+from .schedule_batch import heads_fused
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
                               _narrow_parallel_statements, written_in_steps, _stores_across_rows, _stride_one, _params,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
@@ -93,7 +93,8 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
         # (1.1-1.4x faster on a 2-core AMD EPYC)
         fused = None
         if len({x.info.comp.tensor for x in k.stmts}) > 1:
-            fused = _rows_fused(_compute(sc, True), sc, rows_below=red, batch_reads=_reduction_reads(k, red))
+            reads = _reduction_reads(k, red)
+            fused = heads_fused(_rows_fused(_compute(sc, True), sc, rows_below=red, batch_reads=reads), sc, red, reads)
         if fused is not None:
             fused = _finish(fused, stride_one)
             if ((_tiled_statements(fused, stride_one, red), _vector_statements(fused, stride_one))
