@@ -15987,3 +15987,1219 @@ def _h38_combs(torch, a, t, s):
             out += y
         return out / len(dl)
     return {"per comb: python loop over blocks of its delay": _nograd(torch, blocks)}
+
+
+# ------------------------------------------------------------ session 54: recurrent networks written in many ways
+
+
+# ---------------------------------------------------------------- batch b1: recurrent networks
+
+def _lens_b1(rng, B, T):
+    lens = rng.integers(1, T + 1, B).astype(np.int32)
+    lens[0] = T
+    return lens
+
+
+def _sig(torch, v):
+    return torch.sigmoid(v)
+
+
+# A. layer-normalized LSTM (Ba et al.): LN on the x and h projections, LN on c before tanh
+@program(name="ln-lstm (LN on x-proj, h-proj and cell), batch-first, (4H,in)", kind="rnn", src="""
+def ln_lstm(float(B,T,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) Wx, float(4*H,H) Wh,
+            float(4*H) gx, float(4*H) bx, float(4*H) gh, float(4*H) bh, float(H) gc, float(H) bc,
+            float(4*H) bias) -> (h, c) {
+  px(b, t, r) +=! x(b, t, i) * Wx(r, i)
+  mx(b, t) +=! px(b, t, r)
+  mx(b, t) = mx(b, t) / float(4 * H)
+  vx(b, t) +=! (px(b, t, r) - mx(b, t)) * (px(b, t, r) - mx(b, t))
+  vx(b, t) = vx(b, t) / float(4 * H)
+  xn(b, t, r) = (px(b, t, r) - mx(b, t)) * rsqrt(vx(b, t) + 1e-5) * gx(r) + bx(r) + bias(r)
+  for t in T {
+    if t == 0 { ph(b, r) +=! h0(b, k) * Wh(r, k) }
+    else      { ph(b, r) +=! h(b, t - 1, k) * Wh(r, k) }
+    mh(b) +=! ph(b, r)
+    mh(b) = mh(b) / float(4 * H)
+    vh(b) +=! (ph(b, r) - mh(b)) * (ph(b, r) - mh(b))
+    vh(b) = vh(b) / float(4 * H)
+    g(b, r) = xn(b, t, r) + (ph(b, r) - mh(b)) * rsqrt(vh(b) + 1e-5) * gh(r) + bh(r)
+    if t == 0 { c(b, t, j) = sigmoid(g(b, H + j)) * c0(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    else      { c(b, t, j) = sigmoid(g(b, H + j)) * c(b, t - 1, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H }
+    mc(b) +=! c(b, t, j)
+    mc(b) = mc(b) / float(H)
+    vc(b) +=! (c(b, t, j) - mc(b)) * (c(b, t, j) - mc(b))
+    vc(b) = vc(b) / float(H)
+    h(b, t, j) = sigmoid(g(b, 3 * H + j)) * tanh((c(b, t, j) - mc(b)) * rsqrt(vc(b) + 1e-5) * gc(j) + bc(j)) where j in 0:H
+  }
+}
+""", full=dict(B=32, T=64, I=256, H=256), tiny=dict(B=2, T=3, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["I"]), _n(r, s["B"], s["H"]) * 0.5, _n(r, s["B"], s["H"]) * 0.5,
+                         _w(r, 4 * s["H"], s["I"]), _w(r, 4 * s["H"], s["H"]),
+                         1 + 0.1 * _n(r, 4 * s["H"]), 0.1 * _n(r, 4 * s["H"]), 1 + 0.1 * _n(r, 4 * s["H"]),
+                         0.1 * _n(r, 4 * s["H"]), 1 + 0.1 * _n(r, s["H"]), 0.1 * _n(r, s["H"]), 0.1 * _n(r, 4 * s["H"])],
+    pick=lambda r: r[0])
+def _b1_ln_lstm(torch, a, t, s):
+    x, h0, c0, Wx, Wh, gx, bx, gh, bh, gc, bc, bias = t
+    F = torch.nn.functional
+    H = s["H"]
+
+    def loop():
+        xn = F.layer_norm(x @ Wx.T, (4 * H,), gx, bx) + bias
+        h, c, hs = h0, c0, []
+        for k in range(s["T"]):
+            g = xn[:, k] + F.layer_norm(h @ Wh.T, (4 * H,), gh, bh)
+            i, f, gg, o = g.chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(gg)
+            h = torch.sigmoid(o) * torch.tanh(F.layer_norm(c, (H,), gc, bc))
+            hs.append(h)
+        return torch.stack(hs, 1)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# B. multiplicative LSTM (Krause et al. 2016), (in,out) weights, zero initial state
+@program(name="multiplicative lstm (mlstm): m = (x Wmx) * (h Wmh), gates from x and m, (in,out), zero start",
+         kind="rnn", src="""
+def mlstm(float(T,B,I) x, float(I,H) Wmx, float(H,H) Wmh, float(I,4*H) Wx, float(H,4*H) Wm,
+          float(4*H) bias) -> (h) {
+  for t in T {
+    xm(b, j) +=! x(t, b, i) * Wmx(i, j)
+    g(b, r) +=! x(t, b, i) * Wx(i, r)
+    if t > 0 {
+      hm(b, j) +=! h(t - 1, b, k) * Wmh(k, j) where b in 0:B
+      m(b, j) = xm(b, j) * hm(b, j)
+      g(b, r) += m(b, k) * Wm(k, r)
+    }
+    ig(b, j) = sigmoid(g(b, j) + bias(j)) where j in 0:H
+    fg(b, j) = sigmoid(g(b, H + j) + bias(H + j)) where j in 0:H
+    og(b, j) = sigmoid(g(b, 2 * H + j) + bias(2 * H + j)) where j in 0:H
+    ug(b, j) = tanh(g(b, 3 * H + j) + bias(3 * H + j)) where j in 0:H
+    if t == 0 { c(t, b, j) = ig(b, j) * ug(b, j) }
+    else      { c(t, b, j) = fg(b, j) * c(t - 1, b, j) + ig(b, j) * ug(b, j) }
+    h(t, b, j) = og(b, j) * tanh(c(t, b, j))
+  }
+}
+""", full=dict(T=64, B=32, I=256, H=512), tiny=dict(T=3, B=2, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["I"], s["H"]), _w(r, s["H"], s["H"]) * 2,
+                         _w(r, s["I"], 4 * s["H"]), _w(r, s["H"], 4 * s["H"]), 0.1 * _n(r, 4 * s["H"])])
+def _b1_mlstm(torch, a, t, s):
+    x, Wmx, Wmh, Wx, Wm, bias = t
+    H = s["H"]
+
+    def loop():
+        XM = x @ Wmx
+        XG = torch.addmm(bias, x.reshape(-1, s["I"]), Wx).view(s["T"], -1, 4 * H)
+        h = c = None
+        hs = []
+        for k in range(s["T"]):
+            g = XG[k] if h is None else torch.addmm(XG[k], XM[k] * (h @ Wmh), Wm)
+            i, f, o, u = g.chunk(4, 1)
+            c = torch.sigmoid(i) * torch.tanh(u) if c is None else torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(u)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            hs.append(h)
+        return torch.stack(hs)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# C. many-to-one LSTM classifier over a padded batch, int32 lengths, state frozen past the length
+@program(name="lstm classifier, padded batch: int32 lens, state frozen past len, linear head + log_softmax on last h",
+         kind="rnn", src="""
+def lstm_cls(float(T,B,I) x, int32(B) lens, float(4*H,I) W_ih, float(4*H,H) W_hh, float(4*H) b_ih,
+             float(4*H) b_hh, float(C,H) W_fc, float(C) b_fc) -> (logp) {
+  for t in T {
+    g(b, r) +=! x(t, b, i) * W_ih(r, i)
+    if t > 0 { g(b, r) += h(t - 1, b, k) * W_hh(r, k) }
+    g(b, r) = g(b, r) + b_ih(r) + b_hh(r)
+    if t == 0 {
+      c(t, b, j) = t < lens(b) ? sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) : 0 where j in 0:H
+      h(t, b, j) = t < lens(b) ? sigmoid(g(b, 3 * H + j)) * tanh(c(t, b, j)) : 0 where j in 0:H
+    } else {
+      c(t, b, j) = t < lens(b) ? sigmoid(g(b, H + j)) * c(t - 1, b, j) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j))
+                               : c(t - 1, b, j) where j in 0:H
+      h(t, b, j) = t < lens(b) ? sigmoid(g(b, 3 * H + j)) * tanh(c(t, b, j)) : h(t - 1, b, j) where j in 0:H
+    }
+  }
+  logit(b, n) +=! h(T - 1, b, j) * W_fc(n, j)
+  logit(b, n) = logit(b, n) + b_fc(n)
+  mx(b) max=! logit(b, n)
+  se(b) +=! exp(logit(b, n) - mx(b))
+  logp(b, n) = logit(b, n) - mx(b) - log(se(b))
+}
+""", full=dict(T=100, B=64, I=128, H=256, C=10), tiny=dict(T=4, B=3, I=5, H=4, C=3),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _lens_b1(r, s["B"], s["T"]),
+                         _w(r, 4 * s["H"], s["I"]), _w(r, 4 * s["H"], s["H"]), 0.1 * _n(r, 4 * s["H"]),
+                         0.1 * _n(r, 4 * s["H"]), _w(r, s["C"], s["H"]), 0.1 * _n(r, s["C"])])
+def _b1_lstm_cls(torch, a, t, s):
+    from torch.nn.utils.rnn import pack_padded_sequence
+    F = torch.nn.functional
+    lstm = torch.nn.LSTM(s["I"], s["H"]).eval()
+    for p, arr in zip((lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0), a[2:6]):
+        _copy(torch, p, arr)
+    x, lens = t[0], t[1].long()
+    W_fc, b_fc = t[6], t[7]
+
+    def packed():
+        _, (hn, _) = lstm(pack_padded_sequence(x, lens, enforce_sorted=False))
+        return F.log_softmax(F.linear(hn[0], W_fc, b_fc), 1)
+
+    def gather():
+        out, _ = lstm(x)
+        last = out[lens - 1, torch.arange(x.shape[1])]
+        return F.log_softmax(F.linear(last, W_fc, b_fc), 1)
+    return {"nn.LSTM packed": _nograd(torch, packed), "nn.LSTM padded + gather at len-1": _nograd(torch, gather)}
+
+
+# D. JANET: forget-gate-only LSTM (van der Westhuizen & Lasenby 2018), beta = 1, (out,in) per gate, zero start
+@program(name="janet (forget-gate-only lstm, beta 1), (out,in) per gate, zero start", kind="rnn", src="""
+def janet(float(T,B,I) x, float(H,I) Wf, float(H,I) Wc, float(H,H) Uf, float(H,H) Uc, float(H) bf,
+          float(H) bc) -> (h) {
+  for t in T {
+    sf(b, j) +=! x(t, b, i) * Wf(j, i)
+    sc(b, j) +=! x(t, b, i) * Wc(j, i)
+    if t > 0 {
+      sf(b, j) += h(t - 1, b, k) * Uf(j, k)
+      sc(b, j) += h(t - 1, b, k) * Uc(j, k)
+    }
+    if t == 0 { h(t, b, j) = (1 - sigmoid(sf(b, j) + bf(j))) * tanh(sc(b, j) + bc(j)) }
+    else      { h(t, b, j) = sigmoid(sf(b, j) + bf(j) - 1.0) * h(t - 1, b, j)
+                             + (1 - sigmoid(sf(b, j) + bf(j))) * tanh(sc(b, j) + bc(j)) }
+  }
+}
+""", full=dict(T=128, B=16, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["H"], s["I"]), _w(r, s["H"], s["I"]),
+                         _w(r, s["H"], s["H"]), _w(r, s["H"], s["H"]), 0.1 * _n(r, s["H"]), 0.1 * _n(r, s["H"])])
+def _b1_janet(torch, a, t, s):
+    x, Wf, Wc, Uf, Uc, bf, bc = t
+    H = s["H"]
+    Wcat = torch.cat([Wf, Wc]).T.contiguous()
+    Ucat = torch.cat([Uf, Uc]).T.contiguous()
+    bcat = torch.cat([bf, bc])
+
+    def loop():
+        X = torch.addmm(bcat, x.reshape(-1, s["I"]), Wcat).view(s["T"], -1, 2 * H)
+        h, hs = None, []
+        for k in range(s["T"]):
+            g = X[k] if h is None else torch.addmm(X[k], h, Ucat)
+            f, cc = g[:, :H], torch.tanh(g[:, H:])
+            h = (1 - torch.sigmoid(f)) * cc if h is None else torch.sigmoid(f - 1.0) * h + (1 - torch.sigmoid(f)) * cc
+            hs.append(h)
+        return torch.stack(hs)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# E. bidirectional GRU text classifier: embedding, both directions in one loop, final states concatenated, linear
+@program(name="bigru text classifier: int32 tokens batch-first, both directions in one loop, [h_fwd; h_bwd] -> linear",
+         kind="rnn", src="""
+def bigru_cls(int32(B,T) tok, float(V,E) emb, float(2,3*H,E) W_ih, float(2,3*H,H) W_hh, float(2,3*H) b_ih,
+              float(2,3*H) b_hh, float(C,2*H) W_fc, float(C) b_fc) -> (logits) {
+  for t in T {
+    gf(b, r) +=! emb(tok(b, t), e) * W_ih(0, r, e)
+    gb(b, r) +=! emb(tok(b, T - 1 - t), e) * W_ih(1, r, e)
+    if t == 0 {
+      hhf(b, r) = b_hh(0, r) where b in 0:B
+      hhb(b, r) = b_hh(1, r) where b in 0:B
+    } else {
+      hhf(b, r) +=! hf(t - 1, b, k) * W_hh(0, r, k)
+      hhb(b, r) +=! hb(t - 1, b, k) * W_hh(1, r, k)
+      hhf(b, r) = hhf(b, r) + b_hh(0, r)
+      hhb(b, r) = hhb(b, r) + b_hh(1, r)
+    }
+    rf(b, j) = sigmoid(gf(b, j) + b_ih(0, j) + hhf(b, j)) where j in 0:H
+    zf(b, j) = sigmoid(gf(b, H + j) + b_ih(0, H + j) + hhf(b, H + j)) where j in 0:H
+    nf(b, j) = tanh(gf(b, 2 * H + j) + b_ih(0, 2 * H + j) + rf(b, j) * hhf(b, 2 * H + j)) where j in 0:H
+    rb(b, j) = sigmoid(gb(b, j) + b_ih(1, j) + hhb(b, j)) where j in 0:H
+    zb(b, j) = sigmoid(gb(b, H + j) + b_ih(1, H + j) + hhb(b, H + j)) where j in 0:H
+    nb(b, j) = tanh(gb(b, 2 * H + j) + b_ih(1, 2 * H + j) + rb(b, j) * hhb(b, 2 * H + j)) where j in 0:H
+    if t == 0 {
+      hf(t, b, j) = (1 - zf(b, j)) * nf(b, j)
+      hb(t, b, j) = (1 - zb(b, j)) * nb(b, j)
+    } else {
+      hf(t, b, j) = (1 - zf(b, j)) * nf(b, j) + zf(b, j) * hf(t - 1, b, j)
+      hb(t, b, j) = (1 - zb(b, j)) * nb(b, j) + zb(b, j) * hb(t - 1, b, j)
+    }
+  }
+  logits(b, n) +=! hf(T - 1, b, j) * W_fc(n, j) + hb(T - 1, b, j) * W_fc(n, H + j)
+  logits(b, n) = logits(b, n) + b_fc(n)
+}
+""", full=dict(B=32, T=64, V=5000, E=256, H=256, C=5), tiny=dict(B=2, T=3, V=7, E=5, H=4, C=3),
+    inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32), _n(r, s["V"], s["E"]),
+                         _w(r, 2, 3 * s["H"], s["E"]), _w(r, 2, 3 * s["H"], s["H"]), 0.1 * _n(r, 2, 3 * s["H"]),
+                         0.1 * _n(r, 2, 3 * s["H"]), _w(r, s["C"], 2 * s["H"]), 0.1 * _n(r, s["C"])])
+def _b1_bigru_cls(torch, a, t, s):
+    F = torch.nn.functional
+    gru = torch.nn.GRU(s["E"], s["H"], batch_first=True, bidirectional=True).eval()
+    for d, suf in ((0, ""), (1, "_reverse")):
+        for name, arr in (("weight_ih_l0", a[2]), ("weight_hh_l0", a[3]), ("bias_ih_l0", a[4]), ("bias_hh_l0", a[5])):
+            _copy(torch, getattr(gru, name + suf), arr[d])
+    tok, emb, W_fc, b_fc = t[0].long(), t[1], t[6], t[7]
+
+    def fwd():
+        _, hn = gru(F.embedding(tok, emb))
+        return F.linear(torch.cat([hn[0], hn[1]], 1), W_fc, b_fc)
+    return {"F.embedding + nn.GRU(bidirectional)": _nograd(torch, fwd)}
+
+
+# F. 3-layer GRU, batch 1 (no batch dim), a weight pair per layer, each layer its own time loop, (in,out)
+@program(name="stacked gru L=3, batch 1 without batch dim, each layer its own time loop, (in,out) (I,3H)",
+         kind="rnn", src="""
+def gru3(float(T,I) x, float(I,3*H) Wx1, float(H,3*H) Wh1, float(H,3*H) Wx2, float(H,3*H) Wh2,
+         float(H,3*H) Wx3, float(H,3*H) Wh3, float(3,3*H) bx, float(3,3*H) bh) -> (h3) {
+  for t in T {
+    gx(r) +=! x(t, i) * Wx1(i, r)
+    if t == 0 { gh(r) = bh(0, r) }
+    else      { gh(r) +=! h1(t - 1, k) * Wh1(k, r)
+                gh(r) = gh(r) + bh(0, r) }
+    rg(j) = sigmoid(gx(j) + bx(0, j) + gh(j)) where j in 0:H
+    zg(j) = sigmoid(gx(H + j) + bx(0, H + j) + gh(H + j)) where j in 0:H
+    ng(j) = tanh(gx(2 * H + j) + bx(0, 2 * H + j) + rg(j) * gh(2 * H + j)) where j in 0:H
+    if t == 0 { h1(t, j) = (1 - zg(j)) * ng(j) }
+    else      { h1(t, j) = (1 - zg(j)) * ng(j) + zg(j) * h1(t - 1, j) }
+  }
+  for t in T {
+    gx(r) +=! h1(t, i) * Wx2(i, r)
+    if t == 0 { gh(r) = bh(1, r) }
+    else      { gh(r) +=! h2(t - 1, k) * Wh2(k, r)
+                gh(r) = gh(r) + bh(1, r) }
+    rg(j) = sigmoid(gx(j) + bx(1, j) + gh(j)) where j in 0:H
+    zg(j) = sigmoid(gx(H + j) + bx(1, H + j) + gh(H + j)) where j in 0:H
+    ng(j) = tanh(gx(2 * H + j) + bx(1, 2 * H + j) + rg(j) * gh(2 * H + j)) where j in 0:H
+    if t == 0 { h2(t, j) = (1 - zg(j)) * ng(j) }
+    else      { h2(t, j) = (1 - zg(j)) * ng(j) + zg(j) * h2(t - 1, j) }
+  }
+  for t in T {
+    gx(r) +=! h2(t, i) * Wx3(i, r)
+    if t == 0 { gh(r) = bh(2, r) }
+    else      { gh(r) +=! h3(t - 1, k) * Wh3(k, r)
+                gh(r) = gh(r) + bh(2, r) }
+    rg(j) = sigmoid(gx(j) + bx(2, j) + gh(j)) where j in 0:H
+    zg(j) = sigmoid(gx(H + j) + bx(2, H + j) + gh(H + j)) where j in 0:H
+    ng(j) = tanh(gx(2 * H + j) + bx(2, 2 * H + j) + rg(j) * gh(2 * H + j)) where j in 0:H
+    if t == 0 { h3(t, j) = (1 - zg(j)) * ng(j) }
+    else      { h3(t, j) = (1 - zg(j)) * ng(j) + zg(j) * h3(t - 1, j) }
+  }
+}
+""", full=dict(T=128, I=256, H=256), tiny=dict(T=3, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["I"]), _w(r, s["I"], 3 * s["H"]), _w(r, s["H"], 3 * s["H"]),
+                         _w(r, s["H"], 3 * s["H"]), _w(r, s["H"], 3 * s["H"]), _w(r, s["H"], 3 * s["H"]),
+                         _w(r, s["H"], 3 * s["H"]), 0.1 * _n(r, 3, 3 * s["H"]), 0.1 * _n(r, 3, 3 * s["H"])])
+def _b1_gru3(torch, a, t, s):
+    gru = torch.nn.GRU(s["I"], s["H"], num_layers=3).eval()
+    for l in range(3):
+        _copy(torch, getattr(gru, f"weight_ih_l{l}"), a[1 + 2 * l].T)
+        _copy(torch, getattr(gru, f"weight_hh_l{l}"), a[2 + 2 * l].T)
+        _copy(torch, getattr(gru, f"bias_ih_l{l}"), a[7][l])
+        _copy(torch, getattr(gru, f"bias_hh_l{l}"), a[8][l])
+    x = t[0]
+    return {"nn.GRU(num_layers=3)": _nograd(torch, lambda: gru(x[:, None])[0][:, 0])}
+
+
+# G. char-rnn greedy sampler, 2-layer GRU (torch layout), embedding of the argmax fed back, batch 1
+@program(name="char-rnn greedy sampler, 2-layer gru (3H,in) with embedding, argmax fed back, batch 1, S free",
+         kind="rnn", src="""
+def sampler(int32(B) start, float(V,E) emb, float(2,B,H) h0, float(3*H,E) Wi1, float(3*H,H) Wh1,
+            float(3*H,H) Wi2, float(3*H,H) Wh2, float(2,3*H) bi, float(2,3*H) bh, float(V,H) Wo,
+            float(V) bo) -> (tok) {
+  for t in S {
+    if t == 0 { xe(b, e) = emb(start(b), e) }
+    else      { xe(b, e) = emb(tok(t - 1, b), e) }
+    gi(b, r) +=! xe(b, e) * Wi1(r, e)
+    if t == 0 { gh(b, r) +=! h0(0, b, k) * Wh1(r, k) }
+    else      { gh(b, r) +=! h1(t - 1, b, k) * Wh1(r, k) }
+    r1(b, j) = sigmoid(gi(b, j) + bi(0, j) + gh(b, j) + bh(0, j)) where j in 0:H
+    z1(b, j) = sigmoid(gi(b, H + j) + bi(0, H + j) + gh(b, H + j) + bh(0, H + j)) where j in 0:H
+    n1(b, j) = tanh(gi(b, 2 * H + j) + bi(0, 2 * H + j) + r1(b, j) * (gh(b, 2 * H + j) + bh(0, 2 * H + j))) where j in 0:H
+    if t == 0 { h1(t, b, j) = (1 - z1(b, j)) * n1(b, j) + z1(b, j) * h0(0, b, j) }
+    else      { h1(t, b, j) = (1 - z1(b, j)) * n1(b, j) + z1(b, j) * h1(t - 1, b, j) }
+    gi2(b, r) +=! h1(t, b, k) * Wi2(r, k)
+    if t == 0 { gh2(b, r) +=! h0(1, b, k) * Wh2(r, k) }
+    else      { gh2(b, r) +=! h2(t - 1, b, k) * Wh2(r, k) }
+    r2(b, j) = sigmoid(gi2(b, j) + bi(1, j) + gh2(b, j) + bh(1, j)) where j in 0:H
+    z2(b, j) = sigmoid(gi2(b, H + j) + bi(1, H + j) + gh2(b, H + j) + bh(1, H + j)) where j in 0:H
+    n2(b, j) = tanh(gi2(b, 2 * H + j) + bi(1, 2 * H + j) + r2(b, j) * (gh2(b, 2 * H + j) + bh(1, 2 * H + j))) where j in 0:H
+    if t == 0 { h2(t, b, j) = (1 - z2(b, j)) * n2(b, j) + z2(b, j) * h0(1, b, j) }
+    else      { h2(t, b, j) = (1 - z2(b, j)) * n2(b, j) + z2(b, j) * h2(t - 1, b, j) }
+    logit(b, v) +=! h2(t, b, j) * Wo(v, j)
+    tok(t, b) argmax=! logit(b, v) + bo(v)
+  }
+}
+""", full=dict(S=100, B=1, V=96, E=64, H=512), tiny=dict(S=4, B=2, V=6, E=3, H=4), free=("S",),
+    inputs=lambda r, s: [r.integers(0, s["V"], s["B"]).astype(np.int32), _n(r, s["V"], s["E"]),
+                         _n(r, 2, s["B"], s["H"]) * 0.5,
+                         _w(r, 3 * s["H"], s["E"]), _w(r, 3 * s["H"], s["H"]), _w(r, 3 * s["H"], s["H"]),
+                         _w(r, 3 * s["H"], s["H"]), 0.1 * _n(r, 2, 3 * s["H"]), 0.1 * _n(r, 2, 3 * s["H"]),
+                         _w(r, s["V"], s["H"]) * 4, 0.1 * _n(r, s["V"])])
+def _b1_sampler(torch, a, t, s):
+    start, emb, h0 = t[0], t[1], t[2]
+    cells = []
+    for l in range(2):
+        cell = torch.nn.GRUCell(s["E"] if l == 0 else s["H"], s["H"]).eval()
+        _copy(torch, cell.weight_ih, a[3 + 2 * l])
+        _copy(torch, cell.weight_hh, a[4 + 2 * l])
+        _copy(torch, cell.bias_ih, a[7][l])
+        _copy(torch, cell.bias_hh, a[8][l])
+        cells.append(cell)
+    Wo, bo = t[9], t[10]
+    F = torch.nn.functional
+
+    def loop():
+        out = torch.empty(s["S"], start.shape[0], dtype=torch.int32)
+        tok, h1, h2 = start.long(), h0[0], h0[1]
+        for k in range(s["S"]):
+            h1 = cells[0](F.embedding(tok, emb), h1)
+            h2 = cells[1](h1, h2)
+            tok = F.linear(h2, Wo, bo).argmax(1)
+            out[k] = tok
+        return out
+    return {"torch loop (GRUCell x2)": _nograd(torch, loop)}
+
+
+# H. encoder-decoder: GRU encoder, teacher-forced GRU decoder with luong 'general' attention at every step
+@program(name="gru encoder + teacher-forced gru decoder, luong general attention each step, concat layer, logits",
+         kind="rnn", src="""
+def seq2seq(float(S,B,E) xs, float(T,B,E) yd, float(3*H,E) We_i, float(3*H,H) We_h, float(3*H) be_i,
+            float(3*H) be_h, float(3*H,E) Wd_i, float(3*H,H) Wd_h, float(3*H) bd_i, float(3*H) bd_h,
+            float(H,H) Wa, float(H,2*H) Wc, float(V,H) Wout, float(V) bout) -> (logits) {
+  for s in S {
+    ge(b, r) +=! xs(s, b, e) * We_i(r, e)
+    if s == 0 { he(b, r) = be_h(r) where b in 0:B }
+    else      { he(b, r) +=! enc(s - 1, b, k) * We_h(r, k)
+                he(b, r) = he(b, r) + be_h(r) }
+    re(b, j) = sigmoid(ge(b, j) + be_i(j) + he(b, j)) where j in 0:H
+    ze(b, j) = sigmoid(ge(b, H + j) + be_i(H + j) + he(b, H + j)) where j in 0:H
+    ne(b, j) = tanh(ge(b, 2 * H + j) + be_i(2 * H + j) + re(b, j) * he(b, 2 * H + j)) where j in 0:H
+    if s == 0 { enc(s, b, j) = (1 - ze(b, j)) * ne(b, j) }
+    else      { enc(s, b, j) = (1 - ze(b, j)) * ne(b, j) + ze(b, j) * enc(s - 1, b, j) }
+  }
+  ke(s, b, j) +=! enc(s, b, k) * Wa(j, k)
+  for t in T {
+    gd(b, r) +=! yd(t, b, e) * Wd_i(r, e)
+    if t == 0 { hd(b, r) +=! enc(S - 1, b, k) * Wd_h(r, k) }
+    else      { hd(b, r) +=! dec(t - 1, b, k) * Wd_h(r, k) }
+    rd(b, j) = sigmoid(gd(b, j) + bd_i(j) + hd(b, j) + bd_h(j)) where j in 0:H
+    zd(b, j) = sigmoid(gd(b, H + j) + bd_i(H + j) + hd(b, H + j) + bd_h(H + j)) where j in 0:H
+    nd(b, j) = tanh(gd(b, 2 * H + j) + bd_i(2 * H + j) + rd(b, j) * (hd(b, 2 * H + j) + bd_h(2 * H + j))) where j in 0:H
+    if t == 0 { dec(t, b, j) = (1 - zd(b, j)) * nd(b, j) + zd(b, j) * enc(S - 1, b, j) }
+    else      { dec(t, b, j) = (1 - zd(b, j)) * nd(b, j) + zd(b, j) * dec(t - 1, b, j) }
+    sc(b, s) +=! dec(t, b, j) * ke(s, b, j)
+    mx(b) max=! sc(b, s)
+    al(b, s) = exp(sc(b, s) - mx(b))
+    den(b) +=! al(b, s)
+    ctx(b, k) +=! al(b, s) * enc(s, b, k)
+    ctx(b, k) = ctx(b, k) / den(b)
+    ht(b, n) +=! ctx(b, k) * Wc(n, k) + dec(t, b, k) * Wc(n, H + k)
+    ht(b, n) = tanh(ht(b, n))
+    logits(t, b, v) +=! ht(b, n) * Wout(v, n)
+    logits(t, b, v) = logits(t, b, v) + bout(v)
+  }
+}
+""", full=dict(S=64, T=32, B=32, E=128, H=256, V=1000), tiny=dict(S=4, T=3, B=2, E=5, H=4, V=6),
+    inputs=lambda r, s: [_n(r, s["S"], s["B"], s["E"]), _n(r, s["T"], s["B"], s["E"]),
+                         _w(r, 3 * s["H"], s["E"]), _w(r, 3 * s["H"], s["H"]), 0.1 * _n(r, 3 * s["H"]),
+                         0.1 * _n(r, 3 * s["H"]),
+                         _w(r, 3 * s["H"], s["E"]), _w(r, 3 * s["H"], s["H"]), 0.1 * _n(r, 3 * s["H"]),
+                         0.1 * _n(r, 3 * s["H"]),
+                         _w(r, s["H"], s["H"]) * 2, _w(r, s["H"], 2 * s["H"]), _w(r, s["V"], s["H"]),
+                         0.1 * _n(r, s["V"])])
+def _b1_seq2seq(torch, a, t, s):
+    F = torch.nn.functional
+    encg = torch.nn.GRU(s["E"], s["H"]).eval()
+    decg = torch.nn.GRU(s["E"], s["H"]).eval()
+    for g, arrs in ((encg, a[2:6]), (decg, a[6:10])):
+        for p, arr in zip((g.weight_ih_l0, g.weight_hh_l0, g.bias_ih_l0, g.bias_hh_l0), arrs):
+            _copy(torch, p, arr)
+    xs, yd, Wa, Wc, Wout, bout = t[0], t[1], t[10], t[11], t[12], t[13]
+
+    def batched():   # no input feeding: the decoder GRU runs as one nn.GRU, attention over all steps at once
+        enc, hn = encg(xs)
+        dec, _ = decg(yd, hn)
+        ke = enc @ Wa.T                                          # (S,B,H)
+        sc = torch.einsum("tbj,sbj->bts", dec, ke)
+        al = torch.softmax(sc, -1)
+        ctx = torch.einsum("bts,sbk->tbk", al, enc)
+        ht = torch.tanh(F.linear(torch.cat([ctx, dec], -1), Wc))
+        return F.linear(ht, Wout, bout)
+
+    def loop():      # the decoder as written: a step at a time
+        enc, hn = encg(xs)
+        ke = (enc @ Wa.T).permute(1, 2, 0)                       # (B,H,S)
+        encb = enc.transpose(0, 1)                               # (B,S,H)
+        h = hn[0]
+        outs = []
+        for k in range(s["T"]):
+            _, hh = decg(yd[k:k + 1], h[None])
+            h = hh[0]
+            al = torch.softmax(torch.bmm(h[:, None], ke), -1)
+            ctx = torch.bmm(al, encb)[:, 0]
+            ht = torch.tanh(F.linear(torch.cat([ctx, h], 1), Wc))
+            outs.append(F.linear(ht, Wout, bout))
+        return torch.stack(outs)
+    return {"nn.GRU x2 + batched attention": _nograd(torch, batched), "torch decoder loop": _nograd(torch, loop)}
+
+
+# I. minGRU in log space (Feng et al. 2024), batch-first, (out,in), positive h0 through g()
+@program(name="mingru log-space recurrence (logaddexp in the loop, softplus / log_g), batch-first (out,in)",
+         kind="rnn", src="""
+def mingru_log(float(B,T,D) x, float(H,D) Wz, float(H,D) Wh, float(B,H) h0) -> (h) {
+  k(b, t, j) +=! x(b, t, d) * Wz(j, d)
+  u(b, t, j) +=! x(b, t, d) * Wh(j, d)
+  lc(b, t, j) = -(max(k(b, t, j), 0) + log1p(exp(-fabs(k(b, t, j)))))
+  lz(b, t, j) = -(max(-k(b, t, j), 0) + log1p(exp(-fabs(k(b, t, j)))))
+  lv(b, t, j) = lz(b, t, j) + (u(b, t, j) >= 0 ? log(u(b, t, j) + 0.5)
+                                             : -(max(-u(b, t, j), 0) + log1p(exp(-fabs(u(b, t, j))))))
+  lh0(b, j) = h0(b, j) >= 0 ? log(h0(b, j) + 0.5) : -(max(-h0(b, j), 0) + log1p(exp(-fabs(h0(b, j)))))
+  for t in T {
+    if t == 0 { p(b, j) = lc(b, t, j) + lh0(b, j) }
+    else      { p(b, j) = lc(b, t, j) + lh(b, t - 1, j) }
+    lh(b, t, j) = max(p(b, j), lv(b, t, j)) + log1p(exp(-fabs(p(b, j) - lv(b, t, j))))
+    h(b, t, j) = exp(lh(b, t, j))
+  }
+}
+""", full=dict(B=32, T=128, D=256, H=512), tiny=dict(B=2, T=3, D=5, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["D"]), _w(r, s["H"], s["D"]), _w(r, s["H"], s["D"]),
+                         _n(r, s["B"], s["H"])])
+def _b1_mingru_log(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wz, Wh, h0 = t
+
+    def g(v):
+        return torch.where(v >= 0, v + 0.5, torch.sigmoid(v))
+
+    def log_g(v):
+        return torch.where(v >= 0, (F.relu(v) + 0.5).log(), -F.softplus(-v))
+
+    def heinsen():   # the paper's parallel form: cumsum + logcumsumexp
+        k = F.linear(x, Wz)
+        u = F.linear(x, Wh)
+        log_coeffs = -F.softplus(k)
+        log_values = torch.cat([log_g(h0)[:, None], -F.softplus(-k) + log_g(u)], 1)
+        a_star = F.pad(torch.cumsum(log_coeffs, 1), (0, 0, 1, 0))
+        log_h = a_star + torch.logcumsumexp(log_values - a_star, 1)
+        return torch.exp(log_h[:, 1:])
+
+    def seq():       # the sequential form
+        z = torch.sigmoid(F.linear(x, Wz))
+        ht = g(F.linear(x, Wh))
+        h, hs = g(h0), []
+        for k in range(s["T"]):
+            h = (1 - z[:, k]) * h + z[:, k] * ht[:, k]
+            hs.append(h)
+        return torch.stack(hs, 1)
+    return {"torch parallel scan (logcumsumexp)": _nograd(torch, heinsen), "torch sequential loop": _nograd(torch, seq)}
+
+
+# J. CIFG LSTM with peepholes (coupled input/forget gate, i = 1 - f), state updated in place, (in,out) stacked
+@program(name="cifg lstm with peepholes (i = 1 - f), state in place + outputs y(t), (in,out) (I,3H), h0/c0",
+         kind="rnn", src="""
+def cifg(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(I,3*H) W, float(H,3*H) R, float(2,H) p,
+         float(3*H) bias) -> (y, h, c) {
+  h(b, j) = h0(b, j)
+  c(b, j) = c0(b, j)
+  for t in T {
+    g(b, r) +=! x(t, b, i) * W(i, r)
+    g(b, r) += h(b, k) * R(k, r)
+    f(b, j) = sigmoid(g(b, j) + bias(j) + p(0, j) * c(b, j)) where j in 0:H
+    c(b, j) = f(b, j) * c(b, j) + (1 - f(b, j)) * tanh(g(b, H + j) + bias(H + j))
+    h(b, j) = sigmoid(g(b, 2 * H + j) + bias(2 * H + j) + p(1, j) * c(b, j)) * tanh(c(b, j))
+    y(t, b, j) = h(b, j)
+  }
+}
+""", full=dict(T=96, B=64, I=256, H=256), tiny=dict(T=3, B=2, I=5, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]) * 0.5, _n(r, s["B"], s["H"]) * 0.5,
+                         _w(r, s["I"], 3 * s["H"]), _w(r, s["H"], 3 * s["H"]), 0.3 * _n(r, 2, s["H"]),
+                         0.1 * _n(r, 3 * s["H"])],
+    pick=lambda r: r[0])
+def _b1_cifg(torch, a, t, s):
+    x, h0, c0, W, R, p, bias = t
+    H = s["H"]
+
+    def loop():
+        X = torch.addmm(bias, x.reshape(-1, s["I"]), W).view(s["T"], -1, 3 * H)
+        h, c, ys = h0, c0, []
+        for k in range(s["T"]):
+            g = torch.addmm(X[k], h, R)
+            f = torch.sigmoid(g[:, :H] + p[0] * c)
+            c = f * c + (1 - f) * torch.tanh(g[:, H:2 * H])
+            h = torch.sigmoid(g[:, 2 * H:] + p[1] * c) * torch.tanh(c)
+            ys.append(h)
+        return torch.stack(ys)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# ------------------------------------------------------------ session 54: attention, norms and losses, forward and backward
+
+
+# ---------------------------------------------------------------- batch b2: attention, norms, losses, backward
+
+def _flat(r):
+    return np.concatenate([np.asarray(x, dtype=np.float32).ravel() for x in r])
+
+
+def _tflat(torch, *xs):
+    return torch.cat([x.reshape(-1) for x in xs])
+
+
+# 1. knowledge-distillation loss: KL(teacher || student) at temperature, batchmean * tau^2
+B2_KD = """
+def kd_loss(float(N,C) s, float(N,C) t, float tau) -> (loss) {
+  ms(n) max=! s(n, c)
+  es(n, c) = exp((s(n, c) - ms(n)) / tau)
+  zs(n) +=! es(n, c)
+  mt(n) max=! t(n, c)
+  lt(n, c) = (t(n, c) - mt(n)) / tau
+  et(n, c) = exp(lt(n, c))
+  zt(n) +=! et(n, c)
+  kl(n) +=! et(n, c) * (lt(n, c) - log(zt(n)) - (s(n, c) - ms(n)) / tau + log(zs(n)))
+  loss +=! kl(n) / zt(n) * tau * tau / N
+}
+"""
+
+
+@program(name="distillation loss: kl(log_softmax(t/tau) || log_softmax(s/tau)) batchmean * tau^2, scalar tau",
+         kind="loss", src=B2_KD, full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+         inputs=lambda r, s: [2 * _n(r, s["N"], s["C"]), 2 * _n(r, s["N"], s["C"]), np.array(4.0, np.float32)])
+def _b2_kd(torch, a, t, s):
+    F = torch.nn.functional
+    st, tt = t[0], t[1]
+    tau = float(a[2])
+
+    def run():
+        return F.kl_div(F.log_softmax(st / tau, 1), F.log_softmax(tt / tau, 1), reduction="batchmean",
+                        log_target=True) * tau * tau
+    return {"F.kl_div(log_target) of two F.log_softmax": _nograd(torch, run)}
+
+
+# 2. rms norm backward (dx, dweight) on (B,T,C)
+B2_RMS_BWD = """
+def rms_bwd(float(B,T,C) x, float(C) w, float(B,T,C) dy) -> (dx, dw) {
+  ms(b, t) +=! x(b, t, c) * x(b, t, c)
+  r(b, t) = rsqrt(ms(b, t) / C + 1e-6)
+  g(b, t, c) = dy(b, t, c) * w(c)
+  dot(b, t) +=! g(b, t, c) * x(b, t, c)
+  dx(b, t, c) = r(b, t) * g(b, t, c) - x(b, t, c) * r(b, t) * r(b, t) * r(b, t) * dot(b, t) / C
+  dw(c) +=! dy(b, t, c) * x(b, t, c) * r(b, t)
+}
+"""
+
+
+@program(name="rms norm backward by hand (dx, dweight) on (B,T,C), eps 1e-6", kind="training", src=B2_RMS_BWD,
+         full=dict(B=16, T=256, C=768), tiny=dict(B=2, T=3, C=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]), 1 + 0.1 * _n(r, s["C"]), _n(r, s["B"], s["T"], s["C"])],
+         pick=_flat)
+def _b2_rms_bwd(torch, a, t, s):
+    x, w, dy = t
+    C = s["C"]
+
+    def formula():
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        g = dy * w
+        dot = (g * x).sum(-1, keepdim=True)
+        dx = r * g - x * r.pow(3) * dot / C
+        dw = (dy * x * r).sum((0, 1))
+        return _tflat(torch, dx, dw)
+
+    def autograd():
+        xl = x.detach().requires_grad_(True)
+        wl = w.detach().requires_grad_(True)
+        out = torch.nn.functional.rms_norm(xl, (C,), wl, 1e-6)
+        dx, dw = torch.autograd.grad(out, [xl, wl], dy)
+        return _tflat(torch, dx, dw)
+    return {"torch formula": _nograd(torch, formula), "autograd F.rms_norm": autograd}
+
+
+# 3. log_softmax backward over the vocabulary of (B,T,V)
+B2_LSM_BWD = """
+def lsm_bwd(float(B,T,V) y, float(B,T,V) dy) -> (dx) {
+  s(b, t) +=! dy(b, t, v)
+  dx(b, t, v) = dy(b, t, v) - exp(y(b, t, v)) * s(b, t)
+}
+"""
+
+
+def _b2_lsm_inputs(r, s):
+    x = 2 * r.standard_normal((s["B"], s["T"], s["V"]))
+    y = x - x.max(-1, keepdims=True)
+    y = y - np.log(np.exp(y).sum(-1, keepdims=True))
+    return [y.astype(np.float32), _n(r, s["B"], s["T"], s["V"])]
+
+
+@program(name="log_softmax backward over the vocab of (B,T,V): dy - exp(y) sum(dy)", kind="training",
+         src=B2_LSM_BWD, full=dict(B=16, T=128, V=2048), tiny=dict(B=2, T=3, V=5), inputs=_b2_lsm_inputs)
+def _b2_lsm_bwd(torch, a, t, s):
+    y, dy = t
+    return {"torch formula": _nograd(torch, lambda: dy - y.exp() * dy.sum(-1, keepdim=True)),
+            "aten._log_softmax_backward_data": _nograd(
+                torch, lambda: torch.ops.aten._log_softmax_backward_data(dy, y, -1, torch.float32))}
+
+
+# 4. causal attention (B,T,H,D), -1e30 select, normalised through a logsumexp
+B2_CAUSAL_LSE = """
+def causal_lse(float(B,T,H,D) q, float(B,T,H,D) k, float(B,T,H,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d)
+  sm(b, h, i, j) = j <= i ? s(b, h, i, j) * rsqrt(float(D)) : -1e30
+  m(b, h, i) max=! sm(b, h, i, j)
+  z(b, h, i) +=! exp(sm(b, h, i, j) - m(b, h, i))
+  lse(b, h, i) = m(b, h, i) + log(z(b, h, i))
+  p(b, h, i, j) = exp(sm(b, h, i, j) - lse(b, h, i))
+  o(b, i, h, d) +=! p(b, h, i, j) * v(b, j, h, d)
+}
+"""
+
+
+def _b2_bthd(r, s):
+    B, T, H, D = s["B"], s["T"], s["H"], s["D"]
+    return [_n(r, B, T, H, D), _n(r, B, T, H, D), _n(r, B, T, H, D)]
+
+
+@program(name="causal attention (B,T,H,D), -1e30 select, softmax through logsumexp", kind="attention",
+         src=B2_CAUSAL_LSE, full=dict(B=8, T=256, H=12, D=64), tiny=dict(B=1, T=4, H=2, D=3), inputs=_b2_bthd)
+def _b2_causal_lse(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = (x.transpose(1, 2) for x in t)
+    return {"F.sdpa(is_causal) on transposed views": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2))}
+
+
+# 5. grouped-query causal prefill, (B,T,H,D) queries, (B,T,KV,D) keys/values, kv head h * KV / H
+B2_GQA_CAUSAL = """
+def gqa_causal(float(B,T,H,D) q, float(B,T,KV,D) k, float(B,T,KV,D) v) -> (o) {
+  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h * KV / H, d)
+  m(b, h, i) max=! j <= i ? s(b, h, i, j) : -1e30
+  e(b, h, i, j) = j <= i ? exp((s(b, h, i, j) - m(b, h, i)) * rsqrt(float(D))) : 0
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, i, h, d) +=! e(b, h, i, j) * v(b, j, h * KV / H, d)
+  o(b, i, h, d) = o(b, i, h, d) / z(b, h, i)
+}
+"""
+
+
+@program(name="grouped-query causal prefill (B,T,H,D) q, (B,T,KV,D) kv, kv head h * KV / H", kind="attention",
+         src=B2_GQA_CAUSAL, full=dict(B=4, T=512, H=8, KV=2, D=64), tiny=dict(B=1, T=4, H=4, KV=2, D=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), _n(r, s["B"], s["T"], s["KV"], s["D"]),
+                              _n(r, s["B"], s["T"], s["KV"], s["D"])])
+def _b2_gqa_causal(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v = (x.transpose(1, 2) for x in t)
+    G = s["H"] // s["KV"]
+    return {"F.sdpa(is_causal, enable_gqa)": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2)),
+            "sdpa(is_causal) on repeat_interleave kv": _nograd(
+        torch, lambda: F.scaled_dot_product_attention(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1),
+                                                      is_causal=True).transpose(1, 2))}
+
+
+# 6. pre-norm sublayer: x + linear(rms_norm(x) * g), weight (out,in)
+B2_RMS_LIN_RES = """
+def rms_linear_res(float(B,T,C) x, float(C) g, float(C,C) W) -> (y) {
+  ss(b, t) +=! x(b, t, c) * x(b, t, c)
+  xn(b, t, c) = x(b, t, c) * rsqrt(ss(b, t) / C + 1e-6) * g(c)
+  y(b, t, o) +=! xn(b, t, c) * W(o, c)
+  y(b, t, o) = y(b, t, o) + x(b, t, o)
+}
+"""
+
+
+@program(name="pre-norm residual sublayer: x + linear(rms_norm(x)), weight (out,in)", kind="norm",
+         src=B2_RMS_LIN_RES, full=dict(B=8, T=256, C=768), tiny=dict(B=2, T=3, C=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]), 1 + 0.1 * _n(r, s["C"]), _w(r, s["C"], s["C"])])
+def _b2_rms_lin_res(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, W = t
+    C = s["C"]
+    x2 = x.reshape(-1, C)
+    return {"x + F.linear(F.rms_norm)": _nograd(torch, lambda: x + F.linear(F.rms_norm(x, (C,), g, 1e-6), W)),
+            "torch.addmm(x, F.rms_norm, W.T)": _nograd(
+                torch, lambda: torch.addmm(x2, F.rms_norm(x2, (C,), g, 1e-6), W.T).view(x.shape))}
+
+
+# 7. multi-head attention (B,H,T,D), additive key-padding bias from int32 lengths, heads merged by Wo(C,H,D)
+B2_MHA_KPM_OUT = """
+def mha_kpm_out(float(B,H,T,D) q, float(B,H,T,D) k, float(B,H,T,D) v, int32(B) len, float(C,H,D) Wo) -> (y) {
+  bias(b, j) = j < len(b) ? 0.0 : -1e9 where j in 0:T
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  a(b, h, i, j) = s(b, h, i, j) * rsqrt(float(D)) + bias(b, j)
+  m(b, h, i) max=! a(b, h, i, j)
+  e(b, h, i, j) = exp(a(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  ctx(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d)
+  y(b, i, c) +=! ctx(b, h, i, d) / z(b, h, i) * Wo(c, h, d)
+}
+"""
+
+
+def _b2_mha_inputs(r, s):
+    B, H, T, D, C = s["B"], s["H"], s["T"], s["D"], s["C"]
+    return [_n(r, B, H, T, D), _n(r, B, H, T, D), _n(r, B, H, T, D), r.integers(1, T + 1, B).astype(np.int32),
+            (r.standard_normal((C, H, D)) / np.sqrt(H * D)).astype(np.float32)]
+
+
+@program(name="mha (B,H,T,D), additive key-padding bias from int32 lengths, heads merged by Wo(C,H,D)",
+         kind="attention", src=B2_MHA_KPM_OUT, full=dict(B=16, H=8, T=128, D=64, C=512),
+         tiny=dict(B=2, H=2, T=4, D=3, C=5), inputs=_b2_mha_inputs)
+def _b2_mha_kpm_out(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, ln, Wo = t
+    B, H, T, D, C = s["B"], s["H"], s["T"], s["D"], s["C"]
+    W2 = Wo.reshape(C, H * D)
+
+    def run():
+        keep = torch.arange(T)[None, :] < ln[:, None].long()
+        bias = torch.zeros(B, 1, 1, T).masked_fill_(~keep[:, None, None, :], -1e9)
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        return F.linear(ctx.transpose(1, 2).reshape(B, T, H * D), W2)
+    return {"sdpa(float mask) + F.linear": _nograd(torch, run)}
+
+
+# 8. linear + tanh-gelu backward: forward recomputed, dX, dW, db
+B2_LIN_GELU_BWD = """
+def lin_gelu_bwd(float(N,I) x, float(O,I) W, float(O) bias, float(N,O) dy) -> (dx, dW, db) {
+  pre(n, o) +=! x(n, i) * W(o, i)
+  u(n, o) = pre(n, o) + bias(o)
+  th(n, o) = tanh(0.7978845608 * (u(n, o) + 0.044715 * u(n, o) * u(n, o) * u(n, o)))
+  g(n, o) = dy(n, o) * (0.5 * (1 + th(n, o))
+            + 0.5 * u(n, o) * (1 - th(n, o) * th(n, o)) * 0.7978845608 * (1 + 0.134145 * u(n, o) * u(n, o)))
+  dx(n, i) +=! g(n, o) * W(o, i)
+  dW(o, i) +=! g(n, o) * x(n, i)
+  db(o) +=! g(n, o)
+}
+"""
+
+
+@program(name="linear + tanh-gelu backward (pre-activation recomputed): dX, dW, db", kind="training",
+         src=B2_LIN_GELU_BWD, full=dict(N=1024, I=512, O=2048), tiny=dict(N=3, I=4, O=5),
+         inputs=lambda r, s: [_n(r, s["N"], s["I"]), _w(r, s["O"], s["I"]), 0.1 * _n(r, s["O"]),
+                              _n(r, s["N"], s["O"])],
+         pick=_flat)
+def _b2_lin_gelu_bwd(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, b, dy = t
+
+    def formula():
+        u = F.linear(x, W, b)
+        th = torch.tanh(0.7978845608 * (u + 0.044715 * u * u * u))
+        g = dy * (0.5 * (1 + th) + 0.5 * u * (1 - th * th) * 0.7978845608 * (1 + 0.134145 * u * u))
+        return _tflat(torch, g @ W, g.T @ x, g.sum(0))
+
+    def autograd():
+        Wl, bl, xl = (z.detach().requires_grad_(True) for z in (W, b, x))
+        out = F.gelu(F.linear(xl, Wl, bl), approximate="tanh")
+        dx, dW, db = torch.autograd.grad(out, [xl, Wl, bl], dy)
+        return _tflat(torch, dx, dW, db)
+    return {"torch formula": _nograd(torch, formula), "autograd F.gelu(F.linear, tanh)": autograd}
+
+
+# 9. multi-label bce with logits, per-class pos_weight, mean
+B2_BCE_PW = """
+def bce_pw(float(N,C) x, float(N,C) y, float(C) pw) -> (loss) {
+  sp(n, c) = log1p(exp(-fabs(x(n, c))))
+  loss +=! (pw(c) * y(n, c) * (sp(n, c) + max(-x(n, c), 0.0)) + (1 - y(n, c)) * (sp(n, c) + max(x(n, c), 0.0))) / (N * C)
+}
+"""
+
+
+@program(name="multi-label bce with logits, per-class pos_weight, mean (softplus via log1p(exp(-|x|)))",
+         kind="loss", src=B2_BCE_PW, full=dict(N=4096, C=1000), tiny=dict(N=3, C=5),
+         inputs=lambda r, s: [2 * _n(r, s["N"], s["C"]), (r.random((s["N"], s["C"])) < 0.1).astype(np.float32),
+                              r.uniform(1, 10, s["C"]).astype(np.float32)])
+def _b2_bce_pw(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.binary_cross_entropy_with_logits(pos_weight)": _nograd(
+        torch, lambda: F.binary_cross_entropy_with_logits(t[0], t[1], pos_weight=t[2]))}
+
+
+# 10. cosine attention (swin v2): l2-normalised q and k, per-head logit scale exp(min(ls, log 100))
+B2_COS_ATTN = """
+def cos_attn(float(B,H,T,D) q, float(B,H,T,D) k, float(B,H,T,D) v, float(H) ls) -> (o) {
+  qn(b, h, i) +=! q(b, h, i, d) * q(b, h, i, d)
+  kn(b, h, j) +=! k(b, h, j, d) * k(b, h, j, d)
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  a(b, h, i, j) = s(b, h, i, j) * rsqrt(max(qn(b, h, i), 1e-24)) * rsqrt(max(kn(b, h, j), 1e-24)) * exp(min(ls(h), 4.605170186))
+  m(b, h, i) max=! a(b, h, i, j)
+  e(b, h, i, j) = exp(a(b, h, i, j) - m(b, h, i))
+  z(b, h, i) +=! e(b, h, i, j)
+  o(b, h, i, d) +=! e(b, h, i, j) * v(b, h, j, d) / z(b, h, i)
+}
+"""
+
+
+@program(name="cosine attention (swin v2): normalised q, k, per-head logit scale exp(min(ls, log 100))",
+         kind="attention", src=B2_COS_ATTN, full=dict(B=16, H=8, T=256, D=32), tiny=dict(B=1, H=2, T=4, D=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["H"], s["T"], s["D"]), _n(r, s["B"], s["H"], s["T"], s["D"]),
+                              _n(r, s["B"], s["H"], s["T"], s["D"]), r.uniform(1, 5, s["H"]).astype(np.float32)])
+def _b2_cos_attn(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, ls = t
+
+    def run():
+        scale = torch.exp(torch.clamp(ls, max=4.605170186))[None, :, None, None]
+        return F.scaled_dot_product_attention(F.normalize(q, dim=-1) * scale, F.normalize(k, dim=-1), v, scale=1.0)
+    return {"F.normalize + sdpa(scale=1)": _nograd(torch, run)}
+
+
+# ------------------------------------------------------------ session 54: 1-D convolutions and decoders
+
+# ================================================================ batch b3: 1-D convolutions and decoders
+
+
+# ---- 1. WaveNet layer with local conditioning, channels-last, separate filter / gate weights (k, in, out)
+WAVENET_COND = """
+def wavenet_cond(float(B,L,C) x, float(B,L,E) cnd, float(2,C,C) Wf, float(2,C,C) Wg, float(E,C) Vf, float(E,C) Vg,
+                 float(C) bf, float(C) bg, float(C,C) Wr, float(C,C) Ws) -> (res, skip) {
+  f(b, t, o) +=! (t + 8 * (k - 1) >= 0 ? x(b, t + 8 * (k - 1), c) : 0) * Wf(k, c, o) where t in 0:L, k in 0:2
+  f(b, t, o) += cnd(b, t, e) * Vf(e, o)
+  g(b, t, o) +=! (t + 8 * (k - 1) >= 0 ? x(b, t + 8 * (k - 1), c) : 0) * Wg(k, c, o) where t in 0:L, k in 0:2
+  g(b, t, o) += cnd(b, t, e) * Vg(e, o)
+  z(b, t, o) = tanh(f(b, t, o) + bf(o)) * sigmoid(g(b, t, o) + bg(o))
+  res(b, t, o) +=! z(b, t, c) * Wr(c, o)
+  res(b, t, o) = res(b, t, o) + x(b, t, o)
+  skip(b, t, o) +=! z(b, t, c) * Ws(c, o)
+}
+"""
+
+
+@program(name="b3 wavenet layer + local conditioning (B,L,C), d=8, weights (k,in,out)", kind="conv", src=WAVENET_COND,
+         full=dict(B=8, L=2048, C=128, E=80), tiny=dict(B=2, L=19, C=3, E=2),
+         inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _n(r, s["B"], s["L"], s["E"]),
+                              _w(r, 2, s["C"], s["C"]), _w(r, 2, s["C"], s["C"]), _w(r, s["E"], s["C"]),
+                              _w(r, s["E"], s["C"]), _w(r, s["C"]), _w(r, s["C"]), _w(r, s["C"], s["C"]),
+                              _w(r, s["C"], s["C"])])
+def _b3_wavenet_cond(torch, a, t, s):
+    F = torch.nn.functional
+    x, cnd, Wf, Wg, Vf, Vg, bf, bg, Wr, Ws = t
+    C = s["C"]
+    wfg = torch.cat([Wf, Wg], 2).permute(2, 1, 0).contiguous()      # (2C, C, 2)
+    bfg = torch.cat([bf, bg])
+    vfg = torch.cat([Vf, Vg], 1).T.contiguous()                      # (2C, E)
+    WrT, WsT = Wr.T.contiguous(), Ws.T.contiguous()
+    W0 = torch.cat([Wf[0], Wg[0]], 1).contiguous()                    # (C, 2C) tap at t - 8
+    W1 = torch.cat([Wf[1], Wg[1]], 1).contiguous()
+    V = torch.cat([Vf, Vg], 1).contiguous()
+
+    def conv():
+        h = F.conv1d(F.pad(x.transpose(1, 2), (8, 0)), wfg, bfg, dilation=8)       # (B, 2C, L)
+        h = h.transpose(1, 2) + F.linear(cnd, vfg)                                   # (B, L, 2C)
+        z = torch.tanh(h[..., :C]) * torch.sigmoid(h[..., C:])
+        return F.linear(z, WrT) + x, F.linear(z, WsT)
+
+    def mm():
+        h = torch.addmm(bfg, x.reshape(-1, C), W1).view(x.shape[0], x.shape[1], 2 * C)
+        h[:, 8:] += x[:, :-8] @ W0
+        h += cnd @ V
+        z = torch.tanh(h[..., :C]) * torch.sigmoid(h[..., C:])
+        return torch.addmm(x.reshape(-1, C), z.reshape(-1, C), Wr).view_as(x), z @ Ws
+    return {"F.conv1d(dilation=8)": _nograd(torch, conv), "matmuls on shifted x": _nograd(torch, mm)}
+
+
+# ---- 2. encodec/soundstream-style downsampling conv, channels-last, K=4 stride 2 pad 1, weights (K,C,O), + bias + elu
+DOWN_CL = """
+def down(float(B,L,C) x, float(K,C,O) w, float(O) bias) -> (y) {
+  y(b, t, o) +=! (2 * t + k - 1 >= 0 && 2 * t + k - 1 < L ? x(b, 2 * t + k - 1, c) : 0) * w(k, c, o) where t in 0:L / 2, k in 0:K
+  y(b, t, o) = y(b, t, o) + bias(o) > 0 ? y(b, t, o) + bias(o) : exp(y(b, t, o) + bias(o)) - 1
+}
+"""
+
+
+@program(name="b3 strided conv1d K=4 s=2 p=1 channels-last (B,L,C), (K,C,O) weights, + bias + elu", kind="conv",
+         src=DOWN_CL, full=dict(B=16, L=2048, C=128, O=256, K=4), tiny=dict(B=2, L=10, C=3, O=5, K=4),
+         inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["K"], s["C"], s["O"]), _w(r, s["O"])])
+def _b3_down(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    wt = w.permute(2, 1, 0).contiguous()
+    return {"F.conv1d(stride=2, padding=1) + F.elu": _nograd(
+        torch, lambda: F.elu(F.conv1d(x.transpose(1, 2), wt, bias, stride=2, padding=1)).transpose(1, 2))}
+
+
+# ---- 3. wav2vec2 positional conv embedding: grouped conv (16 channels per group), K=32 pad 16, drop last, gelu, residual
+POSCONV = """
+def posconv(float(B,L,C) x, float(C,16,K) w, float(C) bias) -> (y) {
+  p(b, t, o) +=! (t + k - K / 2 >= 0 && t + k - K / 2 < L ? x(b, t + k - K / 2, (o / 16) * 16 + i) : 0) * w(o, i, k) where t in 0:L, k in 0:K
+  y(b, t, o) = x(b, t, o) + 0.5 * v * (1 + erf(v * 0.70710678)) where v = p(b, t, o) + bias(o)
+}
+"""
+
+
+@program(name="b3 wav2vec2 pos conv: grouped conv1d (16 ch/group) K=32 pad 16 drop last, gelu, + x", kind="conv",
+         src=POSCONV, full=dict(B=8, L=512, C=256, K=32), tiny=dict(B=2, L=9, C=32, K=4),
+         inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, s["C"], 16, s["K"]), _w(r, s["C"])])
+def _b3_posconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    G, K = s["C"] // 16, s["K"]
+    return {"F.conv1d(groups) + F.gelu": _nograd(
+        torch, lambda: x + F.gelu(F.conv1d(x.transpose(1, 2), w, bias, padding=K // 2, groups=G)[..., :-1]).transpose(1, 2))}
+
+
+# ---- 4. hifi-gan upsampling: leaky_relu(0.1) then conv_transpose1d K=16 stride 8 padding 4 (select on (t + 4 - k) % 8)
+HIFI_UP = """
+def hifi_up(float(B,C,L) x, float(C,O,16) w, float(O) bias) -> (y) {
+  a(b, c, l) = x(b, c, l) > 0 ? x(b, c, l) : 0.1 * x(b, c, l)
+  y(b, o, t) +=! ((t + 4 - k) % 8 == 0 && t + 4 - k >= 0 && t + 4 - k < 8 * L ? a(b, c, (t + 4 - k) / 8) : 0) * w(c, o, k) where t in 0:8 * L, k in 0:16
+  y(b, o, t) = y(b, o, t) + bias(o)
+}
+"""
+
+
+@program(name="b3 hifi-gan upsample: leaky_relu + conv_transpose1d K=16 s=8 p=4 (select on % 8)", kind="conv",
+         src=HIFI_UP, full=dict(B=8, C=256, O=128, L=256), tiny=dict(B=2, C=3, O=4, L=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _w(r, s["C"], s["O"], 16), _w(r, s["O"])])
+def _b3_hifi_up(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    return {"F.leaky_relu + F.conv_transpose1d": _nograd(
+        torch, lambda: F.conv_transpose1d(F.leaky_relu(x, 0.1), w, bias, stride=8, padding=4))}
+
+
+# ---- 5. fairseq LightConv decoder block: linear + glu, causal lightweight conv (softmax kernel per head, head c % 8), linear
+LIGHTCONV = """
+def lightconv(float(B,L,C) x, float(2*C,C) Wi, float(2*C) bi, float(8,7) wk, float(C,C) Wo, float(C) bo) -> (y) {
+  u(b, t, r) +=! x(b, t, i) * Wi(r, i)
+  v(b, t, c) = (u(b, t, c) + bi(c)) * sigmoid(u(b, t, C + c) + bi(C + c)) where c in 0:C
+  m(h) max=! wk(h, k)
+  e(h, k) = exp(wk(h, k) - m(h))
+  s(h) +=! e(h, k)
+  z(b, t, c) +=! (t + k - 6 >= 0 ? v(b, t + k - 6, c) : 0) * e(c % 8, k) / s(c % 8) where t in 0:L, k in 0:7
+  y(b, t, o) +=! z(b, t, c) * Wo(o, c)
+  y(b, t, o) = y(b, t, o) + bo(o)
+}
+"""
+
+
+@program(name="b3 lightconv block (linear+glu, causal softmax-kernel depthwise K=7 head c%8, linear), (B,L,C)",
+         kind="conv", src=LIGHTCONV, full=dict(B=16, L=512, C=256), tiny=dict(B=2, L=9, C=16),
+         inputs=lambda r, s: [_n(r, s["B"], s["L"], s["C"]), _w(r, 2 * s["C"], s["C"]), _w(r, 2 * s["C"]),
+                              _n(r, 8, 7), _w(r, s["C"], s["C"]), _w(r, s["C"])])
+def _b3_lightconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wi, bi, wk, Wo, bo = t
+    C = s["C"]
+
+    def run():
+        v = F.glu(F.linear(x, Wi, bi), -1)                                  # (B, L, C)
+        k = F.softmax(wk, -1).repeat(C // 8, 1)[:, None, :]                 # channel c: head c % 8
+        z = F.conv1d(F.pad(v.transpose(1, 2), (6, 0)), k, groups=C)         # (B, C, L)
+        return F.linear(z.transpose(1, 2), Wo, bo)
+    return {"F.linear+F.glu+F.conv1d(groups=C)+F.linear": _nograd(torch, run)}
+
+
+# ---- 6. max_pool1d K=5 s=2 pad 2 with indices (argmax=! over a -inf padded window, value by an indirect read)
+MAXPOOL_IDX = """
+def mpi(float(B,C,L) x) -> (y, idx) {
+  j(b, c, t) argmax=! (2 * t + k - 2 >= 0 && 2 * t + k - 2 < L ? x(b, c, 2 * t + k - 2) : -inf) where t in 0:(L + 1) / 2, k in 0:5
+  idx(b, c, t) = 2 * t + j(b, c, t) - 2
+  y(b, c, t) = x(b, c, idx(b, c, t))
+}
+"""
+
+
+@program(name="b3 max_pool1d K=5 s=2 pad 2 return_indices (argmax=!, -inf select, gather)", kind="conv",
+         src=MAXPOOL_IDX, full=dict(B=32, C=256, L=1024), tiny=dict(B=2, C=3, L=9),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"])], pick=lambda r: r[1])
+def _b3_mpi(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool1d(return_indices=True)": _nograd(
+        torch, lambda: F.max_pool1d(t[0], 5, 2, 2, return_indices=True)[1])}
+
+
+# ---- 7. greedy GRU decoder, tied embeddings (logits = h emb^T), tokens batch-first, running log-prob score
+GREEDY_GRU_TIED = """
+def greedy_gru(float(V,H) emb, float(3*H,H) Wih, float(3*H,H) Whh, float(3*H) bih, float(3*H) bhh,
+               float(B,H) h0, int32(B) bos) -> (tok, score) {
+  hp(b, j) = h0(b, j)
+  for t in S {
+    if t == 0 { gi(b, r) +=! emb(bos(b), i) * Wih(r, i) }
+    else      { gi(b, r) +=! emb(tok(b, t - 1), i) * Wih(r, i) }
+    gh(b, r) +=! hp(b, k) * Whh(r, k)
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    hp(b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * hp(b, j)
+    logit(b, v) +=! hp(b, j) * emb(v, j)
+    tok(b, t) argmax=! logit(b, v)
+    mx(b) max=! logit(b, v)
+    se(b) +=! exp(logit(b, v) - mx(b))
+    if t == 0 { score(b) = -log(se(b)) } else { score(b) = score(b) - log(se(b)) }
+  }
+}
+"""
+
+
+def _greedy_gru_tied_inputs(r, s):
+    V, H, B = s["V"], s["H"], s["B"]
+    return [_n(r, V, H), _w(r, 3 * H, H), _w(r, 3 * H, H), _w(r, 3 * H), _w(r, 3 * H), _n(r, B, H),
+            r.integers(0, V, B).astype(np.int32)]
+
+
+def _greedy_gru_tied_torch(torch, t, s):
+    F = torch.nn.functional
+    emb, Wih, Whh, bih, bhh, h0, bos = t
+    H = s["H"]
+    cell = torch.nn.GRUCell(H, H)
+    for p, v in ((cell.weight_ih, Wih), (cell.weight_hh, Whh), (cell.bias_ih, bih), (cell.bias_hh, bhh)):
+        _copy(torch, p, v.numpy())
+    bos_l = bos.long()
+
+    def loop():
+        B = h0.shape[0]
+        out = torch.empty(B, s["S"], dtype=torch.int64)
+        score = torch.zeros(B)
+        h, tok = h0, bos_l
+        for k in range(s["S"]):
+            h = cell(F.embedding(tok, emb), h)
+            lp = F.log_softmax(F.linear(h, emb), -1)
+            val, tok = lp.max(-1)
+            score += val
+            out[:, k] = tok
+        return out, score
+    return loop
+
+
+@program(name="b3 greedy gru decoder, tied embeddings, tok(b, t), running log-prob score", kind="rnn",
+         src=GREEDY_GRU_TIED, full=dict(S=48, B=16, H=512, V=8000), tiny=dict(S=4, B=2, H=4, V=7), free=("S",),
+         inputs=_greedy_gru_tied_inputs, pick=lambda r: r[0])
+def _b3_greedy_gru_tied(torch, a, t, s):
+    loop = _greedy_gru_tied_torch(torch, t, s)
+    return {"nn.GRUCell loop": _nograd(torch, lambda: loop()[0])}
+
+
+# ---- 8. HMM forward-backward posteriors, scaled (Rabiner) probability domain, reversed backward loop
+HMM_FB = """
+def hmm_fb(float(T,B,S) lik, float(S,S) A, float(S) pi) -> (post) {
+  for t in T {
+    if t == 0 { a(t, b, j) = pi(j) * lik(t, b, j) }
+    else {
+      a(t, b, j) +=! a(t - 1, b, i) * A(i, j)
+      a(t, b, j) = a(t, b, j) * lik(t, b, j)
+    }
+    c(t, b) +=! a(t, b, j)
+    a(t, b, j) = a(t, b, j) / c(t, b)
+  }
+  for s in T {
+    if s == 0 { be(T - 1 - s, b, i) = 1 where b in 0:B, i in 0:S }
+    else {
+      w(b, j) = lik(T - s, b, j) * be(T - s, b, j)
+      be(T - 1 - s, b, i) +=! A(i, j) * w(b, j)
+      be(T - 1 - s, b, i) = be(T - 1 - s, b, i) / c(T - s, b)
+    }
+  }
+  post(t, b, j) = a(t, b, j) * be(t, b, j)
+}
+"""
+
+
+def _hmm_inputs(r, s):
+    T, B, S = s["T"], s["B"], s["S"]
+    A = r.random((S, S)).astype(np.float32) + 0.05
+    A /= A.sum(1, keepdims=True)
+    pi = r.random(S).astype(np.float32) + 0.05
+    pi /= pi.sum()
+    return [(r.random((T, B, S)) + 0.01).astype(np.float32), A, pi]
+
+
+@program(name="b3 hmm forward-backward posteriors, scaled probabilities, reversed loop be(T-1-s)", kind="rnn",
+         src=HMM_FB, full=dict(T=256, B=32, S=256), tiny=dict(T=4, B=2, S=3), inputs=_hmm_inputs)
+def _b3_hmm_fb(torch, a, t, s):
+    lik, A, pi = t
+    T = s["T"]
+
+    def run():
+        al = torch.empty_like(lik)
+        c = torch.empty(lik.shape[:2])
+        x = pi * lik[0]
+        for k in range(T):
+            if k > 0:
+                x = (al[k - 1] @ A) * lik[k]
+            c[k] = x.sum(-1)
+            al[k] = x / c[k, :, None]
+        be = torch.empty_like(lik)
+        be[T - 1] = 1
+        for k in range(T - 2, -1, -1):
+            torch.matmul((lik[k + 1] * be[k + 1]), A.T, out=be[k])
+            be[k] /= c[k + 1, :, None]
+        return al * be
+    return {"torch loop (matmul)": _nograd(torch, run)}
+
+
+# ---- 9. CTC loss by the log-alpha recursion over the blank-extended labels (-1e30 as log 0)
+CTC = """
+def ctc(float(T,B,V) lp, int32(B,U) tgt) -> (loss) {
+  ext(b, s) = s % 2 == 0 ? 0 : tgt(b, (s - 1) / 2) where s in 0:2 * U + 1
+  sk(b, s) = s >= 2 && ext(b, s) != ext(b, s - 2) where s in 0:2 * U + 1
+  for t in T {
+    if t == 0 { al(t, b, s) = s < 2 ? lp(t, b, ext(b, s)) : -1e30 where s in 0:2 * U + 1 }
+    else {
+      m(b, s) = max(al(t - 1, b, s), max(s >= 1 ? al(t - 1, b, s - 1) : -1e30, s >= 2 && sk(b, s) ? al(t - 1, b, s - 2) : -1e30)) where s in 0:2 * U + 1
+      al(t, b, s) = m(b, s) + log(exp(al(t - 1, b, s) - m(b, s)) + (s >= 1 ? exp(al(t - 1, b, s - 1) - m(b, s)) : 0)
+                                   + (s >= 2 && sk(b, s) ? exp(al(t - 1, b, s - 2) - m(b, s)) : 0)) + lp(t, b, ext(b, s)) where s in 0:2 * U + 1
+    }
+  }
+  loss(b) = -(mm + log(exp(x1 - mm) + exp(x2 - mm))) where x1 = al(T - 1, b, 2 * U), x2 = al(T - 1, b, 2 * U - 1), mm = max(x1, x2)
+}
+"""
+
+
+def _b3_ctc_inputs(r, s):
+    T, B, V, U = s["T"], s["B"], s["V"], s["U"]
+    z = r.standard_normal((T, B, V)).astype(np.float32)
+    lp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return [lp.astype(np.float32), r.integers(1, V, (B, U)).astype(np.int32)]
+
+
+@program(name="b3 ctc loss, log-alpha recursion over blank-extended labels (int32 targets, skip mask)", kind="rnn",
+         src=CTC, full=dict(T=256, B=16, V=64, U=48), tiny=dict(T=6, B=2, V=4, U=2), inputs=_b3_ctc_inputs)
+def _b3_ctc(torch, a, t, s):
+    F = torch.nn.functional
+    lp, tgt = t
+    tl = tgt.long()
+    il = torch.full((s["B"],), s["T"], dtype=torch.long)
+    ul = torch.full((s["B"],), s["U"], dtype=torch.long)
+    return {"F.ctc_loss(reduction='none')": _nograd(torch, lambda: F.ctc_loss(lp, tl, il, ul, 0, "none"))}
+
+
+# ---- 10. streaming causal conv1d: the left context comes from a cache of the previous chunk (nested select), + silu
+STREAM_CONV = """
+def stream_conv(float(B,C,L) x, float(B,C,2) cache, float(O,C,3) w, float(O) bias) -> (y, newcache) {
+  y(b, o, t) +=! (t + k >= 2 ? x(b, c, t + k - 2) : cache(b, c, t + k)) * w(o, c, k) where t in 0:L, k in 0:3
+  y(b, o, t) = v * sigmoid(v) where v = y(b, o, t) + bias(o)
+  newcache(b, c, j) = x(b, c, L - 2 + j) where j in 0:2
+}
+"""
+
+
+@program(name="b3 streaming causal conv1d K=3, left context from a cache (select), + bias + silu, new cache",
+         kind="conv", src=STREAM_CONV, full=dict(B=8, C=256, O=256, L=512), tiny=dict(B=2, C=3, O=4, L=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _n(r, s["B"], s["C"], 2), _w(r, s["O"], s["C"], 3),
+                              _w(r, s["O"])], pick=lambda r: r[0])
+def _b3_stream(torch, a, t, s):
+    F = torch.nn.functional
+    x, cache, w, bias = t
+
+    def run():
+        xx = torch.cat([cache, x], -1)
+        return F.silu(F.conv1d(xx, w, bias)), xx[..., -2:]
+    return {"torch.cat + F.conv1d + F.silu": _nograd(torch, lambda: run()[0])}
+
+
+# ---- 11. wav2vec2 feature encoder, first two layers: conv K=10 s=5 (1 -> C), per-channel group norm, gelu, conv K=3 s=2, gelu
+W2V_FE = """
+def w2v_fe(float(B,N) wav, float(C,1,10) w0, float(C) gw, float(C) gb, float(C,C,3) w1) -> (y) {
+  h(b, c, t) +=! wav(b, 5 * t + k) * w0(c, 0, k) where t in 0:(N - 10) / 5 + 1
+  mu(b, c) +=! h(b, c, t)
+  mu(b, c) = mu(b, c) / float((N - 10) / 5 + 1)
+  var(b, c) +=! (h(b, c, t) - mu(b, c)) * (h(b, c, t) - mu(b, c))
+  rs(b, c) = rsqrt(var(b, c) / float((N - 10) / 5 + 1) + 1e-5)
+  g(b, c, t) = 0.5 * v * (1 + erf(v * 0.70710678)) where v = (h(b, c, t) - mu(b, c)) * rs(b, c) * gw(c) + gb(c)
+  y(b, o, t) +=! g(b, c, 2 * t + k) * w1(o, c, k)
+  y(b, o, t) = 0.5 * y(b, o, t) * (1 + erf(y(b, o, t) * 0.70710678))
+}
+"""
+
+
+@program(name="b3 wav2vec2 feature encoder layers 0-1: conv K=10 s=5, group norm (C groups), gelu, conv K=3 s=2, gelu",
+         kind="conv", src=W2V_FE, full=dict(B=4, N=16000, C=256), tiny=dict(B=2, N=47, C=3),
+         inputs=lambda r, s: [_n(r, s["B"], s["N"]), _w(r, s["C"], 1, 10), 1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"]),
+                              _w(r, s["C"], s["C"], 3)])
+def _b3_w2v_fe(torch, a, t, s):
+    F = torch.nn.functional
+    wav, w0, gw, gb, w1 = t
+    C = s["C"]
+    return {"F.conv1d + F.group_norm + F.gelu + F.conv1d + F.gelu": _nograd(torch, lambda: F.gelu(F.conv1d(
+        F.gelu(F.group_norm(F.conv1d(wav[:, None], w0, stride=5), C, gw, gb)), w1, stride=2)))}
