@@ -119,19 +119,27 @@ def variant(op: str, dtype: str) -> tuple[str, int] | None:
     return None
 
 
+def _in_parts(dtype: str, args, n: int, symbol: str) -> "tirx.PrimExpr":
+    """``symbol`` called on each part of ``n`` lanes of the vectors ``args``
+    (of ``dtype``), the results joined: each argument bound once, its parts
+    picked out by shuffles (``n`` = 1: one scalar call per lane)."""
+    scalar, _, lanes = dtype.partition("x")
+    piece = scalar if n == 1 else f"{scalar}x{n}"
+    vars_ = [tirx.Var(f"vm_arg{i}", dtype) for i in range(len(args))]
+    parts = [tirx.call_pure_extern(piece, symbol, *[tirx.Shuffle([v], [tirx.IntImm("int32", k * n + j)
+                                                                       for j in range(n)]) for v in vars_])
+             for k in range(int(lanes) // n)]
+    out = tirx.Shuffle(parts, [tirx.IntImm("int32", j) for j in range(int(lanes))])
+    for v, a in reversed(list(zip(vars_, args))):
+        out = tirx.Let(v, a, out)
+    return out
+
+
 def _libm_call(op: str, dtype: str, args) -> "tirx.PrimExpr":
     """libm's ``op`` of scalar ``args``, or of each lane of vector ones."""
     scalar, _, lanes = dtype.partition("x")
     symbol = _OWNED[op][0] + ("f" if scalar == "float32" else "")
-    if not lanes:
-        return tirx.call_pure_extern(dtype, symbol, *args)
-    vars_ = [tirx.Var(f"vm_arg{i}", dtype) for i in range(len(args))]
-    lane = [tirx.call_pure_extern(scalar, symbol, *[tirx.Shuffle([v], [tirx.IntImm("int32", k)]) for v in vars_])
-            for k in range(int(lanes))]
-    out = tirx.Shuffle(lane, [tirx.IntImm("int32", k) for k in range(int(lanes))])
-    for v, a in reversed(list(zip(vars_, args))):
-        out = tirx.Let(v, a, out)
-    return out
+    return _in_parts(dtype, args, 1, symbol) if lanes else tirx.call_pure_extern(dtype, symbol, *args)
 
 
 def _rewrite(call):
@@ -143,20 +151,9 @@ def _rewrite(call):
     if found is None:
         return _libm_call(op, dtype, call.args) if op in _OWNED and dtype.startswith("float") else call
     symbol, n = found
-    lanes = int(dtype.partition("x")[2])
-    if lanes == n:
+    if int(dtype.partition("x")[2]) == n:
         return tirx.call_pure_extern(dtype, symbol, *call.args)
-    # a vector of several variants' lanes (float64 in 16 lanes): the calls on its
-    # parts, joined (each argument bound once, its parts picked out by shuffles)
-    piece = f"{dtype.partition('x')[0]}x{n}"
-    args = [tirx.Var(f"vm_arg{i}", dtype) for i in range(len(call.args))]
-    parts = [tirx.call_pure_extern(piece, symbol, *[tirx.Shuffle([a], [tirx.IntImm("int32", k * n + j)
-                                                                       for j in range(n)]) for a in args])
-             for k in range(lanes // n)]
-    out = tirx.Shuffle(parts, [tirx.IntImm("int32", j) for j in range(lanes)])
-    for v, a in reversed(list(zip(args, call.args))):
-        out = tirx.Let(v, a, out)
-    return out
+    return _in_parts(dtype, call.args, n, symbol)  # float64 in 16 lanes: two calls of 8
 
 
 @tvm.transform.module_pass(opt_level=0, name="tcdsl.VectorMath")
