@@ -22,7 +22,7 @@ from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from . import bounded, branches
 from .model import Kernel, Model, lift_param, maps
-from .schedule_batch import heads_fused
+from .schedule_batch import at_one_value, heads_fused
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
                               _narrow_parallel_statements, written_in_steps, _stores_across_rows, _stride_one, _params,
                               _has_reduction, _leading_parallel, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
@@ -346,10 +346,7 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
     phi = isl.UnionMap.from_multi_union_pw_aff(outer)
     if batch_reads is not None and not batch_reads.reverse().apply_range(phi).is_single_valued():
         return None  # a reduction reads an operand at every value of the loop (a weight): no batch
-    moved = sc.get_validity().apply_domain(phi).apply_range(phi).deltas()
-    zero = isl.Set.read_from_str(sched.get_ctx(), "{ [0] }")
-    sets = moved.get_set_list()
-    if not all(d.is_subset(zero.align_params(d.get_space())) for d in (sets.get_at(i) for i in range(sets.n_set()))):
+    if not at_one_value(sc, phi, 1):
         return None
     inner = sched.get_root().child(0)  # isl's nests, each now at one value of the shared loop
     return inner.insert_partial_schedule(outer).band_member_set_coincident(0, True).get_schedule()

@@ -24,6 +24,14 @@ from .schedule_counts import _has_reduction, _leading_parallel
 NT = isl.schedule_node_type
 
 
+def at_one_value(sc: isl.ScheduleConstraints, phi: isl.UnionMap, dims: int) -> bool:
+    """Every dependence of ``sc`` stays at one value of the shared loops
+    ``phi`` (``dims`` of them)."""
+    zero = isl.Set.read_from_str(sc.get_ctx(), "{ [" + ", ".join(["0"] * dims) + "] }")
+    sets = sc.get_validity().apply_domain(phi).apply_range(phi).deltas().get_set_list()
+    return all(d.is_subset(zero.align_params(d.get_space())) for d in (sets.get_at(i) for i in range(sets.n_set())))
+
+
 def _parallel_members(band: isl.ScheduleNode) -> list[int]:
     """The members after the first of a nest's band that are parallel and
     come before its first serial one."""
@@ -65,10 +73,7 @@ def heads_fused(sched: isl.Schedule | None, sc: isl.ScheduleConstraints, rows_be
         phi = isl.UnionMap.from_multi_union_pw_aff(top.band_get_partial_schedule().flat_range_product(inner))
         if not batch_reads.reverse().apply_range(phi).is_single_valued():
             continue
-        moved = sc.get_validity().apply_domain(phi).apply_range(phi).deltas()
-        zero = isl.Set.read_from_str(sched.get_ctx(), "{ [0, 0] }")
-        sets = moved.get_set_list()
-        if all(d.is_subset(zero.align_params(d.get_space())) for d in (sets.get_at(i) for i in range(sets.n_set()))):
+        if at_one_value(sc, phi, 2):
             return seq.insert_partial_schedule(inner).band_member_set_coincident(0, True).get_schedule()
     return sched
 
