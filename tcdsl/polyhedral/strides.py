@@ -81,10 +81,25 @@ def unit_or_invariant(access, d: str) -> bool:
         return False
     if not uses(last) or is_d(last):
         return True
-    if isinstance(last, n.Binary) and last.op == "/" and isinstance(last.rhs, n.Const) \
-            and isinstance(last.rhs.value, int) and last.rhs.value >= 2 and plus(last.lhs, d):
+    if _in_runs(last, d):
         return True
     return plus(last, d, SMALL_STRIDES)
+
+
+def _in_runs(e, d: str) -> bool:
+    """``d`` appears in ``e`` only as ``(d + a) / K`` for constants ``K >= 2``:
+    the same value over runs of ``K`` steps (``c / 8``, a grouped
+    convolution's input channel ``(o / 16) * 16 + i``)."""
+    from ..syntax import nodes as n
+
+    if isinstance(e, n.Binary) and e.op == "/" and isinstance(e.rhs, n.Const) \
+            and isinstance(e.rhs.value, int) and e.rhs.value >= 2 and plus(e.lhs, d):
+        return True
+    if isinstance(e, n.IndexVar):
+        return e.name != d
+    if isinstance(e, n.Binary) and e.op in ("+", "-", "*"):
+        return _in_runs(e.lhs, d) and _in_runs(e.rhs, d)
+    return not any(isinstance(x, n.IndexVar) and x.name == d for x in n.walk(e))
 
 
 # A read whose last index moves by up to this many elements per step of the
