@@ -226,3 +226,74 @@ def test_digit_copies_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# a recurrent weight in PyTorch's (3H, H) layout read by gate and row, q * H + j, inside the
+# time loop (in both arms of a branch, over ranges that differ by the operand): one copy of the
+# whole weight, made once at the top with the row j last, read at every step
+GATES_IN_LOOP = """
+def gru(float(B,T,I) x, float(B,H) h0, float(3*H,H) w_hh) -> (out) {
+  for t in T {
+    if t == 0 { ah(b, q, j) +=! h0(b, k) * w_hh(q * H + j, k) where q in 0:3, j in 0:H }
+    else      { ah(b, q, j) +=! out(b, t - 1, k) * w_hh(q * H + j, k) where q in 0:3, j in 0:H }
+    out(b, t, j) = tanh(ah(b, 0, j) + sigmoid(ah(b, 1, j)) * ah(b, 2, j) + x(b, t, j))
+  }
+}"""
+# the rows' range moves with the step (j in 0:t + 1): no copy serves every step
+MOVING = """
+def tri(float(T,N) x, float(2*N,N) w) -> (y) {
+  for t in T {
+    y(t, q, j) +=! x(t, k) * w(q * N + j, k) where q in 0:2, j in 0:min(t + 1, N)
+  }
+}"""
+
+
+def test_a_gate_read_in_a_loop_is_copied_once_at_the_top():
+    fe = driver.frontend(GATES_IN_LOOP, None, tcdsl.options.parse(None).frontend, "llvm")
+    copies = [st.comp for st in fe.ranges.stmts if st.comp.tensor.startswith("w_hh")]
+    assert [c.tensor for c in copies] == ["w_hh_g"], copies
+    # first, before the loop, with the row last
+    assert fe.checked.node.body[0].tensor == "w_hh_g"
+    from tcdsl.syntax.printer import expr_to_tc
+    assert [expr_to_tc(x) for x in fe.checked.node.body[0].indices] == ["q", "k", "j"]
+    assert "w_hh_g" not in _tensors(GATES_IN_LOOP, gather=False)
+    assert not any(t.startswith("w_g") for t in _tensors(MOVING))
+
+
+def _gates_ref(x, h0, w):
+    B, T, _ = x.shape
+    H = h0.shape[1]
+    out = np.zeros((B, T, H))
+    h = h0.astype(np.float64)
+    for t in range(T):
+        a = (h @ w.T.astype(np.float64)).reshape(B, 3, H)
+        h = np.tanh(a[:, 0] + 1 / (1 + np.exp(-a[:, 1])) * a[:, 2] + x[:, t, :H])
+        out[:, t] = h
+    return out
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_gates_in_a_loop_match_numpy(mode):
+    k = tcdsl.compile(GATES_IN_LOOP, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(5)
+    for B, T, I, H in [(1, 1, 1, 1), (3, 4, 9, 7), (2, 3, 20, 17), (5, 2, 50, 48)]:
+        x = rng.standard_normal((B, T, I)).astype(np.float32)
+        h0 = rng.standard_normal((B, H)).astype(np.float32)
+        w = (rng.standard_normal((3 * H, H)) / np.sqrt(H)).astype(np.float32)
+        np.testing.assert_allclose(k(x, h0, w), _gates_ref(x, h0, w), rtol=1e-4, atol=1e-4)
+    m = tcdsl.compile(MOVING, specialize=mode, options={"disk_cache": False})
+    x, w = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+    want = np.zeros((4, 2, 3), np.float32)
+    for t in range(4):
+        for q in range(2):
+            want[t, q, :min(t + 1, 3)] = (x[t] @ w[q * 3:q * 3 + 3].T)[:min(t + 1, 3)]
+    np.testing.assert_allclose(m(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_gate_copies_in_a_loop_stay_inside_their_tensors():
+    cases = [{"id": "gather-loop", "source": GATES_IN_LOOP,
+              "settings": [{"B": 2, "T": 3, "I": 9, "H": 7}, {"B": 1, "T": 2, "I": 3, "H": 5}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

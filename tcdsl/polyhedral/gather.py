@@ -53,6 +53,7 @@ class Gather:
     variables: tuple[str, ...]
     name: str
     bounds: tuple = ()  # ``where`` ranges of the copy's variables the sum does not give: its inferred ones
+    top: bool = False  # an input read in a sequential loop: copied once, at the top of the ``def``
 
 
 def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, list[Gather]]:
@@ -60,66 +61,143 @@ def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, l
     taken = set(checked.tensors) | {p.name for p in checked.node.params}
     out: dict[object, list[Gather]] = {}
     infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts} if ranges is not None else {}
-    for s in checked.node.body:
-        if not isinstance(s, n.Comprehension) or s.op not in ("+=!", "+=") or not s.reduction_vars or s.span is None:
-            continue
-        lets = {w.name for w in s.wheres if isinstance(w, n.Let)}
-        lhs = {x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))}
-        found: list[Gather] = []
-        for a in n.walk(s.rhs):
-            if not isinstance(a, n.Access) or a.span is None:
-                continue
-            st = infos.get((s.span, s.tensor))
-            indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
-            if not indirect and not (any(_not_affine(i) for i in a.indices) and st is not None
-                                     and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
-                continue
-            if any(isinstance(x, n.Access) and x.tensor == s.tensor for x in n.walk(a)):
-                continue  # reads what the sum writes: the sum may change it while it runs
-            if any(isinstance(x, (n.IndexVar, n.Ident)) and x.name in lets for x in n.walk(a)):
-                continue  # a ``where`` value inside
-            # the copy's dimensions as the read names them, those of the sum's
-            # own among them in the sum's order (its rows then run as the
-            # sum's: ``g(b, u, r)`` reads ``emb_g(b, u, e)`` for ``emb(y(u - 1,
-            # b), e)``, two loops the code generator can join)
-            seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
-            order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
-            own = iter(sorted((v for v in seen if v in order), key=order.index))
-            variables = tuple(next(own) if v in order else v for v in seen)
-            if not variables or not (lhs - set(variables)):
-                continue  # nothing to reuse it across
-            name = _fresh(a.tensor + "_g", taken)
-            taken.add(name)
-            # a variable only a non-affine index uses has no range there (``h`` of ``qkv(b, j, h * DH + d)``)
-            given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
-            bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], st.domain.params()),
-                                             readable(st.ranges[v][1], st.domain.params()))
-                           for v in variables if not indirect and v not in given and v in st.ranges)
-            found.append(Gather(a.span, variables, name, bounds))
-        if found:
-            out[s.span] = found
+    written = {c.tensor for c in n.walk(checked.node) if isinstance(c, n.Comprehension)}
+    inputs = {p.name: checked.tensors[p.name].dims for p in checked.node.params if p.name not in written}
+    copies: dict[tuple, str] = {}  # (read, variables, bounds) of an input's copy at the top -> its name
+
+    def visit(stmts, loops: frozenset) -> None:
+        for s in stmts:
+            if isinstance(s, n.For):
+                visit(s.body, loops | {s.var})
+            elif isinstance(s, n.If):
+                visit(s.then, loops)
+                visit(s.orelse, loops)
+            elif isinstance(s, n.Comprehension):
+                found = _gathers(s, infos.get((s.span, s.tensor)), loops, inputs, taken, copies)
+                if found:
+                    out[s.span] = found
+
+    visit(checked.node.body, frozenset())
     return out
 
 
-def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
-    """``d`` (as parsed) with each planned read copied before its sum."""
-    body: list[n.Stmt] = []
-    for s in d.body:
-        gathers = p.get(getattr(s, "span", None)) if isinstance(s, n.Comprehension) else None
-        if not gathers:
-            body.append(s)
+def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[str],
+             copies: dict[tuple, str]) -> list[Gather]:
+    """The reads of the sum ``s`` to copy (see the module docstring); in a
+    sequential loop (``loops``: its variables) only reads of the inputs
+    through two digits, copied once at the top of the ``def``."""
+    if s.op not in ("+=!", "+=") or not s.reduction_vars or s.span is None:
+        return []
+    lets = {w.name for w in s.wheres if isinstance(w, n.Let)}
+    lhs = {x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))}
+    found: list[Gather] = []
+    for a in n.walk(s.rhs):
+        if not isinstance(a, n.Access) or a.span is None:
             continue
-        rhs = s.rhs
-        for g in gathers:
-            read = next((x for x in n.walk(rhs) if x.span == g.span and isinstance(x, n.Expr)), None)
-            if read is None:
-                return d  # (not found in the parsed statement: the program as written)
-            idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
-            ranges = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in g.variables)
-            body.append(n.Comprehension(g.name, idx, "=", read, wheres=ranges + g.bounds, span=g.span))
-            rhs = _replaced(rhs, g.span, n.Call(g.name, idx, span=g.span))
-        body.append(replace(s, rhs=rhs))
-    return replace(d, body=tuple(body))
+        indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
+        if not indirect and not (any(_not_affine(i) for i in a.indices) and st is not None
+                                 and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
+            continue
+        if loops and (indirect or a.tensor not in inputs or _names_of(a) & loops):
+            continue  # in a loop: only an input's elements, the same at every step
+        dims = inputs.get(a.tensor)
+        if any(isinstance(x, n.Access) and x.tensor == s.tensor for x in n.walk(a)):
+            continue  # reads what the sum writes: the sum may change it while it runs
+        if any(isinstance(x, (n.IndexVar, n.Ident)) and x.name in lets for x in n.walk(a)):
+            continue  # a ``where`` value inside
+        # the copy's dimensions as the read names them, those of the sum's
+        # own among them in the sum's order (its rows then run as the
+        # sum's: ``g(b, u, r)`` reads ``emb_g(b, u, e)`` for ``emb(y(u - 1,
+        # b), e)``, two loops the code generator can join)
+        seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
+        order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
+        own = iter(sorted((v for v in seen if v in order), key=order.index))
+        variables = tuple(next(own) if v in order else v for v in seen)
+        if not variables or not (lhs - set(variables)):
+            continue  # nothing to reuse it across
+        if loops and order and order[-1] in variables and variables[-1] != order[-1]:
+            # read at every step: the copy has the sum's last index last, so that its
+            # vectors and register tiles load it contiguously (a gate's rows of a
+            # recurrent weight in PyTorch's layout, ``w_hh(q * H + j, k)``: ``w_hh_g(q, k, j)``)
+            variables = tuple(v for v in variables if v != order[-1]) + (order[-1],)
+        # a variable only a non-affine index uses has no range there (``h`` of ``qkv(b, j, h * DH + d)``)
+        given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+        bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], st.domain.params()),
+                                         readable(st.ranges[v][1], st.domain.params()))
+                       for v in variables if not indirect and v not in given and v in st.ranges)
+        if not loops:
+            name = _fresh(a.tensor + "_g", taken)
+            taken.add(name)
+            found.append(Gather(a.span, variables, name, bounds))
+            continue
+        bounds += tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in variables)
+        # a variable alone in an index of the input: the copy spans that whole dimension (the
+        # same copy for every read of it, ``h0(b, k) * w_hh(q * H + j, k)`` and ``h(t - 1, b, k) * ...``)
+        whole = {x.name: dims[i] for i, x in enumerate(a.indices)
+                 if isinstance(x, n.IndexVar) and isinstance(dims[i], (str, int))} if dims else {}
+        bounds = tuple(n.RangeConstraint(b.var, n.Const(value=0), _extent(whole[b.var])) if b.var in whole else b
+                       for b in bounds)
+        if {v for v in variables} - {b.var for b in bounds} or any(_names_of(b) & loops for b in bounds):
+            continue  # a range that moves with the loop: not one copy for all steps
+        key = (expr_to_tc(a), variables, tuple(map(expr_to_tc, (x for b in bounds for x in (b.lo, b.hi)))))
+        if key not in copies:
+            copies[key] = _fresh(a.tensor + "_g", taken)
+            taken.add(copies[key])
+        found.append(Gather(a.span, variables, copies[key], bounds, top=True))
+    return found
+
+
+def _extent(d: str | int) -> n.Expr:
+    return n.Ident(name=d) if isinstance(d, str) else n.Const(value=d)
+
+
+def _names_of(e: n.Node) -> set[str]:
+    return {x.name for x in n.walk(e) if isinstance(x, (n.IndexVar, n.Ident))}
+
+
+def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
+    """``d`` (as parsed) with each planned read copied before its sum (an
+    input's read in a loop: once, at the top of the ``def``)."""
+    top: dict[str, n.Comprehension] = {}
+
+    def stmts(body) -> tuple | None:
+        out: list[n.Stmt] = []
+        for s in body:
+            if isinstance(s, n.For):
+                inner = stmts(s.body)
+                if inner is None:
+                    return None
+                out.append(replace(s, body=inner))
+                continue
+            if isinstance(s, n.If):
+                then, orelse = stmts(s.then), stmts(s.orelse)
+                if then is None or orelse is None:
+                    return None
+                out.append(replace(s, then=then, orelse=orelse))
+                continue
+            gathers = p.get(getattr(s, "span", None)) if isinstance(s, n.Comprehension) else None
+            if not gathers:
+                out.append(s)
+                continue
+            rhs = s.rhs
+            for g in gathers:
+                read = next((x for x in n.walk(rhs) if x.span == g.span and isinstance(x, n.Expr)), None)
+                if read is None:
+                    return None  # (not found in the parsed statement: the program as written)
+                idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
+                if g.top:
+                    top.setdefault(g.name, n.Comprehension(g.name, idx, "=", read, wheres=g.bounds, span=g.span))
+                else:
+                    ranges = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in g.variables)
+                    out.append(n.Comprehension(g.name, idx, "=", read, wheres=ranges + g.bounds, span=g.span))
+                rhs = _replaced(rhs, g.span, n.Call(g.name, idx, span=g.span))
+            out.append(replace(s, rhs=rhs))
+        return tuple(out)
+
+    body = stmts(d.body)
+    if body is None:
+        return d
+    return replace(d, body=tuple(top.values()) + body)
 
 
 def same_domains(old: RangeInfo, new: RangeInfo) -> bool:
