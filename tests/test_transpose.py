@@ -482,3 +482,80 @@ def test_slices_of_stacked_weights_under_guard_pages():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# k-means: the centroids C(k, d), written at every step, read in (out, in) layout by the
+# distances of all N points: copied transposed right before that sum at every step
+KMEANS = """def kmeans(float(N,D) X, float(K,D) C0) -> (C, assign) {
+  C(k, d) = C0(k, d)
+  for it in I {
+    cn(k) +=! C(k, d) * C(k, d)
+    dist(n, k) +=! X(n, d) * C(k, d)
+    dist(n, k) = cn(k) - 2 * dist(n, k)
+    assign(n) argmin=! dist(n, k)
+    cnt(k) +=! assign(n) == k ? 1.0 : 0.0 where k in 0:K
+    sm(k, d) +=! assign(n) == k ? X(n, d) : 0.0 where k in 0:K
+    C(k, d) = cnt(k) > 0 ? sm(k, d) / cnt(k) : C(k, d)
+  }
+}"""
+
+
+def _kmeans_ref(X, C, iters):
+    X, C = X.astype(np.float64), C.astype(np.float64)
+    for _ in range(iters):
+        dist = (C * C).sum(1)[None] - 2 * X @ C.T
+        a = dist.argmin(1)
+        cnt = np.bincount(a, minlength=len(C)).astype(np.float64)
+        sm = np.zeros_like(C)
+        np.add.at(sm, a, X)
+        C = np.where(cnt[:, None] > 0, sm / np.maximum(cnt, 1)[:, None], C)
+    return C, a
+
+
+def test_a_tensor_written_in_the_loop_is_copied_before_the_sum_at_every_step():
+    fe = frontend(Source(KMEANS))
+    loop = next(s for s in fe.checked.node.body if hasattr(s, "var"))
+    names = [s.tensor for s in loop.body]
+    assert names.index("C_t") == names.index("dist") - 1, names
+    assert "C_t" not in [s.tensor for s in fe.checked.node.body if hasattr(s, "tensor")]
+    # its own statement's read is left alone (cn sums C along its rows), and with rows
+    # the sum does not have, no copy: ``y(k) +=! C(k, d) * v(d)`` would pay a copy per use
+    gemv = """def f(float(K,D) C0, float(D) v) -> (C, y) {
+  C(k, d) = C0(k, d)
+  for it in I {
+    yk(k) +=! C(k, d) * v(d)
+    y(it, k) = yk(k)
+    C(k, d) = C(k, d) * 0.5 + yk(k)
+  }
+}"""
+    assert "C_t" not in frontend(Source(gemv)).checked.tensors
+    assert "C_t" not in frontend(Source(KMEANS), options=tcdsl.options.parse({"transpose": False}).frontend).checked.tensors
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_copies_in_every_step_agree_with_numpy(mode):
+    k = tcdsl.compile(KMEANS, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(4)
+    for N, D, K, iters in [(1, 1, 1, 1), (40, 3, 5, 3), (300, 17, 33, 4)]:
+        centers = 4 * rng.standard_normal((K, D))
+        X = (centers[rng.integers(0, K, N)] + 0.3 * rng.standard_normal((N, D))).astype(np.float32)
+        C0 = (centers + 0.3 * rng.standard_normal((K, D))).astype(np.float32)
+        C, assign = k(X, C0, I=iters)
+        want_c, want_a = _kmeans_ref(X, C0, iters)
+        np.testing.assert_array_equal(assign, want_a)
+        np.testing.assert_allclose(C, want_c, rtol=1e-4, atol=1e-4)
+
+
+def test_copies_in_every_step_under_guard_pages():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import guard
+
+    cases = [{"id": "kmeans", "source": KMEANS, "settings": [{"N": 9, "D": 3, "K": 4, "I": 2},
+                                                             {"N": 1, "D": 5, "K": 2, "I": 1}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)
