@@ -297,3 +297,24 @@ def test_gate_copies_in_a_loop_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# a Kronecker-factored layer: the sum is chained in two (chain.py) whatever the order of its
+# factors, and the flat input is gathered into (n, p, q) for the first product in every order
+KRON_ORDERS = [f"""def kron(float(N,M) x, float(I,P) A, float(J,Q) Bk) -> (y) {{
+  y(n, i, j) +=! {a} * {b} * {c}
+}}""" for a, b, c in [("A(i, p)", "Bk(j, q)", "x(n, p * Q + q)"), ("x(n, p * Q + q)", "Bk(j, q)", "A(i, p)"),
+                      ("Bk(j, q)", "A(i, p)", "x(n, p * Q + q)"), ("A(i, p)", "x(n, p * Q + q)", "Bk(j, q)")]]
+
+
+@pytest.mark.parametrize("src", KRON_ORDERS)
+def test_a_kronecker_layer_gathers_its_input_in_any_factor_order(src):
+    assert "x_g" in _tensors(src), _tensors(src)
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    for N, P, Q, I, J in [(1, 1, 1, 1, 1), (3, 4, 5, 6, 2), (7, 3, 17, 5, 19)]:
+        x = rng.standard_normal((N, P * Q)).astype(np.float32)
+        A = rng.standard_normal((I, P)).astype(np.float32)
+        B = rng.standard_normal((J, Q)).astype(np.float32)
+        want = np.einsum("ip,jq,npq->nij", A.astype(np.float64), B, x.reshape(N, P, Q))
+        np.testing.assert_allclose(k(x, A, B), want, rtol=1e-4, atol=1e-4)

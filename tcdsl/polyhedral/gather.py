@@ -181,7 +181,7 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 continue
             rhs = s.rhs
             for g in gathers:
-                read = next((x for x in n.walk(rhs) if x.span == g.span and isinstance(x, n.Expr)), None)
+                read = next((x for x in n.walk(rhs) if x.span == g.span and _is_read(x)), None)
                 if read is None:
                     return None  # (not found in the parsed statement: the program as written)
                 idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
@@ -206,9 +206,15 @@ def same_domains(old: RangeInfo, new: RangeInfo) -> bool:
     return same_extents(old, new) and same_points(old, new)
 
 
+def _is_read(e: n.Node) -> bool:
+    """A tensor's read, as parsed or checked (a product that another pass
+    built, chain.py's ``A(i, p) * x(n, p * Q + q)``, may carry a factor's span)."""
+    return isinstance(e, (n.Call, n.Access))
+
+
 def _replaced(e: n.Node, span, new: n.Expr) -> n.Node:
-    """``e`` with the expression at ``span`` replaced by ``new``."""
-    if isinstance(e, n.Expr) and e.span == span:
+    """``e`` with the read at ``span`` replaced by ``new``."""
+    if _is_read(e) and e.span == span:
         return new
     return n.map_children(e, lambda c: _replaced(c, span, new))
 
