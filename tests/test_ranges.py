@@ -8,6 +8,7 @@ import pytest
 
 import tcdsl
 from tcdsl import TcSemanticError
+from tcdsl.errors import TcWarning
 from tcdsl.driver import frontend
 from tcdsl.codegen.signature import evaluate
 from tcdsl.source import Source
@@ -152,3 +153,29 @@ def test_an_output_index_bounded_only_by_a_tensor_written_further_down():
     with pytest.raises(TcSemanticError, match="cannot infer the range of 'q'"):
         frontend(Source(ZERO_START.replace("m(b, j) +=!", "m(b, j, q) +=!").replace("a(b, j) + m(b, j)",
                                                                                       "a(b, j) + m(b, j, 0)")))
+
+
+@pytest.mark.parametrize("loop", ["T - 1:-1", "T:0", "5:T - T + 2"])
+def test_a_loop_that_runs_no_step_for_any_sizes_warns(loop):
+    """``for t in T - 1:-1`` (Python's ``range(T - 1, -1, -1)``) is an empty
+    range: a warning at the loop, saying how to run steps backwards."""
+    import warnings
+
+    src = f"def rev(float(T,B) x) -> (y) {{\n  for t in {loop} {{\n    y(t, b) = x(t, b)\n  }}\n}}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tcdsl.compile(src, options={"disk_cache": False})
+    msgs = [str(w.message) for w in caught if issubclass(w.category, TcWarning)]
+    assert any(m.startswith("<string>:2:7: the loop 'for t in") and "runs no step for any sizes" in m
+               and "x(T - 1 - t, ...)" in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("loop", ["T", "0:T", "T - 1:T", "1:T"])
+def test_a_loop_that_runs_for_some_sizes_does_not_warn(loop):
+    import warnings
+
+    src = f"def fwd(float(T,B) x) -> (y) {{\n  for t in {loop} {{\n    y(t, b) = x(t, b)\n  }}\n}}"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tcdsl.compile(src, options={"disk_cache": False})
+    assert not [w for w in caught if "runs no step" in str(w.message)]

@@ -172,6 +172,8 @@ class _Inference:
         for s in stmts:
             match s:
                 case n.For():
+                    if self.first:
+                        self._empty_loop(s, loops, conds)
                     self.stmts(s.body, loops + (Loop(s.var, s.lo, s.hi),), conds)
                 case n.If():
                     self._param_set((), conds + ((s.cond, True),))  # checks the condition is affine
@@ -179,6 +181,29 @@ class _Inference:
                     self.stmts(s.orelse, loops, conds + ((s.cond, False),))
                 case n.Comprehension():
                     self._comprehension(s, loops, conds)
+
+    def _empty_loop(self, s: n.For, loops: tuple[Loop, ...], conds) -> None:
+        """Warn when ``for t in lo:hi`` runs no step for any sizes (``for t in
+        T - 1:-1``, a Python ``range(T - 1, -1, -1)``: the loop's steps only
+        go up; a backward loop reads and writes ``T - 1 - t``)."""
+        import warnings
+
+        from ..errors import TcWarning, caller_level
+        from ..syntax.printer import expr_to_tc
+
+        try:
+            runs = self._param_set(loops, conds) & self._read_cond(n.Binary("<", s.lo, s.hi), s.hi)
+        except TcSemanticError:
+            return  # (a bound that is no affine expression: reported where the loop's range is used)
+        if not runs.is_empty():
+            return
+        where = f"{s.span.source.name}:{s.span.line}:{s.span.col}: " if s.span is not None else ""
+        lo, hi = expr_to_tc(s.lo), expr_to_tc(s.hi)
+        warnings.warn(TcWarning(
+            f"{where}the loop 'for {s.var} in {lo}:{hi}' runs no step for any sizes: a loop goes from its first "
+            f"bound up to (not including) its second; to run steps backwards, loop forwards over them and index "
+            f"with the reversed step ('for {s.var} in T' reading x(T - 1 - {s.var}, ...))"),
+            stacklevel=caller_level())
 
     # ---------------------------------------------------------------- context
     def _param_set(self, loops: tuple[Loop, ...], conds) -> isl.Set:
