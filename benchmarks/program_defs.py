@@ -17203,3 +17203,1501 @@ def _b3_w2v_fe(torch, a, t, s):
     C = s["C"]
     return {"F.conv1d + F.group_norm + F.gelu + F.conv1d + F.gelu": _nograd(torch, lambda: F.gelu(F.conv1d(
         F.gelu(F.group_norm(F.conv1d(wav[:, None], w0, stride=5), C, gw, gb)), w1, stride=2)))}
+
+
+# ------------------------------------------------------------ session 55: recurrent cells ported from papers and PyTorch
+
+
+# ---------------------------------------------------------------------------------------------------------
+# w1: recurrent cells ported from papers and PyTorch
+# ---------------------------------------------------------------------------------------------------------
+
+# 1. Elman RNN exactly as torch.nn.RNN(batch_first=True) stores it: weights (out, in), two biases,
+#    h0 of shape (num_layers=1, B, H), batch-first input and output.
+w1_RNN_BF = """
+def w1_rnn_bf(float(B,T,I) x, float(1,B,H) h0, float(H,I) weight_ih, float(H,H) weight_hh,
+              float(H) bias_ih, float(H) bias_hh) -> (out) {
+  for t in T {
+    if t == 0 { a(b, j) +=! h0(0, b, k) * weight_hh(j, k) }
+    else      { a(b, j) +=! out(b, t - 1, k) * weight_hh(j, k) }
+    a(b, j) += x(b, t, i) * weight_ih(j, i)
+    out(b, t, j) = tanh(a(b, j) + bias_ih(j) + bias_hh(j))
+  }
+}
+"""
+
+
+def _w1_rnn_bf_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    return [_n(rng, B, T, I), _n(rng, 1, B, H) * 0.5, _w(rng, H, I), _w(rng, H, H),
+            _n(rng, H) * 0.1, _n(rng, H) * 0.1]
+
+
+@program(name="w1 rnn torch layout batch-first", kind="rnn", src=w1_RNN_BF,
+         full=dict(B=32, T=64, I=256, H=256), tiny=dict(B=3, T=5, I=4, H=6),
+         inputs=_w1_rnn_bf_inputs)
+def _w1_rnn_bf(torch, a, t, s):
+    rnn = torch.nn.RNN(s["I"], s["H"], batch_first=True)
+    _copy(torch, rnn.weight_ih_l0, a[2])
+    _copy(torch, rnn.weight_hh_l0, a[3])
+    _copy(torch, rnn.bias_ih_l0, a[4])
+    _copy(torch, rnn.bias_hh_l0, a[5])
+    return {"torch nn.RNN": _nograd(torch, lambda: rnn(t[0], t[1])[0])}
+
+
+# 2. LSTM with a projection (LSTMP, Sak et al. 2014) as torch.nn.LSTM(proj_size=P) stores it:
+#    gates i, f, g, o stacked in (4H, .) weights, h of size P, W_hr (P, H).
+w1_LSTMP = """
+def w1_lstmp(float(T,B,I) x, float(1,B,P) h0, float(1,B,H) c0,
+             float(4*H,I) w_ih, float(4*H,P) w_hh, float(4*H) b_ih, float(4*H) b_hh,
+             float(P,H) w_hr) -> (y, c) {
+  for t in T {
+    g(b, r) +=! x(t, b, i) * w_ih(r, i)
+    if t == 0 { g(b, r) += h0(0, b, k) * w_hh(r, k) }
+    else      { g(b, r) += y(t - 1, b, k) * w_hh(r, k) }
+    ig(b, j) = sigmoid(g(b, j) + b_ih(j) + b_hh(j)) where j in 0:H
+    fg(b, j) = sigmoid(g(b, H + j) + b_ih(H + j) + b_hh(H + j)) where j in 0:H
+    gg(b, j) = tanh(g(b, 2*H + j) + b_ih(2*H + j) + b_hh(2*H + j)) where j in 0:H
+    og(b, j) = sigmoid(g(b, 3*H + j) + b_ih(3*H + j) + b_hh(3*H + j)) where j in 0:H
+    if t == 0 { c(t, b, j) = fg(b, j) * c0(0, b, j) + ig(b, j) * gg(b, j) }
+    else      { c(t, b, j) = fg(b, j) * c(t - 1, b, j) + ig(b, j) * gg(b, j) }
+    hf(b, j) = og(b, j) * tanh(c(t, b, j))
+    y(t, b, p) +=! hf(b, j) * w_hr(p, j)
+  }
+}
+"""
+
+
+def _w1_lstmp_inputs(rng, s):
+    T, B, I, H, P = s["T"], s["B"], s["I"], s["H"], s["P"]
+    return [_n(rng, T, B, I), _n(rng, 1, B, P) * 0.5, _n(rng, 1, B, H) * 0.5,
+            _w(rng, 4 * H, I), _w(rng, 4 * H, P), _n(rng, 4 * H) * 0.1, _n(rng, 4 * H) * 0.1, _w(rng, P, H)]
+
+
+@program(name="w1 lstmp (nn.LSTM proj_size)", kind="rnn", src=w1_LSTMP,
+         full=dict(T=50, B=32, I=256, H=512, P=128), tiny=dict(T=4, B=3, I=5, H=6, P=3),
+         inputs=_w1_lstmp_inputs, pick=lambda r: r[0])
+def _w1_lstmp(torch, a, t, s):
+    lstm = torch.nn.LSTM(s["I"], s["H"], proj_size=s["P"])
+    for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"), a[3:]):
+        _copy(torch, getattr(lstm, name), arr)
+    return {"torch nn.LSTM(proj_size)": _nograd(torch, lambda: lstm(t[0], (t[1], t[2]))[0])}
+
+
+# 3. Peephole LSTM (Gers & Schmidhuber 2000), in the paper's x W layout (in, out) with one weight per gate,
+#    zero initial state; peepholes on c(t-1) for i, f and on c(t) for o.
+w1_PEEPHOLE = """
+def w1_peephole(float(T,B,I) x, float(I,H) Wi, float(I,H) Wf, float(I,H) Wg, float(I,H) Wo,
+                float(H,H) Ui, float(H,H) Uf, float(H,H) Ug, float(H,H) Uo,
+                float(H) pi, float(H) pf, float(H) po, float(4,H) bias) -> (h, c) {
+  for t in T {
+    zi(b, j) +=! x(t, b, k) * Wi(k, j)
+    zf(b, j) +=! x(t, b, k) * Wf(k, j)
+    zg(b, j) +=! x(t, b, k) * Wg(k, j)
+    zo(b, j) +=! x(t, b, k) * Wo(k, j)
+    if t > 0 {
+      zi(b, j) += h(t - 1, b, k) * Ui(k, j)
+      zf(b, j) += h(t - 1, b, k) * Uf(k, j)
+      zg(b, j) += h(t - 1, b, k) * Ug(k, j)
+      zo(b, j) += h(t - 1, b, k) * Uo(k, j)
+    }
+    ii(b, j) = sigmoid(zi(b, j) + bias(0, j) + (t > 0 ? pi(j) * c(t - 1, b, j) : 0))
+    ff(b, j) = sigmoid(zf(b, j) + bias(1, j) + (t > 0 ? pf(j) * c(t - 1, b, j) : 0))
+    c(t, b, j) = ii(b, j) * tanh(zg(b, j) + bias(2, j)) + (t > 0 ? ff(b, j) * c(t - 1, b, j) : 0)
+    h(t, b, j) = sigmoid(zo(b, j) + bias(3, j) + po(j) * c(t, b, j)) * tanh(c(t, b, j))
+  }
+}
+"""
+
+
+def _w1_peephole_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return ([_n(rng, T, B, I)] + [_w(rng, I, H) for _ in range(4)] + [_w(rng, H, H) for _ in range(4)]
+            + [_n(rng, H) * 0.3 for _ in range(3)] + [_n(rng, 4, H) * 0.1])
+
+
+@program(name="w1 peephole lstm", kind="rnn", src=w1_PEEPHOLE,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=4, B=3, I=5, H=6),
+         inputs=_w1_peephole_inputs, pick=lambda r: r[0])
+def _w1_peephole(torch, a, t, s):
+    x, Wi, Wf, Wg, Wo, Ui, Uf, Ug, Uo, pi, pf, po, bias = t
+    T, B, H = s["T"], s["B"], s["H"]
+    W = torch.cat([Wi, Wf, Wg, Wo], 1)
+    U = torch.cat([Ui, Uf, Ug, Uo], 1)
+
+    def run():
+        xg = (x.reshape(T * B, -1) @ W).reshape(T, B, 4 * H) + bias.reshape(1, 1, 4 * H)
+        h = x.new_zeros(B, H)
+        c = x.new_zeros(B, H)
+        out = []
+        for step in range(T):
+            z = xg[step] + h @ U
+            zi, zf, zg, zo = z.chunk(4, 1)
+            i = torch.sigmoid(zi + pi * c)
+            f = torch.sigmoid(zf + pf * c)
+            c = f * c + i * torch.tanh(zg)
+            h = torch.sigmoid(zo + po * c) * torch.tanh(c)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 4. Layer-normalized LSTM as in PyTorch's fastrnns LayerNormLSTMCell: LN of the input gates, LN of the
+#    hidden gates (each over all 4H), LN of the cell; torch layouts (4H, in).
+w1_LNLSTM = """
+def w1_ln_lstm(float(T,B,I) x, float(B,H) h0, float(B,H) c0, float(4*H,I) w_ih, float(4*H,H) w_hh,
+               float(4*H) gam_i, float(4*H) bet_i, float(4*H) gam_h, float(4*H) bet_h,
+               float(H) gam_c, float(H) bet_c) -> (hy, cy) {
+  for t in T {
+    gi(b, r) +=! x(t, b, k) * w_ih(r, k)
+    mi(b) +=! gi(b, r) / (4 * H)
+    vi(b) +=! (gi(b, r) - mi(b)) * (gi(b, r) - mi(b)) / (4 * H)
+    if t == 0 { gh(b, r) +=! h0(b, k) * w_hh(r, k) }
+    else      { gh(b, r) +=! hy(t - 1, b, k) * w_hh(r, k) }
+    mh(b) +=! gh(b, r) / (4 * H)
+    vh(b) +=! (gh(b, r) - mh(b)) * (gh(b, r) - mh(b)) / (4 * H)
+    g(b, r) = (gi(b, r) - mi(b)) * rsqrt(vi(b) + 1e-5) * gam_i(r) + bet_i(r)
+            + (gh(b, r) - mh(b)) * rsqrt(vh(b) + 1e-5) * gam_h(r) + bet_h(r)
+    if t == 0 {
+      cc(b, j) = sigmoid(g(b, H + j)) * c0(b, j) + sigmoid(g(b, j)) * tanh(g(b, 2*H + j)) where j in 0:H
+    } else {
+      cc(b, j) = sigmoid(g(b, H + j)) * cy(t - 1, b, j) + sigmoid(g(b, j)) * tanh(g(b, 2*H + j)) where j in 0:H
+    }
+    mc(b) +=! cc(b, j) / H
+    vc(b) +=! (cc(b, j) - mc(b)) * (cc(b, j) - mc(b)) / H
+    cy(t, b, j) = (cc(b, j) - mc(b)) * rsqrt(vc(b) + 1e-5) * gam_c(j) + bet_c(j)
+    hy(t, b, j) = sigmoid(g(b, 3*H + j)) * tanh(cy(t, b, j))
+  }
+}
+"""
+
+
+def _w1_lnlstm_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _n(rng, B, H) * 0.5, _n(rng, B, H) * 0.5, _w(rng, 4 * H, I), _w(rng, 4 * H, H),
+            1 + 0.1 * _n(rng, 4 * H), 0.1 * _n(rng, 4 * H), 1 + 0.1 * _n(rng, 4 * H), 0.1 * _n(rng, 4 * H),
+            1 + 0.1 * _n(rng, H), 0.1 * _n(rng, H)]
+
+
+@program(name="w1 layernorm lstm (fastrnns)", kind="rnn", src=w1_LNLSTM,
+         full=dict(T=50, B=32, I=256, H=256), tiny=dict(T=4, B=3, I=5, H=6),
+         inputs=_w1_lnlstm_inputs, pick=lambda r: r[0])
+def _w1_lnlstm(torch, a, t, s):
+    F = torch.nn.functional
+    x, h0, c0, w_ih, w_hh, gi_, bi_, gh_, bh_, gc_, bc_ = t
+    T, H = s["T"], s["H"]
+
+    def run():
+        igates = F.layer_norm(x @ w_ih.t(), (4 * H,), gi_, bi_)   # all steps at once: no recurrence
+        h, c = h0, c0
+        out = []
+        for step in range(T):
+            gates = igates[step] + F.layer_norm(h @ w_hh.t(), (4 * H,), gh_, bh_)
+            i, f, g, o = gates.chunk(4, 1)
+            c = F.layer_norm(torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g), (H,), gc_, bc_)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 5. Layer-normalized GRU, batch-first, torch layouts (3H, in); each gate's chunk of the input and of the
+#    hidden projections normalized on its own (gate index q in 0:3 and the row written q * H + j).
+w1_LNGRU = """
+def w1_ln_gru(float(B,T,I) x, float(B,H) h0, float(3*H,I) w_ih, float(3*H,H) w_hh,
+              float(3,H) gam_x, float(3,H) bet_x, float(3,H) gam_h, float(3,H) bet_h) -> (out) {
+  for t in T {
+    ax(b, q, j) +=! x(b, t, k) * w_ih(q * H + j, k) where q in 0:3, j in 0:H
+    if t == 0 { ah(b, q, j) +=! h0(b, k) * w_hh(q * H + j, k) where q in 0:3, j in 0:H }
+    else      { ah(b, q, j) +=! out(b, t - 1, k) * w_hh(q * H + j, k) where q in 0:3, j in 0:H }
+    mx(b, q) +=! ax(b, q, j) / H
+    vx(b, q) +=! (ax(b, q, j) - mx(b, q)) * (ax(b, q, j) - mx(b, q)) / H
+    mh(b, q) +=! ah(b, q, j) / H
+    vh(b, q) +=! (ah(b, q, j) - mh(b, q)) * (ah(b, q, j) - mh(b, q)) / H
+    nx(b, q, j) = (ax(b, q, j) - mx(b, q)) * rsqrt(vx(b, q) + 1e-5) * gam_x(q, j) + bet_x(q, j)
+    nh(b, q, j) = (ah(b, q, j) - mh(b, q)) * rsqrt(vh(b, q) + 1e-5) * gam_h(q, j) + bet_h(q, j)
+    r(b, j) = sigmoid(nx(b, 0, j) + nh(b, 0, j))
+    z(b, j) = sigmoid(nx(b, 1, j) + nh(b, 1, j))
+    n(b, j) = tanh(nx(b, 2, j) + r(b, j) * nh(b, 2, j))
+    if t == 0 { out(b, t, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * h0(b, j) }
+    else      { out(b, t, j) = (1 - z(b, j)) * n(b, j) + z(b, j) * out(b, t - 1, j) }
+  }
+}
+"""
+
+
+def _w1_lngru_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    return [_n(rng, B, T, I), _n(rng, B, H) * 0.5, _w(rng, 3 * H, I), _w(rng, 3 * H, H),
+            1 + 0.1 * _n(rng, 3, H), 0.1 * _n(rng, 3, H), 1 + 0.1 * _n(rng, 3, H), 0.1 * _n(rng, 3, H)]
+
+
+@program(name="w1 layernorm gru batch-first", kind="rnn", src=w1_LNGRU,
+         full=dict(B=32, T=50, I=256, H=256), tiny=dict(B=3, T=4, I=5, H=6),
+         inputs=_w1_lngru_inputs)
+def _w1_lngru(torch, a, t, s):
+    F = torch.nn.functional
+    x, h0, w_ih, w_hh, gx, bx, gh, bh = t
+    B, T, H = s["B"], s["T"], s["H"]
+
+    def run():
+        ax = F.linear(x, w_ih).reshape(B, T, 3, H)
+        nx = F.layer_norm(ax, (H,)) * gx + bx       # all steps at once
+        h = h0
+        out = []
+        for step in range(T):
+            nh = F.layer_norm(F.linear(h, w_hh).reshape(B, 3, H), (H,)) * gh + bh
+            r = torch.sigmoid(nx[:, step, 0] + nh[:, 0])
+            z = torch.sigmoid(nx[:, step, 1] + nh[:, 1])
+            n = torch.tanh(nx[:, step, 2] + r * nh[:, 2])
+            h = (1 - z) * n + z * h
+            out.append(h)
+        return torch.stack(out, 1)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 6. IndRNN (Li et al. 2018), two layers, batch-first, nn.Linear layout (out, in): h = relu(W x + u * h + b).
+#    Written layer by layer, as the paper's code stacks them; relu as max(., 0).
+w1_INDRNN = """
+def w1_indrnn(float(B,T,I) x, float(H,I) w1, float(H) u1, float(H) b1,
+              float(H,H) w2, float(H) u2, float(H) b2) -> (h2) {
+  for t in T {
+    p1(b, j) +=! x(b, t, k) * w1(j, k)
+    if t == 0 { h1(b, t, j) = max(p1(b, j) + b1(j), 0) }
+    else      { h1(b, t, j) = max(p1(b, j) + b1(j) + u1(j) * h1(b, t - 1, j), 0) }
+  }
+  for t in T {
+    p2(b, j) +=! h1(b, t, k) * w2(j, k)
+    if t == 0 { h2(b, t, j) = max(p2(b, j) + b2(j), 0) }
+    else      { h2(b, t, j) = max(p2(b, j) + b2(j) + u2(j) * h2(b, t - 1, j), 0) }
+  }
+}
+"""
+
+
+def _w1_indrnn_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    return [_n(rng, B, T, I), _w(rng, H, I), rng.uniform(0, 1, H).astype(np.float32), _n(rng, H) * 0.1,
+            _w(rng, H, H), rng.uniform(0, 1, H).astype(np.float32), _n(rng, H) * 0.1]
+
+
+@program(name="w1 indrnn 2 layers batch-first", kind="rnn", src=w1_INDRNN,
+         full=dict(B=64, T=128, I=256, H=512), tiny=dict(B=3, T=5, I=4, H=6),
+         inputs=_w1_indrnn_inputs)
+def _w1_indrnn(torch, a, t, s):
+    F = torch.nn.functional
+    x, w1, u1, b1, w2, u2, b2 = t
+    T = s["T"]
+
+    def layer(inp, w, u, bias):
+        p = F.linear(inp, w, bias)
+        h = torch.relu(p[:, 0])
+        out = [h]
+        for step in range(1, T):
+            h = torch.relu(p[:, step] + u * h)
+            out.append(h)
+        return torch.stack(out, 1)
+    return {"torch loop": _nograd(torch, lambda: layer(layer(x, w1, u1, b1), w2, u2, b2))}
+
+
+# 7. SRU (Lei et al. 2018): one projection (3H, H) for all steps, an elementwise recurrence with the c(t-1)
+#    vectors v_f, v_r in the gates, tanh on c and a highway connection to x.  Sequence-first.
+w1_SRU = """
+def w1_sru(float(T,B,H) x, float(3*H,H) W, float(2,H) v, float(2,H) bias, float(B,H) c0) -> (h, c) {
+  for t in T {
+    u(b, r) +=! x(t, b, k) * W(r, k)
+    if t == 0 { cp(b, j) = c0(b, j) } else { cp(b, j) = c(t - 1, b, j) }
+    f(b, j) = sigmoid(u(b, H + j) + v(0, j) * cp(b, j) + bias(0, j)) where j in 0:H
+    rr(b, j) = sigmoid(u(b, 2*H + j) + v(1, j) * cp(b, j) + bias(1, j)) where j in 0:H
+    c(t, b, j) = f(b, j) * cp(b, j) + (1 - f(b, j)) * u(b, j) where j in 0:H
+    h(t, b, j) = rr(b, j) * tanh(c(t, b, j)) + (1 - rr(b, j)) * x(t, b, j)
+  }
+}
+"""
+
+
+def _w1_sru_inputs(rng, s):
+    T, B, H = s["T"], s["B"], s["H"]
+    return [_n(rng, T, B, H), _w(rng, 3 * H, H), _n(rng, 2, H) * 0.5, _n(rng, 2, H) * 0.1, _n(rng, B, H) * 0.5]
+
+
+@program(name="w1 sru", kind="rnn", src=w1_SRU,
+         full=dict(T=128, B=32, H=512), tiny=dict(T=5, B=3, H=6),
+         inputs=_w1_sru_inputs, pick=lambda r: r[0])
+def _w1_sru(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, v, bias, c0 = t
+    T = s["T"]
+
+    def run():
+        u0, u1, u2 = F.linear(x, W).chunk(3, -1)
+        f_in = u1 + bias[0]
+        r_in = u2 + bias[1]
+        c = c0
+        hs = []
+        for step in range(T):
+            f = torch.sigmoid(f_in[step] + v[0] * c)
+            r = torch.sigmoid(r_in[step] + v[1] * c)
+            c = f * c + (1 - f) * u0[step]
+            hs.append(r * torch.tanh(c) + (1 - r) * x[step])
+        return torch.stack(hs)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 8. Minimal gated unit (Zhou et al. 2016) run backwards in time (the reverse half of a bidirectional
+#    layer): the step t reads x(T - 1 - t) and writes h at T - 1 - t (an offset on the left).
+w1_MGU_REV = """
+def w1_mgu_rev(float(T,B,I) x, float(I,H) Wf, float(H,H) Uf, float(H) bf,
+               float(I,H) Wh, float(H,H) Uh, float(H) bh) -> (h) {
+  for t in T {
+    f(b, j) +=! x(T - 1 - t, b, k) * Wf(k, j)
+    if t > 0 { f(b, j) += h(T - t, b, k) * Uf(k, j) }
+    f(b, j) = sigmoid(f(b, j) + bf(j))
+    if t > 0 { fh(b, k) = f(b, k) * h(T - t, b, k) }
+    n(b, j) +=! x(T - 1 - t, b, k) * Wh(k, j)
+    if t > 0 { n(b, j) += fh(b, k) * Uh(k, j) }
+    if t == 0 { h(T - 1 - t, b, j) = f(b, j) * tanh(n(b, j) + bh(j)) }
+    else { h(T - 1 - t, b, j) = (1 - f(b, j)) * h(T - t, b, j) + f(b, j) * tanh(n(b, j) + bh(j)) }
+  }
+}
+"""
+
+
+def _w1_mgu_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _w(rng, I, H), _w(rng, H, H), _n(rng, H) * 0.1,
+            _w(rng, I, H), _w(rng, H, H), _n(rng, H) * 0.1]
+
+
+@program(name="w1 mgu reversed in time", kind="rnn", src=w1_MGU_REV,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=5, B=3, I=4, H=6),
+         inputs=_w1_mgu_inputs)
+def _w1_mgu(torch, a, t, s):
+    x, Wf, Uf, bf, Wh, Uh, bh = t
+    T, B, H = s["T"], s["B"], s["H"]
+
+    def run():
+        xf = x @ Wf + bf
+        xh = x @ Wh + bh
+        h = x.new_zeros(B, H)
+        out = [None] * T
+        for step in reversed(range(T)):
+            f = torch.sigmoid(xf[step] + h @ Uf)
+            h = (1 - f) * h + f * torch.tanh(xh[step] + (f * h) @ Uh)
+            out[step] = h
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 9. Multiplicative LSTM (Krause et al. 2016): m = (W_mx x) * (W_mh h), the gates from x and m;
+#    torch (out, in) layouts, gates i, f, o, u stacked in one (4H, .) weight.
+w1_MLSTM = """
+def w1_mlstm(float(T,B,I) x, float(H,I) w_mx, float(H,H) w_mh, float(4*H,I) w_x, float(4*H,H) w_m,
+             float(4*H) bias) -> (h, c) {
+  for t in T {
+    mx(b, j) +=! x(t, b, k) * w_mx(j, k)
+    if t == 0 { m(b, j) = 0 where exists mx(b, j) }
+    else      { m(b, j) +=! mx(b, j) * h(t - 1, b, k) * w_mh(j, k) }
+    g(b, r) +=! x(t, b, k) * w_x(r, k)
+    g(b, r) += m(b, k) * w_m(r, k)
+    g(b, r) = g(b, r) + bias(r)
+    if t == 0 { c(t, b, j) = sigmoid(g(b, j)) * tanh(g(b, 3*H + j)) where j in 0:H }
+    else { c(t, b, j) = sigmoid(g(b, H + j)) * c(t - 1, b, j) + sigmoid(g(b, j)) * tanh(g(b, 3*H + j)) where j in 0:H }
+    h(t, b, j) = sigmoid(g(b, 2*H + j)) * tanh(c(t, b, j))
+  }
+}
+"""
+
+
+def _w1_mlstm_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    return [_n(rng, T, B, I), _w(rng, H, I), _w(rng, H, H), _w(rng, 4 * H, I), _w(rng, 4 * H, H),
+            _n(rng, 4 * H) * 0.1]
+
+
+@program(name="w1 multiplicative lstm", kind="rnn", src=w1_MLSTM,
+         full=dict(T=50, B=32, I=256, H=256), tiny=dict(T=4, B=3, I=5, H=6),
+         inputs=_w1_mlstm_inputs, pick=lambda r: r[0])
+def _w1_mlstm(torch, a, t, s):
+    F = torch.nn.functional
+    x, w_mx, w_mh, w_x, w_m, bias = t
+    T, B, H = s["T"], s["B"], s["H"]
+
+    def run():
+        mx = F.linear(x, w_mx)
+        gx = F.linear(x, w_x, bias)
+        h = x.new_zeros(B, H)
+        c = x.new_zeros(B, H)
+        out = []
+        for step in range(T):
+            m = mx[step] * F.linear(h, w_mh)
+            i, f, o, u = (gx[step] + F.linear(m, w_m)).chunk(4, 1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(u)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 10. Bahdanau (additive) attention decoder with a GRU cell, teacher-forced: the keys U_a enc are computed
+#     once; at each step score(b, s) = v . tanh(W_a h + U_a enc(b, s)), masked past the source length
+#     (a select on an int32 length), softmax over s, context, then nn.GRUCell on [y_t ; ctx].
+w1_BAHDANAU = """
+def w1_bahdanau(float(T,B,E) y, float(B,S,C) enc, int32(B) src_len, float(B,H) h0,
+                float(A,C) Ua, float(A,H) Wa, float(A) va,
+                float(3*H,E+C) w_ih, float(3*H,H) w_hh, float(3*H) b_ih, float(3*H) b_hh) -> (h, attn) {
+  keys(b, s, a) +=! enc(b, s, c) * Ua(a, c)
+  for t in T {
+    if t == 0 { q(b, a) +=! h0(b, k) * Wa(a, k) }
+    else      { q(b, a) +=! h(t - 1, b, k) * Wa(a, k) }
+    e(b, s) +=! va(a) * tanh(q(b, a) + keys(b, s, a))
+    e(b, s) = s < src_len(b) ? e(b, s) : -inf
+    mx(b) max=! e(b, s)
+    p(b, s) = exp(e(b, s) - mx(b))
+    z(b) +=! p(b, s)
+    attn(t, b, s) = p(b, s) / z(b)
+    ctx(b, c) +=! attn(t, b, s) * enc(b, s, c)
+    gi(b, r) +=! y(t, b, k) * w_ih(r, k)
+    gi(b, r) += ctx(b, c) * w_ih(r, E + c)
+    if t == 0 { gh(b, r) +=! h0(b, k) * w_hh(r, k) }
+    else      { gh(b, r) +=! h(t - 1, b, k) * w_hh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + b_ih(j) + gh(b, j) + b_hh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + b_ih(H + j) + gh(b, H + j) + b_hh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2*H + j) + b_ih(2*H + j) + rg(b, j) * (gh(b, 2*H + j) + b_hh(2*H + j))) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(t - 1, b, j) }
+  }
+}
+"""
+
+
+def _w1_bahdanau_inputs(rng, s):
+    T, B, E, S, C, H, A = s["T"], s["B"], s["E"], s["S"], s["C"], s["H"], s["A"]
+    lens = rng.integers(max(1, S // 2), S + 1, B).astype(np.int32)
+    lens[0] = S
+    return [_n(rng, T, B, E), _n(rng, B, S, C), lens, _n(rng, B, H) * 0.5,
+            _w(rng, A, C), _w(rng, A, H), _w(rng, A),
+            _w(rng, 3 * H, E + C), _w(rng, 3 * H, H), _n(rng, 3 * H) * 0.1, _n(rng, 3 * H) * 0.1]
+
+
+@program(name="w1 bahdanau attention gru decoder", kind="attention", src=w1_BAHDANAU,
+         full=dict(T=20, B=32, E=128, S=50, C=256, H=256, A=256),
+         tiny=dict(T=3, B=3, E=4, S=5, C=6, H=7, A=5),
+         inputs=_w1_bahdanau_inputs, pick=lambda r: r[0])
+def _w1_bahdanau(torch, a, t, s):
+    F = torch.nn.functional
+    y, enc, src_len, h0, Ua, Wa, va, w_ih, w_hh, b_ih, b_hh = t
+    T, S = s["T"], s["S"]
+    cell = torch.nn.GRUCell(s["E"] + s["C"], s["H"])
+    for name, arr in zip(("weight_ih", "weight_hh", "bias_ih", "bias_hh"), a[7:]):
+        _copy(torch, getattr(cell, name), arr)
+    pad = torch.arange(S)[None, :] >= src_len.long()[:, None]
+
+    def run():
+        keys = F.linear(enc, Ua)                                       # (B, S, A)
+        h = h0
+        out = []
+        for step in range(T):
+            e = torch.tanh(F.linear(h, Wa)[:, None, :] + keys) @ va    # (B, S)
+            alpha = torch.softmax(e.masked_fill(pad, float("-inf")), 1)
+            ctx = torch.bmm(alpha[:, None, :], enc)[:, 0]
+            h = cell(torch.cat([y[step], ctx], 1), h)
+            out.append(h)
+        return torch.stack(out)
+    return {"torch loop + GRUCell": _nograd(torch, run)}
+
+
+# 11. Bidirectional GRU as torch.nn.GRU(bidirectional=True) computes it: one loop, the forward direction at
+#     t and the reverse one at T - 1 - t, both written into one (T, B, 2H) output (the reverse half at H + j).
+w1_BIGRU = """
+def w1_bigru(float(T,B,I) x, float(3*H,I) wf_ih, float(3*H,H) wf_hh, float(3*H) bf_ih, float(3*H) bf_hh,
+             float(3*H,I) wr_ih, float(3*H,H) wr_hh, float(3*H) br_ih, float(3*H) br_hh) -> (out) {
+  for t in T {
+    xf(b, r) +=! x(t, b, k) * wf_ih(r, k)
+    xr(b, r) +=! x(T - 1 - t, b, k) * wr_ih(r, k)
+    if t > 0 {
+      hf(b, r) +=! out(t - 1, b, k) * wf_hh(r, k)
+      hr(b, r) +=! out(T - t, b, H + k) * wr_hh(r, k) where k in 0:H
+    } else {
+      hf(b, r) = 0 where exists xf(b, r)
+      hr(b, r) = 0 where exists xr(b, r)
+    }
+    rf(b, j) = sigmoid(xf(b, j) + bf_ih(j) + hf(b, j) + bf_hh(j)) where j in 0:H
+    zf(b, j) = sigmoid(xf(b, H + j) + bf_ih(H + j) + hf(b, H + j) + bf_hh(H + j)) where j in 0:H
+    nf(b, j) = tanh(xf(b, 2*H + j) + bf_ih(2*H + j) + rf(b, j) * (hf(b, 2*H + j) + bf_hh(2*H + j))) where j in 0:H
+    rr(b, j) = sigmoid(xr(b, j) + br_ih(j) + hr(b, j) + br_hh(j)) where j in 0:H
+    zr(b, j) = sigmoid(xr(b, H + j) + br_ih(H + j) + hr(b, H + j) + br_hh(H + j)) where j in 0:H
+    nr(b, j) = tanh(xr(b, 2*H + j) + br_ih(2*H + j) + rr(b, j) * (hr(b, 2*H + j) + br_hh(2*H + j))) where j in 0:H
+    if t == 0 {
+      out(t, b, j) = (1 - zf(b, j)) * nf(b, j)
+      out(T - 1 - t, b, H + j) = (1 - zr(b, j)) * nr(b, j)
+    } else {
+      out(t, b, j) = (1 - zf(b, j)) * nf(b, j) + zf(b, j) * out(t - 1, b, j)
+      out(T - 1 - t, b, H + j) = (1 - zr(b, j)) * nr(b, j) + zr(b, j) * out(T - t, b, H + j)
+    }
+  }
+}
+"""
+
+
+def _w1_bigru_inputs(rng, s):
+    T, B, I, H = s["T"], s["B"], s["I"], s["H"]
+    d = lambda: [_w(rng, 3 * H, I), _w(rng, 3 * H, H), _n(rng, 3 * H) * 0.1, _n(rng, 3 * H) * 0.1]  # noqa: E731
+    return [_n(rng, T, B, I)] + d() + d()
+
+
+@program(name="w1 bidirectional gru (nn.GRU)", kind="rnn", src=w1_BIGRU,
+         full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=5, B=3, I=4, H=6),
+         inputs=_w1_bigru_inputs)
+def _w1_bigru(torch, a, t, s):
+    gru = torch.nn.GRU(s["I"], s["H"], bidirectional=True)
+    names = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+    for name, arr in zip(names, a[1:5]):
+        _copy(torch, getattr(gru, name), arr)
+    for name, arr in zip(names, a[5:9]):
+        _copy(torch, getattr(gru, name + "_reverse"), arr)
+    return {"torch nn.GRU(bidirectional)": _nograd(torch, lambda: gru(t[0])[0])}
+
+
+# 12. LSTM over a padded batch with lengths, batch-first, as pack_padded_sequence + nn.LSTM +
+#     pad_packed_sequence give it: past a row's length the state is carried and the output is 0 (selects on
+#     t < len(b)).  The final (h, c) are each row's last valid state.
+w1_MASKED_LSTM = """
+def w1_masked_lstm(float(B,T,I) x, int32(B) lens, float(4*H,I) w_ih, float(4*H,H) w_hh,
+                   float(4*H) b_ih, float(4*H) b_hh) -> (out, hn, cn) {
+  for t in T {
+    g(b, r) +=! x(b, t, k) * w_ih(r, k)
+    if t > 0 { g(b, r) += hs(b, k) * w_hh(r, k) }
+    g(b, r) = g(b, r) + b_ih(r) + b_hh(r)
+    cnew(b, j) = sigmoid(g(b, j)) * tanh(g(b, 2*H + j)) + (t > 0 ? sigmoid(g(b, H + j)) * cs(b, j) : 0) where j in 0:H
+    hnew(b, j) = sigmoid(g(b, 3*H + j)) * tanh(cnew(b, j))
+    cs(b, j) = t < lens(b) ? cnew(b, j) : cs(b, j)
+    hs(b, j) = t < lens(b) ? hnew(b, j) : hs(b, j)
+    out(b, t, j) = t < lens(b) ? hnew(b, j) : 0
+  }
+  hn(b, j) = hs(b, j)
+  cn(b, j) = cs(b, j)
+}
+"""
+
+
+def _w1_masked_lstm_inputs(rng, s):
+    B, T, I, H = s["B"], s["T"], s["I"], s["H"]
+    lens = rng.integers(1, T + 1, B).astype(np.int32)
+    lens[0] = T
+    return [_n(rng, B, T, I), lens, _w(rng, 4 * H, I), _w(rng, 4 * H, H), _n(rng, 4 * H) * 0.1,
+            _n(rng, 4 * H) * 0.1]
+
+
+@program(name="w1 masked lstm (packed lengths)", kind="rnn", src=w1_MASKED_LSTM,
+         full=dict(B=32, T=64, I=256, H=256), tiny=dict(B=4, T=5, I=3, H=6),
+         inputs=_w1_masked_lstm_inputs, pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]))
+def _w1_masked_lstm(torch, a, t, s):
+    rnn_utils = torch.nn.utils.rnn
+    lstm = torch.nn.LSTM(s["I"], s["H"], batch_first=True)
+    for name, arr in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), a[2:]):
+        _copy(torch, getattr(lstm, name), arr)
+    x, lens = t[0], t[1].long()
+    T = s["T"]
+
+    def packed():
+        pk = rnn_utils.pack_padded_sequence(x, lens, batch_first=True, enforce_sorted=False)
+        out, (hn, cn) = lstm(pk)
+        out, _ = rnn_utils.pad_packed_sequence(out, batch_first=True, total_length=T)
+        return torch.cat([out.reshape(-1), hn[0].reshape(-1)])
+
+    return {"torch pack + nn.LSTM": _nograd(torch, packed)}
+
+
+# ------------------------------------------------------------ session 55: contractions and layouts as NumPy/einsum users write them
+
+
+# ---------------------------------------------------------------------------
+# w2: contractions and layouts written as a NumPy / einsum user writes them
+# ---------------------------------------------------------------------------
+
+# 1. nn.MultiheadAttention's packed in_proj (PyTorch (3E, E) layout), heads split
+#    into (B, H, T, D) with the head index arithmetic written into the weight's index.
+w2_QKV = """
+def w2_qkv(float(B,T,E) x, float(3 * E, E) Win, float(3 * E) bin) -> (q, k, v) {
+  q(b, h, t, d) +=! x(b, t, e) * Win(h * D + d, e) where h in 0:H, d in 0:D
+  k(b, h, t, d) +=! x(b, t, e) * Win(E + h * D + d, e) where h in 0:H, d in 0:D
+  v(b, h, t, d) +=! x(b, t, e) * Win(2 * E + h * D + d, e) where h in 0:H, d in 0:D
+  q(b, h, t, d) = q(b, h, t, d) + bin(h * D + d)
+  k(b, h, t, d) = k(b, h, t, d) + bin(E + h * D + d)
+  v(b, h, t, d) = v(b, h, t, d) + bin(2 * E + h * D + d)
+}
+"""
+
+
+def _w2_qkv_inputs(rng, s):
+    E = s["H"] * s["D"]
+    return [_n(rng, s["B"], s["T"], E), _w(rng, 3 * E, E), _n(rng, 3 * E) * 0.1]
+
+
+@program(name="w2 qkv proj bhtd", kind="contraction", src=w2_QKV,
+         full=dict(B=4, T=256, H=8, D=64), tiny=dict(B=2, T=5, H=2, D=4),
+         inputs=_w2_qkv_inputs, pick=lambda r: r, free=("H", "D"))
+def _w2_qkv(torch, a, t, s):
+    F = torch.nn.functional
+    x, Win, bin_ = t
+    B, T, H, D = s["B"], s["T"], s["H"], s["D"]
+
+    def linear_permute():
+        return F.linear(x, Win, bin_).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4).contiguous()
+
+    def chunk_heads():
+        q, k, v = F.linear(x, Win, bin_).chunk(3, dim=-1)
+        return tuple(z.view(B, T, H, D).transpose(1, 2).contiguous() for z in (q, k, v))
+    return {"F.linear+permute": _nograd(torch, linear_permute), "chunk+transpose": _nograd(torch, chunk_heads)}
+
+
+# 2. LoRA: a frozen nn.Linear (out, in) plus scale * B @ A, the adapter written as
+#    one three-factor sum, as in the paper's formula.
+w2_LORA = """
+def w2_lora(float(N,I) x, float(O,I) W, float(O) bias, float(R,I) A, float(O,R) Bup, float scale) -> (y) {
+  y(n, o) +=! x(n, i) * W(o, i)
+  y(n, o) += scale * x(n, i) * A(r, i) * Bup(o, r)
+  y(n, o) = y(n, o) + bias(o)
+}
+"""
+
+
+@program(name="w2 lora linear", kind="contraction", src=w2_LORA,
+         full=dict(N=1024, I=1024, O=1024, R=16), tiny=dict(N=3, I=7, O=5, R=2),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["I"]), _w(rng, s["O"], s["I"]), _n(rng, s["O"]) * 0.1,
+                                _w(rng, s["R"], s["I"]), _w(rng, s["O"], s["R"]), np.array(0.5, np.float32)])
+def _w2_lora(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, b, A, Bup, scale = t
+    sc = float(a[5])
+
+    def peft():
+        return F.linear(x, W, b) + sc * F.linear(F.linear(x, A), Bup)
+
+    def addmm():
+        return torch.addmm(b, x, W.t()).addmm_(x @ A.t(), Bup.t(), alpha=sc)
+    return {"F.linear x3": _nograd(torch, peft), "addmm": _nograd(torch, addmm)}
+
+
+# 3. nn.Bilinear: y = x1^T W_o x2 + b, PyTorch's (out, in1, in2) weight, one sum.
+w2_BILIN = """
+def w2_bilinear(float(N,I) x1, float(N,J) x2, float(O,I,J) W, float(O) bias) -> (y) {
+  y(n, o) +=! x1(n, i) * W(o, i, j) * x2(n, j)
+  y(n, o) = y(n, o) + bias(o)
+}
+"""
+
+
+@program(name="w2 bilinear", kind="contraction", src=w2_BILIN,
+         full=dict(N=512, I=64, J=64, O=128), tiny=dict(N=3, I=4, J=5, O=6),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["I"]), _n(rng, s["N"], s["J"]),
+                                _w(rng, s["O"], s["I"], s["J"]) / float(np.sqrt(s["I"])), _n(rng, s["O"]) * 0.1])
+def _w2_bilinear(torch, a, t, s):
+    F = torch.nn.functional
+    x1, x2, W, b = t
+
+    def einsum():
+        return torch.einsum("ni,oij,nj->no", x1, W, x2) + b
+    return {"F.bilinear": _nograd(torch, lambda: F.bilinear(x1, x2, W, b)), "einsum": _nograd(torch, einsum)}
+
+
+# 4. MLP-Mixer token-mixing block: LayerNorm over channels, then an MLP along the
+#    sequence axis (the transposes written into the indices), exact GELU, residual.
+w2_MIXER = """
+def w2_mixer(float(B,S,C) x, float(C) gamma, float(C) beta, float(K,S) W1, float(K) b1,
+             float(S,K) W2, float(S) b2) -> (y) {
+  mean(b, s) +=! x(b, s, c) / C
+  var(b, s) +=! (x(b, s, c) - mean(b, s)) * (x(b, s, c) - mean(b, s)) / C
+  xn(b, s, c) = (x(b, s, c) - mean(b, s)) * rsqrt(var(b, s) + 1e-5) * gamma(c) + beta(c)
+  h(b, c, k) +=! xn(b, s, c) * W1(k, s)
+  g(b, c, k) = 0.5 * (h(b, c, k) + b1(k)) * (1 + erf((h(b, c, k) + b1(k)) * 0.7071067811865476))
+  y(b, s, c) +=! g(b, c, k) * W2(s, k)
+  y(b, s, c) = y(b, s, c) + b2(s) + x(b, s, c)
+}
+"""
+
+
+@program(name="w2 mixer token mixing", kind="contraction", src=w2_MIXER,
+         full=dict(B=16, S=196, C=256, K=256), tiny=dict(B=2, S=5, C=6, K=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["S"], s["C"]), 1 + 0.1 * _n(rng, s["C"]), 0.1 * _n(rng, s["C"]),
+                                _w(rng, s["K"], s["S"]), 0.1 * _n(rng, s["K"]), _w(rng, s["S"], s["K"]),
+                                0.1 * _n(rng, s["S"])])
+def _w2_mixer(torch, a, t, s):
+    F = torch.nn.functional
+    x, gamma, beta, W1, b1, W2, b2 = t
+    C = s["C"]
+
+    def torch_mixer():
+        xn = F.layer_norm(x, (C,), gamma, beta, 1e-5)
+        h = F.gelu(F.linear(xn.transpose(1, 2), W1, b1))
+        return x + F.linear(h, W2, b2).transpose(1, 2)
+    return {"F.layer_norm+F.linear": _nograd(torch, torch_mixer)}
+
+
+# 5. Style-transfer Gram matrix of NCHW features, summed over both spatial axes.
+w2_GRAM = """
+def w2_gram(float(B,C,H,W) f) -> (G) {
+  G(b, c, d) +=! f(b, c, i, j) * f(b, d, i, j) / (C * H * W)
+}
+"""
+
+
+@program(name="w2 style gram", kind="contraction", src=w2_GRAM,
+         full=dict(B=4, C=256, H=32, W=32), tiny=dict(B=2, C=3, H=4, W=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"])])
+def _w2_gram(torch, a, t, s):
+    (f,) = t
+    B, C, H, W = s["B"], s["C"], s["H"], s["W"]
+
+    def bmm():
+        v = f.view(B, C, H * W)
+        return torch.bmm(v, v.transpose(1, 2)) / (C * H * W)
+
+    def einsum():
+        return torch.einsum("bchw,bdhw->bcd", f, f) / (C * H * W)
+    return {"bmm": _nograd(torch, bmm), "einsum": _nograd(torch, einsum)}
+
+
+# 6. Per-sequence feature covariance over the valid (unpadded) steps of a padded
+#    batch (B, T, D): mask written as selects on the lengths.
+w2_MCOV = """
+def w2_masked_cov(float(B,T,D) x, int32(B) len) -> (cov) {
+  mu(b, d) +=! t < len(b) ? x(b, t, d) : 0
+  mu(b, d) = mu(b, d) / float(len(b))
+  cov(b, i, j) +=! t < len(b) ? (x(b, t, i) - mu(b, i)) * (x(b, t, j) - mu(b, j)) : 0
+  cov(b, i, j) = cov(b, i, j) / float(len(b) - 1)
+}
+"""
+
+
+def _w2_mcov_inputs(rng, s):
+    B, T = s["B"], s["T"]
+    lens = rng.integers(max(2, T // 2), T + 1, size=B).astype(np.int32)
+    lens[0] = T
+    return [_n(rng, B, T, s["D"]), lens]
+
+
+@program(name="w2 masked covariance", kind="contraction", src=w2_MCOV,
+         full=dict(B=16, T=512, D=256), tiny=dict(B=3, T=6, D=4),
+         inputs=_w2_mcov_inputs)
+def _w2_mcov(torch, a, t, s):
+    x, lens = t
+    T = s["T"]
+
+    def masked_bmm():
+        m = (torch.arange(T)[None, :] < lens[:, None]).to(x.dtype)  # (B, T)
+        n = lens.to(x.dtype)
+        mu = (x * m[:, :, None]).sum(1) / n[:, None]
+        xc = (x - mu[:, None, :]) * m[:, :, None]
+        return torch.bmm(xc.transpose(1, 2), xc) / (n - 1)[:, None, None]
+
+    def per_seq_cov():
+        return torch.stack([torch.cov(x[b, : int(lens[b])].T) for b in range(x.shape[0])])
+    return {"mask+bmm": _nograd(torch, masked_bmm), "torch.cov loop": _nograd(torch, per_seq_cov)}
+
+
+# 7. Tensor-train (TT) linear layer: the input reshaped (B, I1, I2, I3) and three
+#    TT cores contracted one after the other, as a NumPy user chains einsums.
+w2_TT = """
+def w2_tt(float(B,I1,I2,I3) x, float(I1,O1,R1) G1, float(R1,I2,O2,R2) G2, float(R2,I3,O3) G3) -> (y) {
+  t1(b, i2, i3, o1, r1) +=! x(b, i1, i2, i3) * G1(i1, o1, r1)
+  t2(b, i3, o1, o2, r2) +=! t1(b, i2, i3, o1, r1) * G2(r1, i2, o2, r2)
+  y(b, o1, o2, o3) +=! t2(b, i3, o1, o2, r2) * G3(r2, i3, o3)
+}
+"""
+
+
+@program(name="w2 tensor-train layer", kind="contraction", src=w2_TT,
+         full=dict(B=1024, I1=8, I2=8, I3=8, O1=8, O2=8, O3=8, R1=8, R2=8),
+         tiny=dict(B=2, I1=2, I2=3, I3=2, O1=3, O2=2, O3=2, R1=2, R2=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I1"], s["I2"], s["I3"]), _w(rng, s["I1"], s["O1"], s["R1"]),
+                                _w(rng, s["R1"], s["I2"], s["O2"], s["R2"]) / float(np.sqrt(s["I2"])),
+                                _w(rng, s["R2"], s["I3"], s["O3"]) * float(np.sqrt(s["O3"] / s["I3"]))])
+def _w2_tt(torch, a, t, s):
+    x, G1, G2, G3 = t
+
+    def einsum_chain():
+        t1 = torch.einsum("bijk,iar->bjkar", x, G1)
+        t2 = torch.einsum("bjkar,rjcs->bkacs", t1, G2)
+        return torch.einsum("bkacs,skd->bacd", t2, G3)
+
+    def einsum_one():
+        return torch.einsum("bijk,iar,rjcs,skd->bacd", x, G1, G2, G3)
+    return {"einsum chain": _nograd(torch, einsum_chain), "einsum one": _nograd(torch, einsum_one)}
+
+
+# 8. Tucker reconstruction X = G x1 U1 x2 U2 x3 U3, written as the einsum one-liner.
+w2_TUCKER = """
+def w2_tucker(float(R1,R2,R3) G, float(I,R1) U1, float(J,R2) U2, float(K,R3) U3) -> (X) {
+  X(i, j, k) +=! G(a, b, c) * U1(i, a) * U2(j, b) * U3(k, c)
+}
+"""
+
+
+@program(name="w2 tucker reconstruct", kind="contraction", src=w2_TUCKER,
+         full=dict(R1=16, R2=16, R3=16, I=128, J=128, K=128), tiny=dict(R1=2, R2=3, R3=2, I=4, J=3, K=5),
+         inputs=lambda rng, s: [_n(rng, s["R1"], s["R2"], s["R3"]), _w(rng, s["I"], s["R1"]),
+                                _w(rng, s["J"], s["R2"]), _w(rng, s["K"], s["R3"])])
+def _w2_tucker(torch, a, t, s):
+    G, U1, U2, U3 = t
+
+    def einsum():
+        return torch.einsum("abc,ia,jb,kc->ijk", G, U1, U2, U3)
+
+    def mode_products():
+        y = torch.tensordot(U1, G, dims=([1], [0]))          # (I, R2, R3)
+        y = torch.tensordot(y, U2, dims=([1], [1]))          # (I, R3, J)
+        y = torch.tensordot(y, U3, dims=([1], [1]))          # (I, J, K)
+        return y
+    return {"einsum": _nograd(torch, einsum), "tensordot x3": _nograd(torch, mode_products)}
+
+
+# 9. Kronecker-factored linear layer y = (A kron B) x on a flat input (N, P*Q):
+#    the reshape written as index arithmetic p * Q + q.
+w2_KRON = """
+def w2_kron(float(N,M) x, float(I,P) A, float(J,Q) Bk) -> (y) {
+  y(n, i, j) +=! A(i, p) * Bk(j, q) * x(n, p * Q + q)
+}
+"""
+
+
+@program(name="w2 kronecker linear", kind="contraction", src=w2_KRON,
+         full=dict(N=1024, P=32, Q=32, I=32, J=32), tiny=dict(N=2, P=3, Q=2, I=4, J=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["P"] * s["Q"]), _w(rng, s["I"], s["P"]), _w(rng, s["J"], s["Q"])])
+def _w2_kron(torch, a, t, s):
+    F = torch.nn.functional
+    x, A, Bk = t
+    N, P, Q, I, J = s["N"], s["P"], s["Q"], s["I"], s["J"]
+
+    def kron_linear():
+        return F.linear(x, torch.kron(A, Bk)).view(N, I, J)
+
+    def two_matmuls():
+        z = torch.matmul(x.view(N, P, Q), Bk.t())          # (N, P, J)
+        return torch.matmul(A, z)                          # (N, I, J)
+    return {"kron+F.linear": _nograd(torch, kron_linear), "two matmuls": _nograd(torch, two_matmuls)}
+
+
+# 10. Grouped linear layer (block-diagonal weight), the input flat (N, G*Ci) and
+#     per-group weights in PyTorch's (out, in) layout.
+w2_GLIN = """
+def w2_grouped_linear(float(N,GC) x, float(G,Co,Ci) W, float(G,Co) bias) -> (y) {
+  y(n, g, o) +=! x(n, g * Ci + i) * W(g, o, i)
+  y(n, g, o) = y(n, g, o) + bias(g, o)
+}
+"""
+
+
+@program(name="w2 grouped linear", kind="contraction", src=w2_GLIN,
+         full=dict(N=4096, G=8, Ci=128, Co=128), tiny=dict(N=3, G=2, Ci=3, Co=4),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["G"] * s["Ci"]), _w(rng, s["G"], s["Co"], s["Ci"]),
+                                0.1 * _n(rng, s["G"], s["Co"])])
+def _w2_glin(torch, a, t, s):
+    F = torch.nn.functional
+    x, W, b = t
+    N, G, Ci, Co = s["N"], s["G"], s["Ci"], s["Co"]
+
+    def einsum():
+        return torch.einsum("ngi,goi->ngo", x.view(N, G, Ci), W) + b
+
+    def baddbmm():
+        return torch.baddbmm(b[:, None, :], x.view(N, G, Ci).transpose(0, 1), W.transpose(1, 2)).transpose(0, 1)
+
+    def conv1d_groups():
+        return F.conv1d(x.view(N, G * Ci, 1), W.reshape(G * Co, Ci, 1), b.reshape(-1), groups=G).view(N, G, Co)
+    return {"einsum": _nograd(torch, einsum), "baddbmm": _nograd(torch, baddbmm),
+            "conv1d groups": _nograd(torch, conv1d_groups)}
+
+
+# 11. Batched matmul with both operands transposed: C_b = A_b^T B_b^T.
+w2_BMMT = """
+def w2_bmm_tt(float(Bt,K,M) A, float(Bt,N,K) Bm) -> (C) {
+  C(b, m, n) +=! A(b, k, m) * Bm(b, n, k)
+}
+"""
+
+
+@program(name="w2 bmm both transposed", kind="contraction", src=w2_BMMT,
+         full=dict(Bt=32, K=256, M=256, N=256), tiny=dict(Bt=2, K=3, M=4, N=5),
+         inputs=lambda rng, s: [_n(rng, s["Bt"], s["K"], s["M"]), _w(rng, s["Bt"], s["N"], s["K"])])
+def _w2_bmmt(torch, a, t, s):
+    A, Bm = t
+    return {"bmm(A.mT, B.mT)": _nograd(torch, lambda: torch.bmm(A.transpose(1, 2), Bm.transpose(1, 2))),
+            "einsum": _nograd(torch, lambda: torch.einsum("bkm,bnk->bmn", A, Bm)),
+            "(B@A).mT": _nograd(torch, lambda: torch.bmm(Bm, A).transpose(1, 2))}
+
+
+# 12. Causal linear attention (Katharopoulos et al.) as its recurrence over time:
+#     running sums of outer products k v^T, in the (B, T, H, D) layout of a Linear's output.
+w2_LINATTN = """
+def w2_linattn(float(B,T,H,D) q, float(B,T,H,D) k, float(B,T,H,E) v) -> (o) {
+  for t in T {
+    S(b, h, d, e) += k(b, t, h, d) * v(b, t, h, e)
+    z(b, h, d) += k(b, t, h, d)
+    num(b, h, e) +=! q(b, t, h, d) * S(b, h, d, e)
+    den(b, h) +=! q(b, t, h, d) * z(b, h, d)
+    o(b, t, h, e) = num(b, h, e) / den(b, h)
+  }
+}
+"""
+
+
+def _w2_linattn_inputs(rng, s):
+    B, T, H, D, E = s["B"], s["T"], s["H"], s["D"], s["E"]
+
+    def phi(z):  # elu(z) + 1 > 0: the feature map
+        return np.where(z > 0, z + 1, np.exp(np.minimum(z, 0))).astype(np.float32)
+    return [phi(_n(rng, B, T, H, D)), phi(_n(rng, B, T, H, D)), _n(rng, B, T, H, E)]
+
+
+@program(name="w2 causal linear attention", kind="recurrence", src=w2_LINATTN,
+         full=dict(B=4, T=256, H=8, D=32, E=32), tiny=dict(B=2, T=5, H=2, D=3, E=4),
+         inputs=_w2_linattn_inputs)
+def _w2_linattn(torch, a, t, s):
+    q, k, v = t
+    T = s["T"]
+
+    def quadratic():
+        A = torch.einsum("bthd,bshd->bhts", q, k).tril_()
+        num = torch.einsum("bhts,bshe->bthe", A, v)
+        return num / A.sum(-1).transpose(1, 2)[..., None]
+
+    def loop():
+        B, _, H, D = q.shape
+        S = q.new_zeros(B, H, D, v.shape[-1])
+        z = q.new_zeros(B, H, D)
+        out = torch.empty_like(v)
+        for i in range(T):
+            kt, vt, qt = k[:, i], v[:, i], q[:, i]
+            S += kt[..., :, None] * vt[..., None, :]
+            z += kt
+            out[:, i] = torch.einsum("bhd,bhde->bhe", qt, S) / (qt * z).sum(-1, keepdim=True)
+        return out
+    return {"quadratic masked": _nograd(torch, quadratic), "python loop": _nograd(torch, loop)}
+
+
+# ------------------------------------------------------------ session 55: signal processing, scans and statistics
+
+
+# ---------------------------------------------------------------------------
+# w3: signal processing, scans and statistics
+# ---------------------------------------------------------------------------
+
+# 1. A bank of causal FIR filters applied to a batch of signals (batch-first),
+#    zero padding before the start written as a select.
+w3_FIR_BANK = """
+def w3_fir_bank(float(B, L) x, float(F, K) h) -> (y) {
+  y(b, f, t) +=! (t - k >= 0 ? x(b, t - k) : 0) * h(f, k) where t in 0:L, k in 0:K
+}
+"""
+
+
+def _w3_fir_bank_inputs(rng, s):
+    return [_n(rng, s["B"], s["L"]), _w(rng, s["F"], s["K"])]
+
+
+@program(name="w3 fir bank causal", kind="signal", src=w3_FIR_BANK,
+         full=dict(B=32, L=4096, F=16, K=64), tiny=dict(B=2, L=37, F=3, K=5),
+         inputs=_w3_fir_bank_inputs)
+def _w3_fir_bank(torch, a, t, s):
+    F = torch.nn.functional
+    x, h = t
+    K = s["K"]
+    hf = h.flip(-1)[:, None, :].contiguous()
+    return {"F.conv1d": _nograd(torch, lambda: F.conv1d(F.pad(x[:, None, :], (K - 1, 0)), hf))}
+
+
+# 2. Depthwise 'same' FIR over (B, C, L) with PyTorch's depthwise weight layout (C, 1, K) and a bias.
+w3_DW_SAME = """
+def w3_dw_same(float(B, C, L) x, float(C, 1, K) w, float(C) bias) -> (y) {
+  y(b, c, t) +=! (t + k - K / 2 >= 0 && t + k - K / 2 < L ? x(b, c, t + k - K / 2) : 0) * w(c, 0, k)
+    where t in 0:L, k in 0:K
+  y(b, c, t) = y(b, c, t) + bias(c)
+}
+"""
+
+
+def _w3_dw_same_inputs(rng, s):
+    return [_n(rng, s["B"], s["C"], s["L"]), _w(rng, s["C"], 1, s["K"]), _n(rng, s["C"])]
+
+
+@program(name="w3 depthwise fir same", kind="signal", src=w3_DW_SAME,
+         full=dict(B=16, C=64, L=2048, K=31), tiny=dict(B=2, C=3, L=20, K=5),
+         inputs=_w3_dw_same_inputs)
+def _w3_dw_same(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    return {"F.conv1d groups": _nograd(torch, lambda: F.conv1d(x, w, bias, padding=s["K"] // 2, groups=s["C"]))}
+
+
+# 3. A biquad (second-order IIR) section, direct form I, as a loop over time.
+#    sos is one row of scipy's second-order-sections layout: b0 b1 b2 a0 a1 a2.
+w3_BIQUAD = """
+def w3_biquad(float(B, L) x, float(6) sos) -> (y) {
+  for t in L {
+    y(b, t) = (sos(0) * x(b, t)
+               + (t >= 1 ? sos(1) * x(b, t - 1) - sos(4) * y(b, t - 1) : 0)
+               + (t >= 2 ? sos(2) * x(b, t - 2) - sos(5) * y(b, t - 2) : 0)) / sos(3)
+  }
+}
+"""
+
+
+def _w3_biquad_inputs(rng, s):
+    # a resonant low-pass (poles at radius 0.95)
+    r, th = 0.95, 0.3
+    sos = np.array([0.02, 0.04, 0.02, 1.0, -2 * r * np.cos(th), r * r], np.float32)
+    return [_n(rng, s["B"], s["L"]), sos]
+
+
+@program(name="w3 biquad iir loop", kind="signal", src=w3_BIQUAD,
+         full=dict(B=256, L=8192), tiny=dict(B=3, L=50),
+         inputs=_w3_biquad_inputs)
+def _w3_biquad(torch, a, t, s):
+    import scipy.signal as ss
+    x, sos = a
+    sos64 = sos.astype(np.float64)
+
+    def torch_loop():
+        xt = t[0]
+        b0, b1, b2, a0, a1, a2 = [float(v) for v in sos]
+        y = torch.empty_like(xt)
+        y1 = torch.zeros(xt.shape[0])
+        y2 = torch.zeros(xt.shape[0])
+        x1 = torch.zeros(xt.shape[0])
+        x2 = torch.zeros(xt.shape[0])
+        for i in range(xt.shape[1]):
+            x0 = xt[:, i]
+            y0 = (b0 * x0 + b1 * x1 + b2 * x2 - a1 * y1 - a2 * y2) / a0
+            y[:, i] = y0
+            x2, x1, y2, y1 = x1, x0, y1, y0
+        return y
+    out = {"scipy sosfilt": lambda: ss.sosfilt(sos[None, :], x, axis=-1),
+           "scipy lfilter": lambda: ss.lfilter(sos64[:3], sos64[3:], x, axis=-1)}
+    if s["L"] <= 64:   # a Python loop of torch ops: checked at tiny sizes only (8192 steps take ~0.3 s)
+        out["torch loop"] = _nograd(torch, torch_loop)
+    return out
+
+
+# 4. Cumulative sum along the middle (time) axis of a batch-first (B, L, D) tensor with a loop,
+#    and a cumulative product written as one statement that reads its own previous element.
+w3_CUMSUM_CUMPROD = """
+def w3_cum(float(B, L, D) x, float(B, L, D) g) -> (cs, cp) {
+  for t in L {
+    if t == 0 { cs(b, t, d) = x(b, t, d) }
+    else      { cs(b, t, d) = cs(b, t - 1, d) + x(b, t, d) }
+  }
+  cp(b, t, d) = g(b, t, d)
+  cp(b, t, d) = cp(b, t, d) * (t > 0 ? cp(b, t - 1, d) : 1) where t in 0:L
+}
+"""
+
+
+def _w3_cum_inputs(rng, s):
+    return [_n(rng, s["B"], s["L"], s["D"]),
+            (1 + 0.02 * rng.standard_normal((s["B"], s["L"], s["D"]))).astype(np.float32)]
+
+
+@program(name="w3 cumsum cumprod", kind="scan", src=w3_CUMSUM_CUMPROD,
+         full=dict(B=16, L=512, D=256), tiny=dict(B=2, L=9, D=5),
+         inputs=_w3_cum_inputs, pick=lambda r: list(r))
+def _w3_cum(torch, a, t, s):
+    x, g = t
+    return {"torch.cumsum/cumprod": _nograd(torch, lambda: [torch.cumsum(x, 1), torch.cumprod(g, 1)]),
+            "numpy cumsum/cumprod": lambda: [np.cumsum(a[0], 1), np.cumprod(a[1], 1)]}
+
+
+# 5. Exponential moving average, per-feature decay from a logit, batch-first (B, T, D).
+w3_EMA = """
+def w3_ema(float(B, T, D) x, float(D) decay_logit) -> (m) {
+  a(d) = sigmoid(decay_logit(d))
+  for t in T {
+    if t == 0 { m(b, t, d) = x(b, t, d) }
+    else      { m(b, t, d) = a(d) * m(b, t - 1, d) + (1 - a(d)) * x(b, t, d) }
+  }
+}
+"""
+
+
+def _w3_ema_inputs(rng, s):
+    return [_n(rng, s["B"], s["T"], s["D"]), (2 + rng.standard_normal(s["D"])).astype(np.float32)]
+
+
+@program(name="w3 ema", kind="scan", src=w3_EMA,
+         full=dict(B=32, T=512, D=256), tiny=dict(B=2, T=7, D=5),
+         inputs=_w3_ema_inputs)
+def _w3_ema(torch, a, t, s):
+    x, dl = t
+
+    def loop():
+        al = torch.sigmoid(dl)
+        one_m = 1 - al
+        out = torch.empty_like(x)
+        m = x[:, 0]
+        out[:, 0] = m
+        for i in range(1, x.shape[1]):
+            m = torch.addcmul(one_m * x[:, i], al, m)
+            out[:, i] = m
+        return out
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# 6. A real DFT with cos/sin tables (as one ports np.exp(-2j*pi*outer(f, n)/N)): re, im of rfft.
+w3_RDFT = """
+def w3_rdft(float(B, N) x) -> (re, im) {
+  c(f, n) = cos(w) where f in 0:N / 2 + 1, n in 0:N, w = 6.283185307179586 * float((f * n) % N) / float(N)
+  s(f, n) = -sin(w) where f in 0:N / 2 + 1, n in 0:N, w = 6.283185307179586 * float((f * n) % N) / float(N)
+  re(b, f) +=! x(b, n) * c(f, n)
+  im(b, f) +=! x(b, n) * s(f, n)
+}
+"""
+
+
+@program(name="w3 rdft tables", kind="spectral", src=w3_RDFT,
+         full=dict(B=128, N=1024), tiny=dict(B=2, N=12),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["N"])], pick=lambda r: list(r))
+def _w3_rdft(torch, a, t, s):
+    x, = t
+
+    def fft():
+        X = torch.fft.rfft(x)
+        return [X.real, X.imag]
+    return {"torch.fft.rfft": _nograd(torch, fft),
+            "numpy.fft.rfft": lambda: (lambda X: [X.real, X.imag])(np.fft.rfft(a[0]))}
+
+
+# 7. Normalized autocorrelation up to lag K (a free size), mean removed.
+w3_AUTOCORR = """
+def w3_autocorr(float(B, L) x) -> (r) {
+  mu(b) +=! x(b, t) / L
+  xc(b, t) = x(b, t) - mu(b)
+  ac(b, k) +=! (t + k < L ? xc(b, t) * xc(b, t + k) : 0) where k in 0:K, t in 0:L
+  r(b, k) = ac(b, k) / ac(b, 0)
+}
+"""
+
+
+@program(name="w3 autocorrelation", kind="stats", src=w3_AUTOCORR,
+         full=dict(B=64, L=4096, K=256), tiny=dict(B=2, L=30, K=6),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["L"])], free=("K",))
+def _w3_autocorr(torch, a, t, s):
+    F = torch.nn.functional
+    x, = t
+    L, K = s["L"], s["K"]
+
+    def via_fft():
+        xc = x - x.mean(1, keepdim=True)
+        X = torch.fft.rfft(xc, n=2 * L)
+        ac = torch.fft.irfft(X.real ** 2 + X.imag ** 2, n=2 * L)[:, :K]
+        return ac / ac[:, :1]
+
+    def via_conv():
+        xc = x - x.mean(1, keepdim=True)
+        ac = F.conv1d(F.pad(xc, (0, K - 1))[None], xc[:, None, :], groups=x.shape[0])[0]
+        return ac / ac[:, :1]
+    return {"torch fft": _nograd(torch, via_fft), "F.conv1d groups": _nograd(torch, via_conv)}
+
+
+# 8. Rolling (valid) window mean and variance over time, channels last (B, L, C); window W a free size.
+w3_ROLLING = """
+def w3_rolling(float(B, L, C) x) -> (mean, var) {
+  s1(b, t, c) +=! x(b, t + w, c) where w in 0:W
+  s2(b, t, c) +=! x(b, t + w, c) * x(b, t + w, c) where w in 0:W
+  mean(b, t, c) = s1(b, t, c) / W
+  var(b, t, c) = s2(b, t, c) / W - mean(b, t, c) * mean(b, t, c)
+}
+"""
+
+
+@program(name="w3 rolling mean var", kind="stats", src=w3_ROLLING,
+         full=dict(B=16, L=2048, C=64, W=32), tiny=dict(B=2, L=15, C=3, W=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["L"], s["C"])], free=("W",), pick=lambda r: list(r))
+def _w3_rolling(torch, a, t, s):
+    F = torch.nn.functional
+    x, = t
+    W = s["W"]
+
+    def pool():
+        xt = x.transpose(1, 2)
+        m = F.avg_pool1d(xt, W, 1)
+        v = F.avg_pool1d(xt * xt, W, 1) - m * m
+        return [m.transpose(1, 2), v.transpose(1, 2)]
+
+    def unfold():
+        u = x.unfold(1, W, 1)   # (B, L-W+1, C, W)
+        return [u.mean(-1), u.var(-1, unbiased=False)]
+    return {"F.avg_pool1d": _nograd(torch, pool), "unfold mean/var": _nograd(torch, unfold)}
+
+
+# 9. A constant-velocity Kalman filter over T steps for N independent tracks (state S=4, 2-D measurements).
+w3_KALMAN = """
+def w3_kalman(float(T, N, 2) z, float(N, S) x0, float(N, S, S) P0, float(S, S) Fm, float(2, S) Hm,
+              float(S, S) Q, float(2, 2) R) -> (xs) {
+  for t in T {
+    if t == 0 { xp(n, i) +=! Fm(i, j) * x0(n, j) }
+    else      { xp(n, i) +=! Fm(i, j) * xs(t - 1, n, j) }
+    if t == 0 { FP(n, i, j) +=! Fm(i, k) * P0(n, k, j) }
+    else      { FP(n, i, j) +=! Fm(i, k) * P(n, k, j) }
+    Pp(n, i, j) +=! FP(n, i, k) * Fm(j, k)
+    Pp(n, i, j) = Pp(n, i, j) + Q(i, j)
+    hx(n, m) +=! Hm(m, j) * xp(n, j)
+    yv(n, m) = z(t, n, m) - hx(n, m)
+    PHt(n, i, m) +=! Pp(n, i, j) * Hm(m, j)
+    Sm(n, m, q) +=! Hm(m, i) * PHt(n, i, q)
+    Sm(n, m, q) = Sm(n, m, q) + R(m, q)
+    det(n) = Sm(n, 0, 0) * Sm(n, 1, 1) - Sm(n, 0, 1) * Sm(n, 1, 0)
+    Si(n, m, q) = (m == q ? Sm(n, 1 - m, 1 - q) : -Sm(n, m, q)) / det(n) where m in 0:2, q in 0:2
+    Kg(n, i, m) +=! PHt(n, i, q) * Si(n, q, m)
+    xs(t, n, i) = xp(n, i)
+    xs(t, n, i) += Kg(n, i, m) * yv(n, m)
+    KH(n, i, j) +=! Kg(n, i, m) * Hm(m, j)
+    IKH(n, i, j) = (i == j ? 1.0 : 0.0) - KH(n, i, j)
+    P(n, i, j) +=! IKH(n, i, k) * Pp(n, k, j)
+  }
+}
+"""
+
+
+def _w3_kalman_inputs(rng, s):
+    T, N = s["T"], s["N"]
+    dt = 0.1
+    Fm = np.array([[1, 0, dt, 0], [0, 1, 0, dt], [0, 0, 1, 0], [0, 0, 0, 1]], np.float32)
+    Hm = np.array([[1, 0, 0, 0], [0, 1, 0, 0]], np.float32)
+    Q = (0.01 * np.eye(4)).astype(np.float32)
+    R = (0.1 * np.eye(2)).astype(np.float32)
+    vel = rng.standard_normal((N, 2))
+    pos = np.cumsum(np.broadcast_to(vel * dt, (T, N, 2)), 0) + 0.05 * np.cumsum(rng.standard_normal((T, N, 2)), 0)
+    z = (pos + 0.3 * rng.standard_normal((T, N, 2))).astype(np.float32)
+    x0 = np.zeros((N, 4), np.float32)
+    x0[:, :2] = z[0]
+    P0 = np.broadcast_to(np.eye(4, dtype=np.float32), (N, 4, 4)).copy()
+    return [z, x0, P0, Fm, Hm, Q, R]
+
+
+@program(name="w3 kalman tracks", kind="filter", src=w3_KALMAN,
+         full=dict(T=64, N=2048), tiny=dict(T=5, N=3),
+         inputs=_w3_kalman_inputs)
+def _w3_kalman(torch, a, t, s):
+    z, x0, P0, Fm, Hm, Q, R = t
+    eye = torch.eye(4)
+
+    def loop():
+        x, P = x0, P0
+        out = torch.empty(z.shape[0], z.shape[1], 4)
+        for i in range(z.shape[0]):
+            xp = x @ Fm.T
+            Pp = Fm @ P @ Fm.T + Q
+            y = z[i] - xp @ Hm.T
+            PHt = Pp @ Hm.T
+            S = Hm @ PHt + R
+            K = PHt @ torch.linalg.inv(S)
+            x = xp + (K @ y[..., None])[..., 0]
+            P = (eye - K @ Hm) @ Pp
+            out[i] = x
+        return out
+
+    def loop_2x2():   # the 2x2 innovation covariance inverted in closed form, as the TC program does
+        x, P = x0, P0
+        out = torch.empty(z.shape[0], z.shape[1], 4)
+        for i in range(z.shape[0]):
+            xp = x @ Fm.T
+            Pp = Fm @ P @ Fm.T + Q
+            y = z[i] - xp @ Hm.T
+            PHt = Pp @ Hm.T
+            S = Hm @ PHt + R
+            a, b, c, d = S[:, 0, 0], S[:, 0, 1], S[:, 1, 0], S[:, 1, 1]
+            Si = torch.stack([torch.stack([d, -b], -1), torch.stack([-c, a], -1)], -2) / (a * d - b * c)[:, None, None]
+            K = PHt @ Si
+            x = xp + (K @ y[..., None])[..., 0]
+            P = Pp - K @ PHt.mT
+            out[i] = x
+        return out
+    return {"torch loop": _nograd(torch, loop), "torch loop 2x2 inverse": _nograd(torch, loop_2x2)}
+
+
+# 10. An LRU / diagonal complex state-space layer (Orvieto et al.), real and imaginary parts
+#     written out; projections in PyTorch's (out, in) layout, batch-first (B, T, H).
+w3_LRU = """
+def w3_lru(float(B, T, H) x, float(N, H) B_re, float(N, H) B_im, float(H, N) C_re, float(H, N) C_im,
+           float(N) nu_log, float(N) theta_log, float(N) gamma_log, float(H) D) -> (y) {
+  mag(n) = exp(-exp(nu_log(n)))
+  lre(n) = mag(n) * cos(exp(theta_log(n)))
+  lim(n) = mag(n) * sin(exp(theta_log(n)))
+  ure(b, t, n) +=! x(b, t, h) * B_re(n, h)
+  uim(b, t, n) +=! x(b, t, h) * B_im(n, h)
+  for t in T {
+    if t == 0 {
+      hre(b, t, n) = exp(gamma_log(n)) * ure(b, t, n)
+      him(b, t, n) = exp(gamma_log(n)) * uim(b, t, n)
+    } else {
+      hre(b, t, n) = lre(n) * hre(b, t - 1, n) - lim(n) * him(b, t - 1, n) + exp(gamma_log(n)) * ure(b, t, n)
+      him(b, t, n) = lre(n) * him(b, t - 1, n) + lim(n) * hre(b, t - 1, n) + exp(gamma_log(n)) * uim(b, t, n)
+    }
+  }
+  y(b, t, h) +=! C_re(h, n) * hre(b, t, n) - C_im(h, n) * him(b, t, n)
+  y(b, t, h) = y(b, t, h) + D(h) * x(b, t, h)
+}
+"""
+
+
+def _w3_lru_inputs(rng, s):
+    B, T, H, N = s["B"], s["T"], s["H"], s["N"]
+    r = np.sqrt(rng.uniform(0.9 ** 2, 0.999 ** 2, N))
+    nu_log = np.log(-np.log(r)).astype(np.float32)
+    theta_log = np.log(rng.uniform(0, np.pi / 10, N)).astype(np.float32)
+    gamma_log = np.log(np.sqrt(1 - r ** 2)).astype(np.float32)
+    return [_n(rng, B, T, H), _w(rng, N, H), _w(rng, N, H), _w(rng, H, N), _w(rng, H, N),
+            nu_log, theta_log, gamma_log, _n(rng, H)]
+
+
+@program(name="w3 lru diagonal ssm", kind="ssm", src=w3_LRU,
+         full=dict(B=8, T=512, H=128, N=256), tiny=dict(B=2, T=6, H=5, N=4),
+         inputs=_w3_lru_inputs)
+def _w3_lru(torch, a, t, s):
+    x, B_re, B_im, C_re, C_im, nu_log, theta_log, gamma_log, D = t
+    Bc = torch.complex(B_re, B_im)
+    Cc = torch.complex(C_re, C_im)
+
+    def loop():
+        lam = torch.exp(torch.complex(-torch.exp(nu_log), torch.exp(theta_log)))
+        u = (x.to(torch.complex64) @ Bc.T) * torch.exp(gamma_log)
+        hs = torch.empty_like(u)
+        h = u[:, 0]
+        hs[:, 0] = h
+        for i in range(1, x.shape[1]):
+            h = lam * h + u[:, i]
+            hs[:, i] = h
+        return (hs @ Cc.T).real + D * x
+    return {"torch complex loop": _nograd(torch, loop)}
+
+
+# 11. Per-row histograms over (possibly uneven) bin edges, written as one-hot comparisons.
+w3_HIST = """
+def w3_hist(float(B, N) x, float(E) edges) -> (counts) {
+  counts(b, k) +=! (x(b, i) >= edges(k) && x(b, i) < edges(k + 1)) ? 1 : 0
+}
+"""
+
+
+def _w3_hist_inputs(rng, s):
+    E = s["E"]
+    edges = np.sort(np.linspace(-2.5, 2.5, E) + rng.uniform(-0.02, 0.02, E)).astype(np.float32)
+    return [_n(rng, s["B"], s["N"]), edges]
+
+
+@program(name="w3 histogram onehot", kind="stats", src=w3_HIST,
+         full=dict(B=256, N=4096, E=65), tiny=dict(B=3, N=40, E=6),
+         inputs=_w3_hist_inputs)
+def _w3_hist(torch, a, t, s):
+    x, edges = t
+    K = s["E"] - 1
+
+    def bucket():
+        i = torch.bucketize(x, edges, right=True)
+        c = torch.zeros(x.shape[0], K + 2, dtype=torch.int64).scatter_add_(1, i, torch.ones_like(i))
+        return c[:, 1:K + 1]
+
+    def onehot():
+        ge = x[:, :, None] >= edges
+        return (ge[:, :, :-1] & ~ge[:, :, 1:]).sum(1)
+    return {"bucketize+scatter_add": _nograd(torch, bucket), "broadcast compare": _nograd(torch, onehot)}
+
+
+# 12. HMM forward algorithm in log space (a logsumexp per step), plus the sequence log-likelihood.
+w3_HMM = """
+def w3_hmm(float(T, B, S) logB, float(S, S) logA, float(S) logpi) -> (alpha, loglik) {
+  for t in T {
+    if t == 0 { alpha(t, b, j) = logpi(j) + logB(t, b, j) }
+    else {
+      mx(b, j) max=! alpha(t - 1, b, i) + logA(i, j)
+      se(b, j) +=! exp(alpha(t - 1, b, i) + logA(i, j) - mx(b, j))
+      alpha(t, b, j) = mx(b, j) + log(se(b, j)) + logB(t, b, j)
+    }
+  }
+  m2(b) max=! alpha(T - 1, b, j)
+  s2(b) +=! exp(alpha(T - 1, b, j) - m2(b))
+  loglik(b) = m2(b) + log(s2(b))
+}
+"""
+
+
+def _w3_hmm_inputs(rng, s):
+    T, B, S = s["T"], s["B"], s["S"]
+    A = rng.dirichlet(np.ones(S), S)
+    pi = rng.dirichlet(np.ones(S))
+    logB = -0.5 * rng.standard_normal((T, B, S)) ** 2
+    return [logB.astype(np.float32), np.log(A).astype(np.float32), np.log(pi).astype(np.float32)]
+
+
+@program(name="w3 hmm forward logsumexp", kind="scan", src=w3_HMM,
+         full=dict(T=128, B=32, S=64), tiny=dict(T=5, B=2, S=4),
+         inputs=_w3_hmm_inputs, pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]))
+def _w3_hmm(torch, a, t, s):
+    logB, logA, logpi = t
+
+    def lse_loop():
+        al = torch.empty_like(logB)
+        cur = logpi + logB[0]
+        al[0] = cur
+        for i in range(1, logB.shape[0]):
+            cur = torch.logsumexp(cur[:, :, None] + logA, dim=1) + logB[i]
+            al[i] = cur
+        return torch.cat([al.ravel(), torch.logsumexp(cur, -1)])
+
+    def scaled_loop():   # the usual trick: exp(alpha - max) @ A
+        A = torch.exp(logA)
+        al = torch.empty_like(logB)
+        cur = logpi + logB[0]
+        al[0] = cur
+        for i in range(1, logB.shape[0]):
+            m = cur.max(-1, keepdim=True).values
+            cur = torch.log(torch.exp(cur - m) @ A) + m + logB[i]
+            al[i] = cur
+        return torch.cat([al.ravel(), torch.logsumexp(cur, -1)])
+    return {"torch logsumexp loop": _nograd(torch, lse_loop), "torch scaled matmul loop": _nograd(torch, scaled_loop)}
+
+
+# 13. Lloyd's k-means: I iterations (a free size) of assignment (argmin) and centroid update.
+w3_KMEANS = """
+def w3_kmeans(float(N, D) X, float(K, D) C0) -> (C, assign) {
+  C(k, d) = C0(k, d)
+  for it in I {
+    cn(k) +=! C(k, d) * C(k, d)
+    dist(n, k) +=! X(n, d) * C(k, d)
+    dist(n, k) = cn(k) - 2 * dist(n, k)
+    assign(n) argmin=! dist(n, k)
+    cnt(k) +=! assign(n) == k ? 1.0 : 0.0 where k in 0:K
+    sm(k, d) +=! assign(n) == k ? X(n, d) : 0.0 where k in 0:K
+    C(k, d) = cnt(k) > 0 ? sm(k, d) / cnt(k) : C(k, d)
+  }
+}
+"""
+
+
+def _w3_kmeans_inputs(rng, s):
+    N, D, K = s["N"], s["D"], s["K"]
+    centers = 3 * rng.standard_normal((K, D))
+    lab = rng.integers(0, K, N)
+    X = centers[lab] + 0.5 * rng.standard_normal((N, D))
+    C0 = centers + 0.5 * rng.standard_normal((K, D))
+    return [X.astype(np.float32), C0.astype(np.float32)]
+
+
+@program(name="w3 kmeans lloyd", kind="clustering", src=w3_KMEANS,
+         full=dict(N=8192, D=32, K=64, I=5), tiny=dict(N=50, D=3, K=4, I=3),
+         inputs=_w3_kmeans_inputs, free=("I",), pick=lambda r: r[0])
+def _w3_kmeans(torch, a, t, s):
+    X, C0 = t
+    K = s["K"]
+
+    def loop():
+        C = C0.clone()
+        for _ in range(s["I"]):
+            d = (C * C).sum(1) - 2 * X @ C.T
+            asg = d.argmin(1)
+            cnt = torch.bincount(asg, minlength=K).to(X.dtype)
+            sm = torch.zeros_like(C).index_add_(0, asg, X)
+            C = torch.where(cnt[:, None] > 0, sm / cnt.clamp(min=1)[:, None], C)
+        return C
+    return {"torch loop": _nograd(torch, loop)}
