@@ -127,8 +127,15 @@ def _length(cond, v: tirx.Var):
     for kind, lo_hi, plus in ((tirx.LT, True, 0), (tirx.GT, False, 0), (tirx.LE, True, 1), (tirx.GE, False, 1)):
         if isinstance(cond, kind):
             lo, hi = (cond.a, cond.b) if lo_hi else (cond.b, cond.a)
-            if isinstance(lo, tirx.Var) and lo.same_as(v) and v not in set(_vars(hi)):
+            if v in set(_vars(hi)):
+                return None
+            if isinstance(lo, tirx.Var) and lo.same_as(v):
                 return hi + plus if plus else hi
+            # ``k0 + v < X`` (a block of a blocked reduction loop): ``v < X - k0``
+            if isinstance(lo, tirx.Add):
+                for a, b in ((lo.a, lo.b), (lo.b, lo.a)):
+                    if isinstance(a, tirx.Var) and a.same_as(v) and v not in set(_vars(b)):
+                        return hi - b + plus if plus else hi - b
     return None
 
 
@@ -179,4 +186,22 @@ def _to_length(f):
     for x in copies[1:]:
         end = tirx.max(end, x)
     extent = sym.Analyzer().simplify(tirx.min(f.extent, tirx.max(end - f.min, 0)))
-    return tirx.For(v, f.min, extent, f.kind, f.body, f.thread_binding, f.annotations, f.step)
+    body = f.body
+    if len(copies) == 1:
+        # one length for every store (a covariance's ``t < len(b)`` around a tile whose rows are
+        # the features, not ``b``): every step left passes the test, which is dropped
+        body = tvm_ffi.structural_map(body, [(tirx.BufferStore, lambda st: _untested(st, v))])
+    return tirx.For(v, f.min, extent, f.kind, body, f.thread_binding, f.annotations, f.step)
+
+
+def _untested(s: tirx.BufferStore, v: tirx.Var) -> tirx.BufferStore:
+    """``A[i] = A[i] + value`` for ``A[i] = A[i] + select(v < X, value, 0)``
+    whose test is that one comparison alone; the store as it is otherwise."""
+    if _added_up_to(s, v) is None:
+        return s
+    for acc, term in ((s.value.a, s.value.b), (s.value.b, s.value.a)):
+        parts = _branches(term)
+        if parts is not None and isinstance(acc, tvm.ir.TensorLoad) and not isinstance(parts[0], tirx.And) \
+                and _length(parts[0], v) is not None:
+            return tirx.BufferStore(s.buffer, acc + parts[1], s.indices)
+    return s

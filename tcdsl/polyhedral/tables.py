@@ -218,8 +218,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             if all(f.span != d.span for f, _ in found):
                 found.append((d, True))
 
-        def visit(e: n.Expr, divisor: bool = False, guarded: bool = False) -> None:
+        def visit(e: n.Expr, divisor: bool = False, guarded: bool | frozenset = False) -> None:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} - loops
+            if isinstance(guarded, frozenset):  # under selects whose conditions use only these variables
+                guarded = not guarded <= used
             reads = {x.tensor for x in n.walk(e) if isinstance(x, n.Access)}
             calls = {x.name for x in n.walk(e) if isinstance(x, n.BuiltinCall)}
             if reduced:  # a sum's costly term that is the same for some of its written indices
@@ -234,6 +236,15 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                 if not guarded and _divisor(e, s.tensor, loops, lambda u: u < domain and set(idx) - u):
                     reciprocal_of(e.rhs)
                     visit(e.lhs, guarded=guarded)
+                    return
+                if isinstance(e, n.Select) and guarded is not True:
+                    # a select on variables the term has (a mask ``t < len(b)`` around
+                    # ``(x(b, t, i) - mu(b, i)) * (x(b, t, j) - mu(b, j))``) picks the same
+                    # elements of its table for every skipped index: no fewer to compute
+                    cond = frozenset(x.name for x in n.walk(e.cond) if isinstance(x, n.IndexVar)) - loops
+                    visit(e.cond, guarded=True)
+                    for c in (e.then, e.other):
+                        visit(c, guarded=cond | (guarded or frozenset()))
                     return
                 for c in n.children(e):
                     if isinstance(c, n.Expr):
