@@ -30,8 +30,11 @@ its stores test (a register tile's rows each test their own): a loop whose
 body holds only loops and stores ``A[i] = A[i] + select(j < X, v, 0)`` (an
 ``if_then_else`` too, ``j`` the loop's variable, ``X`` free of it, the
 condition possibly one term of a conjunction) runs ``j`` up to ``max(X)``
-over the values of the inner unrolled loops ``X`` depends on.  The steps
-dropped added exact zeros; the conditions stay.
+over the values of the inner unrolled loops ``X`` depends on (``k0 + j <
+X`` in a block of a blocked loop: ``j`` up to ``X - k0``).  The steps
+dropped added exact zeros; the conditions stay, except where one length
+serves every store (a masked covariance's ``t < len(b)`` around a tile whose
+rows are its features): every step left passes the test, which is dropped.
 """
 from __future__ import annotations
 

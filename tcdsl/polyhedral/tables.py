@@ -73,7 +73,11 @@ an FFN's second product written with its ReLU inside,
 ``out(b, t, c) += fmax(f(b, t, u), 0) * W2(c, u)``, 5.2 -> 3.8 ms at
 (8, 128, 256, 1024) on the Intel Xeon.
 Float arithmetic on two or more reads at plain indices is such a term too
-(:func:`_combined`).  Sums in a sequential loop's body (or a branch) get
+(:func:`_combined`), also under a select whose condition tests only the
+term's own variables (a masked covariance's ``t < len(b) ? (x(b, t, i) -
+mu(b, i)) * (x(b, t, j) - mu(b, j)) : 0``: the sum becomes a Gram matrix of
+one table, 9.4-14.5 -> 4.6-5.8 ms at (16, 512, 256) on the Intel Xeon),
+not under one that tests another (a scatter's ``dst(e) == v ? ...``).  Sums in a sequential loop's body (or a branch) get
 their tables in that body, made at every step right before the sum: an RK4
 stage of an MLP vector field, ``k1(b, d) +=! tanh(a1(b, f)) * W2(f, d)`` and
 ``a2(b, f) +=! (cur(b, d) + 0.05 * k1(b, d)) * W1(d, f)`` inside ``for s``,
