@@ -77,7 +77,7 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
     taken = _names(checked.node) | set(checked.tensors) | set(checked.sizes)
     infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts} if ranges is not None else {}
     out: dict[object, Sum] = {}
-    for s, loops in _statements(body, ()):
+    for s, loops in n.comprehensions_in_loops(body):
         if not isinstance(s, n.Comprehension) or s.op not in ("+=!", "+=") or s.equivalent is not None:
             continue
         if not s.reduction_vars or s.span is None:
@@ -111,19 +111,6 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
                 taken.add(temp)
             out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}), temp, bounds)
     return out
-
-
-def _statements(body, loops: tuple[str, ...]):
-    """(statement, the variables of the sequential loops around it) for the
-    statements of ``body`` and of the loops and branches in it."""
-    for s in body:
-        if isinstance(s, n.For):
-            yield from _statements(s.body, loops + (s.var,))
-        elif isinstance(s, n.If):
-            yield from _statements(s.then, loops)
-            yield from _statements(s.orelse, loops)
-        else:
-            yield s, loops
 
 
 def _earlier_step(s: n.Comprehension, a: n.Access, loops: tuple[str, ...]) -> bool:

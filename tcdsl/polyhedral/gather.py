@@ -65,19 +65,10 @@ def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, l
     inputs = {p.name: checked.tensors[p.name].dims for p in checked.node.params if p.name not in written}
     copies: dict[tuple, str] = {}  # (read, variables, bounds) of an input's copy at the top -> its name
 
-    def visit(stmts, loops: frozenset) -> None:
-        for s in stmts:
-            if isinstance(s, n.For):
-                visit(s.body, loops | {s.var})
-            elif isinstance(s, n.If):
-                visit(s.then, loops)
-                visit(s.orelse, loops)
-            elif isinstance(s, n.Comprehension):
-                found = _gathers(s, infos.get((s.span, s.tensor)), loops, inputs, taken, copies)
-                if found:
-                    out[s.span] = found
-
-    visit(checked.node.body, frozenset())
+    for s, loops in n.comprehensions_in_loops(checked.node.body):
+        found = _gathers(s, infos.get((s.span, s.tensor)), frozenset(loops), inputs, taken, copies)
+        if found:
+            out[s.span] = found
     return out
 
 

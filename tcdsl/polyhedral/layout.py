@@ -58,16 +58,6 @@ def plan(checked: CheckedDef) -> Plan:
     taken = _names(d) | set(checked.tensors) | set(checked.sizes)
     out = Plan()
 
-    def visit(stmts, loops: frozenset) -> None:
-        for s in stmts:
-            if isinstance(s, n.For):
-                visit(s.body, loops | {s.var})
-            elif isinstance(s, n.If):
-                visit(s.then, loops)
-                visit(s.orelse, loops)
-            elif isinstance(s, n.Comprehension):
-                statement(s, loops)
-
     def statement(c: n.Comprehension, loops: frozenset) -> None:
         in_loop = bool(loops)
         last = c.indices[-1] if c.indices else None
@@ -122,7 +112,8 @@ def plan(checked: CheckedDef) -> Plan:
         out.before.setdefault(c.span, []).append((acc.tensor, perm, name, acc.span))
         out.reads[acc.span] = (name, perm)
 
-    visit(d.body, frozenset())
+    for s, loops in n.comprehensions_in_loops(d.body):
+        statement(s, frozenset(loops))
     return out
 
 

@@ -102,7 +102,6 @@ from dataclasses import dataclass, replace
 from ..errors import InternalError
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc, stmt_to_tc
-from .factor import _statements
 from .hoist import same_points
 
 # Functions whose evaluation costs more than a table's store and load.
@@ -193,7 +192,7 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
     from .hoist import _parsed
 
     out: dict[object, list[Table]] = {}
-    for s, outer in _statements(checked.node.body, ()):
+    for s, outer in n.comprehensions_in_loops(checked.node.body):
         loops = frozenset(outer)
         if s.span is None:
             continue

@@ -280,6 +280,19 @@ def comprehensions(stmts):
             yield s
 
 
+def comprehensions_in_loops(stmts, loops: tuple[str, ...] = ()):
+    """(comprehension, the variables of the sequential loops around it) for
+    the comprehensions of ``stmts``, in textual order (see :func:`comprehensions`)."""
+    for s in stmts:
+        if isinstance(s, For):
+            yield from comprehensions_in_loops(s.body, loops + (s.var,))
+        elif isinstance(s, If):
+            yield from comprehensions_in_loops(s.then, loops)
+            yield from comprehensions_in_loops(s.orelse, loops)
+        elif isinstance(s, Comprehension):
+            yield s, loops
+
+
 def names_in(e: Node) -> set[str]:
     """The names of the index variables, sizes and identifiers below ``e``."""
     return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
