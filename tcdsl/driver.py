@@ -344,8 +344,8 @@ def _transposed(program: n.Program, entry: str | None, checked: CheckedDef, rang
     except (TcError, InternalError, isl.Error) as e:
         _dump("transposed", lambda: f"not transposed: {type(e).__name__}: {e}")
         return checked, ranges, model
-    named = {name: span for name, span in plan.copies.values()} | {c[2]: c[3] for cs in plan.before.values() for c in cs}
-    copies, new_ranges.padded_rows = set(named.values()), ranges.padded_rows | set(named)
+    copies = {span for _, span in plan.copies.values()}
+    new_ranges.padded_rows = ranges.padded_rows | {name for name, _ in plan.copies.values()}
     for k in new_model.kernels():  # a copy fused with the statements after it would run in their loop order
         spans = {s.info.comp.span for s in k.stmts}
         k.serialize = spans <= serial | copies or bool(spans & copies)

@@ -43,9 +43,6 @@ class Plan:
 
     reads: dict = field(default_factory=dict)
     copies: dict = field(default_factory=dict)  # (input, perm) -> (copy's name, span of its first read)
-    # a statement's span -> [(tensor, perm, copy's name, span of the read)]: copies of tensors
-    # written in the loop, made right before the statement at every step
-    before: dict = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.reads)
@@ -70,11 +67,7 @@ def plan(checked: CheckedDef) -> Plan:
         for acc in n.walk(c.rhs):
             if not isinstance(acc, n.Access):
                 continue
-            if acc.tensor in written:
-                if in_loop and acc.tensor != c.tensor:
-                    _written_in_loop(c, acc, j, loops, no_reuse)
-                continue
-            if acc.tensor not in inputs:
+            if acc.tensor not in inputs or acc.tensor in written:
                 continue
             # an index without index variables of the statement (a constant, sizes, the loop's
             # variables: a direction's or a layer's weights W(0, q, j, k), W(l, q, j, k)) selects
@@ -94,23 +87,6 @@ def plan(checked: CheckedDef) -> Plan:
             if key not in out.copies:
                 out.copies[key] = (_fresh(f"{acc.tensor}_t", taken), acc.span)
             out.reads[acc.span] = (out.copies[key][0], perm)
-
-    def _written_in_loop(c: n.Comprehension, acc: n.Access, j: str, loops: frozenset, no_reuse: bool) -> None:
-        # a tensor the loop writes (k-means' centroids ``C(k, d)`` in ``dist(n, k) +=! X(n, d) * C(k, d)``):
-        # copied transposed at every step, right before the sum, when every index is a variable of
-        # the sum (the copy is the tensor, no slice of it) and the sum has rows that reuse it
-        names = [_index_var(x) if isinstance(x, n.IndexVar) else None for x in acc.indices]
-        if None in names or acc.span is None or c.span is None or len(set(names)) != len(names):
-            return
-        if j not in names or names[-1] == j or names[-1] not in c.reduction_vars or no_reuse:
-            return
-        if not {x.name for x in c.indices if isinstance(x, (n.IndexVar, n.Ident))} - set(names):
-            return  # no rows: the copy would cost as much as the sum
-        k = names.index(j)
-        perm = tuple(x for x in range(len(names)) if x != k) + (k,)
-        name = _fresh(f"{acc.tensor}_t", taken)
-        out.before.setdefault(c.span, []).append((acc.tensor, perm, name, acc.span))
-        out.reads[acc.span] = (name, perm)
 
     for s, loops in n.comprehensions_in_loops(d.body):
         statement(s, frozenset(loops))
@@ -133,20 +109,8 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
         rhs = n.Call(tensor, tuple(n.Ident(v, span=span) for v in vars_), span=span)
         return n.Comprehension(name, lhs, "=", rhs, span=span)
 
-    def stmts(body: tuple) -> tuple:
-        out: list = []
-        for s in body:
-            if isinstance(s, n.For):
-                out.append(replace(s, body=stmts(s.body)))
-            elif isinstance(s, n.If):
-                out.append(replace(s, then=stmts(s.then), orelse=stmts(s.orelse)))
-            else:
-                out.extend(copy(t, perm, name, span) for t, perm, name, span in p.before.get(s.span, ()))
-                out.append(fn(s))
-        return tuple(out)
-
     copies = [copy(tensor, perm, name, span) for (tensor, perm), (name, span) in p.copies.items()]
-    return replace(d, body=tuple(copies) + stmts(d.body))
+    return replace(d, body=tuple(copies) + tuple(fn(s) for s in d.body))
 
 
 def _index_var(x: n.Expr) -> str | None:
