@@ -482,4 +482,3 @@ def test_slices_of_stacked_weights_under_guard_pages():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
-

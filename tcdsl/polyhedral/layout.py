@@ -65,9 +65,7 @@ def plan(checked: CheckedDef) -> Plan:
         no_reuse = all(any(isinstance(y, n.IndexVar) and y.name == j for x in a.indices for y in n.walk(x))
                        for a in n.walk(c.rhs) if isinstance(a, n.Access))
         for acc in n.walk(c.rhs):
-            if not isinstance(acc, n.Access):
-                continue
-            if acc.tensor not in inputs or acc.tensor in written:
+            if not (isinstance(acc, n.Access) and acc.tensor in inputs and acc.tensor not in written):
                 continue
             # an index without index variables of the statement (a constant, sizes, the loop's
             # variables: a direction's or a layer's weights W(0, q, j, k), W(l, q, j, k)) selects
@@ -103,14 +101,14 @@ def rewrite(d: n.Def, p: Plan) -> n.Def:
             return n.Call(name, tuple(node.args[k] for k in perm), span=node.span)
         return n.map_children(node, fn)
 
-    def copy(tensor: str, perm: tuple, name: str, span) -> n.Comprehension:
+    body = tuple(fn(s) for s in d.body)
+    copies = []
+    for (tensor, perm), (name, span) in p.copies.items():
         vars_ = [_fresh(f"d{k}", taken) for k in range(len(perm))]
         lhs = tuple(n.Ident(vars_[k], span=span) for k in perm)
         rhs = n.Call(tensor, tuple(n.Ident(v, span=span) for v in vars_), span=span)
-        return n.Comprehension(name, lhs, "=", rhs, span=span)
-
-    copies = [copy(tensor, perm, name, span) for (tensor, perm), (name, span) in p.copies.items()]
-    return replace(d, body=tuple(copies) + tuple(fn(s) for s in d.body))
+        copies.append(n.Comprehension(name, lhs, "=", rhs, span=span))
+    return replace(d, body=tuple(copies) + body)
 
 
 def _index_var(x: n.Expr) -> str | None:
