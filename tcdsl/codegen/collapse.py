@@ -336,3 +336,32 @@ def run_as_one(tile, i: int, innermost, ks=None) -> tirx.Stmt | None:
     with low.bound({**dict(zip(names[:-1], firsts[:-1])), names[-1]: firsts[-1] + q}), wide_indices(wide):
         body = innermost()
     return tirx.For(q, 0, functools.reduce(lambda a, b: a * b, exts), tirx.ForKind.SERIAL, body)
+
+
+def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows_of_tiles) -> tirx.Stmt | None:
+    """The outermost parallel loop ``node`` and the parallel loop that is its
+    whole body, above nests of their own (a batch and its heads, the loops
+    attention's nests share: polyhedral/schedule_batch.py), as one parallel
+    loop over their pairs; None otherwise.  At batch 1 the batch loop alone
+    ran every head's nests on one core.  Only above nests of two loops or
+    more (a loop of vectors inside stays one, or a pair of adjacent indices:
+    ``_pair``), not where the inner loop's iterations are a register tile's
+    rows, nor where its range moves with ``node``."""
+    inner, mark = strip_marks(node.for_get_body())
+    nest = lambda x: isl_ast.is_loop(x) and isl_ast.has(x.for_get_body(), isl_ast.is_loop)  # noqa: E731
+    if inner.get_type() != NT.for_ or mark != PARALLEL or low.loop_step(inner) != 1 \
+            or not isl_ast.has(inner.for_get_body(), nest):
+        return None
+    probe = tirx.Var(name + "_p", INDEX)
+    with low.bound({name: probe}):
+        i_init, i_extent = low.loop_range(inner)
+        if rows_of_tiles(inner):  # (its iterations are a register tile's rows: it stays that)
+            return None
+    if uses(i_init, probe) or uses(i_extent, probe):
+        return None
+    r, n_in = tirx.Var(name + "_pair", INDEX), tirx.max(i_extent, 0)
+    outer_v, inner_v = tirx.Var(name, INDEX), tirx.Var(iterator(inner), INDEX)
+    with low.bound({name: outer_v}):
+        body = low.body_with(inner, iterator(inner), inner_v, False)
+    bind = [tirx.Bind(outer_v, init + tirx.floordiv(r, n_in)), tirx.Bind(inner_v, i_init + tirx.floormod(r, n_in))]
+    return tirx.For(r, 0, tirx.max(extent, 0) * n_in, tirx.ForKind.PARALLEL, tirx.SeqStmt(bind + [body]))

@@ -37,7 +37,7 @@ from ..polyhedral.model import Block, IslStmt, Kernel, unit_dimension
 from ..polyhedral.schedule import PARALLEL, PARALLEL_STEPS, SERIAL, fixed_set
 from ..sema.affine import isl_name
 from . import invariant
-from .collapse import collapse, declarations, divide, divided_rows, merged_rows
+from .collapse import collapse, declarations, divide, divided_rows, merged_rows, parallel_pair
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
@@ -162,8 +162,7 @@ class CpuAstLowering(AstLowering):
 
     def _for(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         cpu = self.gen.cpu
-        if mark == PARALLEL_STEPS:
-            mark = PARALLEL
+        mark = PARALLEL if mark == PARALLEL_STEPS else mark
         outer = parallel_ok and mark == PARALLEL
         step = self.loop_step(node)
         if step != 1:  # a stride (sizes fixed before scheduling, or strips of columns): a plain loop
@@ -220,6 +219,9 @@ class CpuAstLowering(AstLowering):
                                    self._reduction_threads(parallel_ok))
             if vec is not None:
                 return vec
+        tiled = lambda x: ChunkedLoop(self, cpu, None).has_micro(x.for_get_body(), iterator(x))  # noqa: E731
+        if parallel and self.wrap is None and (both := parallel_pair(self, node, name, init, extent, tiled)) is not None:
+            return both
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
