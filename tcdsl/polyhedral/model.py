@@ -69,6 +69,10 @@ class Kernel:
     # A sum into the rows an index names (polyhedral/scatter.py): the kernel
     # holds that statement alone, and the CPU runs it as a scatter-add.
     scatter: "Scatter | None" = None
+    # the tensors written anywhere in the body of the outermost sequential
+    # loop around it (its own statements' and other kernels' of the step:
+    # k-means' centroids, updated after the scatter that cuts its step)
+    loop_writes: frozenset = frozenset()
 
     @property
     def deps(self) -> isl.UnionMap:
@@ -162,6 +166,7 @@ class _Builder:
         self.r = ranges
         self.ctx = ranges.ctx
         self.stmts = stmts  # StmtInfo in textual order, consumed as comprehensions are met
+        self.loop_writes: frozenset = frozenset()  # Kernel.loop_writes of the loop being built
 
     def block(self, stmts, loops: tuple[Loop, ...]) -> Block:
         items: list[Item] = []
@@ -172,6 +177,8 @@ class _Builder:
                     items.append(self.kernel(run, loops))
                     run = []
                 if isinstance(s, n.For):
+                    if not loops:
+                        self.loop_writes = frozenset(c.tensor for c in n.walk(s) if isinstance(c, n.Comprehension))
                     items.append(ForLoop(Loop(s.var, s.lo, s.hi), self.block(s.body, loops + (Loop(s.var, s.lo, s.hi),))))
                 else:
                     items.append(Branch(s.cond, self.block(s.then, loops), self.block(s.orelse, loops)))
@@ -204,7 +211,7 @@ class _Builder:
             stmts.append(self._update_stmt(info))
         context = self._context(loops)
         order = self._order(stmts)
-        return Kernel(stmts, loops, context, order)
+        return Kernel(stmts, loops, context, order, loop_writes=self.loop_writes if loops else frozenset())
 
     def _context(self, loops) -> isl.Set:
         space = isl.Space.create_from_names(self.ctx, set=[], params=[isl_name(p) for p in self.r.params])

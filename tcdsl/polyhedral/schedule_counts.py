@@ -189,11 +189,12 @@ def _parallel_statements(root: isl.ScheduleNode) -> int:
 
 
 def written_in_steps(k) -> set[str]:
-    """The tensors that the statements of the kernel ``k`` write, when it runs
-    inside sequential loops (else none): an operand of these read across its
-    contiguous dimension is copied to a panel at each step (codegen/cpu_tiles.py),
-    where the other operands read there are packed once per call instead."""
-    return {s.info.comp.tensor for s in k.stmts} if k.loops else set()
+    """The tensors that the statements of the kernel ``k`` write, or the other
+    kernels of the sequential loop it runs in (else none): an operand of these
+    read across its contiguous dimension is copied to a panel at each step
+    (codegen/cpu_tiles.py), where the other operands read there are packed
+    once per call instead (polyhedral/layout.py)."""
+    return {s.info.comp.tensor for s in k.stmts} | set(getattr(k, "loop_writes", ())) if k.loops else set()
 
 
 def _narrow_parallel_statements(root: isl.ScheduleNode, narrow: int) -> int:

@@ -112,7 +112,8 @@ def _split_kernel(k: Kernel, builder: _Builder) -> Kernel:
             order = order.union(isl.UnionMap.from_map(m.set_tuple_name(isl.dim_type.in_, p.name)))
     if not changed or not stmts:
         return k
-    return Kernel(stmts, k.loops, k.context, order, serialize=k.serialize, scatter=k.scatter)
+    return Kernel(stmts, k.loops, k.context, order, serialize=k.serialize, scatter=k.scatter,
+                  loop_writes=k.loop_writes)
 
 
 def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | None:
