@@ -99,23 +99,20 @@ def dump_split(model: Model) -> str:
 def frontend(source: Source, entry: str | None = None, options: FrontendOptions | None = None,
              target_kind: str = "llvm", fixed: dict[str, int] | None = None, specialize: str = "never",
              **fields) -> Frontend:
-    """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning
-    for each read that may be out of bounds; an error when ``strict_bounds``)
-    -> hoisting of loop-invariant statements (polyhedral/hoist.py), unless
-    ``hoist`` is False -> zero-padded copies of inputs read under a padding
-    select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
-    computed in the output they end in (polyhedral/inplace.py), unless
-    ``inplace`` is False -> a sum's invariant factors applied after it
-    (polyhedral/factor.py), unless ``factor`` is False -> transposed copies of inputs read across their
-    contiguous dimension in a loop (polyhedral/layout.py), unless
-    ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``,
-    ``pad=``, ``inplace=``, ``factor=``, ``transpose=``) change ``options``.  ``hoist``
-    ``"auto"`` on the CPU (``target_kind`` "llvm") keeps both programs, the
-    hoisted one for steps of few rows (:func:`rows_threshold`), or the one
-    of them that the sizes ``fixed`` at compile time choose; on a GPU, and
-    for the binaries of the ``specialize`` modes other than "never" (each
-    built for its sizes, from a schedule of the hoisted program), it
-    hoists."""
+    """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning for each read that may be
+    out of bounds; an error when ``strict_bounds``) -> arg-reductions read across their rows as reductions
+    over their columns (polyhedral/argsplit.py), unless ``transpose`` is False -> hoisting of
+    loop-invariant statements (polyhedral/hoist.py), unless ``hoist`` is False -> zero-padded copies of
+    inputs read under a padding select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
+    computed in the output they end in (polyhedral/inplace.py), unless ``inplace`` is False -> a sum's
+    invariant factors applied after it (polyhedral/factor.py), unless ``factor`` is False -> transposed
+    copies of inputs read across their contiguous dimension in a loop (polyhedral/layout.py), unless
+    ``transpose`` is False.  ``fields`` (``strict_bounds=``, ``hoist=``, ``pad=``, ``inplace=``,
+    ``factor=``, ``transpose=``) change ``options``.  ``hoist`` ``"auto"`` on the CPU (``target_kind``
+    "llvm") keeps both programs, the hoisted one for steps of few rows (:func:`rows_threshold`), or the
+    one of them that the sizes ``fixed`` at compile time choose; on a GPU, and for the binaries of the
+    ``specialize`` modes other than "never" (each built for its sizes, from a schedule of the hoisted
+    program), it hoists."""
     options = dataclasses.replace(options or FrontendOptions(), **fields)
     strict_bounds, hoist = options.strict_bounds, options.hoist
     program = parse(source)
@@ -133,6 +130,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     if options.chain:
         rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
         rewritten, checked, ranges, model = _by("grouped", "groups")(rewritten, entry, checked, ranges, model)
+    if options.transpose:
+        rewritten, checked, ranges, model = _by("argsplit", "argsplit")(rewritten, entry, checked, ranges, model)
     if hoist:
         threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
             else None

@@ -338,7 +338,7 @@ def run_as_one(tile, i: int, innermost, ks=None) -> tirx.Stmt | None:
     return tirx.For(q, 0, functools.reduce(lambda a, b: a * b, exts), tirx.ForKind.SERIAL, body)
 
 
-def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows_of_tiles) -> tirx.Stmt | None:
+def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows) -> tirx.Stmt | None:
     """The outermost parallel loop ``node`` and the parallel loop that is its
     whole body, above nests of their own (a batch and its heads, the loops
     attention's nests share: polyhedral/schedule_batch.py), as one parallel
@@ -346,7 +346,8 @@ def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows_of_tiles
     ran every head's nests on one core.  Only above nests of two loops or
     more (a loop of vectors inside stays one, or a pair of adjacent indices:
     ``_pair``), not where the inner loop's iterations are a register tile's
-    rows, nor where its range moves with ``node``."""
+    rows (``rows``: the CPU's ChunkedLoop), alone or with the loop inside it
+    (a 1x1 convolution's ``h, v``), nor where its range moves with ``node``."""
     inner, mark = strip_marks(node.for_get_body())
     nest = lambda x: isl_ast.is_loop(x) and isl_ast.has(x.for_get_body(), isl_ast.is_loop)  # noqa: E731
     if inner.get_type() != NT.for_ or mark != PARALLEL or low.loop_step(inner) != 1 \
@@ -355,7 +356,7 @@ def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows_of_tiles
     probe = tirx.Var(name + "_p", INDEX)
     with low.bound({name: probe}):
         i_init, i_extent = low.loop_range(inner)
-        if rows_of_tiles(inner):  # (its iterations are a register tile's rows: it stays that)
+        if _rows(low, inner, i_init, rows):  # (its iterations are a register tile's rows: it stays that)
             return None
     if uses(i_init, probe) or uses(i_extent, probe):
         return None
@@ -365,3 +366,18 @@ def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows_of_tiles
         body = low.body_with(inner, iterator(inner), inner_v, False)
     bind = [tirx.Bind(outer_v, init + tirx.floordiv(r, n_in)), tirx.Bind(inner_v, i_init + tirx.floormod(r, n_in))]
     return tirx.For(r, 0, tirx.max(extent, 0) * n_in, tirx.ForKind.PARALLEL, tirx.SeqStmt(bind + [body]))
+
+
+def _rows(low, node: isl.AstNode, init, rows) -> bool:
+    """The loop ``node`` runs a register tile's rows, alone or with the loop
+    it consists of (cpu.py, ``_for``: ``collapse``, ``divide``)."""
+    name = iterator(node)
+    merged = collapse(low, node, name, init)
+    if merged is not None:
+        inner_body, inner, _, views = merged
+        with merged_rows(low, views, inner):
+            if rows.has_micro(inner_body, name):
+                return True
+    elif divide(low, node, name, init) is not None:
+        return True
+    return rows.has_micro(node.for_get_body(), name)
