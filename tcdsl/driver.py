@@ -197,7 +197,7 @@ def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
 
     for _ in range(3):
         try:
-            plan = chain.plan(checked, ranges)
+            plan = chain.plan(checked, ranges, model)
             if not plan:
                 break
             new_def = chain.rewrite(select_def(program, entry), plan)

@@ -225,3 +225,54 @@ def test_quadratic_form_matches_numpy(mode):
         x, A = rng.standard_normal((B, N)), rng.standard_normal((N, N))
         got = k(x.astype(np.float32), A.astype(np.float32))
         np.testing.assert_allclose(got, np.einsum("bi,ij,bj->b", x, A, x), rtol=1e-4, atol=1e-4)
+
+
+# the inside algorithm of a grammar in Chomsky normal form: the sum reads the
+# tensor it writes, at spans shorter than the one it writes (m < w, w - 1 - m < w)
+INSIDE = """def inside(float(B,L,N) pre, float(N,N,N) R) -> (logz) {
+  for w in L {
+    if w == 0 { I(w, b, i, A) = pre(b, i, A) }
+    else { I(w, b, i, A) +=! R(A, P, Q) * I(m, b, i, P) * I(w - 1 - m, b, i + m + 1, Q) where m in 0:w, i in 0:L-w }
+  }
+  logz(b) = log(I(L-1, b, 0, 0))
+}"""
+
+
+def _inside(pre, R):
+    B, L, N = pre.shape
+    pre, R = pre.astype(np.float64), R.astype(np.float64)
+    chart = np.zeros((L, B, L, N))
+    chart[0] = pre
+    for w in range(1, L):
+        for i in range(L - w):
+            for m in range(w):
+                chart[w, :, i] += np.einsum("apq,bp,bq->ba", R, chart[m, :, i], chart[w - 1 - m, :, i + m + 1])
+    return np.log(chart[L - 1, :, 0, 0])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_sum_reading_its_own_tensor_apart_from_what_it_writes_is_chained(mode):
+    """The split point ``m`` first (``I_c(w, b, i, P, Q)``, then the rule's
+    ``R(A, P, Q)``): B L^2 N^2 (L + N) terms, not B L^3 N^3.  The first sum
+    runs before the statement starts, so it may read the tensor only where
+    the statement writes nothing (polyhedral/chain.py, ``_apart``)."""
+    from tcdsl.syntax import nodes as n
+
+    fe = driver.frontend(INSIDE)
+    firsts = [c for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension) and c.tensor.startswith("I_c")]
+    assert [[x.name for x in c.indices] for c in firsts] == [["w", "b", "i", "P", "Q"]], firsts
+    k = tcdsl.compile(INSIDE, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(5)
+    for B, L, N in [(2, 5, 3), (1, 1, 2), (3, 7, 4)]:
+        pre, R = rng.random((B, L, N)).astype(np.float32), (rng.random((N, N, N)) / N).astype(np.float32)
+        np.testing.assert_allclose(k(pre, R), _inside(pre, R), rtol=1e-4, atol=1e-5)
+
+
+def test_a_sum_reading_the_elements_it_writes_is_not_chained():
+    src = """def f(float(N,N) A, float(N,N) Bm, float(N) yi) -> (y) {
+  for t in T {
+    if t == 0 { y(t, i) = yi(i) } else { y(t, i) +=! A(i, j) * Bm(j, k) * y(t, k) }
+  }
+}"""
+    fe = driver.frontend(src)
+    assert not [t for t in fe.checked.tensors if t.startswith("y_c")]

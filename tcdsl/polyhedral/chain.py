@@ -31,6 +31,11 @@ right before the statement (in the same block: inside a ``for`` or an
 ``if`` branch) and reads it in the statement.  The pass repeats on the
 rewritten program, so a chain of four factors becomes three sums.
 
+A loop variable in the statement's indices (``I(w, b, i, A)`` in ``for w``)
+is no loop of the sum: it is not counted, and the temporary keeps it as an
+index.  A sum that reads the tensor it writes is split only where those
+reads never touch an element it writes (``_apart``).
+
 It applies only where the two sums run exactly the original's terms: the
 driver (``_chained``) checks that the rewritten program's statements run the
 instances they ran, that the statement's domain is the join of the two new
@@ -69,17 +74,23 @@ class Chain:
     bounds: tuple = ()  # the temporary's ``where`` ranges: the statement's inferred ones
 
 
-def plan(checked: CheckedDef, ranges: RangeInfo) -> dict[tuple, Chain]:
+def plan(checked: CheckedDef, ranges: RangeInfo, model=None) -> dict[tuple, Chain]:
     """(statement span, tensor) -> :class:`Chain`, for the sums a chain makes
-    cheaper (a statement split once keeps its span for its second sum)."""
+    cheaper (a statement split once keeps its span for its second sum).  A
+    sum that reads the tensor it writes is split only where ``model`` shows
+    those reads never touch an element it writes (an inside algorithm's
+    ``I(w, ...) +=! R(A, P, Q) * I(m, ...) * I(w - 1 - m, ...)`` with ``m in
+    0:w``: the first sum, computed before the statement starts, reads the
+    same values)."""
     taken = _taken(checked.node)
     infos = {(st.comp.span, st.comp.tensor): st for st in ranges.stmts}
     out: dict[tuple, Chain] = {}
+    loops = {s.span: frozenset(vs) for s, vs in n.comprehensions_in_loops(checked.node.body)}
     for s in n.walk(checked.node):
         key = (s.span, getattr(s, "tensor", None))
         if not isinstance(s, n.Comprehension) or s.span is None or key in out or key not in infos:
             continue
-        c = _chain(checked, s, taken)
+        c = _chain(checked, s, taken, _apart(model, s), loops.get(s.span, frozenset()))
         if c is None:
             continue
         # the first sum's variables keep the statement's ranges: its reads
@@ -96,7 +107,30 @@ def plan(checked: CheckedDef, ranges: RangeInfo) -> dict[tuple, Chain]:
     return out
 
 
-def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | None:
+def _apart(model, s: n.Comprehension) -> bool:
+    """The reads of the tensor ``s`` writes, on its right side, never touch an
+    element ``s`` writes (at each value of the loops around it)."""
+    if model is None:
+        return False
+    for k in model.kernels():
+        for x in k.stmts:
+            if x.is_init or x.info.comp.span != s.span or x.info.comp.tensor != s.tensor:
+                continue
+            name = isl_name(s.tensor)
+            if any(m.get_tuple_name(isl.dim_type.out) == name for m in x.may_reads):
+                return False
+            written = x.writes[0].intersect_domain(x.domain).range()
+            own = 1 if s.reduction is not None else 0  # (the sum's read of its own element)
+            for m in x.reads[own:]:
+                if m.get_tuple_name(isl.dim_type.out) == name and \
+                        not m.intersect_domain(x.domain).range().intersect(written).is_empty():
+                    return False
+            return True
+    return False
+
+
+def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str], apart: bool = False,
+           loops: frozenset = frozenset()) -> Chain | None:
     if s.op not in ("+=!", "+=") or s.equivalent is not None or len(s.reduction_vars) < 2:
         return None
     if not checked.tensors[s.tensor].dtype.startswith("float"):
@@ -106,11 +140,11 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
     lhs = [x.name if isinstance(x, n.IndexVar) else None for x in s.indices]
     if None in lhs or len(set(lhs)) != len(lhs):
         return None
-    if any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
+    if not apart and any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs)):
         return None
     rvars = set(s.reduction_vars)
-    for w in s.wheres:  # a range bounded by another index variable ties their loops
-        if isinstance(w, n.RangeConstraint) and _vars(w.lo) | _vars(w.hi):
+    for w in s.wheres:  # a range bounded by another index variable ties their loops (not by a loop's)
+        if isinstance(w, n.RangeConstraint) and (_vars(w.lo) | _vars(w.hi)) & (set(lhs) | rvars) - loops:
             return None
         if isinstance(w, n.Exists):
             return None
@@ -123,8 +157,12 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
     out_t = checked.tensors[s.tensor].dtype
     if any(not isinstance(f, n.Const) and f.dtype != out_t for _, f in factors):
         return None
-    everything = set(lhs) | rvars  # (a loop variable is a parameter of the statement, not one of its loops)
+    # a loop variable is a parameter of the statement, not one of its loops: not
+    # counted (a temporary keeps it as an index, ``all_vars``)
+    every = set(lhs) | rvars
+    everything = every - loops
     fvars = [_vars(f) & everything for _, f in factors]
+    all_vars = [_vars(f) & every for _, f in factors]
     best = None
     reductions = sorted(rvars)
     for k in range(1, len(reductions) + 1):
@@ -138,7 +176,7 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str]) -> Chain | 
             if cost[0] > len(everything) or cost[0] == len(everything) and not _reshaped(lhs, [fvars[i] for i in inner], inner_vars - r1):
                 continue
             if best is None or cost < best[0]:
-                best = (cost, r1, inner_vars)
+                best = (cost, r1, set().union(*(all_vars[i] for i in inner)))
     if best is None:
         return None
     _, r1, inner_vars = best
