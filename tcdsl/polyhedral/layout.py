@@ -20,10 +20,13 @@ every step; outside loops the CPU mapping packs such an operand into a
 panel itself, codegen/cpu_tiles.py).  Not where the input's last index is
 summed over and every read moves with ``j`` (``kd(t, q) min=! d(q, n) ...``:
 no operand is reused across ``j``, and the sum runs in vector lanes along
-the rows as written), nor where the input's indices take every lhs variable
-(value iteration's ``q(s, a) +=! P(s, a, n) * V(n)``: each element read once
-per step, a matrix-vector product; with ``a`` in vector lanes, 8 actions
-filled half a vector: 43 -> 7.9 ms at 384 states).  ``rewrite(def, plan)`` adds one statement per (input, permutation)
+the rows as written), nor where the input's indices take every lhs variable,
+two or more (value iteration's ``q(s, a) +=! P(s, a, n) * V(n)``: a
+matrix-vector product per row ``s``, each element read once per step, so a
+register tile shares nothing across its rows; with ``a`` in vector lanes, 8
+actions filled half a vector: 43 -> 7.9 ms at 384 states.  One matrix-vector
+product, ``a(j) +=! Whh(j, k) * h(t - 1, k)``, keeps the copy: its columns
+accumulate in registers, 3.0 -> 0.86 ms at H = 256).  ``rewrite(def, plan)`` adds one statement per (input, permutation)
 at the top of the ``def``, ``Whh_t(k, j) = Whh(j, k)`` with ``j`` moved
 last, and reads the copy instead: one pass over the weights per call, out
 of the sequential loop, against ``T * B`` passes of a strided read.
@@ -81,7 +84,7 @@ def plan(checked: CheckedDef) -> Plan:
                 continue
             if not in_loop:
                 continue  # outside loops the CPU mapping packs such an operand itself (codegen/cpu_tiles.py)
-            if names[-1] in c.reduction_vars and (no_reuse or own <= set(names)):
+            if names[-1] in c.reduction_vars and (no_reuse or len(own) >= 2 and own <= set(names)):
                 continue  # summed along its rows, each element read once per step: a vector reduction
             k = names.index(j)
             perm = tuple(x for x in range(len(names)) if x != k) + (k,)
