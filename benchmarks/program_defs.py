@@ -18701,3 +18701,1654 @@ def _w3_kmeans(torch, a, t, s):
             C = torch.where(cnt[:, None] > 0, sm / cnt.clamp(min=1)[:, None], C)
         return C
     return {"torch loop": _nograd(torch, loop)}
+
+
+# ---------------------------------------------------------------------------
+# v1: reinforcement learning and control
+# ---------------------------------------------------------------------------
+
+def _v1_f(x):
+    return np.array(x, np.float32)
+
+
+def _v1_pick_cat(r):
+    """Several outputs of different shapes as one flat array (the harness compares one array)."""
+    return np.concatenate([np.ravel(np.asarray(x)).astype(np.float32) for x in r])
+
+
+def _v1_cat(torch, *xs):
+    return torch.cat([x.reshape(-1).float() for x in xs])
+
+
+def _v1_done(rng, *shape, p=0.02):
+    return (rng.random(shape) < p).astype(np.float32)
+
+
+# 1. discounted returns over a batch of episodes, (B, T) layout, reversed time loop
+v1_returns_src = """
+def v1_returns(float(B,T) rew, float(B,T) done, float gamma) -> (ret) {
+  for s in T {
+    if s == 0 { ret(b, T - 1 - s) = rew(b, T - 1 - s) }
+    else      { ret(b, T - 1 - s) = rew(b, T - 1 - s) + gamma * (1 - done(b, T - 1 - s)) * ret(b, T - s) }
+  }
+}
+"""
+
+
+def _v1_returns_in(rng, s):
+    return [_n(rng, s["B"], s["T"]), _v1_done(rng, s["B"], s["T"]), _v1_f(0.99)]
+
+
+@program(name="v1 discounted returns", kind="rl", src=v1_returns_src, full=dict(B=512, T=1000), tiny=dict(B=3, T=7),
+         inputs=_v1_returns_in)
+def _v1_returns_ref(torch, a, t, s):
+    rew, done, gamma = t
+
+    def loop():
+        T = rew.shape[1]
+        ret = torch.empty_like(rew)
+        run = torch.zeros(rew.shape[0])
+        notdone = 1 - done
+        g = float(gamma)
+        for i in range(T - 1, -1, -1):
+            run = rew[:, i] + g * notdone[:, i] * run
+            ret[:, i] = run
+        return ret
+    return {"torch loop": loop}
+
+
+# 2. GAE, (T, B) layout as CleanRL keeps its rollout buffers
+v1_gae_src = """
+def v1_gae(float(T,B) rew, float(T,B) val, float(B) last_val, float(T,B) done,
+           float gamma, float lam) -> (adv, ret) {
+  for s in T {
+    if s == 0 {
+      adv(T - 1 - s, b) = rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b)) * last_val(b) - val(T - 1 - s, b)
+    } else {
+      adv(T - 1 - s, b) = rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b)) * val(T - s, b) - val(T - 1 - s, b)
+                          + gamma * lam * (1 - done(T - 1 - s, b)) * adv(T - s, b)
+    }
+  }
+  ret(t, b) = adv(t, b) + val(t, b)
+}
+"""
+
+
+def _v1_gae_in(rng, s):
+    T, B = s["T"], s["B"]
+    return [_n(rng, T, B), _n(rng, T, B), _n(rng, B), _v1_done(rng, T, B), _v1_f(0.99), _v1_f(0.95)]
+
+
+@program(name="v1 gae advantages", kind="rl", src=v1_gae_src, full=dict(T=1024, B=256), tiny=dict(T=6, B=3),
+         inputs=_v1_gae_in)
+def _v1_gae_ref(torch, a, t, s):
+    rew, val, last_val, done, gamma, lam = t
+
+    def loop():
+        T = rew.shape[0]
+        g, l = float(gamma), float(lam)
+        adv = torch.empty_like(rew)
+        notdone = 1.0 - done
+        nextval = torch.cat([val[1:], last_val[None]], 0)
+        delta = rew + g * nextval * notdone - val
+        last = torch.zeros_like(last_val)
+        for i in range(T - 1, -1, -1):
+            last = delta[i] + g * l * notdone[i] * last
+            adv[i] = last
+        return adv, adv + val
+    return {"torch loop": loop}
+
+
+# 3. linear TD(lambda) with accumulating eligibility traces, B independent agents
+v1_tdl_src = """
+def v1_td_lambda(float(T + 1, B, F) phi, float(T, B) rew, float(B, F) w0,
+                 float gamma, float lam, float alpha) -> (w) {
+  w(b, f) = w0(b, f)
+  for t in T {
+    v(b) +=! w(b, f) * phi(t, b, f)
+    vn(b) +=! w(b, f) * phi(t + 1, b, f)
+    delta(b) = rew(t, b) + gamma * vn(b) - v(b)
+    if t == 0 { z(b, f) = phi(t, b, f) }
+    else      { z(b, f) = gamma * lam * z(b, f) + phi(t, b, f) }
+    w(b, f) = w(b, f) + alpha * delta(b) * z(b, f)
+  }
+}
+"""
+
+
+def _v1_tdl_in(rng, s):
+    T, B, F = s["T"], s["B"], s["F"]
+    return [_n(rng, T + 1, B, F) / np.float32(np.sqrt(F)), _n(rng, T, B), np.zeros((B, F), np.float32),
+            _v1_f(0.9), _v1_f(0.8), _v1_f(0.01)]
+
+
+@program(name="v1 td lambda traces", kind="rl", src=v1_tdl_src, full=dict(T=200, B=256, F=128), tiny=dict(T=5, B=3, F=4),
+         inputs=_v1_tdl_in)
+def _v1_tdl_ref(torch, a, t, s):
+    phi, rew, w0, gamma, lam, alpha = t
+
+    def loop():
+        g, l, al = float(gamma), float(lam), float(alpha)
+        w = w0.clone()
+        z = torch.zeros_like(w0)
+        for i in range(rew.shape[0]):
+            v = (w * phi[i]).sum(-1)
+            vn = (w * phi[i + 1]).sum(-1)
+            delta = rew[i] + g * vn - v
+            z = g * l * z + phi[i]
+            w = w + al * delta[:, None] * z
+        return w
+    return {"torch loop": loop}
+
+
+# 4. value iteration on a tabular MDP, K sweeps (a free size), greedy policy
+v1_vi_src = """
+def v1_value_iteration(float(S, A, S) P, float(S, A) R, float gamma) -> (V, pi) {
+  for it in K {
+    q(s, a) +=! P(s, a, n) * V(n)
+    q(s, a) = R(s, a) + gamma * q(s, a)
+    V(s) max=! q(s, a)
+  }
+  pi(s) argmax=! q(s, a)
+}
+"""
+
+
+def _v1_vi_in(rng, s):
+    S, A = s["S"], s["A"]
+    P = rng.random((S, A, S)) ** 8
+    P /= P.sum(-1, keepdims=True)
+    return [P.astype(np.float32), _n(rng, S, A), _v1_f(0.9)]
+
+
+@program(name="v1 value iteration", kind="rl", src=v1_vi_src, full=dict(S=384, A=8, K=40), tiny=dict(S=5, A=3, K=4),
+         inputs=_v1_vi_in, free=("K",))
+def _v1_vi_ref(torch, a, t, s):
+    P, R, gamma = t
+    S, A = R.shape
+    P2 = P.reshape(S * A, S)
+    g = float(gamma)
+
+    def loop():
+        V = torch.zeros(S)
+        for _ in range(s["K"]):
+            q = torch.addmv(R.reshape(-1), P2, V, alpha=g).view(S, A)
+            V = q.amax(1)
+        return V, q.argmax(1).int()
+    return {"torch loop": loop}
+
+
+# 5. DQN loss: linear Q network and target network, gather of the taken action, Huber loss
+v1_dqn_src = """
+def v1_dqn_loss(float(B, D) obs, float(B, D) nobs, float(A, D) W, float(A) bias, float(A, D) Wt, float(A) bt,
+                int64(B) act, float(B) rew, float(B) done, float gamma) -> (td, loss) {
+  qa(b) +=! obs(b, d) * W(act(b), d)
+  qn(b, a) +=! nobs(b, d) * Wt(a, d)
+  mx(b) max=! qn(b, a) + bt(a)
+  td(b) = qa(b) + bias(act(b)) - (rew(b) + gamma * (1 - done(b)) * mx(b))
+  loss +=! (fabs(td(b)) < 1 ? 0.5 * td(b) * td(b) : fabs(td(b)) - 0.5) / B
+}
+"""
+
+
+def _v1_dqn_in(rng, s):
+    B, D, A = s["B"], s["D"], s["A"]
+    return [_n(rng, B, D), _n(rng, B, D), _w(rng, A, D), _n(rng, A) * 0.1, _w(rng, A, D), _n(rng, A) * 0.1,
+            rng.integers(0, A, B).astype(np.int64), _n(rng, B), _v1_done(rng, B, p=0.1), _v1_f(0.99)]
+
+
+@program(name="v1 dqn huber loss", kind="rl", src=v1_dqn_src, full=dict(B=8192, D=128, A=18), tiny=dict(B=5, D=4, A=3),
+         inputs=_v1_dqn_in, pick=_v1_pick_cat)
+def _v1_dqn_ref(torch, a, t, s):
+    obs, nobs, W, bias, Wt, bt, act, rew, done, gamma = t
+    F = torch.nn.functional
+    g = float(gamma)
+
+    def run():
+        q = F.linear(obs, W, bias).gather(1, act[:, None]).squeeze(1)
+        target = rew + g * (1 - done) * F.linear(nobs, Wt, bt).amax(1)
+        return _v1_cat(torch, q - target, F.smooth_l1_loss(q, target))
+    return {"torch": _nograd(torch, run)}
+
+
+# 6. MLP policy: log-prob of taken actions and entropy of the categorical
+v1_policy_src = """
+def v1_policy_logp(float(B, D) obs, float(H, D) W1, float(H) b1, float(H, H) W2, float(H) b2,
+                   float(A, H) W3, float(A) b3, int64(B) act) -> (logp, ent) {
+  h1(b, j) +=! obs(b, d) * W1(j, d)
+  h1(b, j) = tanh(h1(b, j) + b1(j))
+  h2(b, j) +=! h1(b, k) * W2(j, k)
+  h2(b, j) = tanh(h2(b, j) + b2(j))
+  lg(b, a) +=! h2(b, k) * W3(a, k)
+  lg(b, a) = lg(b, a) + b3(a)
+  mx(b) max=! lg(b, a)
+  se(b) +=! exp(lg(b, a) - mx(b))
+  lse(b) = mx(b) + log(se(b))
+  logp(b) = lg(b, act(b)) - lse(b)
+  ent(b) +=! -exp(lg(b, a) - lse(b)) * (lg(b, a) - lse(b))
+}
+"""
+
+
+def _v1_policy_in(rng, s):
+    B, D, H, A = s["B"], s["D"], s["H"], s["A"]
+    return [_n(rng, B, D), _w(rng, H, D), _n(rng, H) * 0.1, _w(rng, H, H), _n(rng, H) * 0.1, _w(rng, A, H),
+            _n(rng, A) * 0.1, rng.integers(0, A, B).astype(np.int64)]
+
+
+@program(name="v1 mlp policy logprob", kind="rl", src=v1_policy_src, full=dict(B=4096, D=64, H=256, A=16),
+         tiny=dict(B=5, D=3, H=8, A=4), inputs=_v1_policy_in)
+def _v1_policy_ref(torch, a, t, s):
+    obs, W1, b1, W2, b2, W3, b3, act = t
+    F = torch.nn.functional
+
+    def run():
+        h = torch.tanh(F.linear(obs, W1, b1))
+        h = torch.tanh(F.linear(h, W2, b2))
+        lp = F.log_softmax(F.linear(h, W3, b3), -1)
+        return lp.gather(1, act[:, None]).squeeze(1), -(lp.exp() * lp).sum(-1)
+    return {"torch": _nograd(torch, run)}
+
+
+# 7. PPO clipped surrogate + value loss, advantages normalised in the batch
+v1_ppo_src = """
+def v1_ppo_loss(float(N) logp, float(N) logp_old, float(N) adv, float(N) ret, float(N) v, float clip)
+    -> (pg_loss, v_loss, clipfrac) {
+  am +=! adv(i) / N
+  av +=! (adv(i) - am) * (adv(i) - am) / (N - 1)
+  ratio(i) = exp(logp(i) - logp_old(i))
+  an(i) = (adv(i) - am) / (sqrt(av) + 1e-8)
+  pg_loss +=! -min(ratio(i) * an(i), min(max(ratio(i), 1 - clip), 1 + clip) * an(i)) / N
+  v_loss +=! 0.5 * (v(i) - ret(i)) * (v(i) - ret(i)) / N
+  clipfrac +=! (fabs(ratio(i) - 1) > clip ? 1.0 : 0.0) / N
+}
+"""
+
+
+def _v1_ppo_in(rng, s):
+    N = s["N"]
+    lo = _n(rng, N)
+    return [lo + 0.1 * _n(rng, N), lo, _n(rng, N) * 2 + 0.5, _n(rng, N), _n(rng, N), _v1_f(0.2)]
+
+
+@program(name="v1 ppo clipped loss", kind="rl", src=v1_ppo_src, full=dict(N=1 << 21), tiny=dict(N=11),
+         inputs=_v1_ppo_in, pick=_v1_pick_cat)
+def _v1_ppo_ref(torch, a, t, s):
+    logp, logp_old, adv, ret, v, clip = t
+    c = float(clip)
+
+    def run():
+        an = (adv - adv.mean()) / (adv.std() + 1e-8)
+        ratio = (logp - logp_old).exp()
+        pg = -torch.min(ratio * an, ratio.clamp(1 - c, 1 + c) * an).mean()
+        vl = 0.5 * ((v - ret) ** 2).mean()
+        cf = ((ratio - 1).abs() > c).float().mean()
+        return torch.stack([pg, vl, cf])
+    return {"torch": run}
+
+
+# 8. LQR: Riccati backward recursion for E systems, M x M solve by Gauss-Jordan
+v1_lqr_src = """
+def v1_lqr(float(E, N, N) A, float(E, N, M) Bm, float(N, N) Q, float(M, M) R) -> (K, P) {
+  P(e, i, j) = Q(i, j) where e in 0:E
+  for t in T {
+    PB(e, i, m) +=! P(e, i, k) * Bm(e, k, m)
+    PA(e, i, j) +=! P(e, i, k) * A(e, k, j)
+    S(e, m, n) +=! Bm(e, k, m) * PB(e, k, n)
+    S(e, m, n) = S(e, m, n) + R(m, n)
+    G(e, m, j) +=! Bm(e, k, m) * PA(e, k, j)
+    for p in M {
+      piv(e) = S(e, p, p)
+      rs(e, n) = S(e, p, n) / piv(e)
+      rg(e, j) = G(e, p, j) / piv(e)
+      f(e, m) = S(e, m, p)
+      S(e, m, n) = m == p ? rs(e, n) : S(e, m, n) - f(e, m) * rs(e, n)
+      G(e, m, j) = m == p ? rg(e, j) : G(e, m, j) - f(e, m) * rg(e, j)
+    }
+    K(T - 1 - t, e, m, j) = G(e, m, j)
+    Acl(e, k, j) +=! Bm(e, k, m) * G(e, m, j)
+    Acl(e, k, j) = A(e, k, j) - Acl(e, k, j)
+    PC(e, i, j) +=! P(e, i, l) * Acl(e, l, j)
+    P(e, i, j) +=! A(e, k, i) * PC(e, k, j)
+    P(e, i, j) = P(e, i, j) + Q(i, j)
+  }
+}
+"""
+
+
+def _v1_lqr_in(rng, s):
+    E, N, M = s["E"], s["N"], s["M"]
+    A = 0.95 * np.eye(N, dtype=np.float32)[None] + 0.2 * _n(rng, E, N, N) / np.float32(np.sqrt(N))
+    Bm = _n(rng, E, N, M) * 0.3
+    Q = np.eye(N, dtype=np.float32)
+    R = np.eye(M, dtype=np.float32) * 0.5
+    return [A.astype(np.float32), Bm, Q, R]
+
+
+@program(name="v1 lqr riccati", kind="control", src=v1_lqr_src, full=dict(E=512, N=8, M=2, T=50),
+         tiny=dict(E=2, N=3, M=2, T=3), inputs=_v1_lqr_in, free=("T",), pick=_v1_pick_cat)
+def _v1_lqr_ref(torch, a, t, s):
+    A, Bm, Q, R = t
+    T = s["T"]
+
+    def loop():
+        P = Q.expand(A.shape[0], -1, -1)
+        At, Bt = A.mT, Bm.mT
+        Ks = torch.empty(T, A.shape[0], Bm.shape[2], A.shape[1])
+        for i in range(T):
+            BtP = Bt @ P
+            K = torch.linalg.solve(R + BtP @ Bm, BtP @ A)
+            Ks[T - 1 - i] = K
+            P = Q + At @ P @ (A - Bm @ K)
+        return _v1_cat(torch, Ks, P)
+    return {"torch loop": loop}
+
+
+# 9. linear dynamics rollout x(t+1) = A x(t) + B u(t) over a batch
+v1_lin_src = """
+def v1_linear_rollout(float(B, N) x0, float(T, B, M) u, float(N, N) A, float(N, M) Bm) -> (X) {
+  for t in T {
+    if t == 0 { X(t, b, i) +=! A(i, j) * x0(b, j) }
+    else      { X(t, b, i) +=! A(i, j) * X(t - 1, b, j) }
+    X(t, b, i) += Bm(i, m) * u(t, b, m)
+  }
+}
+"""
+
+
+def _v1_lin_in(rng, s):
+    B, N, M, T = s["B"], s["N"], s["M"], s["T"]
+    A = np.eye(N) * 0.9 + 0.05 * rng.standard_normal((N, N)) / np.sqrt(N)
+    return [_n(rng, B, N), _n(rng, T, B, M), A.astype(np.float32), _w(rng, N, M)]
+
+
+@program(name="v1 linear dynamics rollout", kind="control", src=v1_lin_src, full=dict(T=256, B=1024, N=32, M=8),
+         tiny=dict(T=4, B=3, N=5, M=2), inputs=_v1_lin_in)
+def _v1_lin_ref(torch, a, t, s):
+    x0, u, A, Bm = t
+
+    def loop():
+        T = u.shape[0]
+        drive = u @ Bm.T  # (T, B, N), all steps at once
+        X = torch.empty(T, *x0.shape)
+        x = x0
+        At = A.T
+        for i in range(T):
+            x = torch.addmm(drive[i], x, At, out=X[i])
+        return X
+    return {"torch loop": loop}
+
+
+# 10. Kalman filter for E tracks with a shared linear model and scalar observations
+v1_kf_src = """
+def v1_kalman(float(T, E) y, float(N, N) Fm, float(N) Hm, float(N, N) Qn, float r,
+              float(E, N) x0, float(E, N, N) P0) -> (xs, nll) {
+  x(e, i) = x0(e, i)
+  P(e, i, j) = P0(e, i, j)
+  for t in T {
+    xp(e, i) +=! Fm(i, j) * x(e, j)
+    FP(e, i, j) +=! Fm(i, k) * P(e, k, j)
+    Pp(e, i, j) +=! FP(e, i, k) * Fm(j, k)
+    Pp(e, i, j) = Pp(e, i, j) + Qn(i, j)
+    PH(e, i) +=! Pp(e, i, j) * Hm(j)
+    sv(e) +=! Hm(i) * PH(e, i)
+    sv(e) = sv(e) + r
+    Kg(e, i) = PH(e, i) / sv(e)
+    inn(e) +=! -Hm(i) * xp(e, i)
+    inn(e) = inn(e) + y(t, e)
+    x(e, i) = xp(e, i) + Kg(e, i) * inn(e)
+    P(e, i, j) = Pp(e, i, j) - Kg(e, i) * PH(e, j)
+    xs(t, e, i) = x(e, i)
+    nll(e) += 0.5 * (log(sv(e)) + inn(e) * inn(e) / sv(e))
+  }
+}
+"""
+
+
+def _v1_kf_in(rng, s):
+    T, E, N = s["T"], s["E"], s["N"]
+    dt = 0.1
+    Fm = 0.9 * np.eye(N) + np.diag(np.full(N - 1, dt), 1)  # damped chain of integrators
+    Hm = np.zeros(N)
+    Hm[0] = 1
+    Qn = np.eye(N) * 0.1
+    P0 = np.broadcast_to(np.eye(N), (E, N, N)) * (1 + rng.random((E, 1, 1)))
+    y = np.cumsum(rng.standard_normal((T, E)) * 0.3, 0)
+    return [y.astype(np.float32), Fm.astype(np.float32), Hm.astype(np.float32), Qn.astype(np.float32), _v1_f(0.5),
+            _n(rng, E, N) * 0.1, np.ascontiguousarray(P0, np.float32)]
+
+
+@program(name="v1 kalman filter", kind="control", src=v1_kf_src, full=dict(T=200, E=1024, N=4),
+         tiny=dict(T=4, E=3, N=3), inputs=_v1_kf_in, pick=_v1_pick_cat)
+def _v1_kf_ref(torch, a, t, s):
+    y, Fm, Hm, Qn, r, x0, P0 = t
+    rv = float(r)
+
+    def loop():
+        T = y.shape[0]
+        x, P = x0, P0
+        xs = torch.empty(T, *x0.shape)
+        nll = torch.zeros(y.shape[1])
+        Ft = Fm.T
+        for i in range(T):
+            xp = x @ Ft
+            Pp = Fm @ P @ Ft + Qn
+            PH = Pp @ Hm
+            sv = PH @ Hm + rv
+            K = PH / sv[:, None]
+            inn = y[i] - xp @ Hm
+            x = xp + K * inn[:, None]
+            P = Pp - K[:, :, None] * PH[:, None, :]
+            xs[i] = x
+            nll += 0.5 * (sv.log() + inn * inn / sv)
+        return _v1_cat(torch, xs, nll)
+    return {"torch loop": loop}
+
+
+# 11. MPC: roll K candidate control sequences through tanh dynamics, quadratic cost
+v1_mpc_src = """
+def v1_mpc_rollout(float(N) x0, float(K, H, M) U, float(N, N) Wx, float(N, M) Wu, float(N) bias,
+                   float(N) goal, float lam) -> (cost) {
+  x(k, i) = x0(i) where k in 0:K
+  for t in H {
+    z(k, i) +=! Wx(i, j) * x(k, j)
+    z(k, i) += Wu(i, m) * U(k, t, m)
+    x(k, i) = tanh(z(k, i) + bias(i))
+    cost(k) += (x(k, i) - goal(i)) * (x(k, i) - goal(i))
+    cost(k) += lam * U(k, t, m) * U(k, t, m)
+  }
+}
+"""
+
+
+def _v1_mpc_in(rng, s):
+    K, H, N, M = s["K"], s["H"], s["N"], s["M"]
+    return [_n(rng, N), _n(rng, K, H, M), _w(rng, N, N), _w(rng, N, M), _n(rng, N) * 0.1, _n(rng, N) * 0.5,
+            _v1_f(0.01)]
+
+
+@program(name="v1 mpc tanh rollout", kind="control", src=v1_mpc_src, full=dict(K=2048, H=32, N=32, M=8),
+         tiny=dict(K=4, H=3, N=5, M=2), inputs=_v1_mpc_in)
+def _v1_mpc_ref(torch, a, t, s):
+    x0, U, Wx, Wu, bias, goal, lam = t
+    F = torch.nn.functional
+
+    def loop():
+        K, H, _ = U.shape
+        drive = F.linear(U, Wu, bias)  # (K, H, N)
+        cost = float(lam) * (U * U).sum((1, 2))
+        x = x0.expand(K, -1)
+        WxT = Wx.T
+        for i in range(H):
+            x = torch.tanh(torch.addmm(drive[:, i], x, WxT))
+            cost = cost + ((x - goal) ** 2).sum(1)
+        return cost
+    return {"torch loop": loop}
+
+
+# 12. cross-entropy method: mean and std of the NE lowest-cost samples of each problem
+v1_cem_src = """
+def v1_cem_elite(float(P, K) cost, float(P, K, D) X, int32 ne) -> (mu, sd) {
+  rank(p, k) +=! (cost(p, j) < cost(p, k) || (cost(p, j) == cost(p, k) && j < k)) ? 1 : 0
+  el(p, k) = rank(p, k) < ne ? 1.0 : 0.0
+  mu(p, d) +=! el(p, k) * X(p, k, d) / float(ne)
+  sd(p, d) +=! el(p, k) * (X(p, k, d) - mu(p, d)) * (X(p, k, d) - mu(p, d)) / float(ne - 1)
+  sd(p, d) = sqrt(sd(p, d))
+}
+"""
+
+
+def _v1_cem_in(rng, s):
+    P, K, D = s["P"], s["K"], s["D"]
+    return [_n(rng, P, K), _n(rng, P, K, D), np.array(s["NE"], np.int32)]
+
+
+@program(name="v1 cem elite stats", kind="control", src=v1_cem_src, full=dict(P=64, K=512, D=32, NE=51),
+         tiny=dict(P=2, K=7, D=3, NE=3), inputs=_v1_cem_in)
+def _v1_cem_ref(torch, a, t, s):
+    cost, X, _ = t
+    NE = s["NE"]
+
+    def run():
+        idx = cost.topk(NE, dim=1, largest=False).indices
+        el = X.gather(1, idx[:, :, None].expand(-1, -1, X.shape[2]))
+        return torch.stack([el.mean(1), el.std(1)])
+    return {"torch": run}
+
+
+# ---------------------------------------------------------------------------
+# v2: optimizers and hand-written training steps
+# ---------------------------------------------------------------------------
+
+def _v2_s(x):
+    """A 0-rank float32 input (a hyper-parameter)."""
+    return np.array(x, np.float32)
+
+
+def _v2_f(a):
+    return float(a)
+
+
+class _v2_Cat:
+    """Several outputs of different shapes, compared as one flat vector (built only when compared)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __array__(self, dtype=None, copy=None):
+        flat = [np.asarray(x.detach().numpy() if hasattr(x, "detach") else x, np.float64).ravel() for x in self.parts]
+        return np.concatenate(flat) if dtype is None else np.concatenate(flat).astype(dtype)
+
+
+def _v2_cat(contenders):
+    """Wraps each contender so that its tuple of outputs compares as one _v2_Cat."""
+    def wrap(fn):
+        return lambda: _v2_Cat(fn())
+    return {k: wrap(f) for k, f in contenders.items()}
+
+
+_v2_ADAMW = """
+def adamw_step(float(N) p, float(N) g, float(N) m, float(N) v,
+               float lr, float beta1, float beta2, float eps, float wd, float step) -> (p1, m1, v1) {
+  m1(i) = beta1 * m(i) + (1 - beta1) * g(i)
+  v1(i) = beta2 * v(i) + (1 - beta2) * g(i) * g(i)
+  p1(i) = p(i) * (1 - lr * wd)
+        - lr * (m1(i) / (1 - pow(beta1, step))) / (sqrt(v1(i) / (1 - pow(beta2, step))) + eps)
+}
+"""
+
+
+def _v2_adamw_inputs(rng, s):
+    N = s["N"]
+    return [_n(rng, N), _n(rng, N) * 0.1, _n(rng, N) * 0.01, np.abs(_n(rng, N)) * 1e-3,
+            _v2_s(1e-3), _v2_s(0.9), _v2_s(0.999), _v2_s(1e-8), _v2_s(0.01), _v2_s(10.0)]
+
+
+@program(name="v2 adamw step flat", kind="optimizer", src=_v2_ADAMW, full={"N": 2_000_000}, tiny={"N": 1000},
+         inputs=_v2_adamw_inputs)
+def v2_adamw_flat(torch, a, t, s):
+    p, g, m, v = t[:4]
+    lr, b1, b2, eps, wd, step = (float(x) for x in a[4:])
+    bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+
+    def ops():
+        m1 = torch.lerp(m, g, 1 - b1)
+        v1 = v.mul(b2).addcmul_(g, g, value=1 - b2)
+        denom = (v1.sqrt() / bc2 ** 0.5).add_(eps)
+        p1 = p.mul(1 - lr * wd).addcdiv_(m1, denom, value=-lr / bc1)
+        return p1, m1, v1
+
+    st = torch.tensor(step - 1)  # the functional step increments it; the fused kernel reads it as it is
+    st_fused = torch.tensor(step)
+
+    def fused():  # optimizer.step() of AdamW(fused=True) on copies of the state
+        p1, m1, v1, s1 = p.clone(), m.clone(), v.clone(), st_fused.clone()
+        torch._fused_adamw_([p1], [g], [m1], [v1], [], [s1], lr=lr, beta1=b1, beta2=b2, weight_decay=wd,
+                            eps=eps, amsgrad=False, maximize=False)
+        return p1, m1, v1
+
+    def foreach():
+        p1, m1, v1, s1 = p.clone(), m.clone(), v.clone(), st.clone()
+        torch.optim._functional.adamw([p1], [g], [m1], [v1], [], [s1], foreach=True, capturable=False,
+                                amsgrad=False, beta1=b1, beta2=b2, lr=lr, weight_decay=wd, eps=eps, maximize=False)
+        return p1, m1, v1
+    own = [p.clone(), m.clone(), v.clone()]
+
+    def fused_inplace():  # AdamW(fused=True).step(): updates its own copy of the state in place, every call
+        torch._fused_adamw_([own[0]], [g], [own[1]], [own[2]], [], [st_fused], lr=lr, beta1=b1, beta2=b2,
+                            weight_decay=wd, eps=eps, amsgrad=False, maximize=False)
+        return tuple(own)
+    return {"torch ops": ops, "fused adamw": fused, "foreach adamw": foreach, "fused adamw in place": fused_inplace}
+
+
+_v2_ADAM_AMS = """
+# torch.optim.Adam(weight_decay=wd, amsgrad=True) on one weight in PyTorch's (out, in) layout
+def adam_amsgrad(float(O,I) W, float(O,I) dW, float(O,I) m, float(O,I) v, float(O,I) vmax,
+                 float lr, float beta1, float beta2, float eps, float wd, float step) -> (W1, m1, v1, vmax1) {
+  gg(o, i) = dW(o, i) + wd * W(o, i)
+  m1(o, i) = beta1 * m(o, i) + (1 - beta1) * gg(o, i)
+  v1(o, i) = beta2 * v(o, i) + (1 - beta2) * gg(o, i) * gg(o, i)
+  vmax1(o, i) = fmax(vmax(o, i), v1(o, i))
+  W1(o, i) = W(o, i) - (lr / (1 - pow(beta1, step))) * m1(o, i)
+                       / (sqrt(vmax1(o, i)) / sqrt(1 - pow(beta2, step)) + eps)
+}
+"""
+
+
+def _v2_adam_ams_inputs(rng, s):
+    O, I = s["O"], s["I"]
+    v = np.abs(_n(rng, O, I)) * 1e-3
+    return [_w(rng, O, I), _n(rng, O, I) * 0.1, _n(rng, O, I) * 0.01, v,
+            (v * np.float32(1.5)).astype(np.float32) * (rng.random((O, I)) < 0.5).astype(np.float32),
+            _v2_s(1e-3), _v2_s(0.9), _v2_s(0.999), _v2_s(1e-8), _v2_s(1e-4), _v2_s(25.0)]
+
+
+@program(name="v2 adam amsgrad matrix", kind="optimizer", src=_v2_ADAM_AMS, full={"O": 1024, "I": 1536},
+         tiny={"O": 17, "I": 33}, inputs=_v2_adam_ams_inputs)
+def v2_adam_ams(torch, a, t, s):
+    W, dW, m, v, vmax = t[:5]
+    lr, b1, b2, eps, wd, step = (float(x) for x in a[5:])
+    bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+
+    def ops():
+        g = dW.add(W, alpha=wd)
+        m1 = torch.lerp(m, g, 1 - b1)
+        v1 = v.mul(b2).addcmul_(g, g, value=1 - b2)
+        vmax1 = torch.maximum(vmax, v1)
+        denom = (vmax1.sqrt() / bc2 ** 0.5).add_(eps)
+        return W.addcdiv(m1, denom, value=-lr / bc1), m1, v1, vmax1
+
+    st = torch.tensor(step)  # the fused kernel reads the step as it is (the optimizer increments it first)
+
+    def fused():
+        W1, m1, v1, vm1, s1 = W.clone(), m.clone(), v.clone(), vmax.clone(), st.clone()
+        torch._fused_adam_([W1], [dW], [m1], [v1], [vm1], [s1], lr=lr, beta1=b1, beta2=b2, weight_decay=wd,
+                           eps=eps, amsgrad=True, maximize=False)
+        return W1, m1, v1, vm1
+    own = [W.clone(), m.clone(), v.clone(), vmax.clone()]
+
+    def fused_inplace():  # Adam(fused=True, amsgrad=True).step() on its own state, in place
+        torch._fused_adam_([own[0]], [dW], [own[1]], [own[2]], [own[3]], [st], lr=lr, beta1=b1, beta2=b2,
+                           weight_decay=wd, eps=eps, amsgrad=True, maximize=False)
+        return tuple(own)
+    return {"torch ops": ops, "fused adam": fused, "fused adam in place": fused_inplace}
+
+
+_v2_LAMB = """
+# LAMB over L stacked layers: one trust ratio ||W|| / ||update|| per layer
+def lamb(float(L,O,I) W, float(L,O,I) g, float(L,O,I) m, float(L,O,I) v,
+         float lr, float beta1, float beta2, float eps, float wd, float step) -> (W1, m1, v1) {
+  m1(l, o, i) = beta1 * m(l, o, i) + (1 - beta1) * g(l, o, i)
+  v1(l, o, i) = beta2 * v(l, o, i) + (1 - beta2) * g(l, o, i) * g(l, o, i)
+  u(l, o, i) = (m1(l, o, i) / (1 - pow(beta1, step))) / (sqrt(v1(l, o, i) / (1 - pow(beta2, step))) + eps)
+             + wd * W(l, o, i)
+  wn(l) +=! W(l, o, i) * W(l, o, i)
+  un(l) +=! u(l, o, i) * u(l, o, i)
+  r(l) = wn(l) > 0 && un(l) > 0 ? sqrt(wn(l) / un(l)) : 1.0
+  W1(l, o, i) = W(l, o, i) - lr * r(l) * u(l, o, i)
+}
+"""
+
+
+def _v2_lamb_inputs(rng, s):
+    L, O, I = s["L"], s["O"], s["I"]
+    return [_w(rng, L, O, I), _n(rng, L, O, I) * 0.1, _n(rng, L, O, I) * 0.01, np.abs(_n(rng, L, O, I)) * 1e-3,
+            _v2_s(1e-3), _v2_s(0.9), _v2_s(0.999), _v2_s(1e-6), _v2_s(0.01), _v2_s(100.0)]
+
+
+@program(name="v2 lamb per-layer trust", kind="optimizer", src=_v2_LAMB, full={"L": 8, "O": 384, "I": 512},
+         tiny={"L": 3, "O": 9, "I": 20}, inputs=_v2_lamb_inputs)
+def v2_lamb(torch, a, t, s):
+    W, g, m, v = t[:4]
+    lr, b1, b2, eps, wd, step = (float(x) for x in a[4:])
+    bc1, bc2 = 1 - b1 ** step, 1 - b2 ** step
+
+    def ops():
+        m1 = torch.lerp(m, g, 1 - b1)
+        v1 = v.mul(b2).addcmul_(g, g, value=1 - b2)
+        u = (m1 / bc1).div_((v1 / bc2).sqrt_().add_(eps)).add_(W, alpha=wd)
+        wn = torch.linalg.vector_norm(W, dim=(1, 2))
+        un = torch.linalg.vector_norm(u, dim=(1, 2))
+        r = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+        return W - (lr * r)[:, None, None] * u, m1, v1
+    return {"torch ops": ops}
+
+
+_v2_RMSPROP = """
+# torch.optim.RMSprop(centered=True, momentum=mom)
+def rmsprop(float(N) p, float(N) g, float(N) sq, float(N) ga, float(N) buf,
+            float lr, float alpha, float eps, float mom) -> (p1, sq1, ga1, buf1) {
+  sq1(i) = alpha * sq(i) + (1 - alpha) * g(i) * g(i)
+  ga1(i) = alpha * ga(i) + (1 - alpha) * g(i)
+  buf1(i) = mom * buf(i) + g(i) / (sqrt(sq1(i) - ga1(i) * ga1(i)) + eps)
+  p1(i) = p(i) - lr * buf1(i)
+}
+"""
+
+
+def _v2_rmsprop_inputs(rng, s):
+    N = s["N"]
+    ga = _n(rng, N) * 0.01
+    sq = (ga * ga + np.abs(_n(rng, N)) * 1e-3).astype(np.float32)
+    return [_n(rng, N), _n(rng, N) * 0.1, sq, ga, _n(rng, N) * 0.01,
+            _v2_s(1e-2), _v2_s(0.99), _v2_s(1e-8), _v2_s(0.9)]
+
+
+@program(name="v2 rmsprop centered momentum", kind="optimizer", src=_v2_RMSPROP, full={"N": 1_500_000},
+         tiny={"N": 777}, inputs=_v2_rmsprop_inputs)
+def v2_rmsprop(torch, a, t, s):
+    p, g, sq, ga, buf = t[:5]
+    lr, alpha, eps, mom = (float(x) for x in a[5:])
+
+    def ops():
+        sq1 = sq.mul(alpha).addcmul_(g, g, value=1 - alpha)
+        ga1 = torch.lerp(ga, g, 1 - alpha)
+        avg = sq1.addcmul(ga1, ga1, value=-1).sqrt_().add_(eps)
+        buf1 = buf.mul(mom).addcdiv_(g, avg)
+        return p.add(buf1, alpha=-lr), sq1, ga1, buf1
+
+    def functional():  # what optimizer.step() runs, on copies of the state
+        p1, sq1, ga1, buf1 = p.clone(), sq.clone(), ga.clone(), buf.clone()
+        torch.optim._functional.rmsprop([p1], [g], [sq1], [ga1], [buf1], [torch.tensor(0.0)], foreach=True,
+                                        lr=lr, alpha=alpha, eps=eps, weight_decay=0.0, momentum=mom,
+                                        centered=True)
+        return p1, sq1, ga1, buf1
+    own = [p.clone(), sq.clone(), ga.clone(), buf.clone()]
+    own_step = torch.tensor(0.0)
+
+    def functional_inplace():  # RMSprop(foreach=True).step() on its own state, in place
+        torch.optim._functional.rmsprop([own[0]], [g], [own[1]], [own[2]], [own[3]], [own_step], foreach=True,
+                                        lr=lr, alpha=alpha, eps=eps, weight_decay=0.0, momentum=mom,
+                                        centered=True)
+        return tuple(own)
+    return {"torch ops": ops, "functional rmsprop": functional, "rmsprop in place": functional_inplace}
+
+
+_v2_CLIP_SGD = """
+# clip_grad_norm_(max_norm) over all gradients, then SGD(momentum, nesterov=True)
+def clip_sgd(float(H,D) W1, float(H) b1, float(C,H) W2,
+             float(H,D) G1, float(H) Gb1, float(C,H) G2,
+             float(H,D) M1, float(H) Mb1, float(C,H) M2,
+             float lr, float mom, float max_norm) -> (W1n, b1n, W2n, M1n, Mb1n, M2n) {
+  ss +=! G1(h, d) * G1(h, d)
+  ss += Gb1(h) * Gb1(h)
+  ss += G2(c, h) * G2(c, h)
+  coef = fmin(max_norm / (sqrt(ss) + 1e-6), 1.0)
+  M1n(h, d) = mom * M1(h, d) + coef * G1(h, d)
+  Mb1n(h) = mom * Mb1(h) + coef * Gb1(h)
+  M2n(c, h) = mom * M2(c, h) + coef * G2(c, h)
+  W1n(h, d) = W1(h, d) - lr * (coef * G1(h, d) + mom * M1n(h, d))
+  b1n(h) = b1(h) - lr * (coef * Gb1(h) + mom * Mb1n(h))
+  W2n(c, h) = W2(c, h) - lr * (coef * G2(c, h) + mom * M2n(c, h))
+}
+"""
+
+
+def _v2_clip_inputs(rng, s):
+    H, D, C = s["H"], s["D"], s["C"]
+    return [_w(rng, H, D), _n(rng, H) * 0.1, _w(rng, C, H),
+            _n(rng, H, D) * 0.01, _n(rng, H) * 0.01, _n(rng, C, H) * 0.01,
+            _n(rng, H, D) * 0.01, _n(rng, H) * 0.01, _n(rng, C, H) * 0.01,
+            _v2_s(0.05), _v2_s(0.9), _v2_s(1.0)]
+
+
+@program(pick=_v2_Cat, name="v2 clip global norm + nesterov sgd", kind="optimizer", src=_v2_CLIP_SGD,
+         full={"H": 1024, "D": 1024, "C": 512}, tiny={"H": 13, "D": 7, "C": 5}, inputs=_v2_clip_inputs)
+def v2_clip_sgd(torch, a, t, s):
+    params, grads, bufs = t[0:3], t[3:6], t[6:9]
+    lr, mom, max_norm = (float(x) for x in a[9:])
+
+    def foreach():
+        norms = torch._foreach_norm(grads)
+        total = torch.linalg.vector_norm(torch.stack(norms))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        gs = torch._foreach_mul(grads, coef)
+        nb = torch._foreach_mul(bufs, mom)
+        torch._foreach_add_(nb, gs)
+        step = torch._foreach_add(gs, nb, alpha=mom)
+        return (*torch._foreach_add(params, step, alpha=-lr), *nb)
+
+    def plain():
+        total = torch.sqrt(sum((g * g).sum() for g in grads))
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        outp, outb = [], []
+        for p, g, b in zip(params, grads, bufs):
+            gc = g * coef
+            nb = b * mom + gc
+            outp.append(p - lr * (gc + mom * nb))
+            outb.append(nb)
+        return (*outp, *outb)
+    own_p = [x.clone() for x in params]
+    own_b = [x.clone() for x in bufs]
+
+    def inplace():  # clip_grad_norm_(foreach=True) + SGD(nesterov, foreach=True).step(), in place on own copies
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        coef = min(max_norm / (float(total) + 1e-6), 1.0)
+        torch._foreach_mul_(own_b, mom)
+        torch._foreach_add_(own_b, grads, alpha=coef)
+        torch._foreach_add_(own_p, grads, alpha=-lr * coef)
+        torch._foreach_add_(own_p, own_b, alpha=-lr * mom)
+        return (*own_p, *own_b)
+    return _v2_cat({"foreach": foreach, "torch ops": plain, "foreach in place": inplace})
+
+
+_v2_MLP = """
+# 2-layer MLP, ReLU, softmax cross-entropy (mean): the loss and the gradients of W1, b1, W2, b2
+def mlp_step(float(B,D) X, int64(B) y, float(H,D) W1, float(H) b1, float(C,H) W2, float(C) b2)
+    -> (loss, dW1, db1, dW2, db2) {
+  z1(b, h) +=! X(b, d) * W1(h, d)
+  z1(b, h) = z1(b, h) + b1(h)
+  a1(b, h) = fmax(z1(b, h), 0)
+  lg(b, c) +=! a1(b, h) * W2(c, h)
+  lg(b, c) = lg(b, c) + b2(c)
+  mx(b) max=! lg(b, c)
+  e(b, c) = exp(lg(b, c) - mx(b))
+  se(b) +=! e(b, c)
+  loss +=! (log(se(b)) + mx(b) - lg(b, y(b))) / B
+  dl(b, c) = (e(b, c) / se(b) - (c == y(b) ? 1.0 : 0.0)) / B
+  dW2(c, h) +=! dl(b, c) * a1(b, h)
+  db2(c) +=! dl(b, c)
+  da(b, h) +=! dl(b, c) * W2(c, h)
+  dz(b, h) = z1(b, h) > 0 ? da(b, h) : 0.0
+  dW1(h, d) +=! dz(b, h) * X(b, d)
+  db1(h) +=! dz(b, h)
+}
+"""
+
+
+def _v2_mlp_inputs(rng, s):
+    B, D, H, C = s["B"], s["D"], s["H"], s["C"]
+    return [_n(rng, B, D), rng.integers(0, C, B).astype(np.int64), _w(rng, H, D), _n(rng, H) * 0.1,
+            _w(rng, C, H), _n(rng, C) * 0.1]
+
+
+@program(pick=_v2_Cat, name="v2 mlp fwd+bwd cross-entropy", kind="training step", src=_v2_MLP,
+         full={"B": 256, "D": 784, "H": 512, "C": 10}, tiny={"B": 6, "D": 11, "H": 9, "C": 4},
+         inputs=_v2_mlp_inputs)
+def v2_mlp(torch, a, t, s):
+    X, y, W1, b1, W2, b2 = t
+    F = torch.nn.functional
+    ps = [x.detach().clone().requires_grad_() for x in (W1, b1, W2, b2)]
+
+    def autograd():
+        loss = F.cross_entropy(F.linear(F.relu(F.linear(X, ps[0], ps[1])), ps[2], ps[3]), y)
+        return (loss.detach(), *torch.autograd.grad(loss, ps))
+
+    def manual():
+        with torch.no_grad():
+            z1 = torch.addmm(b1, X, W1.t())
+            a1 = z1.clamp_min(0)
+            lg = torch.addmm(b2, a1, W2.t())
+            lsm = torch.log_softmax(lg, 1)
+            loss = -lsm.gather(1, y[:, None]).mean()
+            dl = lsm.exp_()
+            dl[torch.arange(len(y)), y] -= 1
+            dl /= len(y)
+            da = (dl @ W2).mul_(z1 > 0)
+            return loss, da.t() @ X, da.sum(0), dl.t() @ a1, dl.sum(0)
+    return _v2_cat({"autograd": autograd, "manual torch": manual})
+
+
+_v2_LOGREG = """
+# logistic regression, K steps of full-batch gradient descent on the mean log-loss
+def logreg_gd(float(N,D) X, float(N) y, float(D) w0, float b0, float lr) -> (w, bias) {
+  w(d) = w0(d)
+  bias = b0
+  for t in K {
+    z(n) +=! X(n, d) * w(d)
+    r(n) = sigmoid(z(n) + bias) - y(n)
+    gw(d) +=! X(n, d) * r(n)
+    gb +=! r(n)
+    w(d) = w(d) - lr * gw(d) / N
+    bias = bias - lr * gb / N
+  }
+}
+"""
+
+
+def _v2_logreg_inputs(rng, s):
+    N, D = s["N"], s["D"]
+    X = _n(rng, N, D)
+    wt = _n(rng, D) / np.sqrt(D)
+    y = (X @ wt + 0.3 * rng.standard_normal(N) > 0).astype(np.float32)
+    return [X, y, np.zeros(D, np.float32), _v2_s(0.0), _v2_s(0.5)]
+
+
+@program(pick=_v2_Cat, name="v2 logistic regression K-step gd", kind="training loop", src=_v2_LOGREG,
+         full={"N": 8192, "D": 256, "K": 20}, tiny={"N": 50, "D": 7, "K": 3}, inputs=_v2_logreg_inputs,
+         free=("K",))
+def v2_logreg(torch, a, t, s):
+    X, y, w0, b0 = t[:4]
+    lr, K, N = float(a[4]), s["K"], s["N"]
+
+    def loop():
+        with torch.no_grad():
+            w, b = w0.clone(), b0.clone()
+            for _ in range(K):
+                r = torch.sigmoid(torch.addmv(b.expand(N), X, w)) - y
+                w = w - (lr / N) * (X.t() @ r)
+                b = b - (lr / N) * r.sum()
+            return w, b
+
+    def sgd_autograd():  # the loop a user writes with torch.optim.SGD and BCEWithLogits
+        w = w0.clone().requires_grad_()
+        b = b0.clone().requires_grad_()
+        opt = torch.optim.SGD([w, b], lr=lr)
+        for _ in range(K):
+            opt.zero_grad()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(X @ w + b, y)
+            loss.backward()
+            opt.step()
+        return w.detach(), b.detach()
+    return _v2_cat({"torch loop": loop, "SGD + autograd": sgd_autograd})
+
+
+_v2_LINEAR_BWD = """
+# backward of y = x W^T + b (nn.Linear): dX, dW, db from dY
+def linear_bwd(float(N,I) X, float(O,I) W, float(N,O) dY) -> (dX, dW, db) {
+  dX(n, i) +=! dY(n, o) * W(o, i)
+  dW(o, i) +=! dY(n, o) * X(n, i)
+  db(o) +=! dY(n, o)
+}
+"""
+
+
+@program(pick=_v2_Cat, name="v2 linear layer backward", kind="training step", src=_v2_LINEAR_BWD,
+         full={"N": 512, "I": 768, "O": 768}, tiny={"N": 9, "I": 13, "O": 6},
+         inputs=lambda rng, s: [_n(rng, s["N"], s["I"]), _w(rng, s["O"], s["I"]), _n(rng, s["N"], s["O"])])
+def v2_linear_bwd(torch, a, t, s):
+    X, W, dY = t
+    Wg = W.detach().clone().requires_grad_()
+    bg = torch.zeros(W.shape[0], requires_grad=True)
+    Xg = X.detach().clone().requires_grad_()
+
+    def mm():
+        return dY @ W, dY.t() @ X, dY.sum(0)
+
+    def autograd():
+        out = torch.nn.functional.linear(Xg, Wg, bg)
+        return torch.autograd.grad(out, (Xg, Wg, bg), dY)
+    return _v2_cat({"matmuls": mm, "autograd (fwd+bwd)": autograd})
+
+
+_v2_LN_BWD = """
+# layer norm backward (recomputing the statistics): dx, dgamma, dbeta
+def layernorm_bwd(float(N,D) x, float(D) gamma, float(N,D) dy) -> (dx, dgamma, dbeta) {
+  mu(n) +=! x(n, d) / D
+  xc(n, d) = x(n, d) - mu(n)
+  var(n) +=! xc(n, d) * xc(n, d) / D
+  rs(n) = rsqrt(var(n) + 1e-5)
+  xh(n, d) = xc(n, d) * rs(n)
+  dgamma(d) +=! dy(n, d) * xh(n, d)
+  dbeta(d) +=! dy(n, d)
+  gy(n, d) = dy(n, d) * gamma(d)
+  s1(n) +=! gy(n, d)
+  s2(n) +=! gy(n, d) * xh(n, d)
+  dx(n, d) = rs(n) * (gy(n, d) - s1(n) / D - xh(n, d) * s2(n) / D)
+}
+"""
+
+
+@program(pick=_v2_Cat, name="v2 layernorm backward", kind="training step", src=_v2_LN_BWD,
+         full={"N": 4096, "D": 768}, tiny={"N": 5, "D": 19},
+         inputs=lambda rng, s: [_n(rng, s["N"], s["D"]) * 2 + 1, 1 + 0.1 * _n(rng, s["D"]),
+                                _n(rng, s["N"], s["D"])])
+def v2_ln_bwd(torch, a, t, s):
+    x, gamma, dy = t
+    D = s["D"]
+    xg = x.detach().clone().requires_grad_()
+    gg = gamma.detach().clone().requires_grad_()
+    bg = torch.zeros(D, requires_grad=True)
+
+    def autograd():
+        y = torch.nn.functional.layer_norm(xg, (D,), gg, bg, 1e-5)
+        return torch.autograd.grad(y, (xg, gg, bg), dy)
+
+    def aten():
+        mean = x.mean(1, keepdim=True)
+        rstd = torch.rsqrt(x.var(1, unbiased=False, keepdim=True) + 1e-5)
+        return torch.ops.aten.native_layer_norm_backward(dy, x, (D,), mean, rstd, gamma, gamma,
+                                                         [True, True, True])
+
+    def manual():
+        mean = x.mean(1, keepdim=True)
+        xc = x - mean
+        rstd = torch.rsqrt((xc * xc).mean(1, keepdim=True) + 1e-5)
+        xh = xc * rstd
+        gy = dy * gamma
+        dx = rstd * (gy - gy.mean(1, keepdim=True) - xh * (gy * xh).mean(1, keepdim=True))
+        return dx, (dy * xh).sum(0), dy.sum(0)
+    return _v2_cat({"autograd (fwd+bwd)": autograd, "aten native_layer_norm_backward": aten, "manual torch": manual})
+
+
+_v2_LSCE = """
+# cross entropy with label smoothing (mean over the batch) and its gradient w.r.t. the logits
+def ls_cross_entropy(float(N,C) x, int64(N) tgt, float eps) -> (loss, dx) {
+  mx(n) max=! x(n, c)
+  e(n, c) = exp(x(n, c) - mx(n))
+  se(n) +=! e(n, c)
+  lse(n) = mx(n) + log(se(n))
+  sx(n) +=! x(n, c)
+  loss +=! ((1 - eps) * (lse(n) - x(n, tgt(n))) + eps * (lse(n) - sx(n) / C)) / N
+  dx(n, c) = (e(n, c) / se(n) - (c == tgt(n) ? 1 - eps : 0.0) - eps / C) / N
+}
+"""
+
+
+@program(pick=_v2_Cat, name="v2 label smoothing ce fwd+grad", kind="training step", src=_v2_LSCE,
+         full={"N": 2048, "C": 1000}, tiny={"N": 7, "C": 10},
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"]) * 3, rng.integers(0, s["C"], s["N"]).astype(np.int64),
+                                _v2_s(0.1)])
+def v2_lsce(torch, a, t, s):
+    x, tgt = t[:2]
+    eps = float(a[2])
+    xg = x.detach().clone().requires_grad_()
+    F = torch.nn.functional
+
+    def autograd():
+        loss = F.cross_entropy(xg, tgt, label_smoothing=eps)
+        return loss.detach(), torch.autograd.grad(loss, xg)[0]
+
+    def manual():
+        N, C = x.shape
+        lsm = torch.log_softmax(x, 1)
+        loss = -((1 - eps) * lsm.gather(1, tgt[:, None]).squeeze(1) + eps / C * lsm.sum(1)).mean()
+        dx = lsm.exp_()
+        dx -= eps / C
+        dx[torch.arange(N), tgt] -= 1 - eps
+        return loss, dx.div_(N)
+    return _v2_cat({"autograd": autograd, "manual torch": manual})
+
+
+_v2_BN = """
+# batch norm in training mode: normalise with the batch statistics, update the running ones
+def batchnorm_train(float(N,C,H,W) x, float(C) gamma, float(C) beta, float(C) rm, float(C) rv,
+                    float momentum) -> (y, rm1, rv1) {
+  mean(c) +=! x(n, c, h, w)
+  mean(c) = mean(c) / (N * H * W)
+  var(c) +=! (x(n, c, h, w) - mean(c)) * (x(n, c, h, w) - mean(c))
+  var(c) = var(c) / (N * H * W)
+  sc(c) = gamma(c) * rsqrt(var(c) + 1e-5)
+  y(n, c, h, w) = (x(n, c, h, w) - mean(c)) * sc(c) + beta(c)
+  rm1(c) = (1 - momentum) * rm(c) + momentum * mean(c)
+  rv1(c) = (1 - momentum) * rv(c) + momentum * var(c) * (N * H * W) / (N * H * W - 1)
+}
+"""
+
+
+@program(pick=_v2_Cat, name="v2 batchnorm train step", kind="training step", src=_v2_BN,
+         full={"N": 32, "C": 64, "H": 56, "W": 56}, tiny={"N": 3, "C": 5, "H": 4, "W": 6},
+         inputs=lambda rng, s: [_n(rng, s["N"], s["C"], s["H"], s["W"]) * 2 + 0.5, 1 + 0.1 * _n(rng, s["C"]),
+                                0.1 * _n(rng, s["C"]), 0.1 * _n(rng, s["C"]), 1 + np.abs(_n(rng, s["C"])),
+                                _v2_s(0.1)])
+def v2_bn(torch, a, t, s):
+    x, gamma, beta, rm, rv = t[:5]
+    mom = float(a[5])
+    F = torch.nn.functional
+
+    def fbn():
+        rm1, rv1 = rm.clone(), rv.clone()
+        with torch.no_grad():
+            y = F.batch_norm(x, rm1, rv1, gamma, beta, training=True, momentum=mom, eps=1e-5)
+        return y, rm1, rv1
+    return _v2_cat({"F.batch_norm": fbn})
+
+
+_v2_CG = """
+# ridge regression (X^T X + lam I) w = X^T y by K steps of conjugate gradients, from w = 0
+def cg_ridge(float(N,D) X, float(N) y, float lam) -> (w, res) {
+  rhs(d) +=! X(n, d) * y(n)
+  r(d) = rhs(d)
+  p(d) = rhs(d)
+  w(d) = 0.0 where d in 0:D
+  rs +=! rhs(d) * rhs(d)
+  for t in K {
+    q(n) +=! X(n, d) * p(d)
+    ap(d) +=! X(n, d) * q(n)
+    ap(d) = ap(d) + lam * p(d)
+    pap +=! p(d) * ap(d)
+    alpha = rs / pap
+    w(d) = w(d) + alpha * p(d)
+    r(d) = r(d) - alpha * ap(d)
+    rsn +=! r(d) * r(d)
+    p(d) = r(d) + (rsn / rs) * p(d)
+    rs = rsn
+  }
+  res = sqrt(rs)
+}
+"""
+
+
+def _v2_cg_inputs(rng, s):
+    N, D = s["N"], s["D"]
+    X = (_n(rng, N, D) / np.sqrt(N)).astype(np.float32)
+    y = (X @ _n(rng, D) + 0.1 * _n(rng, N)).astype(np.float32)
+    return [X, y, _v2_s(0.5)]
+
+
+@program(pick=_v2_Cat, name="v2 ridge regression cg", kind="training loop", src=_v2_CG,
+         full={"N": 8192, "D": 384, "K": 12}, tiny={"N": 40, "D": 9, "K": 4}, inputs=_v2_cg_inputs, free=("K",))
+def v2_cg(torch, a, t, s):
+    X, y = t[:2]
+    lam, K = float(a[2]), s["K"]
+
+    def loop():
+        b = X.t() @ y
+        w = torch.zeros_like(b)
+        r, p = b.clone(), b.clone()
+        rs = r @ r
+        for _ in range(K):
+            ap = X.t() @ (X @ p) + lam * p
+            alpha = rs / (p @ ap)
+            w = w + alpha * p
+            r = r - alpha * ap
+            rsn = r @ r
+            p = r + (rsn / rs) * p
+            rs = rsn
+        return w, rs.sqrt()
+    return _v2_cat({"torch loop": loop})
+
+
+# ---------------------------------------------------------------------------
+# v3: dynamic programming and structured sequence models
+# ---------------------------------------------------------------------------
+
+_V3_NEG = -1e30
+
+
+def _v3_logsoftmax(rng, *shape):
+    x = rng.standard_normal(shape).astype(np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return (x - np.log(np.exp(x).sum(-1, keepdims=True))).astype(np.float32)
+
+
+# 1. CTC loss, forward (alpha) recursion in log space over the extended labels
+V3_CTC = """
+def v3_ctc(float(T,B,C) lp, int32(B,L) lab) -> (loss) {
+  ext(b, s) = s % 2 == 0 ? 0 : lab(b, s / 2) where s in 0:2*L+1
+  for t in T {
+    if t == 0 {
+      alpha(t, b, s) = s < 2 ? lp(t, b, ext(b, s)) : -1e30 where s in 0:2*L+1
+    } else {
+      alpha(t, b, s) = m + log(exp(a0 - m) + exp(a1 - m) + exp(a2 - m)) + lp(t, b, ext(b, s))
+        where a0 = alpha(t-1, b, s),
+              a1 = s >= 1 ? alpha(t-1, b, s-1) : -1e30,
+              a2 = s >= 2 && ext(b, s) != 0 && ext(b, s) != ext(b, s-2) ? alpha(t-1, b, s-2) : -1e30,
+              m = max(a0, max(a1, a2)),
+              s in 0:2*L+1
+    }
+  }
+  loss(b) = -(m + log(exp(x - m) + exp(y - m)))
+    where x = alpha(T-1, b, 2*L), y = alpha(T-1, b, 2*L-1), m = max(x, y)
+}
+"""
+
+
+def _v3_ctc_inputs(rng, s):
+    lp = _v3_logsoftmax(rng, s["T"], s["B"], s["C"])
+    lab = rng.integers(1, s["C"], size=(s["B"], s["L"])).astype(np.int32)
+    return [lp, lab]
+
+
+@program(name="v3 ctc loss", kind="dp", src=V3_CTC,
+         full=dict(T=200, B=32, C=64, L=50), tiny=dict(T=12, B=3, C=6, L=4),
+         inputs=_v3_ctc_inputs)
+def _v3_ctc_contenders(torch, a, t, s):
+    F = torch.nn.functional
+    T, B, L = s["T"], s["B"], s["L"]
+    il = torch.full((B,), T, dtype=torch.long)
+    tl = torch.full((B,), L, dtype=torch.long)
+    lab = t[1].long()
+    return {"F.ctc_loss": _nograd(torch, lambda: F.ctc_loss(t[0], lab, il, tl, blank=0, reduction="none"))}
+
+
+# 2. linear-chain CRF: log partition function (forward algorithm)
+V3_CRF = """
+def v3_crf(float(T,B,K) em, float(K,K) trans, float(K) start, float(K) stop) -> (logz) {
+  for t in T {
+    if t == 0 {
+      alpha(t, b, j) = start(j) + em(t, b, j)
+    } else {
+      mx(b, j) max=! alpha(t-1, b, i) + trans(i, j)
+      se(b, j) +=! exp(alpha(t-1, b, i) + trans(i, j) - mx(b, j))
+      alpha(t, b, j) = mx(b, j) + log(se(b, j)) + em(t, b, j)
+    }
+  }
+  fm(b) max=! alpha(T-1, b, j) + stop(j)
+  fs(b) +=! exp(alpha(T-1, b, j) + stop(j) - fm(b))
+  logz(b) = fm(b) + log(fs(b))
+}
+"""
+
+
+@program(name="v3 crf forward", kind="dp", src=V3_CRF,
+         full=dict(T=128, B=64, K=32), tiny=dict(T=5, B=3, K=4),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["K"]), _n(rng, s["K"], s["K"]) * 0.5,
+                                _n(rng, s["K"]), _n(rng, s["K"])])
+def _v3_crf_contenders(torch, a, t, s):
+    em, trans, start, stop = t
+
+    def run():
+        alpha = start + em[0]
+        for i in range(1, em.shape[0]):
+            alpha = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1) + em[i]
+        return torch.logsumexp(alpha + stop, dim=1)
+    return {"torch loop": run}
+
+
+# 3. Viterbi decoding: max-product scores, backpointers, backtrace
+V3_VITERBI = """
+def v3_viterbi(float(T,B,K) em, float(K,K) trans) -> (path, best) {
+  for t in T {
+    if t == 0 {
+      v(t, b, j) = em(t, b, j)
+    } else {
+      v(t, b, j) max=! v(t-1, b, i) + trans(i, j)
+      bp(t, b, j) argmax=! v(t-1, b, i) + trans(i, j)
+      v(t, b, j) = v(t, b, j) + em(t, b, j)
+    }
+  }
+  best(b) max=! v(T-1, b, j)
+  last(b) argmax=! v(T-1, b, j)
+  for r in T {
+    if r == 0 { path(T-1-r, b) = last(b) }
+    else      { path(T-1-r, b) = bp(T-r, b, path(T-r, b)) }
+  }
+}
+"""
+
+
+@program(name="v3 viterbi backtrace", kind="dp", src=V3_VITERBI,
+         full=dict(T=128, B=64, K=48), tiny=dict(T=6, B=3, K=5),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["K"]), _n(rng, s["K"], s["K"])],
+         pick=lambda r: r[0])
+def _v3_viterbi_contenders(torch, a, t, s):
+    em, trans = t
+
+    def run():
+        T = em.shape[0]
+        v = em[0]
+        bps = []
+        for i in range(1, T):
+            v, bp = (v.unsqueeze(2) + trans).max(dim=1)
+            v = v + em[i]
+            bps.append(bp)
+        last = v.argmax(dim=1)
+        path = [last]
+        for bp in reversed(bps):
+            last = bp.gather(1, last.unsqueeze(1)).squeeze(1)
+            path.append(last)
+        return torch.stack(path[::-1])
+    return {"torch loop": run}
+
+
+# 4. HMM forward-backward posteriors (scaled, probability space)
+V3_HMM = """
+def v3_hmm(float(T,B,K) e, float(K,K) A, float(K) pi) -> (post) {
+  for t in T {
+    if t == 0 {
+      f(t, b, j) = pi(j) * e(t, b, j)
+    } else {
+      f(t, b, j) +=! f(t-1, b, i) * A(i, j)
+      f(t, b, j) = f(t, b, j) * e(t, b, j)
+    }
+    c(t, b) +=! f(t, b, j)
+    f(t, b, j) = f(t, b, j) / c(t, b)
+  }
+  for r in T {
+    if r == 0 {
+      g(T-1-r, b, i) = 1.0 where b in 0:B, i in 0:K
+    } else {
+      g(T-1-r, b, i) +=! A(i, j) * e(T-r, b, j) * g(T-r, b, j)
+      g(T-1-r, b, i) = g(T-1-r, b, i) / c(T-r, b)
+    }
+  }
+  z(t, b) +=! f(t, b, j) * g(t, b, j)
+  post(t, b, j) = f(t, b, j) * g(t, b, j) / z(t, b)
+}
+"""
+
+
+def _v3_hmm_inputs(rng, s):
+    T, B, K = s["T"], s["B"], s["K"]
+    e = rng.uniform(0.05, 1.0, (T, B, K)).astype(np.float32)
+    A = rng.uniform(0.0, 1.0, (K, K))
+    A = (A / A.sum(1, keepdims=True)).astype(np.float32)
+    pi = rng.uniform(0.0, 1.0, K)
+    pi = (pi / pi.sum()).astype(np.float32)
+    return [e, A, pi]
+
+
+@program(name="v3 hmm forward-backward", kind="dp", src=V3_HMM,
+         full=dict(T=256, B=64, K=32), tiny=dict(T=6, B=3, K=4),
+         inputs=_v3_hmm_inputs)
+def _v3_hmm_contenders(torch, a, t, s):
+    e, A, pi = t
+
+    def run():
+        T = e.shape[0]
+        fs, cs = [], []
+        f = pi * e[0]
+        c = f.sum(1, keepdim=True)
+        f = f / c
+        fs.append(f)
+        cs.append(c)
+        for i in range(1, T):
+            f = (f @ A) * e[i]
+            c = f.sum(1, keepdim=True)
+            f = f / c
+            fs.append(f)
+            cs.append(c)
+        g = torch.ones_like(f)
+        gs = [g]
+        for i in range(T - 1, 0, -1):
+            g = ((e[i] * g) @ A.T) / cs[i]
+            gs.append(g)
+        F_ = torch.stack(fs)
+        G = torch.stack(gs[::-1])
+        p = F_ * G
+        return p / p.sum(2, keepdim=True)
+    return {"torch loop": run}
+
+
+# 5. soft-DTW between batches of sequences, row by row (in-row recurrence)
+V3_SOFTDTW = """
+def v3_softdtw(float(B,N,D) x, float(B,M,D) y, float gamma) -> (sdtw) {
+  cost(b, i, j) +=! (x(b, i, k) - y(b, j, k)) * (x(b, i, k) - y(b, j, k))
+  for i in N {
+    R(b, i, j) = cost(b, i, j) + z - gamma * log(exp((z - p) / gamma) + exp((z - q) / gamma) + exp((z - r) / gamma))
+      where p = i > 0 && j > 0 ? R(b, i-1, j-1) : (i == 0 && j == 0 ? 0 : 1e30),
+            q = i > 0 ? R(b, i-1, j) : 1e30,
+            r = j > 0 ? R(b, i, j-1) : 1e30,
+            z = min(p, min(q, r)),
+            j in 0:M
+  }
+  sdtw(b) = R(b, N-1, M-1)
+}
+"""
+
+
+@program(name="v3 soft-dtw", kind="dp", src=V3_SOFTDTW,
+         full=dict(B=32, N=96, M=96, D=16), tiny=dict(B=2, N=5, M=4, D=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["N"], s["D"]) * 0.5, _n(rng, s["B"], s["M"], s["D"]) * 0.5,
+                                np.array(0.1, np.float32)])
+def _v3_softdtw_contenders(torch, a, t, s):
+    x, y, gamma = t
+    g = float(a[2])
+
+    def run():
+        B, N, M = x.shape[0], x.shape[1], y.shape[1]
+        C = torch.cdist(x, y) ** 2
+        R = torch.full((B, N + 1, M + 1), 1e30)
+        R[:, 0, 0] = 0
+        for d in range(N + M - 1):
+            lo, hi = max(0, d - M + 1), min(N, d + 1)
+            i = torch.arange(lo, hi)
+            j = d - i
+            p, q, r = R[:, i, j], R[:, i, j + 1], R[:, i + 1, j]
+            st = torch.stack([p, q, r])
+            R[:, i + 1, j + 1] = C[:, i, j] - g * torch.logsumexp(-st / g, dim=0)
+        return R[:, N, M]
+    return {"torch antidiagonal": run}
+
+
+# 6. DTW distance, looping over anti-diagonals (cells stored diagonal-major)
+V3_DTW = """
+def v3_dtw(float(B,N,D) x, float(B,M,D) y) -> (dist) {
+  cost(b, i, j) +=! fabs(x(b, i, k) - y(b, j, k))
+  for t in 0:N+M-1 {
+    if t == 0 {
+      W(t, b, i) = i == 0 ? cost(b, 0, 0) : 1e30 where b in 0:B, i in 0:N
+    } else {
+      W(t, b, i) = t - i >= 0 && t - i < M ? cost(b, i, t - i) + min(min(up, left), diag) : 1e30
+        where up = i >= 1 ? W(t-1, b, i-1) : 1e30,
+              left = W(t-1, b, i),
+              diag = t >= 2 && i >= 1 ? W(t-2, b, i-1) : 1e30,
+              b in 0:B, i in 0:N
+    }
+  }
+  dist(b) = W(N+M-2, b, N-1)
+}
+"""
+
+
+@program(name="v3 dtw antidiagonal", kind="dp", src=V3_DTW,
+         full=dict(B=64, N=128, M=128, D=8), tiny=dict(B=2, N=5, M=4, D=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["N"], s["D"]), _n(rng, s["B"], s["M"], s["D"])])
+def _v3_dtw_contenders(torch, a, t, s):
+    x, y = t
+
+    def run():
+        B, N, M = x.shape[0], x.shape[1], y.shape[1]
+        C = torch.cdist(x, y, p=1)
+        # row by row: R(i, j) = C(i, j) + min(m(j), R(i, j-1)), unrolled with a cummin
+        prev = torch.cumsum(C[:, 0], dim=1)
+        for i in range(1, N):
+            m = prev.clone()
+            m[:, 1:] = torch.minimum(prev[:, 1:], prev[:, :-1])
+            cs = torch.cumsum(C[:, i], dim=1)
+            csx = torch.nn.functional.pad(cs[:, :-1], (1, 0))
+            prev = cs + torch.cummin(m - csx, dim=1).values
+        return prev[:, M - 1]
+    return {"torch rows+cummin": run}
+
+
+# 7. batched Levenshtein distance, row by row
+V3_EDIT = """
+def v3_edit(int32(B,N) a, int32(B,M) c) -> (dist) {
+  for i in 0:N+1 {
+    if i == 0 {
+      E(b, i, j) = float(j) where b in 0:B, j in 0:M+1
+    } else {
+      E(b, i, j) = j == 0 ? float(i) : min(min(E(b, i-1, j) + 1, E(b, i, j-1) + 1),
+                                           E(b, i-1, j-1) + (a(b, i-1) != c(b, j-1) ? 1.0 : 0.0))
+        where j in 0:M+1
+    }
+  }
+  dist(b) = E(b, N, M)
+}
+"""
+
+
+@program(name="v3 edit distance", kind="dp", src=V3_EDIT,
+         full=dict(B=256, N=96, M=112), tiny=dict(B=3, N=5, M=6),
+         inputs=lambda rng, s: [rng.integers(0, 4, (s["B"], s["N"])).astype(np.int32),
+                                rng.integers(0, 4, (s["B"], s["M"])).astype(np.int32)])
+def _v3_edit_contenders(torch, a, t, s):
+    A, Cc = t
+
+    def run():
+        B, N, M = A.shape[0], A.shape[1], Cc.shape[1]
+        ar = torch.arange(M + 1, dtype=torch.float32)
+        prev = ar.expand(B, M + 1)
+        neq = (A.unsqueeze(2) != Cc.unsqueeze(1)).float()  # (B, N, M)
+        for i in range(1, N + 1):
+            tmp = torch.empty(B, M + 1)
+            tmp[:, 0] = i
+            tmp[:, 1:] = torch.minimum(prev[:, 1:] + 1, prev[:, :-1] + neq[:, i - 1])
+            prev = torch.cummin(tmp - ar, dim=1).values + ar
+        return prev[:, M]
+    return {"torch rows+cummin": run}
+
+
+# 8. Needleman-Wunsch with affine gaps (Gotoh), substitution matrix
+V3_GOTOH = """
+def v3_gotoh(int32(B,N) a, int32(B,M) c, float(A,A) S, float go, float ge) -> (score) {
+  for i in 0:N+1 {
+    if i == 0 {
+      H(b, i, j) = j == 0 ? 0 : -go - (j - 1) * ge where b in 0:B, j in 0:M+1
+      X(b, i, j) = -1e30 where b in 0:B, j in 0:M+1
+    } else {
+      X(b, i, j) = j == 0 ? -go - (i - 1) * ge : max(H(b, i-1, j) - go, X(b, i-1, j) - ge) where j in 0:M+1
+      MX(b, j) = j == 0 ? X(b, i, j) : max(H(b, i-1, j-1) + S(a(b, i-1), c(b, j-1)), X(b, i, j)) where j in 0:M+1
+      Y(b, j) = j == 0 ? -1e30 : max(MX(b, j-1) - go, Y(b, j-1) - ge) where j in 0:M+1
+      H(b, i, j) = max(MX(b, j), Y(b, j))
+    }
+  }
+  score(b) = H(b, N, M)
+}
+"""
+
+
+def _v3_gotoh_inputs(rng, s):
+    A = s["A"]
+    S = rng.standard_normal((A, A)).astype(np.float32)
+    S = (S + S.T) / 2 + 2 * np.eye(A, dtype=np.float32)
+    return [rng.integers(0, A, (s["B"], s["N"])).astype(np.int32),
+            rng.integers(0, A, (s["B"], s["M"])).astype(np.int32),
+            S, np.array(3.0, np.float32), np.array(0.5, np.float32)]
+
+
+@program(name="v3 gotoh alignment", kind="dp", src=V3_GOTOH,
+         full=dict(B=128, N=128, M=128, A=20), tiny=dict(B=3, N=5, M=6, A=4),
+         inputs=_v3_gotoh_inputs)
+def _v3_gotoh_contenders(torch, a, t, s):
+    A, Cc, S, go, ge = t
+    go, ge = float(a[3]), float(a[4])
+    NEG = -1e30
+
+    def run():
+        B, N, M = A.shape[0], A.shape[1], Cc.shape[1]
+        sub = S[A.long().unsqueeze(2), Cc.long().unsqueeze(1)]  # (B, N, M)
+        jj = torch.arange(M + 1, dtype=torch.float32)
+        H = (-go - (jj - 1) * ge).expand(B, M + 1).clone()
+        H[:, 0] = 0
+        X = torch.full((B, M + 1), NEG)
+        for i in range(1, N + 1):
+            Xn = torch.maximum(H - go, X - ge)
+            Xn[:, 0] = -go - (i - 1) * ge
+            MX = Xn.clone()
+            MX[:, 1:] = torch.maximum(H[:, :-1] + sub[:, i - 1], Xn[:, 1:])
+            # Y(j) = max_{k<j} MX(k) - go - (j-1-k) ge
+            cm = torch.cummax(MX + ge * jj, dim=1).values
+            Y = torch.full((B, M + 1), NEG)
+            Y[:, 1:] = cm[:, :-1] - go - ge * (jj[1:] - 1)
+            H = torch.maximum(MX, Y)
+            X = Xn
+        return H[:, M]
+    return {"torch rows+cummax": run}
+
+
+# 9. beam search step: top-W of (beam score + token log-prob) by repeated max-and-mask
+V3_BEAM = """
+def v3_beam(float(B,K) score, float(B,K,V) logp) -> (idx, top) {
+  cand(b, c) = score(b, c / V) + logp(b, c / V, c % V) where c in 0:K*V
+  for r in W {
+    top(b, r) max=! cand(b, c)
+    idx(b, r) argmax=! cand(b, c)
+    cand(b, c) = c == idx(b, r) ? -inf : cand(b, c)
+  }
+}
+"""
+
+
+@program(name="v3 beam topk step", kind="dp", src=V3_BEAM,
+         full=dict(B=16, K=8, V=16000, W=8), tiny=dict(B=2, K=3, V=7, W=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["K"]), _v3_logsoftmax(rng, s["B"], s["K"], s["V"])],
+         pick=lambda r: r[0], free=("W",))
+def _v3_beam_contenders(torch, a, t, s):
+    score, logp = t
+    W = s["W"]
+
+    def run():
+        B = score.shape[0]
+        cand = (score.unsqueeze(2) + logp).reshape(B, -1)
+        return torch.topk(cand, W, dim=1).indices
+    return {"torch.topk": run}
+
+
+# 10. monotonic attention: expected alignments (Raffel et al. 2017)
+V3_MONO = """
+def v3_mono(float(B,I,J) p) -> (alpha) {
+  for i in I {
+    if i == 0 {
+      q(b, j) = (j > 0 ? (1 - p(b, i, j-1)) * q(b, j-1) : 0) + (j == 0 ? 1 : 0) where j in 0:J
+    } else {
+      q(b, j) = (j > 0 ? (1 - p(b, i, j-1)) * q(b, j-1) : 0) + alpha(b, i-1, j) where j in 0:J
+    }
+    alpha(b, i, j) = p(b, i, j) * q(b, j)
+  }
+}
+"""
+
+
+@program(name="v3 monotonic attention", kind="dp", src=V3_MONO,
+         full=dict(B=32, I=64, J=200), tiny=dict(B=2, I=4, J=6),
+         inputs=lambda rng, s: [rng.uniform(0.01, 0.1, (s["B"], s["I"], s["J"])).astype(np.float32)])
+def _v3_mono_contenders(torch, a, t, s):
+    (p,) = t
+
+    def run():
+        B, I, J = p.shape
+        prev = torch.zeros(B, J)
+        prev[:, 0] = 1
+        out = []
+        for i in range(I):
+            pi = p[:, i]
+            cp = torch.cumprod(torch.nn.functional.pad(1 - pi[:, :-1], (1, 0), value=1.0), dim=1)
+            prev = pi * cp * torch.cumsum(prev / cp.clamp(1e-10, 1.0), dim=1)
+            out.append(prev)
+        return torch.stack(out, dim=1)
+    return {"torch cumprod/cumsum": run}
+
+
+# 11. semi-Markov CRF: log partition over labelled segments of length <= L
+V3_SEMI = """
+def v3_semicrf(float(B,T,L,K) span, float(K,K) trans) -> (logz) {
+  for t in T {
+    mx(b, y) max=! t - l >= 0 ? (t - l >= 1 ? beta(t-l-1, b, y) : 0) + span(b, t-l, l, y) : -1e30 where l in 0:L
+    sm(b, y) +=! t - l >= 0 ? exp((t - l >= 1 ? beta(t-l-1, b, y) : 0) + span(b, t-l, l, y) - mx(b, y)) : 0 where l in 0:L
+    alpha(t, b, y) = mx(b, y) + log(sm(b, y))
+    bm(b, y) max=! alpha(t, b, yp) + trans(yp, y)
+    bs(b, y) +=! exp(alpha(t, b, yp) + trans(yp, y) - bm(b, y))
+    beta(t, b, y) = bm(b, y) + log(bs(b, y))
+  }
+  zm(b) max=! alpha(T-1, b, y)
+  zs(b) +=! exp(alpha(T-1, b, y) - zm(b))
+  logz(b) = zm(b) + log(zs(b))
+}
+"""
+
+
+@program(name="v3 semi-markov crf", kind="dp", src=V3_SEMI,
+         full=dict(B=32, T=128, L=12, K=16), tiny=dict(B=2, T=7, L=3, K=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["L"], s["K"]), _n(rng, s["K"], s["K"]) * 0.5])
+def _v3_semi_contenders(torch, a, t, s):
+    span, trans = t
+
+    def run():
+        B, T, L, K = span.shape
+        hist = torch.zeros(T + 1, B, K)  # hist[i] = beta(i - 1); hist[0] = 0: a segment that starts the sequence
+        alpha = None
+        for i in range(T):
+            ls = torch.arange(min(L, i + 1))
+            sc = span[:, i - ls, ls, :]  # (B, n, K): the segment [i - l, i]
+            alpha = torch.logsumexp(hist[i - ls].transpose(0, 1) + sc, dim=1)
+            hist[i + 1] = torch.logsumexp(alpha.unsqueeze(2) + trans, dim=1)
+        return torch.logsumexp(alpha, dim=1)
+    return {"torch loop": run}
+
+
+# 12. inside algorithm for a small PCFG in Chomsky normal form
+V3_INSIDE = """
+def v3_inside(float(B,L,N) pre, float(N,N,N) R) -> (logz) {
+  for w in L {
+    if w == 0 {
+      I(w, b, i, A) = pre(b, i, A)
+    } else {
+      I(w, b, i, A) +=! R(A, P, Q) * I(m, b, i, P) * I(w - 1 - m, b, i + m + 1, Q) where m in 0:w, i in 0:L-w
+    }
+  }
+  logz(b) = log(I(L-1, b, 0, 0))
+}
+"""
+
+
+def _v3_inside_inputs(rng, s):
+    B, L, N = s["B"], s["L"], s["N"]
+    R = rng.uniform(0, 1, (N, N, N))
+    R = (0.5 * R / R.sum((1, 2), keepdims=True)).astype(np.float32)
+    pre = rng.uniform(0.1, 1.0, (B, L, N)).astype(np.float32)
+    return [pre, R]
+
+
+@program(name="v3 pcfg inside", kind="dp", src=V3_INSIDE,
+         full=dict(B=16, L=32, N=16), tiny=dict(B=2, L=5, N=3),
+         inputs=_v3_inside_inputs)
+def _v3_inside_contenders(torch, a, t, s):
+    pre, R = t
+
+    def run():
+        B, L, N = pre.shape
+        I = torch.zeros(L, B, L, N)
+        I[0] = pre
+        Rf = R.reshape(N, N * N).T
+        for w in range(1, L):
+            n = L - w
+            ms, ii = torch.arange(w).unsqueeze(1), torch.arange(n).unsqueeze(0)
+            left = I[ms, :, ii]  # (w, n, B, N): spans [i, i + m]
+            right = I[w - 1 - ms, :, ii + ms + 1]  # (w, n, B, N): spans [i + m + 1, i + w]
+            Z = torch.einsum("mibp,mibq->bipq", left, right).reshape(B, n, N * N)
+            I[w, :, :n] = Z @ Rf
+        return torch.log(I[L - 1, :, 0, 0])
+    return {"torch loop+einsum": run}
