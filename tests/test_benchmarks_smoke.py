@@ -33,7 +33,8 @@ LONG = {
     "mixture of experts, dense softmax gate", "wavenet 3 gated layers d=1,2,4 + skip sum",
     "crnn: conv1d + maxpool + gru",
     "graph readout: segment mean + max by sorted int32 graph ids, then linear (G free)",
-    "conv1d weight gradient", "packed gru (pack_padded_sequence), state frozen past len, batch-first"}
+    "conv1d weight gradient", "packed gru (pack_padded_sequence), state frozen past len, batch-first",
+    "v2 mlp fwd+bwd cross-entropy"}
 
 
 def _first_of_every_kind() -> set[str]:
