@@ -72,20 +72,7 @@ def _candidate(c: n.Comprehension, loop: n.For) -> bool:
 
 def rewrite(d: n.Def, p: dict) -> n.Def:
     """``d`` (as parsed) with each statement of ``p`` split in two."""
-    def stmts(body: tuple) -> tuple:
-        out = []
-        for s in body:
-            if isinstance(s, n.For):
-                out.append(replace(s, body=stmts(s.body)))
-            elif isinstance(s, n.If):
-                out.append(replace(s, then=stmts(s.then), orelse=stmts(s.orelse)))
-            elif isinstance(s, n.Comprehension) and s.span in p:
-                out += _split(s, p[s.span])
-            else:
-                out.append(s)
-        return tuple(out)
-
-    return replace(d, body=stmts(d.body))
+    return replace(d, body=n.map_comprehensions(d.body, lambda s: _split(s, p[s.span]) if s.span in p else [s]))
 
 
 def _split(c: n.Comprehension, name: str) -> list[n.Comprehension]:

@@ -11,19 +11,23 @@ register tiles).  ``plan(checked, ranges)`` finds such statements: an
 ``j``, along which every read is contiguous or invariant (one of them moving),
 and some read of which is not contiguous along the reduction variable ``i``.
 ``rewrite(def, plan)`` writes each as reductions over ``i`` for every
-element at once, whose columns then vectorize like any sum::
+element at once, whose columns then run in vector loops and register tiles
+like any sum (for ``argmax=!``; ``argmin=!`` alike)::
 
-    bp_first(b, j) min=! e == e ? i : i          (the first index, or none)
-    bp_best(b, j)  max=! e == e ? e : -inf       (the largest value that is no NaN)
-    bp(b, j)       min=! e == bp_best(b, j) ? i : 2147483647
+    bp_first(b, j) min=! (e > -inf || e < inf) ? 2 * i + 1 : 2 * i
+    bp_best(b, j)  max=! e > -inf ? e : -inf
+    bp(b, j)       min=! (e > -inf ? e : -inf) == bp_best(b, j) ? i : 2147483647
     bp(b, j) = bp_first(b, j) == 2147483647 ? -1
-             : e(i := bp_first) != e(i := bp_first) ? bp_first(b, j)
-             : bp(b, j) == 2147483647 ? bp_first(b, j) : bp(b, j)
+             : bp_first(b, j) % 2 == 0 ? bp_first(b, j) / 2 : bp(b, j)
 
-The same index as the one pass: the first of the largest values, a NaN
-skipped unless it comes first (then it stays), -1 over an empty range (an
-integer ``e`` has no NaN: ``bp_best`` is its plain maximum).  ``e`` is
-computed three times instead of once.  Part of the ``transpose`` option.
+``bp_first`` is twice the first index, plus one where its value is no NaN
+(ordered compares, false for a NaN: a simplifier folds ``e != e``, and
+``fmax`` would bind a Let that a register tile cannot unroll); ``bp_best``
+the largest value that is no NaN.  The same index as the one pass: the
+first of the largest values, a NaN skipped unless it comes first (then it
+stays), -1 over an empty range (an integer ``e`` has no NaN: its plain
+maximum, and the first index alone).  ``e`` is computed three times
+instead of once.  Part of the ``transpose`` option.
 """
 from __future__ import annotations
 
@@ -56,8 +60,8 @@ def plan(checked, ranges=None) -> dict:
         j = s.indices[-1].name
         own = [x.name for x in s.indices if isinstance(x, n.IndexVar) and x.name not in loops]
         # every lhs index is one of its variables or free of them (a loop variable, a constant)
-        if len(set(own)) != len(own) or any(not isinstance(x, n.IndexVar) and any(isinstance(y, n.IndexVar) and y.name not in loops
-                                                     for y in n.walk(x)) for x in s.indices):
+        moving = lambda x: any(isinstance(y, n.IndexVar) and y.name not in loops for y in n.walk(x))  # noqa: E731
+        if len(set(own)) != len(own) or any(not isinstance(x, n.IndexVar) and moving(x) for x in s.indices):
             continue
         e = _value(s.rhs)
         if e is None:
@@ -84,22 +88,9 @@ def _value(rhs: n.Expr) -> n.Expr | None:
 
 
 def rewrite(d: n.Def, p: dict) -> n.Def:
+    """``d`` (as parsed) with each statement of ``p`` as its four statements."""
     taken = _names(d)
-
-    def stmts(body: tuple) -> tuple:
-        out: list = []
-        for s in body:
-            if isinstance(s, n.For):
-                out.append(replace(s, body=stmts(s.body)))
-            elif isinstance(s, n.If):
-                out.append(replace(s, then=stmts(s.then), orelse=stmts(s.orelse)))
-            elif isinstance(s, n.Comprehension) and s.span in p:
-                out += _split(s, p[s.span], taken)
-            else:
-                out.append(s)
-        return tuple(out)
-
-    return replace(d, body=stmts(d.body))
+    return replace(d, body=n.map_comprehensions(d.body, lambda s: _split(s, p[s.span], taken) if s.span in p else [s]))
 
 
 def _split(s: n.Comprehension, x: Split, taken: set) -> list[n.Comprehension]:

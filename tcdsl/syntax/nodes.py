@@ -293,6 +293,23 @@ def comprehensions_in_loops(stmts, loops: tuple[str, ...] = ()):
             yield s, loops
 
 
+def map_comprehensions(stmts, fn) -> tuple:
+    """``stmts`` with each comprehension ``c`` (inside loops and branches too)
+    replaced by the statements of the list ``fn(c)``."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, For):
+            out.append(replace(s, body=map_comprehensions(s.body, fn)))
+        elif isinstance(s, If):
+            out.append(replace(s, then=map_comprehensions(s.then, fn),
+                               orelse=map_comprehensions(s.orelse, fn)))
+        elif isinstance(s, Comprehension):
+            out += fn(s)
+        else:
+            out.append(s)
+    return tuple(out)
+
+
 def names_in(e: Node) -> set[str]:
     """The names of the index variables, sizes and identifiers below ``e``."""
     return {x.name for x in walk(e) if isinstance(x, (IndexVar, SizeVar, Ident))}
