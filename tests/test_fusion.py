@@ -310,14 +310,18 @@ def test_the_heads_are_a_second_shared_loop():
                                             r"for \(int c1 = 0; c1 < H; c1 \+= 1\) \{", ast), ast[:300]
     separate = tcdsl.compile(CAUSAL_BTHD, options={"disk_cache": False, "fusion": "none"})
     assert _tiles(emit(k, "tir")) == _tiles(emit(separate, "tir")) > 0
-    rng = np.random.default_rng(12)
-    B, T, H, D = 2, 9, 3, 5
-    q, kk, v = (rng.standard_normal((B, T, H, D)) for _ in range(3))
-    s = np.einsum("bihd,bjhd->bhij", q, kk) / np.sqrt(D)
-    s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    want = np.einsum("bhij,bjhd->bihd", p / p.sum(-1, keepdims=True), v)
-    np.testing.assert_allclose(k(*(a.astype(np.float32) for a in (q, kk, v))), want, rtol=1e-4, atol=1e-5)
+    _causal_matches(k, np.random.default_rng(12), [(2, 9, 3, 5)])
+
+
+def _causal_matches(k, rng, shapes):
+    """``k`` (CAUSAL_BTHD) against NumPy in float64 at each (B, T, H, D)."""
+    for B, T, H, D in shapes:
+        q, kk, v = (rng.standard_normal((B, T, H, D)) for _ in range(3))
+        s = np.einsum("bihd,bjhd->bhij", q, kk) / np.sqrt(D)
+        s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        want = np.einsum("bhij,bjhd->bihd", p / p.sum(-1, keepdims=True), v)
+        np.testing.assert_allclose(k(*(a.astype(np.float32) for a in (q, kk, v))), want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
@@ -330,14 +334,7 @@ def test_the_batch_and_heads_are_one_parallel_loop(mode):
         tir = emit(k, "tir")
         assert "for c0_pair in T.parallel(T.max(B, 0) * T.max(H, 0)):" in tir, tir[:2000]
         assert "T.parallel(B)" not in tir
-    rng = np.random.default_rng(13)
-    for B, T, H, D in [(1, 9, 3, 5), (1, 1, 1, 1), (2, 17, 4, 16), (3, 5, 1, 2)]:
-        q, kk, v = (rng.standard_normal((B, T, H, D)) for _ in range(3))
-        s = np.einsum("bihd,bjhd->bhij", q, kk) / np.sqrt(D)
-        s = np.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
-        p = np.exp(s - s.max(-1, keepdims=True))
-        want = np.einsum("bhij,bjhd->bihd", p / p.sum(-1, keepdims=True), v)
-        np.testing.assert_allclose(k(*(a.astype(np.float32) for a in (q, kk, v))), want, rtol=1e-4, atol=1e-5)
+    _causal_matches(k, np.random.default_rng(13), [(1, 9, 3, 5), (1, 1, 1, 1), (2, 17, 4, 16), (3, 5, 1, 2)])
 
 
 def test_contractions_over_a_shared_weight_keep_their_own_nests():
