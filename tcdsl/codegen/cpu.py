@@ -219,8 +219,8 @@ class CpuAstLowering(AstLowering):
                                    self._reduction_threads(parallel_ok))
             if vec is not None:
                 return vec
-        rows = ChunkedLoop(self, cpu, None)
-        if parallel and self.wrap is None and (both := parallel_pair(self, node, name, init, extent, rows)) is not None:
+        if parallel and self.wrap is None and \
+                (both := parallel_pair(self, node, name, init, extent, ChunkedLoop(self, cpu, None))) is not None:
             return both
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)

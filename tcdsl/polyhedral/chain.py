@@ -90,7 +90,8 @@ def plan(checked: CheckedDef, ranges: RangeInfo, model=None) -> dict[tuple, Chai
         key = (s.span, getattr(s, "tensor", None))
         if not isinstance(s, n.Comprehension) or s.span is None or key in out or key not in infos:
             continue
-        c = _chain(checked, s, taken, _apart(model, s), loops.get(s.span, frozenset()))
+        own = any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs))
+        c = _chain(checked, s, taken, own and _apart(model, s), loops.get(s.span, frozenset()))
         if c is None:
             continue
         # the first sum's variables keep the statement's ranges: its reads
