@@ -28,6 +28,24 @@ def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
 
+def overlaps(a: Any, b: Any) -> bool:
+    """Contiguous arrays ``a`` and ``b`` (NumPy, or PyTorch on any device)
+    share some byte of memory."""
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return bool(np.may_share_memory(a, b))
+    (da, la, ha), (db, lb, hb) = _extent(a), _extent(b)
+    return da == db and la < hb and lb < ha
+
+
+def _extent(x: Any) -> tuple[str, int, int]:
+    """(device, first byte, one past the last byte) of contiguous ``x``; an empty range when it has no elements."""
+    if is_torch(x):
+        lo = x.data_ptr()
+        return str(x.device), lo, lo + x.numel() * x.element_size()
+    lo = x.__array_interface__["data"][0]
+    return "cpu", lo, lo + x.nbytes
+
+
 @dataclass
 class Arg:
     value: Any  # np.ndarray or torch.Tensor, contiguous

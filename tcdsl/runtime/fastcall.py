@@ -7,7 +7,8 @@ the binary, its size arguments and the output shapes.  Those are kept as a
 *plan* per tuple of input shapes (``Kernel._plans``), and the generated
 function checks only types, dtypes and layout, then looks the shapes up.
 Anything else (another type or dtype, a non-contiguous array, shapes not
-seen yet, an ``out=`` that is not exactly right) returns :data:`MISS`, and
+seen yet, an ``out=`` that is not exactly right or shares memory with an
+input) returns :data:`MISS`, and
 the general path (``Kernel._call``) runs: it raises the documented
 ``TcShapeError``s and makes the plan.
 
@@ -34,6 +35,8 @@ For ``elman_rnn(input, h0, i2h, h2h) -> (hidden)`` and NumPy the function is::
                 return MISS
         else:
             return MISS
+        if out is not None and (shares(o0, a0) or shares(o0, a1) or shares(o0, a2) or shares(o0, a3)):
+            return MISS  # the general path writes into a copy (np.may_share_memory; PyTorch: byte ranges)
         try:
             fn(*size_args, a0, a1, a2, a3, o0)
         except BufferError:  # a read-only array, which DLPack cannot pass
@@ -52,7 +55,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .args import is_torch
+from .args import is_torch, overlaps
 
 MISS = object()
 """Returned by a fast call that cannot serve the call: the general path must."""
@@ -121,7 +124,8 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     ``(fn, size_args, output_shapes)``, and ``hits[0]`` counts the calls served."""
     lib = _LIBRARIES[library]
     names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits, "asarray": np.asarray,
-                             "SCALARS": (int, float, bool, np.generic)}
+                             "SCALARS": (int, float, bool, np.generic),
+                             "shares": np.may_share_memory if library == "numpy" else overlaps}
     if library == "numpy":
         names.update(ndarray=np.ndarray)
         names.update({f"alloc{i}": f for i, f in enumerate(allocators["numpy"])})
@@ -168,6 +172,7 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
               "            return MISS",
               "    else:",
               "        return MISS",
+              *_apart(a, o),
               "    try:",
               f"        fn(*size_args, {', '.join(a + o)})",
               "    except BufferError:  # a read-only array (DLPack cannot pass one): the general path",
@@ -179,6 +184,16 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     fast_call = names["fast_call"]
     fast_call.source = code
     return fast_call
+
+
+def _apart(a: list[str], o: list[str]) -> list[str]:
+    """Lines that leave to the general path a call whose ``out=`` arrays
+    share memory with an input or with each other (it copies or refuses)."""
+    pairs = [(x, y) for i, x in enumerate(o) for y in a + o[:i]]
+    if not pairs:
+        return []
+    return ["    if out is not None and (" + " or ".join(f"shares({x}, {y})" for x, y in pairs) + "):",
+            "        return MISS"]
 
 
 def _taken(lib: dict, a: str, d: str, s: str) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import TcShapeError
 from . import cache, checked as _checked, device, hugepages  # noqa: F401  (checked: the callbacks of checked kernels)
-from .args import Arg, SizeChecks, bind_sizes, is_torch, prepare_input
+from .args import Arg, SizeChecks, bind_sizes, is_torch, overlaps, prepare_input
 from .fastcall import MISS, FastPath
 from .pool import KEEP, OutputPool
 from .signature import Signature, compile_shapes
@@ -109,7 +109,7 @@ class CompiledKernel:
         sizes = bind_sizes(params, args, self.fixed, given, sig.sizes, sig.name, sig.derived)
         self._checks.check(sizes, self._at_zero)
         shapes = self._output_shapes(sizes)
-        outs = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))
+        outs, back = self._outputs(args, shapes, out, any(v == 0 for v in sizes.values()))
         b, key, settled = self._binary_for(sizes)
         if key in self._on_trial:  # the dispatcher measures b against the binary it would replace
             b, settled = self._trial(key, b, sizes, args, shapes), True
@@ -118,6 +118,7 @@ class CompiledKernel:
             values = device.call(b.fn, [sizes[s] for s in b.size_params], args, outs,
                                  [p.name for p in params] + list(self._output_names), allocated=out is None,
                                  scratch=scratch)
+            values = _copy_back(values, back)
             return values[0] if len(values) == 1 else tuple(values)
         call_args = [sizes[s] for s in b.size_params] + [_device_arg(a) for a in args + outs]
         started, wall = time.thread_time(), time.perf_counter()  # CPU time: not the wait for the GIL after the call
@@ -126,7 +127,7 @@ class CompiledKernel:
             self._remember(args, key, b, sizes, shapes, time.thread_time() - started)
         elif not settled:
             self._unsettled(key, time.perf_counter() - wall)
-        values = [a.value for a in outs]
+        values = _copy_back([a.value for a in outs], back)
         return values[0] if len(values) == 1 else tuple(values)
 
     def _unsettled(self, key: tuple, seconds: float) -> None:
@@ -159,15 +160,21 @@ class CompiledKernel:
                 samples[i].append(run(b))
         return [sorted(t)[len(t) // 2] for t in samples]
 
-    def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out, zero_size: bool) -> list[Arg]:
+    def _outputs(self, args: list[Arg], shapes: tuple[tuple[int, ...], ...], out,
+                 zero_size: bool) -> tuple[list[Arg], list[tuple[int, Any]]]:
         """The output arrays: ``out``'s, checked, or new ones; ``zero_size``:
         some size is 0 (the proof that an output needs no zero fill assumes
-        sizes >= 1, as range inference does: a loop of 0 steps writes nothing)."""
+        sizes >= 1, as range inference does: a loop of 0 steps writes nothing).
+        Also ``(i, array)`` for each ``out=`` array that shares memory with an
+        input: the kernel writes output ``i`` into a copy of it instead (with
+        what it holds, for ``+=``), and ``_copy_back`` copies the result into
+        ``array`` after the call, so that the kernel reads its inputs as they
+        were, as NumPy's ``out=`` does."""
         outputs = self.signature.outputs
         if out is None:
             use_torch = any(is_torch(a.value) for a in args)
             return [_new_output(s, o.dtype, use_torch, self._allocators, i, zero_size)
-                    for i, (o, s) in enumerate(zip(outputs, shapes))]
+                    for i, (o, s) in enumerate(zip(outputs, shapes))], []
         given = out if isinstance(out, (tuple, list)) else (out,)
         if len(given) != len(outputs):
             raise TcShapeError(f"out=: expected {len(outputs)} arrays, got {len(given)}")
@@ -180,8 +187,16 @@ class CompiledKernel:
                 raise TcShapeError(f"out= array for '{o.name}' must be C-contiguous")
             if a.shape != s:
                 raise TcShapeError(f"out= array for '{o.name}': shape {a.shape}, but the inputs give {s}")
+            for other, b in zip(outputs, result):
+                if overlaps(a.value, b.value):
+                    raise TcShapeError(f"out= arrays for '{other.name}' and '{o.name}' share memory")
             result.append(a)
-        return result
+        back = []
+        for i, a in enumerate(result):
+            if any(overlaps(a.value, x.value) for x in args):
+                back.append((i, a.value))
+                result[i] = Arg(_copy_of(a.value, keep=not self._allocators["torch"][i]), a.shape, a.dtype)
+        return result, back
 
     def _remember(self, args: list[Arg], key: tuple, b: Binary, sizes: dict[str, int],
                   shapes: tuple[tuple[int, ...], ...], seconds: float) -> None:
@@ -246,6 +261,26 @@ def _new_output(shape, dtype: str, use_torch: bool, allocators: dict, i: int, ze
         return Arg(make(shape, dtype=getattr(torch, dtype)), shape, dtype)
     make = np.zeros if zero_size else allocators["numpy"][i]
     return Arg(make(shape, dtype=np.dtype(dtype)), shape, dtype)
+
+
+def _copy_of(x: Any, keep: bool) -> Any:
+    """A new array like ``x``: a copy when ``keep``, else uninitialised."""
+    if is_torch(x):
+        return x.clone() if keep else x.new_empty(x.shape)
+    return x.copy() if keep else np.empty_like(x)
+
+
+def _copy_back(values: list, back: list[tuple[int, Any]]) -> list:
+    """``values`` with each ``(i, array)`` of ``back``: ``values[i]`` copied into ``array``."""
+    for i, x in back:
+        if is_torch(x):
+            import torch
+
+            x.copy_(values[i] if is_torch(values[i]) else torch.from_numpy(values[i]))
+        else:
+            np.copyto(x, values[i])
+        values[i] = x
+    return values
 
 
 def _device_arg(a: Arg):

@@ -1,0 +1,166 @@
+"""``out=`` arrays that share memory with an input (or with each other).
+
+A kernel reads its inputs as they were when it was called, whatever ``out=``
+points at: an ``out=`` array that shares memory with an input is written
+through a copy and the result copied into it after the call (as NumPy's
+``out=`` behaves).  Two ``out=`` arrays sharing memory are refused.  Each
+case is checked on the first call (the general path) and on a later call with
+the same shapes (the fast call, which must leave it to the general path).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tcdsl
+
+REVERSE = "def rev(float(N) A, float(N) B) -> (C) { C(i) = A(N - 1 - i) + B(i) }"
+SHIFT = "def shift(float(N) A) -> (C) { C(i) = A(i) + A(i + 1) where i in 0:N-1 }"
+MATMUL = "def mm(float(N,N) A, float(N,N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+ACCUMULATE = "def acc(float(N) A) -> (C) { C(i) += A(N - 1 - i) }"
+AXPY = "def axpy(float(N) X, float(N) Y, float a) -> (Z) { Z(i) = a * X(i) + Y(i) }"
+TWO = "def two(float(N) A) -> (P, Q) { P(i) = A(i) * 2\n Q(i) = A(N - 1 - i) }"
+LOOP = """
+def smooth(float(N) H0) -> (H) {
+  H(i) = H0(i)
+  for t in 3 {
+    H(i) = 0.5 * H(i) + 0.25 * H0((i + 1) % N) + 0.25 * H0((i + N - 1) % N)
+  }
+}
+"""
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _twice(k, make_args, out_index):
+    """Call ``k`` twice on fresh arguments (first call: the general path; second: a planned shape),
+    with ``out=`` the argument at ``out_index``; both results, each with its inputs' copies taken before."""
+    results = []
+    for _ in range(2):
+        args = make_args()
+        before = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        r = k(*args, out=args[out_index])
+        assert r is args[out_index]
+        results.append((r, before))
+    return results
+
+
+@pytest.mark.parametrize("n", [7, 64, 1000])
+def test_an_input_read_at_another_index_is_read_as_it_was(n):
+    k = tcdsl.compile(REVERSE)
+    for r, (a, b) in _twice(k, lambda: [_rng(n).standard_normal(n).astype(np.float32),
+                                        _rng(n + 1).standard_normal(n).astype(np.float32)], 0):
+        np.testing.assert_allclose(r, a[::-1] + b, rtol=1e-6)
+
+
+def test_a_view_one_element_along_is_read_as_it_was():
+    k = tcdsl.compile(SHIFT)
+    for _ in range(2):
+        buf = np.arange(1, 34, dtype=np.float32)
+        expected = buf[:-1] + buf[1:]
+        r = k(buf, out=buf[:-1])  # C(i) lands on A(i): C(0) written before A(1) is read, unless copied
+        np.testing.assert_array_equal(r, expected)
+        np.testing.assert_array_equal(buf[:-1], expected)
+        assert buf[-1] == 33
+
+
+def test_a_matrix_product_into_its_own_operand():
+    k = tcdsl.compile(MATMUL)
+    for seed in range(2):
+        a = _rng(seed).standard_normal((40, 40))
+        a32 = a.astype(np.float32)
+        b = _rng(seed + 5).standard_normal((40, 40)).astype(np.float32)
+        expected = a32.astype(np.float64) @ b
+        r = k(a32, b, out=a32)
+        assert r is a32
+        np.testing.assert_allclose(a32, expected, rtol=1e-4, atol=1e-4)
+        a32 = a.astype(np.float32)
+        np.testing.assert_allclose(k(b, a32, out=a32), b.astype(np.float64) @ a.astype(np.float32), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_plus_equals_accumulates_into_what_the_shared_array_held():
+    k = tcdsl.compile(ACCUMULATE)
+    for _ in range(2):
+        a = np.arange(10, dtype=np.float32)
+        k(a, out=a)  # C starts as what the array holds (a) and adds A reversed, read as it was
+        np.testing.assert_array_equal(a, np.arange(10) + np.arange(10)[::-1])
+
+
+def test_an_elementwise_update_in_place():
+    k = tcdsl.compile(AXPY)
+    for x_out in (True, False):
+        for _ in range(2):
+            x = _rng(1).standard_normal(100).astype(np.float32)
+            y = _rng(2).standard_normal(100).astype(np.float32)
+            expected = np.float32(3) * x + y
+            target = x if x_out else y
+            assert k(x, y, 3.0, out=target) is target
+            np.testing.assert_allclose(target, expected, rtol=1e-5, atol=1e-6)  # (a fused multiply-add)
+
+
+def test_a_loop_reading_its_input_at_neighbours_every_step():
+    k = tcdsl.compile(LOOP)
+    h0 = _rng(3).standard_normal(20)
+    h = h0.copy()
+    for _ in range(3):
+        h = 0.5 * h + 0.25 * np.roll(h0, -1) + 0.25 * np.roll(h0, 1)
+    for _ in range(2):
+        x = h0.astype(np.float32)
+        k(x, out=x)
+        np.testing.assert_allclose(x, h, rtol=1e-5, atol=1e-6)
+
+
+def test_one_of_two_outputs_shares_memory_with_the_input():
+    k = tcdsl.compile(TWO)
+    for _ in range(2):
+        a = np.arange(6, dtype=np.float32)
+        q = np.zeros(6, np.float32)
+        p, q2 = k(a, out=(q, a))
+        assert p is q and q2 is a
+        np.testing.assert_array_equal(p, np.arange(6) * 2)
+        np.testing.assert_array_equal(a, np.arange(6)[::-1])
+
+
+def test_two_out_arrays_sharing_memory_are_refused():
+    k = tcdsl.compile(TWO)
+    a = np.arange(6, dtype=np.float32)
+    buf = np.zeros(6, np.float32)
+    k(a, out=(np.zeros(6, np.float32), np.zeros(6, np.float32)))  # a plan for these shapes
+    for pair in ((buf, buf), (buf, buf.view()), [buf.view(), buf]):
+        with pytest.raises(tcdsl.TcShapeError, match="out= arrays for 'P' and 'Q' share memory"):
+            k(a, out=pair)
+
+
+def test_out_arrays_apart_from_the_inputs_still_take_the_fast_call():
+    from tcdsl.runtime.fastcall import MISS
+
+    k = tcdsl.compile(REVERSE)
+    a, b = np.ones(50, np.float32), np.ones(50, np.float32)
+    c = np.zeros(50, np.float32)
+    k(a, b, out=c)  # the general path makes the plan
+    fast_call = k._fast_calls[np.ndarray]
+    assert fast_call((a, b), c) is c
+    np.testing.assert_array_equal(c, 2 * np.ones(50))
+    for shared in (a, b, a[::-1], b.view()):
+        assert fast_call((a, b), shared) is MISS
+    assert fast_call((a, b), [c]) is c
+
+
+def test_torch_tensors_and_a_numpy_array_that_share_memory():
+    torch = pytest.importorskip("torch")
+    k = tcdsl.compile(REVERSE)
+    for _ in range(2):
+        a = torch.arange(9, dtype=torch.float32)
+        b = torch.ones(9)
+        expected = a.flip(0) + b
+        assert k(a, b, out=a) is a
+        assert torch.equal(a, expected)
+    for _ in range(2):  # a NumPy input and a PyTorch out= over the same memory
+        x = np.arange(9, dtype=np.float32)
+        t = torch.from_numpy(x)
+        r = k(x, np.ones(9, np.float32), out=t)
+        assert r is t
+        np.testing.assert_array_equal(x, np.arange(9)[::-1] + 1)
