@@ -144,7 +144,7 @@ def test_out_arrays_apart_from_the_inputs_still_take_the_fast_call():
     fast_call = k._fast_calls[np.ndarray]
     assert fast_call((a, b), c) is c
     np.testing.assert_array_equal(c, 2 * np.ones(50))
-    for shared in (a, b, a[::-1], b.view()):
+    for shared in (a, a[::-1], b.view()):  # (b itself: an in-place pair, below)
         assert fast_call((a, b), shared) is MISS
     assert fast_call((a, b), [c]) is c
 
@@ -164,3 +164,79 @@ def test_torch_tensors_and_a_numpy_array_that_share_memory():
         r = k(x, np.ones(9, np.float32), out=t)
         assert r is t
         np.testing.assert_array_equal(x, np.arange(9)[::-1] + 1)
+
+
+# Where the out= array may be the input itself, passed as it is (no copy):
+# one "=" statement writes the output, outside loops and branches, reading the
+# input only at its own indices and no temporary; no other statement reads the input.
+ADAM = """
+def adam(float(N) p, float(N) g, float(N) m, float(N) v, float lr) -> (p1, m1, v1) {
+  m1(i) = 0.9 * m(i) + 0.1 * g(i)
+  v1(i) = 0.999 * v(i) + 0.001 * g(i) * g(i)
+  p1(i) = p(i) - lr * m1(i) / (sqrt(v1(i)) + 1e-8)
+}
+"""
+READ_AFTER = "def r(float(N) A) -> (B, C) { B(i) = A(i) * 2\n C(i) = B(N - 1 - i) }"
+IN_PLACE = [
+    (AXPY, {("Z", "X"), ("Z", "Y")}),
+    (REVERSE, {("C", "B")}),                      # A is read at N - 1 - i
+    (SHIFT, set()),                               # A(i + 1)
+    (MATMUL, set()),                              # a sum
+    (ACCUMULATE, set()),                          # += reads what C holds
+    (TWO, set()),                                 # A is read by both statements
+    (LOOP, set()),                                # H is written twice, once in a loop
+    (ADAM, {("p1", "p"), ("m1", "m"), ("v1", "v")}),  # g is read by two statements
+    ("def t(float(N,M) A) -> (B) { B(i, j) = A(j, i) }", set()),
+    ("def s(float(N) A) -> (B) { e(i) = exp(A(i))\n B(i) = e(i) / A(i) }", set()),  # a temporary: its memory may be B's
+    (READ_AFTER, {("B", "A")}),                   # C reads B, written before
+    (READ_AFTER.replace("def r", "def r2").replace(") }", ") + A(0) }"), set()),  # C reads A too
+    ("def f(float(N) A) -> (B) { for t in 2 { B(i) = A(i) * 2 } }", set()),
+    ("def i(int32(N) A) -> (B) { B(i) = float(A(i)) }", set()),  # another dtype
+]
+
+
+@pytest.mark.parametrize("src, pairs", IN_PLACE, ids=[s.split("(")[0].split()[-1] for s, _ in IN_PLACE])
+def test_which_outputs_may_be_their_input_itself(src, pairs):
+    k = tcdsl.compile(src)
+    sig = k.signature
+    assert {(sig.outputs[o].name, sig.inputs[i].name) for o, i in sig.in_place} == pairs
+
+
+def test_an_in_place_pair_takes_the_fast_call_and_others_still_copy():
+    from tcdsl.runtime.fastcall import MISS
+
+    k = tcdsl.compile(ADAM)
+    rng = _rng(4)
+    p, g, m, v = (rng.standard_normal(300).astype(np.float32) for _ in range(4))
+    v = np.abs(v)
+    m1 = 0.9 * m + 0.1 * g
+    v1 = np.float32(0.999) * v + np.float32(0.001) * g * g
+    p1 = p - 0.01 * m1 / (np.sqrt(v1) + 1e-8)
+    fresh = k(p, g, m, v, 0.01)
+    for x, want in zip(fresh, (p1, m1, v1)):
+        np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-6)
+    for step in range(3):  # the general path, then the fast call, both in place
+        args = [x.copy() for x in (p, g, m, v)]
+        out = (args[0], args[2], args[3])
+        if step == 2:
+            assert k._fast_calls[np.ndarray]((*args, 0.01), out) is not MISS
+        else:
+            assert k(*args, 0.01, out=out) is not None
+        for x, want in zip(out, (p1, m1, v1)):
+            np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-6)
+    args = [x.copy() for x in (p, g, m, v)]
+    assert k._fast_calls[np.ndarray]((*args, 0.01), (args[1], args[2], args[3])) is MISS  # p1 into g: a copy
+    k(*args, 0.01, out=(args[1], args[2], args[3]))
+    for x, want in zip((args[1], args[2], args[3]), (p1, m1, v1)):
+        np.testing.assert_allclose(x, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_later_statement_reads_the_output_written_in_place():
+    k = tcdsl.compile(READ_AFTER)
+    assert [(o, i) for o, i in k.signature.in_place] == [(0, 0)]
+    for _ in range(2):
+        a = np.arange(9, dtype=np.float32)
+        c = np.zeros(9, np.float32)
+        k(a, out=(a, c))
+        np.testing.assert_array_equal(a, 2 * np.arange(9))
+        np.testing.assert_array_equal(c, 2 * np.arange(9)[::-1])

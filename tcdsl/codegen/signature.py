@@ -37,7 +37,47 @@ def signature(checked: CheckedDef, ranges: RangeInfo, target: str, overwritten: 
     scratch = tuple(Output(t, checked.tensors[t].dtype, _shape(ranges.extent_exprs(t)), False)
                     for t in checked.temps) if target == "cuda" else ()
     return Signature(checked.node.name, tuple(checked.sizes), inputs, outputs, extents, target, guards, scratch,
-                     derived_sizes(checked))
+                     derived_sizes(checked), in_place_pairs(checked) if target == "llvm" else ())
+
+
+def in_place_pairs(checked: CheckedDef) -> tuple[tuple[int, int], ...]:
+    """(output, input) index pairs where an ``out=`` array that is the input
+    itself may be passed to the binary as it is (runtime/kernel.py; other
+    sharing goes through a copy): the output is written by one ``=``
+    statement outside any loop or branch, which reads the input only at its
+    own left-hand side's indices, reads neither the output nor a temporary,
+    and no other statement reads that input.  Each element of the input is
+    then read only by the instance that writes the same element of the
+    output, before it writes it; other statements read the output as its
+    own (the compiler orders them around its writes), and no temporary is
+    computed in the output's memory (polyhedral/inplace.py places only those
+    that the output's statement reads)."""
+    body = checked.node.body
+    top = [s for s in body if isinstance(s, n.Comprehension)]
+    every = list(n.comprehensions(body))
+    temps = set(checked.temps)
+
+    def reads(s: n.Comprehension, tensor: str) -> list[n.Access]:
+        return [x for x in n.walk(s) if isinstance(x, n.Access) and x.tensor == tensor]
+
+    pairs = []
+    for i, o in enumerate(checked.outputs):
+        writers = [s for s in every if s.tensor == o]
+        if len(writers) != 1 or not any(writers[0] is s for s in top):
+            continue
+        w = writers[0]
+        lhs = [x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in w.indices]
+        if (w.op != "=" or w.reduction_vars or None in lhs or len(set(lhs)) != len(lhs)
+                or any(isinstance(x, n.Access) and (x.tensor == o or x.tensor in temps) for x in n.walk(w))):
+            continue
+        for j, p in enumerate(checked.inputs):
+            at = reads(w, p)
+            if (checked.tensors[p].dtype == checked.tensors[o].dtype
+                    and not any(reads(s, p) for s in every if s is not w)
+                    and all([x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in a.indices] == lhs
+                            for a in at)):
+                pairs.append((i, j))
+    return tuple(pairs)
 
 
 def derived_sizes(checked: CheckedDef) -> tuple[tuple[str, str, str], ...]:

@@ -37,6 +37,11 @@ def overlaps(a: Any, b: Any) -> bool:
     return da == db and la < hb and lb < ha
 
 
+def same_memory(a: Any, b: Any) -> bool:
+    """Contiguous ``a`` and ``b`` are the same elements: the same bytes, shape and dtype."""
+    return _extent(a) == _extent(b) and tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype)
+
+
 def _extent(x: Any) -> tuple[str, int, int]:
     """(device, first byte, one past the last byte) of contiguous ``x``; an empty range when it has no elements."""
     if is_torch(x):

@@ -71,12 +71,12 @@ class FastPath:
     type to its fast call; ``hits[0]`` counts the calls they served."""
 
     def __init__(self, dtypes: list[str], ranks: list[int], out_dtypes: list[str], allocators: dict,
-                 enabled: bool = True):
+                 in_place: tuple = (), enabled: bool = True):
         self.plans: dict[tuple, tuple] = {}
         self.hits = [0]
         self.calls: dict[type, Callable] = {}
         self._shapes_of: dict[tuple, tuple] = {}  # size tuple -> the input shapes of its plan
-        self._signature = (list(dtypes), list(ranks), list(out_dtypes), allocators)
+        self._signature = (list(dtypes), list(ranks), list(out_dtypes), allocators, tuple(in_place))
         self._enabled = enabled
         if enabled:
             self.calls[np.ndarray] = make_fast_call("numpy", *self._signature, self.plans, self.hits)
@@ -112,7 +112,7 @@ _LIBRARIES = {
 
 
 def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes: list[str], allocators: dict,
-                   plans: dict, hits: list[int]) -> Callable:
+                   in_place: tuple, plans: dict, hits: list[int]) -> Callable:
     """The fast call for inputs of ``dtypes`` and ``ranks`` and outputs of
     ``out_dtypes``, all arrays of ``library`` ("numpy" or "torch"); output
     ``i`` is allocated by ``allocators["numpy"][i]`` (``np.zeros``, or
@@ -120,7 +120,8 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     element) or, for torch, by ``torch.empty`` where ``allocators["torch"][i]``
     is true, else ``torch.zeros``; all inputs are arrays of the library, except
     that a 0-rank input may also be a Python or NumPy scalar (converted as
-    ``prepare_input`` does); ``plans`` maps a tuple of input shapes to
+    ``prepare_input`` does); ``in_place``: the (output, input) pairs where
+    the ``out=`` array may be the input itself (Signature.in_place); ``plans`` maps a tuple of input shapes to
     ``(fn, size_args, output_shapes)``, and ``hits[0]`` counts the calls served."""
     lib = _LIBRARIES[library]
     names: dict[str, Any] = {"MISS": MISS, "plans": plans, "hits": hits, "asarray": np.asarray,
@@ -172,7 +173,7 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
               "            return MISS",
               "    else:",
               "        return MISS",
-              *_apart(a, o),
+              *_apart(a, o, in_place),
               "    try:",
               f"        fn(*size_args, {', '.join(a + o)})",
               "    except BufferError:  # a read-only array (DLPack cannot pass one): the general path",
@@ -186,13 +187,16 @@ def make_fast_call(library: str, dtypes: list[str], ranks: list[int], out_dtypes
     return fast_call
 
 
-def _apart(a: list[str], o: list[str]) -> list[str]:
+def _apart(a: list[str], o: list[str], in_place: tuple = ()) -> list[str]:
     """Lines that leave to the general path a call whose ``out=`` arrays
-    share memory with an input or with each other (it copies or refuses)."""
-    pairs = [(x, y) for i, x in enumerate(o) for y in a + o[:i]]
-    if not pairs:
+    share memory with an input or with each other (it copies or refuses),
+    unless an ``out=`` array is the very input of an ``in_place`` pair."""
+    tests = [f"(shares({x}, {y}) and {x} is not {y})" if (i, j) in in_place else f"shares({x}, {y})"
+             for i, x in enumerate(o) for j, y in enumerate(a)]
+    tests += [f"shares({x}, {y})" for i, x in enumerate(o) for y in o[:i]]
+    if not tests:
         return []
-    return ["    if out is not None and (" + " or ".join(f"shares({x}, {y})" for x, y in pairs) + "):",
+    return ["    if out is not None and (" + " or ".join(tests) + "):",
             "        return MISS"]
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import TcShapeError
 from . import cache, checked as _checked, device, hugepages  # noqa: F401  (checked: the callbacks of checked kernels)
-from .args import Arg, SizeChecks, bind_sizes, is_torch, overlaps, prepare_input
+from .args import Arg, SizeChecks, bind_sizes, is_torch, overlaps, prepare_input, same_memory
 from .fastcall import MISS, FastPath
 from .pool import KEEP, OutputPool
 from .signature import Signature, compile_shapes
@@ -65,6 +65,7 @@ class CompiledKernel:
         self._checks = SizeChecks(signature)
         self._size_names = signature.sizes
         self._output_names = tuple(o.name for o in signature.outputs)
+        self._in_place = frozenset(signature.in_place)
         self._output_shapes = compile_shapes([o.shape for o in signature.outputs])
         self._scratch_shapes = compile_shapes([o.shape for o in signature.scratch])
         # outputs that need no zero fill come from the pool (runtime/pool.py)
@@ -75,7 +76,7 @@ class CompiledKernel:
                             "torch": [not f for f in fill]}
         params = signature.inputs
         self._fast = FastPath([p.dtype for p in params], [len(p.dims) for p in params],
-                              [o.dtype for o in signature.outputs], self._allocators,
+                              [o.dtype for o in signature.outputs], self._allocators, signature.in_place,
                               enabled=self._kind == "llvm" and bool(params) and bool(self._output_names))
         self._plans, self._hits, self._fast_calls = self._fast.plans, self._fast.hits, self._fast.calls
         self._on_trial: set[tuple] = set()  # size tuples whose new binary the dispatcher measures first
@@ -169,7 +170,9 @@ class CompiledKernel:
         input: the kernel writes output ``i`` into a copy of it instead (with
         what it holds, for ``+=``), and ``_copy_back`` copies the result into
         ``array`` after the call, so that the kernel reads its inputs as they
-        were, as NumPy's ``out=`` does."""
+        were, as NumPy's ``out=`` does; except where the array is the input
+        itself and the signature's ``in_place`` pairs say each element is read
+        only before the same element is written (codegen/signature.py)."""
         outputs = self.signature.outputs
         if out is None:
             use_torch = any(is_torch(a.value) for a in args)
@@ -193,7 +196,9 @@ class CompiledKernel:
             result.append(a)
         back = []
         for i, a in enumerate(result):
-            if any(overlaps(a.value, x.value) for x in args):
+            sharing = [j for j, x in enumerate(args) if overlaps(a.value, x.value)]
+            if sharing and not (len(sharing) == 1 and (i, sharing[0]) in self._in_place
+                                and same_memory(a.value, args[sharing[0]].value)):
                 back.append((i, a.value))
                 result[i] = Arg(_copy_of(a.value, keep=not self._allocators["torch"][i]), a.shape, a.dtype)
         return result, back

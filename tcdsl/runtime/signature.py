@@ -11,6 +11,8 @@ checked and called with this package alone, no compiler module:
   element before it reads any (then the zero fill is left out);
 * every tensor's shape and the parts of its extent formulas that the kernel
   computes in int32 (the index range check of a call, ``args.SizeChecks``);
+* the (output, input) pairs where an ``out=`` array may be that input
+  itself, passed as it is (elsewhere sharing goes through a copy);
 * the size guards: for each read that leaves its tensor for some sizes
   (polyhedral/bounds.py), a condition on the sizes under which a call is
   refused, and the message that names the read.
@@ -80,6 +82,8 @@ class Signature:
     scratch: tuple[Output, ...] = ()
     # sizes a call computes from the others: (name, TC text, Python expression over ``s``)
     derived: tuple[tuple[str, str, str], ...] = ()
+    # (output, input) index pairs: an out= array that is that input may be passed as it is (codegen/signature.py)
+    in_place: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "sizes": list(self.sizes), "target": self.target,
@@ -89,7 +93,8 @@ class Signature:
                 "extents": [[e.name, list(e.shape), list(e.parts)] for e in self.extents],
                 "guards": [list(g) for g in self.guards],
                 "scratch": [[o.name, o.dtype, list(o.shape)] for o in self.scratch],
-                "derived": [list(x) for x in self.derived]}
+                "derived": [list(x) for x in self.derived],
+                "in_place": [list(x) for x in self.in_place]}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Signature":
@@ -100,7 +105,8 @@ class Signature:
                    tuple(Extent(name, tuple(shape), tuple(parts)) for name, shape, parts in d["extents"]),
                    d["target"], tuple((c, m) for c, m in d.get("guards", [])),
                    tuple(Output(name, dtype, tuple(shape), False) for name, dtype, shape in d.get("scratch", [])),
-                   tuple(tuple(x) for x in d.get("derived", [])))
+                   tuple(tuple(x) for x in d.get("derived", [])),
+                   tuple((o, i) for o, i in d.get("in_place", [])))
 
 
 def compile_shapes(shapes: list[tuple[str, ...]]) -> Callable[[dict[str, int]], tuple[tuple[int, ...], ...]]:
