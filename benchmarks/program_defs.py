@@ -20352,3 +20352,785 @@ def _v3_inside_contenders(torch, a, t, s):
             I[w, :, :n] = Z @ Rf
         return torch.log(I[L - 1, :, 0, 0])
     return {"torch loop+einsum": run}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# x1: scientific computing and numerical methods
+# ---------------------------------------------------------------------------------------------------------------
+
+def _x1_d(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def _x1_f32(v):
+    return np.array(v, np.float32)
+
+
+def _x1_f64(v):
+    return np.array(v, np.float64)
+
+
+# 1. RK4 on a batch of Lorenz systems, float64 (chaotic), one tensor per component, time-first
+@program(name="x1 rk4 lorenz batch (float64)", kind="loop", src="""
+# classic RK4 for dx/dt = sigma (y - x), dy/dt = x (rho - z) - y, dz/dt = x y - beta z; state at every step
+def lorenz_rk4(double(B, 3) s0, double sigma, double rho, double beta, double dt) -> (x, y, z) {
+  for t in T {
+    if t == 0 {
+      x(t, b) = s0(b, 0)
+      y(t, b) = s0(b, 1)
+      z(t, b) = s0(b, 2)
+    } else {
+      k1x(b) = sigma * (y(t - 1, b) - x(t - 1, b))
+      k1y(b) = x(t - 1, b) * (rho - z(t - 1, b)) - y(t - 1, b)
+      k1z(b) = x(t - 1, b) * y(t - 1, b) - beta * z(t - 1, b)
+      k2x(b) = sigma * (py - px) where px = x(t - 1, b) + 0.5 * dt * k1x(b), py = y(t - 1, b) + 0.5 * dt * k1y(b)
+      k2y(b) = px * (rho - pz) - py where px = x(t - 1, b) + 0.5 * dt * k1x(b), py = y(t - 1, b) + 0.5 * dt * k1y(b), pz = z(t - 1, b) + 0.5 * dt * k1z(b)
+      k2z(b) = px * py - beta * pz where px = x(t - 1, b) + 0.5 * dt * k1x(b), py = y(t - 1, b) + 0.5 * dt * k1y(b), pz = z(t - 1, b) + 0.5 * dt * k1z(b)
+      k3x(b) = sigma * (py - px) where px = x(t - 1, b) + 0.5 * dt * k2x(b), py = y(t - 1, b) + 0.5 * dt * k2y(b)
+      k3y(b) = px * (rho - pz) - py where px = x(t - 1, b) + 0.5 * dt * k2x(b), py = y(t - 1, b) + 0.5 * dt * k2y(b), pz = z(t - 1, b) + 0.5 * dt * k2z(b)
+      k3z(b) = px * py - beta * pz where px = x(t - 1, b) + 0.5 * dt * k2x(b), py = y(t - 1, b) + 0.5 * dt * k2y(b), pz = z(t - 1, b) + 0.5 * dt * k2z(b)
+      k4x(b) = sigma * (py - px) where px = x(t - 1, b) + dt * k3x(b), py = y(t - 1, b) + dt * k3y(b)
+      k4y(b) = px * (rho - pz) - py where px = x(t - 1, b) + dt * k3x(b), py = y(t - 1, b) + dt * k3y(b), pz = z(t - 1, b) + dt * k3z(b)
+      k4z(b) = px * py - beta * pz where px = x(t - 1, b) + dt * k3x(b), py = y(t - 1, b) + dt * k3y(b), pz = z(t - 1, b) + dt * k3z(b)
+      x(t, b) = x(t - 1, b) + dt / 6 * (k1x(b) + 2 * k2x(b) + 2 * k3x(b) + k4x(b))
+      y(t, b) = y(t - 1, b) + dt / 6 * (k1y(b) + 2 * k2y(b) + 2 * k3y(b) + k4y(b))
+      z(t, b) = z(t - 1, b) + dt / 6 * (k1z(b) + 2 * k2z(b) + 2 * k3z(b) + k4z(b))
+    }
+  }
+}""", full=dict(B=4096, T=256), tiny=dict(B=5, T=4), free=("T",),
+    inputs=lambda r, s: [np.stack([r.uniform(-15, 15, s["B"]), r.uniform(-20, 20, s["B"]), r.uniform(5, 40, s["B"])], 1),
+                         _x1_f64(10.0), _x1_f64(28.0), _x1_f64(8.0 / 3.0), _x1_f64(0.01)])
+def _x1_lorenz(torch, a, t, s):
+    s0 = t[0]
+    sigma, rho, beta, dt = (float(v) for v in a[1:])
+    T = s["T"]
+
+    def f(x, y, z):
+        return sigma * (y - x), x * (rho - z) - y, x * y - beta * z
+
+    def run():
+        out = torch.empty(3, T, s0.shape[0], dtype=s0.dtype)
+        st = s0.t().contiguous()
+        out[:, 0] = st
+        x, y, z = st
+        for k in range(1, T):
+            k1 = f(x, y, z)
+            k2 = f(x + 0.5 * dt * k1[0], y + 0.5 * dt * k1[1], z + 0.5 * dt * k1[2])
+            k3 = f(x + 0.5 * dt * k2[0], y + 0.5 * dt * k2[1], z + 0.5 * dt * k2[2])
+            k4 = f(x + dt * k3[0], y + dt * k3[1], z + dt * k3[2])
+            x = x + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+            y = y + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+            z = z + dt / 6 * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+            out[0, k], out[1, k], out[2, k] = x, y, z
+        return out
+
+    def run_stacked():                       # the state as one (3, B) tensor, the derivative with torch.stack
+        out = torch.empty(T, 3, s0.shape[0], dtype=s0.dtype)
+        st = s0.t().contiguous()
+        out[0] = st
+
+        def g(u):
+            return torch.stack(f(u[0], u[1], u[2]))
+        for k in range(1, T):
+            k1 = g(st)
+            k2 = g(st + 0.5 * dt * k1)
+            k3 = g(st + 0.5 * dt * k2)
+            k4 = g(st + dt * k3)
+            st = st + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            out[k] = st
+        return out.transpose(0, 1)
+    return {"torch loop over t (components)": run, "torch loop over t (stacked state)": run_stacked}
+
+
+# 2. velocity Verlet for a batch of nonlinear pendulums, batch-first (b, t) outputs
+@program(name="x1 verlet pendulum batch", kind="loop", src="""
+# theta'' = -w2 sin(theta), velocity Verlet with step dt, every step kept
+def pendulum(float(B) th0, float(B) om0, float(B) w2, float dt) -> (th, om) {
+  for t in T {
+    if t == 0 {
+      th(b, t) = th0(b)
+      om(b, t) = om0(b)
+    } else {
+      th(b, t) = th(b, t - 1) + dt * om(b, t - 1) - 0.5 * dt * dt * w2(b) * sin(th(b, t - 1))
+      om(b, t) = om(b, t - 1) - 0.5 * dt * w2(b) * (sin(th(b, t - 1)) + sin(th(b, t)))
+    }
+  }
+}""", full=dict(B=8192, T=160), tiny=dict(B=5, T=4), free=("T",),
+    inputs=lambda r, s: [r.uniform(-3, 3, s["B"]).astype(np.float32), _n(r, s["B"]),
+                         r.uniform(0.5, 4, s["B"]).astype(np.float32), _x1_f32(0.02)])
+def _x1_pendulum(torch, a, t, s):
+    th0, om0, w2 = t[:3]
+    dt = float(a[3])
+    T = s["T"]
+
+    def run():
+        th = torch.empty(T, th0.shape[0])
+        om = torch.empty(T, th0.shape[0])
+        th[0], om[0] = th0, om0
+        x, v = th0, om0
+        acc = -w2 * torch.sin(x)
+        for k in range(1, T):
+            x = x + dt * v + 0.5 * dt * dt * acc
+            acc_new = -w2 * torch.sin(x)
+            v = v + 0.5 * dt * (acc + acc_new)
+            acc = acc_new
+            th[k], om[k] = x, v
+        return [th.t(), om.t()]
+    return {"torch loop over t": run}
+
+
+# 3. softened gravitational accelerations for a batch of N-body systems
+@program(name="x1 nbody softened accelerations", kind="pairwise", src="""
+# acc_i = sum_j m_j (p_j - p_i) / (|p_j - p_i|^2 + eps2)^(3/2)
+def nbody(float(B, N, 3) p, float(B, N) m, float eps2) -> (acc) {
+  r2(b, i, j) +=! (p(b, j, d) - p(b, i, d)) * (p(b, j, d) - p(b, i, d))
+  w(b, i, j) = m(b, j) * rsqrt(q) / q where q = r2(b, i, j) + eps2
+  acc(b, i, d) +=! w(b, i, j) * (p(b, j, d) - p(b, i, d))
+}""", full=dict(B=8, N=512), tiny=dict(B=2, N=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], 3), r.uniform(0.5, 1.5, (s["B"], s["N"])).astype(np.float32), _x1_f32(0.01)])
+def _x1_nbody(torch, a, t, s):
+    p, m = t[:2]
+    eps2 = float(a[2])
+
+    def broadcast():
+        d = p[:, None, :, :] - p[:, :, None, :]                 # (B, i, j, 3): p_j - p_i
+        q = (d * d).sum(-1) + eps2
+        w = m[:, None, :] * q.pow(-1.5)
+        return (w[..., None] * d).sum(2)
+
+    def bmm():
+        q = torch.cdist(p, p).square() + eps2
+        w = m[:, None, :] * torch.rsqrt(q) / q
+        return torch.bmm(w, p) - w.sum(-1, keepdim=True) * p
+    return {"torch broadcast": broadcast, "torch cdist + bmm": bmm}
+
+
+# 4. damped spring-mass chains between two walls, symplectic Euler, final state only
+@program(name="x1 damped spring-mass chain", kind="stencil", src="""
+# spring i joins mass i-1 and mass i (spring 0 and spring N hold the ends to the walls)
+def chain(float(B, N) x0, float(B, N) v0, float(N + 1) ks, float(N) invm, float c, float dt) -> (xf, vf) {
+  for t in T {
+    if t == 0 {
+      x(t, b, i) = x0(b, i)
+      v(t, b, i) = v0(b, i)
+    } else {
+      v(t, b, i) = v(t - 1, b, i) + dt * (invm(i) * (ks(i + 1) * ((i < N - 1 ? x(t - 1, b, i + 1) : 0) - x(t - 1, b, i))
+                                                 - ks(i) * (x(t - 1, b, i) - (i > 0 ? x(t - 1, b, i - 1) : 0)))
+                                       - c * v(t - 1, b, i)) where i in 0:N
+      x(t, b, i) = x(t - 1, b, i) + dt * v(t, b, i)
+    }
+  }
+  xf(b, i) = x(T - 1, b, i)
+  vf(b, i) = v(T - 1, b, i)
+}""", full=dict(B=256, N=512, T=120), tiny=dict(B=2, N=5, T=4), free=("T",),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"]), _n(r, s["B"], s["N"]),
+                         r.uniform(0.5, 1.5, s["N"] + 1).astype(np.float32), r.uniform(0.5, 1.0, s["N"]).astype(np.float32),
+                         _x1_f32(0.05), _x1_f32(0.1)])
+def _x1_chain(torch, a, t, s):
+    x0, v0, ks, invm = t[:4]
+    c, dt = float(a[4]), float(a[5])
+    F = torch.nn.functional
+
+    def run():
+        x, v = x0, v0
+        for _ in range(s["T"] - 1):
+            xp = F.pad(x, (1, 1))                                  # walls at 0
+            ext = ks * torch.diff(xp, dim=1)                       # (B, N+1) spring tensions
+            v = v + dt * (invm * torch.diff(ext, dim=1) - c * v)
+            x = x + dt * v
+        return [x, v]
+    return {"torch loop over t (pad + diff)": run}
+
+
+def _x1_newton_inputs(rng, B):
+    """Right-hand sides from known roots, starting points near them (Newton converges for every row)."""
+    xr, yr = rng.uniform(-2, 2, B), rng.uniform(-2, 2, B)
+    a, c = xr ** 3 + yr, yr ** 3 - xr
+    return [a.astype(np.float32), c.astype(np.float32),
+            (xr + rng.uniform(-0.3, 0.3, B)).astype(np.float32), (yr + rng.uniform(-0.3, 0.3, B)).astype(np.float32)]
+
+
+# 5. Newton's method on a batch of 2x2 nonlinear systems, updated in place, K iterations (free)
+@program(name="x1 newton 2x2 systems in place", kind="loop", src="""
+# x^3 + y = a, y^3 - x = c; J = [[3x^2, 1], [-1, 3y^2]], det = 9 x^2 y^2 + 1 > 0
+def newton2(float(B) a, float(B) c, float(B) xs, float(B) ys) -> (x, y) {
+  x(b) = xs(b)
+  y(b) = ys(b)
+  for k in K {
+    f1(b) = x(b) * x(b) * x(b) + y(b) - a(b)
+    f2(b) = y(b) * y(b) * y(b) - x(b) - c(b)
+    det(b) = 9 * x(b) * x(b) * y(b) * y(b) + 1
+    dx(b) = (3 * y(b) * y(b) * f1(b) - f2(b)) / det(b)
+    dy(b) = (f1(b) + 3 * x(b) * x(b) * f2(b)) / det(b)
+    x(b) = x(b) - dx(b)
+    y(b) = y(b) - dy(b)
+  }
+}""", full=dict(B=1 << 18, K=12), tiny=dict(B=7, K=3), free=("K",),
+    inputs=lambda r, s: _x1_newton_inputs(r, s["B"]))
+def _x1_newton(torch, a, t, s):
+    A, C, x0, y0 = t
+
+    def run():
+        x, y = x0, y0
+        for _ in range(s["K"]):
+            f1 = x * x * x + y - A
+            f2 = y * y * y - x - C
+            det = 9 * x * x * y * y + 1
+            dx = (3 * y * y * f1 - f2) / det
+            dy = (f1 + 3 * x * x * f2) / det
+            x, y = x - dx, y - dy
+        return [x, y]
+    return {"torch loop over iterations": run}
+
+
+# 6. Horner's rule: one polynomial per row p, evaluated at N points each, coefficients highest degree first
+@program(name="x1 horner polynomial rows", kind="loop", src="""
+def horner(float(K, P) coef, float(P, N) x) -> (y) {
+  for k in K {
+    if k == 0 { y(p, n) = coef(k, p) where n in 0:N }
+    else      { y(p, n) = y(p, n) * x(p, n) + coef(k, p) }
+  }
+}""", full=dict(K=12, P=64, N=8192), tiny=dict(K=3, P=2, N=5),
+    inputs=lambda r, s: [_n(r, s["K"], s["P"]) / 4, r.uniform(-1.2, 1.2, (s["P"], s["N"])).astype(np.float32)])
+def _x1_horner(torch, a, t, s):
+    coef, x = t
+
+    def run():
+        y = coef[0, :, None].expand_as(x).clone()
+        for k in range(1, coef.shape[0]):
+            y.mul_(x).add_(coef[k, :, None])
+        return y
+
+    def addcmul():
+        y = coef[0, :, None].expand_as(x).clone()
+        for k in range(1, coef.shape[0]):
+            y = torch.addcmul(coef[k, :, None], y, x)
+        return y
+    return {"torch in-place loop over k": run, "torch addcmul loop over k": addcmul}
+
+
+# 7. Monte Carlo price of an arithmetic Asian call from given normal increments (GBM paths), with its standard error
+@program(name="x1 monte carlo asian option", kind="scan", src="""
+def asian(float(P, S) z, float s0, float r, float sigma, float dt, float strike) -> (price, serr) {
+  for t in S {
+    lp(p, t) = (t > 0 ? lp(p, t - 1) : log(s0)) + (r - 0.5 * sigma * sigma) * dt + sigma * sqrt(dt) * z(p, t)
+  }
+  avg(p) +=! exp(lp(p, t)) / S
+  pay(p) = exp(-r * dt * S) * max(avg(p) - strike, 0)
+  price +=! pay(p) / P
+  sq +=! pay(p) * pay(p) / P
+  serr = sqrt((sq - price * price) / P)
+}""", full=dict(P=65536, S=64), tiny=dict(P=9, S=4),
+    inputs=lambda r, s: [_n(r, s["P"], s["S"]), _x1_f32(100.0), _x1_f32(0.03), _x1_f32(0.25), _x1_f32(1.0 / 64), _x1_f32(100.0)])
+def _x1_asian(torch, a, t, s):
+    z = t[0]
+    s0, r, sigma, dt, strike = (float(v) for v in a[1:])
+    S, P = s["S"], s["P"]
+
+    def run():
+        lp = torch.cumsum((r - 0.5 * sigma * sigma) * dt + sigma * (dt ** 0.5) * z, 1) + np.log(s0)
+        avg = torch.exp(lp).mean(1)
+        pay = np.exp(-r * dt * S) * torch.clamp(avg - strike, min=0)
+        price = pay.mean()
+        serr = torch.sqrt(((pay * pay).mean() - price * price) / P)
+        return [price, serr]
+    return {"torch cumsum + exp + mean": run}
+
+
+# 8. red-black Gauss-Seidel for -lap u = f on a batch of grids, S sweeps (free), Dirichlet boundary kept
+@program(name="x1 red-black gauss-seidel poisson", kind="stencil", src="""
+def rbgs(float(N, H, W) u0, float(N, H, W) f, float h2) -> (u) {
+  for s in S {
+    if s == 0 {
+      red(n, i, j) = (i + j) % 2 == 0 && i >= 1 && i < H - 1 && j >= 1 && j < W - 1
+        ? 0.25 * (u0(n, i - 1, j) + u0(n, i + 1, j) + u0(n, i, j - 1) + u0(n, i, j + 1) + h2 * f(n, i, j))
+        : u0(n, i, j) where i in 0:H, j in 0:W
+    } else {
+      red(n, i, j) = (i + j) % 2 == 0 && i >= 1 && i < H - 1 && j >= 1 && j < W - 1
+        ? 0.25 * (v(s - 1, n, i - 1, j) + v(s - 1, n, i + 1, j) + v(s - 1, n, i, j - 1) + v(s - 1, n, i, j + 1) + h2 * f(n, i, j))
+        : v(s - 1, n, i, j) where i in 0:H, j in 0:W
+    }
+    v(s, n, i, j) = (i + j) % 2 == 1 && i >= 1 && i < H - 1 && j >= 1 && j < W - 1
+      ? 0.25 * (red(n, i - 1, j) + red(n, i + 1, j) + red(n, i, j - 1) + red(n, i, j + 1) + h2 * f(n, i, j))
+      : red(n, i, j) where i in 0:H, j in 0:W
+  }
+  u(n, i, j) = v(S - 1, n, i, j)
+}""", full=dict(N=4, H=256, W=256, S=12), tiny=dict(N=2, H=5, W=6, S=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"]), _n(r, s["N"], s["H"], s["W"]), _x1_f32(1.0 / (s["H"] - 1) ** 2)])
+def _x1_rbgs(torch, a, t, s):
+    u0, f = t[:2]
+    h2 = float(a[2])
+    H, W = s["H"], s["W"]
+    ii = torch.arange(1, H - 1)[:, None]
+    jj = torch.arange(1, W - 1)[None, :]
+    red = ((ii + jj) % 2 == 0)
+    hf = h2 * f[:, 1:-1, 1:-1]
+
+    def run():
+        u = u0.clone()
+        for _ in range(s["S"]):
+            for mask in (red, ~red):
+                nb = 0.25 * (u[:, :-2, 1:-1] + u[:, 2:, 1:-1] + u[:, 1:-1, :-2] + u[:, 1:-1, 2:] + hf)
+                u[:, 1:-1, 1:-1] = torch.where(mask, nb, u[:, 1:-1, 1:-1])
+        return u
+    return {"torch slices + where, S sweeps": run}
+
+
+# 9. power iteration for the dominant eigenpair of a batch of symmetric matrices, K iterations (free)
+@program(name="x1 power iteration batch", kind="loop", src="""
+def power(float(B, N, N) A, float(B, N) v0) -> (v, lam) {
+  for k in K {
+    if k == 0 { w(b, i) +=! A(b, i, j) * v0(b, j) }
+    else      { w(b, i) +=! A(b, i, j) * v(b, j) }
+    nrm(b) +=! w(b, i) * w(b, i)
+    v(b, i) = w(b, i) * rsqrt(nrm(b))
+  }
+  av(b, i) +=! A(b, i, j) * v(b, j)
+  lam(b) +=! v(b, i) * av(b, i)
+}""", full=dict(B=32, N=128, K=50), tiny=dict(B=2, N=4, K=3), free=("K",),
+    pick=lambda r: np.concatenate([r[0], r[1][:, None]], 1),
+    inputs=lambda r, s: [_x1_spd(r, s["B"], s["N"]), np.abs(_n(r, s["B"], s["N"])) + 0.1])
+def _x1_power(torch, a, t, s):
+    A, v0 = t
+
+    def run():
+        v = v0
+        for _ in range(s["K"]):
+            w = torch.bmm(A, v[:, :, None])[:, :, 0]
+            v = w / torch.linalg.vector_norm(w, dim=1, keepdim=True)
+        lam = (v * torch.bmm(A, v[:, :, None])[:, :, 0]).sum(1)
+        return torch.cat([v, lam[:, None]], 1)
+
+    def run_mv():
+        v = v0
+        for _ in range(s["K"]):
+            w = torch.matmul(A, v.unsqueeze(-1)).squeeze(-1)
+            v = torch.nn.functional.normalize(w, dim=1)
+        lam = torch.einsum("bi,bij,bj->b", v, A, v)
+        return torch.cat([v, lam[:, None]], 1)
+    return {"torch bmm loop": run, "torch matmul + normalize loop": run_mv}
+
+
+def _x1_spd(rng, B, N):
+    """Symmetric matrices with a clear dominant eigenvalue (so K iterations converge the same way everywhere)."""
+    q, _ = np.linalg.qr(rng.standard_normal((B, N, N)))
+    ev = np.concatenate([np.full((B, 1), 3.0), rng.uniform(-1.0, 1.0, (B, N - 1))], 1)
+    return np.einsum("bij,bj,bkj->bik", q, ev, q).astype(np.float32)
+
+
+# 10. Thomas algorithm for a batch of tridiagonal systems, batch-last (N, B) layout
+@program(name="x1 thomas tridiagonal batch-last", kind="scan", src="""
+# a(i) x(i-1) + dg(i) x(i) + c(i) x(i+1) = d(i); a(0) and c(N-1) are not used
+def thomas(float(N, B) a, float(N, B) dg, float(N, B) c, float(N, B) d) -> (x) {
+  for i in N {
+    if i == 0 {
+      cp(i, b) = c(i, b) / dg(i, b)
+      dp(i, b) = d(i, b) / dg(i, b)
+    } else {
+      cp(i, b) = c(i, b) / (dg(i, b) - a(i, b) * cp(i - 1, b))
+      dp(i, b) = (d(i, b) - a(i, b) * dp(i - 1, b)) / (dg(i, b) - a(i, b) * cp(i - 1, b))
+    }
+  }
+  for k in N {
+    if k == 0 { x(N - 1 - k, b) = dp(N - 1 - k, b) }
+    else      { x(N - 1 - k, b) = dp(N - 1 - k, b) - cp(N - 1 - k, b) * x(N - k, b) }
+  }
+}""", full=dict(N=256, B=4096), tiny=dict(N=5, B=3),
+    inputs=lambda r, s: [r.uniform(-1, 1, (s["N"], s["B"])).astype(np.float32),
+                         r.uniform(3, 5, (s["N"], s["B"])).astype(np.float32),
+                         r.uniform(-1, 1, (s["N"], s["B"])).astype(np.float32), _n(r, s["N"], s["B"])])
+def _x1_thomas(torch, a, t, s):
+    A, D, C, R = t
+
+    def run():
+        N = A.shape[0]
+        cp = torch.empty_like(A)
+        dp = torch.empty_like(A)
+        cp[0] = C[0] / D[0]
+        dp[0] = R[0] / D[0]
+        for i in range(1, N):
+            den = D[i] - A[i] * cp[i - 1]
+            cp[i] = C[i] / den
+            dp[i] = (R[i] - A[i] * dp[i - 1]) / den
+        x = torch.empty_like(A)
+        x[N - 1] = dp[N - 1]
+        for i in range(N - 2, -1, -1):
+            x[i] = dp[i] - cp[i] * x[i + 1]
+        return x
+
+    return {"torch loop over rows": run}
+
+
+# 11. 1-D wave equation, leapfrog, variable speed, fixed ends, batch-last; the last snapshot
+@program(name="x1 wave 1d leapfrog batch-last", kind="stencil", src="""
+# c2(i) = (c(i) dt / dx)^2 <= 1
+def wave(float(N, B) u0, float(N, B) u1, float(N) c2) -> (uf) {
+  for t in T {
+    if t == 0 { u(t, i, b) = u0(i, b) }
+    else if t == 1 { u(t, i, b) = u1(i, b) }
+    else {
+      u(t, i, b) = i >= 1 && i < N - 1
+        ? 2 * u(t - 1, i, b) - u(t - 2, i, b) + c2(i) * (u(t - 1, i + 1, b) - 2 * u(t - 1, i, b) + u(t - 1, i - 1, b))
+        : 0 where i in 0:N
+    }
+  }
+  uf(i, b) = u(T - 1, i, b)
+}""", full=dict(N=2048, B=64, T=300), tiny=dict(N=6, B=3, T=5), free=("T",),
+    inputs=lambda r, s: [_n(r, s["N"], s["B"]), _n(r, s["N"], s["B"]), r.uniform(0.2, 0.9, s["N"]).astype(np.float32)])
+def _x1_wave(torch, a, t, s):
+    u0, u1, c2 = t
+    ci = c2[1:-1, None]
+
+    def run():
+        if s["T"] == 1:
+            return u0.clone()
+        prev, cur = u0, u1
+        for _ in range(s["T"] - 2):
+            nxt = torch.zeros_like(cur)
+            nxt[1:-1] = 2 * cur[1:-1] - prev[1:-1] + ci * (cur[2:] - 2 * cur[1:-1] + cur[:-2])
+            prev, cur = cur, nxt
+        return cur
+    return {"torch slices loop over t": run}
+
+
+def _x1_lattice(rng, L, K):
+    """Atoms on an L^3 cubic lattice (spacing 1.12, jittered), each with its K nearest lattice offsets as
+    neighbours (-1 where the neighbour falls outside the box)."""
+    g = np.stack(np.meshgrid(np.arange(L), np.arange(L), np.arange(L), indexing="ij"), -1).reshape(-1, 3)
+    x = (g * 1.12 + rng.uniform(-0.1, 0.1, g.shape)).astype(np.float32)
+    off = np.stack(np.meshgrid(*[np.arange(-3, 4)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    off = off[np.argsort((off * off).sum(1), kind="stable")][1:K + 1]
+    nb = g[:, None, :] + off[None]
+    ok = ((nb >= 0) & (nb < L)).all(-1)
+    idx = (nb[..., 0] * L + nb[..., 1]) * L + nb[..., 2]
+    return x, np.where(ok, idx, -1).astype(np.int32)
+
+
+# 12. Lennard-Jones energies from a neighbour list (int32, -1 padded), cutoff, per-atom and total
+@program(name="x1 lennard-jones neighbour list", kind="gather", src="""
+def lj(float(N, 3) x, int32(N, K) nbr, float sigma, float eps, float rc2) -> (e, etot) {
+  r2(i, k) +=! (x(nbr(i, k), d) - x(i, d)) * (x(nbr(i, k), d) - x(i, d))
+  e(i) +=! nbr(i, k) >= 0 && r2(i, k) < rc2 ? 2 * eps * (s6 * s6 - s6) : 0
+    where s6 = sigma * sigma * sigma * sigma * sigma * sigma / (r2(i, k) * r2(i, k) * r2(i, k))
+  etot +=! e(i)
+}""", full=dict(L=32, K=56), tiny=dict(L=3, K=6), pick=lambda r: np.append(r[0], r[1]),
+    inputs=lambda r, s: [*_x1_lattice(r, s["L"], s["K"]), _x1_f32(1.0), _x1_f32(1.0), _x1_f32(2.5 ** 2)])
+def _x1_lj(torch, a, t, s):
+    x = t[0]
+    nbr = t[1]
+    sig, eps, rc2 = (float(v) for v in a[2:])
+    idx = nbr.clamp(min=0).long()
+    valid = nbr >= 0
+
+    def run():
+        d = x[idx] - x[:, None, :]
+        r2 = (d * d).sum(-1)
+        s6 = (sig * sig / r2) ** 3
+        e = torch.where(valid & (r2 < rc2), 2 * eps * (s6 * s6 - s6), 0).sum(1)
+        return torch.cat([e, e.sum()[None]])
+    return {"torch gather + where": run}
+
+
+# ============================================================ x2: recommendation systems and tabular ML
+
+def _x2_f(v):
+    return np.array(v, np.float32)
+
+
+# 1. factorization machine on sparse ids, pairwise part by the sum-square trick
+@program(name="x2 factorization machine, sum-square trick on embedding ids", kind="embedding", src="""
+def fm(int32(B,F) idx, float(V,K) v, float(V) w, float w0) -> (y) {
+  s(b, k) +=! v(idx(b, f), k)
+  q(b, k) +=! v(idx(b, f), k) * v(idx(b, f), k)
+  lin(b) +=! w(idx(b, f))
+  pair(b) +=! 0.5 * (s(b, k) * s(b, k) - q(b, k))
+  y(b) = sigmoid(w0 + lin(b) + pair(b))
+}""", full=dict(B=8192, F=39, V=200000, K=16), tiny=dict(B=3, F=4, V=9, K=2),
+   inputs=lambda r, s: [r.integers(0, s["V"], (s["B"], s["F"])).astype(np.int32), 0.1 * _n(r, s["V"], s["K"]),
+                        0.1 * _n(r, s["V"]), _x2_f(0.2)])
+def _x2_fm(torch, a, t, s):
+    F_ = torch.nn.functional
+    idx, v, w, w0 = t
+    idx64 = idx.long()
+
+    def run():
+        e = F_.embedding(idx64, v)
+        sm = e.sum(1)
+        pair = 0.5 * (sm * sm - (e * e).sum(1)).sum(1)
+        return torch.sigmoid(w0 + w[idx64].sum(1) + pair)
+    return {"F.embedding + sum-square": _nograd(torch, run)}
+
+
+# 2. factorization machine on dense features, the naive O(N^2) pairwise sum with a select on j > i
+@program(name="x2 factorization machine, naive pairwise (select j > i)", kind="matmul", src="""
+def fm_naive(float(B,N) x, float(N,K) V, float(N) w, float w0) -> (y) {
+  G(i, j) +=! V(i, k) * V(j, k)
+  y(b) +=! j > i ? G(i, j) * x(b, i) * x(b, j) : 0
+  y(b) = y(b) + w0
+  y(b) += x(b, i) * w(i)
+}""", full=dict(B=2048, N=512, K=32), tiny=dict(B=3, N=5, K=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["N"]), _w(r, s["N"], s["K"]) * 0.3, _w(r, s["N"]), _x2_f(-0.1)])
+def _x2_fm_naive(torch, a, t, s):
+    x, V, w, w0 = t
+
+    def triu():
+        G = torch.triu(V @ V.T, diagonal=1)
+        return w0 + x @ w + ((x @ G) * x).sum(1)
+
+    def sumsq():
+        return w0 + x @ w + 0.5 * ((x @ V) ** 2 - (x * x) @ (V * V)).sum(1)
+    return {"triu(V V^T) quadratic form": _nograd(torch, triu), "sum-square trick": _nograd(torch, sumsq)}
+
+
+# 3. DLRM interaction: dense vector and sparse embeddings stacked, dot products of the lower triangle
+#    given as int32 pair tables (as DLRM builds li, lj), concatenated after the dense vector
+@program(name="x2 dlrm dot interaction (li/lj pair tables, concat)", kind="embedding", src="""
+def dlrm(float(B,D) x, float(B,F,D) ly, int32(P) li, int32(P) lj) -> (R) {
+  T(b, f, d) = f == 0 ? x(b, d) : ly(b, f - 1, d) where f in 0:F+1
+  Z(b, p) +=! T(b, li(p), d) * T(b, lj(p), d)
+  R(b, d) = x(b, d)
+  R(b, D + p) = Z(b, p)
+}""", full=dict(B=2048, F=26, D=128), tiny=dict(B=2, F=3, D=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["B"], s["F"], s["D"]),
+                        np.array([i for i in range(s["F"] + 1) for j in range(i)], np.int32),
+                        np.array([j for i in range(s["F"] + 1) for j in range(i)], np.int32)])
+def _x2_dlrm(torch, a, t, s):
+    x, ly, li, lj = t
+    li64, lj64 = li.long(), lj.long()
+
+    def run():
+        T = torch.cat([x[:, None], ly], 1)
+        Z = torch.bmm(T, T.transpose(1, 2))
+        return torch.cat([x, Z[:, li64, lj64]], 1)
+    return {"cat + bmm + index": _nograd(torch, run)}
+
+
+# 4. embedding bag, variable-length bags by int32 offsets (B+1 of them), per-sample weights, sum
+def _x2_bag_inputs(r, s):
+    B, L, V, E = s["B"], s["L"], s["V"], s["E"]
+    lens = r.integers(0, L + 1, B)
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    n = int(off[-1])
+    return [r.integers(0, V, n).astype(np.int32), off, r.random(n).astype(np.float32), _n(r, V, E)]
+
+
+@program(name="x2 embedding bag sum, int32 offsets + per-sample weights", kind="embedding", src="""
+def bag(int32(N) idx, int32(B + 1) off, float(N) psw, float(V,E) emb) -> (y) {
+  y(b, e) +=! l < off(b + 1) - off(b) ? psw(off(b) + l) * emb(idx(off(b) + l), e) : 0 where l in 0:L
+}""", full=dict(B=4096, L=40, V=100000, E=64), tiny=dict(B=4, L=3, V=7, E=3), free=("L",),
+   inputs=_x2_bag_inputs)
+def _x2_bag(torch, a, t, s):
+    F_ = torch.nn.functional
+    idx, off, psw, emb = t
+    idx64, off64 = idx.long(), off[:-1].long()
+    return {"F.embedding_bag(sum, per_sample_weights)": _nograd(torch, lambda: F_.embedding_bag(
+        idx64, emb, off64, mode="sum", per_sample_weights=psw))}
+
+
+# 5. oblivious (CatBoost-style) tree ensemble: one feature and threshold per level, leaf index built bit by bit
+@program(name="x2 oblivious tree ensemble (for d in D, int leaf index)", kind="tabular", src="""
+def oblivious(float(B,NF) x, int32(T,D) feat, float(T,D) thr, float(T,L) leaf) -> (y) {
+  for d in D {
+    if d == 0 { k(b, t) = int32(x(b, feat(t, d)) > thr(t, d)) }
+    else { k(b, t) = 2 * k(b, t) + int32(x(b, feat(t, d)) > thr(t, d)) }
+  }
+  y(b) +=! leaf(t, k(b, t))
+}""", full=dict(B=8192, NF=64, T=256, D=6, L=64), tiny=dict(B=3, NF=4, T=2, D=2, L=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["NF"]), r.integers(0, s["NF"], (s["T"], s["D"])).astype(np.int32),
+                        0.5 * _n(r, s["T"], s["D"]), 0.1 * _n(r, s["T"], s["L"])])
+def _x2_oblivious(torch, a, t, s):
+    x, feat, thr, leaf = t
+    feat64 = feat.long()
+    pow2 = 2 ** torch.arange(s["D"] - 1, -1, -1)
+    ar = torch.arange(s["T"])
+
+    def run():
+        bits = (x[:, feat64] > thr).long()          # (B, T, D)
+        k = (bits * pow2).sum(-1)                   # (B, T)
+        return leaf[ar, k].sum(1)
+    return {"gather + bit sum + leaf gather": _nograd(torch, run)}
+
+
+# 6. random forest by node tables (feature, threshold, left, right, value), traversed for a free depth D
+def _x2_forest_inputs(r, s):
+    T, N, NF, B = s["T"], s["N"], s["NF"], s["B"]
+    nodes = np.arange(N)
+    left = np.broadcast_to(2 * nodes + 1, (T, N)).copy()
+    right = np.broadcast_to(2 * nodes + 2, (T, N)).copy()
+    leaf = np.broadcast_to(left >= N, (T, N)).copy() | (r.random((T, N)) < 0.1)
+    left[leaf] = np.broadcast_to(nodes, (T, N))[leaf]
+    right[leaf] = np.broadcast_to(nodes, (T, N))[leaf]
+    return [_n(r, B, NF), r.integers(0, NF, (T, N)).astype(np.int32), 0.7 * _n(r, T, N),
+            left.astype(np.int32), right.astype(np.int32), _n(r, T, N)]
+
+
+@program(name="x2 decision forest traversal (left/right tables, free depth)", kind="tabular", src="""
+def forest(float(B,NF) x, int32(T,N) feat, float(T,N) thr, int32(T,N) left, int32(T,N) right,
+           float(T,N) val) -> (y) {
+  for d in D {
+    if d == 0 { node(b, t) = x(b, feat(t, 0)) <= thr(t, 0) ? left(t, 0) : right(t, 0) }
+    else { node(b, t) = x(b, feat(t, n)) <= thr(t, n) ? left(t, n) : right(t, n) where n = node(b, t) }
+  }
+  y(b) +=! val(t, node(b, t)) / T
+}""", full=dict(B=4096, NF=32, T=100, N=511, D=8), tiny=dict(B=3, NF=3, T=2, N=7, D=2), free=("D",),
+   inputs=_x2_forest_inputs)
+def _x2_forest(torch, a, t, s):
+    x, feat, thr, left, right, val = t
+    feat64, left64, right64 = feat.long(), left.long(), right.long()
+    ar = torch.arange(s["T"])
+
+    def run():
+        node = torch.zeros(x.shape[0], s["T"], dtype=torch.long)
+        for _ in range(s["D"]):
+            xv = x.gather(1, feat64[ar, node])
+            node = torch.where(xv <= thr[ar, node], left64[ar, node], right64[ar, node])
+        return val[ar, node].mean(1)
+    return {"torch loop over depth (gather + where)": _nograd(torch, run)}
+
+
+# 7. k nearest neighbours: squared distances by the expansion, then K rounds of argmin, each masking its pick
+@program(name="x2 knn distances, K rounds of argmin + mask", kind="tabular", src="""
+def knn(float(Q,D) q, float(N,D) x) -> (dk) {
+  xx(n) +=! x(n, d) * x(n, d)
+  qq(i) +=! q(i, d) * q(i, d)
+  dist(i, n) +=! -2 * q(i, d) * x(n, d)
+  dist(i, n) = dist(i, n) + qq(i) + xx(n)
+  for k in K {
+    j(i) argmin=! dist(i, n)
+    dk(i, k) = dist(i, j(i))
+    dist(i, n) = n == j(i) ? inf : dist(i, n)
+  }
+}""", full=dict(Q=1024, N=8192, D=32, K=8), tiny=dict(Q=3, N=6, D=2, K=2), free=("K",),
+   inputs=lambda r, s: [_n(r, s["Q"], s["D"]), _n(r, s["N"], s["D"])])
+def _x2_knn(torch, a, t, s):
+    q, x = t
+    return {"cdist**2 + topk": _nograd(torch, lambda: torch.topk(torch.cdist(q, x) ** 2, s["K"], 1, largest=False).values)}
+
+
+# 8. gaussian naive bayes: per-class log-likelihoods summed over features, prior, log-normalised
+@program(name="x2 gaussian naive bayes log posterior", kind="tabular", src="""
+def gnb(float(B,D) x, float(C,D) mu, float(C,D) var, float(C) logprior) -> (lp) {
+  ll(b, c) +=! -0.5 * (z * z / var(c, d) + log(6.2831853 * var(c, d))) where z = x(b, d) - mu(c, d)
+  ll(b, c) = ll(b, c) + logprior(c)
+  m(b) max=! ll(b, c)
+  s(b) +=! exp(ll(b, c) - m(b))
+  lp(b, c) = ll(b, c) - m(b) - log(s(b))
+}""", full=dict(B=8192, C=32, D=128), tiny=dict(B=3, C=2, D=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["C"], s["D"]),
+                        (0.5 + 1.5 * r.random((s["C"], s["D"]))).astype(np.float32),
+                        np.log(np.full(s["C"], 1.0 / s["C"], np.float32))])
+def _x2_gnb(torch, a, t, s):
+    x, mu, var, lpr = t
+
+    def mm():
+        iv = 1 / var
+        ll = -0.5 * ((x * x) @ iv.T - 2 * x @ (mu * iv).T + (mu * mu * iv).sum(1)
+                     + torch.log(2 * np.pi * var).sum(1)) + lpr
+        return torch.log_softmax(ll, 1)
+
+    def bc():
+        ll = torch.distributions.Normal(mu, var.sqrt()).log_prob(x[:, None]).sum(-1) + lpr
+        return torch.log_softmax(ll, 1)
+    return {"matmul expansion + log_softmax": _nograd(torch, mm), "Normal.log_prob broadcast": _nograd(torch, bc)}
+
+
+# 9. logistic regression trained by E epochs of full-batch gradient descent (weights and bias as outputs)
+@program(name="x2 logistic regression, E epochs of gradient descent", kind="tabular", src="""
+def logreg(float(N,D) X, float(N) y, float lr) -> (w, bias) {
+  for e in E {
+    z(n) +=! X(n, d) * w(d)
+    p(n) = sigmoid(z(n) + bias) - y(n)
+    g(d) +=! X(n, d) * p(n)
+    gb +=! p(n)
+    w(d) = w(d) - lr * g(d) / N
+    bias = bias - lr * gb / N
+  }
+}""", full=dict(N=16384, D=64, E=50), tiny=dict(N=5, D=3, E=3), free=("E",),
+   inputs=lambda r, s: [_n(r, s["N"], s["D"]), (r.random(s["N"]) < 0.5).astype(np.float32), _x2_f(0.5)],
+   pick=lambda r: np.concatenate([np.asarray(r[0]), np.asarray(r[1]).reshape(1)]))
+def _x2_logreg(torch, a, t, s):
+    X, y, lr = t
+    N = X.shape[0]
+
+    def run():
+        w = torch.zeros(X.shape[1])
+        b = torch.zeros(())
+        for _ in range(s["E"]):
+            p = torch.sigmoid(X @ w + b) - y
+            w = w - lr * (X.T @ p) / N
+            b = b - lr * p.sum() / N
+        return torch.cat([w, b.reshape(1)])
+    return {"torch loop (mv, sigmoid)": _nograd(torch, run)}
+
+
+# 10. two-tower retrieval: linear towers, cosine scores against every item of the batch, in-batch softmax loss
+@program(name="x2 two-tower in-batch softmax loss", kind="loss", src="""
+def twotower(float(B,I) xu, float(B,J) xi, float(K,I) Wu, float(K,J) Wi, float tau) -> (loss) {
+  u(b, k) +=! xu(b, i) * Wu(k, i)
+  v(b, k) +=! xi(b, j) * Wi(k, j)
+  nu(b) +=! u(b, k) * u(b, k)
+  nv(b) +=! v(b, k) * v(b, k)
+  S(a, c) +=! u(a, k) * v(c, k)
+  S(a, c) = S(a, c) * rsqrt(nu(a)) * rsqrt(nv(c)) / tau
+  m(a) max=! S(a, c)
+  z(a) +=! exp(S(a, c) - m(a))
+  loss +=! (m(a) + log(z(a)) - S(a, a)) / B
+}""", full=dict(B=4096, I=256, J=192, K=64), tiny=dict(B=3, I=4, J=5, K=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["I"]), _n(r, s["B"], s["J"]), _w(r, s["K"], s["I"]), _w(r, s["K"], s["J"]),
+                        _x2_f(0.05)])
+def _x2_twotower(torch, a, t, s):
+    F_ = torch.nn.functional
+    xu, xi, Wu, Wi, tau = t
+    lab = torch.arange(xu.shape[0])
+
+    def run():
+        u = F_.normalize(xu @ Wu.T, dim=1)
+        v = F_.normalize(xi @ Wi.T, dim=1)
+        return F_.cross_entropy(u @ v.T / tau, lab)
+    return {"normalize + mm + cross_entropy": _nograd(torch, run)}
+
+
+# 11. smoothed target encoding: per-feature category means of the target by an int category index
+@program(name="x2 target encoding (group means by int index, smoothing)", kind="tabular", src="""
+def te(int32(N,F) cat, float(N) y, float m) -> (enc) {
+  s(f, k) +=! cat(n, f) == k ? y(n) : 0 where k in 0:G
+  c(f, k) +=! cat(n, f) == k ? 1.0 : 0 where k in 0:G
+  mean +=! y(n) / N
+  enc(n, f) = (s(f, cat(n, f)) + m * mean) / (c(f, cat(n, f)) + m)
+}""", full=dict(N=262144, F=8, G=50), tiny=dict(N=7, F=2, G=3), free=("G",),
+   inputs=lambda r, s: [r.integers(0, s["G"], (s["N"], s["F"])).astype(np.int32), r.random(s["N"]).astype(np.float32),
+                        _x2_f(10.0)])
+def _x2_te(torch, a, t, s):
+    cat, y, m = t
+    N, F = cat.shape
+    G = s["G"]
+    key = (cat.long() + torch.arange(F) * G).reshape(-1)
+    yy = y[:, None].expand(N, F).reshape(-1)
+
+    def run():
+        sm = torch.zeros(F * G).index_add_(0, key, yy)
+        c = torch.bincount(key, minlength=F * G).float()
+        return ((sm[key] + m * y.mean()) / (c[key] + m)).reshape(N, F)
+    return {"index_add + bincount + gather": _nograd(torch, run)}
+
+
+# 12. DCN-v2 cross network: x_{l+1} = x0 * (W_l x_l + b_l) + x_l, a loop over the layers, updated in place
+@program(name="x2 dcn-v2 cross layer stack (for l in L, in place)", kind="mlp", src="""
+def dcn(float(B,D) x0, float(L,D,D) W, float(L,D) bias) -> (y) {
+  y(b, i) = x0(b, i)
+  for l in L {
+    u(b, i) +=! W(l, i, j) * y(b, j)
+    y(b, i) = x0(b, i) * (u(b, i) + bias(l, i)) + y(b, i)
+  }
+}""", full=dict(B=4096, D=256, L=3), tiny=dict(B=3, D=4, L=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["D"]), 0.3 * _w(r, s["L"], s["D"], s["D"]), 0.1 * _n(r, s["L"], s["D"])])
+def _x2_dcn(torch, a, t, s):
+    F_ = torch.nn.functional
+    x0, W, bias = t
+
+    def run():
+        x = x0
+        for l in range(W.shape[0]):
+            x = x0 * F_.linear(x, W[l], bias[l]) + x
+        return x
+    return {"torch loop (F.linear)": _nograd(torch, run)}
