@@ -21134,3 +21134,430 @@ def _x2_dcn(torch, a, t, s):
             x = x0 * F_.linear(x, W[l], bias[l]) + x
         return x
     return {"torch loop (F.linear)": _nograd(torch, run)}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# x3: computer vision and 3-D
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _x3_flat(*xs):
+    """Several outputs of different shapes as one flat float array (NumPy or torch), for the comparison."""
+    if hasattr(xs[0], "detach"):
+        import torch
+        return torch.cat([x.reshape(-1).float() for x in xs])
+    return np.concatenate([np.asarray(x, np.float32).reshape(-1) for x in xs])
+
+
+def _int_cloud(rng, shape, hi):
+    """Points on an integer voxel grid (exact squared distances in float32)."""
+    return rng.integers(0, hi, shape).astype(np.float32)
+
+
+@program(name="x3 farthest point sampling (S picks, argmax loop, running min distance)", kind="data", src="""
+# iterative farthest point sampling as in PointNet++: start from point 0, keep each point's distance to the
+# nearest picked point, pick the farthest at every step; idx(t, b) is the (t+1)-th pick
+def fps(float(B,N,3) pts) -> (idx) {
+  for t in S {
+    if t == 0 {
+      md(b, n) = dx * dx + dy * dy + dz * dz
+        where dx = pts(b, n, 0) - pts(b, 0, 0), dy = pts(b, n, 1) - pts(b, 0, 1), dz = pts(b, n, 2) - pts(b, 0, 2)
+    } else {
+      md(b, n) = fmin(md(b, n), dx * dx + dy * dy + dz * dz)
+        where dx = pts(b, n, 0) - pts(b, idx(t - 1, b), 0), dy = pts(b, n, 1) - pts(b, idx(t - 1, b), 1),
+              dz = pts(b, n, 2) - pts(b, idx(t - 1, b), 2)
+    }
+    idx(t, b) argmax=! md(b, n)
+  }
+}""", full=dict(B=16, N=4096, S=512), tiny=dict(B=2, N=9, S=4), free=("S",),
+    inputs=lambda r, s: [_int_cloud(r, (s["B"], s["N"], 3), 1024)])
+def _x3_fps(torch, a, t, s):
+    pts, S = t[0], s["S"]
+
+    def run():
+        ar = torch.arange(pts.shape[0])
+        md = ((pts - pts[:, :1]) ** 2).sum(-1)
+        out = []
+        for _ in range(S):
+            i = md.argmax(1)
+            out.append(i)
+            c = pts[ar, i]
+            md = torch.minimum(md, ((pts - c[:, None]) ** 2).sum(-1))
+        return torch.stack(out).int()
+
+    def run_planar():                                              # coordinates outermost: no sum over a dim of 3
+        xyz = pts.permute(2, 0, 1).contiguous()                    # (3, B, N)
+        ar = torch.arange(pts.shape[0])
+        md = ((xyz - xyz[:, :, :1]) ** 2).sum(0)
+        out = []
+        for _ in range(S):
+            i = md.argmax(1)
+            out.append(i)
+            c = xyz[:, ar, i]                                      # (3, B)
+            torch.minimum(md, ((xyz - c[:, :, None]) ** 2).sum(0), out=md)
+        return torch.stack(out).int()
+    return {"torch loop (argmax, minimum)": _nograd(torch, run), "torch loop, planar xyz": _nograd(torch, run_planar)}
+
+
+@program(name="x3 ball query: neighbour count and mean offset within a radius (select in a sum)", kind="data", src="""
+# PointNet++ ball query, grouped: for every query centre, how many points lie within radius sqrt(r2) and the mean
+# offset of those points from the centre
+def ball(float(B,N,3) pts, float(B,S,3) q, float r2) -> (cnt, off) {
+  cnt(b, s) +=! (d2 < r2 ? 1.0 : 0.0)
+    where d2 = (pts(b, n, 0) - q(b, s, 0)) * (pts(b, n, 0) - q(b, s, 0))
+             + (pts(b, n, 1) - q(b, s, 1)) * (pts(b, n, 1) - q(b, s, 1))
+             + (pts(b, n, 2) - q(b, s, 2)) * (pts(b, n, 2) - q(b, s, 2))
+  off(b, s, k) +=! (d2 < r2 ? pts(b, n, k) - q(b, s, k) : 0.0)
+    where d2 = (pts(b, n, 0) - q(b, s, 0)) * (pts(b, n, 0) - q(b, s, 0))
+             + (pts(b, n, 1) - q(b, s, 1)) * (pts(b, n, 1) - q(b, s, 1))
+             + (pts(b, n, 2) - q(b, s, 2)) * (pts(b, n, 2) - q(b, s, 2))
+  off(b, s, k) = off(b, s, k) / fmax(cnt(b, s), 1.0)
+}""", full=dict(B=8, N=4096, S=1024), tiny=dict(B=2, N=11, S=5),
+    inputs=lambda r, s: [_int_cloud(r, (s["B"], s["N"], 3), 32), _int_cloud(r, (s["B"], s["S"], 3), 32),
+                         np.array(20.5, np.float32)], pick=lambda r: _x3_flat(*r))
+def _x3_ball(torch, a, t, s):
+    pts, q, r2 = t
+
+    def run():
+        m = (torch.cdist(q, pts) ** 2 < r2).float()              # exact: integer coordinates
+        cnt = m.sum(-1)
+        off = (torch.bmm(m, pts) - cnt[..., None] * q) / cnt.clamp_min(1)[..., None]
+        return _x3_flat(cnt, off)
+    return {"torch.cdist + bmm": _nograd(torch, run)}
+
+
+@program(name="x3 pointnet shared mlp (3-64-128-512, channels-first) + max pool over points", kind="matmul", src="""
+# PointNet encoder: the same MLP applied to every point (Conv1d with kernel 1), ReLU, global max over the points
+def pointnet(float(B,3,N) x, float(C1,3) w1, float(C1) b1, float(C2,C1) w2, float(C2) b2,
+             float(C3,C2) w3, float(C3) b3) -> (g) {
+  h1(b, o, n) +=! w1(o, c) * x(b, c, n)
+  h1(b, o, n) = fmax(h1(b, o, n) + b1(o), 0)
+  h2(b, o, n) +=! w2(o, c) * h1(b, c, n)
+  h2(b, o, n) = fmax(h2(b, o, n) + b2(o), 0)
+  h3(b, o, n) +=! w3(o, c) * h2(b, c, n)
+  g(b, o) max=! fmax(h3(b, o, n) + b3(o), 0)
+}""", full=dict(B=8, N=1024, C1=64, C2=128, C3=512), tiny=dict(B=2, N=7, C1=4, C2=5, C3=6),
+    inputs=lambda r, s: [_n(r, s["B"], 3, s["N"]), _w(r, s["C1"], 3), _w(r, s["C1"]), _w(r, s["C2"], s["C1"]),
+                         _w(r, s["C2"]), _w(r, s["C3"], s["C2"]), _w(r, s["C3"])])
+def _x3_pointnet(torch, a, t, s):
+    F = torch.nn.functional
+    x, w1, b1, w2, b2, w3, b3 = t
+
+    def conv():
+        h = F.relu(F.conv1d(x, w1[:, :, None], b1))
+        h = F.relu(F.conv1d(h, w2[:, :, None], b2))
+        return F.relu(F.conv1d(h, w3[:, :, None], b3)).amax(2)
+
+    def linear():
+        h = F.relu(F.linear(x.transpose(1, 2), w1, b1))
+        h = F.relu(F.linear(h, w2, b2))
+        return F.relu(F.linear(h, w3, b3)).amax(1)
+    return {"F.conv1d(k=1) x3 + amax": _nograd(torch, conv), "F.linear x3 (points-major) + amax": _nograd(torch, linear)}
+
+
+@program(name="x3 nerf volume rendering (alpha compositing, transmittance as a for loop over samples)",
+         kind="scan", src="""
+# NeRF raw2outputs: deltas between sample depths (the last one 1e10), alpha = 1 - exp(-sigma delta), transmittance
+# tr(s) = prod_{j<s} (1 - alpha_j + 1e-10) as a recurrence over the samples, weights = alpha * tr
+def nerf_render(float(R,S) sigma, float(R,S,3) rgb, float(R,S) z) -> (color, depth, acc) {
+  delta(r, s) = s + 1 < S ? z(r, s + 1) - z(r, s) : 1e10 where s in 0:S
+  alpha(r, s) = 1 - exp(-sigma(r, s) * delta(r, s))
+  for s in S {
+    if s == 0 { tr(r, s) = 1.0 where r in 0:R }
+    else      { tr(r, s) = tr(r, s - 1) * (1 - alpha(r, s - 1) + 1e-10) }
+  }
+  wt(r, s) = alpha(r, s) * tr(r, s)
+  color(r, c) +=! wt(r, s) * rgb(r, s, c)
+  depth(r) +=! wt(r, s) * z(r, s)
+  acc(r) +=! wt(r, s)
+}""", full=dict(R=16384, S=128), tiny=dict(R=3, S=5),
+    inputs=lambda r, s: [np.abs(_n(r, s["R"], s["S"])) * 2, r.uniform(0, 1, (s["R"], s["S"], 3)).astype(np.float32),
+                         np.sort(r.uniform(2, 6, (s["R"], s["S"])), axis=1).astype(np.float32)],
+    pick=lambda r: _x3_flat(*r))
+def _x3_nerf(torch, a, t, s):
+    sigma, rgb, z = t
+
+    def run():
+        delta = torch.cat([z[:, 1:] - z[:, :-1], torch.full_like(z[:, :1], 1e10)], 1)
+        alpha = 1 - torch.exp(-sigma * delta)
+        tr = torch.cumprod(torch.cat([torch.ones_like(alpha[:, :1]), 1 - alpha[:, :-1] + 1e-10], 1), 1)
+        w = alpha * tr
+        return _x3_flat(torch.bmm(w[:, None], rgb)[:, 0], (w * z).sum(1), w.sum(1))
+    return {"torch.cumprod + bmm": _nograd(torch, run)}
+
+
+def _x3_boxes(rng, n):
+    c = rng.uniform(0, 256, (n, 2))
+    wh = rng.uniform(16, 64, (n, 2))
+    return np.concatenate([c - wh / 2, c + wh / 2], 1).astype(np.float32)
+
+
+@program(name="x3 iou matrix + greedy nms (loop over boxes, max over earlier kept boxes)", kind="data", src="""
+# boxes (x0, y0, x1, y1) sorted by score; box t is kept unless an earlier kept box overlaps it with IoU > thr
+def nms(float(N,4) box, float thr) -> (iou, keep) {
+  area(i) = (box(i, 2) - box(i, 0)) * (box(i, 3) - box(i, 1))
+  inter(i, j) = fmax(fmin(box(i, 2), box(j, 2)) - fmax(box(i, 0), box(j, 0)), 0)
+              * fmax(fmin(box(i, 3), box(j, 3)) - fmax(box(i, 1), box(j, 1)), 0)
+  iou(i, j) = inter(i, j) / (area(i) + area(j) - inter(i, j))
+  for t in N {
+    sup max=! keep(j) * (iou(j, t) > thr ? 1.0 : 0.0) where j in 0:t
+    keep(t) = sup > 0.5 ? 0.0 : 1.0
+  }
+}""", full=dict(N=2048), tiny=dict(N=9),
+    inputs=lambda r, s: [_x3_boxes(r, s["N"]), np.array(0.5, np.float32)], pick=lambda r: _x3_flat(*r))
+def _x3_nms(torch, a, t, s):
+    box, thr = t
+
+    def iou_of():
+        x0, y0, x1, y1 = box.unbind(1)
+        area = (x1 - x0) * (y1 - y0)
+        iw = (torch.minimum(x1[:, None], x1[None]) - torch.maximum(x0[:, None], x0[None])).clamp_min(0)
+        ih = (torch.minimum(y1[:, None], y1[None]) - torch.maximum(y0[:, None], y0[None])).clamp_min(0)
+        inter = iw * ih
+        return inter / (area[:, None] + area[None] - inter)
+
+    def torch_loop():
+        iou = iou_of()
+        sup = iou > thr
+        keep = torch.ones(box.shape[0], dtype=torch.bool)
+        for i in range(box.shape[0]):
+            if keep[i]:
+                keep[i + 1:] &= ~sup[i, i + 1:]
+        return _x3_flat(iou, keep.float())
+
+    def numpy_loop():
+        iou = iou_of()
+        sup = (iou > thr).numpy()
+        keep = np.ones(box.shape[0], bool)
+        for i in range(box.shape[0]):
+            if keep[i]:
+                keep[i + 1:] &= ~sup[i, i + 1:]
+        return _x3_flat(iou, torch.from_numpy(keep.astype(np.float32)))
+    return {"torch iou + torch loop": _nograd(torch, torch_loop), "torch iou + numpy loop": _nograd(torch, numpy_loop)}
+
+
+def _x3_rois(rng, R, N, H, W):
+    b = rng.integers(0, N, R)
+    h = rng.integers(8, 41, R)
+    w = rng.integers(8, 41, R)
+    y0 = rng.integers(0, H - h + 1)
+    x0 = rng.integers(0, W - w + 1)
+    return np.stack([b, y0, x0, y0 + h - 1, x0 + w - 1], 1).astype(np.int32)
+
+
+@program(name="x3 roi average pooling, int32 boxes, adaptive bins (channels-last, bin bounds from index arithmetic)",
+         kind="data", src="""
+# roi(r) = (batch, y0, x0, y1, x1), inclusive; P x P bins, bin p covers rows [y0 + p*h/P, y0 + ceil((p+1)*h/P))
+# (adaptive_avg_pool2d's bins), computed once per (roi, bin) as int32 tables; K is the largest bin side
+# (written first with the bin bounds as where bindings: that compiled for over 30 minutes)
+def roi_avg(float(N,H,W,C) feat, int32(R,5) roi) -> (out) {
+  hs(r, p) = roi(r, 1) + p * (roi(r, 3) - roi(r, 1) + 1) / P where p in 0:P
+  he(r, p) = roi(r, 1) + ((p + 1) * (roi(r, 3) - roi(r, 1) + 1) + P - 1) / P where p in 0:P
+  ws(r, p) = roi(r, 2) + p * (roi(r, 4) - roi(r, 2) + 1) / P where p in 0:P
+  we(r, p) = roi(r, 2) + ((p + 1) * (roi(r, 4) - roi(r, 2) + 1) + P - 1) / P where p in 0:P
+  out(r, py, px, c) +=! (u < he(r, py) - hs(r, py) && v < we(r, px) - ws(r, px)
+                         ? feat(roi(r, 0), hs(r, py) + u, ws(r, px) + v, c) : 0.0)
+                        / float((he(r, py) - hs(r, py)) * (we(r, px) - ws(r, px)))
+    where u in 0:K, v in 0:K
+}""", full=dict(N=2, H=64, W=64, C=128, R=128, P=7, K=7), tiny=dict(N=2, H=12, W=14, C=3, R=4, P=3, K=7),
+    free=("P", "K"),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]),
+                         _x3_rois(r, s["R"], s["N"], s["H"], s["W"]) if s["H"] > 41 else
+                         np.array([[0, 0, 0, 11, 13], [1, 2, 3, 9, 8], [1, 4, 1, 6, 5], [0, 1, 2, 10, 13]][:s["R"]],
+                                  np.int32)])
+def _x3_roi(torch, a, t, s):
+    F = torch.nn.functional
+    feat, roi = t
+    P = s["P"]
+
+    def run():
+        fp = feat.permute(0, 3, 1, 2)
+        outs = [F.adaptive_avg_pool2d(fp[b, :, y0:y1 + 1, x0:x1 + 1], P) for b, y0, x0, y1, x1 in roi.tolist()]
+        return torch.stack(outs).permute(0, 2, 3, 1)
+    def run_contig():
+        fp = feat.permute(0, 3, 1, 2).contiguous()
+        outs = [F.adaptive_avg_pool2d(fp[b, :, y0:y1 + 1, x0:x1 + 1], P) for b, y0, x0, y1, x1 in roi.tolist()]
+        return torch.stack(outs).permute(0, 2, 3, 1)
+    return {"loop of F.adaptive_avg_pool2d over rois": _nograd(torch, run),
+            "NCHW copy + loop of F.adaptive_avg_pool2d": _nograd(torch, run_contig)}
+
+
+@program(name="x3 correlation cost volume 9x9 displacements (k / 9, k % 9), zero outside", kind="conv", src="""
+# FlowNet/PWC-Net correlation: cv(b, k, h, w) = mean_c f1(b, c, h, w) * f2(b, c, h + dy, w + dx), k = (dy+4)*9 + dx+4
+def corr(float(B,C,H,W) f1, float(B,C,H,W) f2) -> (cv) {
+  cv(b, k, h, w) +=! (y >= 0 && y < H && x >= 0 && x < W ? f1(b, c, h, w) * f2(b, c, y, x) : 0) / C
+    where k in 0:81, h in 0:H, w in 0:W, y = h + k / 9 - 4, x = w + k % 9 - 4
+}""", full=dict(B=4, C=64, H=48, W=64), tiny=dict(B=1, C=3, H=5, W=6),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _n(r, s["B"], s["C"], s["H"], s["W"])])
+def _x3_corr(torch, a, t, s):
+    F = torch.nn.functional
+    f1, f2 = t
+    H, W = s["H"], s["W"]
+
+    def loop():
+        f2p = F.pad(f2, (4, 4, 4, 4))
+        return torch.stack([(f1 * f2p[:, :, dy:dy + H, dx:dx + W]).mean(1) for dy in range(9) for dx in range(9)], 1)
+
+    def unfold():
+        B, C = f1.shape[:2]
+        p = F.unfold(f2, 9, padding=4).view(B, C, 81, H, W)
+        return torch.einsum("bchw,bckhw->bkhw", f1, p) / C
+    return {"81 shifted products + mean": _nograd(torch, loop), "F.unfold + einsum": _nograd(torch, unfold)}
+
+
+@program(name="x3 bilinear resize to free sizes OH x OW (align_corners=False, computed indices in where)",
+         kind="elementwise", src="""
+# image resize as F.interpolate(mode="bilinear", align_corners=False): source coordinate (i + 0.5) * H / OH - 0.5,
+# clamped at 0, its floor and the next row (clamped at the edge)
+def resize(float(B,C,H,W) x) -> (y) {
+  y(b, c, i, j) = (1 - ly) * ((1 - lx) * x(b, c, r0, c0) + lx * x(b, c, r0, c1))
+                + ly * ((1 - lx) * x(b, c, r1, c0) + lx * x(b, c, r1, c1))
+    where i in 0:OH, j in 0:OW,
+          sy = fmax((i + 0.5) * H / OH - 0.5, 0.0), sx = fmax((j + 0.5) * W / OW - 0.5, 0.0),
+          r0 = int32(sy), c0 = int32(sx), r1 = min(r0 + 1, H - 1), c1 = min(c0 + 1, W - 1),
+          ly = sy - float(r0), lx = sx - float(c0)
+}""", full=dict(B=16, C=3, H=512, W=512, OH=320, OW=320), tiny=dict(B=1, C=2, H=5, W=7, OH=3, OW=11),
+    free=("OH", "OW"),
+    inputs=lambda r, s: [r.uniform(0, 1, (s["B"], s["C"], s["H"], s["W"])).astype(np.float32)])
+def _x3_resize(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.interpolate(bilinear)": _nograd(torch, lambda: F.interpolate(
+        t[0], size=(s["OH"], s["OW"]), mode="bilinear", align_corners=False))}
+
+
+_X3_YCC = np.array([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]], np.float32)
+
+
+@program(name="x3 uint8 rgb (hwc) to planar ycbcr + per-image channel mean and std", kind="norm", src="""
+# JPEG's YCbCr from an 8-bit interleaved image, scaled to [0, 1], stored planar (N, 3, H, W); then the mean and the
+# (population) standard deviation of every plane
+def ycbcr(uint8(N,H,W,3) img, float(3,3) M, float(3) off) -> (ycc, mean, std) {
+  ycc(n, k, h, w) +=! M(k, c) * float(img(n, h, w, c)) / 255.0
+  ycc(n, k, h, w) = ycc(n, k, h, w) + off(k)
+  mean(n, k) +=! ycc(n, k, h, w) / (H * W)
+  var(n, k) +=! (ycc(n, k, h, w) - mean(n, k)) * (ycc(n, k, h, w) - mean(n, k)) / (H * W)
+  std(n, k) = sqrt(var(n, k))
+}""", full=dict(N=16, H=480, W=640), tiny=dict(N=2, H=3, W=5),
+    inputs=lambda r, s: [r.integers(0, 256, (s["N"], s["H"], s["W"], 3), dtype=np.uint8), _X3_YCC.copy(),
+                         np.array([0, 0.5, 0.5], np.float32)],
+    pick=lambda r: _x3_flat(*r))
+def _x3_ycbcr(torch, a, t, s):
+    img, M, off = t
+
+    def run():
+        ycc = (img.float() / 255 @ M.T + off).permute(0, 3, 1, 2)
+        var, mean = torch.var_mean(ycc, (2, 3), unbiased=False)
+        return _x3_flat(ycc, mean, var.sqrt())
+
+    def planar():
+        ycc = (torch.einsum("kc,nhwc->nkhw", M, img.float()) / 255 + off[:, None, None]).contiguous()
+        var, mean = torch.var_mean(ycc, (2, 3), unbiased=False)
+        return _x3_flat(ycc, mean, var.sqrt())
+    def conv():
+        ycc = torch.nn.functional.conv2d(img.permute(0, 3, 1, 2).float(), M[:, :, None, None] / 255, off)
+        var, mean = torch.var_mean(ycc, (2, 3), unbiased=False)
+        return _x3_flat(ycc, mean, var.sqrt())
+    return {"matmul + permute + var_mean": _nograd(torch, run), "einsum (planar) + var_mean": _nograd(torch, planar),
+            "F.conv2d 1x1 + var_mean": _nograd(torch, conv)}
+
+
+def _x3_disk(k):
+    r = k // 2
+    i, j = np.mgrid[:k, :k]
+    return (((i - r) ** 2 + (j - r) ** 2) <= r * r + r // 2).astype(np.float32)
+
+
+@program(name="x3 morphological gradient (dilation - erosion) with a disk structuring element input", kind="conv",
+         src="""
+# flat grey-level morphology: the structuring element se is a K x K 0/1 mask centred at (K/2, K/2); outside the
+# image a pixel is -inf for the dilation and +inf for the erosion
+def morph_grad(float(N,H,W) img, float(K,K) se) -> (g) {
+  dil(n, h, w) max=! (se(i, j) > 0 && y >= 0 && y < H && x >= 0 && x < W ? img(n, y, x) : -inf)
+    where h in 0:H, w in 0:W, i in 0:K, j in 0:K, y = h + i - K / 2, x = w + j - K / 2
+  ero(n, h, w) min=! (se(i, j) > 0 && y >= 0 && y < H && x >= 0 && x < W ? img(n, y, x) : inf)
+    where h in 0:H, w in 0:W, i in 0:K, j in 0:K, y = h + i - K / 2, x = w + j - K / 2
+  g(n, h, w) = dil(n, h, w) - ero(n, h, w)
+}""", full=dict(N=16, H=512, W=512, K=5), tiny=dict(N=2, H=6, W=7, K=5),
+    inputs=lambda r, s: [r.uniform(0, 1, (s["N"], s["H"], s["W"])).astype(np.float32), _x3_disk(s["K"])])
+def _x3_morph(torch, a, t, s):
+    F = torch.nn.functional
+    img, se = t
+    K, H, W = s["K"], s["H"], s["W"]
+    r = K // 2
+    offs = [(i, j) for i in range(K) for j in range(K) if a[1][i, j] > 0]
+
+    def shifts():
+        xp = F.pad(img, (r, r, r, r), value=-float("inf"))
+        xn = F.pad(img, (r, r, r, r), value=float("inf"))
+        dil, ero = xp[:, :H, :W].clone(), xn[:, :H, :W].clone()
+        dil.fill_(-float("inf"))
+        ero.fill_(float("inf"))
+        for i, j in offs:
+            torch.maximum(dil, xp[:, i:i + H, j:j + W], out=dil)
+            torch.minimum(ero, xn[:, i:i + H, j:j + W], out=ero)
+        return dil - ero
+
+    def unfold():
+        N = img.shape[0]
+        m = se.reshape(-1) > 0
+        pd = F.unfold(F.pad(img[:, None], (r, r, r, r), value=-float("inf")), K)[:, m]
+        pe = F.unfold(F.pad(img[:, None], (r, r, r, r), value=float("inf")), K)[:, m]
+        return (pd.amax(1) - pe.amin(1)).view(N, H, W)
+    return {"shifted torch.maximum/minimum": _nograd(torch, shifts), "F.unfold + amax/amin": _nograd(torch, unfold)}
+
+
+@program(name="x3 box filter mean by an integral image (for-loop cumsum along h, running sum along w), free radius",
+         kind="scan", src="""
+# the integral image: a scan over rows as a for loop, then a running sum along each row (a statement that reads
+# its own earlier columns); the mean over the (2R+1)^2 window clamped to the image from four corner reads
+def box_mean(float(N,H,W) img) -> (out) {
+  for t in H {
+    if t == 0 { cs(n, t, w) = img(n, t, w) }
+    else      { cs(n, t, w) = cs(n, t - 1, w) + img(n, t, w) }
+  }
+  ii(n, h, w) = cs(n, h, w)
+  ii(n, h, w) = ii(n, h, w) + (w > 0 ? ii(n, h, w - 1) : 0)
+  if R >= 0 {   # R is a free size: it must appear in a where range, loop bound or if condition first
+  out(n, h, w) = ((r1 >= 0 && c1 >= 0 ? ii(n, r1, c1) : 0) - (r0 >= 0 && c1 >= 0 ? ii(n, r0, c1) : 0)
+                - (r1 >= 0 && c0 >= 0 ? ii(n, r1, c0) : 0) + (r0 >= 0 && c0 >= 0 ? ii(n, r0, c0) : 0))
+                 / float((r1 - r0) * (c1 - c0))
+    where h in 0:H, w in 0:W, r0 = max(h - R, 0) - 1, r1 = min(h + R, H - 1),
+          c0 = max(w - R, 0) - 1, c1 = min(w + R, W - 1)
+  }
+}""", full=dict(N=16, H=512, W=512, R=5), tiny=dict(N=2, H=6, W=9, R=2), free=("R",),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"])])
+def _x3_box(torch, a, t, s):
+    F = torch.nn.functional
+    img, R = t[0], s["R"]
+    H, W = s["H"], s["W"]
+
+    def pool():
+        return F.avg_pool2d(img[:, None], 2 * R + 1, stride=1, padding=R, count_include_pad=False)[:, 0]
+
+    def integral():
+        ii = F.pad(img.cumsum(1).cumsum(2), (1, 0, 1, 0))
+        y = torch.arange(H)
+        x = torch.arange(W)
+        y0, y1 = (y - R).clamp_min(0), (y + R + 1).clamp_max(H)
+        x0, x1 = (x - R).clamp_min(0), (x + R + 1).clamp_max(W)
+        s_ = ii[:, y1][:, :, x1] - ii[:, y0][:, :, x1] - ii[:, y1][:, :, x0] + ii[:, y0][:, :, x0]
+        return s_ / ((y1 - y0)[:, None] * (x1 - x0)[None]).float()
+    return {"F.avg_pool2d(count_include_pad=False)": _nograd(torch, pool),
+            "torch cumsum integral image": _nograd(torch, integral)}
+
+
+@program(name="x3 conv3d 3x3x3 padding 1 (select padding) + bias + relu over a small volume", kind="conv", src="""
+# a 3-D convolution block of a volumetric U-Net: same padding written as a select, bias and ReLU
+def conv3d(float(N,C,D,H,W) x, float(M,C,3,3,3) wt, float(M) bias) -> (y) {
+  y(n, m, d, h, v) +=! (zd >= 0 && zd < D && zh >= 0 && zh < H && zw >= 0 && zw < W ? x(n, c, zd, zh, zw) : 0)
+                      * wt(m, c, kd, kh, kw)
+    where d in 0:D, h in 0:H, v in 0:W, kd in 0:3, kh in 0:3, kw in 0:3,
+          zd = d + kd - 1, zh = h + kh - 1, zw = v + kw - 1
+  y(n, m, d, h, v) = fmax(y(n, m, d, h, v) + bias(m), 0)
+}""", full=dict(N=2, C=16, D=32, H=32, W=32, M=32), tiny=dict(N=1, C=2, D=3, H=4, W=5, M=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["D"], s["H"], s["W"]),
+                         (_n(r, s["M"], s["C"], 3, 3, 3) / np.sqrt(27 * s["C"])).astype(np.float32), _w(r, s["M"])])
+def _x3_conv3d(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, b = t
+    return {"F.conv3d(padding=1) + relu": _nograd(torch, lambda: F.relu(F.conv3d(x, w, b, padding=1)))}
