@@ -60,22 +60,23 @@ def in_place_pairs(checked: CheckedDef) -> tuple[tuple[int, int], ...]:
     def reads(s: n.Comprehension, tensor: str) -> list[n.Access]:
         return [x for x in n.walk(s) if isinstance(x, n.Access) and x.tensor == tensor]
 
+    def names(indices) -> list[str | None]:
+        return [x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in indices]
+
     pairs = []
     for i, o in enumerate(checked.outputs):
         writers = [s for s in every if s.tensor == o]
         if len(writers) != 1 or not any(writers[0] is s for s in top):
             continue
         w = writers[0]
-        lhs = [x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in w.indices]
+        lhs = names(w.indices)
         if (w.op != "=" or w.reduction_vars or None in lhs or len(set(lhs)) != len(lhs)
                 or any(isinstance(x, n.Access) and (x.tensor == o or x.tensor in temps) for x in n.walk(w))):
             continue
         for j, p in enumerate(checked.inputs):
-            at = reads(w, p)
             if (checked.tensors[p].dtype == checked.tensors[o].dtype
                     and not any(reads(s, p) for s in every if s is not w)
-                    and all([x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in a.indices] == lhs
-                            for a in at)):
+                    and all(names(a.indices) == lhs for a in reads(w, p))):
                 pairs.append((i, j))
     return tuple(pairs)
 

@@ -277,11 +277,9 @@ def _copy_of(x: Any, keep: bool) -> Any:
 
 def _copy_back(values: list, back: list[tuple[int, Any]]) -> list:
     """``values`` with each ``(i, array)`` of ``back``: ``values[i]`` copied into ``array``."""
-    for i, x in back:
+    for i, x in back:  # (values[i] is the copy _copy_of made of x: the same library)
         if is_torch(x):
-            import torch
-
-            x.copy_(values[i] if is_torch(values[i]) else torch.from_numpy(values[i]))
+            x.copy_(values[i])
         else:
             np.copyto(x, values[i])
         values[i] = x
