@@ -590,3 +590,68 @@ def test_either_side_of_an_or_and_a_read_guarded_on_the_right_of_an_and(mode):
         np.testing.assert_array_equal(y, np.where((idx == 0) | (keep > 0), x, -x))
         prev = np.concatenate([[0], x[:-1]]).astype(np.float32)
         np.testing.assert_array_equal(z, np.where((idx >= 1) & (prev > 0), prev, 2 * x))
+
+
+# a data test on the left of the bounds of a padded window (a morphological dilation by a mask)
+DILATE = """
+def dilate(float(N,H,W) img, float(K,K) se) -> (d) {
+  d(n, h, w) max=! (se(i, j) > 0 && y >= 0 && y < H && x >= 0 && x < W ? img(n, y, x) : -inf)
+    where h in 0:H, w in 0:W, i in 0:K, j in 0:K, y = h + i - K / 2, x = w + j - K / 2
+}
+"""
+
+
+def _dilate_ref(img, se):
+    N, H, W = img.shape
+    K = se.shape[0]
+    out = np.full(img.shape, -np.inf, np.float32)
+    pad = np.pad(img, ((0, 0), (K // 2, K), (K // 2, K)), constant_values=-np.inf)
+    for i, j in zip(*np.nonzero(se > 0)):
+        out = np.maximum(out, pad[:, i:i + H, j:j + W])
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_data_test_left_of_affine_bounds_is_decided_by_them(mode):
+    """Where ``y < 0`` the condition ``se(i, j) > 0 && y >= 0 && ...`` fails
+    whatever ``se`` holds (``se(i, j)`` reads at affine indices, so not
+    evaluating it is safe): that piece is -inf, the identity of ``max``, and
+    is left out, as are those of the other three bounds (pieces left out do
+    not count against MAX_PIECES).  One statement remains, its select on
+    ``se`` alone; kept whole, the conjunction split into pieces of 6,400
+    lines of TIR that took minutes to compile."""
+    assert _pieces(DILATE) == [["S0"]]
+    k = _compile(DILATE, "after-scheduling")
+    model = driver.model_for(k.frontend, parse_options({}).schedule)
+    (s,) = [s for kern in model.kernels() for s in kern.stmts if not s.is_init]
+    from tcdsl.syntax import nodes as n
+    conds = [x.cond for x in n.walk(s.info.comp.rhs) if isinstance(x, n.Select)]
+    assert len(conds) == 1 and not any(isinstance(x, n.Binary) and x.op == "&&" for x in n.walk(conds[0]))
+    rng = np.random.default_rng(13)
+    kern = _compile(DILATE, mode)
+    for N, H, W, K in [(2, 9, 11, 5), (1, 3, 4, 5), (1, 1, 1, 3), (2, 6, 5, 4)]:
+        img = _rand(rng, N, H, W)
+        se = (rng.random((K, K)) > 0.4).astype(np.float32)
+        np.testing.assert_array_equal(kern(img, se), _dilate_ref(img, se))
+
+
+def test_a_data_test_at_run_time_indices_stays_in_the_condition():
+    """``keep(idx(i) + j) > 0 && j < J`` where ``j >= J``: the left operand
+    reads at a run-time index, so that piece keeps the whole condition
+    (checked mode reports an index out of range there)."""
+    src = """
+    def f(float(N) x, int32(N) idx, float(N) keep) -> (y) {
+      y(i) +=! (keep(idx(i) + j) > 0 && j < J ? x(j) : 0.0) where i in 0:N, j in 0:N, J = N - 2
+    }"""
+    from tcdsl.syntax import nodes as n
+    k = _compile(src, "after-scheduling")
+    model = driver.model_for(k.frontend, parse_options({}).schedule)
+    rhs = {s.name: s.info.comp.rhs for kern in model.kernels() for s in kern.stmts if not s.is_init}
+    assert len(rhs) == 2
+    assert sorted(any(isinstance(x, n.Binary) and x.op == "&&" for x in n.walk(r)) for r in rhs.values()) \
+        == [False, True]
+    x = np.arange(1, 7, dtype=np.float32)
+    idx = np.array([0, 1, 2, 0, 1, 0], np.int32)
+    keep = np.array([1, 0, 1, 1, 0, 1], np.float32)
+    want = np.array([sum(x[j] for j in range(4) if keep[idx[i] + j] > 0) for i in range(6)], np.float32)
+    np.testing.assert_array_equal(_compile(src, "never")(x, idx, keep), want)

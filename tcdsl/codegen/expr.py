@@ -306,15 +306,18 @@ class _Lower:
                 x, y = tirx.Cast("int64", x), tirx.Cast("int64", y)  # TVM folds x == -2147483648 to false
             return _COMPARE[op](x, y)
         t = e.dtype or INDEX
-        x, y = self.as_type(a, t), self.as_type(b, t)
         if op in ("+", "-", "*") and self._wraps(t) and not self._fits(e):
             # TVM's LLVM backend marks integer + - * nsw/nuw (no wrap): an
             # overflow would be poison that LLVM folds away.  In 64 bits these
             # cannot overflow; the result wraps back into t.
-            wide = "uint64" if t.startswith("u") and op != "-" else "int64"
+            if not t.startswith("u"):
+                return _wrap_to(self._wide(e, t)[0], t)
+            wide = "uint64" if op != "-" else "int64"
+            x, y = self.as_type(a, t), self.as_type(b, t)
             xw, yw = tirx.Cast(wide, x), tirx.Cast(wide, y)
             r = xw + yw if op == "+" else xw - yw if op == "-" else xw * yw
             return _wrap_to(r, t)
+        x, y = self.as_type(a, t), self.as_type(b, t)
         match op:
             case "+":
                 return x + y
@@ -345,6 +348,40 @@ class _Lower:
             case "max":
                 return tirx.max(x, y)
         raise InternalError(f"unknown operator {op}")
+
+    def _wide(self, e: n.Expr, t: str) -> tuple[tirx.PrimExpr, int]:
+        """``e``, a signed integer of type ``t`` (at most 32 bits) that wraps,
+        in int64 without its wrapping, and a bound on its magnitude: a tree
+        of ``+ - *`` is wrapped once, at its root (wrapping is a ring
+        homomorphism, so the result is the same as wrapping every step).
+        An operand is wrapped first only where the int64 value could
+        overflow.  TVM's simplifier takes time exponential in the nesting of
+        casts (each level ~3.5x: a chain of ten wrapped int32 steps, an ROI
+        pool's bin bounds, took minutes to compile)."""
+        limit, leaf = 1 << 63, 1 << (ty.bits(t) - 1)  # |value| <= bound < 2**63
+        if isinstance(e, n.Binary) and e.op in ("+", "-", "*") and (e.dtype or INDEX) == t and not self._fits(e):
+            # (an operand of another type is converted: a leaf)
+            (x, bx), (y, by) = (self._wide(v, t) if (v.dtype or INDEX) == t else self._leaf(v, t) for v in (e.lhs, e.rhs))
+            combine = (lambda u, v: u * v) if e.op == "*" else (lambda u, v: u + v)
+            # wrap the larger operand, then the other, until the result fits in int64
+            for _ in range(2):
+                if combine(bx, by) < limit:
+                    break
+                if bx >= by:
+                    x, bx = tirx.Cast("int64", _wrap_to(x, t)), leaf
+                else:
+                    y, by = tirx.Cast("int64", _wrap_to(y, t)), leaf
+            r = x + y if e.op == "+" else x - y if e.op == "-" else x * y
+            return r, combine(bx, by)
+        if isinstance(e, n.Unary) and e.op == "-" and (e.dtype or INDEX) == t == (e.operand.dtype or INDEX) \
+                and not isinstance(e.operand, n.Const):
+            x, bx = self._wide(e.operand, t)
+            return -x, bx
+        return self._leaf(e, t)
+
+    def _leaf(self, e: n.Expr, t: str) -> tuple[tirx.PrimExpr, int]:
+        x = self.as_type(e, t)
+        return tirx.Cast("int64", x), abs(x.value) if isinstance(x, tirx.IntImm) else 1 << (ty.bits(t) - 1)
 
     def _wraps(self, t: str) -> bool:
         return self.wrap and ty.is_int(t) and ty.bits(t) <= 32

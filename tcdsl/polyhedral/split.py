@@ -129,6 +129,11 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
         s = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=wrapped)))
         comp = s.info.comp
     conds = _Conditions(s, context)
+    dtype = builder.r.checked.tensors[comp.tensor].dtype
+
+    def useless(rhs: n.Expr) -> bool:  # the identity of the reduction, or the element assigned
+        rhs = simplify(rhs)
+        return _is_identity(rhs, comp.reduction, dtype) or _is_self(rhs, comp)
     pieces = [(dom, conds.resolve(comp.rhs, dom)) for dom in _interior(s, conds)]
     for cut in _meets(s, conds):
         split = [(part.coalesce(), conds.resolve(rhs, part)) for dom, rhs in pieces for part in
@@ -148,6 +153,8 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             for part in (dom & conds.set(cond), dom - conds.set(cond)):
                 if not conds.empty(part):
                     split.append((part.coalesce(), conds.resolve(rhs, part)))
+        # a piece that changes nothing is left out below; it does not count against the cap
+        split = [(dom, rhs) for dom, rhs in split if not useless(rhs)]
         refused.add(cond)  # split once: a condition that resolving leaves in a piece stays a select there
         if len(split) <= MAX_PIECES:
             pieces = split
@@ -155,10 +162,7 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
         return None  # no select split or resolved
     if wrapped is not rhs0 and all(_has_remainder(rhs) for _, rhs in pieces):
         return None  # no piece resolved its wrapped index: the statement stays as written
-    pieces = [(dom, simplify(rhs)) for dom, rhs in pieces]
-    dtype = builder.r.checked.tensors[comp.tensor].dtype
-    kept = [(dom, rhs) for dom, rhs in pieces if not _is_identity(rhs, comp.reduction, dtype)
-            and not _is_self(rhs, comp)]
+    kept = [(dom, simplify(rhs)) for dom, rhs in pieces if not useless(rhs)]
     out = []
     for i, (dom, rhs) in enumerate(kept):
         name = s.name if len(kept) == 1 else f"{s.name}_{i}"
@@ -396,9 +400,26 @@ class _Conditions:
             return decides  # (the right operand is not evaluated where the left decides)
         if a is neutral:
             return b
-        if b is decides or b is neutral:  # (the left one is evaluated first all the same)
-            return cond if b is decides else a
+        if b is decides:
+            # the left operand is evaluated first; dropping it drops only reads, which is
+            # safe where they read at affine indices (in range by the ranges inferred),
+            # not where a run-time index could be out of range (checked mode reports it)
+            return decides if _affine_reads(cond.lhs) else cond
+        if b is neutral:
+            return a
         return cond if a is cond.lhs and b is cond.rhs else dataclasses.replace(cond, lhs=a, rhs=b)
+
+
+def _affine_reads(e: n.Expr) -> bool:
+    """Every read in ``e`` is at affine indices."""
+    for x in n.walk(e):
+        if isinstance(x, n.Access):
+            try:
+                for i in x.indices:
+                    to_isl(i)
+            except NotAffine:
+                return False
+    return True
 
 
 def _selects(e: n.Expr) -> list[n.Expr]:
