@@ -276,3 +276,48 @@ def test_a_sum_reading_the_elements_it_writes_is_not_chained():
 }"""
     fe = driver.frontend(src)
     assert not [t for t in fe.checked.tensors if t.startswith("y_c")]
+
+
+# a factorization machine's pairwise term written as users write it: a mask on the pair (i, j)
+FM = """
+def fm(float(B,N) x, float(N,N) G) -> (y) {
+  y(b) +=! j > i ? G(i, j) * x(b, i) * x(b, j) : 0
+}
+"""
+# the mask as a factor, over a factor's variables only, with the sum over a batch of rows
+MASKED_FACTOR = """
+def mf(float(B,I) x, float(I,R) A, float(R,O) Bm) -> (y) {
+  y(b, o) +=! x(b, i) * (r <= i ? A(i, r) : 0.0) * Bm(r, o)
+}
+"""
+
+
+def test_a_mask_over_one_factor_is_written_first_then_chained():
+    """``j > i ? G(i, j) * x(b, i) * x(b, j) : 0``: the mask's variables are
+    G's, so ``G`` masked becomes a temporary written first and the sum a
+    chain over boxes (a matrix product, then a dot), where the select kept
+    in the sum would cut it into triangles."""
+    fe = driver.frontend(FM)
+    assert {"y_m", "y_c"} <= set(fe.checked.tensors)
+    assert len(fe.ranges.extent_exprs("y_m")) == 2 and len(fe.ranges.extent_exprs("y_c")) == 2
+    assert max(len(st.vars) for st in fe.ranges.stmts) == 3
+    assert {"y_m", "y_c"} <= set(chained(MASKED_FACTOR))
+    # no one factor has the mask's variables (x(b, i), x(b, j)): the select stays, no chain
+    coupled = "def f(float(B,N) x, float(N) w) -> (y) {\n  y(b) +=! j > i ? x(b, i) * x(b, j) * w(j) : 0\n}"
+    assert not [t for t in chained(coupled) if t.startswith("y_")]
+    assert "y_m" not in driver.frontend(FM, chain=False).checked.tensors
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_masked_chains_match_numpy(mode):
+    k_fm = tcdsl.compile(FM, specialize=mode, options={"disk_cache": False})
+    k_mf = tcdsl.compile(MASKED_FACTOR, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(9)
+    for B, N, R, O in [(1, 1, 1, 1), (3, 5, 2, 4), (9, 34, 7, 5)]:
+        x, G = rng.standard_normal((B, N)), rng.standard_normal((N, N))
+        want = np.einsum("bi,ij,bj->b", x, np.triu(G, 1), x)
+        np.testing.assert_allclose(k_fm(x.astype(np.float32), G.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
+        A, Bm = rng.standard_normal((N, R)), rng.standard_normal((R, O))
+        want = x @ np.tril(A) @ Bm
+        got = k_mf(x.astype(np.float32), A.astype(np.float32), Bm.astype(np.float32))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

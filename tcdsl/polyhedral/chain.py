@@ -72,6 +72,9 @@ class Chain:
     temp: str
     temp_vars: tuple[str, ...]
     bounds: tuple = ()  # the temporary's ``where`` ranges: the statement's inferred ones
+    masked: str | None = None  # the temporary of a masked factor (:func:`masked_factors`)
+    mask_vars: tuple[str, ...] = ()
+    mask_bounds: tuple = ()
 
 
 def plan(checked: CheckedDef, ranges: RangeInfo, model=None) -> dict[tuple, Chain]:
@@ -96,14 +99,24 @@ def plan(checked: CheckedDef, ranges: RangeInfo, model=None) -> dict[tuple, Chai
             continue
         # the first sum's variables keep the statement's ranges: its reads
         # alone may not tell them (a state ``h(t - 1, b, i)`` written later)
-        st, bounds = infos[key], []
+        st = infos[key]
         given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
         ctx = st.domain.params()
-        for v in c.temp_vars + tuple(sorted(c.first)):
-            if v not in given and v in st.ranges:  # (an enclosing loop's variable has no range here)
-                lo, hi = st.ranges[v]
-                bounds.append(n.RangeConstraint(v, readable(lo, ctx), readable(hi, ctx)))
-        out[key] = replace(c, bounds=tuple(bounds))
+
+        def bounds(vs, every=False):
+            out = []
+            for v in vs:
+                if (every or v not in given) and v in st.ranges:  # (an enclosing loop's variable has no range here)
+                    lo, hi = st.ranges[v]
+                    out.append(n.RangeConstraint(v, readable(lo, ctx), readable(hi, ctx)))
+            return tuple(out)
+        c = replace(c, bounds=bounds(c.temp_vars + tuple(sorted(c.first))))
+        if c.masked is not None:
+            if any(v not in st.ranges for v in c.mask_vars):
+                continue
+            c = replace(c, mask_bounds=bounds(c.mask_vars, every=True))
+            taken.add(c.masked)
+        out[key] = c
         taken.add(c.temp)
     return out
 
@@ -149,7 +162,7 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str], apart: bool
             return None
         if isinstance(w, n.Exists):
             return None
-    factors = split(s.rhs)
+    factors, mask = masked_factors(s.rhs)
     if not 3 <= len(factors) <= MAX_FACTORS:
         return None
     # the temporary takes its factors' type: each of the sum's own type (an
@@ -184,7 +197,10 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str], apart: bool
     order = lhs + [v for v in _ordered_vars(s.rhs) if v not in lhs]
     temp_vars = tuple(v for v in order if v in inner_vars - r1)
     temp = _fresh(f"{s.tensor}_c", taken)
-    return Chain(frozenset(r1), temp, temp_vars)
+    if mask is None:
+        return Chain(frozenset(r1), temp, temp_vars)
+    masked = _fresh(f"{s.tensor}_m", taken | {temp})
+    return Chain(frozenset(r1), temp, temp_vars, masked=masked, mask_vars=_index_names(factors[mask[0]][1]))
 
 
 def _reshaped(lhs: list, inner: list[set], temp_vars: set) -> bool:
@@ -200,6 +216,48 @@ def _reshaped(lhs: list, inner: list[set], temp_vars: set) -> bool:
     would run down a channels-last tensor's rows, a gather per element)."""
     return len(lhs) < 2 and len(inner) == 2 and len(temp_vars) >= 2 \
         and any(not all(v in f for f in inner) for v in temp_vars)
+
+
+def masked_factors(e: n.Expr) -> tuple[list[tuple[str, n.Expr]], tuple[int, n.Expr, n.Expr] | None]:
+    """The factors of ``e`` (:func:`split`) and its mask: ``(k, cond, zero)``
+    where ``e`` is ``cond ? <product> : 0`` (or a factor is ``cond ? F : 0``)
+    and the variables of ``cond`` are all those of factor ``k``, a read at
+    distinct index variables (``j > i ? G(i, j) * x(b, i) * x(b, j) : 0``,
+    a factorization machine's pairwise sum); else None.  The chain then
+    reads that factor masked, ``(cond ? F : 0)``, from a temporary written
+    first: its sums then run over boxes, a matrix product, where the select
+    kept in a sum split it into triangles.  As ``split_selects`` does, this
+    takes ``0 * x`` to be 0 (a NaN or an infinity in a masked-out term no
+    longer gives NaN)."""
+    def zero(x):
+        return isinstance(x, n.Const) and not isinstance(x.value, bool) and x.value == 0
+
+    def pick(factors, cond):
+        want = _vars(cond)
+        fits = [k for k, (op, f) in enumerate(factors) if op == "*" and _index_names(f) and want <= _vars(f)]
+        return min(fits, key=lambda k: len(_vars(factors[k][1]))) if fits else None
+
+    if isinstance(e, n.Select) and zero(e.other):
+        factors = split(e.then)
+        k = pick(factors, e.cond)
+        if k is None:
+            return split(e), None
+        return factors, (k, e.cond, e.other)
+    factors = split(e)
+    for k, (op, f) in enumerate(factors):
+        if op == "*" and isinstance(f, n.Select) and zero(f.other) and pick([("*", f.then)], f.cond) == 0:
+            factors = factors[:k] + [("*", f.then)] + factors[k + 1:]
+            return factors, (k, f.cond, f.other)
+    return factors, None
+
+
+def _index_names(f: n.Expr) -> tuple[str, ...]:
+    """The index names of a read at distinct plain index variables; () otherwise."""
+    idx = f.indices if isinstance(f, n.Access) else f.args if isinstance(f, n.Call) else ()
+    if not idx:
+        return ()
+    names = [x.name if isinstance(x, (n.IndexVar, n.Ident)) else None for x in idx]
+    return tuple(names) if None not in names and len(set(names)) == len(names) else ()
 
 
 def split(e: n.Expr) -> list[tuple[str, n.Expr]]:
@@ -240,7 +298,16 @@ def _block(body: tuple, p: dict[tuple, Chain]) -> tuple:
 
 
 def _split_stmt(s: n.Comprehension, c: Chain) -> list[n.Comprehension]:
-    factors = split(s.rhs)
+    factors, mask = masked_factors(s.rhs)
+    made = []
+    if c.masked is not None:
+        # the masked factor first, ``M(i, j) = cond ? F(i, j) : 0``, read in its place
+        k, cond, zero = mask
+        f = factors[k][1]
+        idx = tuple(n.Ident(v, span=f.span) for v in c.mask_vars)
+        made.append(n.Comprehension(c.masked, idx, "=", n.Select(cond, f, zero, span=f.span), c.mask_bounds,
+                                    span=f.span))
+        factors = factors[:k] + [("*", n.Call(c.masked, idx, span=f.span))] + factors[k + 1:]
     inner = [f for f in factors if _vars(f[1]) & c.first]
     outer = [f for f in factors if not _vars(f[1]) & c.first]
     # the first sum and its read carry the span of the factors they sum (a
@@ -256,7 +323,7 @@ def _split_stmt(s: n.Comprehension, c: Chain) -> list[n.Comprehension]:
     first = n.Comprehension(c.temp, temp_idx, "+=!", _product(inner, here), wheres1 + c.bounds, span=here)
     read = n.Call(c.temp, temp_idx, span=here)
     rest = [("*", read)] + outer
-    return [first, replace(s, rhs=_product(rest, s.span), wheres=wheres2, reduction_vars=())]
+    return made + [first, replace(s, rhs=_product(rest, s.span), wheres=wheres2, reduction_vars=())]
 
 
 def _vars(node: n.Node) -> set[str]:
@@ -316,6 +383,14 @@ def exact(old: RangeInfo, new: RangeInfo, p: dict[tuple, Chain]) -> bool:
             return False
         if not _subset(_project(d2, c.temp_vars, ns.vars), _flat(first.init_domain)):
             return False
+        if c.masked is not None:  # every element of the masked factor read is one written
+            m = next((x for x in new.stmts if x.comp.tensor == c.masked), None)
+            if m is None:
+                return False
+            for reader in (first, ns):
+                if any(isinstance(a, n.Access) and a.tensor == c.masked for a in n.walk(reader.comp.rhs)) and \
+                        not _subset(_project(_flat(reader.domain), c.mask_vars, reader.vars), _flat(m.domain)):
+                    return False
     return True
 
 
