@@ -21349,7 +21349,7 @@ def _x3_rois(rng, R, N, H, W):
          kind="data", src="""
 # roi(r) = (batch, y0, x0, y1, x1), inclusive; P x P bins, bin p covers rows [y0 + p*h/P, y0 + ceil((p+1)*h/P))
 # (adaptive_avg_pool2d's bins), computed once per (roi, bin) as int32 tables; K is the largest bin side
-# (written first with the bin bounds as where bindings: that compiled for over 30 minutes)
+# (written first with the bin bounds as where bindings: the next program)
 def roi_avg(float(N,H,W,C) feat, int32(R,5) roi) -> (out) {
   hs(r, p) = roi(r, 1) + p * (roi(r, 3) - roi(r, 1) + 1) / P where p in 0:P
   he(r, p) = roi(r, 1) + ((p + 1) * (roi(r, 3) - roi(r, 1) + 1) + P - 1) / P where p in 0:P
@@ -21380,6 +21380,26 @@ def _x3_roi(torch, a, t, s):
         return torch.stack(outs).permute(0, 2, 3, 1)
     return {"loop of F.adaptive_avg_pool2d over rois": _nograd(torch, run),
             "NCHW copy + loop of F.adaptive_avg_pool2d": _nograd(torch, run_contig)}
+
+
+@program(name="x3 roi average pooling, bin bounds as chained where bindings (rh, hs, he, ...)", kind="data", src="""
+# the program above as first written: each bound a where binding built on the previous ones (compiled for over
+# 30 minutes before session 58, each int32 step then wrapped on its own: 34 s now)
+def roi_avg(float(N,H,W,C) feat, int32(R,5) roi) -> (out) {
+  out(r, py, px, c) +=! (u < he - hs && v < we - ws ? feat(roi(r, 0), hs + u, ws + v, c) : 0.0)
+                        / float((he - hs) * (we - ws))
+    where py in 0:P, px in 0:P, u in 0:K, v in 0:K,
+          rh = roi(r, 3) - roi(r, 1) + 1, rw = roi(r, 4) - roi(r, 2) + 1,
+          hs = roi(r, 1) + py * rh / P, he = roi(r, 1) + ((py + 1) * rh + P - 1) / P,
+          ws = roi(r, 2) + px * rw / P, we = roi(r, 2) + ((px + 1) * rw + P - 1) / P
+}""", full=dict(N=2, H=64, W=64, C=128, R=128, P=7, K=7), tiny=dict(N=2, H=12, W=14, C=3, R=4, P=3, K=7),
+    free=("P", "K"),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]),
+                         _x3_rois(r, s["R"], s["N"], s["H"], s["W"]) if s["H"] > 41 else
+                         np.array([[0, 0, 0, 11, 13], [1, 2, 3, 9, 8], [1, 4, 1, 6, 5], [0, 1, 2, 10, 13]][:s["R"]],
+                                  np.int32)])
+def _x3_roi_bindings(torch, a, t, s):
+    return _x3_roi(torch, a, t, s)
 
 
 @program(name="x3 correlation cost volume 9x9 displacements (k / 9, k % 9), zero outside", kind="conv", src="""

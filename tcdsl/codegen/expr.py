@@ -557,7 +557,10 @@ def _sized_division(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr, x_nonneg: bool)
             return tirx.truncmod(x, safe)
         r = tirx.truncmod(x, safe)
         return r + tirx.Select(r < tirx.const(0, dtype_of(r)), safe, tirx.const(0, dtype_of(r)))
-    q = tirx.truncdiv(x, safe) if x_nonneg else floordiv(x, safe)
+    if x_nonneg:
+        q = tirx.truncdiv(x, safe)
+    else:  # safe > 0: C's quotient rounds up exactly where the remainder is negative (x named twice)
+        q = tirx.truncdiv(x, safe) - tirx.Cast(dtype_of(x), tirx.truncmod(x, safe) < tirx.const(0, dtype_of(x)))
     return q * tirx.min(y, one)
 
 
