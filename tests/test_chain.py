@@ -302,6 +302,7 @@ def test_a_mask_over_one_factor_is_written_first_then_chained():
     assert len(fe.ranges.extent_exprs("y_m")) == 2 and len(fe.ranges.extent_exprs("y_c")) == 2
     assert max(len(st.vars) for st in fe.ranges.stmts) == 3
     assert {"y_m", "y_c"} <= set(chained(MASKED_FACTOR))
+    assert {"y_m", "y_c"} <= set(chained(FM.replace("j > i", "j > N - 1 - i")))  # a size in the mask
     # no one factor has the mask's variables (x(b, i), x(b, j)): the select stays, no chain
     coupled = "def f(float(B,N) x, float(N) w) -> (y) {\n  y(b) +=! j > i ? x(b, i) * x(b, j) * w(j) : 0\n}"
     assert not [t for t in chained(coupled) if t.startswith("y_")]
@@ -312,11 +313,17 @@ def test_a_mask_over_one_factor_is_written_first_then_chained():
 def test_masked_chains_match_numpy(mode):
     k_fm = tcdsl.compile(FM, specialize=mode, options={"disk_cache": False})
     k_mf = tcdsl.compile(MASKED_FACTOR, specialize=mode, options={"disk_cache": False})
+    k_rev = tcdsl.compile(FM.replace("j > i", "j > N - 1 - i"), specialize=mode, options={"disk_cache": False})
     rng = np.random.default_rng(9)
     for B, N, R, O in [(1, 1, 1, 1), (3, 5, 2, 4), (9, 34, 7, 5)]:
         x, G = rng.standard_normal((B, N)), rng.standard_normal((N, N))
         want = np.einsum("bi,ij,bj->b", x, np.triu(G, 1), x)
         np.testing.assert_allclose(k_fm(x.astype(np.float32), G.astype(np.float32)), want, rtol=1e-4, atol=1e-4)
+        # a mask that names a size
+        rev = k_rev(x.astype(np.float32), G.astype(np.float32))
+        i, j = np.mgrid[:N, :N]
+        np.testing.assert_allclose(rev, np.einsum("bi,ij,bj->b", x, np.where(j > N - 1 - i, G, 0), x),
+                                   rtol=1e-4, atol=1e-4)
         A, Bm = rng.standard_normal((N, R)), rng.standard_normal((R, O))
         want = x @ np.tril(A) @ Bm
         got = k_mf(x.astype(np.float32), A.astype(np.float32), Bm.astype(np.float32))

@@ -74,6 +74,7 @@ class Chain:
     bounds: tuple = ()  # the temporary's ``where`` ranges: the statement's inferred ones
     masked: str | None = None  # the temporary of a masked factor (:func:`masked_factors`)
     mask_vars: tuple[str, ...] = ()
+    mask_at: tuple[int, bool] = (0, False)  # that factor's place; whether the select is the whole right side
     mask_bounds: tuple = ()
 
 
@@ -200,7 +201,8 @@ def _chain(checked: CheckedDef, s: n.Comprehension, taken: set[str], apart: bool
     if mask is None:
         return Chain(frozenset(r1), temp, temp_vars)
     masked = _fresh(f"{s.tensor}_m", taken | {temp})
-    return Chain(frozenset(r1), temp, temp_vars, masked=masked, mask_vars=_index_names(factors[mask[0]][1]))
+    return Chain(frozenset(r1), temp, temp_vars, masked=masked, mask_vars=_index_names(factors[mask[0]][1]),
+                 mask_at=(mask[0], mask[3]))
 
 
 def _reshaped(lhs: list, inner: list[set], temp_vars: set) -> bool:
@@ -218,12 +220,13 @@ def _reshaped(lhs: list, inner: list[set], temp_vars: set) -> bool:
         and any(not all(v in f for f in inner) for v in temp_vars)
 
 
-def masked_factors(e: n.Expr) -> tuple[list[tuple[str, n.Expr]], tuple[int, n.Expr, n.Expr] | None]:
-    """The factors of ``e`` (:func:`split`) and its mask: ``(k, cond, zero)``
-    where ``e`` is ``cond ? <product> : 0`` (or a factor is ``cond ? F : 0``)
-    and the variables of ``cond`` are all those of factor ``k``, a read at
-    distinct index variables (``j > i ? G(i, j) * x(b, i) * x(b, j) : 0``,
-    a factorization machine's pairwise sum); else None.  The chain then
+def masked_factors(e: n.Expr) -> tuple[list[tuple[str, n.Expr]], tuple[int, n.Expr, n.Expr, bool] | None]:
+    """The factors of ``e`` (:func:`split`) and its mask: ``(k, cond, zero,
+    outer)`` where ``e`` is ``cond ? <product> : 0`` (``outer``) or a factor is
+    ``cond ? F : 0``, and the index variables of ``cond`` are among those of
+    factor ``k``, a read at distinct index variables (``j > i ? G(i, j) *
+    x(b, i) * x(b, j) : 0``, a factorization machine's pairwise sum); else
+    None (on the checked statement, where sizes are no names).  The chain then
     reads that factor masked, ``(cond ? F : 0)``, from a temporary written
     first: its sums then run over boxes, a matrix product, where the select
     kept in a sum split it into triangles.  As ``split_selects`` does, this
@@ -242,13 +245,25 @@ def masked_factors(e: n.Expr) -> tuple[list[tuple[str, n.Expr]], tuple[int, n.Ex
         k = pick(factors, e.cond)
         if k is None:
             return split(e), None
-        return factors, (k, e.cond, e.other)
+        return factors, (k, e.cond, e.other, True)
     factors = split(e)
     for k, (op, f) in enumerate(factors):
         if op == "*" and isinstance(f, n.Select) and zero(f.other) and pick([("*", f.then)], f.cond) == 0:
             factors = factors[:k] + [("*", f.then)] + factors[k + 1:]
-            return factors, (k, f.cond, f.other)
+            return factors, (k, f.cond, f.other, False)
     return factors, None
+
+
+def _unmasked(e: n.Expr, c: Chain) -> tuple[list[tuple[str, n.Expr]], tuple[int, n.Expr, n.Expr]]:
+    """The factors and mask of a statement that :func:`plan` found masked, on
+    the parsed statement (where sizes are names too: the plan's choice is
+    kept, not made again)."""
+    k, outer = c.mask_at
+    if outer:
+        return split(e.then), (k, e.cond, e.other)
+    factors = split(e)
+    f = factors[k][1]
+    return factors[:k] + [("*", f.then)] + factors[k + 1:], (k, f.cond, f.other)
 
 
 def _index_names(f: n.Expr) -> tuple[str, ...]:
@@ -298,11 +313,10 @@ def _block(body: tuple, p: dict[tuple, Chain]) -> tuple:
 
 
 def _split_stmt(s: n.Comprehension, c: Chain) -> list[n.Comprehension]:
-    factors, mask = masked_factors(s.rhs)
-    made = []
+    factors, made = split(s.rhs), []
     if c.masked is not None:
         # the masked factor first, ``M(i, j) = cond ? F(i, j) : 0``, read in its place
-        k, cond, zero = mask
+        factors, (k, cond, zero) = _unmasked(s.rhs, c)
         f = factors[k][1]
         idx = tuple(n.Ident(v, span=f.span) for v in c.mask_vars)
         made.append(n.Comprehension(c.masked, idx, "=", n.Select(cond, f, zero, span=f.span), c.mask_bounds,
