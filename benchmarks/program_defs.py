@@ -21345,6 +21345,12 @@ def _x3_rois(rng, R, N, H, W):
     return np.stack([b, y0, x0, y0 + h - 1, x0 + w - 1], 1).astype(np.int32)
 
 
+def _x3_roi_inputs(r, s):
+    rois = _x3_rois(r, s["R"], s["N"], s["H"], s["W"]) if s["H"] > 41 else \
+        np.array([[0, 0, 0, 11, 13], [1, 2, 3, 9, 8], [1, 4, 1, 6, 5], [0, 1, 2, 10, 13]][:s["R"]], np.int32)
+    return [_n(r, s["N"], s["H"], s["W"], s["C"]), rois]
+
+
 @program(name="x3 roi average pooling, int32 boxes, adaptive bins (channels-last, bin bounds from index arithmetic)",
          kind="data", src="""
 # roi(r) = (batch, y0, x0, y1, x1), inclusive; P x P bins, bin p covers rows [y0 + p*h/P, y0 + ceil((p+1)*h/P))
@@ -21361,10 +21367,7 @@ def roi_avg(float(N,H,W,C) feat, int32(R,5) roi) -> (out) {
     where u in 0:K, v in 0:K
 }""", full=dict(N=2, H=64, W=64, C=128, R=128, P=7, K=7), tiny=dict(N=2, H=12, W=14, C=3, R=4, P=3, K=7),
     free=("P", "K"),
-    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]),
-                         _x3_rois(r, s["R"], s["N"], s["H"], s["W"]) if s["H"] > 41 else
-                         np.array([[0, 0, 0, 11, 13], [1, 2, 3, 9, 8], [1, 4, 1, 6, 5], [0, 1, 2, 10, 13]][:s["R"]],
-                                  np.int32)])
+    inputs=_x3_roi_inputs)
 def _x3_roi(torch, a, t, s):
     F = torch.nn.functional
     feat, roi = t
@@ -21394,10 +21397,7 @@ def roi_avg(float(N,H,W,C) feat, int32(R,5) roi) -> (out) {
           ws = roi(r, 2) + px * rw / P, we = roi(r, 2) + ((px + 1) * rw + P - 1) / P
 }""", full=dict(N=2, H=64, W=64, C=128, R=128, P=7, K=7), tiny=dict(N=2, H=12, W=14, C=3, R=4, P=3, K=7),
     free=("P", "K"),
-    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]),
-                         _x3_rois(r, s["R"], s["N"], s["H"], s["W"]) if s["H"] > 41 else
-                         np.array([[0, 0, 0, 11, 13], [1, 2, 3, 9, 8], [1, 4, 1, 6, 5], [0, 1, 2, 10, 13]][:s["R"]],
-                                  np.int32)])
+    inputs=_x3_roi_inputs)
 def _x3_roi_bindings(torch, a, t, s):
     return _x3_roi(torch, a, t, s)
 
