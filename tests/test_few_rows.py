@@ -17,15 +17,39 @@ TILES = {"tile_rows": 4, "tile_cols": 24, "vector_width": 8, "disk_cache": False
 
 
 class _T:
-    """What the chunk counts in the printed TIR call (``T.max``, ``T.min``)."""
+    """What the chunk counts in the printed TIR call (``T.max``, ``T.min``, ``T.Select``)."""
     max, min = staticmethod(max), staticmethod(min)
+    Select = staticmethod(lambda c, a, b: a if c else b)
+
+
+class _Cells(dict):
+    def __missing__(self, key):
+        return self.setdefault(key, {})
 
 
 def _chunks_at(k, **sizes) -> list[int]:
     """The parallel chunk loops' trip counts, read from the printed TIR and
-    evaluated at ``sizes`` (the time size is printed ``T_1``)."""
-    env = {"T": _T, **{("T_1" if n == "T" else n): v for n, v in sizes.items()}}
-    return [eval(e, env) for e in re.findall(r"for \w+_chunk in T\.parallel\((.*)\):", k.script)]
+    evaluated at ``sizes`` (the time size is printed ``T_1``), with the
+    integer bindings and local array cells before them (the chunk size is
+    stored and read back: codegen/cpu_strips.py ``opaque``)."""
+    env = _Cells({"T": _T, **{("T_1" if n == "T" else n): v for n, v in sizes.items()}})
+    counts = []
+    for line in k.script.splitlines():
+        loop = re.match(r"\s*for \w+_chunk in T\.parallel\((.*)\):", line)
+        if loop:
+            counts.append(eval(loop.group(1), {}, env))
+            continue
+        bind = re.match(r"\s*(\w+)(?:\[(\d+)\])?(?:: T\.(?:let\[T\.int32\]|int32))? = (.*)$", line)
+        if bind and (bind.group(2) or ": T." in line):
+            try:
+                value = eval(bind.group(3), {}, env)
+            except Exception:  # (a binding of a loop variable: not needed for the counts)
+                continue
+            if bind.group(2):
+                env[bind.group(1)][int(bind.group(2))] = value
+            else:
+                env[bind.group(1)] = value
+    return counts
 
 
 @pytest.mark.parametrize("threads, batch, chunks", [(2, 4, 2), (2, 3, 2), (2, 1, 1), (4, 4, 4), (4, 6, 3),

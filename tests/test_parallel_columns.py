@@ -50,3 +50,45 @@ def test_rows_and_columns_of_one_size_keep_the_row_chunks():
     src = "def g(float(N, D) x) -> (r) { r(i, j) +=! x(i, d) * x(j, d) }"
     script = tcdsl.compile(src, options={**OPTS, "tile_cols": 64}).script
     assert "<= 16" not in script and "T.bool(False)" not in script, script
+
+
+# the input projection of a recurrence, moved before its loop: one product alone in its kernel
+PROJECTION = """
+def f(float(T, B, I) x, float(O, I) W) -> (h) {
+  for t in T {
+    r(b, o) +=! x(t, b, i) * W(o, i)
+    h(t, b, o) = tanh(r(b, o))
+  }
+}
+"""
+
+
+def _projection(x, W):
+    return np.tanh(np.einsum("tbi,oi->tbo", x.astype(np.float64), W.astype(np.float64)))
+
+
+def test_a_product_alone_is_one_copy_for_few_and_many_rows():
+    """A register-tile product alone in its kernel is emitted once for both
+    cases (cpu_strips.two_way): one parallel loop over chunks of rows times
+    groups of column tiles, with 2 groups (the threads) when the rows are
+    few and 1 otherwise -- not a copy per case.  NumPy at row counts on both
+    sides of the choice and column counts that leave each group's tiles and
+    the last group's rest of every width."""
+    k = tcdsl.compile(PROJECTION, options=OPTS)
+    script = k.script
+    assert re.search(r"T\.Select\(T\.max\(T_1, 0\) \* T\.max\(B, 0\) <= 16 and 128 <= O, 2, 1\)", script), script
+    assert "_group" in script and "_w32 in T.parallel" not in script, script
+    # the full 4 x 32 tile twice (with and without the copied panel), not four times
+    assert script.count("acc = T.alloc_buffer((4, 32))") == 2, script
+    rng = np.random.default_rng(1)
+    for T, B, I, O in [(1, 1, 7, 5), (2, 3, 64, 200), (2, 8, 33, 130), (1, 16, 16, 97), (3, 6, 40, 300),
+                       (5, 8, 9, 64), (2, 1, 9, 127), (1, 4, 5, 128), (4, 4, 3, 161)]:
+        x, W = rand(rng, T, B, I), rand(rng, O, I)
+        np.testing.assert_allclose(k(x, W), _projection(x, W), rtol=1e-5, atol=1e-5)
+
+
+def test_a_product_alone_stays_inside_its_tensors():
+    cases = [{"id": f"one-copy:{i}", "source": PROJECTION, "sizes": sizes, "seed": i, "options": OPTS}
+             for i, sizes in enumerate([{"T": 1, "B": 3, "I": 13, "O": 161}, {"T": 2, "B": 8, "I": 5, "O": 128},
+                                        {"T": 3, "B": 7, "I": 8, "O": 40}, {"T": 1, "B": 2, "I": 3, "O": 255}])]
+    guard.assert_all_work(cases)

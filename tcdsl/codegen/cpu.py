@@ -41,7 +41,7 @@ from .collapse import collapse, declarations, divide, divided_rows, merged_rows,
 from .cpu_reduce import vector_reduction
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
-from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, strip_blocks
+from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
@@ -388,9 +388,9 @@ class ChunkedLoop:
             # (12 rows, 4-row tiles, 2 threads) 6 and 6 rows, not 8 and 4
             chunk = tirx.min(chunk, tirx.max(tirx.floordiv(extent + m.threads - 1, m.threads), 1))
         ch = tirx.Var(name + "_chunk", INDEX)
-        # the chunk's first row and row count, bound once (TVM's simplifier and
-        # LLVM would otherwise meet the whole formula in every index)
+        # the chunk's size, first row and row count, bound once (cpu_strips.opaque_size)
         lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
+        chunk, around = opaque_size(name + "_ck", chunk)
         bind = [tirx.Bind(lo, init + ch * chunk), tirx.Bind(rows, tirx.min(chunk, extent - ch * chunk))]
 
         def make():
@@ -405,7 +405,7 @@ class ChunkedLoop:
             inner = self._row_blocks(body, name, lo, rows)
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
         out = tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
-        return few_rows(self, body, name, init, extent, out)
+        return seq(around + [few_rows(self, body, name, init, extent, out, chunk)])
 
     def _row_blocks(self, body: isl.AstNode, name: str, lo, rows) -> tirx.Stmt:
         """The chunk's rows in blocks of STEP_ROWS, the steps inside each block."""

@@ -94,17 +94,20 @@ def strip_steps(low, chain: list) -> tuple | None:
     return block.first, block.count
 
 
-def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stmt) -> tirx.Stmt:
+def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stmt, chunk) -> tirx.Stmt:
     """Where the rows are at most two tiles per thread (a decoder's batch of
     8 rows times a vocabulary's (V, D) weights), each thread reading every
     column's operands for its few rows reads the whole weight matrix: the
     rows in one chunk, their widest column tiles in parallel instead
     (outside sequential loops; a run-time choice by the row count).  ``loop``:
-    the ``cpu.ChunkedLoop``, ``chunked`` its loop over the chunks of rows."""
+    the ``cpu.ChunkedLoop``, ``chunked`` its loop over the chunks of ``chunk`` rows."""
     m = loop.m
     if loop.wrap is not None or loop.in_loop or not m.parallel or m.threads < 2 or m.tile_rows < 2 \
             or not _shared_reads(loop, body, name):
         return chunked
+    one = two_way(loop, body, name, init, extent, chunk)
+    if one is not None:
+        return chunked if isinstance(one, int) else one
     lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
     saved = loop.tiles.rows_extent, loop.tiles.parallel_columns
     loop.tiles.rows_extent, loop.tiles.parallel_columns = extent, True
@@ -126,6 +129,71 @@ def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stm
     if isinstance(few, tirx.IntImm) and not few.value:  # (the rows and columns of one size: N x N)
         return chunked
     return tirx.IfThenElse(few, alt, chunked)
+
+
+def opaque(name: str, binds: list) -> list[tirx.Stmt]:
+    """Statements binding each variable of ``binds`` [(var, value)] to its
+    value through a local array, which TVM's simplifier does not see through
+    (it substitutes a bound variable's value wherever the variable is used:
+    a chunk's row count, a formula of mins and selects, met in every row
+    index of every tile took its passes 3-4x as long).  Constants (sizes
+    fixed before scheduling) are bound as they are, for the simplifier to use."""
+    simplify = sym.Analyzer().simplify
+    known = [tirx.Bind(x, simplify(v)) for x, v in binds if isinstance(simplify(v), tirx.IntImm)]  # (as they are)
+    binds = [(x, v) for x, v in binds if not isinstance(simplify(v), tirx.IntImm)]
+    if not binds:
+        return known
+    cells = tirx.decl_buffer((len(binds),), INDEX, name=name, scope="local")
+    return known + [tirx.AllocBuffer(cells)] + [tirx.BufferStore(cells, v, [i]) for i, (_, v) in enumerate(binds)] + [
+        tirx.Bind(x, tirx.BufferLoad(cells, [i])) for i, (x, _) in enumerate(binds)]
+
+
+def opaque_size(name: str, value: tirx.PrimExpr) -> tuple[tirx.PrimExpr, list[tirx.Stmt]]:
+    """``value`` as it is where it is a constant (specialized sizes), else a
+    variable bound to it through :func:`opaque`: (the expression to use, the
+    statements that bind it)."""
+    if isinstance(sym.Analyzer().simplify(value), tirx.IntImm):
+        return value, []
+    v = tirx.Var(name, INDEX)
+    return v, opaque(name, [(v, value)])
+
+
+def two_way(loop, body: isl.AstNode, name: str, init, extent, chunk) -> tirx.Stmt | None:
+    """:func:`few_rows` as one copy of the code: ``for p (parallel) { rows of
+    chunk p // G, columns of group p % G }``, where a group is a run of whole
+    main-width column tiles (the last one also the rest: RegisterTiles.groups)
+    and G is 1 (chunks of rows, each with all columns) or, with few rows, the
+    thread count (one chunk of all rows, its columns in G groups).  Where the
+    body is one register-tile part (independent statements, so that each group
+    may run its columns of one after those of another); else None (two copies,
+    one per case, as before).  ``0`` where the rows are never few."""
+    m, tiles = loop.m, loop.tiles
+    parts = isl_ast.parts(body)
+    bare = strip_marks(parts[0])[0] if len(parts) == 1 else None
+    if bare is None or bare.get_type() != NT.for_ or tiles.parts(bare, name) is None:
+        return None
+    group, groups = tirx.Var(name + "_group", INDEX), tirx.Var(name + "_groups", INDEX)
+    lo, rows, ck = (tirx.Var(name + x, INDEX) for x in ("_lo", "_rows", "_ck"))
+    saved = tiles.rows_extent, tiles.groups, tiles.windows
+    tiles.rows_extent, tiles.groups, tiles.windows = extent, (group, groups), []
+    try:
+        inner = loop.rows(body, name, lo, rows)
+        units = tiles.windows
+    finally:
+        tiles.rows_extent, tiles.groups, tiles.windows = saved
+    sizes = [v for v in loop.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)]
+    if not units or len(undefined_vars(units[0], sizes)) or len(undefined_vars(extent, sizes)):
+        return None
+    few = sym.Analyzer().simplify(tirx.And(extent <= 2 * m.tile_rows * m.threads, units[0] >= 2 * m.threads))
+    if isinstance(few, tirx.IntImm) and not few.value:  # (the rows and columns of one size: N x N)
+        return 0
+    p = tirx.Var(name + "_chunk", INDEX)
+    at = tirx.floordiv(p, groups) * ck
+    return tirx.SeqStmt(opaque(name + "_split", [(groups, tirx.Select(few, m.threads, 1)),
+                                                 (ck, tirx.max(tirx.Select(few, extent, chunk), 1))]) + [
+        tirx.For(p, 0, tirx.floordiv(extent + ck - 1, ck) * groups, tirx.ForKind.PARALLEL, tirx.SeqStmt([
+            tirx.Bind(group, tirx.floormod(p, groups)), tirx.Bind(lo, init + at),
+            tirx.Bind(rows, tirx.min(ck, extent - at)), inner]))])
 
 
 def _shared_reads(loop, node: isl.AstNode, row: str) -> bool:

@@ -26,7 +26,6 @@ import functools
 from typing import Callable
 
 import islpy as isl
-import tvm_ffi
 from tvm import sym, tirx
 from tvm.tirx.analysis import undefined_vars
 
@@ -38,11 +37,11 @@ from .expr import INDEX, wide_indices
 from . import invariant
 from .collapse import run_as_one
 from .scratch import STACK
-from .cpu_strips import strip_steps
+from .cpu_strips import opaque, strip_steps
 from .cpu_dot import dot_columns, dot_lanes, row_tiles
-from .lower import coefficient as _coefficient, from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
-from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, rest_packs,
-                     rows_across as reads_across_rows, sliding_window, strided_reads, window_loops_outside)
+from .lower import from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
+from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, packable, rest_packs,
+                     rows_across as reads_across_rows, sliding_window, window_loops_outside)
 from .tile_checks import accumulates_privately, runs_in_one_step, packed_loop, transposed_loop  # noqa: F401  (for cpu.py)
 
 
@@ -64,6 +63,10 @@ class RegisterTiles:
         # the rows of the chunked loop around the tiles (ChunkedLoop._chunks), when known
         self.rows_extent: tirx.PrimExpr | None = None
         self.parallel_columns = False  # the first width's column tiles in parallel (cpu_strips.few_rows)
+        # (group, groups): the statements' columns in that many groups of whole main-width tiles, this
+        # one's only (cpu_strips.two_way); each group's count of main tiles in all goes in ``windows``
+        self.groups: tuple[tirx.PrimExpr, tirx.PrimExpr] | None = None
+        self.windows: list[tirx.PrimExpr] = []
 
     def _fixed(self, row: str) -> set[str]:
         """Loop variables that a tile's loops may not depend on."""
@@ -176,6 +179,26 @@ class RegisterTiles:
         with self.low.bound(zeros):
             j_init, j_ext = self.low.loop_range(inner)
         j_ext = tirx.max(j_ext, 0)
+        depth = self.depth[2] if self.depth else 1
+        # a tile over several iterations of the depth loop: as many accumulators in all
+        main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
+        window = []
+        if self.groups is not None:  # this group's columns: whole main tiles, the last group also the rest
+            g, groups = self.groups
+            units = tirx.floordiv(j_ext, main)
+            per = tirx.floordiv(units + groups - 1, groups)
+            # (opaque: the strips' nested counts over these formulas took TVM's simplifier minutes)
+            begin = tirx.min(g * per, units) * main
+            first, count = tirx.Var(j_name + "_first", INDEX), tirx.Var(j_name + "_count", INDEX)
+            window = opaque(j_name + "_window", [(first, begin), (count, tirx.Select(
+                g == groups - 1, j_ext, tirx.min((g + 1) * per, units) * main) - begin)])
+            self.windows.append(units)
+            j_init, j_ext = j_init + first, tirx.max(count, 0)
+        return seq(window + [self._columns_of(chain, call, row, lo, n, j_name, j_init, j_ext, zeros, main, depth)])
+
+    def _columns_of(self, chain, call, row: str, lo, n, j_name: str, j_init, j_ext, zeros, main: int,
+                    depth: int) -> tirx.Stmt:
+        m = self.m
         # Panels are copied outside sequential loops only: inside one, every step would copy
         # them again for the few rows of a batch (the Elman RNN: no gain, twice the code).
         in_loop = self.low.kernel is None or bool(self.low.kernel.loops)
@@ -195,7 +218,6 @@ class RegisterTiles:
         # for every column tile a vector wide or more; the second's serve the rows after the last full tile too
         strided = any(dims is None for _, dims, _ in packed)
         across = not strided and any(max(dims) > col for _, dims, col in packed)
-        depth = self.depth[2] if self.depth else 1
 
         def strips(widths, tag: str, body_of, start=tirx.const(0, INDEX), first=None) -> tuple[list, tirx.PrimExpr]:
             """Column tiles of each width in turn from ``start`` (of the first
@@ -214,8 +236,6 @@ class RegisterTiles:
         def columns(pack: bool) -> tirx.Stmt:
             # outside sequential loops also half-width tiles: a 4 x 64 tile leaves 32 columns to 16-wide ones
             half = (m.tile_cols // 2,) if not in_loop and m.tile_cols >= 4 * m.vector_width and not lean else ()
-            # a tile over several iterations of the depth loop: as many accumulators in all
-            main = max(m.vector_width, m.tile_cols // depth // m.vector_width * m.vector_width)
             if depth > 1:
                 half = ()
             # outside sequential loops also vectors of a half and a quarter of the width before
@@ -383,55 +403,7 @@ class RegisterTiles:
             return None
         return tirx.max(extent, 0) >= self.m.tile_rows
 
-    def _packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, list[int], int]]:
-        """The tensors read as a k x columns panel shared by all rows
-        (``B(k, n)`` of a matmul, or ``B(n, k)``; over several reduction loops
-        ``A(t, b, n)`` of ``dW(i, n) += X(t, b, i) * A(t, b, n)``): one element
-        of the tensor read in the statement (at one place or several), one
-        index moving with the column by 1 and one with each reduction loop by 1
-        (a dimension of its own each), none with the row.  Their tiles are copied to a contiguous panel before the
-        row tiles use them: rows of a big matrix at a power-of-two stride fall
-        into a few cache sets otherwise, and a transposed operand would be a
-        gather per vector.  The inner reduction loops' bounds may not depend
-        on the outer ones' (the panel is a box).
-        Returns (tensor, index of each reduction loop's dimension, index of its column dimension)."""
-        k_names = [iterator(c) for c in chain]
-        for i, c in enumerate(chain[1:]):
-            if loop_ids(c) & set(k_names[:i + 1]):
-                return []
-        probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + k_names}
-        with self.low.bound(probe):
-            buf, _, value, _ = self.low.statement_parts(call)
-        loads: dict[str, list] = {}
-        for ld in _loads(value):
-            loads.setdefault(ld.source.name, []).append(ld)
-        strided = strided_reads(value, probe[j_name], [probe[x] for x in k_names])
-        out = []
-        for name, lds in loads.items():
-            # the reads that do not move with the row (``X(n, i) * X(n, j)``: X(n, i) stays, expr.Partial), of one
-            # element per step (read twice at the same indices, ``(x(i, k) - y(j, k)) ** 2``, is one read)
-            at_rows = [ld for ld in lds if any(_uses(x, probe[row]) for x in ld.indices)]
-            lds = [ld for ld in lds if not any(ld.same_as(r) for r in at_rows)]
-            if name == buf.name or not lds or len(lds[0].indices) < len(chain) + 1:
-                continue
-            if any(not tvm_ffi.structural_equal(list(ld.indices), list(lds[0].indices)) for ld in lds[1:]):
-                continue
-            idx = list(lds[0].indices)
-            if name in strided:
-                if at_rows:
-                    continue
-                # the columns' lanes lie apart in the tensor (a convolution of
-                # stride 2): a panel found from the loops' values (Remapped),
-                # read as contiguous vectors by every row tile
-                out.append((name, None, None))
-                continue
-            dims = [[d for d, x in enumerate(idx) if _uses(x, probe[v])] for v in [j_name] + k_names]
-            if any(len(ds) != 1 for ds in dims) or len({ds[0] for ds in dims}) != len(dims):
-                continue
-            if any(_coefficient(idx[ds[0]], probe[v]) != 1 for ds, v in zip(dims, [j_name] + k_names)):
-                continue
-            out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
-        return out
+    _packable = packable  # (panels.py)
 
 
 class _Tile(_Column):

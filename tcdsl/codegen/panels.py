@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import tvm_ffi
 from tvm import sym, tirx
 from tvm.tirx import ForKind
 from tvm.tirx.analysis import undefined_vars
@@ -520,3 +521,54 @@ class _Prepacked(_Column):
         finally:
             low.buffer_override = saved
         return tirx.SeqStmt(decls + [body])
+
+
+def packable(self, chain, call, row: str, j_name: str) -> list[tuple[str, list[int], int]]:
+    """The tensors read as a k x columns panel shared by all rows
+    (``B(k, n)`` of a matmul, or ``B(n, k)``; over several reduction loops
+    ``A(t, b, n)`` of ``dW(i, n) += X(t, b, i) * A(t, b, n)``): one element
+    of the tensor read in the statement (at one place or several), one
+    index moving with the column by 1 and one with each reduction loop by 1
+    (a dimension of its own each), none with the row.  Their tiles are copied to a contiguous panel before the
+    row tiles use them: rows of a big matrix at a power-of-two stride fall
+    into a few cache sets otherwise, and a transposed operand would be a
+    gather per vector.  The inner reduction loops' bounds may not depend
+    on the outer ones' (the panel is a box).
+    Returns (tensor, index of each reduction loop's dimension, index of its column dimension)."""
+    k_names = [iterator(c) for c in chain]
+    for i, c in enumerate(chain[1:]):
+        if loop_ids(c) & set(k_names[:i + 1]):
+            return []
+    probe = {x: tirx.Var(x + "_p", INDEX) for x in [row, j_name] + k_names}
+    with self.low.bound(probe):
+        buf, _, value, _ = self.low.statement_parts(call)
+    by_name: dict[str, list] = {}
+    for ld in loads(value):
+        by_name.setdefault(ld.source.name, []).append(ld)
+    strided = strided_reads(value, probe[j_name], [probe[x] for x in k_names])
+    out = []
+    for name, lds in by_name.items():
+        # the reads that do not move with the row (``X(n, i) * X(n, j)``: X(n, i) stays, expr.Partial), of one
+        # element per step (read twice at the same indices, ``(x(i, k) - y(j, k)) ** 2``, is one read)
+        at_rows = [ld for ld in lds if any(uses(x, probe[row]) for x in ld.indices)]
+        lds = [ld for ld in lds if not any(ld.same_as(r) for r in at_rows)]
+        if name == buf.name or not lds or len(lds[0].indices) < len(chain) + 1:
+            continue
+        if any(not tvm_ffi.structural_equal(list(ld.indices), list(lds[0].indices)) for ld in lds[1:]):
+            continue
+        idx = list(lds[0].indices)
+        if name in strided:
+            if at_rows:
+                continue
+            # the columns' lanes lie apart in the tensor (a convolution of
+            # stride 2): a panel found from the loops' values (Remapped),
+            # read as contiguous vectors by every row tile
+            out.append((name, None, None))
+            continue
+        dims = [[d for d, x in enumerate(idx) if uses(x, probe[v])] for v in [j_name] + k_names]
+        if any(len(ds) != 1 for ds in dims) or len({ds[0] for ds in dims}) != len(dims):
+            continue
+        if any(coefficient(idx[ds[0]], probe[v]) != 1 for ds, v in zip(dims, [j_name] + k_names)):
+            continue
+        out.append((name, [ds[0] for ds in dims[1:]], dims[0][0]))
+    return out
