@@ -40,7 +40,7 @@ from .syntax import nodes as n
 from .syntax.parse import parse
 from .syntax.printer import to_sexpr
 from .sema.check import CheckedDef, check, select_def
-from .sema.ranges import RangeInfo, infer_ranges
+from .sema.ranges import RangeInfo, infer_ranges, same_output_shapes
 from .sema.terms import warn_partial_sums
 from .polyhedral.model import Model, build_model
 from .polyhedral.bounds import check_bounds
@@ -310,14 +310,15 @@ def _rewritten(stage: str, program: n.Program, entry: str | None, checked: Check
 
 def _checked_again(new_def: n.Def, ranges: RangeInfo):
     """check -> infer_ranges -> build_model of a rewritten ``def``, without
-    the warnings the original program already gave; the original's size
-    guards (the same reads, over the sizes only)."""
+    the warnings the original program already gave, refused (InternalError)
+    where an output's shape changed; the original's size guards."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         new_checked = check(n.Program((new_def,)), new_def.name)
         new_ranges = infer_ranges(new_checked, ranges.ctx)
+        same_output_shapes(ranges, new_ranges)
         new_model = build_model(new_ranges)
     new_ranges.size_guards = ranges.size_guards
     new_ranges.padded_rows = ranges.padded_rows

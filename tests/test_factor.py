@@ -132,7 +132,8 @@ def test_a_range_of_sizes_for_an_lhs_variable_goes_with_its_factor(mode):
     part = "def f(float(M,K) a, float(M) c) -> (y) {\n  y(i) +=! a(i, k) * c(i) where i in 1:M\n}"
     assert sums_of(part) == ["y"]
     after = [c for c in n.walk(driver.frontend(part).checked.node) if isinstance(c, n.Comprehension)]
-    assert [(c.op, len(c.wheres)) for c in after] == [("+=!", 1), ("=", 1)]  # the statement after takes i in 1:M
+    # the sum keeps its ranges (k's added); the statement after takes i in 1:M
+    assert [(c.op, sorted(w.var for w in c.wheres)) for c in after] == [("+=!", ["i", "k"]), ("=", ["i"])]
     a, c = np.ones((4, 3), np.float32), np.arange(4, dtype=np.float32)
     np.testing.assert_allclose(tcdsl.compile(part, specialize=mode, options={"disk_cache": False})(a, c)[1:],
                                3 * c[1:])
@@ -187,10 +188,15 @@ def test_a_sum_inside_a_loop_applies_its_factor_after_it(mode):
         np.testing.assert_allclose(k(a), _expm(a), rtol=1e-5, atol=1e-6)
 
 
-def test_a_factor_is_kept_where_the_statement_after_would_cover_more():
-    assert sums_of(WIDER) == ["y"]  # planned, then dropped: the cover differs (factor.same_cover)
+def test_a_factor_applies_to_the_elements_its_sum_wrote():
+    # y is wider than the sum writes (max(M, N) columns): the statement after
+    # the sum takes the sum's ranges (i in 0:N) and scales only those
+    # (factor.same_cover holds; without the ranges it would cover M columns)
+    assert sums_of(WIDER) == ["y"]
     fe = driver.frontend(WIDER)
-    assert [c.op for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension)] == ["=", "+=!"]
+    after = [c for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension)]
+    assert [c.op for c in after] == ["=", "+=!", "="]
+    assert [(w.var, str(w.hi)) for w in after[2].wheres] == [("i", str(n.SizeVar("N")))]
     k = tcdsl.compile(WIDER, options={"disk_cache": False})
     rng = np.random.default_rng(8)
     T, M, N = 4, 6, 5
@@ -312,3 +318,64 @@ def test_gru_d_stays_inside_its_tensors():
              for i, sizes in enumerate([{"T": 3, "B": 2, "I": 5, "H": 4}, {"T": 1, "B": 1, "I": 1, "H": 1},
                                         {"T": 4, "B": 3, "I": 2, "H": 17}])]
     guard.assert_all_work(cases)
+
+
+MASKED = """
+def masked(float(T,B,I) x, float(T,B) m, float(H,I) W, float(H,H) U) -> (h) {
+  for t in T {
+    if t > 0 {
+      hn(b, j) +=! m(t, b) * h(t - 1, b, k) * U(j, k)
+    }
+    h(t, b, j) +=! x(t, b, i) * W(j, i)
+    h(t, b, j) = tanh(h(t, b, j) + (t > 0 ? hn(b, j) : 0))
+  }
+}
+"""
+
+
+def _masked(x, m, W, U):
+    h, out = None, []
+    for t in range(x.shape[0]):
+        z = x[t] @ W.T
+        if h is not None:
+            z = z + m[t][:, None] * (h @ U.T)
+        h = np.tanh(z)
+        out.append(h)
+    return np.stack(out)
+
+
+def test_a_factor_that_alone_bounds_a_variable_leaves_its_range_with_the_sum():
+    # m(t, b) is the only read of hn's sum that bounds b (the state h is
+    # written further down the loop): the sum left after m moves out keeps
+    # b's range, so h keeps its B rows (it had 1)
+    assert sums_of(MASKED) == ["hn"]
+    fe = driver.frontend(MASKED)
+    (s,) = [c for c in n.walk(fe.checked.node) if isinstance(c, n.Comprehension) and c.tensor == "hn" and c.op == "+=!"]
+    assert {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)} >= {"b", "j", "k"}
+    k = tcdsl.compile(MASKED, options={"disk_cache": False})
+    rng = np.random.default_rng(6)
+    for T, B, I, H in [(1, 2, 3, 4), (3, 2, 5, 4), (4, 5, 3, 9)]:
+        args = (rng.standard_normal((T, B, I)), (rng.random((T, B)) > 0.3).astype(np.float64),
+                rng.standard_normal((H, I)) / 3, rng.standard_normal((H, H)) / 3)
+        got = k(*(a.astype(np.float32) for a in args))
+        assert got.shape == (T, B, H)
+        np.testing.assert_allclose(got, _masked(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_a_rewrite_that_changes_an_output_shape_is_refused():
+    import islpy as isl
+
+    from tcdsl.errors import InternalError
+    from tcdsl.sema.check import check
+    from tcdsl.sema.ranges import infer_ranges, same_output_shapes
+    from tcdsl.source import Source
+    from tcdsl.syntax.parse import parse
+
+    ctx = isl.Context()
+
+    def ranges(src):
+        return infer_ranges(check(parse(Source(src)), None), ctx)
+    old = ranges("def f(float(N) A) -> (O) { O(i) = A(i) }")
+    same_output_shapes(old, ranges("def f(float(N) A) -> (O) { O(i) = 2 * A(i) }"))
+    with pytest.raises(InternalError, match="output 'O' another extent along dimension 0"):
+        same_output_shapes(old, ranges("def f(float(N) A) -> (O) { O(i) = A(i) where i in 0:N - 1 }"))

@@ -53,6 +53,13 @@ CASES = [
     ("def f(float(B, L) X) -> (S) { for t in 1:L { S(b, t) = X(b, t) } }", {"B": 4, "L": 3}, "S", (4, 3)),
     # ... but a range that depends on the loop has nothing to give
     ("def f(float(L) X) -> (S) { for t in L - 1 { S(t, i) = X(i) where i in 0:t } }", {"L": 1}, "S", (0, 0)),
+    # nor does an if over the loop variable that holds at no step: the state
+    # written from the second step on has its B elements at T = 1 too
+    ("def f(float(T, B) x) -> (h) { for t in T { if t > 0 { h(b) = x(t, b) } } }", {"T": 1, "B": 3}, "h", (3,)),
+    ("def f(float(T, B) x) -> (h) { for t in T { if t > 0 { h(b) = x(t, b) } } }", {"T": 4, "B": 3}, "h", (3,)),
+    ("def f(float(T, B) x) -> (h) { for t in T { if t >= 2 { h(b, t) = x(t, b) } } }", {"T": 2, "B": 3}, "h", (3, 0)),
+    # an if over the sizes alone still leaves the tensor empty where it fails
+    ("def f(float(T, B) x) -> (h) { for t in T { if T > 2 { h(b) = x(t, b) } } }", {"T": 1, "B": 3}, "h", (0,)),
 ]
 
 
@@ -66,6 +73,20 @@ def test_a_scan_of_no_steps_returns_its_other_dimensions():
     for L in (1, 2, 6):
         x = np.random.default_rng(L).standard_normal((3, L)).astype(np.float32)
         np.testing.assert_allclose(k(x), np.cumsum(x[:, :L - 1], axis=1), rtol=1e-5)
+
+
+def test_a_read_of_a_state_written_from_the_second_step_does_not_empty_the_output():
+    # hn is written only where t > 0 and read only there (the select): at
+    # T = 1 the output keeps its B rows (it had none, a shape of (1, 0))
+    k = tcdsl.compile("def f(float(T, B) x) -> (y, hn) {\n  for t in T {\n    if t > 0 { hn(b) = 2 * x(t - 1, b) }\n"
+                      "    y(t, b) = x(t, b) + (t > 0 ? hn(b) : 0)\n  }\n}", options={"disk_cache": False})
+    for T in (1, 2, 5):
+        x = np.random.default_rng(T).standard_normal((T, 3)).astype(np.float32)
+        y, hn = k(x)
+        want = x.copy()
+        want[1:] += 2 * x[:-1]
+        np.testing.assert_allclose(y, want, rtol=1e-6)
+        np.testing.assert_allclose(hn, 2 * x[T - 2] if T > 1 else np.zeros(3), rtol=1e-6)
 
 
 def test_an_unbounded_variable_asks_for_a_where_clause():

@@ -98,15 +98,19 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
         inv, dep = split(s.rhs, dependent, divisions)
         if inv and dep:
             temp, bounds = None, ()
-            if s.op == "+=":
-                st = infos.get((s.span, s.tensor))
-                if st is None:
-                    continue
+            st = infos.get((s.span, s.tensor))
+            if st is None and (s.op == "+=" or ranges is not None):
+                continue
+            if st is not None:
+                # The sum keeps its ranges: the factors moved out of it may be
+                # the only reads that bound a variable (``m(t, b)`` in ``hn(b,
+                # j) +=! m(t, b) * h(t - 1, b, k) * U(j, k)``, where the state
+                # ``h`` written later in the loop does not tell b's range).
                 given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
                 ctx = st.domain.params()
-                # (a state ``h(t - 1, b, k)`` written later in the loop does not tell its ranges)
                 bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], ctx), readable(st.ranges[v][1], ctx))
                                for v in lhs + sorted(s.reduction_vars) if v not in given and v in st.ranges)
+            if s.op == "+=":
                 temp = _fresh(f"{s.tensor}_f", taken)
                 taken.add(temp)
             out[s.span] = Sum(dependent, divisions, frozenset({inv[0][1].span or s.span}), temp, bounds)
@@ -204,8 +208,8 @@ def _block(stmts, p: dict[object, Sum]) -> tuple:
             body.append(s)
             continue
         temp = p[s.span].temp
-        body.append(replace(s, rhs=_product(dep, s.rhs.span),
-                            **({"tensor": temp, "op": "+=!", "wheres": s.wheres + p[s.span].bounds} if temp else {})))
+        body.append(replace(s, rhs=_product(dep, s.rhs.span), wheres=s.wheres + p[s.span].bounds,
+                            **({"tensor": temp, "op": "+=!"} if temp else {})))
         here = inv[0][1].span or s.span
         value: n.Expr = n.Call(temp or s.tensor, s.indices, span=here)
         for op, f in inv:

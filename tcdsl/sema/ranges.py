@@ -30,7 +30,7 @@ from itertools import combinations
 
 import islpy as isl
 
-from ..errors import TcSemanticError
+from ..errors import InternalError, TcSemanticError
 from ..syntax import nodes as n
 from .affine import NotAffine, isl_name, lift, params_prefix, pwaff_to_expr, read_param_set, read_pwaff
 from .check import CheckedDef, dim_expr, dim_isl, lhs_index_var
@@ -422,8 +422,11 @@ class _Inference:
         if var is not None and st.loops:
             # Where a loop runs no step, an lhs variable whose range does not
             # depend on the loop still gives its extent: ``for t in L - 1 {
-            # s(b, t) = ... }`` at L = 1 makes s of shape (B, 0), not (0, 0).
-            idle = ctx.subtract(self._sizes_of(self._param_set(st.loops, ())).align_params(ctx.get_space()))
+            # s(b, t) = ... }`` at L = 1 makes s of shape (B, 0), not (0, 0);
+            # so does an ``if`` over loop variables that holds at no step
+            # (``if t > 0 { hn(b) = ... }`` at T = 1: hn has B elements).
+            over_loops = tuple(c for c in st.conds if any(isinstance(x, n.IndexVar) for x in n.walk(c[0])))
+            idle = ctx.subtract(self._sizes_of(self._param_set(st.loops, over_loops)).align_params(ctx.get_space()))
             everywhere = everywhere.intersect_params(ctx)
             if not idle.is_empty() and everywhere.is_bounded():
                 dim = dim | everywhere.intersect_params(idle)
@@ -501,6 +504,16 @@ class _Inference:
             ext = [self._simplest(a.union_max(b.align_params(a.get_space().params())).coalesce())
                    for a, b in zip(old, ext)]
         self.info.extents[s.tensor] = tuple(ext)
+
+
+def same_output_shapes(old: RangeInfo, new: RangeInfo) -> None:
+    """Raise InternalError where a rewrite of the program (``new``) gives an
+    output of ``old`` another extent for some sizes."""
+    for o in old.checked.outputs:
+        for k, (a, b) in enumerate(zip(old.extents.get(o, ()), new.extents.get(o, ()))):
+            ctx = old.size_context.align_params(a.get_domain_space().params())
+            if not a.intersect_params(ctx).is_equal(b.align_params(a.get_space().params()).intersect_params(ctx)):
+                raise InternalError(f"the rewritten program gives output '{o}' another extent along dimension {k}")
 
 
 def readable(pa: isl.PwAff, context: isl.Set) -> n.Expr:
