@@ -89,6 +89,75 @@ def test_a_read_of_a_state_written_from_the_second_step_does_not_empty_the_outpu
         np.testing.assert_allclose(hn, 2 * x[T - 2] if T > 1 else np.zeros(3), rtol=1e-6)
 
 
+STATE_LATER = """def elman(float(T,B,I) x, float(I,H) W, float(H,H) U) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 { u(b, j) +=! h(t - 1, b, k) * U(k, j) }
+    h(t, b, j) = tanh(a(b, j) + (t > 0 ? u(b, j) : 0))
+  }
+}"""
+
+
+def _elman(x, W, U):
+    h, out = np.zeros((x.shape[1], W.shape[1])), []
+    for t in range(x.shape[0]):
+        h = np.tanh(x[t] @ W + h @ U)
+        out.append(h)
+    return np.stack(out)
+
+
+def test_a_temporary_bounded_only_by_the_state_written_later_gets_the_states_rows():
+    # u's b is bounded only by h, written further down the loop: the first
+    # pass's placeholder range for it ([0, 1)) bounded nothing else, so h
+    # keeps the B rows that a(b, j) gives it (it had 1, silently)
+    assert extents(STATE_LATER, {"T": 4, "B": 3, "I": 2, "H": 5})["h"] == (4, 3, 5)
+    assert extents(STATE_LATER, {"T": 4, "B": 3, "I": 2, "H": 5})["u"] == (3, 5)
+    k = tcdsl.compile(STATE_LATER, options={"disk_cache": False})
+    rng = np.random.default_rng(7)
+    for T, B, I, H in [(1, 3, 2, 5), (4, 3, 2, 5), (6, 7, 9, 17)]:
+        x, W, U = rng.standard_normal((T, B, I)), rng.standard_normal((I, H)) / 3, rng.standard_normal((H, H)) / 3
+        got = k(*(a.astype(np.float32) for a in (x, W, U)))
+        np.testing.assert_allclose(got, _elman(x, W, U), rtol=1e-4, atol=1e-5)
+
+
+SELF_ATTENTION = """def f(float(T,B,I) x, float(I,H) W, float(H,H) V) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 {
+      s(b, k) +=! h(k, b, j) * h(t - 1, b, j) where k in 0:t
+      mx(b) max=! s(b, k) where k in 0:t
+      e(b, k) = exp(s(b, k) - mx(b)) where k in 0:t
+      z(b) +=! e(b, k) where k in 0:t
+      ctx(b, j) +=! e(b, k) * h(k, b, j) where k in 0:t
+      a(b, j) += ctx(b, k) / z(b) * V(k, j)
+    }
+    h(t, b, j) = tanh(a(b, j))
+  }
+}"""
+
+
+def test_a_sum_over_the_states_written_later_is_bounded_by_them():
+    # s's j is bounded only by h, written further down the loop (attention
+    # over the RNN's own past states): the second pass bounds it by h's
+    # extent (it was "cannot infer the range of 'j'")
+    assert extents(SELF_ATTENTION, {"T": 5, "B": 2, "I": 3, "H": 4})["s"] == (2, 4)
+    k = tcdsl.compile(SELF_ATTENTION, options={"disk_cache": False})
+    rng = np.random.default_rng(8)
+    for T, B, I, H in [(1, 2, 3, 4), (5, 3, 2, 6)]:
+        x, W, V = rng.standard_normal((T, B, I)), rng.standard_normal((I, H)) / 2, rng.standard_normal((H, H)) / 2
+        hs = []
+        for t in range(T):
+            a = x[t] @ W
+            if t > 0:
+                past = np.stack(hs[:t], 1)  # (B, t, H)
+                sc = np.einsum("bkj,bj->bk", past, hs[-1])
+                e = np.exp(sc - sc.max(1, keepdims=True))
+                a = a + (np.einsum("bk,bkj->bj", e, past) / e.sum(1, keepdims=True)) @ V
+            hs.append(np.tanh(a))
+        got = k(*(v.astype(np.float32) for v in (x, W, V)))
+        np.testing.assert_allclose(got, np.stack(hs), rtol=1e-4, atol=1e-5)
+
+
 def test_an_unbounded_variable_asks_for_a_where_clause():
     with pytest.raises(tcdsl.TcSemanticError, match=r"cannot infer the range of 'j'; use a where clause"):
         tcdsl.compile("def f(float(N) A) -> (O) { O(i) +=! A(i) + j }")

@@ -8,6 +8,8 @@ range bound, an extent) into a tcdsl expression built from ``SizeVar``,
 """
 from __future__ import annotations
 
+from itertools import combinations
+
 import islpy as isl
 
 from ..syntax import nodes as n
@@ -226,3 +228,56 @@ def _opaque(e: n.Expr, var: str) -> n.Expr:
             return n.SizeVar(found.setdefault(id(x), f"_v{len(found)}"), dtype="int32")
         return n.map_children(x, fn)
     return fn(e)
+
+
+def readable(pa: isl.PwAff, context: isl.Set) -> n.Expr:
+    """``pa`` as an expression, for the sizes (and loop variables) in ``context``.
+
+    isl splits a ``min``/``max`` of several bounds (several statements writing
+    one tensor, two reads bounding one variable) into pieces, which would print
+    as nested selects.  When a ``min``/``max`` of the pieces' formulas (and 0)
+    equals ``pa`` on ``context``, that formula is returned instead; isl decides
+    the equality.  Otherwise the pieces are printed as selects."""
+    pa = pa.gist_params(context.align_params(pa.get_domain_space().params())).coalesce()
+    pieces = pa.get_pieces()
+    if len(pieces) < 2:
+        return pwaff_to_expr(pa)
+    ctx = context.align_params(pa.get_domain_space().params())
+    want = pa.intersect_params(ctx)
+    terms: list[tuple[isl.PwAff, n.Expr]] = []
+    for _, aff in pieces + [(None, isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space())))]:
+        term = isl.PwAff.from_aff(aff)
+        if not any(term.is_equal(t) for t, _ in terms):
+            terms.append((term, pwaff_to_expr(term)))
+    if len(terms) <= _MAX_TERMS:
+        for cand, expr in _min_max_formulas(terms):
+            if cand.intersect_params(ctx).is_equal(want):
+                return expr
+    return pwaff_to_expr(pa)
+
+
+_MAX_TERMS = 5  # candidates grow quickly with the number of formulas; beyond this, print the pieces
+
+
+def _min_max_formulas(terms):
+    """``min``/``max`` combinations of the terms, simplest first: one term,
+    then ``min``/``max`` of 2..all terms, then one level of nesting
+    (``max(a, min(b, c))``, ``min(a, max(b, c))``)."""
+    def fold(op, group):
+        pa, e = group[0]
+        for p2, e2 in group[1:]:
+            pa, e = (pa.min(p2) if op == "min" else pa.max(p2)), n.Binary(op, e, e2)
+        return pa, e
+
+    yield from terms
+    for k in range(2, len(terms) + 1):
+        for group in combinations(terms, k):
+            yield fold("min", group)
+            yield fold("max", group)
+    for outer, inner in (("max", "min"), ("min", "max")):
+        for k in range(2, len(terms)):
+            for group in combinations(terms, k):
+                folded = fold(inner, group)
+                for t in terms:
+                    if t not in group:
+                        yield fold(outer, (t, folded))

@@ -26,13 +26,12 @@ are assumed >= 1 while inferring (as TC does).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import combinations
 
 import islpy as isl
 
 from ..errors import InternalError, TcSemanticError
 from ..syntax import nodes as n
-from .affine import NotAffine, isl_name, lift, params_prefix, pwaff_to_expr, read_param_set, read_pwaff
+from .affine import NotAffine, isl_name, lift, params_prefix, read_param_set, read_pwaff, readable
 from .check import CheckedDef, dim_expr, dim_isl, lhs_index_var
 
 
@@ -134,7 +133,8 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     # decoder's context of step t - 1): once more, with the shapes found for
     # such reads, so that they bound the sum's variables as every read does
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
-    _Inference(info, late_extents=first.info.extents, late_own=first.late_own).stmts(checked.node.body, (), ())
+    _Inference(info, late_extents=first.info.extents, late_own=first.late_own,
+               late_unknown=frozenset(first.unknown)).stmts(checked.node.body, (), ())
     return info
 
 
@@ -149,7 +149,8 @@ def _loop_vars(stmts) -> list[str]:
 
 
 class _Inference:
-    def __init__(self, info: RangeInfo, late_extents: dict | None = None, late_own: set | None = None):
+    def __init__(self, info: RangeInfo, late_extents: dict | None = None, late_own: set | None = None,
+                 late_unknown: frozenset = frozenset()):
         self.info = info
         self.ctx = info.ctx
         self.params = info.params
@@ -165,6 +166,11 @@ class _Inference:
         # bounds (``m(b, j) +=! h(t - 1, b, k) * W(k, j)`` above the statement
         # that writes ``h``), found by the first pass, bounded by the second
         self.late_own: set = late_own or set()
+        # tensors whose extent the first pass took from such a placeholder
+        # range ([0, 1)): it says nothing, so no read of them bounds a
+        # variable in that pass, nor a late read in the second
+        self.unknown: set[str] = set()
+        self.late_unknown = late_unknown
         self._span = None
         self._maybe_late: set[str] = set()
 
@@ -257,9 +263,12 @@ class _Inference:
             box = self._rounds([lhs], vars_, resolved, box, var_sets, space)
             box = self._rounds(accesses, vars_, resolved, box, var_sets, space)
         for v in vars_:
-            if v not in resolved and self.first and v in own and v in self._maybe_late:
+            if v not in resolved and self.first and v in self._maybe_late:
                 # bounded in the second pass by the extent the read tensor gets further down
-                self.late_own.add((s.span, v))
+                # (a sum's variable by that extent as ever: ``h(k, b, j) * h(t - 1, b, j)``)
+                if v in own:
+                    self.late_own.add((s.span, v))
+                self.unknown.add(s.tensor)
                 self.late = True
                 zero_one = self._interval(vars_, v, n.Const(0), n.Const(1), space)
                 box, var_sets[v] = box & zero_one, var_sets[v] & zero_one
@@ -337,12 +346,12 @@ class _Inference:
         unresolved = names - resolved
         if len(unresolved) != 1:
             return
-        extent = self._extent(acc.tensor, k)
-        if extent is None and self.first and acc.tensor not in self.info.extents:
+        extent = None if acc.tensor in self.unknown else self._extent(acc.tensor, k)
+        if extent is None and self.first and (acc.tensor not in self.info.extents or acc.tensor in self.unknown):
             self._maybe_late.add(next(iter(unresolved)))
         if extent is None and (next(iter(unresolved)) in self.reduction_vars
                                or (self._span, next(iter(unresolved))) in self.late_own):
-            if acc.tensor in self.late_extents:
+            if acc.tensor in self.late_extents and acc.tensor not in self.late_unknown:
                 extent = self.late_extents[acc.tensor][k].align_params(self._param_space())
             else:
                 self.late = True
@@ -514,59 +523,6 @@ def same_output_shapes(old: RangeInfo, new: RangeInfo) -> None:
             ctx = old.size_context.align_params(a.get_domain_space().params())
             if not a.intersect_params(ctx).is_equal(b.align_params(a.get_space().params()).intersect_params(ctx)):
                 raise InternalError(f"the rewritten program gives output '{o}' another extent along dimension {k}")
-
-
-def readable(pa: isl.PwAff, context: isl.Set) -> n.Expr:
-    """``pa`` as an expression, for the sizes (and loop variables) in ``context``.
-
-    isl splits a ``min``/``max`` of several bounds (several statements writing
-    one tensor, two reads bounding one variable) into pieces, which would print
-    as nested selects.  When a ``min``/``max`` of the pieces' formulas (and 0)
-    equals ``pa`` on ``context``, that formula is returned instead; isl decides
-    the equality.  Otherwise the pieces are printed as selects."""
-    pa = pa.gist_params(context.align_params(pa.get_domain_space().params())).coalesce()
-    pieces = pa.get_pieces()
-    if len(pieces) < 2:
-        return pwaff_to_expr(pa)
-    ctx = context.align_params(pa.get_domain_space().params())
-    want = pa.intersect_params(ctx)
-    terms: list[tuple[isl.PwAff, n.Expr]] = []
-    for _, aff in pieces + [(None, isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space())))]:
-        term = isl.PwAff.from_aff(aff)
-        if not any(term.is_equal(t) for t, _ in terms):
-            terms.append((term, pwaff_to_expr(term)))
-    if len(terms) <= _MAX_TERMS:
-        for cand, expr in _min_max_formulas(terms):
-            if cand.intersect_params(ctx).is_equal(want):
-                return expr
-    return pwaff_to_expr(pa)
-
-
-_MAX_TERMS = 5  # candidates grow quickly with the number of formulas; beyond this, print the pieces
-
-
-def _min_max_formulas(terms):
-    """``min``/``max`` combinations of the terms, simplest first: one term,
-    then ``min``/``max`` of 2..all terms, then one level of nesting
-    (``max(a, min(b, c))``, ``min(a, max(b, c))``)."""
-    def fold(op, group):
-        pa, e = group[0]
-        for p2, e2 in group[1:]:
-            pa, e = (pa.min(p2) if op == "min" else pa.max(p2)), n.Binary(op, e, e2)
-        return pa, e
-
-    yield from terms
-    for k in range(2, len(terms) + 1):
-        for group in combinations(terms, k):
-            yield fold("min", group)
-            yield fold("max", group)
-    for outer, inner in (("max", "min"), ("min", "max")):
-        for k in range(2, len(terms)):
-            for group in combinations(terms, k):
-                folded = fold(inner, group)
-                for t in terms:
-                    if t not in group:
-                        yield fold(outer, (t, folded))
 
 
 def _below_zero(s: isl.Set, k: int) -> isl.Set:
