@@ -17,11 +17,16 @@ import tcdsl
 from helpers import rand
 
 OUT_IN = "def lin(float(B, I) x, float(O, I) W) -> (y) { y(b, o) +=! x(b, i) * W(o, i) }"
-IN_OUT = "def lin(float(B, I) x, float(I, O) W) -> (y) { y(b, o) +=! x(b, i) * W(i, o) }"
+# a product and a statement after it in one kernel: the body of each chunk is more than one tile
+RELU_OUT_IN = ("def lin(float(B, I) x, float(O, I) W) -> (y, z) {\n  y(b, o) +=! x(b, i) * W(o, i)\n"
+               "  z(b, o) = fmax(y(b, o), 0)\n}")
+RELU_IN_OUT = ("def lin(float(B, I) x, float(I, O) W) -> (y, z) {\n  y(b, o) +=! x(b, i) * W(i, o)\n"
+               "  z(b, o) = fmax(y(b, o), 0)\n}")
 OPTS = {"tile_rows": 4, "tile_cols": 32, "vector_width": 8, "cpu_threads": 2, "disk_cache": False}
+SIZES = [(1, 7, 5), (3, 64, 200), (8, 33, 130), (16, 16, 97), (17, 40, 300), (40, 9, 64), (2, 9, 127)]
 
 
-@pytest.mark.parametrize("src", [OUT_IN, IN_OUT], ids=["out-in", "in-out"])
+@pytest.mark.parametrize("src", [RELU_OUT_IN, RELU_IN_OUT], ids=["out-in", "in-out"])
 def test_few_rows_run_their_column_tiles_in_parallel(src):
     k = tcdsl.compile(src, options=OPTS)
     script = k.script
@@ -30,18 +35,56 @@ def test_few_rows_run_their_column_tiles_in_parallel(src):
     assert re.search(r"if B <= 16 and 128 <= O:", script), script
     assert re.search(r"for c\d_w32 in T\.parallel", script), script
     rng = np.random.default_rng(0)
-    for B, I, O in [(1, 7, 5), (3, 64, 200), (8, 33, 130), (16, 16, 97), (17, 40, 300), (40, 9, 64), (2, 9, 127)]:
+    for B, I, O in SIZES:
         x = rand(rng, B, I)
-        W = rand(rng, O, I) if src == OUT_IN else rand(rng, I, O)
-        want = x.astype(np.float64) @ (W.T if src == OUT_IN else W).astype(np.float64)
-        np.testing.assert_allclose(k(x, W), want, rtol=1e-5, atol=1e-5)
+        W = rand(rng, O, I) if src == RELU_OUT_IN else rand(rng, I, O)
+        want = x.astype(np.float64) @ (W.T if src == RELU_OUT_IN else W).astype(np.float64)
+        y, z = k(x, W)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(z, np.maximum(want, 0), rtol=1e-5, atol=1e-5)
 
 
-def test_few_rows_stay_inside_their_tensors():
-    cases = [{"id": f"few-rows:{i}", "source": OUT_IN, "sizes": sizes, "seed": i, "options": OPTS}
+@pytest.mark.parametrize("src", [OUT_IN, RELU_OUT_IN], ids=["folded", "two-copies"])
+def test_few_rows_stay_inside_their_tensors(src):
+    cases = [{"id": f"few-rows:{i}", "source": src, "sizes": sizes, "seed": i, "options": OPTS}
              for i, sizes in enumerate([{"B": 3, "I": 13, "O": 101}, {"B": 16, "I": 5, "O": 64},
                                         {"B": 17, "I": 8, "O": 40}])]
     guard.assert_all_work(cases)
+
+
+MAX_PLUS = "def mp(float(B, I) x, float(O, I) W) -> (y) { y(b, o) max=! x(b, i) + W(o, i) }"
+FROM_ONE = "def lin(float(B, I) x, float(O, I) W) -> (y) { y(b, o) +=! x(b, i) * W(o, i) where i in 1:I }"
+
+
+@pytest.mark.parametrize("src", [OUT_IN, MAX_PLUS], ids=["sum", "max"])
+def test_an_initialization_folds_into_the_tiles(src):
+    """``y(b, o) +=! ...`` alone in its kernel: the tiles' accumulators start
+    at the reduction's identity (0, -inf) instead of loading what a pass
+    zeroing y stored (cpu_strips.folded_init); no such pass is left, and the
+    product is one copy for few and many rows."""
+    script = tcdsl.compile(src, options=OPTS).script
+    assert not re.search(r"\by\[[^\]]*\] = T\.float32\(", script), script
+    assert re.search(r"acc\[[^\]]*\] = T\.float32\((0\.0|\"-inf\")\)", script), script
+    assert "_group" in script and "if B <= 16 and 128 <= O:" not in script, script
+    k = tcdsl.compile(src, options=OPTS)
+    rng = np.random.default_rng(2)
+    for B, I, O in SIZES + [(5, 300, 70), (9, 1, 33)]:
+        x, W = rand(rng, B, I), rand(rng, O, I)
+        x64, W64 = x.astype(np.float64), W.astype(np.float64)
+        want = x64 @ W64.T if src == OUT_IN else (x64[:, None, :] + W64[None, :, :]).max(-1)
+        np.testing.assert_allclose(k(x, W), want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_initialization_that_covers_more_stays():
+    """``where i in 1:I`` runs no step at I = 1, where y is still all zeros:
+    the pass that zeroes y stays."""
+    k = tcdsl.compile(FROM_ONE, options=OPTS)
+    assert re.search(r"\by\[[^\]]*\] = T\.float32\(0", k.script), k.script
+    rng = np.random.default_rng(3)
+    for B, I, O in [(3, 1, 40), (4, 2, 65), (17, 9, 130)]:
+        x, W = rand(rng, B, I), rand(rng, O, I)
+        np.testing.assert_allclose(k(x, W), x[:, 1:].astype(np.float64) @ W[:, 1:].T.astype(np.float64),
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_rows_and_columns_of_one_size_keep_the_row_chunks():

@@ -23,6 +23,7 @@ from tvm import tirx
 
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import iterator, loop_ids
+from ..sema import types as ty
 from .cpu_reduce import _tree
 from .expr import INDEX
 from .lower import coefficient, loads, uses
@@ -92,7 +93,10 @@ def dot_tile(tile, r0, nr: int) -> tirx.Stmt:
     main = tirx.For(kq, 0, tirx.floordiv(ext, lanes), tirx.ForKind.SERIAL, step)
     _, idx, _, _ = parts(r, init)
     total = _tree([tirx.BufferLoad(acc, [r, tirx.const(i, INDEX)]) for i in range(lanes)], combine)
-    fold = rows(tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), total), idx))
+    s = low.stmts[isl_ast.statement(tile.call)]
+    before = tirx.BufferLoad(buf, idx) if s.name not in tile.gen.fresh else \
+        tirx.const(ty.identity(s.info.comp.reduction, str(buf.dtype)), buf.dtype)  # (cpu_strips.folded_init)
+    fold = rows(tirx.BufferStore(buf, combine(before, total), idx))
     _, idx, value, _ = parts(r, init + tirx.floordiv(ext, lanes) * lanes + kt)
     last = tirx.For(kt, 0, tirx.floormod(ext, lanes), tirx.ForKind.SERIAL,
                     rows(tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)))

@@ -169,18 +169,22 @@ def two_way(loop, body: isl.AstNode, name: str, init, extent, chunk) -> tirx.Stm
     one per case, as before).  ``0`` where the rows are never few."""
     m, tiles = loop.m, loop.tiles
     parts = isl_ast.parts(body)
+    fresh = folded_init(loop, parts, name)
+    if fresh is not None:  # the tile's accumulators start at the identity: no pass zeroing the output before
+        parts = parts[1:]
     bare = strip_marks(parts[0])[0] if len(parts) == 1 else None
     if bare is None or bare.get_type() != NT.for_ or tiles.parts(bare, name) is None:
         return None
     group, groups = tirx.Var(name + "_group", INDEX), tirx.Var(name + "_groups", INDEX)
     lo, rows, ck = (tirx.Var(name + x, INDEX) for x in ("_lo", "_rows", "_ck"))
-    saved = tiles.rows_extent, tiles.groups, tiles.windows
+    saved = tiles.rows_extent, tiles.groups, tiles.windows, tiles.fresh
     tiles.rows_extent, tiles.groups, tiles.windows = extent, (group, groups), []
+    tiles.fresh = {fresh} if fresh is not None else set()
     try:
-        inner = loop.rows(body, name, lo, rows)
+        inner = loop.rows(parts[0] if fresh is not None else body, name, lo, rows)
         units = tiles.windows
     finally:
-        tiles.rows_extent, tiles.groups, tiles.windows = saved
+        tiles.rows_extent, tiles.groups, tiles.windows, tiles.fresh = saved
     sizes = [v for v in loop.low.gen.sig.size_vars.values() if isinstance(v, tirx.Var)]
     if not units or len(undefined_vars(units[0], sizes)) or len(undefined_vars(extent, sizes)):
         return None
@@ -194,6 +198,43 @@ def two_way(loop, body: isl.AstNode, name: str, init, extent, chunk) -> tirx.Stm
         tirx.For(p, 0, tirx.floordiv(extent + ck - 1, ck) * groups, tirx.ForKind.PARALLEL, tirx.SeqStmt([
             tirx.Bind(group, tirx.floormod(p, groups)), tirx.Bind(lo, init + at),
             tirx.Bind(rows, tirx.min(ck, extent - at)), inner]))])
+
+
+def folded_init(loop, parts: list, row: str) -> str | None:
+    """The update statement of ``parts`` = [the initialization of an ``op=!``
+    (``y(b, o) = 0``), its update as one register-tile part (``y(b, o) +=
+    x(b, i) * W(o, i)``)] when the update writes exactly the elements that the
+    initialization does, and for each of them runs the same reduction steps
+    (its domain the product of the two): its tiles may start from the
+    identity instead of loading what the initialization stored (``tiles.fresh``).
+    Else None."""
+    if len(parts) != 2:
+        return None
+    low = loop.low
+    bare = strip_marks(parts[1])[0]
+    found = loop.tiles.parts(bare, row) if bare.get_type() == NT.for_ else None
+    if found is None or len(found[1]) != 1:
+        return None
+    update = low.stmts[isl_ast.statement(found[1][0][1])]
+    calls: set[str] = set()
+
+    def collect(node: isl.AstNode) -> bool:
+        if node.get_type() == NT.user:
+            calls.add(isl_ast.statement(node.user_get_expr()))
+        return False
+    isl_ast.has(parts[0], collect)
+    init = low.stmts[next(iter(calls))] if len(calls) == 1 else None
+    if init is None or not init.is_init or update.is_init or init.info is not update.info \
+            or init.info.comp.reduction is None:
+        return None
+    own = len(init.dims)
+    dom = update.domain.reset_tuple_id()
+    lhs = dom.project_out(isl.dim_type.set, own, dom.dim(isl.dim_type.set) - own)
+    steps = dom.project_out(isl.dim_type.set, 0, own)
+    if not lhs.is_equal(init.domain.reset_tuple_id().align_params(lhs.get_space())) \
+            or not dom.is_equal(lhs.flat_product(steps).align_params(dom.get_space())):
+        return None
+    return update.name
 
 
 def _shared_reads(loop, node: isl.AstNode, row: str) -> bool:

@@ -35,6 +35,7 @@ from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks, unit_strid
 from ..polyhedral.schedule_counts import written_in_steps
 from .expr import INDEX, wide_indices
 from . import invariant
+from ..sema import types as ty
 from .collapse import run_as_one
 from .scratch import STACK
 from .cpu_strips import opaque, strip_steps
@@ -67,6 +68,8 @@ class RegisterTiles:
         # one's only (cpu_strips.two_way); each group's count of main tiles in all goes in ``windows``
         self.groups: tuple[tirx.PrimExpr, tirx.PrimExpr] | None = None
         self.windows: list[tirx.PrimExpr] = []
+        # update statements whose initialization was folded into their tiles (cpu_strips.folded_init)
+        self.fresh: set[str] = set()
 
     def _fixed(self, row: str) -> set[str]:
         """Loop variables that a tile's loops may not depend on."""
@@ -468,6 +471,19 @@ class _Tile(_Column):
             buf, idx = element(d, r, c)
             return tirx.BufferStore(acc, tirx.BufferLoad(buf, idx), [d * nr + r, c])
 
+        def start(d, r, c):  # the identity, where the initialization was folded in (the first block's)
+            return tirx.BufferStore(acc, tirx.const(ty.identity(s.info.comp.reduction, str(acc.dtype)), acc.dtype),
+                                    [d * nr + r, c])
+        if s.name in self.gen.fresh:
+            at_first = True if ks is None else sym.Analyzer().simplify(ks[0] == 0)
+            if isinstance(at_first, tirx.IntImm):
+                at_first = bool(at_first.value)
+            first = at_first if isinstance(at_first, bool) else None
+            first = lanes(start) if first else lanes(load) if first is False \
+                else tirx.IfThenElse(at_first, lanes(start), lanes(load))
+        else:
+            first = lanes(load)
+
         def store(d, r, c):
             buf, idx = element(d, r, c)
             value = tirx.BufferLoad(acc, [d * nr + r, c])
@@ -486,7 +502,7 @@ class _Tile(_Column):
 
         if row in loop_ids(self.chain[0]):
             terms = None
-            return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load), self._ragged(r0, nr, nd, lanes, update),
+            return tirx.SeqStmt([tirx.AllocBuffer(acc), first, self._ragged(r0, nr, nd, lanes, update),
                                  lanes(store)])
         saved = self.chain
         if (ks is None or self.depth) and self.m.reorder_reductions:  # (a deep tile's ks: channel_blocks)
@@ -509,7 +525,7 @@ class _Tile(_Column):
                 nest = tirx.IfThenElse(same, build(), nest)
         finally:
             self.chain = saved
-        return tirx.SeqStmt([tirx.AllocBuffer(acc), lanes(load)] + terms.fill(nr, nd) + [nest, lanes(store)])
+        return tirx.SeqStmt([tirx.AllocBuffer(acc), first] + terms.fill(nr, nd) + [nest, lanes(store)])
 
     def _ragged(self, r0, nr: int, nd: int, lanes: Callable, update: Callable) -> tirx.Stmt:
         """The reduction of a tile whose outer loop's range moves with the row
