@@ -6,6 +6,8 @@ out of the rows' range add nothing), in every specialize mode; the kernel
 has no loop over the rows; statements of other forms are left as written."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -117,6 +119,48 @@ def test_scatter_inside_a_loop():
     np.testing.assert_allclose(k(tok, x, V=V), np.cumsum(step, 0), rtol=1e-5, atol=1e-5)
 
 
+EMB_LOOP = """def demb(int32(N) idx, float(N,D) dy) -> (dE) {
+  for n in N {
+    dE(v, d) += idx(n) == v ? dy(n, d) : 0 where v in 0:V
+  }
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_scatter_alone_in_a_loop_runs_its_steps_inside_one_parallel_loop(mode):
+    """Token by token (the loop's body is the scatter alone): each task owns
+    a chunk of columns for every step, so the loop runs inside the parallel
+    chunk loop -- one parallel region per call, not one per token."""
+    k = tcdsl.compile(EMB_LOOP, specialize=mode, options=NO_CACHE)
+    if mode == "never":
+        assert re.search(r"for d_chunk in T\.parallel\(.*\):\n\s+for n in range", k.script), k.script
+        assert k.script.count("T.parallel") == 1, k.script
+    rng = np.random.default_rng(4)
+    for N, D, V in [(7, 5, 4), (1, 1, 1), (300, 130, 17), (9, 200, 3)]:
+        idx = rng.integers(-2, V + 2, N).astype(np.int32)
+        dy = rand(rng, N, D)
+        np.testing.assert_allclose(k(idx, dy, V=V), _scatter_ref(V, idx, dy), rtol=1e-5, atol=1e-5)
+
+
+def test_a_scatter_that_reads_its_tensor_keeps_a_parallel_loop_per_step():
+    # dE(v, d + 1) of the step before: another task's column; the steps stay outside
+    src = """def f(int32(N) idx, float(N,D) dy) -> (dE) {
+      for n in N {
+        dE(v, d) += idx(n) == v ? dy(n, d) * (d + 1 < D ? dE(v, d + 1) : 1) : 0 where v in 0:V
+      }
+    }"""
+    k = tcdsl.compile(src, options=NO_CACHE)
+    assert not re.search(r"T\.parallel\(.*\):\n\s+for n in range", k.script), k.script
+    rng = np.random.default_rng(5)
+    N, D, V = 6, 70, 3
+    idx, dy = rng.integers(0, V, N).astype(np.int32), rand(rng, N, D)
+    want = np.zeros((V, D))
+    for i in range(N):
+        row = want[idx[i]].copy()
+        want[idx[i]] += dy[i] * np.append(row[1:], 1)
+    np.testing.assert_allclose(k(idx, dy, V=V), want, rtol=1e-5, atol=1e-5)
+
+
 def test_gradient_of_an_embedding_is_a_scatter():
     torch = pytest.importorskip("torch")
     src = """def emb(float(V,D) E, int32(N,L) ids, float(D,O) W) -> (y) {
@@ -153,6 +197,7 @@ def test_scatter_under_guard_pages():
       h(v, l) +=! (ids(n, l) == v ? g(n, l) : 0) where v in 0:V
     }"""
     cases = [{"id": "scatter:rows", "source": EMB, "settings": settings},
+             {"id": "scatter:loop", "source": EMB_LOOP, "settings": settings},
              {"id": "scatter:columns", "source": src_col, "settings": [{"sizes": {"V": 3}, "inputs": [
                  {"dtype": "int32", "shape": [3, 2], "data": [-1, 0, 2, 3, 1, 1]},
                  {"dtype": "float32", "shape": [3, 2], "data": [1, 2, 3, 4, 5, 6]}]}]}]

@@ -114,13 +114,13 @@ class CpuProgram(ProgramLowering):
         return bool(fixed) and unit_dimension(k.stmts, fixed_set(self.model, fixed))
 
     def sequential(self, lp, body: Block, env: dict) -> tirx.Stmt:
-        """The ``for`` run inside its body's parallel loop, when the body is one
-        kernel whose outer loop the schedule marked ``par_steps`` and whose
-        bounds do not depend on the step; else a serial loop around the body."""
-        if not self.cpu.steps_inside or len(body.items) != 1 or not isinstance(body.items[0], Kernel) \
-                or (body.items[0].scatter is not None and self.cpu.scatter):
-            return super().sequential(lp, body, env)
-        k = body.items[0]
+        """The ``for`` inside its body's parallel loop, where the body is one kernel whose outer loop the schedule
+        marked ``par_steps``, its bounds not the step's, or a scatter (cpu_scatter.py); else a serial loop."""
+        k = body.items[0] if len(body.items) == 1 and isinstance(body.items[0], Kernel) else None
+        if not self.cpu.steps_inside or k is None or (k.scatter is not None and self.cpu.scatter):
+            inside = scatter_kernel(self, k, env, lp) if k and k.scatter and self.cpu.scatter \
+                and self.cpu.steps_inside else None
+            return inside if inside is not None else super().sequential(lp, body, env)
         # a condition over the sizes around the kernel (a branch of an ``if``
         # over the sizes, polyhedral/hoist.py ``by_rows``): tested once, outside
         guard, ast = _size_guard(self.ast_of(k), k)

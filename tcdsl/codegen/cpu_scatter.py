@@ -28,16 +28,31 @@ from ..polyhedral.model import Kernel
 from ..polyhedral.schedule import fixed_set
 from ..syntax import nodes as n
 from .expr import INDEX, lower_expr
-from .lower import emit_statement, seq
+from .lower import emit_statement, from_zero, seq
 
 CHUNK = 64  # values of the parallel variable per task
 
 
-def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
-    """The kernel ``k`` (``k.scatter`` set) as a TIR statement."""
+def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
+    """The kernel ``k`` (``k.scatter`` set) as a TIR statement.  ``step``: the
+    program's sequential loop whose body ``k`` is alone (``for n in N {
+    dE(v, d) += idx(n) == v ? dy(n, d) : 0 }``, an embedding's gradient token
+    by token): that loop inside each task's chunk, ``for pc (parallel) { for
+    n { ... } }``, one parallel region instead of one per step (each task
+    still owns its chunk's elements at every step); None where that does not
+    hold (an initialization in the loop, a read of the tensor written, no
+    chunks)."""
     sc = k.scatter
     update = next(s for s in k.stmts if s.name == sc.stmt and not s.is_init)
     init = next((s for s in k.stmts if s.is_init), None)
+    comp = update.info.comp
+    if step is not None:
+        reads = [x for e in [sc.rhs] + [g for _, g in sc.picks] for x in n.walk(e) if isinstance(x, n.Access)]
+        if init is not None or not gen.cpu.parallel or any(a.tensor == comp.tensor for a in reads):
+            return None
+        lo, hi = (lower_expr(b, env, {}, INDEX) for b in (step.lo, step.hi))
+        step_var = tirx.Var(step.var, INDEX)
+        env = {**env, step.var: from_zero(lo, step_var)}
     low = gen.ast_lowering(gen, {s.name: s for s in k.stmts}, env, k)
     fixed = {s: int(v.value) for s, v in gen.sig.size_vars.items() if isinstance(v, tirx.IntImm)}
     build = isl.AstBuild.from_context(k.context & fixed_set(gen.model, fixed).align_params(k.context.get_space()))
@@ -63,7 +78,6 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
         loops = [(v, *ranges[v]) for v in init.dims]
         zero = when(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel), init)
 
-    comp = update.info.comp
     lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
     picked = {v for v, _ in sc.picks}
     others = [v for v in lhs if v not in picked]
@@ -111,6 +125,10 @@ def scatter_kernel(gen, k: Kernel, env: dict) -> tirx.Stmt:
         body = _nest(reduce_loops, lambda e: lhs_nest(e, lambda f: guarded(f, store)), False)
     else:  # once per instance of the reduction variables, for all the lhs loops
         body = _nest(reduce_loops, lambda e: guarded(e, lambda f: lhs_nest(f, store)), False)
+    if step is not None:
+        if not (parallel and others):
+            return None
+        return outer(tirx.For(step_var, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, when(body)))
     return seq([zero, when(outer(body))])
 
 
