@@ -100,7 +100,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
              target_kind: str = "llvm", fixed: dict[str, int] | None = None, specialize: str = "never",
              **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning for each read that may be
-    out of bounds; an error when ``strict_bounds``) -> arg-reductions read across their rows as reductions
+    out of bounds; an error when ``strict_bounds``) -> sums over a variable that one term selects read that
+    term (polyhedral/pick.py), unless ``gather`` is False -> arg-reductions read across their rows as reductions
     over their columns (polyhedral/argsplit.py), unless ``transpose`` is False -> hoisting of
     loop-invariant statements (polyhedral/hoist.py), unless ``hoist`` is False -> zero-padded copies of
     inputs read under a padding select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
@@ -125,6 +126,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
     rewritten, serial = n.inline_lets(program), frozenset()
+    if options.gather:
+        rewritten, checked, ranges, model = _by("picked", "pick")(rewritten, entry, checked, ranges, model)
     if options.circular:
         rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
     if options.chain:
@@ -309,9 +312,8 @@ def _rewritten(stage: str, program: n.Program, entry: str | None, checked: Check
 
 
 def _checked_again(new_def: n.Def, ranges: RangeInfo):
-    """check -> infer_ranges -> build_model of a rewritten ``def``, without
-    the warnings the original program already gave, refused (InternalError)
-    where an output's shape changed; the original's size guards."""
+    """check -> infer_ranges -> build_model of a rewritten ``def`` (no warnings, the original gave them), refused
+    (InternalError) where an output's shape changed; the original's size guards."""
     import warnings
 
     with warnings.catch_warnings():
@@ -450,8 +452,7 @@ class Backend:
     fixed: dict[str, int]
     model: Model | None = None  # the model scheduled and lowered (model_for)
 
-    def ast_text(self) -> str:
-        return "\n".join(a.to_C_str() for a in self.asts.values())
+    def ast_text(self) -> str: return "\n".join(a.to_C_str() for a in self.asts.values())  # noqa: E704
 
 
 # ----------------------------------------------------------- the orders
@@ -463,8 +464,7 @@ def never(fe: Frontend, fixed: dict[str, int], target_kind: str, options: Option
 
 def after_scheduling(fe: Frontend, schedules: dict[int, isl.Schedule], sizes: dict[str, int], target_kind: str,
                      options: Options) -> Backend:
-    """A kernel for ``sizes`` from the symbolic ``schedules`` (those of
-    :func:`never`, made with the same ``options.schedule``)."""
+    """A kernel for ``sizes`` from the symbolic ``schedules`` (:func:`never`'s, with the same ``options.schedule``)."""
     return _lower(fe, schedules, sizes, target_kind, options)
 
 

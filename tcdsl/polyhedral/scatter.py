@@ -85,7 +85,7 @@ def find(info: StmtInfo) -> Scatter | None:
 
 def _pick(e: n.Expr, u: str) -> tuple[n.Expr, n.Expr] | None:
     """(g, e without the conjunct ``u == g``) when ``e`` is ``cond ? a : 0``
-    with that conjunct in ``cond``, or a product or cast of such a term."""
+    with that conjunct in ``cond``, or a product, quotient or cast of such a term."""
     match e:
         case n.Select(cond=cond, then=then, other=n.Const(value=0)):
             parts = _conjuncts(cond)
@@ -100,11 +100,11 @@ def _pick(e: n.Expr, u: str) -> tuple[n.Expr, n.Expr] | None:
                 for r in rest[1:]:
                     cond = n.Binary("&&", cond, r)
                 return g, n.Select(cond, then, e.other, dtype=e.dtype)
-        case n.Binary(op="*", lhs=a, rhs=b):
-            for side in ("lhs", "rhs"):
+        case n.Binary(op="*" | "/" as op, lhs=a, rhs=b):
+            for side in ("lhs", "rhs") if op == "*" else ("lhs",):  # (a quotient's numerator)
                 got = _pick(getattr(e, side), u)
                 if got is not None:
-                    return got[0], n.Binary("*", got[1] if side == "lhs" else a, b if side == "lhs" else got[1],
+                    return got[0], n.Binary(op, got[1] if side == "lhs" else a, b if side == "lhs" else got[1],
                                             dtype=e.dtype)
         case n.Cast(to=to, operand=x):
             got = _pick(x, u)
@@ -120,20 +120,21 @@ def _conjuncts(e: n.Expr) -> list[n.Expr]:
 
 
 def _equal(e: n.Expr, u: str) -> n.Expr | None:
-    """``g`` of ``u == g`` or ``g == u``: without ``u``, reading a tensor."""
+    """``g`` of ``u == g`` or ``g == u``: without ``u``, reading a tensor (in
+    a checked statement; a call, in a parsed one: polyhedral/pick.py)."""
     if not (isinstance(e, n.Binary) and e.op == "=="):
         return None
     for a, b in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-        if isinstance(a, n.IndexVar) and a.name == u and u not in n.names_in(b) \
-                and any(isinstance(x, n.Access) for x in n.walk(b)):
+        if isinstance(a, (n.IndexVar, n.Ident)) and a.name == u and u not in n.names_in(b) \
+                and any(isinstance(x, (n.Access, n.Call)) for x in n.walk(b)):
             return b
     return None
 
 
-def _product(info: StmtInfo) -> bool:
+def _product(info: StmtInfo, nonempty: bool = True) -> bool:
     """The domain is the product of its variables' ranges, each over the
-    sizes (and loop variables) only, and not empty wherever the statement
-    runs."""
+    sizes (and loop variables) only, and (``nonempty``) not empty wherever
+    the statement runs."""
     dom = info.domain
     dims = dom.dim(isl.dim_type.set)
     box = dom.params().add_dims(isl.dim_type.set, dims).set_tuple_name(dom.get_tuple_name())
@@ -142,4 +143,4 @@ def _product(info: StmtInfo) -> bool:
         one = one.insert_dims(isl.dim_type.set, 0, i).insert_dims(isl.dim_type.set, i + 1, dims - i - 1)
         box = box & one.set_tuple_name(dom.get_tuple_name())
     runs = info.params_set if info.params_set is not None else dom.params()
-    return box.is_subset(dom) and runs.is_subset(dom.params())
+    return box.is_subset(dom) and (not nonempty or runs.is_subset(dom.params()))
