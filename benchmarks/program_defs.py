@@ -21581,3 +21581,87 @@ def _x3_conv3d(torch, a, t, s):
     F = torch.nn.functional
     x, w, b = t
     return {"F.conv3d(padding=1) + relu": _nograd(torch, lambda: F.relu(F.conv3d(x, w, b, padding=1)))}
+
+
+# session 60: programs of the hunt that found a silent batch of 1 (a temporary bounded only by the state
+# written further down the loop), a sum over the RNN's own past states, a scatter token by token, and a
+# one-hot product
+
+@program(name="elman, recurrent product in a temporary above the state, zero start (no where)", kind="rnn", src="""
+def elman(float(T,B,I) x, float(I,H) W, float(H,H) U) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 { u(b, j) +=! h(t - 1, b, k) * U(k, j) }
+    h(t, b, j) = tanh(a(b, j) + (t > 0 ? u(b, j) : 0))
+  }
+}""", full=dict(T=64, B=32, I=256, H=256), tiny=dict(T=3, B=5, I=3, H=4),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["I"], s["H"]), _w(r, s["H"], s["H"])])
+def _s60_elman(torch, a, t, s):
+    x, W, U = t
+    rnn = torch.nn.RNN(s["I"], s["H"], bias=False)
+    _copy(torch, rnn.weight_ih_l0, a[1].T)
+    _copy(torch, rnn.weight_hh_l0, a[2].T)
+    return {"torch.nn.RNN": _nograd(torch, lambda: rnn(x)[0])}
+
+
+@program(name="self-attentive elman: each step attends over its past states (no where for b, j)", kind="rnn",
+         src="""
+def self_att_rnn(float(T,B,I) x, float(I,H) W, float(H,H) U, float(H,H) V, float(H) bias) -> (h) {
+  for t in T {
+    a(b, j) +=! x(t, b, i) * W(i, j)
+    if t > 0 {
+      s(b, k) +=! h(k, b, j) * h(t - 1, b, j) / sqrt(float(H)) where k in 0:t
+      mx(b) max=! s(b, k) where k in 0:t
+      e(b, k) = exp(s(b, k) - mx(b)) where k in 0:t
+      z(b) +=! e(b, k) where k in 0:t
+      ctx(b, j) +=! e(b, k) * h(k, b, j) where k in 0:t
+      a(b, j) += h(t - 1, b, k) * U(k, j)
+      a(b, j) += ctx(b, k) / z(b) * V(k, j)
+    }
+    h(t, b, j) = tanh(a(b, j) + bias(j))
+  }
+}""", full=dict(T=128, B=16, I=128, H=256), tiny=dict(T=6, B=3, I=5, H=7),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _w(r, s["I"], s["H"]), _w(r, s["H"], s["H"]),
+                         _w(r, s["H"], s["H"]), _w(r, s["H"])])
+def _s60_selfatt(torch, a, t, s):
+    x, W, U, V, bias = t
+    T, B, H = s["T"], s["B"], s["H"]
+
+    def loop():
+        xp = x @ W + bias
+        hs = x.new_empty(T, B, H)
+        hs[0] = torch.tanh(xp[0])
+        for k in range(1, T):
+            hp, past = hs[k - 1], hs[:k]
+            w = torch.softmax(torch.einsum("kbj,bj->bk", past, hp) / H ** 0.5, 1)
+            hs[k] = torch.tanh(xp[k] + hp @ U + torch.einsum("bk,kbj->bj", w, past) @ V)
+        return hs
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="embedding backward token by token (a scatter in a for loop), free V", kind="training", src="""
+def emb_bwd_loop(int32(N) idx, float(N,D) dy) -> (dE) {
+  for n in N {
+    dE(v, d) += idx(n) == v ? dy(n, d) : 0 where v in 0:V
+  }
+}""", full=dict(N=2048, D=256, V=4096), tiny=dict(N=7, D=3, V=5),
+    inputs=lambda rng, s: [rng.integers(0, s["V"] // 2 + 1, s["N"]).astype(np.int32), _n(rng, s["N"], s["D"])],
+    free=("V",))
+def _s60_emb_loop(torch, a, t, s):
+    idx, dy = t
+    li = idx.long()
+    return {"index_add_": lambda: torch.zeros(s["V"], dy.shape[1]).index_add_(0, li, dy)}
+
+
+@program(name="embedding as a one-hot product (jax style), then a projection", kind="misc", src="""
+def onehot_emb(int32(B,T) ids, float(V,D) E, float(O,D) W) -> (y) {
+  x(b, t, d) +=! (ids(b, t) == v ? 1.0 : 0.0) * E(v, d) where v in 0:V
+  y(b, t, o) +=! x(b, t, d) * W(o, d)
+}""", full=dict(B=16, T=128, V=8000, D=256, O=256), tiny=dict(B=2, T=3, V=7, D=5, O=4),
+    inputs=lambda rng, s: [rng.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32), _n(rng, s["V"], s["D"]),
+                           _w(rng, s["O"], s["D"])])
+def _s60_onehot(torch, a, t, s):
+    F = torch.nn.functional
+    ids, E, W = t
+    li = ids.long()
+    return {"F.embedding + F.linear": _nograd(torch, lambda: F.linear(F.embedding(li, E), W))}
