@@ -100,8 +100,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
              target_kind: str = "llvm", fixed: dict[str, int] | None = None, specialize: str = "never",
              **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning for each read that may be
-    out of bounds; an error when ``strict_bounds``) -> sums over a variable that one term selects read that
-    term (polyhedral/pick.py), unless ``gather`` is False -> arg-reductions read across their rows as reductions
+    out of bounds; an error when ``strict_bounds``) -> one-hot temporaries into their sums (onehot.py), sums
+    over a variable one term selects read that term (pick.py), unless ``gather`` is False -> arg-reductions read across their rows as reductions
     over their columns (polyhedral/argsplit.py), unless ``transpose`` is False -> hoisting of
     loop-invariant statements (polyhedral/hoist.py), unless ``hoist`` is False -> zero-padded copies of
     inputs read under a padding select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
@@ -126,7 +126,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
     check_bounds(model, strict=strict_bounds)
     check_narrowing(model)
     rewritten, serial = n.inline_lets(program), frozenset()
-    if options.gather:
+    if options.gather:  # (one-hot temporaries inlined into their sums, then picked or scattered)
+        rewritten, checked, ranges, model = _by("inlined", "onehot")(rewritten, entry, checked, ranges, model)
         rewritten, checked, ranges, model = _by("picked", "pick")(rewritten, entry, checked, ranges, model)
     if options.circular:
         rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
@@ -486,8 +487,7 @@ def _lower(fe: Frontend, schedules: dict[int, isl.Schedule], fixed: dict[str, in
 
 def backend(fe: Frontend, fixed: dict[str, int] | None = None, *, schedules=None, target_kind: str = "llvm",
             options: Options | dict | None = None) -> Backend:
-    """:func:`before_scheduling` for the sizes ``fixed``, or
-    :func:`after_scheduling` when their ``schedules`` are given."""
+    """:func:`before_scheduling` for the sizes ``fixed``, or :func:`after_scheduling` given their ``schedules``."""
     options, fixed = parse_options(options), dict(fixed or {})
     if schedules is None:
         return before_scheduling(fe, fixed, target_kind, options)

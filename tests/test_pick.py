@@ -118,3 +118,62 @@ def test_picked_rows_stay_inside_the_table():
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records
+
+
+CONFUSION = """def confusion(float(N,K) logits, int32(N) y) -> (cm, acc) {
+  pred(n) argmax=! logits(n, k)
+  oh(n, i) = y(n) == i ? 1.0 : 0.0 where i in 0:K
+  ph(n, j) = pred(n) == j ? 1.0 : 0.0 where j in 0:K
+  cm(i, j) +=! oh(n, i) * ph(n, j)
+  hit +=! pred(n) == y(n) ? 1.0 : 0.0
+  acc = hit / N
+}"""
+ONE_HOT_TEMP = """def emb(int32(N) ids, float(V,D) E) -> (x) {
+  oh(n, v) = ids(n) == v ? 1.0 : 0.0 where v in 0:V
+  x(n, d) +=! oh(n, v) * E(v, d)
+}"""
+
+
+def _tensors(src, **options):
+    from tcdsl.driver import frontend
+    from tcdsl.source import Source
+    return set(frontend(Source(src), **options).checked.tensors)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_hot_temporaries_go_into_their_sums(mode):
+    """The one-hot temporaries (polyhedral/onehot.py) are not written: the
+    confusion matrix is a scatter-add of N ones, the embedding a pick."""
+    assert not {"oh", "ph"} & _tensors(CONFUSION) and "oh" not in _tensors(ONE_HOT_TEMP)
+    assert {"oh", "ph"} <= _tensors(CONFUSION, gather=False)
+    conf = tcdsl.compile(CONFUSION, specialize=mode, options=NO_CACHE)
+    emb = tcdsl.compile(ONE_HOT_TEMP, specialize=mode, options=NO_CACHE)
+    if mode == "never":
+        assert "i_row: T.let[T.int32] = y[n]" in conf.script, conf.script
+        assert not re.search(r"for \w+ in [^\n]*\bV\b", emb.script), emb.script
+    rng = np.random.default_rng(3)
+    for N, K in [(1, 1), (9, 4), (200, 13)]:
+        logits, y = rand(rng, N, K), rng.integers(-1, K + 1, N).astype(np.int32)
+        cm, acc = conf(logits, y)
+        pred = logits.argmax(1)
+        want = np.zeros((K, K))
+        for a, b in zip(y, pred):
+            if 0 <= a < K:
+                want[a, b] += 1
+        np.testing.assert_array_equal(cm, want)
+        np.testing.assert_allclose(acc, np.mean(pred == y), rtol=1e-6)
+        ids, E = rng.integers(-1, K + 1, N).astype(np.int32), rand(rng, K, 6)
+        np.testing.assert_allclose(emb(ids, E), _rows(E, ids), rtol=1e-6, atol=1e-6)
+
+
+def test_a_one_hot_temporary_read_elsewhere_stays():
+    # read by an elementwise statement too, or an output: written as before
+    src = ONE_HOT_TEMP.replace("-> (x) {", "-> (x, z) {").replace("}", "  z(v, n) = 2 * oh(n, v)\n}")
+    assert "oh" in _tensors(src)
+    assert "oh" in _tensors(ONE_HOT_TEMP.replace("-> (x)", "-> (x, oh)"))
+    k = tcdsl.compile(src, options=NO_CACHE)
+    rng = np.random.default_rng(4)
+    ids, E = rng.integers(-1, 6, 8).astype(np.int32), rand(rng, 5, 3)
+    x, z = k(ids, E)
+    np.testing.assert_allclose(x, _rows(E, ids), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(z, 2.0 * (ids[None, :] == np.arange(5)[:, None]))
