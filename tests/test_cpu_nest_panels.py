@@ -54,10 +54,11 @@ def test_the_nest_is_packed_in_blocks():
     assert "A_block = T.alloc_buffer((T.min(T.max(T_1, 0), c1_kc) * T.max(B, 0) * 32,))" in s
     assert "for c1_kb in range((T.max(T_1, 0) + c1_kc - 1) // c1_kc):" in s
     assert re.search(r"A_packed = T\.decl_buffer\(\(T_1, B, J\), data=A_block\.data, strides=\(32 \* T\.max\(B, 0\), 32, 1\)", s)
-    assert "A_panel[(c1_pk * T.max(B, 0) + c2_pk) * 32 + u * 8 + v] = A[c1_pk, c2_pk, c3_w32 * 32 + u * 8 + v]" in s
+    # (from the first column of the product's group: it is alone in its kernel, cpu_strips.two_way)
+    assert "A_panel[(c1_pk * T.max(B, 0) + c2_pk) * 32 + u * 8 + v] = A[c1_pk, c2_pk, c3_first + c3_w32 * 32 + u * 8 + v]" in s
     # the block's steps of t and b run as one loop (codegen/collapse.py, one_run): X and the panel are linear in t * B + b
     assert "for c2_q in range(T.max(c1_kn, 0) * T.max(B, 0)):" in s
-    assert "X[c1_kb * c1_kc, c2_q, c0_lo + c0_b * 4 + r] * A_packed[c1_kb * c1_kc, c2_q, c3_w32 * 32 + (u * 8 + v)]" in s
+    assert "X[c1_kb * c1_kc, c2_q, c0_lo + c0_b * 4 + r] * A_packed[c1_kb * c1_kc, c2_q, c3_first + c3_w32 * 32 + (u * 8 + v)]" in s
 
 
 # (T, B, I, J): tails of rows (I), of columns (J: 64-wide tiles, 32, 16,
