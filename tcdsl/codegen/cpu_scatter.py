@@ -109,8 +109,15 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
 
         def lhs_nest(e: dict, leaf) -> tirx.Stmt:
             width = tirx.min(CHUNK, p_n - pc * CHUNK)
-            inner = _nest(inner_loops[1:], lambda h: leaf({**e, p: p_lo + pc * CHUNK + pi, **h}), False)
-            return tirx.For(pi, 0, width, tirx.ForKind.SERIAL, inner)
+
+            def loop(i, count, kind) -> tirx.Stmt:
+                inner = _nest(inner_loops[1:], lambda h: leaf({**e, p: p_lo + pc * CHUNK + i, **h}), False)
+                return tirx.For(i, 0, count, kind, inner)
+            if inner_loops[1:] or g_inner:
+                return loop(pi, width, tirx.ForKind.SERIAL)
+            # a whole chunk of the innermost variable in vectors, the last (narrower) one element by element
+            return tirx.IfThenElse(width == CHUNK, loop(pi, CHUNK, tirx.ForKind.VECTORIZED),
+                                   loop(tirx.Var(f"{p}_rest", INDEX), width, tirx.ForKind.SERIAL))
 
         def outer(body: tirx.Stmt) -> tirx.Stmt:
             count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
