@@ -560,3 +560,25 @@ def test_masked_covariance_stays_inside_its_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+PHASE = """def phase(float(B,J) ts, float(J) tau) -> (k) {
+  k(b, j) = phi < 0.5 ? 2 * phi : (phi < 0.8 ? 2 - 2 * phi : 0.001 * phi)
+    where phi = fmod(ts(b, j), tau(j)) / tau(j)
+}"""
+
+
+def test_a_binding_with_a_scalar_libm_call_used_several_times_is_one_table():
+    """fmod has no vector form (a libm call per lane): the binding, used five
+    times, is a table over every index of the statement, one call per
+    element (a phased LSTM's gate), not five."""
+    k = tcdsl.compile(PHASE, options={"disk_cache": False})
+    plain = tcdsl.compile(PHASE, options={"disk_cache": False, "factor": False})
+    assert "k_tab" in k.script and plain.script.count("fmodf") >= 5 * 2, plain.script
+    assert k.script.count("fmodf") < plain.script.count("fmodf"), k.script
+    rng = np.random.default_rng(9)
+    for B, J in [(1, 1), (3, 17), (20, 40)]:
+        ts, tau = rng.random((B, J)).astype(np.float32) * 100, rng.random(J).astype(np.float32) * 19 + 1
+        phi = np.fmod(ts.astype(np.float64), tau) / tau
+        want = np.where(phi < 0.5, 2 * phi, np.where(phi < 0.8, 2 - 2 * phi, 0.001 * phi))
+        np.testing.assert_allclose(k(ts, tau), want, rtol=1e-5, atol=1e-6)

@@ -88,6 +88,13 @@ its terms: a step of element-wise statements runs the loop inside each
 element, and a table of another shape in the step would stop that (RWKV's
 recurrence: 1.5 -> 15 ms).
 
+A term with a libm call that has no vector form (:data:`SCALAR_CALLS`,
+``fmod``) used several times -- a ``where`` binding's, one node per use --
+is a table over every index of its statement: a phased LSTM's gate
+``kg(b, j) = phi < 0.5 * r_on ? 2 * phi / r_on : ... where phi = fmod(ts(b,
+t) - shift(j), tau(j)) / tau(j)`` made five ``fmod`` calls per element
+(1.6x a PyTorch loop with one thread), one now.
+
 Such a table takes the ranges of its reduction variables from the
 statement's ``where`` clauses and from its reads; :func:`kept` drops the
 rewrite when the new program may read anything out of bounds that the
@@ -110,6 +117,11 @@ COSTLY = frozenset({
     "tanh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "sigmoid", "erf", "erfc", "pow",
     "sinpi", "cospi", "lgamma", "tgamma", "cbrt",
 })
+# libm calls that have no vector form (one call per lane): a term with one,
+# used several times (a ``where`` binding's), is a table even over every
+# index of its statement, computed once per element instead of once per use.
+SCALAR_CALLS = frozenset({"fmod", "fdim", "fma", "hypot", "lgamma", "tgamma", "cbrt", "erfc", "exp10", "atanh",
+                          "cosh", "sinh", "j0", "j1", "logb"})
 # Costly only along the vector loop (see above).
 ROOTS = frozenset({"sqrt", "rsqrt"})
 # A term of plain arithmetic is a table from this many operations on (a
@@ -216,6 +228,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             continue
         found: list[tuple[n.Expr, bool]] = []  # (term, a divisor with a square root)
         domain = set(idx) | set(s.reduction_vars)
+        repeats: dict = {}  # span -> uses (a ``where`` binding's term is one node per use, with one span)
+        for x in n.walk(s.rhs):
+            if isinstance(x, n.Expr) and x.span is not None:
+                repeats[x.span] = repeats.get(x.span, 0) + 1
 
         def reciprocal_of(d: n.Expr) -> None:
             if all(f.span != d.span for f, _ in found):
@@ -256,6 +272,11 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             if _divisor(e, s.tensor, loops, lambda u: u < set(idx) and idx[-1] in u):
                 reciprocal_of(e.rhs)
                 visit(e.lhs)
+                return
+            if used == set(idx) and calls & SCALAR_CALLS and e.span is not None and repeats.get(e.span, 0) > 1 \
+                    and not reads & {s.tensor}:
+                if all(f.span != e.span for f, _ in found):
+                    found.append((e, False))
                 return
             roots = bool(calls & ROOTS) and idx[-1] in used
             heavy = idx[-1] in used and cost(e) >= ARITH_MIN
