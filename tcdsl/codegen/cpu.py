@@ -117,9 +117,9 @@ class CpuProgram(ProgramLowering):
         """The ``for`` inside its body's parallel loop, where the body is one kernel whose outer loop the schedule
         marked ``par_steps``, its bounds not the step's, or a scatter (cpu_scatter.py); else a serial loop."""
         k = body.items[0] if len(body.items) == 1 and isinstance(body.items[0], Kernel) else None
-        if not self.cpu.steps_inside or k is None or (k.scatter is not None and self.cpu.scatter):
-            inside = scatter_kernel(self, k, env, lp) if k and k.scatter and self.cpu.scatter \
-                and self.cpu.steps_inside else None
+        inside = scatter_kernel(self, k, env, lp) if k is not None and k.scatter is not None and self.cpu.scatter \
+            and self.cpu.steps_inside else None
+        if inside is not None or not self.cpu.steps_inside or k is None or (k.scatter is not None and self.cpu.scatter):
             return inside if inside is not None else super().sequential(lp, body, env)
         # a condition over the sizes around the kernel (a branch of an ``if``
         # over the sizes, polyhedral/hoist.py ``by_rows``): tested once, outside

@@ -48,7 +48,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..sema.check import CheckedDef
-from ..sema.ranges import readable
 from ..syntax import nodes as n
 from .layout import _fresh
 
@@ -107,9 +106,7 @@ def plan(checked: CheckedDef, ranges=None) -> dict[object, Sum]:
                 # j) +=! m(t, b) * h(t - 1, b, k) * U(j, k)``, where the state
                 # ``h`` written later in the loop does not tell b's range).
                 given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
-                ctx = st.domain.params()
-                bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], ctx), readable(st.ranges[v][1], ctx))
-                               for v in lhs + sorted(s.reduction_vars) if v not in given and v in st.ranges)
+                bounds = st.where_ranges(lhs + sorted(s.reduction_vars), given)
             if s.op == "+=":
                 temp = _fresh(f"{s.tensor}_f", taken)
                 taken.add(temp)

@@ -113,9 +113,7 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
             variables = tuple(v for v in variables if v != order[-1]) + (order[-1],)
         # a variable only a non-affine index uses has no range there (``h`` of ``qkv(b, j, h * DH + d)``)
         given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
-        bounds = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], st.domain.params()),
-                                         readable(st.ranges[v][1], st.domain.params()))
-                       for v in variables if not indirect and v not in given and v in st.ranges)
+        bounds = st.where_ranges(variables, given) if not indirect else ()
         if not loops:
             name = _fresh(a.tensor + "_g", taken)
             taken.add(name)

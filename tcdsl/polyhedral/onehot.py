@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..autodiff.exprs import substitute
 from ..sema.check import CheckedDef
-from ..sema.ranges import RangeInfo, readable
+from ..sema.ranges import RangeInfo
 from ..syntax import nodes as n
 from .scatter import _conjuncts, _equal
 
@@ -42,9 +43,8 @@ def plan(checked: CheckedDef, ranges: RangeInfo) -> dict:
         for i, s in enumerate(block):
             if not _one_hot(s, checked, writes):
                 continue
-            later = list(n.comprehensions(block[i + 1:]))
             reads = {a.tensor for a in n.walk(s.rhs) if isinstance(a, n.Access)}
-            if any(c.tensor in reads for c in later) or any(c.tensor in reads for c in _after(body, s)):
+            if any(c.tensor in reads for c in _after(body, s)):
                 continue
             readers = [c for c in n.comprehensions(body) if c is not s and _reads(c, s.tensor)]
             if not readers or any(not _fit(c, s.tensor, block[i + 1:]) for c in readers):
@@ -54,11 +54,7 @@ def plan(checked: CheckedDef, ranges: RangeInfo) -> dict:
                 st = infos.get((c.span, c.tensor))
                 if st is None or c.span is None:
                     break
-                ctx = st.domain.params()
-                given = {w.var for w in c.wheres if isinstance(w, n.RangeConstraint)}
-                bounds[c.span] = tuple(n.RangeConstraint(v, readable(st.ranges[v][0], ctx),
-                                                         readable(st.ranges[v][1], ctx))
-                                       for v in st.vars if v not in given)
+                bounds[c.span] = st.where_ranges(st.vars, {w.var for w in c.wheres})
             else:
                 out["drop"].add(s.span)
                 out["temps"][s.tensor] = tuple(e.name for e in s.indices)
@@ -142,12 +138,5 @@ def _block(stmts, p: dict, defs: dict) -> tuple:
 
 def _inline(e: n.Expr, temps: dict, defs: dict) -> n.Expr:
     if isinstance(e, n.Call) and e.name in temps:
-        return _substitute(defs[e.name].rhs, dict(zip(temps[e.name], e.args)))
+        return substitute(defs[e.name].rhs, dict(zip(temps[e.name], e.args)))
     return n.map_children(e, lambda x: _inline(x, temps, defs))
-
-
-def _substitute(e: n.Expr, to: dict) -> n.Expr:
-    """``e`` with each name of ``to`` replaced by its expression, all at once."""
-    if isinstance(e, (n.IndexVar, n.Ident)) and e.name in to:
-        return to[e.name]
-    return n.map_children(e, lambda x: _substitute(x, to))

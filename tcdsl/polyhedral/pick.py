@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..autodiff.exprs import substitute
 from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo, readable
 from ..syntax import nodes as n
@@ -55,14 +56,11 @@ def plan(checked: CheckedDef, ranges: RangeInfo) -> dict:
             if n.names_in(lo) & set(st.vars) or n.names_in(hi) & set(st.vars):
                 continue
             picked.append((v, lo, hi))
-            rhs = _substitute(found[1], v, found[0])
+            rhs = substitute(found[1], {v: found[0]})
         if not picked:
             continue
         gone = {v for v, _, _ in picked}
-        ctx = st.domain.params()
-        given = {w.var for w in s.wheres}
-        bounds = tuple(n.RangeConstraint(u, readable(st.ranges[u][0], ctx), readable(st.ranges[u][1], ctx))
-                       for u in st.vars if u not in gone and u not in given)
+        bounds = st.where_ranges(st.vars, gone | {w.var for w in s.wheres})
         # a ``+=!`` left without a reduction variable is the one term: ``=``
         op = "=" if s.op == "+=!" and not set(s.reduction_vars) - gone else s.op
         out[s.span] = (tuple(picked), bounds, op)
@@ -96,16 +94,10 @@ def _one(s: n.Comprehension, picked, bounds, op: str) -> n.Comprehension:
             return s
         g, rest = found
         conds += [n.Binary("<=", lo, g), n.Binary("<", g, hi)]
-        rhs = _substitute(rest, v, g)
+        rhs = substitute(rest, {v: g})
     cond = conds[0]
     for c in conds[1:]:
         cond = n.Binary("&&", cond, c)
     gone = {v for v, _, _ in picked}
     wheres = tuple(w for w in s.wheres if not (isinstance(w, n.RangeConstraint) and w.var in gone)) + bounds
     return replace(s, op=op, rhs=n.Select(cond, rhs, n.Const(0), span=s.rhs.span), wheres=wheres)
-
-
-def _substitute(e: n.Expr, v: str, g: n.Expr) -> n.Expr:
-    if isinstance(e, (n.IndexVar, n.Ident)) and e.name == v:
-        return g
-    return n.map_children(e, lambda x: _substitute(x, v, g))

@@ -64,6 +64,14 @@ class StmtInfo:
     def name(self) -> str:
         return f"S{self.id}"
 
+    def where_ranges(self, names, given=()) -> tuple:
+        """``where v in lo:hi`` clauses of the inferred ranges of the variables
+        ``names`` (those of the statement, not in ``given``): a rewrite keeps
+        them where it drops a read that bounded them."""
+        ctx = self.domain.params()
+        return tuple(n.RangeConstraint(v, readable(self.ranges[v][0], ctx), readable(self.ranges[v][1], ctx))
+                     for v in names if v not in given and v in self.ranges)
+
 
 @dataclass
 class RangeInfo:
