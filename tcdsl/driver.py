@@ -226,7 +226,7 @@ def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     ``e % S`` by a size (polyhedral/circular.py); see :func:`_rewritten`."""
     from .polyhedral import circular
 
-    out = _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked),
+    out = _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked, model),
                      circular.rewrite)
     if out[4] is not None and not circular.same_domains(model, out[3]):
         _dump("circular", lambda: "not circular: a statement's domain would change")

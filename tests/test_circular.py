@@ -33,6 +33,17 @@ def test_the_remainders_split():
     assert not plan_of("def f(float(N) X) -> (O) { O(i) = (i + 1) % N == 0 ? X(i) : 0 }")
 
 
+def test_the_digit_of_a_flat_index_is_no_circular_read():
+    """``p % W`` with ``p`` in ``0:H*W`` spans H multiples of W: its cases would
+    only peel the first rows off the loop (circular.few_wraps)."""
+    fe = driver.frontend("def f(float(B,H,W) X) -> (O) { O(b, p) = X(b, p / W, p % W) where p in 0:H*W }",
+                         circular=False)
+    assert circular.plan(fe.checked) and not circular.plan(fe.checked, fe.model)
+    for src in (ROLL, BACK, MIRROR, CIRCONV):
+        fe = driver.frontend(src, circular=False)
+        assert len(circular.plan(fe.checked, fe.model)) == 1, src
+
+
 def test_the_cases_read_contiguously():
     """No remainder left in the loops over the cases that hold for sizes above the shift."""
     tir = driver.emit(tcdsl.compile(ROLL, options={"disk_cache": False}), "tir")

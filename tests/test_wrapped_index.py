@@ -76,3 +76,33 @@ def test_wrapped_indices_stay_inside_their_tensors():
     cases += [{"id": f"roll:{i}", "source": ROLL, "sizes": sizes, "seed": i}
               for i, sizes in enumerate([{"B": 2, "N": 9}, {"B": 1, "N": 3}, {"B": 2, "N": 1}])]
     guard.assert_all_work(cases)
+
+
+# positions flattened as p = h * W + w and read back as digits (a non-local
+# block's projections): p spans H multiples of W, not a few
+FLAT = """def proj(float(B,C,H,W) x, float(I,C) wt) -> (th) {
+  th(b, p, i) +=! wt(i, c) * x(b, c, p / W, p % W) where p in 0:H*W
+}"""
+
+
+def test_the_digit_of_a_flat_index_is_not_cut_into_pieces():
+    from tcdsl import driver
+    from tcdsl.options import parse as parse_options
+
+    k = tcdsl.compile(FLAT, options={"disk_cache": False})
+    model = driver.model_for(k.frontend, parse_options({}).schedule)
+    names = [s.name for kern in model.kernels() for s in kern.stmts if not s.is_init]
+    assert len(names) == 1, names  # was four: p < W, W <= p < 2W, 2W <= p < 3W and the rest
+    circ = tcdsl.compile(CIRCULAR, options={"disk_cache": False})
+    model = driver.model_for(circ.frontend, parse_options({}).schedule)
+    assert len([s for kern in model.kernels() for s in kern.stmts if not s.is_init]) > 1
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_a_flat_index_matches_numpy(mode):
+    rng = np.random.default_rng(4)
+    k = tcdsl.compile(FLAT, specialize=mode, options={"disk_cache": False})
+    for B, C, H, W, I in [(2, 3, 5, 7, 4), (1, 1, 1, 1, 1), (1, 2, 9, 2, 17), (2, 5, 1, 6, 3)]:
+        x, wt = rand(rng, B, C, H, W), rand(rng, I, C)
+        ref = np.einsum("ic,bcp->bpi", wt.astype(np.float64), x.astype(np.float64).reshape(B, C, H * W))
+        np.testing.assert_allclose(k(x, wt), ref, rtol=1e-5, atol=1e-5)

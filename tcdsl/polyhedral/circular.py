@@ -22,29 +22,73 @@ of 0): the same values at every size.  The conditions are affine, so the
 statement's domain is split at them (polyhedral/split.py) into loops that
 read ``X`` contiguously.  ``options={"circular": False}`` leaves programs as
 written.
+
+A remainder that is a digit of a flat index, ``x(b, c, p / W, p % W)`` with
+``p`` in ``0:H*W``, is not split: ``p`` spans ``H`` multiples of ``W``, not a
+few, and the cases would only peel the first rows off a loop that keeps the
+remainder for the rest (:func:`few_wraps`).
 """
 from __future__ import annotations
 
+import islpy as isl
+
+from ..sema.affine import NotAffine, isl_name, read_pwaff
 from ..sema.check import CheckedDef
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
 from .hoist import equal_sets
 from .model import Model
-from .pad import _expr
+from .pad import _expr, _space
 
 
-def plan(checked: CheckedDef) -> frozenset:
-    """The spans of the remainders to split: read indices ``e % S``."""
+def plan(checked: CheckedDef, model: Model | None = None) -> frozenset:
+    """The spans of the remainders to split: read indices ``e % S`` (with
+    ``model``, only those whose ``e`` spans a few multiples of ``S`` in every
+    statement that reads them)."""
     sizes = set(checked.sizes)
+    flat = set()  # the spans of digits of a flat index
+    if model is not None:
+        for k in model.kernels():
+            for s in k.stmts:
+                for a in n.walk(s.info.comp.rhs):
+                    if isinstance(a, n.Access):
+                        flat.update(i.span for i in a.indices
+                                    if _circular(i, sizes) and not few_wraps(s, i.lhs, i.rhs))
     out = set()
     for a in n.walk(checked.node):
         if not isinstance(a, n.Access):
             continue
         for idx in a.indices:
-            if _circular(idx, sizes):
+            if _circular(idx, sizes) and idx.span not in flat:
                 out.add(idx.span)
                 break  # one index per read
     return frozenset(out)
+
+
+def few_wraps(s, e: n.Expr, divisor: n.Expr) -> bool:
+    """The values of ``e`` over statement ``s``'s domain spread over a range
+    that grows with the size ``divisor`` (``(t + k - 2 + L) % L``, a circular
+    padding: a few multiples of ``L``), not one whose spread does not
+    involve it (``p % W`` with ``p`` in ``0:H*W``: the digit of a flat
+    index).  True where the spread cannot be computed (not affine)."""
+    space = _space(s)
+    coeffs = n.linear(divisor)
+    if space is None or coeffs is None:
+        return True
+    dom, ctx, params, dims = space
+    try:
+        image = isl.Map.from_pw_aff(read_pwaff(ctx, params, dims, e).intersect_domain(dom)).range()
+        spread = image.dim_max(0).sub(image.dim_min(0))
+        sizes = [v for v, c in coeffs.items() if v != 1 and c > 0]
+        pieces = spread.get_pieces()
+        for _, aff in pieces:
+            sp = aff.get_space()
+            found = [sp.find_dim_by_name(isl.dim_type.param, isl_name(v)) for v in sizes]
+            if not any(i >= 0 and aff.get_coefficient_val(isl.dim_type.param, i).is_pos() for i in found):
+                return False
+        return True
+    except (NotAffine, isl.Error):
+        return True
 
 
 def _circular(e: n.Expr, sizes: set) -> bool:

@@ -124,7 +124,7 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
     # (an assignment's wrapped reads are split at the source, polyhedral/circular.py; a sum's
     # are not there: the cases' reads narrow the ranges inferred for its variables, and
     # circular.py drops that rewrite, so they are cut here on the domain as it is)
-    wrapped = _wrapped(rhs0) if comp.reduction is not None else rhs0
+    wrapped = _wrapped(rhs0, s) if comp.reduction is not None else rhs0
     if wrapped is not comp.rhs:
         s = dataclasses.replace(s, info=dataclasses.replace(s.info, comp=dataclasses.replace(comp, rhs=wrapped)))
         comp = s.info.comp
@@ -185,18 +185,23 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
 WRAPS = (0, 1, -1, 2, -2)
 
 
-def _wrapped(e: n.Expr) -> n.Expr:
+def _wrapped(e: n.Expr, s: IslStmt) -> n.Expr:
     """``e`` with each index ``a % N`` of a read (``a`` affine, ``N`` a size:
     circular padding ``x(b, c, (t + k - 2 + L) % L)`` in a sum) as a chain of
     selects on the ranges of ``a`` (:data:`WRAPS`), the remainder last, so
     that the pieces of the statement read at affine indices; ``e`` itself
-    (the same object) when there is none."""
+    (the same object) when there is none.  Not the digit of a flat index
+    (``p % W`` with ``p`` in ``0:H*W``: circular.few_wraps)."""
+    from .circular import few_wraps
+
     def index(x: n.Expr) -> n.Expr:
         if isinstance(x, n.Binary) and x.op == "%" and isinstance(x.rhs, n.SizeVar):
             try:
                 to_isl(x.lhs)
             except NotAffine:
                 return n.map_children(x, lambda y: index(y) if isinstance(y, n.Expr) else y)
+            if not few_wraps(s, x.lhs, x.rhs):
+                return x
             a, size, out = x.lhs, x.rhs, x
             for m in reversed(WRAPS):
                 lo, hi = _times(m, size, a), _times(m + 1, size, a)
