@@ -582,3 +582,20 @@ def test_a_binding_with_a_scalar_libm_call_used_several_times_is_one_table():
         phi = np.fmod(ts.astype(np.float64), tau) / tau
         want = np.where(phi < 0.5, 2 * phi, np.where(phi < 0.8, 2 - 2 * phi, 0.001 * phi))
         np.testing.assert_allclose(k(ts, tau), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_divisor_over_a_renamed_variable_stays_a_division():
+    """A sum whose variable has the name of an earlier loop's (``t``, renamed
+    ``t_1`` by the checker) divided by a term the table plan picked: where
+    no table is made the division stays (it was a product by the divisor)."""
+    src = """def f(float(S,S) A, float(B,T) x) -> (xi) {
+      for t in T { c(t, b) = x(b, t) }
+      xi(r, s) +=! A(r, s) / c(t, b)
+    }"""
+    rng = np.random.default_rng(5)
+    for mode in ("never", "after-scheduling"):
+        k = tcdsl.compile(src, specialize=mode, options={"disk_cache": False})
+        for S, B, T in [(3, 4, 5), (1, 1, 1), (7, 2, 9)]:
+            A, x = rand(rng, S, S), (rng.random((B, T)) + 0.5).astype(np.float32)
+            want = A.astype(np.float64) * (1.0 / x.astype(np.float64)).sum()
+            np.testing.assert_allclose(k(A, x), want, rtol=1e-5, atol=1e-5)

@@ -348,7 +348,10 @@ def _block(stmts, p: dict[object, list[Table]], taken: set[str]) -> tuple:
             if isinstance(e, n.Binary) and e.op == "/":
                 hit = by_span.get(getattr(e.rhs, "span", None))
                 if hit is not None and hit[1].reciprocal and not isinstance(e.rhs, n.Ident):
-                    return n.Binary("*", fn(e.lhs), fn(e.rhs), span=e.span)
+                    rhs = fn(e.rhs)  # the table of 1 / rhs, where its term is the one planned
+                    if isinstance(rhs, n.Call) and rhs.name in {name for name, _ in by_span.values()} | set(made.values()):
+                        return n.Binary("*", fn(e.lhs), rhs, span=e.span)
+                    return n.Binary("/", fn(e.lhs), rhs, span=e.span)
             hit = by_span.get(getattr(e, "span", None)) if isinstance(e, n.Expr) else None
             if hit is not None and not isinstance(e, n.Ident) and hit[1].text is not None \
                     and _text(n.expand_lets(e, lets)) == hit[1].text:
