@@ -81,3 +81,44 @@ def test_bin_bounds_as_chained_bindings_compile_and_agree():
                 hs, he = seg[r, 0] + p * n // P, seg[r, 0] + ((p + 1) * n + P - 1) // P
                 want[r, p] = feat[hs:he].sum(0)
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+# int8 operands widened to int32: every product and sum of a few of them fits
+W8A8 = """
+def w8a8(int8(N,K) xq, int8(O,K) wq, int32(O) b) -> (acc) {
+  acc(n, o) +=! int32(xq(n, k)) * int32(wq(o, k)) + int32(xq(n, k)) * 3
+  acc(n, o) = acc(n, o) + b(o)
+}
+"""
+
+
+def test_products_of_narrower_integers_are_not_widened():
+    """``int32(x) * int32(w)`` of two int8 values cannot leave int32: it is
+    computed in int32 (a vector multiply of int32 lanes), not in int64 and
+    wrapped back (codegen/expr.py ``_narrow``)."""
+    k = tcdsl.compile(W8A8, options=OPTS)
+    updates = [ln for ln in k.script.splitlines() if "wq" in ln and "xq" in ln and "=" in ln]
+    assert updates and not any("int64" in ln or "4294967295" in ln for ln in updates), updates[:3]
+    rng = np.random.default_rng(3)
+    for N, K, O in [(1, 1, 1), (5, 7, 3), (9, 300, 33)]:
+        x = rng.integers(-128, 128, (N, K)).astype(np.int8)
+        w = rng.integers(-128, 128, (O, K)).astype(np.int8)
+        x[0, 0], w[0, 0] = -128, -128
+        b = rng.integers(-2**20, 2**20, O).astype(np.int32)
+        want = x.astype(np.int32) @ w.astype(np.int32).T + 3 * x.astype(np.int32).sum(1)[:, None] + b
+        np.testing.assert_array_equal(k(x, w, b), want)
+
+
+def test_products_that_leave_int32_still_wrap():
+    src = """
+    def p(int16(N) a, int16(N) b, int16(N) c) -> (y) {
+      y(i) = int32(a(i)) * int32(b(i)) * int32(c(i)) + int32(a(i)) * int32(b(i))
+    }"""
+    k = tcdsl.compile(src, options=OPTS)
+    rng = np.random.default_rng(4)
+    a, b, c = (rng.integers(-2**15, 2**15, 40).astype(np.int16) for _ in range(3))
+    a[0], b[0], c[0] = -2**15, -2**15, -2**15
+    A, B, C = (v.astype(np.int32) for v in (a, b, c))
+    with np.errstate(over="ignore"):
+        want = A * B * C + A * B
+    np.testing.assert_array_equal(k(a, b, c), want)

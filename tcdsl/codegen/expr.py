@@ -303,7 +303,7 @@ class _Lower:
                 x, y = tirx.Cast("int64", x), tirx.Cast("int64", y)  # TVM folds x == -2147483648 to false
             return _COMPARE[op](x, y)
         t = e.dtype or INDEX
-        if op in ("+", "-", "*") and self._wraps(t) and not self._fits(e):
+        if op in ("+", "-", "*") and self._wraps(t) and not self._fits(e) and not self._narrow(e, t):
             # TVM's LLVM backend marks integer + - * nsw/nuw (no wrap): an
             # overflow would be poison that LLVM folds away.  In 64 bits these
             # cannot overflow; the result wraps back into t.
@@ -376,9 +376,42 @@ class _Lower:
             return -x, bx
         return self._leaf(e, t)
 
+    def _narrow(self, e: n.Expr, t: str) -> bool:
+        """A signed ``e`` whose value cannot leave ``t``: sums and products of
+        narrower integers (``int32(xq(n, k)) * int32(wq(o, k))`` of two int8
+        tensors), computed in ``t`` without wrapping (a vector multiply of
+        int32, not of int64)."""
+        return not t.startswith("u") and self._bound(e, t) < 1 << (ty.bits(t) - 1)
+
+    def _bound(self, e: n.Expr, t: str) -> int:
+        """A bound on the magnitude of ``e``'s value as :meth:`_wide` computes it."""
+        if isinstance(e, n.Binary) and e.op in ("+", "-", "*") and (e.dtype or INDEX) == t and not self._fits(e):
+            bx, by = (self._bound(v, t) if (v.dtype or INDEX) == t else self._leaf_bound(v, t) for v in (e.lhs, e.rhs))
+            return bx * by if e.op == "*" else bx + by
+        if isinstance(e, n.Unary) and e.op == "-" and (e.dtype or INDEX) == t == (e.operand.dtype or INDEX) \
+                and not isinstance(e.operand, n.Const):
+            return self._bound(e.operand, t)
+        return self._leaf_bound(e, t)
+
     def _leaf(self, e: n.Expr, t: str) -> tuple[tirx.PrimExpr, int]:
         x = self.as_type(e, t)
-        return tirx.Cast("int64", x), abs(x.value) if isinstance(x, tirx.IntImm) else 1 << (ty.bits(t) - 1)
+        return tirx.Cast("int64", x), abs(x.value) if isinstance(x, tirx.IntImm) else self._leaf_bound(e, t)
+
+    @staticmethod
+    def _leaf_bound(e: n.Expr, t: str) -> int:
+        """A bound on ``e`` converted to ``t``: a constant's magnitude; a value
+        of a narrower integer type (``int32(xq(n, k))`` of an int8 tensor)
+        keeps its range; anything else may be any value of ``t``."""
+        if isinstance(e, n.Const) and isinstance(e.value, (bool, int)) and not str(t).startswith("u"):
+            v = int(e.value)
+            if -(1 << (ty.bits(t) - 1)) <= v < 1 << (ty.bits(t) - 1):
+                return abs(v)
+        src = (e.operand.dtype if isinstance(e, n.Cast) else e.dtype) or t
+        if src == "bool":
+            return 1
+        if ty.is_int(src) and ty.bits(src) < ty.bits(t):
+            return (1 << ty.bits(src)) - 1 if src.startswith("u") else 1 << (ty.bits(src) - 1)
+        return 1 << (ty.bits(t) - 1)
 
     def _wraps(self, t: str) -> bool:
         return self.wrap and ty.is_int(t) and ty.bits(t) <= 32
