@@ -8,6 +8,8 @@ the row tiles, vector lanes over the reduction); where it must not apply
 off) the columns stay scalar and the results the same."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,36 @@ def test_softmax_regression_steps_match_numpy():
         g = e / e.sum(1, keepdims=True) - Y
         W = W - lr * (g.T @ X) / n
     np.testing.assert_allclose(got, W, rtol=1e-4, atol=1e-5)
+
+
+# attention scores of a few queries against many keys: K(b, s, d) moves with the column s in an index
+# before its last; below two row tiles of queries no panel is copied, and a vector over s gathered
+SCORES = """
+def scores(float(B,T,D) q, float(B,L,D) K) -> (sc) {
+  sc(b, t, s) +=! q(b, t, d) * K(b, s, d)
+}
+"""
+
+
+def _gathered_lanes(script: str, tensor: str) -> list[str]:
+    """The loads of ``tensor`` whose vector lane ``v`` is in an index before the last."""
+    out = []
+    for m in re.finditer(tensor + r"\[([^\[\]]*)\]", script):
+        idx = m.group(1).split(", ")
+        if any(re.search(r"\bv\b", x) for x in idx[:-1]):
+            out.append(m.group(0))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_few_queries_read_keys_as_dot_products(mode):
+    k = tcdsl.compile(SCORES, specialize=mode, options=NO_CACHE)
+    rng = np.random.default_rng(7)
+    for B, T, L, D in [(2, 1, 37, 64), (1, 2, 16, 17), (3, 5, 40, 33), (1, 7, 19, 128), (2, 9, 21, 16), (1, 1, 1, 1)]:
+        q, K = rng.standard_normal((B, T, D)).astype(np.float32), rng.standard_normal((B, L, D)).astype(np.float32)
+        want = np.einsum("btd,bsd->bts", q.astype(np.float64), K.astype(np.float64))
+        np.testing.assert_allclose(k(q, K), want, rtol=2e-5, atol=2e-5 * np.sqrt(D))
+    if mode == "never":
+        script = k.script
+        assert any("_d1 in" in line for line in script.splitlines())
+        assert not _gathered_lanes(script, "K"), _gathered_lanes(script, "K")[:3]

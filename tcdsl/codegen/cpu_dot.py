@@ -13,13 +13,22 @@ into the element after the vector steps, then the last steps one by one.
 The columns run inside the row tiles, so a tile's rows stay in L1 for all
 of them.
 
+The same dot products serve every column where the rows are too few for a
+panel copy (codegen/cpu_tiles.py copies a panel from 2 row tiles on) and a
+vector of columns would gather: a right operand whose column moves an index
+other than its last, the one the reduction moves (``K(b, h, s, d)`` of an
+attention's scores ``sc(b, h, t, s) +=! q(b, h, t, d) * K(b, h, s, d)`` for
+the 1 to 7 queries of a decode or a speculative verification step; a
+vector of 16 keys was 16 loads a row of ``K`` apart, for every ``d``):
+:func:`gathers_columns`, :func:`all_columns`.
+
 Like :func:`~tcdsl.codegen.cpu_reduce.vector_reduction` (and under the same
 option, ``reduce_lanes``), a float sum then adds in another order than the
 reduction loop's: lanes, then the tree, then the last steps.
 """
 from __future__ import annotations
 
-from tvm import tirx
+from tvm import sym, tirx
 
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import iterator, loop_ids
@@ -65,6 +74,41 @@ def dot_lanes(gen, chain, call, row: str, j_name: str) -> bool:
     return moving
 
 
+def gathers_columns(gen, chain, call, row: str, j_name: str) -> bool:
+    """A load of the statement moves with the column ``j_name`` in an index
+    before its last, which the reduction moves (stride 1): a vector over the
+    columns would gather it, a dot product reads it contiguously.  (Only
+    asked where :func:`dot_lanes` holds.)"""
+    low = gen.low
+    k = iterator(chain[0])
+    probe = {x: tirx.Var(x + "_g", INDEX) for x in (row, j_name, k)}
+    with low.bound(probe):
+        _, _, value, _ = low.statement_parts(call)
+        _, ext = low.loop_range(chain[0])
+    ext = sym.Analyzer().simplify(ext)
+    if isinstance(ext, tirx.IntImm) and ext.value < 4 * gen.m.vector_width:
+        return False  # (a short reduction: the lanes' fold would cost more than the gathers)
+    return any(coefficient(ld.indices[-1], probe[k]) == 1 and any(uses(x, probe[j_name]) for x in ld.indices[:-1])
+               for ld in loads(value) if len(ld.indices) >= 2)
+
+
+def all_columns(tile_at, first, count, row: str, lo, n, rb: int) -> tirx.Stmt:
+    """Columns ``first`` .. ``first + count - 1`` of rows lo .. lo+n-1 as dot
+    products (``tile_at(column)``: a tile's column): tiles of ``rb`` rows,
+    then of 2, then one row (7 rows: 4 + 2 + 1, three passes over the
+    columns' operands, not four)."""
+    def rows_of(cols):
+        if rb == 1:
+            return row_tiles(row, lo, n, 1, cols)
+        base, left = lo + tirx.floordiv(n, rb) * rb, tirx.floormod(n, rb)
+        q, r = tirx.Var(row + "_h", INDEX), tirx.Var(row + "_t", INDEX)
+        pairs = [tirx.For(q, 0, tirx.floordiv(left, 2), tirx.ForKind.SERIAL, cols(base + q * 2, 2))] if rb > 2 else []
+        last = base + (tirx.floordiv(left, 2) * 2 if pairs else 0)
+        rest = tirx.For(r, 0, tirx.floormod(left, 2) if pairs else left, tirx.ForKind.SERIAL, cols(last + r, 1))
+        return tirx.SeqStmt([row_tiles(row, lo, n, rb, cols), *pairs, rest])
+    return dot_columns(tile_at, first, count, rows_of)
+
+
 def dot_tile(tile, r0, nr: int) -> tirx.Stmt:
     """Rows r0 .. r0+nr-1 of ``tile``'s single column as dot products in
     lanes (see the module docstring)."""
@@ -107,9 +151,12 @@ def dot_columns(tile_at, first, count, rows_of) -> tirx.Stmt:
     """``count`` single columns from ``first`` (``tile_at(column)``: a
     tile's column) as dot products, inside the rows' loops: ``rows_of(cols)``
     wraps them around ``cols(r0, nr)``, the columns of rows r0 .. r0+nr-1."""
-    j = tirx.Var(f"{tile_at(first).j_name}_d1", INDEX)
-    return rows_of(lambda r0, nr: tirx.For(j, 0, tirx.max(count, 0), tirx.ForKind.SERIAL,
-                                           dot_tile(tile_at(first + j), r0, nr)))
+    name = f"{tile_at(first).j_name}_d1"
+
+    def cols(r0, nr: int) -> tirx.Stmt:
+        j = tirx.Var(name, INDEX)  # (a variable of its own in each loop)
+        return tirx.For(j, 0, tirx.max(count, 0), tirx.ForKind.SERIAL, dot_tile(tile_at(first + j), r0, nr))
+    return rows_of(cols)
 
 
 def row_tiles(row: str, lo, n, rb: int, cols) -> tirx.Stmt:

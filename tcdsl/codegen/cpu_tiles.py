@@ -39,7 +39,7 @@ from ..sema import types as ty
 from .collapse import run_as_one
 from .scratch import STACK
 from .cpu_strips import opaque, strip_steps
-from .cpu_dot import dot_columns, dot_lanes, row_tiles
+from .cpu_dot import all_columns, dot_columns, dot_lanes, gathers_columns, row_tiles
 from .lower import from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, packable, rest_packs,
                      rows_across as reads_across_rows, sliding_window, window_loops_outside)
@@ -290,6 +290,12 @@ class RegisterTiles:
                             tile.rows(lo, n, (b * kb, tirx.min(kb, ext - b * kb)), rest=False))
 
         dot = dot_lanes(self, chain, call, row, j_name)
+        # columns that a vector would gather, rows too few for a panel: dot products (codegen/cpu_dot.py)
+        gathers = dot and gathers_columns(self, chain, call, row, j_name)
+
+        def dots(r0, rows, first=tirx.const(0, INDEX)) -> tirx.Stmt:
+            return all_columns(lambda c0: _Tile(self, chain, call, row, j_name, c0, 1, zeros), j_init + first,
+                               j_ext - first, row, r0, rows, m.tile_rows)
 
         def tail(start, narrow, body_of, over_of=None, rows_of=None) -> tirx.Stmt:
             """The columns from ``start`` on (fewer than a vector): when the row
@@ -304,7 +310,7 @@ class RegisterTiles:
                                        j_init + start, j_ext - start, rows_of)]
             else:
                 singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
-            if vw < 4 or not m.overlap_tail or lean:
+            if vw < 4 or not m.overlap_tail or lean or gathers and rows_of is not None:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
             return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), (over_of or body_of)(over),
@@ -321,6 +327,9 @@ class RegisterTiles:
             rb = m.tile_rows
             if rb == 1:
                 return None
+            if gathers:
+                return dots(lo + tirx.floordiv(n, rb) * rb, tirx.floormod(n, rb),
+                            tirx.const(0, INDEX) if first is None else first)
             r = tirx.Var(row + "_t", INDEX)
             left = tirx.floormod(n, rb)
             half = rb // 2 if rb >= 4 and depth == 1 and in_loop and not self.single and not lean else 0
@@ -348,17 +357,19 @@ class RegisterTiles:
             return seq([tirx.For(q, 0, tirx.floordiv(left, half), tirx.ForKind.SERIAL, seq(hs)),
                         tirx.For(r, 0, tirx.floormod(left, half), tirx.ForKind.SERIAL, seq(stmts))])
 
-        if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
-            return leftover_rows()  # a known row count below a full tile (one row: a unit loop isl dropped)
         # inside one, inputs (and temporaries the loop does not write) read as panels
         # (an RNN's recurrent weight) are packed whole, once per call (panels.pack_whole)
         whole = self._whole(chain, call, row, j_name, j_init) if in_loop and copies else []
+        few = (lambda: dots(lo, n)) if gathers and not whole else None
+        if isinstance(n, tirx.IntImm) and n.value < m.tile_rows and not packed:
+            # a known row count below a full tile (one row: a unit loop isl dropped)
+            return few() if few is not None else leftover_rows()
         if whole:
             packed = []  # (one kind of panel per tile)
         if not packed:
-            return columns(bool(whole))
+            return few() if few is not None else columns(bool(whole))
         # a panel is worth copying when several row tiles read it
-        return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), columns(False))
+        return tirx.IfThenElse(n >= 2 * m.tile_rows, columns(True), few() if few is not None else columns(False))
 
     def _whole(self, chain, call, row: str, j_name: str, j_init) -> list:
         """The tensors of :meth:`_packable` that are inputs of the program or
