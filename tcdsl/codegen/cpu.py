@@ -39,6 +39,7 @@ from ..sema.affine import isl_name
 from . import invariant
 from .collapse import collapse, declarations, divide, divided_rows, merged_rows, parallel_pair
 from .cpu_reduce import vector_reduction
+from .cpu_scalar_sums import scalar_nest
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
 from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
@@ -83,19 +84,14 @@ class CpuProgram(ProgramLowering):
         return self._private[s.name]
 
     def kernel(self, k: Kernel, env: dict) -> tirx.Stmt:
-        """A kernel runs as one row (:meth:`ChunkedLoop.one_row`), as the
-        symbolic kernel runs a batch of 1, when its outermost parallel loop is
-        missing: isl dropped it, a loop of one iteration at the fixed sizes
-        (:func:`_outer_loop_dropped`), or its outermost loops are serial with
-        parallel loops below them (``for k { for j (par) ... }``,
-        :func:`_serial_outside`: scheduled without the unit loop when the
-        sizes were fixed first) -- a parallel region per step of a reduction
-        loop, or several per step of a sequential ``for``, costs more than the
-        step.  The second case only inside sequential loops or where a
-        dimension of the kernel is 1 at the fixed sizes; elsewhere (a symbolic
-        kernel outside any ``for``, whose loops may be long) the inner loops
-        stay parallel.  A scatter-add kernel (polyhedral/scatter.py) is
-        lowered by codegen/cpu_scatter.py."""
+        """A kernel runs as one row (:meth:`ChunkedLoop.one_row`), as the symbolic kernel runs a batch of 1,
+        when its outermost parallel loop is missing: isl dropped it, a loop of one iteration at the fixed sizes
+        (:func:`_outer_loop_dropped`), or its outermost loops are serial with parallel loops below them (``for k
+        { for j (par) ... }``, :func:`_serial_outside`: scheduled without the unit loop when the sizes were fixed
+        first) -- a parallel region per step of a reduction loop, or several per step of a sequential ``for``,
+        costs more than the step.  The second case only inside sequential loops or where a dimension of the
+        kernel is 1 at the fixed sizes; elsewhere (a symbolic kernel outside any ``for``, whose loops may be
+        long) the inner loops stay parallel.  A scatter-add kernel is lowered by codegen/cpu_scatter.py."""
         if k.scatter is not None and self.cpu.scatter:
             return scatter_kernel(self, k, env)
         ast = self.ast_of(k)
@@ -148,8 +144,8 @@ ONE_ROW = "_fixed_row"  # the row of CpuAstLowering._one_row_tile's tiles: no lo
 
 
 class CpuAstLowering(AstLowering):
-    """A kernel's isl AST on the CPU: the outermost parallel loop in chunks
-    (:class:`ChunkedLoop`), register tiles, vectorized innermost loops."""
+    """A kernel's isl AST on the CPU: the outermost parallel loop in chunks (:class:`ChunkedLoop`), register
+    tiles, vectorized innermost loops, sums into 0-d tensors over a nest (codegen/cpu_scalar_sums.py)."""
 
     wrap: Callable | None = None  # the enclosing sequential loop, when it runs inside the parallel one
     step_var: str = ""  # that loop's variable
@@ -222,6 +218,8 @@ class CpuAstLowering(AstLowering):
         if parallel and self.wrap is None and \
                 (both := parallel_pair(self, node, name, init, extent, ChunkedLoop(self, cpu, None))) is not None:
             return both
+        if mark != PARALLEL and (sums := scalar_nest(self, node, name, init, extent, self._reduction_threads(parallel_ok))):
+            return sums
         v = tirx.Var(name, INDEX)
         body = self.body_with(node, name, from_zero(init, v), inner_ok)
         return tirx.For(v, 0, extent, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
@@ -242,8 +240,7 @@ class CpuAstLowering(AstLowering):
 
     def _reduction_threads(self, parallel_ok: bool) -> int:
         """Threads sharing the blocks of a vector reduction no loop encloses (a loss over a whole tensor)."""
-        cpu = self.gen.cpu
-        in_loop = self.kernel is not None and bool(self.kernel.loops)
+        cpu, in_loop = self.gen.cpu, self.kernel is not None and bool(self.kernel.loops)
         outermost = set(self.env) <= self.top  # no loop of the kernel encloses it
         return cpu.threads if parallel_ok and outermost and cpu.parallel and not in_loop else 0
 
