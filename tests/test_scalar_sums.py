@@ -82,3 +82,29 @@ def test_scalar_sums_run_in_parallel_with_float64_totals(src):
     assert "_part[()]" in script and "_threads" in script
     serial = tcdsl.compile(src, options={**NO_CACHE, "cpu_threads": 1}).script
     assert "T.parallel(" not in serial and "_part[()]" in serial
+
+
+WMEAN = """
+def wmean(float(D,N) X, float(N) w) -> (mean) {
+  sw +=! w(n)
+  mean(i) +=! w(n) * X(i, n) / sw
+}
+"""
+
+
+def test_a_scalar_sum_does_not_put_a_row_sum_inside_its_loop():
+    """The sum into ``sw`` and the rows' sums over the same ``n``: isl fused
+    them with ``n`` outermost and a parallel loop over the rows inside, one
+    parallel region per column (and ``X`` read down its columns); the rows
+    now run in one parallel loop, each summed along ``n``."""
+    k = tcdsl.compile(WMEAN, options=NO_CACHE)
+    script = k.script
+    first = script.index("T.parallel(")
+    assert "in range(N)" not in script[:first]  # no loop over n around the rows' parallel loop
+    assert "X[c0, (c2_b * 32 + c2_o) * 16 + c2_v]" in script  # each row in vector lanes along n
+    rng = np.random.default_rng(3)
+    for d, n in [(1, 1), (1, 7), (5, 1), (3, 33), (17, 101), (33, 4099)]:
+        x = rng.standard_normal((d, n)).astype(np.float32)
+        w = (rng.random(n) + 0.1).astype(np.float32)
+        want = x.astype(np.float64) @ w.astype(np.float64) / w.astype(np.float64).sum()
+        np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-6)

@@ -188,6 +188,31 @@ def _parallel_statements(root: isl.ScheduleNode) -> int:
     return len(names)
 
 
+def _parallel_per_step(root: isl.ScheduleNode) -> int:
+    """How many statements a parallel loop iterates inside a serial loop that
+    iterates them too: a parallel region per step of that loop (a row sum
+    fused with a sum into a scalar over the same variable, its rows inside:
+    one region per column)."""
+    NT = isl.schedule_node_type
+    names: set[str] = set()
+
+    def visit(node: isl.ScheduleNode, mark: str | None, serial: list) -> None:
+        t = node.get_type()
+        if t == NT.band:
+            m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+            dl = node.get_domain().get_set_list()
+            for i in range(dl.n_set()):
+                d = dl.get_at(i)
+                if mark in (PARALLEL, PARALLEL_STEPS) and _iterates(m, d) and any(_iterates(x, d) for x in serial):
+                    names.add(d.get_tuple_name())
+            if mark not in (PARALLEL, PARALLEL_STEPS):
+                serial = serial + [m]
+        for c in range(node.n_children()):
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, serial)
+    visit(root, None, [])
+    return len(names)
+
+
 def written_in_steps(k) -> set[str]:
     """The tensors that the statements of the kernel ``k`` write, or the other
     kernels of the sequential loop it runs in (else none): an operand of these
