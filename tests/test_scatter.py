@@ -267,3 +267,94 @@ def test_pairs_under_guard_pages():
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records
+
+
+# sums of a matrix's columns grouped by label (a silhouette score's per-cluster
+# distances): the big read, dist(i, j), is contiguous along the reduction
+# variable j, not along the rows i that a vector over the lhs would cross
+GROUPSUM = """def groupsum(float(N,N) dist, int32(N) lab) -> (sd) {
+  sd(i, c) +=! lab(j) == c ? dist(i, j) : 0.0 where c in 0:C
+}"""
+
+# the same with an index read per row, a second lhs variable outside the
+# reductions, and an accumulation onto a tensor already written
+ROWS_MORE = """def f(float(B,M,K) x, int32(M,K) ids, float(M,V) base) -> (per, grp, acc) {
+  per(i, v) +=! ids(i, k) == v ? x(0, i, k) : 0.0 where v in 0:V
+  grp(b, i, v) +=! ids(0, k) == v ? x(b, i, k) * 2.0 : 0.0 where v in 0:V
+  acc(i, v) = base(i, v)
+  acc(i, v) += ids(0, k) == v ? x(0, i, k) : 0.0
+}"""
+
+GROUPSUM_LOOP = """def f(float(T,N,K) x, int32(T,K) lab) -> (sd) {
+  for t in T {
+    sd(i, c) += lab(t, j) == c ? x(t, i, j) : 0.0 where c in 0:C
+  }
+}"""
+
+
+def _groups(C, lab, x):
+    """out[..., c] = the sum of x[..., j] over the j with lab[j] == c."""
+    return np.stack([x[..., lab == c].sum(-1) for c in range(C)], -1) if C else np.zeros(x.shape[:-1] + (0,))
+
+
+def test_rows_outside_where_the_read_runs_along_the_reduction():
+    """The rows are the parallel loop (blocks of 4, unrolled), the sum over
+    j inside them: dist is read along its rows; no vector over i (a read
+    down a column, a write at stride C).  The embedding's gradient keeps
+    its vectors along d, contiguous in dy and dE."""
+    script = tcdsl.compile(GROUPSUM, options=NO_CACHE).script
+    assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for j in range", script), script
+    assert re.search(r"for i_in in T\.unroll\(4\):\n\s+sd\[i_block \* 4 \+ i_in, c_row\] = "
+                     r"sd\[i_block \* 4 \+ i_in, c_row\] \+ dist\[i_block \* 4 \+ i_in, j\]", script), script
+    assert "T.vectorized" not in script.split("c_row")[1], script
+    emb = tcdsl.compile(EMB, options=NO_CACHE).script
+    assert re.search(r"for d_chunk in T\.parallel\(.*\):\n\s+for n in range", emb), emb
+    assert "for d_in in T.vectorized(64):\n" in emb and "dy[n, d_chunk * 64 + d_in]" in emb, emb
+    more = tcdsl.compile(ROWS_MORE, options=NO_CACHE).script
+    assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for k in range", more), more
+    assert re.search(r"for b_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for i, k in T\.grid", more), more
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_rows_outside_match_numpy(mode):
+    rng = np.random.default_rng(6)
+    k = tcdsl.compile(GROUPSUM, specialize=mode, options=NO_CACHE)
+    for N, C in [(1, 1), (7, 3), (13, 19), (67, 5), (5, 1)]:  # blocks of 4 and the rows left over
+        lab = rng.integers(-1, C + 1, N).astype(np.int32)  # some outside 0:C
+        dist = rand(rng, N, N)
+        np.testing.assert_allclose(k(dist, lab, C=C), _groups(C, lab, dist), rtol=1e-5, atol=1e-5)
+    k = tcdsl.compile(ROWS_MORE, specialize=mode, options=NO_CACHE)
+    for B, M, K, V in [(1, 1, 1, 1), (3, 9, 11, 17), (5, 6, 3, 2)]:
+        ids = rng.integers(-1, V + 1, (M, K)).astype(np.int32)
+        x, base = rand(rng, B, M, K), rand(rng, M, V)
+        per, grp, acc = k(x, ids, base, V=V)
+        want = np.stack([_groups(V, ids[i], x[0, i]) for i in range(M)])
+        np.testing.assert_allclose(per, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(grp, _groups(V, ids[0], 2 * x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(acc, base + _groups(V, ids[0], x[0]), rtol=1e-5, atol=1e-5)
+    k = tcdsl.compile(GROUPSUM_LOOP, specialize=mode, options=NO_CACHE)
+    if mode == "never":  # the steps inside the blocks of rows: one parallel region
+        assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+for t in range", k.script), k.script
+    for T_, N, K, C in [(1, 1, 1, 1), (3, 7, 5, 18), (2, 9, 4, 3)]:
+        lab = rng.integers(-1, C + 1, (T_, K)).astype(np.int32)
+        x = rand(rng, T_, N, K)
+        want = sum(_groups(C, lab[t], x[t]) for t in range(T_))
+        np.testing.assert_allclose(k(x, lab, C=C), want, rtol=1e-5, atol=1e-5)
+
+
+def test_rows_outside_under_guard_pages():
+    """Labels below and past the groups, the last block of rows short:
+    nothing read or written outside the tensors."""
+    import guard
+
+    def setting(N, C, lab):
+        dist = (np.arange(N * N, dtype=np.float32) / 7).tolist()
+        return {"sizes": {"C": C}, "inputs": [{"dtype": "float32", "shape": [N, N], "data": dist},
+                                              {"dtype": "int32", "shape": [N], "data": lab}]}
+    settings = [setting(1, 1, [0]), setting(1, 2, [2]), setting(5, 17, [-1, 16, 0, 17, 3]),
+                setting(7, 3, [2, 0, -5, 1, 3, 2, 2])]
+    cases = [{"id": "scatter:rows", "source": GROUPSUM, "settings": settings, "mode": mode}
+             for mode in ("never", "before-scheduling")]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records

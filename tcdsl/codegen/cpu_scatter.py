@@ -16,6 +16,13 @@ Each thread owns a chunk of ``p`` (64 values), so no two threads add to one
 element, and each element receives its terms in the order of the reduction
 variables, as a sum over them does.  The ranges are the domain's bounds
 (a box, checked by polyhedral/scatter.py), written by isl over the sizes.
+
+Where the reads run along the innermost reduction variable and none along
+``p`` (``sd(i, c) +=! lab(j) == c ? dist(i, j) : 0``: a vector over ``i``
+would read ``dist`` down a column and write ``sd`` at stride ``C``), the
+lhs loops go outside instead, in blocks of 4 values of ``p`` per task
+(``_rows``): ``for pb (parallel) { for r.. { gu = g; if ..: X(p, gu) += e
+for the block's 4 p (unrolled) } }``, each read along its rows.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from .expr import INDEX, lower_expr
 from .lower import emit_statement, from_zero, seq
 
 CHUNK = 64  # values of the parallel variable per task
+ROWS = 4  # values of the first lhs variable per block where the reductions run inside (``_rows``)
 
 
 def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
@@ -103,7 +111,16 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
 
     inner_loops = [(v, *ranges[v]) for v in others]
     reduce_loops = [(v, *ranges[v]) for v in reduce]
-    if parallel and others:  # chunks of the first other lhs variable, one per task
+    if others and reduce and _along_reduction(sc, others[0], reduce[-1]):  # rows outside, blocks per task
+        p, p_lo, p_n = inner_loops[0]
+        pb = tirx.Var(f"{p}_block", INDEX)
+        body = _rows(pb, inner_loops, reduce_loops, guarded, store, g_inner)
+
+        def outer(body: tirx.Stmt) -> tirx.Stmt:
+            count = tirx.floordiv(tirx.max(p_n, 0) + ROWS - 1, ROWS)
+            return tirx.For(pb, 0, count, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+    elif parallel and others:  # chunks of the first other lhs variable, one per task
+        body = None
         p, p_lo, p_n = inner_loops[0]
         pc, pi = tirx.Var(f"{p}_chunk", INDEX), tirx.Var(f"{p}_in", INDEX)
 
@@ -123,14 +140,16 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
             count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
             return tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body)
     else:
+        body = None
+
         def lhs_nest(e: dict, leaf) -> tirx.Stmt:
             return _nest(inner_loops, lambda h: leaf({**e, **h}), False)
 
         def outer(body: tirx.Stmt) -> tirx.Stmt:
             return body
-    if g_inner:  # the index depends on the lhs variables: read it per element
+    if body is None and g_inner:  # the index depends on the lhs variables: read it per element
         body = _nest(reduce_loops, lambda e: lhs_nest(e, lambda f: guarded(f, store)), False)
-    else:  # once per instance of the reduction variables, for all the lhs loops
+    elif body is None:  # once per instance of the reduction variables, for all the lhs loops
         body = _nest(reduce_loops, lambda e: guarded(e, lambda f: lhs_nest(f, store)), False)
     if step is not None:
         if not (parallel and others):
@@ -153,3 +172,50 @@ def _nest(loops: list, body, parallel: bool) -> tirx.Stmt:
         kind = tirx.ForKind.PARALLEL if parallel and i == 0 else tirx.ForKind.SERIAL
         out = tirx.For(vs[i], 0, tirx.max(loops[i][2], 0), kind, out)
     return out
+
+
+def _along_reduction(sc, p: str, r: str) -> bool:
+    """Whether the reads of the term (and of the picked indices) run along the
+    innermost reduction variable ``r``, not along ``p``, the lhs variable the
+    chunks would vector: some read has ``r`` in its last index and ``p`` in
+    another (``dist(i, j)`` of ``sd(i, c) +=! lab(j) == c ? dist(i, j) : 0``),
+    none has ``p`` in its last index (``dy(n, d)`` of an embedding's
+    gradient keeps its vectors along ``d``)."""
+    reads = [x for e in [sc.rhs] + [g for _, g in sc.picks] for x in n.walk(e)
+             if isinstance(x, n.Access) and x.indices]
+    if any(p in n.names_in(a.indices[-1]) for a in reads):
+        return False
+    return any(r in n.names_in(a.indices[-1]) and any(p in n.names_in(i) for i in a.indices[:-1]) for a in reads)
+
+
+def _rows(pb: tirx.Var, inner_loops: list, reduce_loops: list, guarded, store, g_inner: bool) -> tirx.Stmt:
+    """The block ``pb`` of ``ROWS`` values of the first lhs variable ``p``,
+    the reduction loops inside the lhs loops (each read then moves along its
+    contiguous axis)::
+
+        if the block is whole:
+          for the other lhs variables, for r..:
+            gu = g;  if lo_u <= gu < hi_u:  for p in the block (unrolled):  X(.., gu, ..) += e
+        else:  for p left, for the other lhs variables, for r..:  the same, one p at a time
+
+    Each element still receives its terms in the order of the reduction
+    variables; ``g`` is read once for the block's rows unless it reads the
+    lhs variables."""
+    (p, p_lo, p_n), rest = inner_loops[0], inner_loops[1:]
+
+    def block(first: tirx.PrimExpr, count, kind) -> tirx.Stmt:
+        k = tirx.Var(f"{p}_in", INDEX)
+
+        def each(e: dict, leaf) -> tirx.Stmt:
+            if count == 1:
+                return leaf({**e, p: p_lo + first})
+            return tirx.For(k, 0, count, kind, leaf({**e, p: p_lo + first + k}))
+        if g_inner:
+            inner = lambda e: each(e, lambda f: guarded(f, store))  # noqa: E731
+        else:
+            inner = lambda e: guarded(e, lambda f: each(f, store))  # noqa: E731
+        return _nest(rest, lambda h: _nest(reduce_loops, lambda e: inner({**h, **e}), False), False)
+    last = tirx.Var(f"{p}_last", INDEX)
+    one = block(pb * ROWS + last, 1, tirx.ForKind.SERIAL)
+    return tirx.IfThenElse(pb * ROWS + ROWS <= p_n, block(pb * ROWS, ROWS, tirx.ForKind.UNROLLED),
+                           tirx.For(last, 0, p_n - pb * ROWS, tirx.ForKind.SERIAL, one))
