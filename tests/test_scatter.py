@@ -298,21 +298,30 @@ def _groups(C, lab, x):
 
 
 def test_rows_outside_where_the_read_runs_along_the_reduction():
-    """The rows are the parallel loop (blocks of 4, unrolled), the sum over
-    j inside them: dist is read along its rows; no vector over i (a read
-    down a column, a write at stride C).  The embedding's gradient keeps
-    its vectors along d, contiguous in dy and dE."""
+    """The rows are the parallel loop (blocks of 4), the sum over j inside
+    them: dist is read along its rows, no vector over 64 values of i (a read
+    down a column, a write at stride C).  Where the groups are no more than
+    the terms of a row, the block's sums are an accumulator whose vector
+    lanes are its 4 rows, one vector update per term; else 4 scalar updates
+    (unrolled).  The embedding's gradient keeps its vectors along d,
+    contiguous in dy and dE."""
     script = tcdsl.compile(GROUPSUM, options=NO_CACHE).script
-    assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for j in range", script), script
+    assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+if i_block \* 4 \+ 4 <= .*:\n"
+                     r"\s+if C - 1 \+ 1 <= T\.max\(N - 1 \+ 1, 0\):\n\s+sd_lanes = T\.alloc_buffer", script), script
+    assert re.search(r"for j in range.*\n.*c_row: T\.let\[T\.int32\] = lab\[j\]\n.*\n"
+                     r"\s+for i_lane in T\.vectorized\(4\):\n\s+sd_lanes\[c_row \* 4 \+ i_lane\] = "
+                     r"sd_lanes\[c_row \* 4 \+ i_lane\] \+ dist\[i_block \* 4 \+ i_lane, j\]", script), script
     assert re.search(r"for i_in in T\.unroll\(4\):\n\s+sd\[i_block \* 4 \+ i_in, c_row\] = "
                      r"sd\[i_block \* 4 \+ i_in, c_row\] \+ dist\[i_block \* 4 \+ i_in, j\]", script), script
-    assert "T.vectorized" not in script.split("c_row")[1], script
+    assert "T.vectorized(64)" not in script and "i_chunk" not in script, script
     emb = tcdsl.compile(EMB, options=NO_CACHE).script
     assert re.search(r"for d_chunk in T\.parallel\(.*\):\n\s+for n in range", emb), emb
     assert "for d_in in T.vectorized(64):\n" in emb and "dy[n, d_chunk * 64 + d_in]" in emb, emb
+    assert "_lanes" not in emb and "d_block" not in emb, emb
     more = tcdsl.compile(ROWS_MORE, options=NO_CACHE).script
     assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for k in range", more), more
     assert re.search(r"for b_block in T\.parallel\(.*\):\n\s+if .*:\n\s+for i, k in T\.grid", more), more
+    assert more.count("T.alloc_buffer") == 1 and "acc_lanes" in more, more  # (per reads its index per row)
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
@@ -334,7 +343,8 @@ def test_rows_outside_match_numpy(mode):
         np.testing.assert_allclose(acc, base + _groups(V, ids[0], x[0]), rtol=1e-5, atol=1e-5)
     k = tcdsl.compile(GROUPSUM_LOOP, specialize=mode, options=NO_CACHE)
     if mode == "never":  # the steps inside the blocks of rows: one parallel region
-        assert re.search(r"for i_block in T\.parallel\(.*\):\n\s+for t in range", k.script), k.script
+        assert k.script.count("T.parallel") == 1 and "for i_block in T.parallel" in k.script, k.script
+        assert re.search(r"sd_lanes = T\.alloc_buffer.*\n(.*\n){3}\s+for t, j in T\.grid", k.script), k.script
     for T_, N, K, C in [(1, 1, 1, 1), (3, 7, 5, 18), (2, 9, 4, 3)]:
         lab = rng.integers(-1, C + 1, (T_, K)).astype(np.int32)
         x = rand(rng, T_, N, K)

@@ -22,10 +22,15 @@ Where the reads run along the innermost reduction variable and none along
 would read ``dist`` down a column and write ``sd`` at stride ``C``), the
 lhs loops go outside instead, in blocks of 4 values of ``p`` per task
 (``_rows``): ``for pb (parallel) { for r.. { gu = g; if ..: X(p, gu) += e
-for the block's 4 p (unrolled) } }``, each read along its rows.
+for the block's 4 p (unrolled) } }``, each read along its rows.  Where
+the lhs element names ``p`` and ``u`` only, ``g`` does not read ``p``, and
+``u``'s range is no longer than a row's terms, the block's elements are
+summed in an accumulator whose vector lanes are its 4 values of ``p``
+(``_lanes``): one vector update per term.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import islpy as isl
@@ -34,7 +39,7 @@ from tvm import tirx
 from ..polyhedral.model import Kernel
 from ..polyhedral.schedule import fixed_set
 from ..syntax import nodes as n
-from .expr import INDEX, lower_expr
+from .expr import INDEX, lower_expr, physical
 from .lower import emit_statement, from_zero, seq
 
 CHUNK = 64  # values of the parallel variable per task
@@ -112,15 +117,30 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
     inner_loops = [(v, *ranges[v]) for v in others]
     reduce_loops = [(v, *ranges[v]) for v in reduce]
     if others and reduce and _along_reduction(sc, others[0], reduce[-1]):  # rows outside, blocks per task
+        if step is not None and not parallel:
+            return None
         p, p_lo, p_n = inner_loops[0]
         pb = tirx.Var(f"{p}_block", INDEX)
-        body = _rows(pb, inner_loops, reduce_loops, guarded, store, g_inner)
 
-        def outer(body: tirx.Stmt) -> tirx.Stmt:
-            count = tirx.floordiv(tirx.max(p_n, 0) + ROWS - 1, ROWS)
-            return tirx.For(pb, 0, count, tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
-    elif parallel and others:  # chunks of the first other lhs variable, one per task
-        body = None
+        def steps(s: tirx.Stmt) -> tirx.Stmt:
+            return s if step is None else tirx.For(step_var, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, when(s))
+        lanes = None
+        if not g_inner and others == [p] and not sc.more and \
+                all(not n.names_in(e) & set(update.dims) or e == n.IndexVar(p) or e == n.IndexVar(sc.var)
+                    for e in comp.indices):  # (the lhs element names p and u only)
+            def element(pv, uv) -> tuple:
+                idx = [lower_expr(e, {**low.env, p: pv, sc.var: uv}, buffers, INDEX) for e in comp.indices]
+                return physical(buffers[comp.tensor], idx)
+
+            def added(e: dict, into: tuple) -> tirx.Stmt:
+                return emit_statement(stmt, {**low.env, **e}, buffers, into)
+            lanes = (ranges[sc.var][1], lambda first: _lanes(p, p_lo + first, sc.var, ranges[sc.var], element,
+                                                             reduce_loops, guarded, steps, added))
+        body = _rows(pb, inner_loops, reduce_loops, guarded, store, g_inner, steps, lanes)
+        loop = tirx.For(pb, 0, tirx.floordiv(tirx.max(p_n, 0) + ROWS - 1, ROWS),
+                        tirx.ForKind.PARALLEL if parallel else tirx.ForKind.SERIAL, body)
+        return loop if step is not None else seq([zero, when(loop)])
+    if parallel and others:  # chunks of the first other lhs variable, one per task
         p, p_lo, p_n = inner_loops[0]
         pc, pi = tirx.Var(f"{p}_chunk", INDEX), tirx.Var(f"{p}_in", INDEX)
 
@@ -140,16 +160,14 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
             count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
             return tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body)
     else:
-        body = None
-
         def lhs_nest(e: dict, leaf) -> tirx.Stmt:
             return _nest(inner_loops, lambda h: leaf({**e, **h}), False)
 
         def outer(body: tirx.Stmt) -> tirx.Stmt:
             return body
-    if body is None and g_inner:  # the index depends on the lhs variables: read it per element
+    if g_inner:  # the index depends on the lhs variables: read it per element
         body = _nest(reduce_loops, lambda e: lhs_nest(e, lambda f: guarded(f, store)), False)
-    elif body is None:  # once per instance of the reduction variables, for all the lhs loops
+    else:  # once per instance of the reduction variables, for all the lhs loops
         body = _nest(reduce_loops, lambda e: guarded(e, lambda f: lhs_nest(f, store)), False)
     if step is not None:
         if not (parallel and others):
@@ -188,7 +206,8 @@ def _along_reduction(sc, p: str, r: str) -> bool:
     return any(r in n.names_in(a.indices[-1]) and any(p in n.names_in(i) for i in a.indices[:-1]) for a in reads)
 
 
-def _rows(pb: tirx.Var, inner_loops: list, reduce_loops: list, guarded, store, g_inner: bool) -> tirx.Stmt:
+def _rows(pb: tirx.Var, inner_loops: list, reduce_loops: list, guarded, store, g_inner: bool, steps,
+          lanes) -> tirx.Stmt:
     """The block ``pb`` of ``ROWS`` values of the first lhs variable ``p``,
     the reduction loops inside the lhs loops (each read then moves along its
     contiguous axis)::
@@ -217,5 +236,39 @@ def _rows(pb: tirx.Var, inner_loops: list, reduce_loops: list, guarded, store, g
         return _nest(rest, lambda h: _nest(reduce_loops, lambda e: inner({**h, **e}), False), False)
     last = tirx.Var(f"{p}_last", INDEX)
     one = block(pb * ROWS + last, 1, tirx.ForKind.SERIAL)
-    return tirx.IfThenElse(pb * ROWS + ROWS <= p_n, block(pb * ROWS, ROWS, tirx.ForKind.UNROLLED),
-                           tirx.For(last, 0, p_n - pb * ROWS, tirx.ForKind.SERIAL, one))
+    whole = steps(block(pb * ROWS, ROWS, tirx.ForKind.UNROLLED))
+    if lanes is not None:  # the block's elements in vector lanes where they are no more than the terms of a row
+        terms = functools.reduce(lambda a, b: a * b, [tirx.max(c, 0) for _, _, c in reduce_loops])
+        whole = tirx.IfThenElse(lanes[0] <= terms, lanes[1](pb * ROWS), whole)
+    return tirx.IfThenElse(pb * ROWS + ROWS <= p_n, whole,
+                           steps(tirx.For(last, 0, p_n - pb * ROWS, tirx.ForKind.SERIAL, one)))
+
+
+def _lanes(p: str, first: tirx.PrimExpr, u: str, u_range: tuple, element, reduce_loops: list, guarded, steps,
+           update) -> tirx.Stmt:
+    """The block of ``ROWS`` values of ``p`` from ``first`` with its elements
+    ``X(p, u)`` in an accumulator ``acc(u, p)`` (the block's values of ``p``
+    its vector lanes), copied in before the sums and out after them::
+
+        acc(u, p) = X(p, u)  (all u, the block's p)
+        for r..:  gu = g;  if lo_u <= gu < hi_u:  acc(gu, p) += e  (the block's p in one vector)
+        X(p, u) = acc(u, p)
+
+    one vector update per term instead of one scalar per row (each lane
+    reads its row of the term); the terms of each element keep their order.
+    ``element(p, u)``: the buffer and indices of ``X(p, u)``; ``update(env,
+    into)``: the statement adding its term to ``into``."""
+    u_lo, u_n = u_range
+    buf, _ = element(first, u_lo)
+    acc = tirx.decl_buffer((tirx.max(u_n, 1) * ROWS,), buf.dtype, name=f"{buf.name}_lanes")
+    ci, ki, co, ko, k = (tirx.Var(name, INDEX) for name in (f"{u}_in", f"{p}_in", f"{u}_out", f"{p}_out", f"{p}_lane"))
+    load = tirx.For(ci, 0, u_n, tirx.ForKind.SERIAL, tirx.For(ki, 0, ROWS, tirx.ForKind.UNROLLED, tirx.BufferStore(
+        acc, tirx.BufferLoad(*element(first + ki, u_lo + ci)), [ci * ROWS + ki])))
+
+    def add(f: dict) -> tirx.Stmt:
+        return tirx.For(k, 0, ROWS, tirx.ForKind.VECTORIZED, update({**f, p: first + k}, (acc, [(f[u] - u_lo) * ROWS + k])))
+    sums = steps(_nest(reduce_loops, lambda e: guarded(e, add), False))
+    out_buf, out_idx = element(first + ko, u_lo + co)
+    back = tirx.For(ko, 0, ROWS, tirx.ForKind.UNROLLED, tirx.For(co, 0, u_n, tirx.ForKind.SERIAL, tirx.BufferStore(
+        out_buf, tirx.BufferLoad(acc, [co * ROWS + ko]), out_idx)))
+    return seq([tirx.AllocBuffer(acc), load, sums, back])

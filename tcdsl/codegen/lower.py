@@ -420,10 +420,12 @@ def from_zero(init: tirx.PrimExpr, v: tirx.Var) -> tirx.PrimExpr:
     return v if isinstance(init, tirx.IntImm) and init.value == 0 else init + v
 
 
-def emit_statement(s: IslStmt, env: dict, buffers: dict) -> tirx.Stmt:
+def emit_statement(s: IslStmt, env: dict, buffers: dict, into: tuple | None = None) -> tirx.Stmt:
     """The store of a statement instance, after the bindings of the nested
-    arguments of its vector formulas (codegen/formulas.py ``bindings``)."""
+    arguments of its vector formulas (codegen/formulas.py ``bindings``);
+    ``into``: the (buffer, indices) updated instead of its element."""
     (buf, idx, value, combine), binds = with_bindings(lambda: _parts(s, env, buffers))
+    buf, idx = into or (buf, idx)
     store = tirx.BufferStore(buf, combine(tirx.BufferLoad(buf, idx), value), idx)
     if not binds:
         return store
