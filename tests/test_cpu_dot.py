@@ -33,10 +33,19 @@ def logits_t(float(N,D) X, float(D,C) W) -> (z) {
 }
 """
 
-# a read under a select: vector lanes would load both sides
-GUARDED = """
+# a select on data: both sides are read in every lane (their reads are inside
+# their tensors wherever the statement runs), dot products as without it
+MASKED = """
 def masked(float(N,D) X, float(C,D) W) -> (z) {
   z(n, c) +=! (X(n, d) > 0 ? X(n, d) * W(c, d) : 0)
+}
+"""
+
+# a read inside its tensor only where the select takes it (d >= 1; not split):
+# vector lanes would load it where it is not
+GUARDED = """
+def shifted(float(N,D) X, float(C,D) W) -> (z) {
+  z(n, c) +=! (d > 0 ? X(n, d - 1) : 0) * W(c, d) where d in 0:D
 }
 """
 
@@ -90,16 +99,19 @@ def test_columns_are_dot_products_inside_the_row_tiles():
     assert not any("_d1 in" in line for line in off.splitlines())
 
 
-@pytest.mark.parametrize("src", [STRIDED, GUARDED])
+@pytest.mark.parametrize("src", [STRIDED, GUARDED, MASKED])
 def test_no_dot_products_where_lanes_do_not_fit(src):
-    k = tcdsl.compile(src, options=NO_CACHE)
-    assert not any("_d1 in" in line for line in k.script.splitlines())
+    k = tcdsl.compile(src, options={**NO_CACHE, "split_selects": False, "pad": False})
+    assert any("_d1 in" in line for line in k.script.splitlines()) == (src is MASKED)
     rng = np.random.default_rng(2)
     n, d, c = 11, 33, 6
     X = rng.standard_normal((n, d)).astype(np.float32)
     if src is STRIDED:
         W = rng.standard_normal((d, c)).astype(np.float32)
         want = X.astype(np.float64) @ W
+    elif src is GUARDED:
+        W = rng.standard_normal((c, d)).astype(np.float32)
+        want = np.concatenate([np.zeros((n, 1)), X[:, :-1]], 1).astype(np.float64) @ W.T.astype(np.float64)
     else:
         W = rng.standard_normal((c, d)).astype(np.float32)
         want = np.maximum(X, 0).astype(np.float64) @ W.T

@@ -65,7 +65,11 @@ def dot_lanes(gen, chain, call, row: str, j_name: str) -> bool:
     moving = False
     for ld in reads + [ld for x in idx for ld in loads(x)]:
         ix = list(ld.indices)
-        if ld.source.data.same_as(buf.data) or not ix or any(uses(x, kv) for x in ix[:-1]):
+        if ld.source.data.same_as(buf.data):
+            return False
+        if not ix:
+            continue  # (a scalar: a threshold, a learning rate)
+        if any(uses(x, kv) for x in ix[:-1]):
             return False
         c = coefficient(ix[-1], kv)
         if c not in (0, 1):

@@ -8,10 +8,16 @@ Rules (TC semantics, see SPEC 1.1):
 2. Integer ``/`` and ``%`` are floor division and its remainder (by a
    run-time 0 they give 0, as NumPy does: the hardware would trap); on floats
    ``/`` is true division and ``%`` is ``a - floor(a / b) * b``.
-3. ``c ? a : b`` is ``if_then_else``, ``&&`` and ``||`` are ``And``/``Or``.
-   TVM's simplifier folds nested conditions into one ``&&`` that LLVM
-   evaluates whole, so an operand may run where the program does not ask
-   for it: a read that is in its tensor only where its conditions hold
+3. ``c ? a : b`` is a ``Select``, both sides computed (in a vector loop,
+   TVM turns an ``if_then_else`` whose condition differs between lanes into
+   one scalar branch per lane: a masked update ``m(i) > 0 ? a(i) : b(i)``
+   ran 10x slower), ``&&`` and ``||`` are ``And``/``Or``; an
+   ``if_then_else`` where a side reads a guarded read (below), which is in
+   its tensor only where the condition holds, and in a checked kernel
+   (codegen/checks.py), whose reads outside their tensors raise errors.  TVM's simplifier folds nested
+   conditions into one ``&&`` that LLVM evaluates whole, so an operand may
+   run where the program does not ask for it: a read that is in its tensor
+   only where its conditions hold
    (``i > 0 ? A(i-1) : 0``, ``i >= 1 && A(i-1) > 0``; the ``guarded`` reads
    of polyhedral/bounds.py) has its indices clamped into the tensor through
    a conversion the simplifier cannot see through, and reads 0 from an empty
@@ -250,7 +256,12 @@ class _Lower:
                 return self._binary(e, op, a, b)
             case n.Select(cond=c, then=a, other=b):
                 t = e.dtype or INDEX
-                return tirx.if_then_else(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
+                if checks.enabled() or any(isinstance(x, n.Access) and id(x) in self.guarded
+                                           for side in (a, b) for x in n.walk(side)):
+                    # (a checked read raises its error only where its select takes it; a guarded one
+                    # is inside its tensor only there)
+                    return tirx.if_then_else(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
+                return tirx.Select(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
             case n.BuiltinCall(name=name, args=args):
                 return self._builtin(e, name, args)
         raise InternalError(f"cannot lower {type(e).__name__}")

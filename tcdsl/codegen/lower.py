@@ -549,15 +549,14 @@ def unroll_unsafe(e) -> bool:
 
 def loads(e, unguarded: bool = False) -> list:
     """The BufferLoads in a TIR expression, in a fixed order; ``unguarded``:
-    only those outside the branches of selects and ``if_then_else``s."""
+    only those outside the branches of ``if_then_else``s (a ``Select``'s
+    sides are both computed: their reads are inside their tensors wherever
+    the statement runs, codegen/expr.py rule 3)."""
     out = []
 
     def walk(x):
         if isinstance(x, _LOAD):
             out.append(x)
-            return
-        if unguarded and isinstance(x, tirx.Select):
-            walk(x.condition)
             return
         if unguarded and is_if_then_else(x):
             walk(x.args[0])

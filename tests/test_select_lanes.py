@@ -1,0 +1,119 @@
+"""A select ``c ? a : b`` whose condition differs between the lanes of a
+vector loop is a TIR ``Select`` (both sides computed, codegen/expr.py rule
+3): TVM turns an ``if_then_else`` with a vector condition into one scalar
+branch per lane (a masked update ran 10x slower).  Where a side reads a
+guarded read -- in its tensor only where the condition holds -- the select
+stays an ``if_then_else``.  Results against NumPy, with NaN and infinity in
+the side not taken; guard pages."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import guard
+import tcdsl
+from helpers import rand
+
+OPTS = {"disk_cache": False}
+
+LEAKY = """def f(float(N,M) x, float(N,M) w) -> (y) {
+  y(i, j) = x(i, j) > 0 ? w(i, j) : 0.1 * x(i, j)
+}"""
+# a select between two weight tables inside a sum (Bernoulli naive Bayes)
+BERNOULLI = """def f(float(N,F) X, float(C,F) logp, float(C,F) log1mp, float thr) -> (jll) {
+  jll(n, c) +=! X(n, f) > thr ? logp(c, f) : log1mp(c, f)
+}"""
+# a masked recurrent update: the mask chooses between the new and the old state
+MASKED = """def f(float(T,B,H) x, float(T,B) m, float(H,H) U) -> (h) {
+  for t in T {
+    u(b, j) +=! (t > 0 ? h(t - 1, b, k) : 0) * U(k, j)
+    h(t, b, j) = m(t, b) > 0 ? tanh(x(t, b, j) + u(b, j)) : (t > 0 ? h(t - 1, b, j) : 0)
+  }
+}"""
+# the shifted read is inside its tensor only where t > 0: no split, a guarded read
+SHIFTED = """def f(float(N,M) x) -> (y) {
+  y(i, j) = j > 0 ? x(i, j - 1) : x(i, j) where j in 0:M
+}"""
+
+
+def _vector_lines(script: str) -> list[str]:
+    lines = script.splitlines()
+    out = []
+    for k, line in enumerate(lines):
+        if "T.vectorized" in line:
+            indent = len(line) - len(line.lstrip())
+            for nxt in lines[k + 1:]:
+                if len(nxt) - len(nxt.lstrip()) <= indent:
+                    break
+                out.append(nxt)
+    return out
+
+
+def test_a_lane_dependent_select_is_a_vector_select():
+    body = _vector_lines(tcdsl.compile(LEAKY, options=OPTS).script)
+    assert any("T.Select(" in line for line in body) and not any("if_then_else" in line for line in body), body
+
+
+def test_a_guarded_read_keeps_its_if_then_else():
+    script = tcdsl.compile(SHIFTED, options={**OPTS, "split_selects": False}).script
+    stores = [line for line in script.splitlines() if re.match(r"\s*y(_rows)?\[", line)]
+    assert stores and all("T.if_then_else(" in line and "T.Select(" not in line for line in stores), stores
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_selects_match_numpy(mode):
+    rng = np.random.default_rng(11)
+    leaky = tcdsl.compile(LEAKY, specialize=mode, options=OPTS)
+    for N, M in [(1, 1), (3, 17), (5, 33), (2, 100)]:
+        x, w = rand(rng, N, M), rand(rng, N, M)
+        w[x <= 0] = np.nan  # the side not taken
+        x[0, 0] = -np.inf
+        want = np.where(x > 0, w, np.float32(0.1) * x)
+        np.testing.assert_array_equal(leaky(x, w), want)
+    bern = tcdsl.compile(BERNOULLI, specialize=mode, options=OPTS)
+    for N, F, C in [(1, 1, 1), (7, 33, 10), (9, 16, 17), (13, 5, 3)]:
+        X, lp, l1 = rand(rng, N, F), rand(rng, C, F), rand(rng, C, F)
+        thr = np.float32(0.2)
+        sel = (X > thr).astype(np.float64)
+        want = sel @ lp.T.astype(np.float64) + (1 - sel) @ l1.T.astype(np.float64)
+        np.testing.assert_allclose(bern(X, lp, l1, thr), want, rtol=1e-5, atol=1e-5)
+    masked = tcdsl.compile(MASKED, specialize=mode, options=OPTS)
+    for T, B, H in [(1, 1, 1), (4, 3, 17), (3, 2, 40)]:
+        x, U = rand(rng, T, B, H), rand(rng, H, H) * 0.3
+        m = (rng.random((T, B)) > 0.4).astype(np.float32)
+        h = np.zeros((T, B, H))
+        prev = np.zeros((B, H))
+        for t in range(T):
+            new = np.tanh(x[t].astype(np.float64) + prev @ U.astype(np.float64))
+            h[t] = np.where(m[t][:, None] > 0, new, prev)
+            prev = h[t]
+        np.testing.assert_allclose(masked(x, m, U), h, rtol=1e-5, atol=1e-5)
+    shifted = tcdsl.compile(SHIFTED, specialize=mode, options={**OPTS, "split_selects": False})
+    for N, M in [(1, 1), (2, 19), (3, 40)]:
+        x = rand(rng, N, M)
+        want = np.concatenate([x[:, :1], x[:, :-1]], axis=1)
+        np.testing.assert_array_equal(shifted(x), want)
+
+
+def test_selects_stay_inside_their_tensors():
+    cases = []
+    for i, sizes in enumerate([{"N": 1, "M": 1}, {"N": 3, "M": 17}, {"N": 2, "M": 40}]):
+        cases.append({"id": f"leaky:{i}", "source": LEAKY, "sizes": sizes, "seed": i, "options": OPTS})
+        cases.append({"id": f"shifted:{i}", "source": SHIFTED, "sizes": sizes, "seed": i,
+                      "options": {**OPTS, "split_selects": False}})
+    for i, sizes in enumerate([{"N": 1, "F": 1, "C": 1}, {"N": 7, "F": 33, "C": 10}, {"N": 5, "F": 17, "C": 19}]):
+        cases.append({"id": f"bernoulli:{i}", "source": BERNOULLI, "sizes": sizes, "seed": i, "options": OPTS})
+    for i, sizes in enumerate([{"T": 1, "B": 1, "H": 1}, {"T": 3, "B": 2, "H": 17}]):
+        cases.append({"id": f"masked:{i}", "source": MASKED, "sizes": sizes, "seed": i, "options": OPTS})
+    guard.assert_all_work(cases)
+
+
+def test_a_select_between_two_tables_in_a_sum_is_a_dot_product():
+    """Fewer columns than a vector, each a dot product along f in vector
+    lanes, the select in every lane (codegen/cpu_dot.py): the reads of both
+    sides are inside their tensors wherever the sum runs."""
+    script = tcdsl.compile(BERNOULLI, options=OPTS).script
+    dots = [line for line in script.splitlines() if "acc[r, v] = acc[r, v] +" in line]
+    assert dots and all("T.Select(" in line and "* 16 + v]" in line for line in dots), dots[:2]
