@@ -21665,3 +21665,284 @@ def _s60_onehot(torch, a, t, s):
     ids, E, W = t
     li = ids.long()
     return {"F.embedding + F.linear": _nograd(torch, lambda: F.linear(F.embedding(li, E), W))}
+
+
+# session 61 hunt: the programs that found a wrong result (a division in a sum over a variable renamed
+# after a loop), an inaccurate scalar sum, slow selects and scatters, and compile time (docs: benchmarks/README.md)
+@program(name="baum-welch e-step: scaled forward and backward loops over int32 symbols, expected transitions xi", kind="ml", src="""
+def baum_welch(float(S,S) A, float(S,V) Bm, float(S) pi, int32(B,T) obs) -> (xi, gam0, loglik) {
+  for t in T {
+    if t == 0 { al(t, b, s) = pi(s) * Bm(s, obs(b, t)) }
+    else {
+      al(t, b, s) +=! al(t - 1, b, r) * A(r, s)
+      al(t, b, s) = al(t, b, s) * Bm(s, obs(b, t))
+    }
+    c(t, b) +=! al(t, b, s)
+    al(t, b, s) = al(t, b, s) / c(t, b)
+  }
+  for u in T {
+    if u == 0 { be(T - 1 - u, b, s) = 1.0 where b in 0:B, s in 0:S }
+    else {
+      be(T - 1 - u, b, r) +=! A(r, s) * Bm(s, obs(b, T - u)) * be(T - u, b, s)
+      be(T - 1 - u, b, r) = be(T - 1 - u, b, r) / c(T - u, b)
+    }
+  }
+  xi(r, s) +=! al(t, b, r) * A(r, s) * Bm(s, obs(b, t + 1)) * be(t + 1, b, s) / c(t + 1, b)
+  gam0(s) +=! al(0, b, s) * be(0, b, s) / B
+  loglik(b) +=! log(c(t, b))
+}
+""", full=dict(S=32, V=64, B=64, T=128), tiny=dict(S=3, V=5, B=3, T=4),
+    inputs=lambda r, s: [(lambda A: (A / A.sum(1, keepdims=True)).astype(np.float32))(r.random((s["S"], s["S"])) + 0.1),
+                         (lambda E: (E / E.sum(1, keepdims=True)).astype(np.float32))(r.random((s["S"], s["V"])) + 0.1),
+                         np.full(s["S"], 1.0 / s["S"], np.float32),
+                         r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32)],
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1], r[2]]))
+def _z3_bw(torch, a, t, s):
+    A, Bm, pi, obs = t
+    T = s["T"]
+
+    def run():
+        E = Bm[:, obs.long()].permute(2, 1, 0)        # (T, B, S)
+        al, c = [], []
+        x = pi * E[0]
+        for k in range(T):
+            if k > 0:
+                x = (x @ A) * E[k]
+            ck = x.sum(1)
+            x = x / ck[:, None]
+            al.append(x); c.append(ck)
+        al, c = torch.stack(al), torch.stack(c)
+        be = [None] * T
+        y = torch.ones_like(al[0])
+        be[T - 1] = y
+        for k in range(T - 2, -1, -1):
+            y = ((E[k + 1] * y) @ A.t()) / c[k + 1][:, None]
+            be[k] = y
+        be = torch.stack(be)
+        w = E[1:] * be[1:] / c[1:, :, None]
+        xi = torch.einsum("tbr,tbs->rs", al[:-1], w) * A
+        gam0 = (al[0] * be[0]).mean(0)
+        return torch.cat([xi.reshape(-1), gam0, torch.log(c).sum(0)])
+    return {"torch loops": _nograd(torch, run)}
+
+
+@program(name="unbiased mmd^2, sum of L rbf bandwidths (diagonals excluded by i != j)", kind="ml", src="""
+def mmd(float(N,D) X, float(M,D) Y, float(L) gam) -> (mmd2) {
+  dxx(i, j) +=! e * e where e = X(i, d) - X(j, d)
+  dyy(i, j) +=! e * e where e = Y(i, d) - Y(j, d)
+  dxy(i, j) +=! e * e where e = X(i, d) - Y(j, d)
+  kxx +=! i != j ? exp(-gam(l) * dxx(i, j)) : 0
+  kyy +=! i != j ? exp(-gam(l) * dyy(i, j)) : 0
+  kxy +=! exp(-gam(l) * dxy(i, j))
+  mmd2 = kxx / (N * (N - 1)) + kyy / (M * (M - 1)) - 2 * kxy / (N * M)
+}
+""", full=dict(N=1024, M=1536, D=32, L=3), tiny=dict(N=5, M=7, D=3, L=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), (_n(r, s["M"], s["D"]) * 1.1 + 0.1).astype(np.float32),
+                         (np.array([0.25, 1.0, 4.0][:s["L"]]) / s["D"]).astype(np.float32)])
+def _z3_mmd(torch, a, t, s):
+    X, Y, gam = t
+    N, M = s["N"], s["M"]
+
+    def run():
+        dxx, dyy, dxy = torch.cdist(X, X) ** 2, torch.cdist(Y, Y) ** 2, torch.cdist(X, Y) ** 2
+        kxx = torch.exp(-gam[:, None, None] * dxx).sum((1, 2)) - N
+        kyy = torch.exp(-gam[:, None, None] * dyy).sum((1, 2)) - M
+        kxy = torch.exp(-gam[:, None, None] * dxy).sum()
+        return (kxx.sum() / (N * (N - 1)) + kyy.sum() / (M * (M - 1)) - 2 * kxy / (N * M)).reshape(())
+    return {"torch cdist + exp sums": _nograd(torch, run)}
+
+
+@program(name="silhouette score: euclidean distances, per-cluster mean distance by int32 label select", kind="ml", src="""
+def silhouette(float(N,D) X, int32(N) lab) -> (s, score) {
+  d2(i, j) +=! e * e where e = X(i, d) - X(j, d)
+  dist(i, j) = sqrt(d2(i, j))
+  cnt(c) +=! lab(j) == c ? 1.0 : 0.0 where c in 0:C
+  sd(i, c) +=! lab(j) == c ? dist(i, j) : 0.0 where c in 0:C
+  a(i) = cnt(lab(i)) > 1 ? sd(i, lab(i)) / (cnt(lab(i)) - 1) : 0.0
+  b(i) min=! c != lab(i) && cnt(c) > 0 ? sd(i, c) / cnt(c) : inf
+  s(i) = cnt(lab(i)) > 1 ? (b(i) - a(i)) / max(a(i), b(i)) : 0.0
+  score +=! s(i) / N
+}
+""", full=dict(N=2048, D=16, C=8), tiny=dict(N=9, D=3, C=3), free=("C",),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["C"], s["N"]).astype(np.int32)],
+    pick=lambda r: np.concatenate([r[0], np.atleast_1d(r[1])]))
+def _z3_silh(torch, a, t, s):
+    X, lab = t
+    C = s["C"]
+
+    def run():
+        d = torch.cdist(X, X)
+        oh = torch.nn.functional.one_hot(lab.long(), C).float()
+        cnt = oh.sum(0)
+        sd = d @ oh
+        own = lab.long()
+        co = cnt[own]
+        aa = torch.where(co > 1, sd.gather(1, own[:, None])[:, 0] / (co - 1), torch.zeros(()))
+        mean_other = torch.where((oh > 0) | (cnt == 0), torch.tensor(float("inf")), sd / cnt)
+        bb = mean_other.min(1).values
+        ss = torch.where(co > 1, (bb - aa) / torch.maximum(aa, bb), torch.zeros(()))
+        return torch.cat([ss, ss.mean().reshape(1)])
+    return {"torch cdist + one-hot matmul": _nograd(torch, run)}
+
+
+@program(name="bernoulli naive bayes: binarize at thr inside the sum (select of two log tables), posterior, class", kind="ml", src="""
+def bnb(float(N,F) X, float(C,F) logp, float(C,F) log1mp, float(C) prior, float thr) -> (post, cls) {
+  jll(n, c) +=! X(n, f) > thr ? logp(c, f) : log1mp(c, f)
+  jll(n, c) = jll(n, c) + prior(c)
+  m(n) max=! jll(n, c)
+  se(n) +=! exp(jll(n, c) - m(n))
+  post(n, c) = jll(n, c) - m(n) - log(se(n))
+  cls(n) argmax=! jll(n, c)
+}
+""", full=dict(N=8192, F=512, C=10), tiny=dict(N=7, F=5, C=3),
+    inputs=lambda r, s: (lambda p: [_n(r, s["N"], s["F"]), np.log(p).astype(np.float32), np.log1p(-p).astype(np.float32),
+                                    np.log(np.full(s["C"], 1.0 / s["C"])).astype(np.float32), _z3_f32(0.3)])(
+        0.05 + 0.9 * r.random((s["C"], s["F"]))),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].astype(np.float32)]))
+def _z3_bnb(torch, a, t, s):
+    X, logp, log1mp, prior = t[:4]
+    thr = float(a[4])
+
+    def run():
+        Xb = (X > thr).float()
+        jll = Xb @ (logp - log1mp).t() + log1mp.sum(1) + prior
+        post = torch.log_softmax(jll, 1)
+        return torch.cat([post.reshape(-1), jll.argmax(1).float()])
+    return {"torch binarize + matmul": _nograd(torch, run)}
+
+
+@program(name="weighted correlation matrix of variables-as-rows (D, N) with aweights (np.corrcoef layout)", kind="stats", src="""
+def wcorr(float(D,N) X, float(N) w) -> (R) {
+  sw +=! w(n)
+  mean(i) +=! w(n) * X(i, n) / sw
+  Xc(i, n) = X(i, n) - mean(i)
+  cov(i, j) +=! w(n) * Xc(i, n) * Xc(j, n)
+  R(i, j) = cov(i, j) / sqrt(cov(i, i) * cov(j, j))
+}
+""", full=dict(D=256, N=8192), tiny=dict(D=5, N=7),
+    inputs=lambda r, s: [(_n(r, s["D"], s["N"]) + 0.5 * _n(r, 1, s["N"])).astype(np.float32), r.random(s["N"]).astype(np.float32)])
+def _z3_wcorr(torch, a, t, s):
+    X, w = t
+
+    def run():
+        c = torch.cov(X, aweights=w)
+        d = torch.sqrt(torch.diagonal(c))
+        return c / d[:, None] / d[None, :]
+    return {"torch.cov(aweights) + normalise": _nograd(torch, run)}
+
+
+@program(name="speculative verify attention: T draft queries at len(b) + t over a seq-major (B,L,KV,D) cache, gqa",
+         kind="attention", src="""
+def spec_verify(float(B, T, H, D) q, float(B, L, KV, D) K, float(B, L, KV, D) V, int32(B) len) -> (o) {
+  sc(b, h, t, s) +=! q(b, t, h, d) * K(b, s, h / (H / KV), d)
+  sc(b, h, t, s) = s <= len(b) + t ? sc(b, h, t, s) * rsqrt(float(D)) : -inf
+  mx(b, h, t) max=! sc(b, h, t, s)
+  p(b, h, t, s) = exp(sc(b, h, t, s) - mx(b, h, t))
+  z(b, h, t) +=! p(b, h, t, s)
+  o(b, t, h, d) +=! p(b, h, t, s) * V(b, s, h / (H / KV), d) / z(b, h, t)
+}""", full=dict(B=4, T=5, H=32, KV=8, L=2048, D=128), tiny=dict(B=3, T=3, H=6, KV=2, L=9, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), _n(r, s["B"], s["L"], s["KV"], s["D"]),
+                         _n(r, s["B"], s["L"], s["KV"], s["D"]),
+                         r.integers(0, s["L"] - s["T"] + 1, s["B"]).astype(np.int32)])
+def _z2_spec_verify(torch, a, t, s):
+    F = torch.nn.functional
+    q, K, V, ln = t
+    T, L = s["T"], s["L"]
+    mask = (torch.arange(L)[None, None, :] <= (ln.long()[:, None, None] + torch.arange(T)[None, :, None]))[:, None]
+
+    def fwd():
+        return F.scaled_dot_product_attention(q.transpose(1, 2), K.transpose(1, 2), V.transpose(1, 2),
+                                              attn_mask=mask, enable_gqa=True).transpose(1, 2)
+    return {"F.sdpa(enable_gqa, bool mask) with transposes": _nograd(torch, fwd)}
+
+
+@program(name="w8a8 linear: int8 x int8 summed in int32, per-token x per-channel scales, bias",
+         kind="matmul", src="""
+def w8a8(int8(N, K) xq, float(N) sx, int8(O, K) wq, float(O) sw, float(O) bias) -> (y) {
+  acc(n, o) +=! int32(xq(n, k)) * int32(wq(o, k))
+  y(n, o) = float(acc(n, o)) * sx(n) * sw(o) + bias(o)
+}""", full=dict(N=64, K=2048, O=2048), tiny=dict(N=3, K=7, O=5),
+    inputs=lambda r, s: [r.integers(-127, 128, (s["N"], s["K"])).astype(np.int8),
+                         (r.random(s["N"]) * 0.05).astype(np.float32),
+                         r.integers(-127, 128, (s["O"], s["K"])).astype(np.int8),
+                         (r.random(s["O"]) * 0.001).astype(np.float32), _n(r, s["O"])])
+def _z2_w8a8(torch, a, t, s):
+    F = torch.nn.functional
+    xq, sx, wq, sw, bias = t
+    out = {"F.linear(xq.float(), wq.float()) * sx * sw + bias": lambda: F.linear(xq.float(), wq.float()) * sx[:, None] * sw + bias}
+    try:
+        torch._int_mm(xq[:32], wq.t()[:, :8].contiguous()) if s["N"] > 16 else None
+        out["torch._int_mm * sx * sw + bias"] = lambda: torch._int_mm(xq, wq.t()).float() * sx[:, None] * sw + bias
+    except Exception:
+        pass
+    return out
+
+
+@program(name="lu (right-looking, where i in k+1:N) then forward and backward substitution with R right-hand sides, one big system",
+         kind="scan", src="""
+def lu_solve(float(N,N) A0, float(N,R) Bm) -> (A, Y, X) {
+  A(i, j) = A0(i, j)
+  for k in N {
+    A(i, j) = A(i, j) - A(i, k) * A(k, j) / A(k, k) where i in k+1:N, j in k+1:N
+    A(i, k) = A(i, k) / A(k, k) where i in k+1:N
+  }
+  for i in N {
+    sf(r) +=! A(i, j) * Y(j, r) where j in 0:i, r in 0:R
+    Y(i, r) = Bm(i, r) - sf(r)
+  }
+  for q in N {
+    sb(r) +=! A(N - 1 - q, j) * X(j, r) where j in N-q:N, r in 0:R
+    X(N - 1 - q, r) = (Y(N - 1 - q, r) - sb(r)) / A(N - 1 - q, N - 1 - q)
+  }
+}
+""", full=dict(N=512, R=64), tiny=dict(N=5, R=3),
+         inputs=lambda r, s: [(_n(r, s["N"], s["N"]) + 2 * np.sqrt(s["N"]) * np.eye(s["N"])).astype(np.float32),
+                              _n(r, s["N"], s["R"])],
+         pick=lambda r: r[2])
+def _z1_lusolve(torch, a, t, s):
+    A0, Bm = t
+
+    def run():
+        LU, piv = torch.linalg.lu_factor(A0)
+        return torch.linalg.lu_solve(LU, piv, Bm)
+    return {"torch lu_factor + lu_solve": _nograd(torch, run),
+            "torch.linalg.solve": _nograd(torch, lambda: torch.linalg.solve(A0, Bm))}
+
+
+@program(name="non-local block (embedded gaussian) NCHW, positions p in 0:H*W read as x(b, c, p / W, p % W)",
+         kind="attention", src="""
+# Wang et al. 2018: theta/phi/g 1x1 projections, softmax attention over all H*W positions, W_z projection back,
+# residual; positions flattened in-program by p / W, p % W and read back as h * W + w
+def nonlocal_block(float(B,C,H,W) x, float(CI,C) wt, float(CI,C) wp, float(CI,C) wg, float(C,CI) wz) -> (z) {
+  th(b, p, i) +=! wt(i, c) * x(b, c, p / W, p % W) where p in 0:H*W
+  ph(b, q, i) +=! wp(i, c) * x(b, c, q / W, q % W) where q in 0:H*W
+  g(b, q, i) +=! wg(i, c) * x(b, c, q / W, q % W) where q in 0:H*W
+  s(b, p, q) +=! th(b, p, i) * ph(b, q, i)
+  mx(b, p) max=! s(b, p, q)
+  e(b, p, q) = exp(s(b, p, q) - mx(b, p))
+  den(b, p) +=! e(b, p, q)
+  yv(b, p, i) +=! e(b, p, q) * g(b, q, i) / den(b, p)
+  z(b, c, h, w) +=! wz(c, i) * yv(b, h * W + w, i) where h in 0:H, w in 0:W
+  z(b, c, h, w) = z(b, c, h, w) + x(b, c, h, w)
+}""", full=dict(B=4, C=128, CI=64, H=28, W=28), tiny=dict(B=2, C=5, CI=3, H=3, W=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _w(r, s["CI"], s["C"]), _w(r, s["CI"], s["C"]),
+                         _w(r, s["CI"], s["C"]), _w(r, s["C"], s["CI"])])
+def _y2_nonlocal(torch, a, t, s):
+    F = torch.nn.functional
+    x, wt, wp, wg, wz = t
+    B, C, H, W = s["B"], s["C"], s["H"], s["W"]
+
+    def proj():
+        xf = x.reshape(B, C, H * W)
+        return (wt @ xf).transpose(1, 2), (wp @ xf).transpose(1, 2), (wg @ xf).transpose(1, 2)
+
+    def bmm():
+        th, ph, g = proj()
+        y = torch.softmax(th @ ph.transpose(1, 2), -1) @ g
+        return x + (wz @ y.transpose(1, 2)).view(B, C, H, W)
+
+    def sdpa():
+        th, ph, g = proj()
+        y = F.scaled_dot_product_attention(th, ph, g, scale=1.0)
+        return x + (wz @ y.transpose(1, 2)).view(B, C, H, W)
+    return {"matmul + softmax + bmm": _nograd(torch, bmm), "F.scaled_dot_product_attention": _nograd(torch, sdpa)}

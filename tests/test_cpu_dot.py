@@ -174,3 +174,12 @@ def test_few_queries_read_keys_as_dot_products(mode):
         script = k.script
         assert any("_d1 in" in line for line in script.splitlines())
         assert not _gathered_lanes(script, "K"), _gathered_lanes(script, "K")[:3]
+
+
+def test_few_queries_stay_inside_their_tensors():
+    import guard
+
+    cases = [{"id": f"scores:{i}", "source": SCORES, "sizes": sizes, "seed": i, "options": NO_CACHE}
+             for i, sizes in enumerate([{"B": 1, "T": 1, "L": 37, "D": 64}, {"B": 2, "T": 5, "L": 19, "D": 33},
+                                        {"B": 1, "T": 7, "L": 16, "D": 128}, {"B": 1, "T": 9, "L": 21, "D": 70}])]
+    guard.assert_all_work(cases)

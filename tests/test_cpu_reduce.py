@@ -316,3 +316,27 @@ def test_the_reduction_variable_of_the_last_indices_is_innermost():
     tie = driver.frontend("def f(float(N,C) x, float(C,N) z) -> (s) { s +=! x(n, c) * z(c, n) }")
     (st,) = [s for s in tie.checked.node.body if getattr(s, "tensor", None) == "s"]
     assert st.reduction_vars == ("n", "c")
+
+
+# a short vector's variable and a matrix's column both last in one read: the matrix's is innermost
+MMD = """
+def mmd(float(N,N) K, float(L) g) -> (s) {
+  s +=! i != j ? exp(-g(l) * K(i, j)) : 0
+}
+"""
+
+
+def test_of_two_variables_last_in_reads_the_one_of_the_larger_read_is_innermost():
+    """``g(l)`` and ``K(i, j)`` each have a variable last: ``j``, of the
+    matrix, is summed innermost, along ``K``'s rows in vector lanes, not
+    ``l`` over the L = 3 values of ``g``."""
+    fe = driver.frontend(MMD)
+    (st,) = [s for s in fe.checked.node.body if getattr(s, "tensor", None) == "s"]
+    assert st.reduction_vars[-1] == "j", st.reduction_vars
+    k = tcdsl.compile(MMD, options=NO_CACHE)
+    rng = np.random.default_rng(12)
+    for N, L in [(1, 1), (7, 3), (40, 2)]:
+        K, g = rng.random((N, N)).astype(np.float32), rng.random(L).astype(np.float32)
+        e = np.exp(-g[:, None, None].astype(np.float64) * K[None].astype(np.float64))
+        want = (e.sum(0) * (1 - np.eye(N))).sum()
+        np.testing.assert_allclose(k(K, g), want, rtol=1e-5, atol=1e-5)

@@ -32,6 +32,11 @@ MASKED = """def f(float(T,B,H) x, float(T,B) m, float(H,H) U) -> (h) {
     h(t, b, j) = m(t, b) > 0 ? tanh(x(t, b, j) + u(b, j)) : (t > 0 ? h(t - 1, b, j) : 0)
   }
 }"""
+# a shift read from data: the index is clamped into x, and the select's condition would tell TVM's
+# simplifier the clamp is redundant in the side it guards (a Select computes that side in every lane)
+DELAYED = """def f(float(B,T) x, int32(L) d) -> (y) {
+  y(l, b, t) = t - d(l) >= 0 ? x(b, t - d(l)) : 0 where t in 0:T
+}"""
 # the shifted read is inside its tensor only where t > 0: no split, a guarded read
 SHIFTED = """def f(float(N,M) x) -> (y) {
   y(i, j) = j > 0 ? x(i, j - 1) : x(i, j) where j in 0:M
@@ -54,6 +59,22 @@ def _vector_lines(script: str) -> list[str]:
 def test_a_lane_dependent_select_is_a_vector_select():
     body = _vector_lines(tcdsl.compile(LEAKY, options=OPTS).script)
     assert any("T.Select(" in line for line in body) and not any("if_then_else" in line for line in body), body
+
+
+def test_a_read_at_a_clamped_index_keeps_its_if_then_else():
+    script = tcdsl.compile(DELAYED, options=OPTS).script
+    stores = [line for line in script.splitlines() if re.match(r"\s*y(_rows)?\[", line)]
+    assert stores and all("T.if_then_else(" in line and "T.Select(" not in line for line in stores), stores
+    k = tcdsl.compile(DELAYED, options=OPTS)
+    rng = np.random.default_rng(2)
+    x = rand(rng, 3, 20)
+    d = np.array([0, 5, 19, 20, 40, -3], np.int32)
+    want = np.zeros((6, 3, 20), np.float32)
+    for l, dl in enumerate(d):
+        for t in range(20):
+            if t - dl >= 0:
+                want[l, :, t] = x[:, min(t - dl, 19)]  # (a read past the end is clamped into x)
+    np.testing.assert_array_equal(k(x, d), want)
 
 
 def test_a_guarded_read_keeps_its_if_then_else():
@@ -105,6 +126,8 @@ def test_selects_stay_inside_their_tensors():
                       "options": {**OPTS, "split_selects": False}})
     for i, sizes in enumerate([{"N": 1, "F": 1, "C": 1}, {"N": 7, "F": 33, "C": 10}, {"N": 5, "F": 17, "C": 19}]):
         cases.append({"id": f"bernoulli:{i}", "source": BERNOULLI, "sizes": sizes, "seed": i, "options": OPTS})
+    for i, sizes in enumerate([{"B": 1, "T": 1, "L": 1}, {"B": 3, "T": 20, "L": 6}, {"B": 2, "T": 33, "L": 2}]):
+        cases.append({"id": f"delayed:{i}", "source": DELAYED, "sizes": sizes, "seed": i, "options": OPTS})
     for i, sizes in enumerate([{"T": 1, "B": 1, "H": 1}, {"T": 3, "B": 2, "H": 17}]):
         cases.append({"id": f"masked:{i}", "source": MASKED, "sizes": sizes, "seed": i, "options": OPTS})
     guard.assert_all_work(cases)

@@ -12,8 +12,11 @@ Rules (TC semantics, see SPEC 1.1):
    TVM turns an ``if_then_else`` whose condition differs between lanes into
    one scalar branch per lane: a masked update ``m(i) > 0 ? a(i) : b(i)``
    ran 10x slower), ``&&`` and ``||`` are ``And``/``Or``; an
-   ``if_then_else`` where a side reads a guarded read (below), which is in
-   its tensor only where the condition holds, and in a checked kernel
+   ``if_then_else`` where a side has a guarded read (below), which is in
+   its tensor only where the condition holds, or a read at a clamped index
+   (TVM's simplifier takes a ``Select``'s condition as known in its sides,
+   and may drop a clamp that it makes redundant there: ``t - d(l) >= 0 ?
+   x(t - d(l)) : 0`` read ``x`` at -1), and in a checked kernel
    (codegen/checks.py), whose reads outside their tensors raise errors.  TVM's simplifier folds nested
    conditions into one ``&&`` that LLVM evaluates whole, so an operand may
    run where the program does not ask for it: a read that is in its tensor
@@ -256,10 +259,11 @@ class _Lower:
                 return self._binary(e, op, a, b)
             case n.Select(cond=c, then=a, other=b):
                 t = e.dtype or INDEX
-                if checks.enabled() or any(isinstance(x, n.Access) and id(x) in self.guarded
-                                           for side in (a, b) for x in n.walk(side)):
+                if checks.enabled() or any(isinstance(x, n.Access) and (id(x) in self.guarded or not all(
+                        map(_is_affine, x.indices))) for side in (a, b) for x in n.walk(side)):
                     # (a checked read raises its error only where its select takes it; a guarded one
-                    # is inside its tensor only there)
+                    # is inside its tensor only there; and TVM's simplifier, which takes a Select's
+                    # condition as known in its sides, may drop a clamp it makes redundant there)
                     return tirx.if_then_else(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
                 return tirx.Select(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
             case n.BuiltinCall(name=name, args=args):

@@ -478,8 +478,11 @@ def _contiguous_last(rhs: n.Expr, reduction_vars: tuple[str, ...], tensor: str) 
     reads its own output keeps the order written, as does a tie)."""
     if len(reduction_vars) < 2:
         return reduction_vars
-    # reads with the variable in their last index, less those with it in another one
+    # reads with the variable in their last index, less those with it in another one; among
+    # those of the best score, the one last in reads of more dimensions (``exp(-g(l) * K(i, j))``:
+    # ``j`` of the matrix ``K``, not ``l`` of the short vector ``g``, as the inner loop)
     score = dict.fromkeys(reduction_vars, 0)
+    weight = dict.fromkeys(reduction_vars, 0)
     for a in n.walk(rhs):
         if isinstance(a, n.Access) and a.tensor == tensor:
             return reduction_vars
@@ -488,8 +491,12 @@ def _contiguous_last(rhs: n.Expr, reduction_vars: tuple[str, ...], tensor: str) 
             earlier = {x.name for e in a.indices[:-1] for x in n.walk(e) if isinstance(x, n.IndexVar)}
             for v in score:
                 score[v] += (lin.get(v) == 1) - (v in earlier)
+                weight[v] += len(a.indices) if lin.get(v) == 1 else 0
     best = max(score.values())
-    if best <= 0 or score[reduction_vars[-1]] == best:
+    if best <= 0:
         return reduction_vars
-    inner = next(v for v in reduction_vars if score[v] == best)
+    heaviest = max(weight[v] for v in reduction_vars if score[v] == best)
+    if score[reduction_vars[-1]] == best and weight[reduction_vars[-1]] == heaviest:
+        return reduction_vars
+    inner = next(v for v in reduction_vars if score[v] == best and weight[v] == heaviest)
     return tuple(v for v in reduction_vars if v != inner) + (inner,)
