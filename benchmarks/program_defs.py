@@ -21669,6 +21669,12 @@ def _s60_onehot(torch, a, t, s):
 
 # session 61 hunt: the programs that found a wrong result (a division in a sum over a variable renamed
 # after a loop), an inaccurate scalar sum, slow selects and scatters, and compile time (docs: benchmarks/README.md)
+
+
+def _z3_f32(x):
+    return np.array(x, np.float32)
+
+
 @program(name="baum-welch e-step: scaled forward and backward loops over int32 symbols, expected transitions xi", kind="ml", src="""
 def baum_welch(float(S,S) A, float(S,V) Bm, float(S) pi, int32(B,T) obs) -> (xi, gam0, loglik) {
   for t in T {

@@ -183,3 +183,24 @@ def test_few_queries_stay_inside_their_tensors():
              for i, sizes in enumerate([{"B": 1, "T": 1, "L": 37, "D": 64}, {"B": 2, "T": 5, "L": 19, "D": 33},
                                         {"B": 1, "T": 7, "L": 16, "D": 128}, {"B": 1, "T": 9, "L": 21, "D": 70}])]
     guard.assert_all_work(cases)
+
+
+# grouped-query attention: the key head h / (H / KV) is not affine, a clamped index whose
+# guard for an empty tensor is over the sizes alone, the same in every lane
+GQA = """
+def gqa(float(B,T,H,D) q, float(B,L,KV,D) K) -> (sc) {
+  sc(b, h, t, s) +=! q(b, t, h, d) * K(b, s, h / (H / KV), d)
+}
+"""
+
+
+def test_a_clamped_head_index_still_reads_keys_as_dot_products():
+    k = tcdsl.compile(GQA, options=NO_CACHE)
+    assert any("_d1 in" in line for line in k.script.splitlines())
+    rng = np.random.default_rng(8)
+    for B, T, H, KV, L, D in [(1, 1, 4, 2, 19, 64), (2, 5, 6, 3, 16, 33), (1, 3, 2, 2, 1, 1)]:
+        q = rng.standard_normal((B, T, H, D)).astype(np.float32)
+        K = rng.standard_normal((B, L, KV, D)).astype(np.float32)
+        Kh = np.repeat(K, H // KV, axis=2).astype(np.float64)
+        want = np.einsum("bthd,bshd->bhts", q.astype(np.float64), Kh)
+        np.testing.assert_allclose(k(q, K), want, rtol=2e-5, atol=2e-5 * np.sqrt(D))

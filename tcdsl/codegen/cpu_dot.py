@@ -35,7 +35,7 @@ from ..polyhedral.isl_ast import iterator, loop_ids
 from ..sema import types as ty
 from .cpu_reduce import _tree
 from .expr import INDEX
-from .lower import coefficient, loads, uses
+from .lower import coefficient, has_node, is_if_then_else, loads, uses
 from .scratch import STACK
 
 
@@ -60,8 +60,10 @@ def dot_lanes(gen, chain, call, row: str, j_name: str) -> bool:
     if str(buf.dtype) not in ("float32", "float64") or any(uses(x, kv) for x in idx):
         return False
     reads = loads(value)
-    if len(loads(value, unguarded=True)) != len(reads):
-        return False  # (a select's branch: its vector lanes would load both sides)
+    # (a branch taken where a condition holds in some lanes only: the lanes would load both sides;
+    # a clamped read's guard for an empty tensor, over the sizes alone, is the same in every lane)
+    if has_node(value, lambda x: is_if_then_else(x) and any(uses(x.args[0], p) for p in probe.values())):
+        return False
     moving = False
     for ld in reads + [ld for x in idx for ld in loads(x)]:
         ix = list(ld.indices)
