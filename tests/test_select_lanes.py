@@ -140,3 +140,20 @@ def test_a_select_between_two_tables_in_a_sum_is_a_dot_product():
     script = tcdsl.compile(BERNOULLI, options=OPTS).script
     dots = [line for line in script.splitlines() if "acc[r, v] = acc[r, v] +" in line]
     assert dots and all("T.Select(" in line and "* 16 + v]" in line for line in dots), dots[:2]
+
+
+def test_a_division_by_data_under_its_condition_does_not_trap():
+    """``c(i) > 0 ? s(i) / c(i) : -1``: the divisor's guard against 0 would be
+    redundant under the condition, so the select computes its side only
+    where taken (an if_then_else); lanes with c = 0 give -1, no SIGFPE."""
+    src = """def f(int32(N) s, int32(N) c) -> (y) {
+      y(i) = c(i) > 0 ? s(i) / c(i) + s(i) % c(i) : -1
+    }"""
+    k = tcdsl.compile(src, options=OPTS)
+    rng = np.random.default_rng(6)
+    for N in (1, 17, 64):
+        s = rng.integers(-50, 50, N).astype(np.int32)
+        c = rng.integers(-2, 4, N).astype(np.int32)
+        c[0] = 0
+        want = np.where(c > 0, np.floor_divide(s, np.where(c > 0, c, 1)) + np.mod(s, np.where(c > 0, c, 1)), -1)
+        np.testing.assert_array_equal(k(s, c), want.astype(np.int32))

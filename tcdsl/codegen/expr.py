@@ -13,9 +13,10 @@ Rules (TC semantics, see SPEC 1.1):
    one scalar branch per lane: a masked update ``m(i) > 0 ? a(i) : b(i)``
    ran 10x slower), ``&&`` and ``||`` are ``And``/``Or``; an
    ``if_then_else`` where a side has a guarded read (below), which is in
-   its tensor only where the condition holds, or a read at a clamped index
-   (TVM's simplifier takes a ``Select``'s condition as known in its sides,
-   and may drop a clamp that it makes redundant there: ``t - d(l) >= 0 ?
+   its tensor only where the condition holds, a read at a clamped index or
+   an integer division by a run-time value (TVM's simplifier takes a
+   ``Select``'s condition as known in its sides, and may drop a clamp or a
+   divisor's guard that it makes redundant there: ``t - d(l) >= 0 ?
    x(t - d(l)) : 0`` read ``x`` at -1), and in a checked kernel
    (codegen/checks.py), whose reads outside their tensors raise errors.  TVM's simplifier folds nested
    conditions into one ``&&`` that LLVM evaluates whole, so an operand may
@@ -259,11 +260,11 @@ class _Lower:
                 return self._binary(e, op, a, b)
             case n.Select(cond=c, then=a, other=b):
                 t = e.dtype or INDEX
-                if checks.enabled() or any(isinstance(x, n.Access) and (id(x) in self.guarded or not all(
-                        map(_is_affine, x.indices))) for side in (a, b) for x in n.walk(side)):
+                if checks.enabled() or any(_taken_only(x, self.guarded) for side in (a, b) for x in n.walk(side)):
                     # (a checked read raises its error only where its select takes it; a guarded one
                     # is inside its tensor only there; and TVM's simplifier, which takes a Select's
-                    # condition as known in its sides, may drop a clamp it makes redundant there)
+                    # condition as known in its sides, may drop a clamp or a divisor's guard that
+                    # the condition makes redundant there)
                     return tirx.if_then_else(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
                 return tirx.Select(self.as_type(c, "bool"), self.as_type(a, t), self.as_type(b, t))
             case n.BuiltinCall(name=name, args=args):
@@ -509,6 +510,17 @@ def _convert(x: tirx.PrimExpr, dtype: str) -> tirx.PrimExpr:
         # uses its operands twice), and two Lets of one variable are rejected.
         return _to_unsigned(x, dtype)
     return tirx.Cast(dtype, x)
+
+
+def _taken_only(x: n.Expr, guarded) -> bool:
+    """A node of a select's side that must be computed only where the side is
+    taken: a guarded read, a read at a clamped index, an integer division or
+    remainder by a run-time value (its guard against 0 is a max that a
+    condition ``d > 0`` makes redundant)."""
+    if isinstance(x, n.Access):
+        return id(x) in guarded or not all(map(_is_affine, x.indices))
+    return isinstance(x, n.Binary) and x.op in ("/", "%") and ty.is_int(x.dtype or INDEX) \
+        and not isinstance(x.rhs, n.Const)
 
 
 def _is_affine(e: n.Expr) -> bool:
