@@ -51,7 +51,7 @@ def test_the_kernel_has_no_loop_over_the_rows():
     assert "if 0 <= v_row and v_row < V" in scat, scat
     assert "T.if_then_else(idx[" not in scat  # no row tested against the index
     plain = tcdsl.compile(EMB, options={**NO_CACHE, "scatter": False}).script
-    assert "v_row" not in plain and "T.if_then_else(idx[" in plain, plain
+    assert "v_row" not in plain and ("T.if_then_else(idx[" in plain or "T.Select(idx[" in plain), plain
 
 
 def test_forms_found():
@@ -368,3 +368,90 @@ def test_rows_outside_under_guard_pages():
     records = guard.run_cases(cases)
     bad = guard.failures(records, cases)
     assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records
+
+
+# a segment max and min by destination (a graph attention's softmax by node, shortest paths):
+# the reduction's identity where the index differs, -inf for max, inf for min
+SEGMENT = """def seg(float(E) v, int32(E) dst) -> (mx, mn) {
+  mx(n) max=! dst(e) == n ? v(e) : -inf where n in 0:N
+  mn(n, k) min=! dst(e) == n ? v(e) * float(k + 1) : inf where n in 0:N, k in 0:3
+}"""
+# Bellman-Ford's relaxation: the read of the tensor written is at the step before
+RELAX = """def bf(int32(E) src, int32(E) dst, float(E) w, int32(Q) source) -> (dist) {
+  for t in S {
+    if t == 0 {
+      dist(t, q, n) = source(q) == n ? 0.0 : inf where n in 0:N
+    } else {
+      dist(t, q, n) min=! dst(e) == n ? dist(t - 1, q, src(e)) + w(e) : inf where n in 0:N
+      dist(t, q, n) = fmin(dist(t, q, n), dist(t - 1, q, n))
+    }
+  }
+}"""
+
+
+def test_a_segment_max_and_min_are_scatters():
+    mx, mn = _found(SEGMENT)[:2]
+    assert mx is not None and mx.var == "n" and mn is not None and mn.var == "n"
+    # a finite stand-in for -inf is no identity; a read of the element's own step is no other step
+    assert _found("def f(float(E) v, int32(E) d) -> (m) { m(n) max=! d(e) == n ? v(e) : -1e30 where n in 0:N }") \
+        == [None]
+    relax = [s for s in _found(RELAX) if s is not None]
+    assert len(relax) == 1 and relax[0].var == "n"
+    same = RELAX.replace("dist(t - 1, q, src(e)) + w(e)", "dist(t, q, src(e)) + w(e)")
+    assert all(s is None for s in _found(same))
+
+
+def _segment_ref(v, dst, N):
+    mx = np.full(N, -np.inf, np.float64)
+    mn = np.full((N, 3), np.inf, np.float64)
+    for e, d in enumerate(dst):
+        if 0 <= d < N:
+            mx[d] = max(mx[d], v[e])
+            for k in range(3):
+                mn[d, k] = min(mn[d, k], v[e] * (k + 1))
+    return mx, mn
+
+
+def _relax_ref(src, dst, w, source, N, S):
+    dist = np.full((S, len(source), N), np.inf, np.float32)
+    for q, s0 in enumerate(source):
+        if 0 <= s0 < N:
+            dist[0, q, s0] = 0.0
+    for t in range(1, S):
+        dist[t] = dist[t - 1]
+        for e in range(len(src)):
+            a, b = src[e], dst[e]
+            if 0 <= b < N:
+                cand = dist[t - 1, :, min(max(a, 0), N - 1)] + w[e]
+                dist[t, :, b] = np.minimum(dist[t, :, b], cand)
+    return dist
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_segment_reductions_match_numpy(mode):
+    k = tcdsl.compile(SEGMENT, specialize=mode, options=NO_CACHE)
+    rng = np.random.default_rng(21)
+    for E, N in [(1, 1), (9, 4), (40, 17), (5, 9)]:
+        v = rng.standard_normal(E).astype(np.float32)
+        dst = rng.integers(-1, N + 1, E).astype(np.int32)  # (indices outside 0:N pick no element)
+        mx, mn = k(v, dst, N=N)
+        want_mx, want_mn = _segment_ref(v, dst, N)
+        np.testing.assert_array_equal(mx, want_mx.astype(np.float32))
+        np.testing.assert_allclose(mn, want_mn, rtol=1e-6)
+    bf = tcdsl.compile(RELAX, specialize=mode, options=NO_CACHE)
+    for E, N, Q, S in [(1, 1, 1, 1), (10, 6, 2, 4), (60, 20, 3, 6)]:
+        src, dst = rng.integers(0, N, E).astype(np.int32), rng.integers(0, N, E).astype(np.int32)
+        w, source = rng.uniform(0.1, 1.0, E).astype(np.float32), rng.integers(0, N, Q).astype(np.int32)
+        np.testing.assert_allclose(bf(src, dst, w, source, N=N, S=S), _relax_ref(src, dst, w, source, N, S),
+                                   rtol=1e-6)
+
+
+def test_segment_reductions_under_guard_pages():
+    import guard
+
+    def inputs(dst):
+        return [{"dtype": "float32", "shape": [len(dst)], "data": [float(i % 5) - 2 for i in range(len(dst))]},
+                {"dtype": "int32", "shape": [len(dst)], "data": list(dst)}]
+    settings = [{"sizes": {"N": N}, "inputs": inputs(dst)}
+                for N, dst in [(4, [-1, 0, 3, 4, 2, 3, -7, 9]), (1, [0, 1, -1]), (19, [18, 0, 19, -1, 5])]]
+    guard.assert_all_work([{"id": "segment", "source": SEGMENT, "settings": settings, "options": NO_CACHE}])

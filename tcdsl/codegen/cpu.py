@@ -67,6 +67,8 @@ class CpuProgram(ProgramLowering):
     when it can (:meth:`sequential`); kernels are lowered by
     :class:`CpuAstLowering`."""
 
+    size_divisions = True
+
     def __init__(self, *args):
         super().__init__(*args)
         self.cpu = self.options.cpu

@@ -41,7 +41,7 @@ from tvm import tirx
 from ..errors import InternalError
 from ..syntax import nodes as n
 from ..sema import types as ty
-from . import checks, mathlib
+from . import checks, divisors, mathlib
 from .intarith import (_division_by_min, _guarded_division, _is_min, _negate, _pow2, _safe_divisor,
                        _sized_division, _to_unsigned, _wrap_to, dtype_of, floordiv, floormod)
 
@@ -341,6 +341,8 @@ class _Lower:
             case "/" | "%" if ty.is_int(t) and _is_min(y):
                 return _division_by_min(op, x, t)
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y) and self.is_nonneg(b, t):
+                if t == INDEX and divisors.active() and divisors.of_sizes(b) and self.is_nonneg(a, t):
+                    return divisors.divide(op, x, y)  # (a multiplication: codegen/divisors.py)
                 return _sized_division(op, x, y, self.is_nonneg(a, t))
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):
                 return _guarded_division(op, x, y, t)

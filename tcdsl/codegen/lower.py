@@ -37,7 +37,7 @@ from ..polyhedral.contract import Fold
 from ..polyhedral.model import Block, Branch, ForLoop, IslStmt, Kernel, Model
 from ..polyhedral.bounds import guarded_reads
 from .expr import INDEX, Folded, dtype_of, lower_expr, physical
-from . import formulas
+from . import divisors, formulas
 
 _OP = isl.ast_expr_op_type
 
@@ -80,7 +80,8 @@ def lower_to_tir(model: Model, asts: dict[int, isl.AstNode], name: str, fixed: d
                 and t not in checked.outputs and (program or ProgramLowering).pad_rows and len(shape) >= 2 else None
             sig.buffers[t] = tirx.decl_buffer(shape, info.dtype, name=t, data_alignment=elem, strides=strides)
     gen = (program or ProgramLowering)(model, asts, sig, options)
-    body = gen.program(model.body, dict(size_vars))
+    with divisors.size_divisors() if gen.size_divisions else contextlib.nullcontext({}) as divs:
+        body = divisors.bind(divs, gen.program(model.body, dict(size_vars)))
     sig.scratch = gen.scratch_params()
     local = [t for t in checked.temps if t not in sig.scratch]
     temps = [tirx.AllocBuffer(b.buffer if isinstance(b, Folded) else b) for b in (sig.buffers[t] for t in local)]
@@ -160,6 +161,7 @@ class ProgramLowering:
 
     ast_lowering: type["AstLowering"]  # set below
     pad_rows = True  # the rows of RangeInfo.padded_rows laid out longer (_padded_strides; not on CUDA)
+    size_divisions = False  # divisions by sizes as multiplications (codegen/divisors.py; the CPU)
 
     def __init__(self, model: Model, asts: dict[int, isl.AstNode], sig: Signature, options: Options):
         self.model = model

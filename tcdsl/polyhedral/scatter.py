@@ -26,6 +26,16 @@ another left-hand side variable (a stiffness matrix assembled from element
 pairs, ``K(p, q) +=! tri(e, a) == p && tri(e, c) == q ? ke(e, a, c) : 0``)
 is picked too: ``K(tri(e, a), tri(e, c)) += ke(e, a, c)``, no loop over
 ``q``.  Other targets run the statement as written.
+
+A ``max`` or ``min`` reduction whose other value is its identity, ``-inf``
+or ``inf``, is the same scatter with its combination: a segment max by
+destination node (a graph attention's softmax, ``mx(n, h) max=! dst(e) == n
+? sc(e, h) : -inf``) ran over every node for every edge (at (N, E) = (4096,
+32768), 47 ms against 0.1 ms for the same sum).  A finite stand-in (``-1e30``)
+is no identity: an element no term picks would hold it.  The statement may
+read the tensor it writes at another step of its loop (``dist(t - 1, q,
+src(e))`` in Bellman-Ford's ``dist(t, q, n) min=! dst(e) == n ? dist(t - 1,
+q, src(e)) + w(e) : inf``: ``_other_step``), never an element it writes.
 """
 from __future__ import annotations
 
@@ -59,21 +69,21 @@ class Scatter:
 def find(info: StmtInfo) -> Scatter | None:
     """The scatter form of ``info`` (see the module docstring), or None."""
     c = info.comp
-    if c.reduction != "+" or c.equivalent is not None:
+    if c.reduction not in ("+", "max", "min") or c.equivalent is not None:
         return None
     own = [e.name for e in c.indices if isinstance(e, n.IndexVar) and e.name in info.vars]
     if any(not (isinstance(e, n.IndexVar) and e.name in own) and n.names_in(e) & set(info.vars)
            for e in c.indices):
         return None  # an lhs index like ``H + j``: left as written (``t`` or ``t - 1`` of a loop is fine)
-    if any(isinstance(x, n.Access) and x.tensor == c.tensor for x in n.walk(c.rhs)):
+    if any(isinstance(x, n.Access) and x.tensor == c.tensor and not _other_step(x, c, info) for x in n.walk(c.rhs)):
         return None
     for u in own:
-        found = _pick(c.rhs, u)
+        found = _pick(c.rhs, u, c.reduction)
         if found is not None and _product(info):
             index, rhs = found
             more = []
             for w in own:  # another lhs variable picked in the rest (``tri(e, c) == q``)
-                again = _pick(rhs, w) if w != u and all(w != v for v, _ in more) else None
+                again = _pick(rhs, w, c.reduction) if w != u and all(w != v for v, _ in more) else None
                 if again is not None and not n.names_in(again[0]) & set(own):
                     more.append((w, again[0]))
                     rhs = again[1]
@@ -83,11 +93,31 @@ def find(info: StmtInfo) -> Scatter | None:
     return None
 
 
-def _pick(e: n.Expr, u: str) -> tuple[n.Expr, n.Expr] | None:
-    """(g, e without the conjunct ``u == g``) when ``e`` is ``cond ? a : 0``
-    with that conjunct in ``cond``, or a product, quotient or cast of such a term."""
+def _other_step(a: n.Access, c: n.Comprehension, info: StmtInfo) -> bool:
+    """The read ``a`` of the tensor the statement writes is at another step of
+    its loop than every element it writes: an index pair of the loop's
+    variables and sizes alone that differ by a constant (``dist(t - 1, q,
+    src(e))`` in ``dist(t, q, n) min=! ...``, a relaxation of Bellman-Ford)."""
+    for w, r in zip(c.indices, a.indices):
+        lw, lr = n.linear(w), n.linear(r)
+        if lw is None or lr is None or (set(lw) | set(lr)) & set(info.vars):
+            continue
+        diff = {k: lw.get(k, 0) - lr.get(k, 0) for k in set(lw) | set(lr)}
+        if all(v == 0 for k, v in diff.items() if k != 1) and diff.get(1, 0) != 0:
+            return True
+    return False
+
+
+_IDENTITY = {"+": 0, "max": -float("inf"), "min": float("inf")}
+
+
+def _pick(e: n.Expr, u: str, reduction: str = "+") -> tuple[n.Expr, n.Expr] | None:
+    """(g, e without the conjunct ``u == g``) when ``e`` is ``cond ? a : I``
+    with that conjunct in ``cond`` (``I`` the identity of the reduction: 0,
+    or -inf for ``max``, inf for ``min``), or for ``+`` a product, quotient or
+    cast of such a term."""
     match e:
-        case n.Select(cond=cond, then=then, other=n.Const(value=0)):
+        case n.Select(cond=cond, then=then, other=n.Const(value=v)) if v == _IDENTITY[reduction]:
             parts = _conjuncts(cond)
             for i, p in enumerate(parts):
                 g = _equal(p, u)
@@ -100,13 +130,13 @@ def _pick(e: n.Expr, u: str) -> tuple[n.Expr, n.Expr] | None:
                 for r in rest[1:]:
                     cond = n.Binary("&&", cond, r)
                 return g, n.Select(cond, then, e.other, dtype=e.dtype)
-        case n.Binary(op="*" | "/" as op, lhs=a, rhs=b):
+        case n.Binary(op="*" | "/" as op, lhs=a, rhs=b) if reduction == "+":
             for side in ("lhs", "rhs") if op == "*" else ("lhs",):  # (a quotient's numerator)
                 got = _pick(getattr(e, side), u)
                 if got is not None:
                     return got[0], n.Binary(op, got[1] if side == "lhs" else a, b if side == "lhs" else got[1],
                                             dtype=e.dtype)
-        case n.Cast(to=to, operand=x):
+        case n.Cast(to=to, operand=x) if reduction == "+":
             got = _pick(x, u)
             if got is not None:
                 return got[0], n.Cast(to, got[1], dtype=e.dtype)
