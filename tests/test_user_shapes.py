@@ -156,7 +156,9 @@ def test_a_tensor_read_at_the_row_and_at_the_column_packs_the_columns_read(name)
             np.testing.assert_array_equal(k(X, m), plain(X, m))
         else:
             np.testing.assert_allclose(k(X), ref(X.astype(np.float64)), rtol=1e-4, atol=1e-3)
-            np.testing.assert_array_equal(k(X), plain(X))
+            # (a chunk's rows after its last full tile read the columns as dot products in lanes,
+            # codegen/cpu_dot.py: another order of the sum)
+            np.testing.assert_allclose(k(X), plain(X), rtol=1e-5, atol=1e-5)
 
 
 def test_self_products_stay_inside_their_tensors():

@@ -189,9 +189,12 @@ def _live_arm(e):
     (either arm zero, the max optional); else None."""
     if isinstance(e, tirx.Max) and _zero(e.b):
         e = e.a
-    if not is_if_then_else(e):
+    if isinstance(e, tirx.Select):
+        a, b = e.true_value, e.false_value
+    elif is_if_then_else(e):
+        _, a, b = e.args
+    else:
         return None
-    _, a, b = e.args
     return b if _zero(a) else a if _zero(b) else None
 
 

@@ -103,9 +103,13 @@ def _arg_parts(value, buf, idx):
     """``(e at j, e at the index held, comparison)`` of an arg-reduction's
     lowered value, ``held < 0 ? j : (e(j) < e(held) ? j : held)``
     (sema/sizes.py ``arg_reduction``), or None."""
-    if not is_if_then_else(value) or not is_if_then_else(value.args[2]):
+    inner = value.args[2] if is_if_then_else(value) else None
+    if is_if_then_else(inner):
+        better = inner.args[0]
+    elif isinstance(inner, tirx.Select):  # (codegen/expr.py rule 3: its sides read nothing clamped)
+        better = inner.condition
+    else:
         return None
-    better = value.args[2].args[0]
     if not isinstance(better, (tirx.LT, tirx.GT)) or str(buf.dtype) != "int32" \
             or dtype_of(better.a) not in ("float32", "float64", "int32", "int64", "int8", "int16"):
         return None

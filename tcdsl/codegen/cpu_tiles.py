@@ -310,7 +310,7 @@ class RegisterTiles:
                                        j_init + start, j_ext - start, rows_of)]
             else:
                 singles, _ = strips(narrow + (1,), "n", lambda tile, _: body_of(tile), start)
-            if vw < 4 or not m.overlap_tail or lean or gathers and rows_of is not None:
+            if vw < 4 or not m.overlap_tail or lean:
                 return seq(singles)
             over = _Tile(self, chain, call, row, j_name, j_init + j_ext - vw, vw, zeros, keep_below=j_init + first)
             return tirx.IfThenElse(tirx.all(first < j_ext, j_ext >= vw), (over_of or body_of)(over),

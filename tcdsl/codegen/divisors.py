@@ -70,13 +70,14 @@ def bind(divs: dict, body: tirx.Stmt) -> tirx.Stmt:
     if not divs:
         return body
     cells = tirx.decl_buffer((2 * len(divs),), "uint64", name="divisors", scope="local")
-    stores, binds = [], []
+    out = [tirx.AllocBuffer(cells)]
+    # in the order met: a divisor may be a quotient of sizes by an earlier one (``h / (H / KV)``)
     for i, (m, s, y) in enumerate(divs.values()):
         d = tirx.max(y, tirx.const(1, dtype_of(y)))
         bits = tirx.Select(d > 1, tirx.const(32, "int32") - tirx.clz(tirx.Cast("int32", d - 1)), tirx.const(0, "int32"))
         shift = tirx.Cast("uint64", bits + 31)
         d64 = tirx.Cast("uint64", d)
         magic = tirx.truncdiv(tirx.shift_left(tirx.const(1, "uint64"), shift) + d64 - tirx.const(1, "uint64"), d64)
-        stores += [tirx.BufferStore(cells, magic, [2 * i]), tirx.BufferStore(cells, shift, [2 * i + 1])]
-        binds += [tirx.Bind(m, tirx.BufferLoad(cells, [2 * i])), tirx.Bind(s, tirx.BufferLoad(cells, [2 * i + 1]))]
-    return tirx.SeqStmt([tirx.AllocBuffer(cells)] + stores + binds + [body])
+        out += [tirx.BufferStore(cells, magic, [2 * i]), tirx.BufferStore(cells, shift, [2 * i + 1]),
+                tirx.Bind(m, tirx.BufferLoad(cells, [2 * i])), tirx.Bind(s, tirx.BufferLoad(cells, [2 * i + 1]))]
+    return tirx.SeqStmt(out + [body])
