@@ -21952,3 +21952,140 @@ def _y2_nonlocal(torch, a, t, s):
         y = F.scaled_dot_product_attention(th, ph, g, scale=1.0)
         return x + (wz @ y.transpose(1, 2)).view(B, C, H, W)
     return {"matmul + softmax + bmm": _nograd(torch, bmm), "F.scaled_dot_product_attention": _nograd(torch, sdpa)}
+
+
+def _z5_edges(r, N, E):
+    return [r.integers(0, N, E).astype(np.int32), r.integers(0, N, E).astype(np.int32)]
+
+
+@program(name="gat on an int32 edge list: per-head scores, segment softmax by dst (scatter max + sum), weighted scatter-add",
+         kind="graph", src="""
+def gat_edges(float(N,D) x, int32(E) src, int32(E) dst, float(NH,C,D) W, float(NH,C) asrc, float(NH,C) adst,
+              float(NH,C) bias) -> (out) {
+  z(n, h, c) +=! x(n, d) * W(h, c, d)
+  es(n, h) +=! z(n, h, c) * asrc(h, c)
+  ed(n, h) +=! z(n, h, c) * adst(h, c)
+  sc(e, h) = v > 0 ? v : 0.2 * v where v = es(src(e), h) + ed(dst(e), h)
+  mx(n, h) max=! dst(e) == n ? sc(e, h) : -inf where n in 0:N
+  p(e, h) = exp(sc(e, h) - mx(dst(e), h))
+  den(n, h) +=! dst(e) == n ? p(e, h) : 0.0 where n in 0:N
+  out(n, h, c) +=! dst(e) == n ? p(e, h) * z(src(e), h, c) : 0.0 where n in 0:N
+  out(n, h, c) = out(n, h, c) / (den(n, h) + 1e-16) + bias(h, c)
+}
+""", full=dict(N=4096, E=32768, D=64, NH=4, C=16), tiny=dict(N=5, E=9, D=3, NH=2, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])] + _z5_edges(r, s["N"], s["E"])
+    + [_w(r, s["NH"], s["C"], s["D"]), _w(r, s["NH"], s["C"]), _w(r, s["NH"], s["C"]), _n(r, s["NH"], s["C"]) * 0.1])
+def _z5_gat(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, W, asrc, adst, bias = t
+    NH, C, D = W.shape
+    N = x.shape[0]
+    def run():
+        s64, d64 = src.long(), dst.long()
+        z = F.linear(x, W.reshape(NH * C, D)).view(N, NH, C)
+        es, ed = (z * asrc).sum(-1), (z * adst).sum(-1)
+        sc = F.leaky_relu(es[s64] + ed[d64], 0.2)
+        mx = torch.full((N, NH), float("-inf")).scatter_reduce_(0, d64[:, None].expand(-1, NH), sc, "amax")
+        p = torch.exp(sc - mx[d64])
+        den = torch.zeros(N, NH).index_add_(0, d64, p)
+        out = torch.zeros(N, NH, C).index_add_(0, d64, p[:, :, None] * z[s64])
+        return out / (den[:, :, None] + 1e-16) + bias
+    return {"pyg-style: F.linear + gather + scatter_reduce_(amax) + index_add_": _nograd(torch, run)}
+
+
+@program(name="varlen (packed) multi-head attention: cu_seqlens offsets, per-token int32 segment id, keys at off(seg(i)) + j (L free)",
+         kind="attention", src="""
+def varlen_attn(float(NT,NH,DH) q, float(NT,NH,DH) k, float(NT,NH,DH) v, int32(NT) seg, int32(B + 1) off) -> (o) {
+  s(i, h, j) +=! q(i, h, d) * k(off(seg(i)) + j, h, d) where j in 0:L
+  s(i, h, j) = j < off(seg(i) + 1) - off(seg(i)) ? s(i, h, j) / sqrt(float(DH)) : -inf
+  mx(i, h) max=! s(i, h, j)
+  pr(i, h, j) = exp(s(i, h, j) - mx(i, h))
+  den(i, h) +=! pr(i, h, j)
+  o(i, h, d) +=! pr(i, h, j) * v(off(seg(i)) + j, h, d)
+  o(i, h, d) = o(i, h, d) / den(i, h)
+}
+""", full=dict(B=16, L=256, NH=4, DH=64), tiny=dict(B=3, L=4, NH=2, DH=3), free=("L",),
+    inputs=lambda r, s: (lambda lens: (lambda NT: [_n(r, NT, s["NH"], s["DH"]), _n(r, NT, s["NH"], s["DH"]),
+                                                  _n(r, NT, s["NH"], s["DH"]),
+                                                  np.repeat(np.arange(s["B"]), lens).astype(np.int32),
+                                                  np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)])(
+        int(lens.sum())))(r.integers(max(1, s["L"] // 8), s["L"] + 1, s["B"])))
+def _z5_varlen(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, seg, off = t
+    B, L = s["B"], s["L"]
+    def loop():
+        o = []
+        offs = off.tolist()
+        for b in range(B):
+            sl = slice(offs[b], offs[b + 1])
+            o.append(F.scaled_dot_product_attention(q[sl].transpose(0, 1), k[sl].transpose(0, 1),
+                                                    v[sl].transpose(0, 1)).transpose(0, 1))
+        return torch.cat(o)
+    def padded():
+        o64 = off.long()
+        lens = o64[1:] - o64[:-1]
+        pos = torch.arange(q.shape[0]) - o64[seg.long()]
+        def pad(x):
+            P = x.new_zeros(B, L, *x.shape[1:]); P[seg.long(), pos] = x; return P.transpose(1, 2)
+        mask = (torch.arange(L)[None, :] < lens[:, None])[:, None, None, :]
+        op = F.scaled_dot_product_attention(pad(q), pad(k), pad(v), attn_mask=mask)
+        return op.transpose(1, 2)[seg.long(), pos]
+    return {"python loop over sequences of sdpa": _nograd(torch, loop),
+            "pad to (B,NH,L,DH) + masked sdpa + unpad": _nograd(torch, padded)}
+
+
+@program(name="bellman-ford sssp on an int32 edge list: S relaxation rounds of dist(src) + w scattered by min to dst (N, S free)",
+         kind="graph", src="""
+def bellman_ford(int32(E) src, int32(E) dst, float(E) w, int32(Q) source) -> (dist) {
+  for t in S {
+    if t == 0 {
+      dist(t, q, n) = source(q) == n ? 0.0 : inf where n in 0:N
+    } else {
+      dist(t, q, n) min=! dst(e) == n ? dist(t - 1, q, src(e)) + w(e) : inf where n in 0:N
+      dist(t, q, n) = fmin(dist(t, q, n), dist(t - 1, q, n))
+    }
+  }
+}
+""", full=dict(N=4096, E=32768, Q=4, S=8), tiny=dict(N=6, E=10, Q=2, S=4), free=("N", "S"),
+    pick=lambda r: np.where(np.isinf(r), -1.0, r),
+    inputs=lambda r, s: _z5_edges(r, s["N"], s["E"]) + [r.uniform(0.1, 1.0, s["E"]).astype(np.float32),
+                                                         r.integers(0, s["N"], s["Q"]).astype(np.int32)])
+def _z5_bf(torch, a, t, s):
+    src, dst, w, source = t
+    N, S = s["N"], s["S"]
+    Q = source.shape[0]
+    def run():
+        s64, d64 = src.long(), dst.long()
+        d = torch.full((Q, N), float("inf")); d[torch.arange(Q), source.long()] = 0.0
+        out = [d]
+        for _ in range(S - 1):
+            d = d.scatter_reduce(1, d64[None].expand(Q, -1), d[:, s64] + w, "amin")
+            out.append(d)
+        o = torch.stack(out)
+        return torch.where(torch.isinf(o), -1.0, o)
+    return {"python loop: gather + scatter_reduce(amin)": _nograd(torch, run)}
+
+
+@program(name="adaptive max pool 2d with indices, free OH OW, flat window k in 0:KH*KW, argmax=!, flat index h W + w",
+         kind="vision", src="""
+def amp(float(N,C,H,W) x) -> (y, int32(N,C,OH,OW) idx) {
+  a(n, c, i, j) argmax=! (r < he && q < we && r < H && q < W ? x(n, c, r, q) : -inf)
+      where i in 0:OH, j in 0:OW, k in 0:KH*KW, hs = (i * H) / OH, he = ((i + 1) * H + OH - 1) / OH,
+            ws = (j * W) / OW, we = ((j + 1) * W + OW - 1) / OW, r = hs + k / KW, q = ws + k % KW
+  y(n, c, i, j) = x(n, c, r, q)
+      where hs = (i * H) / OH, ws = (j * W) / OW, r = hs + a(n, c, i, j) / KW, q = ws + a(n, c, i, j) % KW
+  idx(n, c, i, j) = r * W + q
+      where hs = (i * H) / OH, ws = (j * W) / OW, r = hs + a(n, c, i, j) / KW, q = ws + a(n, c, i, j) % KW
+}""", full=dict(N=32, C=256, H=50, W=50, OH=7, OW=7, KH=9, KW=9), tiny=dict(N=2, C=3, H=7, W=11, OH=3, OW=4, KH=4, KW=4),
+    free=("OH", "OW", "KH", "KW"),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])],
+    pick=lambda r: np.stack([r[0], r[1].astype(np.float32)]))
+def _z6_amp(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+
+    def run():
+        y, i = F.adaptive_max_pool2d(x, (s["OH"], s["OW"]), return_indices=True)
+        return torch.stack([y, i.float()])
+    return {"F.adaptive_max_pool2d(return_indices=True)": _nograd(torch, run)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 
+import tvm
 from tvm import tirx
 
 from ..syntax import nodes as n
@@ -49,6 +50,17 @@ def active() -> bool:
     return _DIVISORS[0] is not None
 
 
+def plain(x: tirx.PrimExpr) -> bool:
+    """``x`` holds no division: its remainder ``x - q * d`` may name it twice
+    (a remainder of a remainder of ..., ``n % (B * C * D) % (C * D) % D``,
+    would name ``n`` 2**levels times; there ``%`` stays one ``truncmod``)."""
+    if isinstance(x, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)) or is_quotient(x):
+        return False
+    parts = [getattr(x, f) for f in ("a", "b", "value", "condition", "true_value", "false_value") if hasattr(x, f)]
+    parts += list(x.args) if hasattr(x, "args") else []
+    return all(plain(p) for p in parts if isinstance(p, tvm.ir.expr.Expr))
+
+
 def divide(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr) -> tirx.PrimExpr:
     """``x / y`` or ``x % y`` (``op``) for an int32 ``x >= 0`` and a size ``y >= 0``."""
     divs = _DIVISORS[0]
@@ -62,6 +74,12 @@ def divide(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr) -> tirx.PrimExpr:
     if op == "/":
         return q * tirx.min(y, one)
     return x - q * tirx.max(y, one)
+
+
+def is_quotient(e) -> bool:
+    """``e`` is a quotient that :func:`divide` made (codegen/invariant.py
+    computes one that changes with a register tile's row alone once per row)."""
+    return isinstance(e, tirx.Cast) and type(e.value).__name__ == "RShift" and dtype_of(e.value) == "uint64"
 
 
 def bind(divs: dict, body: tirx.Stmt) -> tirx.Stmt:

@@ -341,7 +341,8 @@ class _Lower:
             case "/" | "%" if ty.is_int(t) and _is_min(y):
                 return _division_by_min(op, x, t)
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y) and self.is_nonneg(b, t):
-                if t == INDEX and divisors.active() and divisors.of_sizes(b) and self.is_nonneg(a, t):
+                if t == INDEX and divisors.active() and divisors.of_sizes(b) and self.is_nonneg(a, t) \
+                        and (op == "/" or divisors.plain(x)):
                     return divisors.divide(op, x, y)  # (a multiplication: codegen/divisors.py)
                 return _sized_division(op, x, y, self.is_nonneg(a, t))
             case "/" | "%" if ty.is_int(t) and not _safe_divisor(y):

@@ -25,6 +25,7 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
+from . import divisors
 from .expr import INDEX, dtype_of as _dtype
 from .lower import _LOAD, has_node, loads
 from .scratch import STACK
@@ -184,8 +185,9 @@ def _wide(e: tirx.PrimExpr) -> tirx.PrimExpr:
 
 def _by_value(e) -> bool:
     """A division by a value that is not a constant (LLVM moves one by a
-    constant itself)."""
-    return isinstance(e, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)) and not isinstance(e.b, tirx.IntImm)
+    constant itself), or by a size as a multiplication (codegen/divisors.py)."""
+    return isinstance(e, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)) and not isinstance(e.b, tirx.IntImm) \
+        or divisors.is_quotient(e)
 
 
 class RowTerms:
