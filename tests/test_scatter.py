@@ -455,3 +455,20 @@ def test_segment_reductions_under_guard_pages():
     settings = [{"sizes": {"N": N}, "inputs": inputs(dst)}
                 for N, dst in [(4, [-1, 0, 3, 4, 2, 3, -7, 9]), (1, [0, 1, -1]), (19, [18, 0, 19, -1, 5])]]
     guard.assert_all_work([{"id": "segment", "source": SEGMENT, "settings": settings, "options": NO_CACHE}])
+
+
+def test_a_scatter_that_never_runs_at_the_fixed_sizes():
+    """``if t > 0`` in a loop of one step, the sizes fixed before lowering:
+    the scatter's domain is empty there (isl's bounds of an empty domain
+    raised an error), and the elements keep what the first step wrote."""
+    src = """def f(int32(E) dst, float(E) v) -> (h) {
+      for t in S {
+        if t == 0 { h(t, n) = 1.0 where n in 0:N }
+        else { h(t, n) +=! dst(e) == n ? v(e) : 0.0 where n in 0:N }
+      }
+    }"""
+    dst, v = np.array([0, 1, 1], np.int32), np.array([1.0, 2.0, 4.0], np.float32)
+    for mode in ("after-scheduling", "before-scheduling"):
+        k = tcdsl.compile(src, specialize=mode, options=NO_CACHE)
+        np.testing.assert_array_equal(k(dst, v, N=3, S=1), np.ones((1, 3), np.float32))
+        np.testing.assert_array_equal(k(dst, v, N=3, S=2), np.array([[1, 1, 1], [1, 6, 0]], np.float32))

@@ -68,8 +68,12 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
         env = {**env, step.var: from_zero(lo, step_var)}
     low = gen.ast_lowering(gen, {s.name: s for s in k.stmts}, env, k)
     fixed = {s: int(v.value) for s, v in gen.sig.size_vars.items() if isinstance(v, tirx.IntImm)}
-    build = isl.AstBuild.from_context(k.context & fixed_set(gen.model, fixed).align_params(k.context.get_space()))
+    context = k.context & fixed_set(gen.model, fixed).align_params(k.context.get_space())
+    build = isl.AstBuild.from_context(context)
     buffers = gen.sig.buffers
+
+    def never(s) -> bool:  # (no instance at the sizes fixed: ``if t > 0`` in a loop of one step)
+        return s is None or s.domain.intersect_params(context.align_params(s.domain.get_space())).is_empty()
     parallel = gen.cpu.parallel
 
     def bounds(dom: isl.Set, i: int) -> tuple[tirx.PrimExpr, tirx.PrimExpr]:
@@ -86,11 +90,13 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
         return tirx.IfThenElse(low.expr(build.expr_from_set(runs)), stmt, None)
 
     zero = None
-    if init is not None:
+    if init is not None and not never(init):
         ranges = {v: bounds(init.domain, i) for i, v in enumerate(init.dims)}
         loops = [(v, *ranges[v]) for v in init.dims]
         zero = when(_nest(loops, lambda e: emit_statement(init, {**low.env, **e}, buffers), parallel), init)
 
+    if never(update):
+        return zero if zero is not None else (None if step is not None else tirx.Evaluate(0))
     lhs = [e.name for e in comp.indices if isinstance(e, n.IndexVar) and e.name in update.dims]
     picked = {v for v, _ in sc.picks}
     others = [v for v in lhs if v not in picked]
