@@ -122,3 +122,20 @@ def test_products_that_leave_int32_still_wrap():
     with np.errstate(over="ignore"):
         want = A * B * C + A * B
     np.testing.assert_array_equal(k(a, b, c), want)
+
+
+def test_the_bound_of_a_cast_is_its_values_range():
+    """``uint8(x)`` of an int8 value is up to 255, not 127 (the bound of a
+    cast is its own type's range, or its operand's where the cast widens
+    without changing the value): four of them multiplied leave int32
+    (255**4 > 2**31) and wrap as NumPy's do."""
+    src = """
+    def p(int8(N) a) -> (y) {
+      y(i) = int32(uint8(a(i))) * int32(uint8(a(i))) * int32(uint8(a(i))) * int32(uint8(a(i)))
+    }"""
+    k = tcdsl.compile(src, options=OPTS)
+    a = np.array([-1, -128, 127, 0, 5, -2], np.int8)
+    u = a.astype(np.uint8).astype(np.int32)
+    with np.errstate(over="ignore"):
+        want = u * u * u * u
+    np.testing.assert_array_equal(k(a), want)

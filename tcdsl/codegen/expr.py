@@ -425,7 +425,11 @@ class _Lower:
             v = int(e.value)
             if -(1 << (ty.bits(t) - 1)) <= v < 1 << (ty.bits(t) - 1):
                 return abs(v)
-        src = (e.operand.dtype if isinstance(e, n.Cast) else e.dtype) or t
+        src = e.dtype or t
+        if isinstance(e, n.Cast) and ty.is_int(src) and e.operand.dtype and ty.is_int(e.operand.dtype) \
+                and ty.bits(e.operand.dtype) < ty.bits(src) \
+                and (e.operand.dtype.startswith("u") or e.operand.dtype == "bool" or not src.startswith("u")):
+            src = e.operand.dtype  # (a widening that keeps the value: int32 of an int8 or a uint8)
         if src == "bool":
             return 1
         if ty.is_int(src) and ty.bits(src) < ty.bits(t):
