@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 
+import tvm
 from tvm import tirx
 
 from ..syntax import nodes as n
@@ -53,10 +54,11 @@ def plain(x: tirx.PrimExpr) -> bool:
     """``x`` holds no division: its remainder ``x - q * d`` may name it twice
     (a remainder of a remainder of ..., ``n % (B * C * D) % (C * D) % D``,
     would name ``n`` 2**levels times; there ``%`` stays one ``truncmod``)."""
-    from .lower import has_node  # (lower.py imports this module)
-
-    return not has_node(x, lambda e: isinstance(e, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod))
-                        or is_quotient(e))
+    if isinstance(x, (tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod)) or is_quotient(x):
+        return False
+    parts = [getattr(x, f) for f in ("a", "b", "value", "condition", "true_value", "false_value") if hasattr(x, f)]
+    parts += list(x.args) if hasattr(x, "args") else []
+    return all(plain(p) for p in parts if isinstance(p, tvm.ir.expr.Expr))
 
 
 def divide(op: str, x: tirx.PrimExpr, y: tirx.PrimExpr) -> tirx.PrimExpr:
