@@ -227,7 +227,7 @@ def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges
     from .polyhedral import circular
 
     out = _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked, model),
-                     circular.rewrite)
+                     lambda d, p: circular.rewrite(d, p, circular.pins(p, model)))
     if out[4] is not None and not circular.same_domains(model, out[3]):
         _dump("circular", lambda: "not circular: a statement's domain would change")
         return program, checked, ranges, model

@@ -83,9 +83,56 @@ def test_option_off_keeps_the_read():
     ("def f(float(N) A) -> (B) { B(i) = A(i) + A(i % N) }", lambda A: 2 * A),
     ("def rd(float(B, N) x) -> (y) { y(b, i) = x(b, (i + 1) % N) - x(b, i) }", lambda x: np.roll(x, -1, 1) - x),
 ])
-def test_reads_whose_cases_would_narrow_the_ranges_stay_as_written(src, ref):
+def test_reads_without_where_keep_their_ranges(src, ref):
     """Without ``where``, the range of ``i`` comes from the other reads; the
-    cases' reads (``A(i - N)``) would narrow it to nothing: not rewritten."""
-    assert "% N" in to_tc(driver.frontend(src).checked.node)
-    x = np.random.default_rng(1).standard_normal((3, 17) if "rd" in src else 17).astype(np.float32)
-    np.testing.assert_allclose(tcdsl.compile(src, options={"disk_cache": False})(x), ref(x), rtol=1e-6)
+    cases' reads (``A(i - N)``) would narrow it to nothing, so the rewrite
+    pins the inferred ranges in a ``where`` (circular.pins)."""
+    text = to_tc(driver.frontend(src).checked.node)
+    assert "A(i - N)" in text or "x(b, (i + 1) - N)" in text, text
+    assert "where" in text and "i in 0:N" in text, text
+    for n in (1, 2, 17):
+        x = np.random.default_rng(n).standard_normal((3, n) if "rd" in src else n).astype(np.float32)
+        np.testing.assert_allclose(tcdsl.compile(src, options={"disk_cache": False})(x), ref(x), rtol=1e-6)
+
+
+# Lorenz-96 in one step of a loop: every statement's range from a plain read
+L96 = """def l96(float(B,N) x0, float F, float dt) -> (x) {
+  x(b, i) = x0(b, i)
+  for t in S {
+    k(b, i) = (x(b, (i + 1) % N) - x(b, (i + N - 2) % N)) * x(b, (i + N - 1) % N) - x(b, i) + F
+    x(b, i) = x(b, i) + dt * k(b, i)
+  }
+}"""
+
+
+def _l96(x0, F, dt, S):
+    x = x0.astype(np.float64)
+    for _ in range(S):
+        x = x + dt * ((np.roll(x, -1, 1) - np.roll(x, 2, 1)) * np.roll(x, 1, 1) - x + F)
+    return x
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_stencil_without_where_is_split(mode):
+    """The three remainders of the Lorenz-96 step are split although no
+    statement has a ``where``: no remainder is left in the vector loops, and
+    the results are NumPy's at sizes below, at and above the shifts."""
+    k = tcdsl.compile(L96, specialize=mode, options={"disk_cache": False})
+    if mode == "never":
+        tir = driver.emit(k, "tir")
+        plain = [ln for ln in tir.splitlines() if ln.strip().startswith("k[") and "_v]" in ln
+                 and "truncmod" not in ln and "if_then_else" not in ln]
+        assert plain and "_v + 1]" in plain[0], tir
+    rng = np.random.default_rng(2)
+    for B, N in [(2, 1), (2, 2), (3, 3), (2, 17), (3, 40)]:
+        x0 = rng.standard_normal((B, N)).astype(np.float32)
+        np.testing.assert_allclose(k(x0, 8.0, 0.01, S=5), _l96(x0, 8.0, 0.01, 5), rtol=1e-4, atol=1e-4)
+
+
+def test_stencil_without_where_under_guard_pages():
+    import guard
+    cases = [{"id": "circular:l96", "source": L96,
+              "settings": [{"S": 2, "B": 2, "N": 1}, {"S": 3, "B": 1, "N": 2}, {"S": 2, "B": 3, "N": 19}]}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad and all(r["outcome"] == "works" for r in records), guard.report(bad) or records

@@ -30,6 +30,8 @@ remainder for the rest (:func:`few_wraps`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
 from ..sema.affine import NotAffine, isl_name, read_pwaff
@@ -101,10 +103,32 @@ def _circular(e: n.Expr, sizes: set) -> bool:
     return bool(divisor) and divisor <= sizes and bool(set(lhs) - {1} - sizes)
 
 
-def rewrite(d: n.Def, p: frozenset) -> n.Def:
-    """``d`` (as parsed) reading through the cases of each remainder of ``p``."""
+def pins(p: frozenset, model: Model) -> dict:
+    """Span of each statement reading a remainder of ``p`` -> ``where``
+    clauses of its variables' inferred ranges (those it does not give): the
+    cases' reads (``x(b, (i + 1) - N)``) would bound them again, and narrow
+    them, where a plain read (``x(b, i)``) gave them (a Lorenz-96 step with
+    no ``where``: 12 -> 0.6 ms once its reads are split)."""
+    out = {}
+    for k in model.kernels():
+        for s in k.stmts:
+            c = s.info.comp
+            if s.is_init or not any(isinstance(a, n.Access) and any(i.span in p for i in a.indices)
+                                    for a in n.walk(c.rhs)):
+                continue
+            given = {w.var for w in c.wheres if isinstance(w, n.RangeConstraint)}
+            out[c.span] = s.info.where_ranges(s.info.vars, given)
+    return out
+
+
+def rewrite(d: n.Def, p: frozenset, bounds: dict | None = None) -> n.Def:
+    """``d`` (as parsed) reading through the cases of each remainder of
+    ``p``, with ``bounds`` (:func:`pins`) added to the statements' ``where``."""
 
     def fn(node):
+        if isinstance(node, n.Comprehension) and bounds and bounds.get(node.span):
+            node = n.map_children(node, fn)
+            return replace(node, wheres=tuple(node.wheres) + tuple(bounds[node.span]))
         if isinstance(node, n.Call):
             for k, a in enumerate(node.args):
                 if isinstance(a, n.Binary) and a.op == "%" and a.span in p:
