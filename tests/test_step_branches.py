@@ -158,3 +158,53 @@ def test_scans_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# Viterbi with the time last: the ``else`` branch is three nests (max, argmax, add),
+# and the argmax reads its best index so far, ``d(b, bp(b, j, t), t - 1)``
+VITERBI = """
+def vit(float(B,S,T) emit, float(S,S) tr, float(S) init) -> (d, bp) {
+  for t in T {
+    if t == 0 { d(b, j, t) = init(j) + emit(b, j, 0) }
+    else {
+      d(b, j, t) max=! d(b, i, t - 1) + tr(j, i)
+      bp(b, j, t) argmax=! d(b, i, t - 1) + tr(j, i)
+      d(b, j, t) = d(b, j, t) + emit(b, j, t)
+    }
+  }
+}
+"""
+
+
+def _viterbi(emit, tr, init):
+    B, S, T = emit.shape
+    d, bp = np.zeros((B, S, T)), np.zeros((B, S, T), np.int64)
+    d[:, :, 0] = init + emit[:, :, 0]
+    for t in range(1, T):
+        cand = d[:, None, :, t - 1] + tr[None, :, :]  # (b, j, i)
+        bp[:, :, t] = cand.argmax(-1)
+        d[:, :, t] = cand.max(-1) + emit[:, :, t]
+    return d, bp
+
+
+def test_a_branch_of_several_nests_runs_its_steps_inside_the_rows():
+    """The branches' nests under one parallel loop over ``b`` (branches.nests),
+    legal because the argmax's read at a data-dependent index touches row
+    ``b`` of step ``t - 1`` only (model._whole), not all of ``d``."""
+    k = tcdsl.compile(VITERBI, options={"disk_cache": False})
+    sched = tcdsl.driver.emit(k, "schedule")
+    assert "par_steps" in sched, sched
+    assert parallel_regions(k.script) == 1
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling", "before-scheduling"])
+def test_viterbi_time_last_agrees_with_numpy(mode):
+    k = tcdsl.compile(VITERBI, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(11)
+    for B, S, T in [(1, 1, 1), (2, 3, 4), (3, 17, 6), (5, 40, 3)]:
+        emit = rng.standard_normal((B, S, T)).astype(np.float32)
+        tr, init = rng.standard_normal((S, S)).astype(np.float32), rng.standard_normal(S).astype(np.float32)
+        d, bp = k(emit, tr, init)
+        want_d, want_bp = _viterbi(emit.astype(np.float64), tr.astype(np.float64), init.astype(np.float64))
+        np.testing.assert_allclose(d, want_d, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(bp[:, :, 1:], want_bp[:, :, 1:])

@@ -70,3 +70,20 @@ def _chain(node: isl.ScheduleNode) -> list[tuple[isl.MultiUnionPwAff, bool]] | N
             return None
         node = node.child(0)
     return out
+
+
+def nests(top: isl.ScheduleNode, sets: bool) -> list[isl.ScheduleNode]:
+    """The filters of the nests under ``top``, a sequence or set: its
+    children, and with ``sets`` the children of a child that is itself a
+    sequence or set (a branch of several statements, each in a nest of its
+    own: a Viterbi step's max, argmax and sum under ``else``, beside the
+    ``if t == 0`` branch's nest)."""
+    out = []
+    for i in range(top.n_children()):
+        f = top.child(i)
+        inner = f.child(0)
+        if sets and inner.get_type() in (NT.sequence, NT.set):
+            out.extend(inner.child(j) for j in range(inner.n_children()))
+        else:
+            out.append(f)
+    return out

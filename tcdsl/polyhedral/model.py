@@ -231,7 +231,7 @@ class _Builder:
             try:
                 s.reads.append(self._map(s, acc.tensor, acc.indices))
             except NotAffine:
-                s.may_reads.append(self._whole(s, acc.tensor, len(acc.indices)))
+                s.may_reads.append(self._whole(s, acc.tensor, acc.indices))
         return s
 
     def _init_stmt(self, info: StmtInfo) -> IslStmt:
@@ -250,10 +250,21 @@ class _Builder:
             raise NotAffine(indices[0] if indices else n.Const(0)) from None
         return m.intersect_domain(s.domain)
 
-    def _whole(self, s: IslStmt, tensor: str, rank: int) -> isl.Map:
-        outs = ", ".join(f"o{i}" for i in range(rank))
-        text = (params_prefix(self.r.params) + "{ " + s.name + "[" + ", ".join(map(isl_name, s.dims)) + "] -> "
-                + isl_name(tensor) + "[" + outs + "] }")
+    def _whole(self, s: IslStmt, tensor: str, indices) -> isl.Map:
+        """The elements a read with a data-dependent index may touch: each
+        affine index as it is, any value at the others (an argmax's read at
+        its best index so far, ``d(b, bp(b, j), t - 1)``, touches row ``b`` of
+        step ``t - 1`` only, not all of ``d``: the steps of its loop stay
+        independent)."""
+        head = params_prefix(self.r.params) + "{ " + s.name + "[" + ", ".join(map(isl_name, s.dims)) + "] -> "
+        outs = []
+        for i, e in enumerate(indices):
+            try:
+                isl.Map.read_from_str(self.ctx, head + "[" + to_isl(e) + "] }")
+                outs.append(to_isl(e))
+            except (NotAffine, isl.Error):
+                outs.append(f"o{i}")
+        text = head + isl_name(tensor) + "[" + ", ".join(outs) + "] }"
         return isl.Map.read_from_str(self.ctx, text).intersect_domain(s.domain)
 
     def _order(self, stmts: list[IslStmt]) -> isl.UnionMap:

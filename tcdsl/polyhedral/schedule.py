@@ -325,11 +325,11 @@ def _rows_fused(sched: isl.Schedule, sc: isl.ScheduleConstraints,
     if seq.get_type() not in ((NT.sequence, NT.set) if sets else (NT.sequence,)) or seq.n_children() < 2:
         return None
     outer, ranges = None, []
-    for i in range(seq.n_children()):
-        band = seq.child(i).child(0)
+    for part in branches.nests(seq, sets):
+        band = part.child(0)
         if band.get_type() != NT.band or not band.band_member_get_coincident(0):
             return None
-        if rows_below is not None and _has_reduction(seq.child(i), rows_below) and _leading_parallel(band) < 2:
+        if rows_below is not None and _has_reduction(part, rows_below) and _leading_parallel(band) < 2:
             return None
         if band.band_n_member() > 1:
             band = band.band_split(1)

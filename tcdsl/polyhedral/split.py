@@ -175,7 +175,7 @@ def _pieces(s: IslStmt, context: isl.Set, builder: _Builder) -> list[IslStmt] | 
             try:
                 p.reads.append(builder._map(p, acc.tensor, acc.indices))
             except NotAffine:
-                p.may_reads.append(builder._whole(p, acc.tensor, len(acc.indices)))
+                p.may_reads.append(builder._whole(p, acc.tensor, acc.indices))
         out.append(p)
     return out
 
