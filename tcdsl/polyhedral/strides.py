@@ -110,10 +110,20 @@ SMALL_STRIDES = (1, 2, 3, 4)
 
 def plus(e, d: str, coefficients: tuple[int, ...] = (1,)) -> bool:
     """``e`` is ``c * d`` plus terms free of ``d`` for one of ``coefficients``
-    (``t + k - K + 1``; isl decides)."""
+    (``t + k - K + 1``; isl decides; a product, quotient or remainder free
+    of ``d`` is one term, affine or not: ``h * K + i`` of a flattened head
+    moves by 1 with ``i``)."""
     from ..sema.affine import moves_by
+    from ..syntax import nodes as n
 
-    return moves_by(e, d, coefficients)
+    found: dict = {}
+
+    def fn(x):
+        if isinstance(x, n.Binary) and x.op in ("*", "/", "%") \
+                and not any(isinstance(y, n.IndexVar) and y.name == d for y in n.walk(x)):
+            return n.SizeVar(found.setdefault(id(x), f"_p{len(found)}"), dtype="int32")
+        return n.map_children(x, fn)
+    return moves_by(fn(e), d, coefficients)
 
 
 def transposed(access, d: str, red, dims: tuple[str, ...]) -> bool:
