@@ -555,3 +555,29 @@ def test_a_tensor_updated_in_another_kernel_of_the_step_is_packed_at_each_step(m
             np.add.at(sm, a, X)
             Cw = np.where(cnt > 0, sm / np.maximum(cnt, 1), Cw)
         np.testing.assert_allclose(k(X, C0, S=S), Cw, rtol=1e-4, atol=1e-4)
+
+
+# the argmax reads ``sc`` at its best index so far: one row of it (model._whole), so
+# isl may fuse the product into the argmax's loop over b, one row at a time
+RETRIEVE = """def retrieve(float(B,D) u, float(N,D) items) -> (best, score) {
+  sc(b, n) +=! u(b, d) * items(n, d)
+  best(b) argmax=! sc(b, n)
+  score(b) max=! sc(b, n)
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_a_product_fused_under_a_loop_over_other_statements_has_no_tile_rows(mode):
+    """A parallel loop over several statements runs one row at a time: the
+    product below it is a rank-1 update per ``d`` (100x slower at N = 50000),
+    so the product keeps a nest of its own with register tiles."""
+    k = tcdsl.compile(RETRIEVE, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    for B, D, N in [(1, 1, 1), (3, 5, 40), (9, 16, 100)]:
+        u, items = rng.standard_normal((B, D)).astype(np.float32), rng.standard_normal((N, D)).astype(np.float32)
+        best, score = k(u, items, N=N) if mode == "never" else k(u, items)
+        want = u.astype(np.float64) @ items.astype(np.float64).T
+        np.testing.assert_array_equal(best, want.argmax(1))
+        np.testing.assert_allclose(score, want.max(1), rtol=1e-5, atol=1e-5)
+    if mode == "never":
+        assert "acc = T.alloc_buffer" in emit(k, "tir")

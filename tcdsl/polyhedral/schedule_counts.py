@@ -83,15 +83,25 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
     NT = isl.schedule_node_type
     count = 0
 
-    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool, shared: bool) -> None:
+    def visit(node: isl.ScheduleNode, mark: str | None, alone: bool, shared: bool, rowless: bool = False) -> None:
         nonlocal count
         t = node.get_type()
         if t == NT.band:
             below = node.child(0)
             if mark == PARALLEL and not _has_band(below) and _walks(node, stride_one) and alone \
-                    and not _fixed_by_outer_loops(node):
+                    and not rowless and not _fixed_by_outer_loops(node):
                 dl = node.get_domain().get_set_list()
                 count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
+            if mark == PARALLEL and _has_band(below):
+                # a parallel loop over several statements runs one row at a
+                # time through all of them: no rows for the tiles below it
+                # until a parallel loop of one statement (a matmul fused with
+                # the argmax over its rows, ``for b { for d { for n } } }``:
+                # a rank-1 update per d, 100x the tiled product)
+                m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
+                dl = node.get_domain().get_set_list()
+                rowless = len({dl.get_at(i).get_tuple_name().removesuffix("_init") for i in range(dl.n_set())
+                               if _iterates(m, dl.get_at(i))}) > 1
             if mark not in (PARALLEL, PARALLEL_STEPS):
                 # statements this loop really iterates (an init at a constant position only precedes it)
                 m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
@@ -105,7 +115,7 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
                 alone = moving == 1 and not shared
                 shared = shared or moving > 1
         for c in range(node.n_children()):
-            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone, shared)
+            visit(node.child(c), node.mark_get_id().get_name() if t == NT.mark else None, alone, shared, rowless)
     visit(root, None, False, False)
     return count
 
