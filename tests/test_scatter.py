@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tcdsl
-from tcdsl.driver import frontend
+from tcdsl.driver import emit, frontend
 from tcdsl.source import Source
 from helpers import rand
 
@@ -472,3 +472,56 @@ def test_a_scatter_that_never_runs_at_the_fixed_sizes():
         k = tcdsl.compile(src, specialize=mode, options=NO_CACHE)
         np.testing.assert_array_equal(k(dst, v, N=3, S=1), np.ones((1, 3), np.float32))
         np.testing.assert_array_equal(k(dst, v, N=3, S=2), np.array([[1, 1, 1], [1, 6, 0]], np.float32))
+
+
+# sums into the few rows an index names, no other lhs variable (codegen/cpu_scatter.py _private)
+PER_LAYER = """def norms(float(N) w, int32(N) layer) -> (wn, cnt, hi, lo) {
+  wn(l) +=! layer(i) == l ? w(i) * w(i) : 0.0 where l in 0:L
+  cnt(l) +=! layer(i) == l ? 1 : 0 where l in 0:L
+  hi(l) max=! layer(i) == l ? w(i) : -inf where l in 0:L
+  lo(l) min=! layer(i) == l ? w(i) : inf where l in 0:L
+}"""
+
+
+def _per_layer_ref(w, layer, L):
+    wn, cnt = np.zeros(L), np.zeros(L, np.int64)
+    hi, lo = np.full(L, -np.inf), np.full(L, np.inf)
+    for x, g in zip(w.astype(np.float64), layer):
+        if 0 <= g < L:
+            wn[g] += x * x
+            cnt[g] += 1
+            hi[g], lo[g] = max(hi[g], x), min(lo[g], x)
+    return wn, cnt, hi, lo
+
+
+def test_sums_into_a_few_rows_run_in_tasks_with_copies_of_their_own():
+    tir = emit(tcdsl.compile(PER_LAYER, options=NO_CACHE), "tir")
+    assert tir.count("l_private = T.alloc_buffer") == 4 and "for i_task in T.parallel(l_tasks)" in tir, tir
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_sums_into_a_few_rows_match_numpy(mode):
+    """Below the size where tasks pay (one task: the serial loop), at two
+    tasks and at many; layers out of range, empty layers, one layer; the
+    counts exact, the max and min exact, the sums in another order."""
+    k = tcdsl.compile(PER_LAYER, specialize=mode, options=NO_CACHE)
+    rng = np.random.default_rng(5)
+    for N, L in [(1, 1), (100, 7), (8192, 24), (8193, 3), (50000, 24), (70000, 1), (40000, 20000)]:
+        w = rng.standard_normal(N).astype(np.float32)
+        layer = rng.integers(-2, L + 2, N).astype(np.int32)
+        got = k(w, layer, L=L)
+        want = _per_layer_ref(w, layer, L)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[2], want[2].astype(np.float32))
+        np.testing.assert_array_equal(got[3], want[3].astype(np.float32))
+
+
+def test_sums_into_a_few_rows_under_guard_pages():
+    import guard
+
+    def inputs(N, L):
+        return [{"dtype": "float32", "shape": [N], "data": [float(i % 7) - 3 for i in range(N)]},
+                {"dtype": "int32", "shape": [N], "data": [(i * 5) % (L + 3) - 1 for i in range(N)]}]
+    settings = [{"sizes": {"L": L}, "inputs": inputs(N, L)} for N, L in [(8192, 1), (9000, 5), (5, 2)]]
+    guard.assert_all_work([{"id": "private", "source": PER_LAYER, "settings": settings, "options": NO_CACHE}])

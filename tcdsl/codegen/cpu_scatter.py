@@ -171,6 +171,14 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
 
         def outer(body: tirx.Stmt) -> tirx.Stmt:
             return body
+    private = None
+    if parallel and not others and reduce and step is None and not sc.more and comp.op in _COMBINE \
+            and not any(isinstance(x, n.Access) and x.tensor == comp.tensor
+                        for e in (sc.rhs, sc.index) for x in n.walk(e)):
+        private = _private(sc.var, ranges[sc.var], reduce_loops, guarded, buffers[comp.tensor].dtype, comp.op,
+                           lambda uv: physical(buffers[comp.tensor], [lower_expr(
+                               e, {**low.env, sc.var: uv}, buffers, INDEX) for e in comp.indices]),
+                           lambda f, into: emit_statement(stmt, {**low.env, **f}, buffers, into))
     if g_inner:  # the index depends on the lhs variables: read it per element
         body = _nest(reduce_loops, lambda e: lhs_nest(e, lambda f: guarded(f, store)), False)
     else:  # once per instance of the reduction variables, for all the lhs loops
@@ -179,7 +187,57 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
         if not (parallel and others):
             return None
         return outer(tirx.For(step_var, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, when(body)))
+    if private is not None:
+        body = tirx.IfThenElse(private[0], private[1], body)
     return seq([zero, when(outer(body))])
+
+
+# op -> (combine, identity of float, identity of int dtype)
+_COMBINE = {"+=!": (tirx.Add, lambda t: tirx.const(0, t)), "+=": (tirx.Add, lambda t: tirx.const(0, t)),
+            "max=!": (tirx.Max, lambda t: tirx.const(float("-inf"), t) if "float" in t else tirx.min_value(t)),
+            "min=!": (tirx.Min, lambda t: tirx.const(float("inf"), t) if "float" in t else tirx.max_value(t))}
+PRIVATE_MAX = 16384  # elements of a destination that each task may sum into a copy of its own
+PRIVATE_TERMS = 4096  # terms per task, at least (and at least 4 per element of its copy)
+PRIVATE_TASKS = 64
+
+
+def _private(u: str, u_range: tuple, reduce_loops: list, guarded, dtype: str, op: str, element, update) -> tuple:
+    """(condition, statement): a sum into the few rows an index names, with
+    no other lhs variable to share among tasks (``wn(l) +=! layer(i) == l ?
+    w(i) * w(i) : 0``, a LAMB step's norms per layer), as tasks over chunks of
+    the outermost reduction variable, each into a copy of its own, added in
+    task order after them::
+
+        P(c, u) = identity
+        for c in parallel(tasks):  for r in chunk c, for r..:  gu = g;  if lo_u <= gu < hi_u:  P(c, gu) += e
+        for u:  for c:  X(u) += P(c, u)
+
+    The number of tasks depends on the sizes only (the same sums on every
+    machine); the condition: the copies are small (``PRIVATE_MAX``) and
+    there are two tasks at least, each of ``PRIVATE_TERMS`` and four terms
+    per element of its copy (else the serial loop runs)."""
+    combine, identity = _COMBINE[op]
+    u_lo, u_n = u_range
+    (r, r_lo, r_n), rest = reduce_loops[0], reduce_loops[1:]
+    terms = functools.reduce(lambda a, b: a * b, [tirx.max(c, 0) for _, _, c in reduce_loops])
+    tasks = tirx.min(PRIVATE_TASKS, tirx.floordiv(terms, tirx.max(tirx.max(u_n, 1) * 4, PRIVATE_TERMS)))
+    cond = tirx.And(u_n <= PRIVATE_MAX, tasks >= 2)
+    tv = tirx.Var(f"{u}_tasks", INDEX)
+    width = tirx.floordiv(tirx.max(u_n, 1) + 15, 16) * 16  # (each task's copy in cache lines of its own)
+    copy = tirx.decl_buffer((tirx.max(tv, 1) * width,), dtype, name=f"{u}_private")
+    c, j, w, ri, z = (tirx.Var(name, INDEX) for name in (f"{r}_task", f"{u}_each", f"{u}_from", f"{r}_in", f"{u}_z"))
+    clear = tirx.For(z, 0, tv * width, tirx.ForKind.SERIAL, tirx.BufferStore(copy, identity(dtype), [z]))
+    per = tirx.floordiv(r_n + tv - 1, tv)
+
+    def add(f: dict) -> tirx.Stmt:
+        return update(f, (copy, [c * width + (f[u] - u_lo)]))
+    inner = _nest(rest, lambda e: guarded({**e, r: r_lo + c * per + ri}, add), False)
+    sums = tirx.For(c, 0, tv, tirx.ForKind.PARALLEL,
+                    tirx.For(ri, 0, tirx.max(tirx.min(per, r_n - c * per), 0), tirx.ForKind.SERIAL, inner))
+    buf, idx = element(u_lo + j)
+    back = tirx.For(j, 0, u_n, tirx.ForKind.SERIAL, tirx.For(w, 0, tv, tirx.ForKind.SERIAL, tirx.BufferStore(
+        buf, combine(tirx.BufferLoad(buf, idx), tirx.BufferLoad(copy, [w * width + j])), idx)))
+    return cond, seq([tirx.Bind(tv, tasks), tirx.AllocBuffer(copy), clear, sums, back])
 
 
 def _nest(loops: list, body, parallel: bool) -> tirx.Stmt:
