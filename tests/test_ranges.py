@@ -269,3 +269,31 @@ def test_a_loop_that_runs_for_some_sizes_does_not_warn(loop):
         warnings.simplefilter("always")
         tcdsl.compile(src, options={"disk_cache": False})
     assert not [w for w in caught if "runs no step" in str(w.message)]
+
+
+# the state decays before the step's input is added: its first statement reads
+# only itself, which the statement below writes with the rows and columns of x
+DECAY_FIRST = """def f(float(N,B,D) x) -> (y) {
+  for n in N {
+    if n > 0 { S(b, d) = 0.5 * S(b, d) }
+    S(b, d) += x(n, b, d)
+    y(n, b, d) = S(b, d)
+  }
+}"""
+
+
+def test_a_statement_reading_only_its_own_tensor_gets_the_extent_written_below():
+    assert extents(DECAY_FIRST, {"N": 4, "B": 3, "D": 5}) == {"x": (4, 3, 5), "y": (4, 3, 5), "S": (3, 5)}
+    k = tcdsl.compile(DECAY_FIRST, options={"disk_cache": False})
+    rng = np.random.default_rng(2)
+    for N, B, D in [(1, 1, 1), (5, 3, 4), (3, 7, 33)]:
+        x = rng.standard_normal((N, B, D)).astype(np.float32)
+        S, want = np.zeros((B, D)), []
+        for t in range(N):
+            S = (0.5 * S if t else S) + x[t]
+            want.append(S)
+        np.testing.assert_allclose(k(x), np.stack(want), rtol=1e-5, atol=1e-6)
+    # with nothing below to give it a size, it is still an error naming the variable
+    with pytest.raises(tcdsl.TcError, match="cannot infer the range of 'b'"):
+        tcdsl.compile("def f(float(N,D) x) -> (y) { for n in N { S(b, d) = 0.5 * S(b, d) "
+                      "y(n, d) = x(n, d) } }")

@@ -140,9 +140,12 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     # of a temporary written further down the loop body: an attention
     # decoder's context of step t - 1): once more, with the shapes found for
     # such reads, so that they bound the sum's variables as every read does
+    # (a tensor that a placeholder range wrote and a statement further down
+    # wrote as well, ``if t > 0 { S(b, d) = 0.5 * S(b, d) }`` above ``S(b,
+    # d) += x(t, b, d)``: the extent of those other writes)
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
-    _Inference(info, late_extents=first.info.extents, late_own=first.late_own,
-               late_unknown=frozenset(first.unknown)).stmts(checked.node.body, (), ())
+    _Inference(info, late_extents={**first.info.extents, **first.real}, late_own=first.late_own,
+               late_unknown=frozenset(first.unknown - set(first.real))).stmts(checked.node.body, (), ())
     return info
 
 
@@ -179,6 +182,8 @@ class _Inference:
         # variable in that pass, nor a late read in the second
         self.unknown: set[str] = set()
         self.late_unknown = late_unknown
+        # tensor -> its extent from the statements with no placeholder range (first pass)
+        self.real: dict[str, tuple] = {}
         self._span = None
         self._maybe_late: set[str] = set()
 
@@ -270,8 +275,10 @@ class _Inference:
             lhs = n.Access(s.tensor, s.indices)
             box = self._rounds([lhs], vars_, resolved, box, var_sets, space)
             box = self._rounds(accesses, vars_, resolved, box, var_sets, space)
+        placeholder = False
         for v in vars_:
             if v not in resolved and self.first and v in self._maybe_late:
+                placeholder = True
                 # bounded in the second pass by the extent the read tensor gets further down
                 # (a sum's variable by that extent as ever: ``h(k, b, j) * h(t - 1, b, j)``)
                 if v in own:
@@ -303,7 +310,11 @@ class _Inference:
         st.init_domain = own_box.project_out(isl.dim_type.set, len(own), len(vars_) - len(own)).coalesce()
         st.var_sets, st.params_set = var_sets, pset
         self.info.stmts.append(st)
-        self._extend(st)
+        ext = self._extend(st)
+        if self.first and ext is not None and not placeholder:
+            old = self.real.get(s.tensor)
+            self.real[s.tensor] = ext if old is None else tuple(
+                self._simplest(a.union_max(b.align_params(a.get_space().params())).coalesce()) for a, b in zip(old, ext))
 
     def _clip_at_zero(self, v: str, vars_, box: isl.Set, var_set: isl.Set, pset: isl.Set):
         """TC's inverted indexing: ``A(i) = B(10 - i)`` for ``float(I) B`` gives
@@ -479,8 +490,9 @@ class _Inference:
             return total
         return total.max(zero).coalesce()
 
-    def _extend(self, st: StmtInfo) -> None:
-        """Grow the written tensor's extent to cover this statement's writes."""
+    def _extend(self, st: StmtInfo) -> tuple | None:
+        """Grow the written tensor's extent to cover this statement's writes;
+        their own extent (None for a tensor of a declared shape)."""
         s = st.comp
         info = self.info.checked.tensors[s.tensor]
         loops = tuple(lp.var for lp in st.loops)
@@ -516,11 +528,13 @@ class _Inference:
                 raise TcSemanticError(f"'{s.tensor}' may be written at a negative index along dimension {k}" + hint,
                                       e.span or s.span)
             ext.append(self._total_extent(written.dim_max(0).add_constant_val(1).coalesce()))
+        own = tuple(ext)
         old = self.info.extents.get(s.tensor)
         if old is not None:
             ext = [self._simplest(a.union_max(b.align_params(a.get_space().params())).coalesce())
                    for a, b in zip(old, ext)]
         self.info.extents[s.tensor] = tuple(ext)
+        return own
 
 
 def same_output_shapes(old: RangeInfo, new: RangeInfo) -> None:
