@@ -57,7 +57,7 @@ def test_masked_tiles_agree_with_numpy(mode):
     k = tcdsl.compile(QBAG, specialize=mode, options=NO_CACHE)
     for B, L, V, D in [(1, 1, 1, 1), (3, 4, 5, 7), (9, 6, 20, 130), (2, 13, 8, 33)]:
         ids, offs, Q, scale, bias = _bags(rng, B, L, V, D)
-        got = k(ids, offs, Q, scale, bias, L=L) if mode == "never" else k(ids, offs, Q, scale, bias)
+        got = k(ids, offs, Q, scale, bias, L=L)
         np.testing.assert_allclose(got, _qbag(ids, offs, Q, scale, bias, L), rtol=1e-4, atol=1e-4)
     k = tcdsl.compile(MASKED, specialize=mode, options=NO_CACHE)
     for B, T, D, E in [(1, 1, 1, 1), (5, 3, 4, 17), (9, 8, 20, 70)]:
