@@ -22089,3 +22089,293 @@ def _z6_amp(torch, a, t, s):
         y, i = F.adaptive_max_pool2d(x, (s["OH"], s["OW"]), return_indices=True)
         return torch.stack([y, i.float()])
     return {"F.adaptive_max_pool2d(return_indices=True)": _nograd(torch, run)}
+
+
+# session 62: programs of the hunts (recommenders, physics, decoding, training kernels, state-space models)
+def _q3_cat(*xs):
+    """tcdsl's outputs as one flat float64 vector (several outputs compared at once)."""
+    return np.concatenate([np.asarray(x, np.float64).ravel() for x in xs])
+
+
+def _q3_tcat(torch, *xs):
+    return torch.cat([x.reshape(-1).double() for x in xs])
+
+
+class _Q4Cat:
+    """Several outputs compared as one flat vector (built only when compared)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __array__(self, dtype=None, copy=None):
+        flat = [np.asarray(x.detach().numpy() if hasattr(x, "detach") else x, np.float64).ravel() for x in self.parts]
+        out = np.concatenate(flat)
+        return out if dtype is None else out.astype(dtype)
+
+
+def _q4_pick(r):
+    return _Q4Cat(list(r) if isinstance(r, (tuple, list)) else [r])
+
+
+def _q4_cat(contenders):
+    return {k: (lambda f=f: _Q4Cat(list(f()))) for k, f in contenders.items()}
+
+
+def _q4_s(v):
+    return np.array(v, np.float32)
+
+
+def _q1_ids(r, hi, *shape):
+    return r.integers(0, hi, shape).astype(np.int32)
+
+
+def _q1_offs_inputs(r, s):
+    lens = r.integers(0, s["L"] + 1, s["B"]).astype(np.int32)
+    lens[0] = 0                                            # an empty bag
+    nnz = int(lens.sum())
+    offs = (np.cumsum(lens) - lens).astype(np.int32)
+    return [r.integers(0, s["V"], nnz).astype(np.int32), offs, _n(r, s["V"], s["D"])]
+
+
+def _q1_qbag_inputs(r, s):
+    ids, offs, _ = _q1_offs_inputs(r, s)
+    V, D = s["V"], s["D"]
+    return [ids, offs, r.integers(0, 256, (V, D)).astype(np.uint8), r.uniform(0.001, 0.02, V).astype(np.float32),
+            (-128 * r.uniform(0.001, 0.02, V)).astype(np.float32)]
+
+
+@program(name="top-1 retrieval over the catalog, history items excluded (seen by scatter max=!), argmax", kind="recsys", src="""
+def retrieve(float(B,D) u, float(N,D) items, int32(B,Hh) hist) -> (best, score) {
+  seen(b, n) max=! hist(b, h) == n ? 1.0 : -inf where n in 0:N
+  sc(b, n) +=! u(b, d) * items(n, d)
+  best(b) argmax=! seen(b, n) > 0 ? -inf : sc(b, n)
+  score(b) max=! seen(b, n) > 0 ? -inf : sc(b, n)
+}
+""", full=dict(B=32, N=50000, D=64, Hh=50), tiny=dict(B=3, N=9, D=4, Hh=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["N"], s["D"]), _q1_ids(r, s["N"], s["B"], s["Hh"])],
+    pick=lambda r: r[0])
+def _q1_retrieve(torch, a, t, s):
+    u, items, hist = t
+
+    def run():
+        sc = u @ items.T
+        sc.scatter_(1, hist.long(), float("-inf"))
+        return sc.argmax(1).to(torch.int32)
+
+    def topk():
+        sc = u @ items.T
+        sc.scatter_(1, hist.long(), float("-inf"))
+        return sc.topk(1, 1).indices[:, 0].to(torch.int32)
+    return {"mm + scatter_ -inf + argmax": _nograd(torch, run), "mm + scatter_ + topk(1)": _nograd(torch, topk)}
+
+
+@program(name="int8 rowwise-quantized embedding bag sum (uint8 table, per-row scale and bias), start offsets", kind="recsys", src="""
+def qebag(int32(NNZ) ids, int32(B) offs, uint8(V,D) Q, float(V) scale, float(V) bias) -> (out) {
+  out(b, d) +=! offs(b) + j < (b + 1 < B ? offs(b + 1) : NNZ) ? scale(r) * float(Q(r, d)) + bias(r) : 0 where b in 0:B, j in 0:L, r = ids(offs(b) + j)
+}
+""", full=dict(B=2048, L=40, V=200000, D=128), tiny=dict(B=5, L=3, V=7, D=5), free=("L",),
+    inputs=_q1_qbag_inputs)
+def _q1_qbag(torch, a, t, s):
+    F = torch.nn.functional
+    ids, offs, Q, scale, bias = t
+    V = Q.shape[0]
+    packed = torch.cat([Q, scale[:, None].view(torch.uint8).reshape(V, 4),
+                        bias[:, None].view(torch.uint8).reshape(V, 4)], 1).contiguous()
+    il, ol = ids.long(), offs.long()
+
+    def fbgemm():
+        return torch.ops.quantized.embedding_bag_byte_rowwise_offsets(packed, il, ol, False, 0, False, None, None, False)
+
+    def dequant():
+        rows = Q[il].float() * scale[il, None] + bias[il, None]
+        return F.embedding_bag(torch.arange(len(il)), rows, ol, mode="sum")
+    return {"quantized.embedding_bag_byte_rowwise_offsets": _nograd(torch, fbgemm),
+            "gather + dequant + embedding_bag": _nograd(torch, dequant)}
+
+
+@program(name="lorenz-96 ensemble rk4 (% N neighbours) S steps", kind="ode", src="""
+# Lorenz-96 ensemble, classic RK4
+def l96(float(B,N) x0, float F, float dt) -> (x) {
+  x(b, i) = x0(b, i)
+  for t in S {
+    k1(b, i) = (x(b, (i + 1) % N) - x(b, (i + N - 2) % N)) * x(b, (i + N - 1) % N) - x(b, i) + F
+    y(b, i) = x(b, i) + 0.5 * dt * k1(b, i)
+    k2(b, i) = (y(b, (i + 1) % N) - y(b, (i + N - 2) % N)) * y(b, (i + N - 1) % N) - y(b, i) + F
+    y(b, i) = x(b, i) + 0.5 * dt * k2(b, i)
+    k3(b, i) = (y(b, (i + 1) % N) - y(b, (i + N - 2) % N)) * y(b, (i + N - 1) % N) - y(b, i) + F
+    y(b, i) = x(b, i) + dt * k3(b, i)
+    k4(b, i) = (y(b, (i + 1) % N) - y(b, (i + N - 2) % N)) * y(b, (i + N - 1) % N) - y(b, i) + F
+    x(b, i) = x(b, i) + dt / 6 * (k1(b, i) + 2 * k2(b, i) + 2 * k3(b, i) + k4(b, i))
+  }
+}
+""",
+         full=dict(B=64, N=1024, S=10), tiny=dict(B=3, N=7, S=3), free=("S",),
+         inputs=lambda r, s: [(8 + _n(r, s["B"], s["N"])).astype(np.float32), _f32(8.0), _f32(0.01)])
+def _q2_l96(torch, a, t, s):
+    x0, F, dt = t[0], float(a[1]), float(a[2])
+    R = torch.roll
+
+    def f(x):
+        return (R(x, -1, 1) - R(x, 2, 1)) * R(x, 1, 1) - x + F
+
+    def run():
+        x = x0
+        for _ in range(s["S"]):
+            k1 = f(x)
+            k2 = f(x + 0.5 * dt * k1)
+            k3 = f(x + 0.5 * dt * k2)
+            k4 = f(x + dt * k3)
+            x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return x
+    return {"torch roll rk4 loop": _nograd(torch, run)}
+
+
+@program(name="cahn-hilliard explicit periodic (laplacian of c^3 - c - gam lap c) S steps", kind="stencil",
+         src="""
+# Cahn-Hilliard, explicit euler, periodic 5-point laplacians: mu = c^3 - c - gam lap c, c += dt lap mu
+def cahn_hilliard(float(B,H,W) c0, float gam, float dt) -> (c) {
+  c(b, i, j) = c0(b, i, j)
+  for t in S {
+    mu(b, i, j) = c(b, i, j) * c(b, i, j) * c(b, i, j) - c(b, i, j)
+      - gam * (c(b, (i + 1) % H, j) + c(b, (i + H - 1) % H, j) + c(b, i, (j + 1) % W) + c(b, i, (j + W - 1) % W) - 4 * c(b, i, j))
+    c(b, i, j) = c(b, i, j) + dt * (mu(b, (i + 1) % H, j) + mu(b, (i + H - 1) % H, j) + mu(b, i, (j + 1) % W) + mu(b, i, (j + W - 1) % W) - 4 * mu(b, i, j))
+  }
+}
+""", full=dict(B=1, H=256, W=256, S=10), tiny=dict(B=2, H=5, W=7, S=3), free=("S",),
+         inputs=lambda r, s: [0.1 * _n(r, s["B"], s["H"], s["W"]), _f32(0.5), _f32(0.01)])
+def _q2_ch(torch, a, t, s):
+    c0, gam, dt = t[0], float(a[1]), float(a[2])
+    R = torch.roll
+
+    def lap(q):
+        return R(q, -1, 1) + R(q, 1, 1) + R(q, -1, 2) + R(q, 1, 2) - 4 * q
+
+    def run():
+        c = c0
+        for _ in range(s["S"]):
+            mu = c * c * c - c - gam * lap(c)
+            c = c + dt * lap(mu)
+        return c
+    return {"torch roll loop": _nograd(torch, run)}
+
+
+@program(name="viterbi time-last emissions (B,S,T), transitions stored (to,from), max over the contiguous source dim",
+         kind="sequence", src="""
+def vit_tl(float(B,S,T) emit, float(S,S) tr, float(S) init) -> (path, score) {
+  for t in T {
+    if t == 0 { d(b, j, t) = init(j) + emit(b, j, 0) }
+    else {
+      d(b, j, t) max=! d(b, i, t - 1) + tr(j, i)
+      bp(b, j, t) argmax=! d(b, i, t - 1) + tr(j, i)
+      d(b, j, t) = d(b, j, t) + emit(b, j, t)
+    }
+  }
+  score(b) max=! d(b, j, T - 1)
+  path(b, t) argmax=! d(b, j, T - 1) where t in T-1:T
+  for s in 1:T {
+    path(b, T - 1 - s) = bp(b, path(b, T - s), T - s)
+  }
+}""", full=dict(B=32, S=64, T=128), tiny=dict(B=3, S=5, T=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["S"], s["T"]), _n(r, s["S"], s["S"]), _n(r, s["S"])],
+    pick=lambda r: _q3_cat(1000 * r[0], r[1]))
+def _q3_vit_tl(torch, a, t, s):
+    emit, tr, init = t
+
+    def run():
+        e = emit.permute(2, 0, 1)  # (T, B, S)
+        trT = tr.t()  # (from, to)
+        dl = init + e[0]
+        bps = []
+        for k in range(1, s["T"]):
+            best, arg = (dl[:, :, None] + trT[None]).max(dim=1)
+            bps.append(arg)
+            dl = best + e[k]
+        score, last = dl.max(dim=1)
+        path = [last]
+        for bp in reversed(bps):
+            path.append(bp.gather(1, path[-1][:, None])[:, 0])
+        return _q3_tcat(torch, 1000 * torch.stack(path[::-1], 1), score)
+    return {"torch loop (max, gather)": _nograd(torch, run)}
+
+
+@program(name="lamb on a flat buffer of L layers: int32 layer id per element, per-layer norms as segment sums (L free)",
+         kind="optimizer", src="""
+def lamb_flat(float(N) w, float(N) g, float(N) m, float(N) v, int32(N) layer, float lr, float b1, float b2,
+              float eps, float wd, float bc1, float bc2) -> (w1, m1, v1) {
+  m1(i) = b1 * m(i) + (1 - b1) * g(i)
+  v1(i) = b2 * v(i) + (1 - b2) * g(i) * g(i)
+  u(i) = (m1(i) / bc1) / (sqrt(v1(i) / bc2) + eps) + wd * w(i)
+  wn(l) +=! layer(i) == l ? w(i) * w(i) : 0.0 where l in 0:L
+  un(l) +=! layer(i) == l ? u(i) * u(i) : 0.0 where l in 0:L
+  ratio(l) = wn(l) > 0 && un(l) > 0 ? sqrt(wn(l)) / sqrt(un(l)) : 1.0
+  w1(i) = w(i) - lr * ratio(layer(i)) * u(i)
+}""", full=dict(N=3_000_000, L=24), tiny=dict(N=41, L=3), free=("L",),
+         inputs=lambda r, s: [_n(r, s["N"]) * 0.05, _n(r, s["N"]) * 0.01, _n(r, s["N"]) * 0.001,
+                              np.abs(_n(r, s["N"])) * 1e-5,
+                              np.sort(r.integers(0, s["L"], s["N"])).astype(np.int32),
+                              _q4_s(1e-3), _q4_s(0.9), _q4_s(0.999), _q4_s(1e-6), _q4_s(0.01),
+                              _q4_s(1 - 0.9 ** 10), _q4_s(1 - 0.999 ** 10)],
+         pick=_q4_pick)
+def _q4_lamb(torch, a, t, s):
+    w, g, m, v, layer = t[:5]
+    lr, b1, b2, eps, wd, bc1, bc2 = (float(x) for x in a[5:])
+    L = s["L"]
+    lay = layer.long()
+    counts = np.bincount(a[4], minlength=L).tolist()
+
+    def scatter():
+        with torch.no_grad():
+            m1 = torch.lerp(m, g, 1 - b1)
+            v1 = v.mul(b2).addcmul_(g, g, value=1 - b2)
+            u = (m1 / bc1) / ((v1 / bc2).sqrt() + eps) + wd * w
+            wn = torch.zeros(L).index_add_(0, lay, w * w)
+            un = torch.zeros(L).index_add_(0, lay, u * u)
+            ratio = torch.where((wn > 0) & (un > 0), wn.sqrt() / un.sqrt(), torch.ones_like(wn))
+            return w - lr * ratio[lay] * u, m1, v1
+
+    def per_layer():  # the usual: one tensor per layer (views of the flat buffer), foreach norms
+        with torch.no_grad():
+            m1 = torch.lerp(m, g, 1 - b1)
+            v1 = v.mul(b2).addcmul_(g, g, value=1 - b2)
+            u = (m1 / bc1) / ((v1 / bc2).sqrt() + eps) + wd * w
+            ws, us = w.split(counts), u.split(counts)
+            wn, un = torch.stack(torch._foreach_norm(ws)), torch.stack(torch._foreach_norm(us))
+            ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+            w1 = torch.cat([wi - lr * r * ui for wi, r, ui in zip(ws, ratio, us)])
+            return w1, m1, v1
+    return _q4_cat({"torch index_add_": scatter, "torch split + foreach_norm": per_layer})
+
+
+@program(name="rwkv-5 (eagle) wkv on flattened channels c = h*K + i, static decay (H,K), bonus u, per-head group norm ln_x", kind="ssm", src="""
+def rwkv5(float(B,T,C) r, float(B,T,C) k, float(B,T,C) v, float(H,K) td, float(H,K) u, float(C) lnw, float(C) lnb) -> (y) {
+  for t in T {
+    o(b, t, h, j) +=! r(b, t, h * K + i) * (u(h, i) * k(b, t, h * K + i) * v(b, t, h * K + j) + (t > 0 ? S(b, h, i, j) : 0)) where j in 0:K
+    if t == 0 { S(b, h, i, j) = k(b, t, h * K + i) * v(b, t, h * K + j) where h in 0:H, i in 0:K, j in 0:K }
+    else      { S(b, h, i, j) = exp(-exp(td(h, i))) * S(b, h, i, j) + k(b, t, h * K + i) * v(b, t, h * K + j) where h in 0:H, i in 0:K, j in 0:K }
+  }
+  mu(b, t, h) +=! o(b, t, h, j) / K
+  va(b, t, h) +=! (o(b, t, h, j) - mu(b, t, h)) * (o(b, t, h, j) - mu(b, t, h)) / K
+  y(b, t, c) = (o(b, t, c / K, c % K) - mu(b, t, c / K)) * rsqrt(va(b, t, c / K) + 64e-5) * lnw(c) + lnb(c) where c in 0:C
+}
+""", full=dict(B=4, T=256, H=8, K=64), tiny=dict(B=2, T=5, H=3, K=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"] * s["K"]) * 0.5, _n(r, s["B"], s["T"], s["H"] * s["K"]) * 0.5,
+                         _n(r, s["B"], s["T"], s["H"] * s["K"]),
+                         r.uniform(-6, -1, (s["H"], s["K"])).astype(np.float32), _n(r, s["H"], s["K"]) * 0.5,
+                         (1 + 0.1 * _n(r, s["H"] * s["K"])).astype(np.float32), _n(r, s["H"] * s["K"]) * 0.1])
+def _q5_rwkv5(torch, a, t, s):
+    F = torch.nn.functional
+    r, k, v, td, u, lnw, lnb = t
+    B, T, H, K = s["B"], s["T"], s["H"], s["K"]
+
+    def run():
+        rr, kk, vv = (x.view(B, T, H, K) for x in (r, k, v))
+        w = torch.exp(-torch.exp(td))
+        S = r.new_zeros(B, H, K, K)
+        ys = []
+        for i in range(T):
+            kv = kk[:, i, :, :, None] * vv[:, i, :, None, :]
+            ys.append(torch.einsum("bhi,bhij->bhj", rr[:, i], u[..., None] * kv + S))
+            S = w[..., None] * S + kv
+        o = torch.stack(ys, 1).reshape(B * T, H * K)
+        return F.group_norm(o, H, lnw, lnb, eps=64e-5).view(B, T, H * K)
+    return {"torch loop + group_norm (rwkv5 ref)": _nograd(torch, run)}
