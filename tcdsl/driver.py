@@ -101,8 +101,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
              **fields) -> Frontend:
     """parse -> check -> infer_ranges -> build_model -> check_bounds (a warning for each read that may be
     out of bounds; an error when ``strict_bounds``) -> one-hot temporaries into their sums (onehot.py), sums
-    over a variable one term selects read that term (pick.py), unless ``gather`` is False -> arg-reductions read across their rows as reductions
-    over their columns (polyhedral/argsplit.py), unless ``transpose`` is False -> hoisting of
+    over a variable one term selects read that term (pick.py), unless ``gather`` is False -> states kept step first (stepsfirst.py),
+    arg-reductions over columns (argsplit.py), unless ``transpose`` is False -> hoisting of
     loop-invariant statements (polyhedral/hoist.py), unless ``hoist`` is False -> zero-padded copies of
     inputs read under a padding select (polyhedral/pad.py), unless ``pad`` is False -> temporaries
     computed in the output they end in (polyhedral/inplace.py), unless ``inplace`` is False -> a sum's
@@ -135,7 +135,8 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
         rewritten, checked, ranges, model = _by("grouped", "groups")(rewritten, entry, checked, ranges, model)
     if options.transpose:
-        rewritten, checked, ranges, model = _by("argsplit", "argsplit")(rewritten, entry, checked, ranges, model)
+        for stage, module in (("steps first", "stepsfirst"), ("argsplit", "argsplit")):
+            rewritten, checked, ranges, model = _by(stage, module)(rewritten, entry, checked, ranges, model)
     if hoist:
         threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
             else None
@@ -222,8 +223,7 @@ def _chained(program: n.Program, entry: str | None, checked: CheckedDef, ranges:
 
 
 def _circular(program: n.Program, entry: str | None, checked: CheckedDef, ranges: RangeInfo, model: Model):
-    """The program reading through the affine cases of each read index
-    ``e % S`` by a size (polyhedral/circular.py); see :func:`_rewritten`."""
+    """The program reading through the cases of each ``e % S`` by a size (polyhedral/circular.py)."""
     from .polyhedral import circular
 
     out = _rewritten("circular", program, entry, checked, ranges, model, lambda: circular.plan(checked, model),
