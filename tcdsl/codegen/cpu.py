@@ -41,12 +41,12 @@ from .collapse import collapse, declarations, divide, divided_rows, merged_rows,
 from .cpu_reduce import vector_reduction
 from .cpu_scalar_sums import scalar_nest
 from .cpu_scatter import scatter_kernel
-from .cpu_steps import STEP_ROWS, WithBody, branch_loop, step_rows, stride_one_stores, strided_rows
+from .cpu_steps import STEP_ROWS, WithBody, branch_loop, nested_steps, step_rows, steps_wrap, stride_one_stores, strided_rows
 from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
-from .expr import INDEX, lower_expr
+from .expr import INDEX
 from .lower import AstLowering, ProgramLowering, from_zero, has_node, is_if_then_else, seq
 
 
@@ -115,6 +115,7 @@ class CpuProgram(ProgramLowering):
         """The ``for`` inside its body's parallel loop, where the body is one kernel whose outer loop the schedule
         marked ``par_steps``, its bounds not the step's, or a scatter (cpu_scatter.py); else a serial loop."""
         k = body.items[0] if len(body.items) == 1 and isinstance(body.items[0], Kernel) else None
+        loops, k = ((lp,), k) if k is not None else nested_steps(self, lp, body)
         inside = scatter_kernel(self, k, env, lp) if k is not None and k.scatter is not None and self.cpu.scatter \
             and self.cpu.steps_inside else None
         if inside is not None or not self.cpu.steps_inside or k is None or (k.scatter is not None and self.cpu.scatter):
@@ -125,19 +126,11 @@ class CpuProgram(ProgramLowering):
         top, mark = strip_marks(ast)
         if mark == PARALLEL_STEPS and top.get_type() == NT.if_:  # branches on the step (polyhedral/branches.py)
             top = branch_loop(top) or top
-        if mark != PARALLEL_STEPS or top.get_type() != NT.for_ or lp.var in loop_ids(top) or not unit_stride(top):
+        if mark != PARALLEL_STEPS or top.get_type() != NT.for_ or any(x.var in loop_ids(top) for x in loops) \
+                or not unit_stride(top):
             return super().sequential(lp, body, env)
-        lo = lower_expr(lp.lo, env, {}, INDEX)
-        hi = lower_expr(lp.hi, env, {}, INDEX)
         low = CpuAstLowering(self, {s.name: s for s in k.stmts}, env, k)
-
-        def wrap(make):
-            v = tirx.Var(lp.var, INDEX)
-            with low.bound({lp.var: from_zero(lo, v)}):
-                inner = make()
-            return tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
-
-        low.wrap, low.step_var = wrap, lp.var
+        low.wrap, low.step_vars = steps_wrap(low, loops, env), tuple(x.var for x in loops)
         out = low.node(top, parallel_ok=True, mark=PARALLEL_STEPS)
         return out if guard is None else tirx.IfThenElse(low._cond(guard), out, None)
 
@@ -150,7 +143,7 @@ class CpuAstLowering(AstLowering):
     tiles, vectorized innermost loops, sums into 0-d tensors over a nest (codegen/cpu_scalar_sums.py)."""
 
     wrap: Callable | None = None  # the enclosing sequential loop, when it runs inside the parallel one
-    step_var: str = ""  # that loop's variable
+    step_vars: tuple = ()  # that loop's variable (and its inner one's: cpu_steps.nested_steps)
 
     def node(self, node: isl.AstNode, parallel_ok: bool, mark: str | None) -> tirx.Stmt:
         if mark is not None and node.get_type() == NT.if_:  # a condition on the parameters between a mark and its loop

@@ -9,6 +9,11 @@ parallel loop (``par_steps``, :meth:`tcdsl.codegen.cpu.CpuProgram.sequential`).
   s(b, t - 1) + x(b, t)``) runs its steps in blocks of a few rows: the steps
   of a whole chunk of rows touched a cache line per row at every step, all
   at one stride (a power of two aliases them onto one cache set).
+* :func:`nested_steps`, :func:`steps_wrap`: ``for t { for s { kernel } }``
+  with both loops inside the kernel's parallel loop, where the schedule found
+  the steps of both independent at each row (``STEPS_DEEP``: a cascade of
+  biquad sections inside the samples of each channel, one parallel region
+  per call instead of one per sample).
 * :func:`step_rows`: two parallel loops over such rows (a (B, C, L) batch
   scanned along L) as one loop over their product, so that the blocks are
   of rows (b, c).
@@ -20,9 +25,12 @@ from tvm import tirx
 
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import NT, iterator, loop_ids, strip_marks
-from ..polyhedral.schedule import PARALLEL
+from ..polyhedral.model import ForLoop, Kernel
+from ..polyhedral.schedule import PARALLEL, STEPS_DEEP
+from ..syntax import nodes as n
 from .collapse import collapse, declarations, merged_rows
-from .expr import INDEX
+from .expr import INDEX, lower_expr
+from .lower import from_zero
 
 # Rows whose steps run together when each step of a row is one strided
 # element (a cumsum of 256 rows x 1024 along the rows on a 2-core AMD EPYC,
@@ -130,11 +138,11 @@ def step_rows(chunked, node: isl.AstNode, name: str, init: tirx.PrimExpr, extent
         if inner is None:
             return None
         node = WithBody(node, inner)
-    step = chunked.low.step_var
+    steps = chunked.low.step_vars
     bare, _ = strip_marks(inner)
-    if bare.get_type() == NT.for_ and step in loop_ids(bare):  # rows that change from step to step
+    if bare.get_type() == NT.for_ and set(steps) & loop_ids(bare):  # rows that change from step to step
         return None
-    with chunked.low.bound({step: tirx.Var(step, INDEX)}):
+    with chunked.low.bound({x: tirx.Var(x, INDEX) for x in steps}):
         merged = collapse(chunked.low, node, name, init)
     if merged is None:
         return None
@@ -183,3 +191,33 @@ def _children(stmt: tirx.Stmt) -> list[tirx.Stmt]:
     if isinstance(stmt, tirx.IfThenElse):
         return [stmt.then_case] + ([stmt.else_case] if stmt.else_case is not None else [])
     return [stmt.body] if isinstance(stmt, tirx.For) else []
+
+
+def nested_steps(gen, lp, body) -> tuple:
+    """((t, s), kernel) for ``for t { for s { kernel } }`` whose inner loop's
+    bounds do not use ``t`` and whose kernel's schedule is marked STEPS_DEEP
+    (polyhedral/schedule.py ``_mark_steps``); else ((t,), None)."""
+    it = body.items[0] if len(body.items) == 1 else None
+    if isinstance(it, ForLoop) and len(it.body.items) == 1 and isinstance(it.body.items[0], Kernel):
+        k, inner = it.body.items[0], it.loop
+        node, deep = gen.ast_of(k), False
+        while node.get_type() == NT.mark:
+            deep, node = deep or isl_ast.mark(node) == STEPS_DEEP, node.mark_get_node()
+        if deep and k.scatter is None and lp.var not in n.names_in(inner.lo) | n.names_in(inner.hi):
+            return (lp, inner), k
+    return (lp,), None
+
+
+def steps_wrap(low, loops: tuple, env: dict):
+    """The sequential loops ``loops`` (outermost first) around a step's body,
+    inside the parallel loop (``CpuAstLowering.wrap``)."""
+    bounds = [(lower_expr(x.lo, env, {}, INDEX), lower_expr(x.hi, env, {}, INDEX)) for x in loops]
+
+    def wrap(make):
+        vs = [tirx.Var(x.var, INDEX) for x in loops]
+        with low.bound({x.var: from_zero(lo, v) for x, v, (lo, _) in zip(loops, vs, bounds)}):
+            inner = make()
+        for v, (lo, hi) in reversed(list(zip(vs, bounds))):
+            inner = tirx.For(v, 0, tirx.max(hi - lo, 0), tirx.ForKind.SERIAL, inner)
+        return inner
+    return wrap

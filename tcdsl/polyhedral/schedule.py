@@ -21,9 +21,9 @@ from ..options import FUSION
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from . import bounded, branches
-from .model import Kernel, Model, lift_param, maps
+from .model import Kernel, Model
 from .schedule_batch import at_one_value, heads_fused
-from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, _contracts, _extent, _formula_statements,  # noqa: F401
+from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, STEPS_DEEP, steps_independent, _contracts, _extent, _formula_statements,  # noqa: F401
                               _narrow_parallel_statements, written_in_steps, _stores_across_rows, _stride_one, _params,
                               _has_reduction, _leading_parallel, _parallel_per_step, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
                               _tiled_statements, _top_parallel, _vector_statements, _walks)
@@ -422,49 +422,12 @@ def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.S
         return root
     band = node.child(0)
     phi = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
-    if not _steps_independent(k, phi, fix):
+    if not steps_independent(k, phi, fix):
         return root
     node = node.delete().insert_mark(isl.Id(PARALLEL_STEPS, context=node.get_ctx()))
+    if len(k.loops) >= 2 and steps_independent(k, phi, fix, 2):  # (the two loops around it: STEPS_DEEP)
+        node = node.insert_mark(isl.Id(STEPS_DEEP, context=node.get_ctx()))
     return node.parent() if root.get_type() == NT.domain else node
-
-
-def _steps_independent(k: Kernel, phi: isl.UnionMap, fix: isl.Set | None) -> bool:
-    """Every pair of accesses to one element at two different steps, one of
-    them a write, has the same value of ``phi`` (the outer band)."""
-    t = isl_name(k.loops[-1].var)
-    writes = k.accesses("writes")
-    every = writes.union(k.accesses("reads")).union(k.accesses("may_reads"))
-    if fix is not None:
-        writes, every, phi = writes.intersect_params(fix), every.intersect_params(fix), phi.intersect_params(fix)
-
-    def lift(umap: isl.UnionMap) -> isl.UnionMap | None:  # parameter t becomes the first input dim
-        out = None
-        for m in maps(umap):
-            m = lift_param(m, t)
-            if m is None:
-                return None
-            um = isl.UnionMap.from_map(m)
-            out = um if out is None else out.union(um)
-        return out
-
-    W, A, P = lift(writes), lift(every), lift(phi)
-    if W is None or A is None or P is None:
-        return False
-    stamped = None  # S[t, ...] -> [t, phi]
-    for m in maps(P):
-        d = m.domain()
-        tdim = (isl.Map.identity(d.get_space().map_from_set()).intersect_domain(d)
-                .project_out(isl.dim_type.out, 1, d.dim(isl.dim_type.set) - 1))
-        um = isl.UnionMap.from_map(tdim.flat_range_product(m).reset_tuple_id(isl.dim_type.out))
-        stamped = um if stamped is None else stamped.union(um)
-    pairs = W.apply_range(A.reverse())
-    pairs = pairs.union(pairs.reverse())
-    rel = pairs.apply_domain(stamped).apply_range(stamped)
-    if rel.is_empty():
-        return True
-    deltas = rel.deltas()
-    bad = isl.UnionSet.from_set(isl.Set.read_from_str(k.context.get_ctx(), "{ [dt, dc] : dt != 0 and dc != 0 }"))
-    return deltas.intersect(bad.align_params(deltas.get_space())).is_empty()
 
 
 def _split(node: isl.ScheduleNode) -> isl.ScheduleNode:

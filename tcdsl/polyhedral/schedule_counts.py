@@ -10,7 +10,7 @@ import islpy as isl
 
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
-from .model import Kernel
+from .model import Kernel, lift_param, maps
 from .strides import transposed, unit_or_invariant
 
 PARALLEL, SERIAL = "par", "seq"
@@ -18,6 +18,9 @@ PARALLEL, SERIAL = "par", "seq"
 # steps of the enclosing sequential ``for``: the code generator may run that
 # ``for`` inside it, so no step waits for the others (``par`` otherwise).
 PARALLEL_STEPS = "par_steps"
+# above PARALLEL_STEPS: the steps of the two loops around the kernel (``for t { for s { ... } }``) may run
+# inside its parallel loop, a biquad cascade's sections inside its samples (codegen/cpu_steps.py nested_steps)
+STEPS_DEEP = "steps_deep"
 
 
 def _vector_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductions: dict | None = None,
@@ -397,3 +400,46 @@ def _stride_one(k: Kernel, by_reads: bool = True) -> isl.UnionMap:
 def _params(k: Kernel) -> list[str]:
     sp = k.context.get_space()
     return [sp.get_dim_name(isl.dim_type.param, i) for i in range(sp.dim(isl.dim_type.param))]
+
+
+def steps_independent(k, phi: isl.UnionMap, fix: isl.Set | None, depth: int = 1) -> bool:
+    """Every pair of accesses to one element at two different steps, one of
+    them a write, has the same value of ``phi`` (the outer band); the steps
+    of the ``depth`` innermost loops around the kernel."""
+    names = [isl_name(lp.var) for lp in k.loops[-depth:]]
+    writes = k.accesses("writes")
+    every = writes.union(k.accesses("reads")).union(k.accesses("may_reads"))
+    if fix is not None:
+        writes, every, phi = writes.intersect_params(fix), every.intersect_params(fix), phi.intersect_params(fix)
+
+    def lift(umap: isl.UnionMap) -> isl.UnionMap | None:  # parameter t becomes the first input dim
+        out = None
+        for m in maps(umap):
+            for t in reversed(names):
+                m = lift_param(m, t) if m is not None else None
+            if m is None:
+                return None
+            um = isl.UnionMap.from_map(m)
+            out = um if out is None else out.union(um)
+        return out
+
+    W, A, P = lift(writes), lift(every), lift(phi)
+    if W is None or A is None or P is None:
+        return False
+    stamped = None  # S[t, ...] -> [t, phi]
+    for m in maps(P):
+        d = m.domain()
+        tdim = (isl.Map.identity(d.get_space().map_from_set()).intersect_domain(d)
+                .project_out(isl.dim_type.out, depth, d.dim(isl.dim_type.set) - depth))
+        um = isl.UnionMap.from_map(tdim.flat_range_product(m).reset_tuple_id(isl.dim_type.out))
+        stamped = um if stamped is None else stamped.union(um)
+    pairs = W.apply_range(A.reverse())
+    pairs = pairs.union(pairs.reverse())
+    rel = pairs.apply_domain(stamped).apply_range(stamped)
+    if rel.is_empty():
+        return True
+    deltas = rel.deltas()
+    dts = [f"dt{i}" for i in range(depth)]
+    bad = isl.UnionSet.from_set(isl.Set.read_from_str(k.context.get_ctx(), "{ [" + ", ".join(dts) + ", dc] : ("
+                                                      + " or ".join(f"{x} != 0" for x in dts) + ") and dc != 0 }"))
+    return deltas.intersect(bad.align_params(deltas.get_space())).is_empty()
