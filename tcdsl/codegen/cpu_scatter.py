@@ -42,7 +42,8 @@ from ..syntax import nodes as n
 from .expr import INDEX, lower_expr, physical
 from .lower import emit_statement, from_zero, seq
 
-CHUNK = 64  # values of the parallel variable per task
+CHUNK = 64  # values of the parallel variable per task (at most)
+LANES = 16  # (in vectors of)
 ROWS = 4  # values of the first lhs variable per block where the reductions run inside (``_rows``)
 
 
@@ -148,23 +149,31 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
         return loop if step is not None else seq([zero, when(loop)])
     if parallel and others:  # chunks of the first other lhs variable, one per task
         p, p_lo, p_n = inner_loops[0]
-        pc, pi = tirx.Var(f"{p}_chunk", INDEX), tirx.Var(f"{p}_in", INDEX)
+        pc, pi, po = (tirx.Var(f"{p}_{x}", INDEX) for x in ("chunk", "in", "o"))
+        # CHUNK values per task, fewer (16, 32, 48) where that leaves fewer than two tasks per
+        # thread (a transposed sparse product's 64 columns: one task, one thread)
+        cw = tirx.Var(f"{p}_width", INDEX)
+        tasks = 2 * max(gen.cpu.threads, 1) * LANES
+        per = tirx.max(tirx.min(tirx.floordiv(tirx.max(p_n, 0) + tasks - 1, tasks), CHUNK // LANES), 1) * LANES
 
         def lhs_nest(e: dict, leaf) -> tirx.Stmt:
-            width = tirx.min(CHUNK, p_n - pc * CHUNK)
+            width = tirx.min(cw, p_n - pc * cw)
 
-            def loop(i, count, kind) -> tirx.Stmt:
-                inner = _nest(inner_loops[1:], lambda h: leaf({**e, p: p_lo + pc * CHUNK + i, **h}), False)
+            def loop(i, count, kind, at=None) -> tirx.Stmt:
+                first = p_lo + pc * cw + (i if at is None else at)
+                inner = _nest(inner_loops[1:], lambda h: leaf({**e, p: first, **h}), False)
                 return tirx.For(i, 0, count, kind, inner)
             if inner_loops[1:] or g_inner:
                 return loop(pi, width, tirx.ForKind.SERIAL)
             # a whole chunk of the innermost variable in vectors, the last (narrower) one element by element
-            return tirx.IfThenElse(width == CHUNK, loop(pi, CHUNK, tirx.ForKind.VECTORIZED),
+            vectors = tirx.For(po, 0, tirx.floordiv(cw, LANES), tirx.ForKind.SERIAL,
+                               loop(pi, LANES, tirx.ForKind.VECTORIZED, po * LANES + pi))
+            return tirx.IfThenElse(width == cw, vectors,
                                    loop(tirx.Var(f"{p}_rest", INDEX), width, tirx.ForKind.SERIAL))
 
         def outer(body: tirx.Stmt) -> tirx.Stmt:
-            count = tirx.floordiv(tirx.max(p_n, 0) + CHUNK - 1, CHUNK)
-            return tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body)
+            count = tirx.floordiv(tirx.max(p_n, 0) + cw - 1, cw)
+            return seq([tirx.Bind(cw, per), tirx.For(pc, 0, count, tirx.ForKind.PARALLEL, body)])
     else:
         def lhs_nest(e: dict, leaf) -> tirx.Stmt:
             return _nest(inner_loops, lambda h: leaf({**e, **h}), False)

@@ -41,6 +41,7 @@ from ..sema.check import CheckedDef
 from ..sema.ranges import RangeInfo, readable
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc
+from . import scatter
 from .hoist import same_extents, same_points
 
 
@@ -81,6 +82,10 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
         return []
     lets = {w.name for w in s.wheres if isinstance(w, n.Let)}
     lhs = {x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))}
+    # the variables a scatter picks (``col(e) == c ? val(e) * X(rid(e), d) : 0``: one ``c`` per
+    # term) reuse nothing: its gathered rows would each be read once
+    found_scatter = scatter.find(st) if st is not None else None
+    lhs -= {v for v, _ in found_scatter.picks} if found_scatter is not None else set()
     found: list[Gather] = []
     for a in n.walk(s.rhs):
         if not isinstance(a, n.Access) or a.span is None:
