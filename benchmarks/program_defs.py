@@ -22379,3 +22379,176 @@ def _q5_rwkv5(torch, a, t, s):
         o = torch.stack(ys, 1).reshape(B * T, H * K)
         return F.group_norm(o, H, lnw, lnb, eps=64e-5).view(B, T, H * K)
     return {"torch loop + group_norm (rwkv5 ref)": _nograd(torch, run)}
+
+
+# session 62, second round of hunts (audio, sparse, finance, transformer backward passes)
+def _q9flat(r):
+    if not isinstance(r, (tuple, list)):
+        r = (r,)
+    return np.concatenate([np.asarray(x, dtype=np.float32).ravel() for x in r])
+
+
+def _q9t(torch, *xs):
+    return torch.cat([x.reshape(-1).float() for x in xs])
+
+
+Q9_LMHEAD_CE = """
+def lmhead_ce_bwd(float(N,D) h, float(V,D) W, int32(N) y) -> (loss, dh, dW) {
+  z(n, v) +=! h(n, d) * W(v, d)
+  m(n) max=! z(n, v)
+  e(n, v) = exp(z(n, v) - m(n))
+  s(n) +=! e(n, v)
+  valid(n) = y(n) != -100 ? 1.0 : 0.0
+  cnt +=! valid(n)
+  loss +=! valid(n) * (m(n) + log(s(n)) - z(n, y(n))) / cnt
+  g(n, v) = valid(n) * (e(n, v) / s(n) - (v == y(n) ? 1.0 : 0.0)) / cnt
+  dh(n, d) +=! g(n, v) * W(v, d)
+  dW(v, d) +=! g(n, v) * h(n, d)
+}
+"""
+
+
+Q9_TIED = """
+def tied_emb_bwd(int32(N) ids, float(N,D) h, float(V,D) E, float(N,V) dlog, float(N,D) demb) -> (dE, dh) {
+  dE(v, d) +=! dlog(n, v) * h(n, d)
+  dE(v, d) += ids(n) == v ? demb(n, d) : 0
+  dh(n, d) +=! dlog(n, v) * E(v, d)
+}
+"""
+
+
+def _q9_lm_inputs(r, s):
+    N, D, V = s["N"], s["D"], s["V"]
+    y = r.integers(0, V, N).astype(np.int32)
+    y[r.random(N) < 0.2] = -100
+    y[0] = 1
+    return [_n(r, N, D), _w(r, V, D), y]
+
+
+def _q6_sos(S):
+    """S cascaded rbj low/high/peaking sections at 16 kHz, normalised a0 = 1: (S, 6)."""
+    out = []
+    for s in range(S):
+        f0 = 300.0 * (2.0 ** s)
+        w0 = 2 * np.pi * f0 / 16000.0
+        alpha = np.sin(w0) / (2 * 0.9)
+        cw = np.cos(w0)
+        if s % 2 == 0:   # low-pass
+            b = [(1 - cw) / 2, 1 - cw, (1 - cw) / 2]
+        else:            # high-pass
+            b = [(1 + cw) / 2, -(1 + cw), (1 + cw) / 2]
+        a = [1 + alpha, -2 * cw, 1 - alpha]
+        out.append([b[0] / a[0], b[1] / a[0], b[2] / a[0], 1.0, a[1] / a[0], a[2] / a[0]])
+    return np.array(out, np.float32)
+
+
+def _q7_csr(rng, R, C, L, lo=0):
+    lens = rng.integers(lo, L + 1, R)
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    col = rng.integers(0, C, int(ptr[-1])).astype(np.int32)
+    return ptr, col
+
+
+def _q7_rowids(ptr):
+    return np.repeat(np.arange(len(ptr) - 1), np.diff(ptr)).astype(np.int32)
+
+
+@program(name="sosfilt: S cascaded biquads (scipy sos (S,6)), transposed direct form II, for t in L { for s in S }, channels-first (B,C,L)",
+         kind="audio", src="""
+def sosfilt(float(B,C,L) x, float(S,6) sos) -> (y) {
+  for t in L {
+    for s in S {
+      if s == 0 { u(b, c) = x(b, c, t) } else { u(b, c) = y(b, c, t) }
+      y(b, c, t) = sos(s, 0) * u(b, c) + z1(b, c, s)
+      z1(b, c, s) = sos(s, 1) * u(b, c) - sos(s, 4) * y(b, c, t) + z2(b, c, s)
+      z2(b, c, s) = sos(s, 2) * u(b, c) - sos(s, 5) * y(b, c, t)
+    }
+  }
+}
+""", full=dict(B=16, C=2, L=16000, S=4), tiny=dict(B=3, C=2, L=13, S=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]), _q6_sos(s["S"])])
+def _q6_sosfilt(torch, a, t, s):
+    import scipy.signal
+    x, sos = a
+    return {"scipy.signal.sosfilt(axis=-1)": lambda: scipy.signal.sosfilt(sos, x, axis=-1)}
+
+
+@program(name="csr transposed spmm A^T X: scatter by col id of val * X(row id), (C free)",
+         kind="sparse", src="""
+def csr_tspmm(int32(NNZ) rid, int32(NNZ) col, float(NNZ) val, float(R, D) X) -> (Y) {
+  Y(c, d) +=! col(e) == c ? val(e) * X(rid(e), d) : 0.0 where c in 0:C
+}""", full=dict(R=16384, C=16384, D=64, L=32), tiny=dict(R=5, C=7, D=3, L=3), free=("C",),
+    inputs=lambda r, s: (lambda pc: [_q7_rowids(pc[0]), pc[1], _n(r, len(pc[1])), _n(r, s["R"], s["D"])])(
+        _q7_csr(r, s["R"], s["C"], s["L"])))
+def _q7_tspmm(torch, a, t, s):
+    rid, col, val, X = t
+    r64, c64 = rid.long(), col.long()
+    At = torch.sparse_coo_tensor(torch.stack([c64, r64]), val, (s["C"], s["R"])).coalesce().to_sparse_csr()
+
+    def index_add():
+        return X.new_zeros(s["C"], X.shape[1]).index_add_(0, c64, val[:, None] * X[r64])
+    return {"A^T as csr (built once) @ X": _nograd(torch, lambda: At @ X), "gather + index_add_": _nograd(torch, index_add)}
+
+
+@program(name="monthly correlation matrices from (A, 21 * M) daily returns: block index 21 m + k in a batched centred gram, normalised by its diagonal", kind="finance", src="""
+def monthly_corr(float(A, 21 * M) r) -> (corr) {
+  mu(a, m) +=! r(a, 21 * m + k) / 21 where k in 0:21
+  C(m, i, j) +=! (r(i, 21 * m + k) - mu(i, m)) * (r(j, 21 * m + k) - mu(j, m)) where k in 0:21
+  corr(m, i, j) = C(m, i, j) / sqrt(C(m, i, i) * C(m, j, j))
+}
+""", full=dict(A=256, M=48), tiny=dict(A=5, M=3),
+    inputs=lambda r, s: [(_n(r, s["A"], 21 * s["M"]) + 0.7 * _n(r, 1, 21 * s["M"])).astype(np.float32)])
+def _q8_mcorr(torch, a, t, s):
+    r = t[0]
+
+    def bmm():
+        A = r.shape[0]
+        x = r.view(A, -1, 21).permute(1, 0, 2)
+        xc = x - x.mean(-1, keepdim=True)
+        C = xc @ xc.transpose(1, 2)
+        d = C.diagonal(dim1=1, dim2=2).sqrt()
+        return C / (d[:, :, None] * d[:, None, :])
+    return {"view/permute + bmm": _nograd(torch, bmm)}
+
+
+@program(name="lm head + cross entropy backward, ignore_index -100 int32 labels, mean over valid: loss dh dW",
+         kind="training", src=Q9_LMHEAD_CE, full=dict(N=256, D=256, V=4096), tiny=dict(N=5, D=3, V=7),
+         inputs=_q9_lm_inputs, pick=_q9flat)
+def _q9_lmhead_ce(torch, a, t, s):
+    F = torch.nn.functional
+    h, W, y = t
+    yl = y.long()
+
+    def autograd():
+        hl, Wl = h.detach().requires_grad_(True), W.detach().requires_grad_(True)
+        loss = F.cross_entropy(hl @ Wl.T, yl, ignore_index=-100)
+        dh, dW = torch.autograd.grad(loss, [hl, Wl])
+        return _q9t(torch, loss.detach(), dh, dW)
+
+    def formula():
+        z = h @ W.T
+        lse = torch.logsumexp(z, -1)
+        valid = (yl != -100)
+        cnt = valid.sum()
+        yc = yl.clamp(min=0)
+        loss = ((lse - z.gather(1, yc[:, None])[:, 0]) * valid).sum() / cnt
+        g = torch.softmax(z, -1)
+        g[torch.arange(len(yl)), yc] -= 1
+        g = g * (valid[:, None] / cnt)
+        return _q9t(torch, loss, g @ W, g.T @ h)
+    return {"torch autograd F.cross_entropy(ignore_index)": autograd, "torch formula": _nograd(torch, formula)}
+
+
+@program(name="tied embedding + lm head backward: dE = dlogits^T h + scatter by int32 ids, dh = dlogits E",
+         kind="training", src=Q9_TIED, full=dict(N=256, D=256, V=8192), tiny=dict(N=5, D=3, V=7),
+         inputs=lambda r, s: [r.integers(0, s["V"], s["N"]).astype(np.int32), _n(r, s["N"], s["D"]),
+                              _w(r, s["V"], s["D"]), 0.01 * _n(r, s["N"], s["V"]), _n(r, s["N"], s["D"])],
+         pick=_q9flat)
+def _q9_tied(torch, a, t, s):
+    ids, h, E, dlog, demb = t
+    il = ids.long()
+
+    def formula():
+        dE = (dlog.T @ h).index_add_(0, il, demb)
+        return _q9t(torch, dE, dlog @ E)
+    return {"torch matmuls + index_add_": _nograd(torch, formula)}

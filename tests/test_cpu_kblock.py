@@ -55,7 +55,9 @@ def test_the_edge_tests_block():
     """The kernels the size tests above run with ``k_block`` really cut the
     reduction loop into blocks of BLOCK steps."""
     assert f"+ {BLOCK} - 1) // {BLOCK}" in _kernel(BLOCK).script
-    assert "_kb in range" not in _kernel(0).script
+    # (the default: one block up to LONG_K steps, blocks of LONG_K_BLOCK past it, chosen at run time)
+    assert re.search(r"c\d_kc: T\.let\[T\.int32\] = T\.Select\(T\.max\(K, 0\) > 4096, 512, T\.max\(T\.max\(K, 0\), 1\)\)",
+                     _kernel(0).script), _kernel(0).script
 
 
 @pytest.mark.parametrize("k_block", [1, 7, 64, 1 << 20])
@@ -85,9 +87,18 @@ def test_default_block_size():
     assert parse({}).cpu.resolved(False).k_block == DEFAULT_K_BLOCK
     assert parse({"k_block": 0}).cpu.resolved(False).k_block == DEFAULT_K_BLOCK
     assert parse({"k_block": 5}).cpu.resolved(True).k_block == 5
-    # the default: the whole reduction loop in one block (no block loop)
+    # the default: the whole reduction loop in one block, unless it is long (codegen/panels.py LONG_K)
     script = tcdsl.compile(MATMUL).script
-    assert "B_block" in script and "_kb in range" not in script
+    assert "B_block" in script and "T.Select(T.max(K, 0) > 4096, 512, T.max(T.max(K, 0), 1))" in script, script
+
+
+@pytest.mark.parametrize("M,K,N", [(5, 4096, 64), (9, 4097, 70), (17, 5000, 33), (4, 9000, 130)])
+def test_a_long_reduction_runs_in_blocks_bitwise(M, K, N):
+    """Past LONG_K steps the default cuts the loop into blocks of 512 (the
+    panel of a K x 64 column tile stays in a core's share of L2): the same
+    bits as one block of any size."""
+    A, B, got = _check(_kernel(0), M, K, N)
+    np.testing.assert_array_equal(got, _kernel(1 << 20)(A, B))
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "64"])
@@ -203,7 +214,8 @@ def test_weight_per_expert_out_in_is_copied_transposed_one_expert_at_a_time():
     script = tcdsl.compile(PER_EXPERT, options={"vector_width": 8, "disk_cache": False}).script
     assert "T.Shuffle([W_r0, W_r" in script, script
     # the main tiles read the panel, one expert (c1) at a time
-    assert re.search(r"\* W_packed\[c1, c3_w(\d+) \* \1 \+ \(u \* 8 \+ v\), c2_k\]", script), script
+    # (the reduction's step counted from its block's first, c2_kb * c2_kc: long loops run in blocks)
+    assert re.search(r"\* W_packed\[c1, c3_w(\d+) \* \1 \+ \(u \* 8 \+ v\), (c2_kb \* c2_kc \+ )?c2_k\]", script), script
 
 
 @pytest.mark.parametrize("mode", ["never", "after-scheduling"])
