@@ -43,7 +43,6 @@ from .cpu_dot import all_columns, dot_columns, dot_lanes, gathers_columns, row_t
 from .lower import from_zero, has_node, loads as _loads, seq, unroll_unsafe, uses as _uses
 from .panels import (_Column, _Panels, _Prepacked, balanced_panels, box_of_sizes, pack_whole, packable, rest_packs,
                      rows_across as reads_across_rows, sliding_window, window_loops_outside)
-from .tile_masks import masked_lanes
 from .tile_checks import accumulates_privately, runs_in_one_step, packed_loop, transposed_loop  # noqa: F401  (for cpu.py)
 
 
@@ -524,12 +523,12 @@ class _Tile(_Column):
             # (the vectors of a row, or the rows' scalars), one of the outer's at
             # a time: the fewer inside.  AVX2's 4 x 3 x 8 convolution tile (4
             # channels' scalars, 3 rows' vectors) as r, d, u: 12 accumulators + 3
-            # + 1 registers of 16 (d, r, u: + 4 + 1, one spilled); a 2 x 48 tile as u, r
+            # + 1 registers of 16 (d, r, u: + 4 + 1, one spilled); a 2 x 48 tile
+            # as u, r: 12 + 2 + 1 (r, u: + 6 + 1)
             vectors = nd * (w // vw)
             order = "rdu" if vectors < nr else "dur" if vectors > nr > 1 else "dru"
             def build() -> tirx.Stmt:
-                return self._nest(0, lambda: masked_lanes(update, nd, nr, w, vw) or lanes(update, order=order),
-                                  ks and (iterator(saved[0]),) + tuple(ks))
+                return self._nest(0, lambda: lanes(update, order=order), ks and (iterator(saved[0]),) + tuple(ks))
             nest = build()
             same = terms.uniform_when()
             if same is not None:  # the rows' terms may all be equal: a variant that reads row 0's

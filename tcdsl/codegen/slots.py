@@ -44,12 +44,14 @@ from tvm import sym, tirx
 
 from .edges import _ORDINARY, _is_const, _vars
 from .lower import is_if_then_else
+from .tile_masks import masked_tiles
 
 
 def select_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with its loops of one slot's updates as that slot and its sums
     up to a length as the loops to that length (:func:`_to_length`)."""
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _to_length(_one_slot(f)))]))
+    func = func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _to_length(_one_slot(f)))]))
+    return masked_tiles(func)  # (the tiles' masks left, once per row and step: codegen/tile_masks.py)
 
 
 def _branches(value):

@@ -7,28 +7,34 @@ whose condition names the row and the reduction step but not the column,
     out(b, d) +=! offs(b) + j < end(b) ? scale(r) * float(Q(r, d)) + bias(r) : 0 where r = ids(offs(b) + j)
 
 (an embedding bag to its longest bag ``L``, a masked mean, a padding mask
-``mask(b, j) ? x(b, j, d) : 0``), computes ``e`` in every lane and adds 0
-where the condition fails: each step reads its rows of ``Q`` (clamped in)
-whether or not the bag has that many.  :func:`masked_lanes` gives the tile's
-update (``for d, r (unrolled) { for u (unrolled) { for v (vector) { acc +=
-c ? e : 0 } } }``) as ``for d, r { if c { for u, v { acc += e } } }``: the
-test once per row and step, the columns only where it holds.  The same sums
-in the same order (a term that is skipped was a 0 added), for a sum
-(``+``) whose select has 0 on its other side.
+``mask(b, j) ? x(b, j, d) : 0``), computes the term in every lane and adds
+0 where the condition fails: each step reads its rows of ``Q`` (clamped in)
+whether or not the bag has that many.  :func:`masked_tiles`, run on the
+function after :func:`tcdsl.codegen.slots.select_loops` (which ends a loop
+at the largest length its tile's rows test, and drops a test that all of
+them share), gives each tile update left, ``for d, r, u (unrolled) { for v
+(vector) { acc[..] = acc[..] + (c ? e : 0) } }``, as ``for (the unrolled
+loops c names) { if c { for (the others) { for v { acc[..] = acc[..] + e }
+} } }``: the test once per row and step, the columns only where it holds.
+The loops may be reordered: each of their iterations updates its own
+accumulator.  The same sums in the same order (a term that is skipped was a
+0 added).
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import tvm
+import tvm_ffi
 from tvm import tirx
 from tvm.tirx.analysis import undefined_vars
 
-from .expr import INDEX
 from .lower import is_if_then_else
 
 
-def _masked(value: tirx.PrimExpr):
+def masked_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, _masked_nest)]))
+
+
+def _masked(value):
     """(condition, term) of ``c ? e : 0`` (a Select or an if_then_else), else None."""
     if isinstance(value, tirx.Select):
         c, e, z = value.condition, value.true_value, value.false_value
@@ -41,27 +47,36 @@ def _masked(value: tirx.PrimExpr):
     return c, e
 
 
-def masked_lanes(update: Callable, nd: int, nr: int, w: int, vw: int) -> tirx.Stmt | None:
-    """The tile's update with the columns inside a test of its rows' mask
-    (see the module docstring), or None where ``update(d, r, c)`` (the store
-    ``acc[d * nr + r, c] = acc[..] + value``) is not a sum of a masked term
-    whose mask leaves out the columns."""
-    r, u, v = (tirx.Var(x, INDEX) for x in ("r", "u", "v"))
-    d = tirx.Var("d", INDEX) if nd > 1 else tirx.const(0, INDEX)
-    store = update(d, r, u * vw + v)
-    if not isinstance(store, tirx.BufferStore) or not isinstance(store.value, tirx.Add):
-        return None
+def _masked_nest(f):
+    """The tile update ``f`` (unrolled loops around one vectorized loop
+    around one accumulator update) with its mask outside the loops it does
+    not name; ``f`` itself otherwise."""
+    loops, node = [], f
+    while isinstance(node, tirx.For) and node.kind == tirx.ForKind.UNROLLED:
+        loops.append(node)
+        node = node.body
+    if not loops or not isinstance(node, tirx.For) or node.kind != tirx.ForKind.VECTORIZED:
+        return f
+    vec, store = node, node.body
+    if not isinstance(store, tirx.BufferStore) or store.buffer.name != "acc" or not isinstance(store.value, tirx.Add):
+        return f
     load, value = store.value.a, store.value.b
     if not (isinstance(load, tvm.ir.expr.TensorLoad) and load.source.same_as(store.buffer)):
-        return None
+        return f
     parts = _masked(value)
     if parts is None:
-        return None
+        return f
     cond, term = parts
-    if any(x.same_as(u) or x.same_as(v) for x in undefined_vars(cond)):
-        return None
-    inner = tirx.For(v, 0, vw, tirx.ForKind.VECTORIZED if vw > 1 else tirx.ForKind.SERIAL,
-                     tirx.BufferStore(store.buffer, tirx.Add(load, term), store.indices))
-    out = tirx.IfThenElse(cond, tirx.For(u, 0, w // vw, tirx.ForKind.UNROLLED, inner), None)
-    out = tirx.For(r, 0, nr, tirx.ForKind.UNROLLED, out)
-    return tirx.For(d, 0, nd, tirx.ForKind.UNROLLED, out) if nd > 1 else out
+    used = undefined_vars(cond)
+    if any(x.same_as(vec.loop_var) for x in used):
+        return f
+    outer = [lp for lp in loops if any(x.same_as(lp.loop_var) for x in used)]
+    inner = [lp for lp in loops if not any(x.same_as(lp.loop_var) for x in used)]
+    out = tirx.For(vec.loop_var, vec.min, vec.extent, vec.kind, tirx.BufferStore(store.buffer, tirx.Add(load, term),
+                                                                                   store.indices))
+    for lp in reversed(inner):
+        out = tirx.For(lp.loop_var, lp.min, lp.extent, lp.kind, out)
+    out = tirx.IfThenElse(cond, out, None)
+    for lp in reversed(outer):
+        out = tirx.For(lp.loop_var, lp.min, lp.extent, lp.kind, out)
+    return out

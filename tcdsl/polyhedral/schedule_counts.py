@@ -96,15 +96,16 @@ def _tiled_statements(root: isl.ScheduleNode, stride_one: isl.UnionMap, reductio
                 dl = node.get_domain().get_set_list()
                 count += sum(1 for i in range(dl.n_set()) if reductions.get(dl.get_at(i).get_tuple_name(), 0))
             if mark == PARALLEL and _has_band(below):
-                # a parallel loop over several statements runs one row at a
+                # a parallel loop over several reductions runs one row at a
                 # time through all of them: no rows for the tiles below it
-                # until a parallel loop of one statement (a matmul fused with
+                # until a parallel loop of one of them (a matmul fused with
                 # the argmax over its rows, ``for b { for d { for n } } }``:
-                # a rank-1 update per d, 100x the tiled product)
+                # a rank-1 update per d, 100x the tiled product; a product
+                # and an elementwise statement after it keep their chunks)
                 m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
                 dl = node.get_domain().get_set_list()
-                rowless = len({dl.get_at(i).get_tuple_name().removesuffix("_init") for i in range(dl.n_set())
-                               if _iterates(m, dl.get_at(i))}) > 1
+                rowless = len({dl.get_at(i).get_tuple_name() for i in range(dl.n_set())
+                               if reductions.get(dl.get_at(i).get_tuple_name(), 0) and _iterates(m, dl.get_at(i))}) > 1
             if mark not in (PARALLEL, PARALLEL_STEPS):
                 # statements this loop really iterates (an init at a constant position only precedes it)
                 m = isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule())
