@@ -50,23 +50,31 @@ def _masked(value):
 def _masked_nest(f):
     """The tile update ``f`` (unrolled loops around one vectorized loop
     around one accumulator update) with its mask outside the loops it does
-    not name; ``f`` itself otherwise."""
-    loops, node = [], f
+    not name and inside those it names; ``f`` itself otherwise.  The maps
+    run inside out: a mask already taken out of the inner loops moves out
+    of ``f`` too where ``f`` is not one that it names."""
+    loops, node, cond = [], f, None
     while isinstance(node, tirx.For) and node.kind == tirx.ForKind.UNROLLED:
         loops.append(node)
         node = node.body
+    if isinstance(node, tirx.IfThenElse) and node.else_case is None and loops:
+        cond, node = node.condition, node.then_case
+        while isinstance(node, tirx.For) and node.kind == tirx.ForKind.UNROLLED:
+            loops.append(node)
+            node = node.body
     if not loops or not isinstance(node, tirx.For) or node.kind != tirx.ForKind.VECTORIZED:
         return f
     vec, store = node, node.body
     if not isinstance(store, tirx.BufferStore) or store.buffer.name != "acc" or not isinstance(store.value, tirx.Add):
         return f
-    load, value = store.value.a, store.value.b
+    load, term = store.value.a, store.value.b
     if not (isinstance(load, tvm.ir.expr.TensorLoad) and load.source.same_as(store.buffer)):
         return f
-    parts = _masked(value)
-    if parts is None:
-        return f
-    cond, term = parts
+    if cond is None:
+        parts = _masked(term)
+        if parts is None:
+            return f
+        cond, term = parts
     used = undefined_vars(cond)
     if any(x.same_as(vec.loop_var) for x in used):
         return f

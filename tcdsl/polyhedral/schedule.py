@@ -425,7 +425,9 @@ def _mark_steps(root: isl.ScheduleNode, k: Kernel, fix: isl.Set | None) -> isl.S
     if not steps_independent(k, phi, fix):
         return root
     node = node.delete().insert_mark(isl.Id(PARALLEL_STEPS, context=node.get_ctx()))
-    if len(k.loops) >= 2 and steps_independent(k, phi, fix, 2):  # (the two loops around it: STEPS_DEEP)
+    # the two loops around it (STEPS_DEEP), for statements without sums (whose panels may be packed per
+    # step of the outer loop: a stacked Elman's layers, 4.3 -> 5.3 ms with both loops inside)
+    if len(k.loops) >= 2 and not any(x.info.comp.reduction_vars for x in k.stmts) and steps_independent(k, phi, fix, 2):
         node = node.insert_mark(isl.Id(STEPS_DEEP, context=node.get_ctx()))
     return node.parent() if root.get_type() == NT.domain else node
 
