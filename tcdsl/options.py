@@ -429,7 +429,8 @@ class MappingOptions:
       of the chunk use it.  The results do not depend on it (every element
       still sums in ``k`` order).  0 (the default): one block, the whole loop
       (on a 2 MiB L2 the whole ``K x 64`` panel stays in cache; blocks
-      measured no faster at 1024^3 and slower at 1536^3); over a nest, or
+      measured no faster at 1024^3 and slower at 1536^3), blocks of 512 where
+      the loop is longer than 4096 steps at run time; over a nest, or
       when the rows' tensor is read across its rows (``dy(n, o)`` of a
       weight gradient ``dW(o, i) +=! dy(n, o) * x(n, i)``), blocks of 128 steps.
       In deep tiles (``tile_depth``): steps per block of the loop that
