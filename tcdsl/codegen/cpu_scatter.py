@@ -201,7 +201,7 @@ def scatter_kernel(gen, k: Kernel, env: dict, step=None) -> tirx.Stmt | None:
     return seq([zero, when(outer(body))])
 
 
-# op -> (combine, identity of float, identity of int dtype)
+# op -> (combine, its identity for a dtype: -inf/inf for floats, the type's extremes for integers)
 _COMBINE = {"+=!": (tirx.Add, lambda t: tirx.const(0, t)), "+=": (tirx.Add, lambda t: tirx.const(0, t)),
             "max=!": (tirx.Max, lambda t: tirx.const(float("-inf"), t) if "float" in t else tirx.min_value(t)),
             "min=!": (tirx.Min, lambda t: tirx.const(float("inf"), t) if "float" in t else tirx.max_value(t))}

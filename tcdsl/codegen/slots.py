@@ -43,8 +43,7 @@ import tvm_ffi
 from tvm import sym, tirx
 
 from .edges import _ORDINARY, _is_const, _vars
-from .lower import is_if_then_else
-from .tile_masks import masked_tiles
+from .tile_masks import masked_tiles, select_branches as _branches
 
 
 def select_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
@@ -52,15 +51,6 @@ def select_loops(func: tirx.PrimFunc) -> tirx.PrimFunc:
     up to a length as the loops to that length (:func:`_to_length`)."""
     func = func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, lambda f: _to_length(_one_slot(f)))]))
     return masked_tiles(func)  # (the tiles' masks left, once per row and step: codegen/tile_masks.py)
-
-
-def _branches(value):
-    """(condition, value where it holds, value where it does not) of a select."""
-    if is_if_then_else(value):
-        return tuple(value.args)
-    if isinstance(value, tirx.Select):
-        return value.condition, value.true_value, value.false_value
-    return None
 
 
 def _slot(cond, v: tirx.Var):

@@ -34,17 +34,22 @@ def masked_tiles(func: tirx.PrimFunc) -> tirx.PrimFunc:
     return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, _masked_nest)]))
 
 
-def _masked(value):
-    """(condition, term) of ``c ? e : 0`` (a Select or an if_then_else), else None."""
+def select_branches(value):
+    """(condition, value where it holds, value where it does not) of a select
+    (a Select or an if_then_else), else None."""
+    if is_if_then_else(value):
+        return tuple(value.args)
     if isinstance(value, tirx.Select):
-        c, e, z = value.condition, value.true_value, value.false_value
-    elif is_if_then_else(value):
-        c, e, z = value.args
-    else:
+        return value.condition, value.true_value, value.false_value
+    return None
+
+
+def _masked(value):
+    """(condition, term) of ``c ? e : 0``, else None."""
+    parts = select_branches(value)
+    if parts is None or not (isinstance(parts[2], (tirx.FloatImm, tirx.IntImm)) and parts[2].value == 0):
         return None
-    if not (isinstance(z, (tirx.FloatImm, tirx.IntImm)) and z.value == 0):
-        return None
-    return c, e
+    return parts[0], parts[1]
 
 
 def _masked_nest(f):

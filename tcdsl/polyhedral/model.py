@@ -260,8 +260,9 @@ class _Builder:
         outs = []
         for i, e in enumerate(indices):
             try:
-                isl.Map.read_from_str(self.ctx, head + "[" + to_isl(e) + "] }")
-                outs.append(to_isl(e))
+                text = to_isl(e)
+                isl.Map.read_from_str(self.ctx, head + "[" + text + "] }")
+                outs.append(text)
             except (NotAffine, isl.Error):
                 outs.append(f"o{i}")
         text = head + isl_name(tensor) + "[" + ", ".join(outs) + "] }"
