@@ -83,9 +83,11 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
     lets = {w.name for w in s.wheres if isinstance(w, n.Let)}
     lhs = {x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))}
     # the variables a scatter picks (``col(e) == c ? val(e) * X(rid(e), d) : 0``: one ``c`` per
-    # term) reuse nothing: its gathered rows would each be read once
+    # term) reuse nothing: its gathered rows would each be read once; a read that
+    # uses one is made only where the pick holds (a copy would hold every ``c`` per term)
     found_scatter = scatter.find(st) if st is not None else None
-    lhs -= {v for v, _ in found_scatter.picks} if found_scatter is not None else set()
+    picks = {v for v, _ in found_scatter.picks} if found_scatter is not None else set()
+    lhs -= picks
     found: list[Gather] = []
     for a in n.walk(s.rhs):
         if not isinstance(a, n.Access) or a.span is None:
@@ -106,6 +108,8 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
         # sum's: ``g(b, u, r)`` reads ``emb_g(b, u, e)`` for ``emb(y(u - 1,
         # b), e)``, two loops the code generator can join)
         seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
+        if picks & set(seen):
+            continue
         order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
         own = iter(sorted((v for v in seen if v in order), key=order.index))
         variables = tuple(next(own) if v in order else v for v in seen)

@@ -93,6 +93,20 @@ def find(info: StmtInfo) -> Scatter | None:
     return None
 
 
+def picked(ranges, comp: n.Comprehension) -> frozenset[str]:
+    """The left-hand side variables that the statement ``comp`` (its span and
+    tensor name it in ``ranges``) picks as a scatter: none where it is no
+    scatter.  A term that uses one runs only where the pick holds, once per
+    term of the sum: a table or copy over it (``cnt(n, rel(e))`` in ``agg(n,
+    o) +=! dst(e) == n ? x(src(e), o) / cnt(n, rel(e)) : 0``) would compute
+    every node for every edge."""
+    if ranges is None:
+        return frozenset()
+    st = next((s for s in ranges.stmts if s.comp.span == comp.span and s.comp.tensor == comp.tensor), None)
+    found = find(st) if st is not None else None
+    return frozenset(v for v, _ in found.picks) if found is not None else frozenset()
+
+
 def _other_step(a: n.Access, c: n.Comprehension, info: StmtInfo) -> bool:
     """The read ``a`` of the tensor the statement writes is at another step of
     its loop than every element it writes: an index pair of the loop's

@@ -109,6 +109,7 @@ from dataclasses import dataclass, replace
 from ..errors import InternalError
 from ..syntax import nodes as n
 from ..syntax.printer import expr_to_tc, stmt_to_tc
+from . import scatter
 from .hoist import same_points
 
 # Functions whose evaluation costs more than a table's store and load.
@@ -299,6 +300,10 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
                     visit(c)
 
         visit(s.rhs)
+        picks = scatter.picked(ranges, s) if found else frozenset()
+        # (a scatter's term that uses a picked variable runs once per term of
+        # the sum, where the pick holds: its table would hold every value of it)
+        found = [(e, r) for e, r in found if not picks & {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)}]
         if not found:
             continue
         dims_all = ranges.extent_exprs(s.tensor)
