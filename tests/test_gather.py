@@ -318,3 +318,48 @@ def test_a_kronecker_layer_gathers_its_input_in_any_factor_order(src):
         B = rng.standard_normal((J, Q)).astype(np.float32)
         want = np.einsum("ip,jq,npq->nij", A.astype(np.float64), B, x.reshape(N, P, Q))
         np.testing.assert_allclose(k(x, A, B), want, rtol=1e-4, atol=1e-4)
+
+
+# a grouped 3x3 convolution on channels-last input, padding as a select: the
+# input's channel is two digits, its rows and columns shifted by the taps
+GCONV_NHWC = """
+def gconv(float(N,H,W,C) x, float(G,OG,CG,3,3) wt) -> (y) {
+  y(n, h, w, g, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+      ? x(n, h + kh - 1, w + kw - 1, g * CG + ci) : 0) * wt(g, o, ci, kh, kw)
+      where h in 0:H, w in 0:W, kh in 0:3, kw in 0:3
+}"""
+
+
+def test_a_digit_read_at_shifted_rows_is_copied_once_per_element():
+    """The copy splits the channel only, ``x_g(n, i1, i2, g, ci)``, rows and
+    columns spanning their dimensions (a copy by the read's variables held
+    each element once per tap: 9 times), and the sum reads it at ``h + kh -
+    1``, which the padding pass then pads."""
+    fe = driver.frontend(GCONV_NHWC, None, tcdsl.options.parse(None).frontend, "llvm")
+    copy = next(s for s in fe.ranges.stmts if s.comp.tensor == "x_g")
+    assert len(copy.comp.indices) == 5, copy.comp
+    assert "x_g_pad" in _tensors(GCONV_NHWC)
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_grouped_channels_last_convolution_matches_numpy(mode):
+    k = tcdsl.compile(GCONV_NHWC, tuning_db=False, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(11)
+    for N, H, W, G, OG, CG in ((1, 1, 1, 1, 1, 1), (2, 5, 7, 3, 2, 4), (1, 4, 3, 2, 5, 3)):
+        x = rng.standard_normal((N, H, W, G * CG)).astype(np.float32)
+        wt = rng.standard_normal((G, OG, CG, 3, 3)).astype(np.float32)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0))).reshape(N, H + 2, W + 2, G, CG)
+        want = np.zeros((N, H, W, G, OG))
+        for kh in range(3):
+            for kw in range(3):
+                want += np.einsum("nhwgc,goc->nhwgo", xp[:, kh:kh + H, kw:kw + W], wt[..., kh, kw])
+        np.testing.assert_allclose(k(x, wt), want, rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_channels_last_copies_stay_inside_their_tensors():
+    cases = [{"id": "gather-gconv-nhwc", "source": GCONV_NHWC,
+              "sizes": {"N": 2, "H": 3, "W": 4, "C": 6, "G": 3, "OG": 2, "CG": 2}, "seed": 3}]
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
+    assert all(r["outcome"] == "works" for r in records), guard.counts(records)

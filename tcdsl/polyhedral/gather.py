@@ -26,6 +26,13 @@ way when each such index is two digits (:func:`_digits`): heads
 (n / GW) * P + py, ...)``; the copy ``qkv_g(b, h, i, d)`` makes the sum a
 batched matmul instead of dot products over clamped reads.
 
+Where the read's other indices include an affine one of several terms (a
+grouped convolution on channels-last input, ``x(n, h + kh - 1, w + kw - 1,
+g * CG + ci)``), a copy by the read's variables would hold each element once
+per tap; the copy then splits the digits only, each such index spanning its
+dimension: ``x_g(n, i1, i2, g, ci) = x(n, i1, i2, g * CG + ci)``, read at
+``x_g(n, h + kh - 1, w + kw - 1, g, ci)`` (affine: the padding pass pads it).
+
 The values summed and their order are unchanged (results bit-identical).
 The driver keeps the rewrite only when every statement of the program runs
 the instances it ran before and every tensor keeps its extents
@@ -55,6 +62,10 @@ class Gather:
     name: str
     bounds: tuple = ()  # ``where`` ranges of the copy's variables the sum does not give: its inferred ones
     top: bool = False  # an input read in a sequential loop: copied once, at the top of the ``def``
+    # per variable, the read's index position whose expression the sum passes
+    # for it (an affine index of several terms, ``h + kh - 1``: the copy spans
+    # that whole dimension), or None: the variable itself
+    positions: tuple = ()
 
 
 def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, list[Gather]]:
@@ -110,6 +121,11 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
         seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
         if picks & set(seen):
             continue
+        if not loops and not indirect and dims and not (lhs <= set(seen)):
+            whole = _reshaped(a, s, dims, taken, st)
+            if whole is not None:
+                found.append(whole)
+                continue
         order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
         own = iter(sorted((v for v in seen if v in order), key=order.index))
         variables = tuple(next(own) if v in order else v for v in seen)
@@ -143,6 +159,53 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
             taken.add(copies[key])
         found.append(Gather(a.span, variables, copies[key], bounds, top=True))
     return found
+
+
+def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st) -> Gather | None:
+    """The copy of an input's read through two digits whose other indices
+    include an affine one of several terms (a grouped convolution's
+    ``x(n, h + kh - 1, w + kw - 1, g * CG + ci)``): the input with the digits
+    split, ``x_g(n, i1, i2, g, ci) = x(n, i1, i2, g * CG + ci)``, each such
+    index spanning its whole dimension (a copy of the variables would hold
+    each element once per ``kh, kw``: 9 times); the sum reads ``x_g(n, h +
+    kh - 1, w + kw - 1, g, ci)``.  None where no index is such."""
+    if not any(_names_of(i) and not isinstance(i, n.IndexVar) and not _not_affine(i) for i in a.indices):
+        return None
+    if any(isinstance(i, n.IndexVar) for i in a.indices) and len({i.name for i in a.indices
+                                                                   if isinstance(i, n.IndexVar)}) != \
+            sum(isinstance(i, n.IndexVar) for i in a.indices):
+        return None
+    names = _names_of(s) | taken
+    variables: list[str] = []
+    positions: list[int | None] = []
+    extra: list[n.RangeConstraint] = []
+    for p, i in enumerate(a.indices):
+        if _not_affine(i):
+            digits = list(dict.fromkeys(x.name for x in n.walk(i) if isinstance(x, n.IndexVar)))
+            variables += digits
+            positions += [None] * len(digits)
+        elif isinstance(i, n.IndexVar) or not _names_of(i):
+            if isinstance(i, n.IndexVar):
+                variables.append(i.name)
+                positions.append(None)
+            else:
+                return None  # (a constant index: the copy would need that dimension dropped)
+        elif not isinstance(dims[p], (str, int)):
+            return None
+        else:
+            v = _fresh(f"i{p}", names)
+            names.add(v)
+            variables.append(v)
+            positions.append(p)
+            extra.append(n.RangeConstraint(v, n.Const(value=0), _extent(dims[p])))
+    if len(set(variables)) != len(variables):
+        return None
+    given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+    own = [v for v, p in zip(variables, positions) if p is None]
+    name = _fresh(a.tensor + "_g", taken)
+    taken.add(name)
+    return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
+                  positions=tuple(positions))
 
 
 def _extent(d: str | int) -> n.Expr:
@@ -183,12 +246,21 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 if read is None:
                     return None  # (not found in the parsed statement: the program as written)
                 idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
+                passed = idx
+                if g.positions:  # (whole dimensions: the copy reads them at its variables)
+                    field = "args" if isinstance(read, n.Call) else "indices"
+                    args = list(getattr(read, field))
+                    passed = tuple(args[q] if q is not None else x for x, q in zip(idx, g.positions))
+                    for v, q in zip(g.variables, g.positions):
+                        if q is not None:
+                            args[q] = n.Ident(v, span=g.span)
+                    read = replace(read, **{field: tuple(args)})
                 if g.top:
                     top.setdefault(g.name, n.Comprehension(g.name, idx, "=", read, wheres=g.bounds, span=g.span))
                 else:
                     ranges = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var in g.variables)
                     out.append(n.Comprehension(g.name, idx, "=", read, wheres=ranges + g.bounds, span=g.span))
-                rhs = _replaced(rhs, g.span, n.Call(g.name, idx, span=g.span))
+                rhs = _replaced(rhs, g.span, n.Call(g.name, passed, span=g.span))
             out.append(replace(s, rhs=rhs))
         return tuple(out)
 
