@@ -133,10 +133,9 @@ def frontend(source: Source, entry: str | None = None, options: FrontendOptions 
         rewritten, checked, ranges, model = _circular(rewritten, entry, checked, ranges, model)
     if options.chain:
         rewritten, checked, ranges, model = _chained(rewritten, entry, checked, ranges, model)
-        rewritten, checked, ranges, model = _by("grouped", "groups")(rewritten, entry, checked, ranges, model)
-    if options.transpose:
-        for stage, module in (("steps first", "stepsfirst"), ("argsplit", "argsplit")):
-            rewritten, checked, ranges, model = _by(stage, module)(rewritten, entry, checked, ranges, model)
+    for stage, module in ((("per head", "heads"), ("grouped", "groups")) if options.chain else ()) + (
+            (("steps first", "stepsfirst"), ("argsplit", "argsplit")) if options.transpose else ()):
+        rewritten, checked, ranges, model = _by(stage, module)(rewritten, entry, checked, ranges, model)
     if hoist:
         threshold = rows_threshold() if hoist == "auto" and target_kind == "llvm" and specialize == "never" \
             else None

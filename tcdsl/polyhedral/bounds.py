@@ -381,3 +381,23 @@ class _CallChecker(_Checker):
         cond = " and ".join(f"0 <= {d} < {e}" for d, e in zip(dims, shape)) or "true"
         return isl.Set.read_from_str(self.ctx, params_prefix(self.params) + "{ " + isl_name(tensor)
                                      + "[" + ", ".join(dims) + "] : " + cond + " }")
+
+
+def reads_as_before(old: RangeInfo, new: RangeInfo, model: Model) -> bool:
+    """Whether the rewritten program (``new``, its ``model``) may read out of
+    bounds only where the original (``old``) may: every read that
+    :func:`check_bounds` cannot prove is one the original's size guards
+    name (a rewrite that gives a read new ranges is kept only so)."""
+    from ..errors import TcError
+
+    guards = new.size_guards
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = check_bounds(model)
+    except TcError:
+        return False
+    finally:
+        new.size_guards = guards
+    known = {g.access.span for g in old.size_guards or ()}
+    return all(f.access.span in known for f in found)

@@ -1,0 +1,92 @@
+"""A sum over a flat index of heads read by its digits ``e / DH`` is computed
+per head first, then copied to the flat tensor (tcdsl/polyhedral/heads.py):
+the rewrite on the frontend's statements, values against NumPy and against
+the program as written (``options={"chain": False}``), a tail for sizes
+where ``DH`` does not divide the range, memory with guard pages."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import guard
+import tcdsl
+from tcdsl import driver
+
+# the weighted sum of attention with its heads merged as ``.view(B, T, NH * DH)``
+MERGE = """
+def ctx(float(B,NH,T,T) p, float(B,T,E) v) -> (c) {
+  c(b, i, e) +=! p(b, e / DH, i, j) * v(b, j, e) where e in 0:NH * DH
+}"""
+# the same without a ``where``: ``e`` ranges over ``v``'s channels, the
+# softmax's normaliser read at the head too, a scale per channel of a head
+MERGE_INFERRED = """
+def ctx(float(B,NH,T,T) s, float(B,NH,T) z, float(B,T,E) v, float(DH) g) -> (c) {
+  c(b, i, e) +=! exp(s(b, e / DH, i, j)) / z(b, e / DH, i) * v(b, j, e) * g(e % DH)
+}"""
+# a constant divisor is affine already: left as written
+CONSTANT = """
+def ctx(float(B,NH,T,T) p, float(B,T,E) v) -> (c) {
+  c(b, i, e) +=! p(b, e / 4, i, j) * v(b, j, e) where e in 0:NH * 4
+}"""
+
+
+def _stmts(src: str, **options) -> list:
+    opts = tcdsl.options.parse(options or None)
+    return driver.frontend(src, None, opts.frontend, "llvm").ranges.stmts
+
+
+def _tensors(src: str, **options) -> list[str]:
+    return [s.comp.tensor for s in _stmts(src, **options)]
+
+
+def test_the_sum_runs_per_head_then_is_copied():
+    names = _tensors(MERGE)
+    assert names.count("c") == 1 and "c_h" in names, names
+    copy = next(s for s in _stmts(MERGE) if s.comp.tensor == "c")
+    assert copy.comp.op == "=", copy.comp
+    # without a ``where``: a tail statement for the channels past the last whole head
+    names = _tensors(MERGE_INFERRED)
+    assert "c_h" in names and names.count("c") >= 2, names
+    assert "c_h" not in _tensors(CONSTANT)
+    assert "c_h" not in _tensors(MERGE, chain=False)
+
+
+def _ref(p, v, NH, DH):
+    B, _, T, _ = p.shape
+    ph = p.astype(np.float64)
+    vh = v.astype(np.float64)[:, :, :NH * DH].reshape(B, T, NH, DH)
+    return np.einsum("bhij,bjhd->bihd", ph, vh).reshape(B, T, NH * DH)
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_per_head_sums_match_numpy_and_the_program_as_written(mode):
+    rng = np.random.default_rng(5)
+    k = tcdsl.compile(MERGE, specialize=mode, options={"disk_cache": False})
+    for B, NH, T, DH in ((1, 1, 1, 1), (2, 3, 5, 4), (1, 4, 17, 8)):
+        p = rng.standard_normal((B, NH, T, T)).astype(np.float32)
+        v = rng.standard_normal((B, T, NH * DH)).astype(np.float32)
+        np.testing.assert_allclose(k(p, v, DH=DH), _ref(p, v, NH, DH), rtol=1e-4, atol=1e-4)
+    k = tcdsl.compile(MERGE_INFERRED, specialize=mode, options={"disk_cache": False})
+    plain = tcdsl.compile(MERGE_INFERRED, specialize=mode, options={"disk_cache": False, "chain": False})
+    # E = NH * DH (no tail), DH not dividing E (a tail of E % DH channels), E < DH (all tail)
+    for B, NH, T, E, DH in ((2, 3, 5, 12, 4), (1, 2, 6, 7, 3), (1, 1, 3, 2, 5), (2, 4, 9, 32, 8)):
+        s = rng.standard_normal((B, NH, T, T)).astype(np.float32)
+        z = (1 + rng.random((B, NH, T))).astype(np.float32)
+        v = rng.standard_normal((B, T, E)).astype(np.float32)
+        g = rng.standard_normal(DH).astype(np.float32)
+        got = k(s, z, v, g)
+        np.testing.assert_allclose(got, plain(s, z, v, g), rtol=1e-5, atol=1e-5)
+        if E == NH * DH:
+            want = _ref(np.exp(s.astype(np.float64)) / z[..., None], v * np.tile(g, NH), NH, DH)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_per_head_sums_stay_inside_their_tensors():
+    cases = [{"id": f"heads:{i}", "source": MERGE_INFERRED, "sizes": sizes, "seed": i}
+             for i, sizes in enumerate([{"B": 1, "NH": 2, "T": 3, "E": 7, "DH": 3},
+                                        {"B": 2, "NH": 2, "T": 4, "E": 8, "DH": 4},
+                                        {"B": 1, "NH": 1, "T": 2, "E": 9, "DH": 2}])]
+    cases.append({"id": "heads:where", "source": MERGE, "sizes": {"B": 2, "NH": 3, "T": 3, "E": 6, "DH": 2}})
+    records = guard.run_cases(cases)
+    bad = guard.failures(records, cases)
+    assert not bad, guard.report(bad)
