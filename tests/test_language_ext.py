@@ -396,6 +396,24 @@ def test_the_hint_is_the_size_of_the_dimension_read_under_the_select():
     assert "'y' has elements no statement writes" in msg and "'where h in 0:H' would widen it" in msg, msg
 
 
+def test_the_hint_skips_a_dimension_read_at_a_quotient():
+    """A CTC recursion over the blank-extended label, ``tgt(b, s / 2)`` under a
+    select: the dimension read has ``L`` elements, but ``s`` is meant to
+    cover ``2 * L + 1`` (the extent the first step writes), which the hint
+    names (it said ``0:L`` before)."""
+    src = """def ctc(float(B,T,C) logp, int32(B,L) tgt) -> (la) {
+  for t in T {
+    if t == 0 {
+      la(t, b, s) = s < 2 ? logp(b, 0, s % 2 == 0 ? 0 : tgt(b, s / 2)) : -1e30 where s in 0:2*L+1
+    } else {
+      la(t, b, s) = la(t - 1, b, s) + logp(b, t, s % 2 == 0 ? 0 : tgt(b, s / 2))
+    }
+  }
+}"""
+    (msg,) = _warnings(src)
+    assert "'la' has elements no statement writes" in msg and "'where s in 0:(2 * L) + 1' would widen it" in msg, msg
+
+
 def test_a_read_on_the_right_of_or_and_and_warns_as_under_a_select():
     """``||`` and ``&&`` evaluate their right side only where the left does
     not decide, so ``i == 0 || A(i - 1) > 0`` is a guard like ``?:``: the read

@@ -297,3 +297,32 @@ def test_a_statement_reading_only_its_own_tensor_gets_the_extent_written_below()
     with pytest.raises(tcdsl.TcError, match="cannot infer the range of 'b'"):
         tcdsl.compile("def f(float(N,D) x) -> (y) { for n in N { S(b, d) = 0.5 * S(b, d) "
                       "y(n, d) = x(n, d) } }")
+
+
+NEVER_RUNS = """def rev(float(T,B,H) a, float(T,B,H) c) -> (y) {
+  for t in T {
+    y(t, b, j) = a(t, b, j) + (t > 0 ? y(t - 1, b, j) : 0)
+    y(T - 1 - t, b, H + j) = c(t, b, j) + (t > 0 ? y(T - t, b, H + j) : 0)
+  }
+}"""
+
+
+def test_a_statement_whose_reads_leave_no_range_is_an_error():
+    """The second direction of a bidirectional state written into columns
+    ``H + j`` of ``y``, reading its own previous step: that read bounds ``j``
+    by the extent ``y`` has from the first statement (``H + j < H``), while
+    ``c(t, b, j)`` gives ``j >= 0``: no ``j`` at all, so the statement wrote
+    nothing and the call returned half of ``y``, silently.  An error at the
+    statement names the variable and the clause that gives its range; with
+    the clause the program runs, as NumPy computes it."""
+    with pytest.raises(TcSemanticError, match=r"<string>:4:5: this statement never runs: the reads of its right "
+                                              r"side leave no value of 'j' for any sizes; a 'where j in lo:hi'"):
+        frontend(Source(NEVER_RUNS))
+    k = tcdsl.compile(NEVER_RUNS.replace("H + j) : 0)", "H + j) : 0) where j in 0:H"),
+                      options={"disk_cache": False})
+    rng = np.random.default_rng(3)
+    a, c = rng.standard_normal((2, 4, 3, 5)).astype(np.float32)
+    want = np.concatenate([np.cumsum(a, 0), np.cumsum(c, 0)[::-1]], axis=2)
+    np.testing.assert_allclose(k(a, c), want, rtol=1e-5, atol=1e-5)
+    # a statement that runs for some sizes only (here none below T = 3) is no error
+    frontend(Source("def f(float(T) x) -> (y) {\n  y(i) = x(i + 2) where i in 0:T - 2\n}"))

@@ -232,8 +232,8 @@ def _intended(r: RangeInfo, read: n.Access | None, v: str) -> str | None:
     if read is None:
         return None
     dims = [k for k, e in enumerate(read.indices) if _uses(e, v)]
-    if len(dims) != 1:
-        return None
+    if len(dims) != 1 or (n.linear(read.indices[dims[0]]) or {}).get(v) != 1:
+        return None  # (``tgt(b, s / 2)``, ``x(2 * s)``: its size is not the range meant for ``s``)
     return _bound_text(_at_large_sizes(r.extent_exprs(read.tensor)[dims[0]]))
 
 

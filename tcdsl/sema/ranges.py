@@ -135,7 +135,7 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     first = _Inference(info)
     first.stmts(checked.node.body, (), ())
     if not first.late:
-        return info
+        return _runs(info)
     # a sum read a tensor before any statement wrote it (a loop-carried read
     # of a temporary written further down the loop body: an attention
     # decoder's context of step t - 1): once more, with the shapes found for
@@ -146,6 +146,26 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     info = RangeInfo(ctx, checked, params, [], {}, size_context)
     _Inference(info, late_extents={**first.info.extents, **first.real}, late_own=first.late_own,
                late_unknown=frozenset(first.unknown - set(first.real))).stmts(checked.node.body, (), ())
+    return _runs(info)
+
+
+def _runs(info: RangeInfo) -> RangeInfo:
+    """``info``, once every statement that its loops and conditions let run
+    has a range for its variables for some sizes: a read that bounds a
+    variable to nothing (``y(T - 1 - t, b, H + j) = c(t, b, j) + (t > 0 ?
+    y(T - t, b, H + j) : 0)`` while ``y``'s last extent is ``H``: ``j`` both
+    ``>= 0`` and ``< 0``) would leave the statement writing nothing, silently."""
+    for st in info.stmts:
+        if st.params_set is None or st.params_set.is_empty() or not st.domain.is_empty():
+            continue
+        empty = [v for v in st.vars if st.var_sets.get(v) is not None and st.var_sets[v].is_empty()] or list(st.vars)
+        s = st.comp
+        own = any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs))
+        raise TcSemanticError(
+            f"this statement never runs: the reads of its right side leave no value of "
+            f"{', '.join(repr(v) for v in empty)} for any sizes; a 'where {empty[0]} in lo:hi' clause gives its "
+            f"range" + (f" (its read of '{s.tensor}' bounds them by the extent '{s.tensor}' has before it)" if own
+                        else ""), s.span)
     return info
 
 
