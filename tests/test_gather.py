@@ -363,3 +363,31 @@ def test_grouped_channels_last_copies_stay_inside_their_tensors():
     bad = guard.failures(records, cases)
     assert not bad, guard.report(bad)
     assert all(r["outcome"] == "works" for r in records), guard.counts(records)
+
+
+# the group read from the output channel, ``o / (O * CG / C)``: the heads pass
+# (polyhedral/heads.py) splits ``o``, then the weight's digits ``h1 * OG + d``
+# name a derived size in their range (``O_x_CG_div_C``) and are copied too
+GCONV_DIV = """
+def gconv(float(N,H,W,C) x, float(O,CG,3,3) wt) -> (y) {
+  y(n, h, w, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+      ? x(n, h + kh - 1, w + kw - 1, (o / (O * CG / C)) * CG + ci) : 0) * wt(o, ci, kh, kw)
+      where h in 0:H, w in 0:W, kh in 0:3, kw in 0:3
+}"""
+
+
+def test_group_by_a_quotient_of_sizes_is_split_and_copied():
+    names = _tensors(GCONV_DIV)
+    assert {"x_g", "wt_g", "y_h"} <= set(names), names
+    k = tcdsl.compile(GCONV_DIV, tuning_db=False, options={"disk_cache": False})
+    rng = np.random.default_rng(12)
+    for N, H, W, G, OG, CG in ((1, 1, 1, 1, 1, 1), (2, 5, 7, 3, 2, 4), (1, 4, 3, 2, 5, 3)):
+        x = rng.standard_normal((N, H, W, G * CG)).astype(np.float32)
+        wt = rng.standard_normal((G * OG, CG, 3, 3)).astype(np.float32)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0))).reshape(N, H + 2, W + 2, G, CG)
+        want = np.zeros((N, H, W, G, OG))
+        for kh in range(3):
+            for kw in range(3):
+                want += np.einsum("nhwgc,goc->nhwgo", xp[:, kh:kh + H, kw:kw + W],
+                                  wt.reshape(G, OG, CG, 3, 3)[..., kh, kw])
+        np.testing.assert_allclose(k(x, wt), want.reshape(N, H, W, G * OG), rtol=1e-4, atol=1e-4)

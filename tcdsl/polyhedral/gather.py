@@ -333,7 +333,20 @@ def _digits(e: n.Expr, s: n.Comprehension, st) -> bool:
         lo, hi = (expr_to_tc(readable(b, st.domain.params())) for b in st.ranges[digit.name])
     else:
         return False
-    return lo == "0" and hi == expr_to_tc(sides[0])
+    return lo == "0" and _bare(hi) == _bare(expr_to_tc(sides[0]))
+
+
+def _bare(text: str) -> str:
+    """``text`` without parentheses around all of it (the printer writes a
+    derived size, ``O_x_CG_div_C``, as ``((O * CG) / C)``)."""
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(ch, 0)
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1]
+    return text
 
 
 def _fresh(base: str, taken: set[str]) -> str:
