@@ -85,9 +85,6 @@ def test_the_pairs_of_output_and_tap_found():
     # the select added, not a factor: the other terms count where the remainder is not 0
     "def f(float(L) x, float(K) w) -> (y) { y(t) +=! ((t - k) % 2 == 0 ? x(t / 2) : 0) + w(k) "
     "where t in 0:2*L, k in 0:K }",
-    # no initialization: not taken
-    "def f(float(L) x, float(K) w) -> (y) { y(t) += ((t - k) % 2 == 0 ? x(t / 2) : 0) * w(k) "
-    "where t in 0:2*L, k in 0:K }",
     # the remainder of a sum of two outputs
     "def f(float(L) x, float(K) w) -> (y) { y(t, u) +=! ((t + u - k) % 2 == 0 ? x(t / 2) : 0) * w(k) "
     "where t in 0:2*L, u in 0:2, k in 0:K }",
@@ -283,3 +280,29 @@ def test_quotient_and_remainder_of_an_offset_match_numpy(mode):
         want = _convt_ref(x, w, 3, 2, (3 * L + 1,))
         np.testing.assert_allclose(k(x, w), want, rtol=1e-5, atol=1e-5)
 
+
+
+# a sub-pixel convolution (ESPCN, EDSR's upsampler): the bias written first, the
+# 3x3 convolution added with ``+=``, pixel_shuffle(2) by quotient and remainder
+SUBPIXEL = """def up(float(N,C,H,W) x, float(4 * F,C,3,3) w, float(4 * F) bias) -> (y) {
+  y(n, f, i, j) = bias(4 * f + 2 * (i % 2) + j % 2) where n in 0:N, f in 0:F, i in 0:2 * H, j in 0:2 * W
+  y(n, f, i, j) += (i / 2 + kh - 1 >= 0 && i / 2 + kh - 1 < H && j / 2 + kw - 1 >= 0 && j / 2 + kw - 1 < W
+                    ? x(n, c, i / 2 + kh - 1, j / 2 + kw - 1) : 0) * w(4 * f + 2 * (i % 2) + j % 2, c, kh, kw)
+      where f in 0:F, i in 0:2 * H, j in 0:2 * W, kh in 0:3, kw in 0:3
+}"""
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_a_sum_added_to_a_bias_is_split_too(mode):
+    """``+=`` adds the split sum to what the tensor holds (a scalar dot product
+    of 3 taps per output before: 381 ms against 3.7 at (2, 64, 48, 48, 64))."""
+    assert _plan(SUBPIXEL).stmts
+    k = tcdsl.compile(SUBPIXEL, specialize=mode, options={"disk_cache": False})
+    rng = np.random.default_rng(6)
+    for N, C, H, W, F in [(1, 1, 1, 1, 1), (2, 3, 5, 4, 2), (1, 2, 3, 6, 3)]:
+        x, w, bias = rand(rng, N, C, H, W), rand(rng, 4 * F, C, 3, 3), rand(rng, 4 * F)
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        conv = sum(np.einsum("nchw,oc->nohw", xp[:, :, a:a + H, b:b + W], w[:, :, a, b])
+                   for a in range(3) for b in range(3)) + bias[None, :, None, None]
+        want = conv.reshape(N, F, 2, 2, H, W).transpose(0, 1, 4, 2, 5, 3).reshape(N, F, 2 * H, 2 * W)
+        np.testing.assert_allclose(k(x, w, bias), want, rtol=1e-4, atol=1e-4)
