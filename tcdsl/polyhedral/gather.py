@@ -101,8 +101,8 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
     lhs -= picks
     found: list[Gather] = []
     for a in n.walk(s.rhs):
-        if not isinstance(a, n.Access) or a.span is None:
-            continue
+        if not isinstance(a, n.Access) or a.span is None or any(g.span == a.span for g in found):
+            continue  # (a ``where`` value used several times is one read: one copy)
         indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
         if not indirect and not (any(_not_affine(i) for i in a.indices) and st is not None
                                  and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):

@@ -117,21 +117,22 @@ def _find(s: n.Comprehension, st, ranges, derived: dict) -> Heads | None:
            for x in n.walk(s.rhs)):
         return None
     index_vars = set(lhs) | set(s.reduction_vars)
+    lets = tuple(w.expr for w in s.wheres if isinstance(w, n.Let))
     for var in lhs:
-        if any(isinstance(w, n.Let) and var in {_name(x) for x in n.walk(w)} for w in s.wheres):
-            continue
-        for x in n.walk(s.rhs):
+        for x in (y for e in (s.rhs,) + lets for y in n.walk(e)):
             if not (isinstance(x, n.Binary) and x.op == "/" and _name(x.lhs) == var):
                 continue
             divisor = expr_to_tc(x.rhs)
             if isinstance(x.rhs, n.Const) or {_name(y) for y in n.walk(x.rhs)} & index_vars:
                 continue  # (a constant divisor is affine to isl already)
-            if not all(_uses_ok(s.rhs, var, divisor)):
+            uses = [_uses_ok(e, var, divisor) for e in (s.rhs,) + lets]
+            if not all(ok for ok, _ in uses) or not any(div for _, div in uses):
                 continue
             rng = [w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var == var]
             if rng:
                 hi = _sizes(rng[0].hi, derived)  # (``NH * DH`` is the derived size ``NH_x_DH`` once checked)
-                if len(rng) == 1 and expr_to_tc(rng[0].lo) == "0" and _outer(hi, divisor) is not None:
+                if len(rng) == 1 and expr_to_tc(rng[0].lo) == "0" and not any(
+                        isinstance(y, (n.Select, n.IndexVar)) for y in n.walk(hi)):
                     return Heads(var, divisor, None, _limits(s, var, divisor, ranges, derived))
                 continue
             if st is None or var not in st.ranges:
@@ -184,7 +185,8 @@ def rewrite(d: n.Def, p: dict[object, Heads]) -> n.Def:
 def _split(st: n.Comprehension, hd: Heads, taken: set[str], fresh) -> tuple:
     sp = st.span
     var, divisor = hd.var, hd.divisor
-    size = next(x.rhs for x in n.walk(st.rhs) if _digit(x, var, divisor) and x.op == "/")
+    size = next(x.rhs for e in (st.rhs,) + tuple(w.expr for w in st.wheres if isinstance(w, n.Let))
+                for x in n.walk(e) if _digit(x, var, divisor) and x.op == "/")
     rng = next((w for w in st.wheres if isinstance(w, n.RangeConstraint) and w.var == var), None)
     hi = rng.hi if rng is not None else hd.inferred
     outer = _outer(hi, divisor)
@@ -211,7 +213,7 @@ def _split(st: n.Comprehension, hd: Heads, taken: set[str], fresh) -> tuple:
     lhs = st.indices[:at] + (n.Ident(h, span=sp), n.Ident(dg, span=sp)) + st.indices[at + 1:]
     ranges = (n.RangeConstraint(h, n.Const(0, span=sp), outer, span=sp),
               n.RangeConstraint(dg, n.Const(0, span=sp), size, span=sp))
-    rest = tuple(w for w in st.wheres if w is not rng)
+    rest = tuple(replace(w, expr=digits(w.expr)) if isinstance(w, n.Let) else w for w in st.wheres if w is not rng)
     here = st.rhs.span or sp  # (a statement's span names it in the passes after this one)
     first = n.Comprehension(temp, lhs, st.op, digits(st.rhs), rest + ranges, span=here)
     flat = n.Ident(var, span=sp)
@@ -243,7 +245,8 @@ def _split(st: n.Comprehension, hd: Heads, taken: set[str], fresh) -> tuple:
                 kw[f.name] = tuple(respan(x) if isinstance(x, n.Node) else x for x in v)
         return replace(e, span=Span(sp.source, sp.start, next(count)), **kw)
 
-    tail = replace(st, rhs=respan(st.rhs), wheres=rest + (n.RangeConstraint(var, whole, hi, span=sp),),
+    kept = tuple(replace(w, expr=respan(w.expr)) if isinstance(w, n.Let) else w for w in st.wheres if w is not rng)
+    tail = replace(st, rhs=respan(st.rhs), wheres=kept + (n.RangeConstraint(var, whole, hi, span=sp),),
                    span=Span(sp.source, sp.start, next(count)))
     return first, copy, tail
 
