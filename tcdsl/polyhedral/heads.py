@@ -10,17 +10,26 @@ the sum gets no register tiles, and runs as a dot product per element (30 ms
 against 0.70 ms for the same sum written per head, ``ctx(b, i, h, d) +=! p(b,
 h, i, j) * v(b, j, h * DH + d)``, at (B, T, NH, DH) = (8, 128, 8, 32)).
 ``plan(checked, ranges)`` finds each ``+=!`` (``max=!``, ``min=!``) statement
-with a left-hand side variable ``e`` ranged by ``where e in 0:A * S`` (or
-``S * A``) that its right side reads only as ``e / S``, ``e % S`` or a whole
-index ``e``, ``S`` an expression of sizes, at least once as ``e / S``.
-``rewrite(def, plan)`` computes the sum per head ``h`` in ``0:A`` and digit
-``d`` in ``0:S`` in a temporary (``e / S`` -> ``h``, ``e % S`` -> ``d``, ``e``
--> ``h * S + d``), then copies it to the tensor, whose elements are the
-temporary's in the same order::
+whose last left-hand side variable ``e`` -- the vector loop and a register
+tile's columns, which such a read keeps from both (an outer one reads a row
+per value as written: a grouped convolution's ``x(b, (o / (O / 8)) * CG + c,
+t + k)`` by output channel ran faster so than per head, with copies) -- its
+right side and ``where`` values read only as ``e / S``, ``e % S`` or a whole
+index ``e``, at least once as ``e / S``, ``S`` an expression of sizes.
+``rewrite(def, plan)`` computes the sum per head ``h`` and digit ``d`` in
+``0:S`` in a temporary (``e / S`` -> ``h``, ``e % S`` -> ``d``, ``e`` -> ``h *
+S + d``), then copies it to the tensor, whose elements are the temporary's
+in the same order::
 
     ctx_h(b, i, h, d) +=! p(b, h, i, j) * v(b, j, h * DH + d) where h in 0:NH, d in 0:DH
     ctx(b, i, e) = ctx_h(b, i, e / DH, e % DH) where e in 0:NH * DH
 
+For ``e`` in ``0:A * S`` (a ``where``), ``h`` runs over ``0:A``; for another
+range ``0:X`` (inferred, or a ``where``), over ``0:X / S``, and the elements
+past the last whole head run as written in a statement of their own (none
+where ``S`` divides ``X``).  ``h`` also stays below the extent of every
+dimension read at ``e / S``, so that each such read is proved in bounds
+(``kept``); the elements past it run as written too.
 (polyhedral/gather.py then copies ``v``'s heads apart).  The terms and their
 order are the program's: the results are the same.  Part of the ``chain``
 option (``options={"chain": False}`` leaves programs as written).
@@ -118,7 +127,11 @@ def _find(s: n.Comprehension, st, ranges, derived: dict) -> Heads | None:
         return None
     index_vars = set(lhs) | set(s.reduction_vars)
     lets = tuple(w.expr for w in s.wheres if isinstance(w, n.Let))
-    for var in lhs:
+    # only the last index: the vector loop and a register tile's columns, which
+    # a read at ``e / S`` keeps from both (an outer one, a grouped convolution's
+    # ``x(b, (o / (O / 8)) * CG + c, t + k)`` by output channel, reads one row
+    # per ``o`` as written: per head it took copies of ``x`` and of the output)
+    for var in lhs[-1:]:
         for x in (y for e in (s.rhs,) + lets for y in n.walk(e)):
             if not (isinstance(x, n.Binary) and x.op == "/" and _name(x.lhs) == var):
                 continue
