@@ -40,6 +40,7 @@ from dataclasses import dataclass, fields, replace
 
 from ..source import Span
 from ..syntax import nodes as n
+from ..sema.affine import underived
 from ..syntax.printer import expr_to_tc
 
 OPS = ("+=!", "max=!", "min=!")
@@ -93,16 +94,6 @@ def _outer(hi: n.Expr, divisor: str) -> n.Expr | None:
     return None
 
 
-def _sizes(e: n.Expr, derived: dict) -> n.Expr:
-    """The checked size expression ``e`` as parsed: a derived size (``NH_x_DH``)
-    as the expression it stands for."""
-    if isinstance(e, (n.SizeVar, n.Ident)) and e.name in derived:
-        return derived[e.name]
-    if isinstance(e, n.SizeVar):
-        return n.Ident(e.name)
-    return n.map_children(e, lambda x: _sizes(x, derived))
-
-
 def _limits(s: n.Comprehension, var: str, divisor: str, ranges, derived: dict) -> tuple:
     """The extents (parsed form) of the dimensions ``s`` reads at ``var / S``."""
     out: dict[str, n.Expr] = {}
@@ -111,7 +102,7 @@ def _limits(s: n.Comprehension, var: str, divisor: str, ranges, derived: dict) -
             continue
         for p, i in enumerate(a.indices):
             if _digit(i, var, divisor) and i.op == "/":
-                ext = _sizes(ranges.extent_exprs(a.tensor)[p], derived)
+                ext = underived(ranges.extent_exprs(a.tensor)[p], derived)
                 out.setdefault(expr_to_tc(ext), ext)
     return tuple(out.values())
 
@@ -143,7 +134,7 @@ def _find(s: n.Comprehension, st, ranges, derived: dict) -> Heads | None:
                 continue
             rng = [w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var == var]
             if rng:
-                hi = _sizes(rng[0].hi, derived)  # (``NH * DH`` is the derived size ``NH_x_DH`` once checked)
+                hi = underived(rng[0].hi, derived)  # (``NH * DH`` is the derived size ``NH_x_DH`` once checked)
                 if len(rng) == 1 and expr_to_tc(rng[0].lo) == "0" and not any(
                         isinstance(y, (n.Select, n.IndexVar)) for y in n.walk(hi)):
                     return Heads(var, divisor, None, _limits(s, var, divisor, ranges, derived))
@@ -151,7 +142,7 @@ def _find(s: n.Comprehension, st, ranges, derived: dict) -> Heads | None:
             if st is None or var not in st.ranges:
                 continue
             (got,) = st.where_ranges([var])
-            hi = _sizes(got.hi, derived)
+            hi = underived(got.hi, derived)
             if expr_to_tc(got.lo) == "0" and not any(isinstance(y, (n.Select, n.IndexVar)) for y in n.walk(hi)):
                 return Heads(var, divisor, hi, _limits(s, var, divisor, ranges, derived))
     return None

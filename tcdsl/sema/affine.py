@@ -281,3 +281,14 @@ def _min_max_formulas(terms):
                 for t in terms:
                     if t not in group:
                         yield fold(outer, (t, folded))
+
+
+def underived(e: n.Expr, derived: dict) -> n.Expr:
+    """The checked size expression ``e`` as the parser writes it: a derived
+    size (``E_div_DH``, sema/sizes.py) as the expression it stands for, the
+    other sizes as names; for a rewrite's ``where`` clauses."""
+    if isinstance(e, (n.SizeVar, n.Ident)) and e.name in derived:
+        return derived[e.name]
+    if isinstance(e, n.SizeVar):
+        return n.Ident(e.name, span=e.span)
+    return n.map_children(e, lambda x: underived(x, derived) if isinstance(x, n.Expr) else x)

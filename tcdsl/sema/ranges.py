@@ -31,7 +31,7 @@ import islpy as isl
 
 from ..errors import InternalError, TcSemanticError
 from ..syntax import nodes as n
-from .affine import NotAffine, isl_name, lift, params_prefix, read_param_set, read_pwaff, readable
+from .affine import NotAffine, isl_name, lift, params_prefix, read_param_set, read_pwaff, readable, underived
 from .check import CheckedDef, dim_expr, dim_isl, lhs_index_var
 
 
@@ -56,6 +56,7 @@ class StmtInfo:
     init_domain: isl.Set | None = None  # the lhs variables' box: where an ``op=!`` initializes
     var_sets: dict[str, isl.Set] = field(default_factory=dict)  # each variable's own constraints
     params_set: isl.Set | None = None  # sizes, loop ranges and if conditions of this statement
+    derived: dict = field(default_factory=dict)  # the program's derived sizes (sema/sizes.py)
     # lhs dimension -> [lo, hi) of the indices written there, for an index
     # like ``H + j`` (a variable moved by sizes): shown by ``--emit ranges``
     shifted: dict[int, tuple[isl.PwAff, isl.PwAff]] = field(default_factory=dict)
@@ -68,8 +69,9 @@ class StmtInfo:
         """``where v in lo:hi`` clauses of the inferred ranges of the variables
         ``names`` (those of the statement, not in ``given``): a rewrite keeps
         them where it drops a read that bounded them."""
-        ctx = self.domain.params()
-        return tuple(n.RangeConstraint(v, readable(self.ranges[v][0], ctx), readable(self.ranges[v][1], ctx))
+        ctx, d = self.domain.params(), self.derived
+        return tuple(n.RangeConstraint(v, underived(readable(self.ranges[v][0], ctx), d),
+                                       underived(readable(self.ranges[v][1], ctx), d))
                      for v in names if v not in given and v in self.ranges)
 
 
@@ -328,7 +330,7 @@ class _Inference:
         for v in own:
             own_box = own_box & var_sets[v]
         st.init_domain = own_box.project_out(isl.dim_type.set, len(own), len(vars_) - len(own)).coalesce()
-        st.var_sets, st.params_set = var_sets, pset
+        st.var_sets, st.params_set, st.derived = var_sets, pset, self.info.checked.derived
         self.info.stmts.append(st)
         ext = self._extend(st)
         if self.first and ext is not None and not placeholder:
