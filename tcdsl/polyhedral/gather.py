@@ -121,6 +121,8 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
         seen = list(dict.fromkeys(x.name for x in n.walk(a) if isinstance(x, n.IndexVar)))
         if picks & set(seen):
             continue
+        if not indirect and any(_divided_only(a, v) for v in seen):
+            continue  # (a copy over ``h`` of a read at ``h % 2``: each element once per ``h / 2``)
         if not loops and not indirect and dims and not (lhs <= set(seen)):
             whole = _reshaped(a, s, dims, taken, st)
             if whole is not None:
@@ -206,6 +208,30 @@ def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st)
     taken.add(name)
     return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
                   positions=tuple(positions))
+
+
+def _divided_only(a: n.Access, v: str) -> bool:
+    """The read ``a`` uses ``v`` only in remainders (``Wl(((h % 2) * 2 + w %
+    2) * C + ch, d)``, a DiT's unpatchify): a copy indexed by ``v`` would hold
+    each element it reads once per quotient (37 MB of a 150 KB weight).  A
+    quotient and a remainder together (``img(b, c, (n / GW) * P + py, (n %
+    GW) * P + px)``) name ``v`` whole; quotients alone (grouped-query
+    attention's ``k(b, j, (h / (H / KV)) * DH + d)``) copy each element once
+    per member of its group, a batched matmul's operand."""
+    ops: set[str] = set()
+
+    def walk(e, under: str | None = None) -> None:
+        if isinstance(e, n.IndexVar) and e.name == v:
+            ops.add(under or "")
+        elif isinstance(e, n.Binary) and e.op in ("/", "%"):
+            walk(e.lhs, under or e.op)
+            walk(e.rhs, under)
+        else:
+            for c in n.children(e):
+                walk(c, under)
+    for i in a.indices:
+        walk(i)
+    return ops == {"%"}
 
 
 def _extent(d: str | int) -> n.Expr:
