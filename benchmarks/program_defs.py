@@ -22552,3 +22552,486 @@ def _q9_tied(torch, a, t, s):
         dE = (dlog.T @ h).index_add_(0, il, demb)
         return _q9t(torch, dE, dlog @ E)
     return {"torch matmuls + index_add_": _nograd(torch, formula)}
+
+
+# ---- session 63: hunts (vision, graphs and experts, writing styles, flat index arithmetic)
+def _r1_focus_ref(torch, x):
+    return torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]], 1)
+
+
+@program(name="grouped conv2d 3x3 pad 1 NHWC (resnext G=32), torch (O,CG,3,3) weight, input channel (o / (O CG / C)) CG + ci",
+         kind="conv", src="""
+def gconv(float(N,H,W,C) x, float(O,CG,3,3) wt) -> (y) {
+  y(n, h, w, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+                     ? x(n, h + kh - 1, w + kw - 1, (o / (O * CG / C)) * CG + ci) : 0) * wt(o, ci, kh, kw)
+      where h in 0:H, w in 0:W, kh in 0:3, kw in 0:3
+}""", full=dict(N=8, H=28, W=28, C=256, O=256, CG=8, G=32), tiny=dict(N=1, H=5, W=3, C=6, O=9, CG=2, G=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), _w(r, s["O"], s["CG"], 3, 3)])
+def _r1_gconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, wt = t
+    xcl = x.permute(0, 3, 1, 2)  # NCHW view of channels_last memory
+    xc = xcl.contiguous()
+    return {"F.conv2d on channels_last view": _nograd(torch, lambda: F.conv2d(xcl, wt, padding=1, groups=s["G"]).permute(0, 2, 3, 1)),
+            "F.conv2d NCHW (input copied)": _nograd(torch, lambda: F.conv2d(xc, wt, padding=1, groups=s["G"]).permute(0, 2, 3, 1).contiguous())}
+
+
+@program(name="grouped conv2d 3x3 pad 1 NHWC (G=32), weight viewed (G,OG,CG,3,3), output y(n,h,w,g,o), channel g CG + ci",
+         kind="conv", src="""
+def gconv5(float(N,H,W,C) x, float(G,OG,CG,3,3) wt) -> (y) {
+  y(n, h, w, g, o) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+                     ? x(n, h + kh - 1, w + kw - 1, g * CG + ci) : 0) * wt(g, o, ci, kh, kw)
+      where h in 0:H, w in 0:W, kh in 0:3, kw in 0:3
+}""", full=dict(N=8, H=28, W=28, C=256, G=32, OG=8, CG=8), tiny=dict(N=1, H=5, W=3, C=6, G=3, OG=3, CG=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), _w(r, s["G"], s["OG"], s["CG"], 3, 3)])
+def _r1_gconv5(torch, a, t, s):
+    F = torch.nn.functional
+    x, wt = t
+    N, H, W, G, OG, CG = (s[k] for k in ("N", "H", "W", "G", "OG", "CG"))
+    xcl = x.permute(0, 3, 1, 2)
+    w4 = wt.reshape(G * OG, CG, 3, 3)
+    return {"F.conv2d on channels_last view": _nograd(torch, lambda: F.conv2d(xcl, w4, padding=1, groups=G).permute(0, 2, 3, 1).reshape(N, H, W, G, OG))}
+
+
+@program(name="yolov5 focus: space-to-depth by div/mod of the channel k (4C), 3x3 pad 1 conv on the half grid + bias + silu",
+         kind="conv", src="""
+def focus(float(N,C,H,W) x, float(O,4 * C,3,3) wt, float(O) bias) -> (y) {
+  y(n, o, i, j) +=! (i + kh - 1 >= 0 && i + kh - 1 < H / 2 && j + kw - 1 >= 0 && j + kw - 1 < W / 2
+                     ? x(n, k % C, 2 * (i + kh - 1) + (k / C) % 2, 2 * (j + kw - 1) + k / (2 * C)) : 0) * wt(o, k, kh, kw)
+      where i in 0:H / 2, j in 0:W / 2, kh in 0:3, kw in 0:3
+  y(n, o, i, j) = y(n, o, i, j) + bias(o)
+  y(n, o, i, j) = y(n, o, i, j) * sigmoid(y(n, o, i, j))
+}""", full=dict(N=4, C=3, H=256, W=256, O=32), tiny=dict(N=1, C=3, H=6, W=10, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["O"], 4 * s["C"], 3, 3), _n(r, s["O"])])
+def _r1_focus(torch, a, t, s):
+    F = torch.nn.functional
+    x, wt, b = t
+    return {"cat of strided slices + F.conv2d + silu": _nograd(torch, lambda: F.silu(F.conv2d(_r1_focus_ref(torch, x), wt, b, padding=1)))}
+
+
+@program(name="yolov5 focus as two statements: space-to-depth temporary s(n,k,i,j) by div/mod, then 3x3 pad 1 conv + bias + silu",
+         kind="conv", src="""
+def focus2(float(N,C,H,W) x, float(O,4 * C,3,3) wt, float(O) bias) -> (y) {
+  s(n, k, i, j) = x(n, k % C, 2 * i + (k / C) % 2, 2 * j + k / (2 * C)) where k in 0:4 * C, i in 0:H / 2, j in 0:W / 2
+  y(n, o, i, j) +=! (i + kh - 1 >= 0 && i + kh - 1 < H / 2 && j + kw - 1 >= 0 && j + kw - 1 < W / 2
+                     ? s(n, k, i + kh - 1, j + kw - 1) : 0) * wt(o, k, kh, kw)
+      where i in 0:H / 2, j in 0:W / 2, kh in 0:3, kw in 0:3
+  y(n, o, i, j) = y(n, o, i, j) + bias(o)
+  y(n, o, i, j) = y(n, o, i, j) * sigmoid(y(n, o, i, j))
+}""", full=dict(N=4, C=3, H=256, W=256, O=32), tiny=dict(N=1, C=3, H=6, W=10, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["O"], 4 * s["C"], 3, 3), _n(r, s["O"])])
+def _r1_focus2(torch, a, t, s):
+    F = torch.nn.functional
+    x, wt, b = t
+    return {"cat of strided slices + F.conv2d + silu": _nograd(torch, lambda: F.silu(F.conv2d(_r1_focus_ref(torch, x), wt, b, padding=1)))}
+
+
+def _r2_pick(r):
+    """All outputs flattened at tiny sizes (checked), the first output at full sizes."""
+    if sum(np.size(x) for x in r) < 20000:
+        return np.concatenate([np.ravel(np.asarray(x, dtype=np.float64)) for x in r])
+    return r[0]
+
+
+def _r2_cat(torch, *outs):
+    if sum(o.numel() for o in outs) < 20000:
+        return torch.cat([o.double().ravel() for o in outs])
+    return outs[0]
+
+
+def _r2_edges(r, N, E):
+    return [r.integers(0, N, E).astype(np.int32), r.integers(0, N, E).astype(np.int32)]
+
+
+@program(name="rgcn layer: basis-decomposed relation weights, per-(dst, relation) mean over int32 typed edges, root weight",
+         kind="graph", src="""
+def rgcn(float(N,D) x, int32(E) src, int32(E) dst, int32(E) rel, float(R,NB) comp, float(NB,O,D) basis,
+         float(O,D) root, float(O) bias) -> (out) {
+  W(r, o, d) +=! comp(r, b) * basis(b, o, d)
+  xr(r, n, o) +=! x(n, d) * W(r, o, d)
+  cnt(n, r) +=! dst(e) == n && rel(e) == r ? 1.0 : 0.0 where n in 0:N, r in 0:R
+  agg(n, o) +=! dst(e) == n ? xr(rel(e), src(e), o) / fmax(cnt(n, rel(e)), 1.0) : 0.0 where n in 0:N
+  out(n, o) +=! x(n, d) * root(o, d)
+  out(n, o) = out(n, o) + agg(n, o) + bias(o)
+}
+""", full=dict(N=4096, E=32768, D=64, O=64, R=8, NB=4), tiny=dict(N=5, E=9, D=3, O=4, R=3, NB=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])] + _r2_edges(r, s["N"], s["E"])
+    + [r.integers(0, s["R"], s["E"]).astype(np.int32), _w(r, s["R"], s["NB"]), _w(r, s["NB"], s["O"], s["D"]),
+       _w(r, s["O"], s["D"]), _n(r, s["O"]) * 0.1])
+def _r2_rgcn(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, rel, comp, basis, root, bias = t
+    N, R = x.shape[0], comp.shape[0]
+
+    def run():
+        s64, d64, r64 = src.long(), dst.long(), rel.long()
+        W = torch.einsum("rb,bod->rod", comp, basis)
+        out = F.linear(x, root, bias)
+        for r in range(R):                      # pyg RGCNConv: a loop over relations
+            m = r64 == r
+            sr, dr = s64[m], d64[m]
+            msg = F.linear(x[sr], W[r])
+            cnt = torch.zeros(N).index_add_(0, dr, torch.ones(len(dr))).clamp(min=1.0)
+            out += torch.zeros(N, msg.shape[1]).index_add_(0, dr, msg) / cnt[:, None]
+        return out
+
+    def dense():
+        xr = torch.einsum("nd,rod->rno", x, torch.einsum("rb,bod->rod", comp, basis))
+        cnt = torch.zeros(N * R).index_add_(0, d64 * R + r64, torch.ones(len(d64))).clamp(min=1.0).view(N, R)
+        msg = xr[r64, s64] / cnt[d64, r64][:, None]
+        return F.linear(x, root, bias) + torch.zeros(N, xr.shape[2]).index_add_(0, d64, msg)
+    d64, s64, r64 = dst.long(), src.long(), rel.long()
+    return {"pyg RGCNConv-style loop over relations": _nograd(torch, run),
+            "all-relation transform + gather + index_add_": _nograd(torch, dense)}
+
+
+@program(name="gat softmax fused into the scatters: leaky score recomputed inside each dst(e) == n select, max read as mx(n, h)",
+         kind="graph", src="""
+def gat_fused(float(N,D) x, int32(E) src, int32(E) dst, float(NH,C,D) W, float(NH,C) asrc, float(NH,C) adst) -> (out) {
+  z(n, h, c) +=! x(n, d) * W(h, c, d)
+  es(n, h) +=! z(n, h, c) * asrc(h, c)
+  ed(n, h) +=! z(n, h, c) * adst(h, c)
+  mx(n, h) max=! dst(e) == n ? fmax(es(src(e), h) + ed(n, h), 0.2 * (es(src(e), h) + ed(n, h))) : -inf where n in 0:N
+  den(n, h) +=! dst(e) == n ? exp(fmax(es(src(e), h) + ed(n, h), 0.2 * (es(src(e), h) + ed(n, h))) - mx(n, h)) : 0.0 where n in 0:N
+  out(n, h, c) +=! dst(e) == n ? exp(fmax(es(src(e), h) + ed(n, h), 0.2 * (es(src(e), h) + ed(n, h))) - mx(n, h)) * z(src(e), h, c) : 0.0 where n in 0:N
+  out(n, h, c) = out(n, h, c) / den(n, h)
+}
+""", full=dict(N=2048, E=16384, D=64, NH=4, C=16), tiny=dict(N=5, E=9, D=3, NH=2, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])] + [r.integers(0, s["N"], s["E"]).astype(np.int32),
+                                                   np.arange(s["E"]).astype(np.int32) % s["N"]]
+    + [_w(r, s["NH"], s["C"], s["D"]), _w(r, s["NH"], s["C"]), _w(r, s["NH"], s["C"])])
+def _r2_gat_fused(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, W, asrc, adst = t
+    NH, C, D = W.shape
+    N = x.shape[0]
+
+    def run():
+        s64, d64 = src.long(), dst.long()
+        z = F.linear(x, W.reshape(NH * C, D)).view(N, NH, C)
+        es, ed = (z * asrc).sum(-1), (z * adst).sum(-1)
+        sc = F.leaky_relu(es[s64] + ed[d64], 0.2)
+        mx = torch.full((N, NH), float("-inf")).scatter_reduce_(0, d64[:, None].expand(-1, NH), sc, "amax")
+        p = torch.exp(sc - mx[d64])
+        den = torch.zeros(N, NH).index_add_(0, d64, p)
+        out = torch.zeros(N, NH, C).index_add_(0, d64, p[:, :, None] * z[s64])
+        return out / den[:, :, None]
+    return {"pyg-style: F.linear + gather + scatter_reduce_(amax) + index_add_": _nograd(torch, run)}
+
+
+@program(name="switch top-1 moe: router softmax, argmax expert, position by running count, capacity drop, relu ffn on gathered expert weights, aux load-balancing loss",
+         kind="mlp", src="""
+def switch_moe(float(N,D) x, float(E,D) Wg, float cap, float(E,F,D) W1, float(E,D,F) W2) -> (y, aux) {
+  lg(n, e) +=! x(n, d) * Wg(e, d)
+  mx(n) max=! lg(n, e)
+  pe(n, e) = exp(lg(n, e) - mx(n))
+  z(n) +=! pe(n, e)
+  pr(n, e) = pe(n, e) / z(n)
+  top(n) argmax=! lg(n, e)
+  oh(n, e) = top(n) == e ? 1.0 : 0.0 where e in 0:E
+  pos(n, e) = oh(n, e)
+  pos(n, e) = oh(n, e) + (n > 0 ? pos(n - 1, e) : 0.0)
+  keep(n) = pos(n, top(n)) <= cap ? pr(n, top(n)) : 0.0
+  hd(n, f) +=! x(n, d) * W1(top(n), f, d)
+  y(n, d) +=! fmax(hd(n, f), 0) * W2(top(n), d, f)
+  y(n, d) = x(n, d) + keep(n) * y(n, d)
+  frac(e) +=! oh(n, e) / N
+  pm(e) +=! pr(n, e) / N
+  aux(i) +=! E * frac(e) * pm(e) where i in 0:1
+}
+""", full=dict(N=1024, D=256, F=512, E=8), tiny=dict(N=7, D=3, F=5, E=3), pick=_r2_pick,
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _w(r, s["E"], s["D"]),
+                         np.array(float(s["N"] // s["E"]), dtype=np.float32) if s["N"] > 100 else np.array(2.0, dtype=np.float32),
+                         _w(r, s["E"], s["F"], s["D"]), _w(r, s["E"], s["D"], s["F"])])
+def _r2_switch(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wg, cap, W1, W2 = t
+    E = Wg.shape[0]
+
+    def run():
+        pr = torch.softmax(F.linear(x, Wg), -1)
+        g, top = pr.max(-1)
+        oh = F.one_hot(top, E)
+        pos = torch.cumsum(oh, 0).gather(1, top[:, None])[:, 0]
+        keep = pos <= cap
+        y = x.clone()
+        for e in range(E):
+            idx = ((top == e) & keep).nonzero(as_tuple=True)[0]
+            if len(idx):
+                y[idx] += g[idx, None] * F.linear(torch.relu(F.linear(x[idx], W1[e])), W2[e])
+        aux = E * (oh.float().mean(0) * pr.mean(0)).sum()
+        return _r2_cat(torch, y, aux[None])
+    return {"switch-transformer style: softmax, cumsum positions, loop over experts (index_select)": _nograd(torch, run)}
+
+
+def _r2_perm_inputs(r, s):
+    N, K, E = s["N"], s["K"], s["E"]
+    eid = np.stack([r.permutation(E)[:K] for _ in range(N)]).astype(np.int32)
+    g = r.random((N, K)).astype(np.float32)
+    g /= g.sum(1, keepdims=True)
+    flat = eid.reshape(-1)
+    perm = np.argsort(flat, kind="stable").astype(np.int32)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(len(perm), dtype=np.int32)
+    se = flat[perm].astype(np.int32)
+    return [_n(r, N, s["D"]), g, perm, inv.reshape(N, K), se,
+            _w(r, E, s["F"], s["D"]), _w(r, E, s["F"], s["D"]), _w(r, E, s["D"], s["F"])]
+
+
+@program(name="permuted top-k swiglu experts (megablocks layout): rows sorted by expert via int32 perm, per-row expert id se(i), unpermute by inv(n, k) with gates",
+         kind="mlp", src="""
+def moe_permuted(float(N,D) x, float(N,K) g, int32(NK) perm, int32(N,K) inv, int32(NK) se,
+                 float(E,F,D) Wg, float(E,F,D) Wu, float(E,D,F) Wd) -> (y) {
+  xs(i, d) = x(perm(i) / K, d)
+  a(i, f) +=! xs(i, d) * Wg(se(i), f, d)
+  b(i, f) +=! xs(i, d) * Wu(se(i), f, d)
+  hs(i, f) = a(i, f) / (1 + exp(-a(i, f))) * b(i, f)
+  ys(i, d) +=! hs(i, f) * Wd(se(i), d, f)
+  y(n, d) +=! g(n, k) * ys(inv(n, k), d)
+}
+""", full=dict(N=512, K=2, D=256, F=512, E=8), tiny=dict(N=5, K=2, D=3, F=5, E=3),
+    inputs=_r2_perm_inputs)
+def _r2_perm(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, perm, inv, se, Wg, Wu, Wd = t
+    E, K = s["E"], s["K"]
+    counts = torch.bincount(se.long(), minlength=E).tolist()
+    p64, inv64 = perm.long(), inv.long()
+
+    def run():
+        xs = x[p64 // K]
+        outs = []
+        for e, xe in enumerate(xs.split(counts)):
+            outs.append(F.linear(F.silu(F.linear(xe, Wg[e])) * F.linear(xe, Wu[e]), Wd[e]))
+        ys = torch.cat(outs)
+        return (ys[inv64] * g[:, :, None]).sum(1)
+    return {"permute + loop over expert segments (split by counts) + unpermute": _nograd(torch, run)}
+
+
+def _r3_mha_inputs(rng, s):
+    E = s["NH"] * s["DH"]
+    return [_n(rng, s["B"], s["T"], E)] + [_w(rng, E, E) for _ in range(4)]
+
+
+@program(name="mha style flat view x(b t h*DH+d) everywhere + fused softmax expression + (in_out) weights",
+         kind="attention", src="""
+def mha(float(B,T,E) x, float(E,E) Wq, float(E,E) Wk, float(E,E) Wv, float(E,E) Wo) -> (y) {
+  q(b, t, e) +=! x(b, t, i) * Wq(i, e)
+  k(b, t, e) +=! x(b, t, i) * Wk(i, e)
+  v(b, t, e) +=! x(b, t, i) * Wv(i, e)
+  s(b, h, i, j) +=! q(b, i, h * DH + d) * k(b, j, h * DH + d) where h in 0:NH, d in 0:DH
+  m(b, h, i) max=! s(b, h, i, j)
+  z(b, h, i) +=! exp((s(b, h, i, j) - m(b, h, i)) / sqrt(float(DH)))
+  ctx(b, i, e) +=! exp((s(b, e / DH, i, j) - m(b, e / DH, i)) / sqrt(float(DH))) / z(b, e / DH, i) * v(b, j, e)
+  y(b, t, n) +=! ctx(b, t, e) * Wo(e, n)
+}""", full=dict(B=8, T=128, NH=8, DH=32, E=256), tiny=dict(B=2, T=3, NH=2, DH=3, E=6), free=("NH", "DH"),
+         inputs=_r3_mha_inputs)
+def _r3_mha_flat(torch, a, t, s):
+    E = s["NH"] * s["DH"]
+    mha = torch.nn.MultiheadAttention(E, s["NH"], bias=False, batch_first=True).eval()
+    _copy(torch, mha.in_proj_weight, np.concatenate([w.T for w in a[1:4]]))
+    _copy(torch, mha.out_proj.weight, a[4].T)
+    x = t[0]
+    return {"torch nn.MultiheadAttention": _nograd(torch, lambda: mha(x, x, x, need_weights=False)[0])}
+
+
+@program(name="layernorm channels of (B C L) style permute-copy to (B L C) + LN + permute-copy back", kind="norm", src="""
+def ln(float(B,C,L) x, float(C) gamma, float(C) beta) -> (y) {
+  xt(b, l, c) = x(b, c, l)
+  mu(b, l) +=! xt(b, l, c)
+  mu(b, l) = mu(b, l) / C
+  xc(b, l, c) = xt(b, l, c) - mu(b, l)
+  var(b, l) +=! xc(b, l, c) * xc(b, l, c)
+  var(b, l) = var(b, l) / C
+  yt(b, l, c) = xc(b, l, c) / sqrt(var(b, l) + 1e-5) * gamma(c) + beta(c)
+  y(b, c, l) = yt(b, l, c)
+}""", full=dict(B=16, C=256, L=1024), tiny=dict(B=2, C=5, L=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["L"]), 1 + 0.1 * _n(rng, s["C"]), 0.1 * _n(rng, s["C"])])
+def _r3_ln_perm(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, bt = t
+    def cf():  # ConvNeXt's LayerNorm(data_format="channels_first")
+        u = x.mean(1, keepdim=True)
+        v = (x - u).pow(2).mean(1, keepdim=True)
+        return (x - u) / torch.sqrt(v + 1e-5) * g[:, None] + bt[:, None]
+    return {"F.layer_norm on transpose": _nograd(torch, lambda: F.layer_norm(x.transpose(1, 2), (s["C"],), g, bt,
+                                                                              1e-5).transpose(1, 2)),
+            "convnext channels_first LN": _nograd(torch, cf)}
+
+
+@program(name="mlp gelu-erf style (out_in) weights transpose-copied W1t W2t first + fused gelu", kind="matmul", src="""
+def mlp(float(N,D) x, float(F,D) W1, float(F) b1, float(D,F) W2, float(D) b2) -> (y) {
+  W1t(d, f) = W1(f, d)
+  W2t(f, d) = W2(d, f)
+  h(n, f) +=! x(n, d) * W1t(d, f)
+  g(n, f) = 0.5 * (h(n, f) + b1(f)) * (1 + erf((h(n, f) + b1(f)) * 0.7071067811865476))
+  y(n, d) +=! g(n, f) * W2t(f, d)
+  y(n, d) = y(n, d) + b2(d)
+}""", full=dict(N=256, D=512, F=2048), tiny=dict(N=3, D=5, F=7),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["D"]), _w(rng, s["F"], s["D"]), _n(rng, s["F"]) * 0.1,
+                                _w(rng, s["D"], s["F"]), _n(rng, s["D"]) * 0.1])
+def _r3_mlp_tcopy(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, b1, W2, b2 = t
+    return {"nn.Linear + F.gelu": _nograd(torch, lambda: F.linear(F.gelu(F.linear(x, W1, b1)), W2, b2))}
+
+
+@program(name="mha style time-first (T B E) + per-head projections Q(b h t d) from Wq(h*DH+d i) + tiny temps, (out_in)",
+         kind="attention", src="""
+def mha(float(T,B,E) x, float(E,E) Wq, float(E,E) Wk, float(E,E) Wv, float(E,E) Wo) -> (y) {
+  q(b, h, t, d) +=! x(t, b, i) * Wq(h * DH + d, i) where h in 0:NH, d in 0:DH
+  k(b, h, t, d) +=! x(t, b, i) * Wk(h * DH + d, i) where h in 0:NH, d in 0:DH
+  v(b, h, t, d) +=! x(t, b, i) * Wv(h * DH + d, i) where h in 0:NH, d in 0:DH
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  m(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp((s(b, h, i, j) - m(b, h, i)) / sqrt(float(DH)))
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d)
+  o(b, h, i, d) = o(b, h, i, d) / z(b, h, i)
+  y(t, b, n) +=! o(b, h, t, d) * Wo(n, h * DH + d)
+}""", full=dict(B=8, T=128, NH=8, DH=32, E=256), tiny=dict(B=2, T=3, NH=2, DH=3, E=6), free=("NH", "DH"),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["NH"] * s["DH"])] + [_w(rng, s["NH"] * s["DH"], s["NH"] * s["DH"]) for _ in range(4)])
+def _r3_mha_tf(torch, a, t, s):
+    E = s["NH"] * s["DH"]
+    mha = torch.nn.MultiheadAttention(E, s["NH"], bias=False).eval()
+    _copy(torch, mha.in_proj_weight, np.concatenate(a[1:4]))
+    _copy(torch, mha.out_proj.weight, a[4])
+    x = t[0]
+    return {"torch nn.MultiheadAttention time-first": _nograd(torch, lambda: mha(x, x, x, need_weights=False)[0])}
+
+
+@program(name='edsr upsampler: conv3x3 C -> 4F + bias fused with pixel_shuffle(2), weight row 4 f + 2 (i % 2) + j % 2, input i / 2 + kh - 1 (pad select)', kind='conv', src="""
+def upsample(float(N, C, H, W) x, float(4 * F, C, 3, 3) w, float(4 * F) bias) -> (y) {
+  y(n, f, i, j) = bias(4 * f + 2 * (i % 2) + j % 2) where n in 0:N, f in 0:F, i in 0:2 * H, j in 0:2 * W
+  y(n, f, i, j) += (i / 2 + kh - 1 >= 0 && i / 2 + kh - 1 < H && j / 2 + kw - 1 >= 0 && j / 2 + kw - 1 < W
+                    ? x(n, c, i / 2 + kh - 1, j / 2 + kw - 1) : 0) * w(4 * f + 2 * (i % 2) + j % 2, c, kh, kw)
+      where f in 0:F, i in 0:2 * H, j in 0:2 * W, kh in 0:3, kw in 0:3
+}""",
+   full=dict(N=2, C=64, H=48, W=48, F=64), tiny=dict(N=1, C=3, H=5, W=3, F=2),
+   inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, 4 * s["F"], s["C"], 3, 3) / np.float32(3), _n(r, 4 * s["F"])])
+def _r5_espcn(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.pixel_shuffle(F.conv2d(pad 1))": _nograd(torch, lambda: F.pixel_shuffle(F.conv2d(t[0], t[1], t[2], padding=1), 2))}
+
+
+@program(name='linear attention (elu+1), non-causal, heads on flat channels: kv(b, h, d, e) from k(b, t, h * DH + d), out by c / DH and c % DH (DH free)', kind='attention', src="""
+def linear_attention(float(B, T, E) q, float(B, T, E) k, float(B, T, E) v) -> (y) {
+  kv(b, h, d, e) +=! (kk > 0 ? kk + 1 : exp(kk)) * v(b, t, h * DH + e)
+      where h in 0:E / DH, d in 0:DH, e in 0:DH, kk = k(b, t, h * DH + d)
+  ksum(b, h, d) +=! (kk > 0 ? kk + 1 : exp(kk)) where h in 0:E / DH, d in 0:DH, kk = k(b, t, h * DH + d)
+  num(b, t, c) +=! (qq > 0 ? qq + 1 : exp(qq)) * kv(b, c / DH, d, c % DH)
+      where c in 0:E, d in 0:DH, qq = q(b, t, (c / DH) * DH + d)
+  den(b, t, h) +=! (qq > 0 ? qq + 1 : exp(qq)) * ksum(b, h, d) where d in 0:DH, qq = q(b, t, h * DH + d)
+  y(b, t, c) = num(b, t, c) / (den(b, t, c / DH) + 1e-6)
+}""",
+   full=dict(B=8, T=1024, E=512, DH=64), tiny=dict(B=2, T=5, E=6, DH=3), free=("DH",),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"]) for _ in range(3)])
+def _r5_linattn(torch, a, t, s):
+    F = torch.nn.functional
+    B, T, E, DH = s["B"], s["T"], s["E"], s["DH"]
+    NH = E // DH
+    def fwd():
+        q = F.elu(t[0].view(B, T, NH, DH)) + 1
+        k = F.elu(t[1].view(B, T, NH, DH)) + 1
+        v = t[2].view(B, T, NH, DH)
+        kv = torch.einsum("bthd,bthe->bhde", k, v)
+        num = torch.einsum("bthd,bhde->bthe", q, kv)
+        den = torch.einsum("bthd,bhd->bth", q, k.sum(1))
+        return (num / (den[..., None] + 1e-6)).reshape(B, T, E)
+    return {"elu+1 einsums": _nograd(torch, fwd)}
+
+
+@program(name='dit final layer: adaLN shift/scale from silu(c), LayerNorm, linear to p*p*C, unpatchify fused: token (h / 2) G + w / 2, column ((h % 2) 2 + w % 2) C + ch (G free)', kind='norm', src="""
+def dit_final(float(B, N, D) x, float(B, D) c, float(2 * D, D) Wa, float(2 * D) ba, float(4 * C, D) Wl, float(4 * C) bl) -> (img) {
+  ada(b, k) +=! c(b, e) / (1 + exp(-c(b, e))) * Wa(k, e)
+  mu(b, n) +=! x(b, n, d) / D
+  var(b, n) +=! (x(b, n, d) - mu(b, n)) * (x(b, n, d) - mu(b, n)) / D
+  t(b, n, d) = (x(b, n, d) - mu(b, n)) * rsqrt(var(b, n) + 1e-6) * (1 + ada(b, D + d) + ba(D + d)) + ada(b, d) + ba(d)
+  img(b, ch, h, w) +=! t(b, (h / 2) * G + w / 2, d) * Wl(((h % 2) * 2 + w % 2) * C + ch, d)
+      where ch in 0:C, h in 0:2 * G, w in 0:2 * G
+  img(b, ch, h, w) += bl(((h % 2) * 2 + w % 2) * C + ch) where ch in 0:C, h in 0:2 * G, w in 0:2 * G
+}""",
+   full=dict(B=8, G=16, D=1152, C=8), tiny=dict(B=2, G=3, D=5, C=2), free=("G",),
+   inputs=lambda r, s: [_n(r, s["B"], s["G"] * s["G"], s["D"]), _n(r, s["B"], s["D"]), _w(r, 2 * s["D"], s["D"]), 0.1 * _n(r, 2 * s["D"]),
+                        _w(r, 4 * s["C"], s["D"]), 0.1 * _n(r, 4 * s["C"])])
+def _r5_dit(torch, a, t, s):
+    F = torch.nn.functional
+    B, G, D, C = s["B"], s["G"], s["D"], s["C"]
+    x, c, Wa, ba, Wl, bl = t
+    def fwd():
+        shift, scale = F.linear(F.silu(c), Wa, ba).chunk(2, dim=1)
+        h = F.layer_norm(x, (D,), eps=1e-6) * (1 + scale[:, None]) + shift[:, None]
+        h = F.linear(h, Wl, bl).reshape(B, G, G, 2, 2, C)
+        return torch.einsum("nhwpqc->nchpwq", h).reshape(B, C, 2 * G, 2 * G)
+    return {"DiT FinalLayer + unpatchify": _nograd(torch, fwd)}
+
+
+@program(name='qwen3-style causal attention, flat heads: per-head q/k rms norm qs(b, t, h) over h * DH + d, applied by c / DH and gq(c % DH), merge by p(b, c / DH, i, j)', kind='attention', src="""
+def qk_norm_attention(float(B, T, E) x, float(E, E) Wq, float(E, E) Wk, float(E, E) Wv, float(E, E) Wo,
+                      float(DH) gq, float(DH) gk) -> (y) {
+  q(b, t, c) +=! x(b, t, i) * Wq(c, i)
+  k(b, t, c) +=! x(b, t, i) * Wk(c, i)
+  v(b, t, c) +=! x(b, t, i) * Wv(c, i)
+  qs(b, t, h) +=! q(b, t, h * DH + d) * q(b, t, h * DH + d) where h in 0:E / DH, d in 0:DH
+  ks(b, t, h) +=! k(b, t, h * DH + d) * k(b, t, h * DH + d) where h in 0:E / DH, d in 0:DH
+  qn(b, t, c) = q(b, t, c) * rsqrt(qs(b, t, c / DH) / DH + 1e-6) * gq(c % DH)
+  kn(b, t, c) = k(b, t, c) * rsqrt(ks(b, t, c / DH) / DH + 1e-6) * gk(c % DH)
+  s(b, h, i, j) +=! qn(b, i, h * DH + d) * kn(b, j, h * DH + d) where h in 0:E / DH, d in 0:DH
+  mx(b, h, i) max=! j <= i ? s(b, h, i, j) : -inf
+  p(b, h, i, j) = j <= i ? exp((s(b, h, i, j) - mx(b, h, i)) / sqrt(float(DH))) : 0
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, i, c) +=! p(b, c / DH, i, j) * v(b, j, c) / z(b, c / DH, i)
+  y(b, t, e) +=! o(b, t, c) * Wo(e, c)
+}""",
+   full=dict(B=4, T=256, E=512, DH=64), tiny=dict(B=2, T=5, E=6, DH=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"])] + [_w(r, s["E"], s["E"]) for _ in range(4)] + [1 + 0.1 * _n(r, s["DH"]), 1 + 0.1 * _n(r, s["DH"])])
+def _r5_qknorm(torch, a, t, s):
+    F = torch.nn.functional
+    B, T, E, DH = s["B"], s["T"], s["E"], s["DH"]
+    NH = E // DH
+    x, Wq, Wk, Wv, Wo, gq, gk = t
+    def fwd():
+        q = F.rms_norm(F.linear(x, Wq).view(B, T, NH, DH), (DH,), gq, 1e-6).transpose(1, 2)
+        k = F.rms_norm(F.linear(x, Wk).view(B, T, NH, DH), (DH,), gk, 1e-6).transpose(1, 2)
+        v = F.linear(x, Wv).view(B, T, NH, DH).transpose(1, 2)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.linear(o.transpose(1, 2).reshape(B, T, E), Wo)
+    return {"linear + F.rms_norm + sdpa causal + linear": _nograd(torch, fwd)}
+
+
+@program(name="qwen3-style causal attention b: same but o(b, h, i, d) from v(b, j, h * DH + d), heads merged inside the Wo sum by o(b, c / DH, t, c % DH)", kind="attention", src="""
+def qk_norm_attention_b(float(B, T, E) x, float(E, E) Wq, float(E, E) Wk, float(E, E) Wv, float(E, E) Wo,
+                      float(DH) gq, float(DH) gk) -> (y) {
+  q(b, t, c) +=! x(b, t, i) * Wq(c, i)
+  k(b, t, c) +=! x(b, t, i) * Wk(c, i)
+  v(b, t, c) +=! x(b, t, i) * Wv(c, i)
+  qs(b, t, h) +=! q(b, t, h * DH + d) * q(b, t, h * DH + d) where h in 0:E / DH, d in 0:DH
+  ks(b, t, h) +=! k(b, t, h * DH + d) * k(b, t, h * DH + d) where h in 0:E / DH, d in 0:DH
+  qn(b, t, c) = q(b, t, c) * rsqrt(qs(b, t, c / DH) / DH + 1e-6) * gq(c % DH)
+  kn(b, t, c) = k(b, t, c) * rsqrt(ks(b, t, c / DH) / DH + 1e-6) * gk(c % DH)
+  s(b, h, i, j) +=! qn(b, i, h * DH + d) * kn(b, j, h * DH + d) where h in 0:E / DH, d in 0:DH
+  mx(b, h, i) max=! j <= i ? s(b, h, i, j) : -inf
+  p(b, h, i, j) = j <= i ? exp((s(b, h, i, j) - mx(b, h, i)) / sqrt(float(DH))) : 0
+  z(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, j, h * DH + d) / z(b, h, i) where d in 0:DH
+  y(b, t, e) +=! o(b, c / DH, t, c % DH) * Wo(e, c) where c in 0:E
+}""",
+   full=dict(B=4, T=256, E=512, DH=64), tiny=dict(B=2, T=5, E=6, DH=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"])] + [_w(r, s["E"], s["E"]) for _ in range(4)] + [1 + 0.1 * _n(r, s["DH"]), 1 + 0.1 * _n(r, s["DH"])])
+def _r5_qknorm_b(torch, a, t, s):
+    return _r5_qknorm(torch, a, t, s)
+
+
+@program(name='fno spectral conv1d compl_mul, view_as_real interleaved re/im pairs 2 * (k / 2) + 0/1, k % 2 select', kind='linear', src="""
+def spectral(float(B, I, 2 * M) x, float(I, O, 2 * M) w) -> (y) {
+  y(b, o, k) +=! (k % 2 == 0 ? xr * wr - xi * wi : xr * wi + xi * wr)
+      where k in 0:2 * M, xr = x(b, i, 2 * (k / 2)), xi = x(b, i, 2 * (k / 2) + 1),
+            wr = w(i, o, 2 * (k / 2)), wi = w(i, o, 2 * (k / 2) + 1)
+}""",
+   full=dict(B=64, I=128, O=128, M=32), tiny=dict(B=2, I=3, O=5, M=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["I"], 2 * s["M"]), _w(r, s["I"], s["O"], 2 * s["M"]) / np.float32(s["I"] ** 0.5)])
+def _r5_fno(torch, a, t, s):
+    B, I, O, M = s["B"], s["I"], s["O"], s["M"]
+    xc = torch.view_as_complex(t[0].view(B, I, M, 2))
+    wc = torch.view_as_complex(t[1].view(I, O, M, 2))
+    return {"complex einsum bix,iox->box": _nograd(torch, lambda: torch.view_as_real(torch.einsum("bix,iox->box", xc, wc)).reshape(B, O, 2 * M))}
