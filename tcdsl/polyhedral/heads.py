@@ -11,10 +11,11 @@ against 0.70 ms for the same sum written per head, ``ctx(b, i, h, d) +=! p(b,
 h, i, j) * v(b, j, h * DH + d)``, at (B, T, NH, DH) = (8, 128, 8, 32)).
 ``plan(checked, ranges)`` finds each ``+=!`` (``max=!``, ``min=!``) statement
 whose last left-hand side variable ``e`` -- the vector loop and a register
-tile's columns, which such a read keeps from both (an outer one reads a row
-per value as written: a grouped convolution's ``x(b, (o / (O / 8)) * CG + c,
-t + k)`` by output channel ran faster so than per head, with copies) -- its
-right side and ``where`` values read only as ``e / S``, ``e % S`` or a whole
+tile's columns, which such a read keeps from both; an outer one only where
+such a read is under a select, which the padding pass cannot copy (an outer
+one reads a row per value as written: a grouped conv1d's ``x(b, (o / (O /
+8)) * CG + c, t + k)`` by output channel ran faster so than per head, with
+copies) -- its right side and ``where`` values read only as ``e / S``, ``e % S`` or a whole
 index ``e``, at least once as ``e / S``, ``S`` an expression of sizes.
 ``rewrite(def, plan)`` computes the sum per head ``h`` and digit ``d`` in
 ``0:S`` in a temporary (``e / S`` -> ``h``, ``e % S`` -> ``d``, ``e`` -> ``h *
@@ -85,6 +86,16 @@ def _uses_ok(e, var: str, divisor: str, index: bool = False) -> tuple[bool, bool
     return ok, div
 
 
+def _guarded(e, var: str, under: bool = False) -> bool:
+    """A read at ``var / S`` is in a branch of a select in ``e``."""
+    if isinstance(e, n.Access):
+        return under and any(isinstance(x, n.Binary) and x.op == "/" and _name(x.lhs) == var
+                             for i in e.indices for x in n.walk(i))
+    if isinstance(e, n.Select):
+        return _guarded(e.cond, var, under) or _guarded(e.then, var, True) or _guarded(e.other, var, True)
+    return any(_guarded(c, var, under) for c in n.children(e) if isinstance(c, n.Node))
+
+
 def _outer(hi: n.Expr, divisor: str) -> n.Expr | None:
     """``A`` of a range's end ``A * S`` or ``S * A``."""
     if isinstance(hi, n.Binary) and hi.op == "*":
@@ -118,11 +129,13 @@ def _find(s: n.Comprehension, st, ranges, derived: dict) -> Heads | None:
         return None
     index_vars = set(lhs) | set(s.reduction_vars)
     lets = tuple(w.expr for w in s.wheres if isinstance(w, n.Let))
-    # only the last index: the vector loop and a register tile's columns, which
-    # a read at ``e / S`` keeps from both (an outer one, a grouped convolution's
-    # ``x(b, (o / (O / 8)) * CG + c, t + k)`` by output channel, reads one row
-    # per ``o`` as written: per head it took copies of ``x`` and of the output)
-    for var in lhs[-1:]:
+    # the last index: the vector loop and a register tile's columns, which a
+    # read at ``e / S`` keeps from both; an outer one where such a read is under
+    # a select (padding: the padding pass copies affine reads only, a grouped
+    # 3x3 convolution NCHW 7.7 -> 1.9 ms); otherwise an outer one reads a row
+    # per value as written (a grouped conv1d's ``x(b, (o / (O / 8)) * CG + c,
+    # t + k)``: per head it took copies of ``x`` and of the output, 2-3x slower)
+    for var in lhs[-1:] + [v for v in lhs[:-1] if _guarded(s.rhs, v)]:
         for x in (y for e in (s.rhs,) + lets for y in n.walk(e)):
             if not (isinstance(x, n.Binary) and x.op == "/" and _name(x.lhs) == var):
                 continue
