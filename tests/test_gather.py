@@ -445,3 +445,27 @@ def test_a_read_by_remainders_only_is_not_copied():
         lin = t.astype(np.float64) @ Wl.T  # (B, G*G, 4C): patch n, (py, px, ch)
         want = lin.reshape(B, G, G, 2, 2, C).transpose(0, 5, 1, 3, 2, 4).reshape(B, C, 2 * G, 2 * G)
         np.testing.assert_allclose(k(t, Wl.astype(np.float32), G=G), want, rtol=1e-4, atol=1e-4)
+
+
+# a ResNet shortcut: a 1x1 convolution of stride 2, ``x`` read at ``2 * j`` for every
+# output channel again: copied once, contiguous (4.8 -> 0.8 ms at (4, 256, 28, 28))
+STRIDED = """
+def sc(float(N,C,H,W) x, float(O,C) wd) -> (y) {
+  y(n, o, i, j) +=! x(n, c, 2 * i, 2 * j) * wd(o, c) where i in 0:(H + 1) / 2, j in 0:(W + 1) / 2
+}"""
+# a 3x3 window of stride 2 would copy each element once per tap: left as written
+STRIDED_WINDOW = """
+def cv(float(N,C,H,W) x, float(O,C,3,3) w) -> (y) {
+  y(n, o, i, j) +=! x(n, c, 2 * i + kh, 2 * j + kw) * w(o, c, kh, kw) where i in 0:(H - 1) / 2, j in 0:(W - 1) / 2
+}"""
+
+
+def test_a_strided_read_reused_across_outputs_is_copied_contiguous():
+    assert "x_g" in _tensors(STRIDED) and "x_g" not in _tensors(STRIDED_WINDOW)
+    k = tcdsl.compile(STRIDED, tuning_db=False, options={"disk_cache": False})
+    rng = np.random.default_rng(15)
+    for N, C, H, W, O in ((1, 1, 1, 1, 1), (2, 3, 5, 7, 4), (1, 4, 8, 6, 3)):
+        x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+        wd = rng.standard_normal((O, C)).astype(np.float32)
+        want = np.einsum("nchw,oc->nohw", x.astype(np.float64)[:, :, ::2, ::2], wd)
+        np.testing.assert_allclose(k(x, wd), want, rtol=1e-4, atol=1e-4)

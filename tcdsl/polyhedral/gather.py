@@ -104,8 +104,9 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
         if not isinstance(a, n.Access) or a.span is None or any(g.span == a.span for g in found):
             continue  # (a ``where`` value used several times is one read: one copy)
         indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
-        if not indirect and not (any(_not_affine(i) for i in a.indices) and st is not None
-                                 and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
+        strided = not indirect and not loops and _strided(a, s)
+        if not indirect and not strided and not (any(_not_affine(i) for i in a.indices) and st is not None
+                                                 and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
             continue
         if loops and (indirect or a.tensor not in inputs or _names_of(a) & loops):
             continue  # in a loop: only an input's elements, the same at every step
@@ -123,7 +124,7 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
             continue
         if not indirect and any(_divided_only(a, v) for v in seen):
             continue  # (a copy over ``h`` of a read at ``h % 2``: each element once per ``h / 2``)
-        if not loops and not indirect and dims and not (lhs <= set(seen)):
+        if not loops and not indirect and not strided and dims and not (lhs <= set(seen)):
             whole = _reshaped(a, s, dims, taken, st)
             if whole is not None:
                 found.append(whole)
@@ -208,6 +209,23 @@ def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st)
     taken.add(name)
     return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
                   positions=tuple(positions))
+
+
+def _strided(a: n.Access, s: n.Comprehension) -> bool:
+    """The read ``a`` moves by a constant stride of 2 or more along the sum's
+    last written index, each of its indices one variable at most (a ResNet
+    shortcut's 1x1 stride-2 convolution, ``sc(n, o, i, j) +=! x(n, c, 2 * i,
+    2 * j) * wd(o, c)``: its 14-column tiles read ``x`` at stride 2 for every
+    ``o`` again, 4.8 ms against 0.8 with a contiguous copy; a window ``2 * j +
+    kw`` would copy each element once per tap)."""
+    order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
+    if not order or len(order) != len(s.indices) or not a.indices:
+        return False
+    names = set(order) | set(s.reduction_vars)
+    forms = [n.linear(i) for i in a.indices]
+    if any(f is None or sum(1 for k in f if k in names) > 1 for f in forms):
+        return False
+    return abs(forms[-1].get(order[-1], 0)) >= 2 and isinstance(forms[-1].get(order[-1]), int)
 
 
 def _divided_only(a: n.Access, v: str) -> bool:
