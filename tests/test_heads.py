@@ -154,3 +154,21 @@ def test_an_outer_index_is_split_where_its_read_is_under_a_select():
         want = sum(np.einsum("ngchw,goc->ngohw", xp[..., a:a + H, b:b + W], wg[..., a, b])
                    for a in range(3) for b in range(3)).reshape(N, G * OG, H, W)
         np.testing.assert_allclose(k(x, w), want, rtol=1e-4, atol=1e-4)
+
+
+# BERT's fused qkv: the values are columns 2 * C + e of one (B, T, 3 * C) tensor
+FUSED_QKV = """
+def ctx(float(B,NH,T,T) p, float(B,T,3 * C) qkv) -> (c) {
+  c(b, i, e) +=! p(b, e / (C / NH), i, j) * qkv(b, j, 2 * C + e) where e in 0:C
+}"""
+
+
+def test_a_read_at_the_flat_index_plus_sizes_runs_per_head():
+    assert "c_h" in _tensors(FUSED_QKV), _tensors(FUSED_QKV)
+    k = tcdsl.compile(FUSED_QKV, options={"disk_cache": False})
+    rng = np.random.default_rng(10)
+    for B, NH, T, DH in ((1, 1, 1, 1), (2, 3, 5, 4), (1, 2, 7, 8)):
+        C = NH * DH
+        p = rng.standard_normal((B, NH, T, T)).astype(np.float32)
+        qkv = rng.standard_normal((B, T, 3 * C)).astype(np.float32)
+        np.testing.assert_allclose(k(p, qkv, C=C), _ref(p, qkv[:, :, 2 * C:], NH, DH), rtol=1e-4, atol=1e-4)

@@ -70,7 +70,8 @@ def _digit(x, var: str, divisor: str) -> bool:
 
 
 def _uses_ok(e, var: str, divisor: str, index: bool = False) -> tuple[bool, bool]:
-    """(every use of ``var`` in ``e`` is a digit or a whole index, one is ``var / S``)."""
+    """(every use of ``var`` in ``e`` is a digit or a whole index, or that plus
+    sizes, one is ``var / S``)."""
     if _digit(e, var, divisor):
         return True, e.op == "/"
     if _name(e) == var:
@@ -81,9 +82,18 @@ def _uses_ok(e, var: str, divisor: str, index: bool = False) -> tuple[bool, bool
         subscripts = {id(i) for i in (e.indices if isinstance(e, n.Access) else e.args)}
     for c in n.children(e):
         if isinstance(c, n.Node):
+            if id(c) in subscripts and _shifted(c, var):
+                continue  # (``qkv(b, j, 2 * C + e)``: ``e`` plus sizes, a whole index moved)
             a, b = _uses_ok(c, var, divisor, id(c) in subscripts)
             ok, div = ok and a, div or b
     return ok, div
+
+
+def _shifted(e, var: str) -> bool:
+    """The index ``e`` is ``var`` plus terms of sizes and constants only."""
+    lin = n.linear(e)
+    return lin is not None and lin.get(var) == 1 and not any(
+        isinstance(x, n.IndexVar) and x.name != var for x in n.walk(e)) and not isinstance(e, n.IndexVar)
 
 
 def _guarded(e, var: str, under: bool = False) -> bool:
