@@ -599,3 +599,33 @@ def test_a_divisor_over_a_renamed_variable_stays_a_division():
             A, x = rand(rng, S, S), (rng.random((B, T)) + 0.5).astype(np.float32)
             want = A.astype(np.float64) * (1.0 / x.astype(np.float64)).sum()
             np.testing.assert_allclose(k(A, x), want, rtol=1e-5, atol=1e-5)
+
+
+# a rotary table over ``d`` in ``0:C / NH`` (a derived size) read at ``d % (C / NH / 2)``,
+# and an unrelated SwiGLU down projection with its ``sigmoid`` inside the sum
+ROPE_AND_SWIGLU = """def f(float(B,T,C) x, int32(B,T) pid, float(F,C) Wg, float(C,F) Wd) -> (y) {
+  cs(b, t, d) = cos(float(pid(b, t)) * pow(10000.0, -2.0 * float(d % (C / NH / 2)) / float(C / NH))) where d in 0:C / NH
+  gt(b, t, f) +=! x(b, t, c) * Wg(f, c)
+  y(b, t, c) +=! cs(b, t, 0) * gt(b, t, f) * sigmoid(gt(b, t, f)) * Wd(c, f)
+}"""
+
+
+def test_tables_whose_ranges_name_derived_sizes_are_kept():
+    """The table's range named the derived size ``C_div_NH``, a size of its own
+    in the rewritten program, unrelated to ``C / NH``: its read looked
+    unproved, and every table of the program was dropped (a Qwen2 block with
+    the SwiGLU's ``sigmoid`` in the down sum: 23x PyTorch, 1.0x with them).
+    The derived sizes are their expressions now, and isl knows how they
+    relate (``C_div_NH_2 = floor(C_div_NH / 2)``)."""
+    from tcdsl import driver
+    names = [s.comp.tensor for s in driver.frontend(ROPE_AND_SWIGLU).ranges.stmts]
+    assert "cs_tab" in names and "y_tab" in names, names
+    k = tcdsl.compile(ROPE_AND_SWIGLU, options={"disk_cache": False})
+    rng = np.random.default_rng(17)
+    for B, T, C, NH, F in ((1, 1, 2, 1, 1), (2, 3, 8, 2, 5), (1, 4, 12, 3, 7)):
+        x, Wg, Wd = rand(rng, B, T, C), rand(rng, F, C), rand(rng, C, F)
+        pid = rng.integers(0, 50, (B, T)).astype(np.int32)
+        g = np.einsum("btc,fc->btf", x.astype(np.float64), Wg)
+        cs0 = np.cos(pid.astype(np.float64))  # d = 0: the power is 1
+        want = cs0[..., None] * np.einsum("btf,cf->btc", g / (1 + np.exp(-g)), Wd)
+        np.testing.assert_allclose(k(x, pid, Wg, Wd, NH=NH), want, rtol=1e-4, atol=1e-4)

@@ -76,7 +76,8 @@ def plan(checked, ranges) -> list[Start]:
             continue
         left = _addend(s2, s1.tensor, lhs)
         if left is not None:
-            out.append(Start(s1.span, s2.span, left, tuple(_parsed(x, {}) for x in ranges.extent_exprs(s1.tensor))))
+            out.append(Start(s1.span, s2.span, left, tuple(_parsed(x, {}, ranges.checked.derived)
+                                                                  for x in ranges.extent_exprs(s1.tensor))))
     return out
 
 

@@ -339,16 +339,21 @@ class _Loop:
                 and self._never(f"{to_isl(end)} > {to_isl(loop.hi)} and {to_isl(end)} > {to_isl(start)}")):
             return None
         names = {isl_name(p): p for p in self.r.params}
-        return _parsed(start, names), _parsed(end, names)
+        d = self.r.checked.derived
+        return _parsed(start, names, d), _parsed(end, names, d)
 
     def _never(self, cond: str) -> bool:
         """``cond`` over the parameters holds for no values of them (sizes 0 included)."""
         return isl.Set.read_from_str(self.ctx, params_prefix(self.r.params) + "{ : " + cond + " }").is_empty()
 
 
-def _parsed(e: n.Expr, names: dict[str, str]) -> n.Expr:
-    """A checked size expression as the parser writes it (names as ``Ident``)."""
+def _parsed(e: n.Expr, names: dict[str, str], derived: dict | None = None) -> n.Expr:
+    """A checked size expression as the parser writes it (names as ``Ident``;
+    a derived size, ``C_div_NH``, as the expression it stands for: as a name
+    it would be a size of its own in the rewritten program)."""
     def fn(x):
+        if isinstance(x, (n.SizeVar, n.IndexVar)) and derived and x.name in derived:
+            return derived[x.name]
         if isinstance(x, (n.SizeVar, n.IndexVar)):
             return n.Ident(names.get(x.name, x.name))
         return n.map_children(x, fn)
@@ -504,7 +509,7 @@ def rows_per_step(ranges: RangeInfo, p: Plan, fixed: dict[str, int] | None = Non
         dims = ranges.extent_exprs(c.tensor)
         if len(dims) < 2:
             return None
-        rows = _parsed(dims[-2], {})
+        rows = _parsed(dims[-2], {}, ranges.checked.derived)
         names = {x.name for x in n.walk(rows) if isinstance(x, n.Ident)}
         if names and fixed and names <= set(fixed):
             value = _value(rows, fixed)

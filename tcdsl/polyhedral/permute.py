@@ -122,7 +122,7 @@ def _short_plan(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> b
         if not short(s, d):
             if ranges is None or not tap(s, reads, d, c.reduction_vars):
                 break
-            ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1 - run], {})
+            ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1 - run], {}, ranges.checked.derived)
             names_in = {x.name for x in n.walk(ext) if isinstance(x, n.Ident)}
             value = _value(ext, fixed) if fixed and names_in <= set(fixed) else None
             if value is not None and value >= TAPS:
@@ -284,7 +284,7 @@ def _narrow(out: Plan, s, names: list[str], reads: list, ranges, fixed) -> None:
         moved.append((a.tensor, dim))
     if not moved:
         return
-    ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1], {})
+    ext = _parsed(ranges.extent_exprs(c.tensor)[len(names) - 1], {}, ranges.checked.derived)
     names_in = {x.name for x in n.walk(ext) if isinstance(x, n.Ident)}
     if not names_in:
         return  # a constant width: a short index (strides.short), or wide enough

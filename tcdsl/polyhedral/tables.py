@@ -314,7 +314,7 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             used = {x.name for x in n.walk(e) if isinstance(x, n.IndexVar)} - loops
             dims = _read_order(e, tuple(v for v in order if v in used), set(s.reduction_vars))
             reads = any(isinstance(x, n.Access) for x in n.walk(e))
-            extents = None if reads else tuple(_parsed(dims_all[lhs.index(v)], {}) for v in dims)
+            extents = None if reads else tuple(_parsed(dims_all[lhs.index(v)], {}, checked.derived) for v in dims)
             tables.append(Table(e.span, dims, extents, reciprocal, _text(e)))
         out[s.span] = tables
     return out

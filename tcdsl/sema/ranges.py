@@ -33,6 +33,7 @@ from ..errors import InternalError, TcSemanticError
 from ..syntax import nodes as n
 from .affine import NotAffine, isl_name, lift, params_prefix, read_param_set, read_pwaff, readable, underived
 from .check import CheckedDef, dim_expr, dim_isl, lhs_index_var
+from .sizes import derived_facts
 
 
 @dataclass(frozen=True)
@@ -128,9 +129,9 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
     ctx = ctx or isl.Context()
     loops = _loop_vars(checked.node.body)
     params = tuple(checked.sizes) + tuple(v for v in loops if v not in checked.sizes)
-    # TC assumes sizes >= 1; a declared shape like 2*N - 1 is >= 0 at every call
-    compound = [dim_isl(d) + " >= 0" for p in checked.node.params
-                for d in checked.tensors[p.name].dims if isinstance(d, n.Expr)]
+    # TC assumes sizes >= 1; a declared shape like 2*N - 1 is >= 0 at every call; derived sizes' relations
+    compound = [dim_isl(d) + " >= 0" for p in checked.node.params for d in checked.tensors[p.name].dims
+                if isinstance(d, n.Expr)] + derived_facts(checked.derived)
     sizes_ok = " and ".join([f"{isl_name(s)} >= 1" for s in checked.sizes] + compound) or "true"
     size_context = isl.Set.read_from_str(ctx, params_prefix(checked.sizes) + "{ : " + sizes_ok + " }")
     info = RangeInfo(ctx, checked, params, [], {}, size_context)

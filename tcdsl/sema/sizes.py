@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ..errors import TcSemanticError
 from ..syntax import nodes as n
-from .affine import NotAffine, to_isl
+from .affine import NotAffine, isl_name, to_isl
 
 
 def dim_expr(d: str | int | n.Expr, span=None) -> n.Expr:
@@ -250,3 +250,42 @@ def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
         outputs.append(o)
     new = replace(d, body=stmts(d.body, set()), outputs=tuple(outputs))
     return (new, derived) if derived else (d, {})
+
+
+def derived_facts(derived: dict[str, n.Expr]) -> list[str]:
+    """isl constraints that hold between the derived sizes and the others at
+    every call (the sizes are at least 1): ``E_div_NH_2`` is ``floor(E_div_NH
+    / 2)`` where ``E_div_NH`` stands for ``E / NH``; a quotient ``X / Y`` of
+    sizes is at most ``X``; a product ``X * Y`` at least each factor.  Without
+    them isl takes the derived sizes to be unrelated (``E_div_NH = 1``,
+    ``E_div_NH_2 = 2``), and a read that holds for every call looks unproved."""
+    from ..syntax.printer import expr_to_tc
+
+    names = {expr_to_tc(e): name for name, e in derived.items()}
+
+    def own(e: n.Expr, top: bool = True) -> n.Expr:
+        """``e`` with each subterm that another derived size stands for as that
+        size, and the names as sizes."""
+        if not top and isinstance(e, n.Binary) and expr_to_tc(e) in names:
+            return n.SizeVar(names[expr_to_tc(e)])
+        if isinstance(e, n.Ident):
+            return n.SizeVar(e.name)
+        return n.map_children(e, lambda c: own(c, False) if isinstance(c, n.Expr) else c)
+
+    facts: list[str] = []
+    for name, e in derived.items():
+        d, f = isl_name(name), own(e)
+        try:
+            facts.append(f"{d} = {to_isl(f)}")
+            continue
+        except NotAffine:
+            pass
+        if isinstance(f, n.Binary) and f.op in ("/", "*", "%"):
+            try:
+                a, b = to_isl(f.lhs), to_isl(f.rhs)
+            except NotAffine:
+                continue
+            facts += {"/": [f"0 <= {d} <= {a}"], "*": [f"{d} >= {a}", f"{d} >= {b}"] if all(
+                isinstance(x, n.SizeVar) and x.name not in derived for x in (f.lhs, f.rhs)) else [f"{d} >= 0"],
+                      "%": [f"0 <= {d} < {b}"]}[f.op]
+    return facts
