@@ -153,16 +153,14 @@ def infer_ranges(checked: CheckedDef, ctx: isl.Context | None = None) -> RangeIn
 
 
 def _runs(info: RangeInfo) -> RangeInfo:
-    """``info``, once every statement that its loops and conditions let run
-    has a range for its variables for some sizes: a read that bounds a
-    variable to nothing (``y(T - 1 - t, b, H + j) = c(t, b, j) + (t > 0 ?
-    y(T - t, b, H + j) : 0)`` while ``y``'s last extent is ``H``: ``j`` both
-    ``>= 0`` and ``< 0``) would leave the statement writing nothing, silently."""
+    """``info``, once no read bounds a variable to nothing for every size (``y(T - 1 - t, b, H + j) = c(t,
+    b, j) + (t > 0 ? y(T - t, b, H + j) : 0)`` where ``y`` has ``H`` columns: no ``j``, the statement
+    silently writing nothing); an empty ``where`` range is meant (TC's ``i in 8:4``)."""
     for st in info.stmts:
-        if st.params_set is None or st.params_set.is_empty() or not st.domain.is_empty():
+        s, runs = st.comp, st.params_set is not None and not st.params_set.is_empty() and st.domain.is_empty()
+        empty = [v for v in st.vars if runs and st.var_sets.get(v) is not None and st.var_sets[v].is_empty()]
+        if not empty or {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)} & set(empty):
             continue
-        empty = [v for v in st.vars if st.var_sets.get(v) is not None and st.var_sets[v].is_empty()] or list(st.vars)
-        s = st.comp
         own = any(isinstance(a, n.Access) and a.tensor == s.tensor for a in n.walk(s.rhs))
         raise TcSemanticError(
             f"this statement never runs: the reads of its right side leave no value of "
