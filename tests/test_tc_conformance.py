@@ -781,11 +781,17 @@ CALL_REJECT = [
      [np.ones((1, 2), np.int32)], r"'a'"),
     ("E25 'expected 1 dimensions but found tensor with 2 dimensions'", "def f(float(1) a) -> (b) { b(i) = a(i) }",
      [np.ones((1, 1), np.float32)], r"'a'"),
-    # DISABLED_E14 in TC ("expressions in where clauses are assumed to be affine. Needs fixing."): here
-    # N*N is a derived size (docs/language.md, step 12), and b(i + j) leaves b at every call
-    ("E14 (DISABLED in TC)", "def f(float(N) b) -> (c) { c(i) += b(i + j) where j in 0:(N*N), i in 0:10 }",
-     [np.ones(3, np.float32)], r"'b' would be read out of bounds"),
 ]
+
+# DISABLED_E14 in TC ("expressions in where clauses are assumed to be affine. Needs fixing."): here
+# N*N is a derived size (docs/language.md, step 12), known to be at least N (sema/sizes.py
+# derived_facts), so b(i + j) leaves b for every size: an error at compile time
+E14 = "def f(float(N) b) -> (c) { c(i) += b(i + j) where j in 0:(N*N), i in 0:10 }"
+
+
+def test_tc_e14_reads_out_of_bounds_for_every_size():
+    with pytest.raises(TcSemanticError, match=r"'b' is read out of bounds for every size"):
+        tcdsl.compile(E14)
 
 
 @pytest.mark.parametrize("origin,src,inputs,message", CALL_REJECT, ids=[c[0].split()[0] for c in CALL_REJECT])
