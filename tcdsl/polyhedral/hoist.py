@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
-from ..sema.affine import _aff_to_expr, isl_name, params_prefix, to_isl
+from ..sema.affine import _aff_to_expr, isl_name, params_prefix, to_isl, underived
 from ..sema.ranges import RangeInfo, StmtInfo
 from ..syntax import nodes as n
 from .bounds import at_called_sizes
@@ -348,16 +348,8 @@ class _Loop:
 
 
 def _parsed(e: n.Expr, names: dict[str, str], derived: dict | None = None) -> n.Expr:
-    """A checked size expression as the parser writes it (names as ``Ident``;
-    a derived size, ``C_div_NH``, as the expression it stands for: as a name
-    it would be a size of its own in the rewritten program)."""
-    def fn(x):
-        if isinstance(x, (n.SizeVar, n.IndexVar)) and derived and x.name in derived:
-            return derived[x.name]
-        if isinstance(x, (n.SizeVar, n.IndexVar)):
-            return n.Ident(names.get(x.name, x.name))
-        return n.map_children(x, fn)
-    return fn(e)
+    """A checked size expression as the parser writes it (sema/affine.underived)."""
+    return underived(e, derived, names)
 
 
 # ------------------------------------------------------------------ rewrite

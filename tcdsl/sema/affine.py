@@ -283,12 +283,15 @@ def _min_max_formulas(terms):
                         yield fold(outer, (t, folded))
 
 
-def underived(e: n.Expr, derived: dict) -> n.Expr:
+def underived(e: n.Expr, derived: dict | None, names: dict[str, str] | None = None) -> n.Expr:
     """The checked size expression ``e`` as the parser writes it: a derived
-    size (``E_div_DH``, sema/sizes.py) as the expression it stands for, the
-    other sizes as names; for a rewrite's ``where`` clauses."""
-    if isinstance(e, (n.SizeVar, n.Ident)) and e.name in derived:
+    size (``E_div_DH``, sema/sizes.py) as the expression it stands for (as a
+    name it would be a size of its own in a rewritten program), the other
+    sizes and index variables as names, renamed by ``names``; for rewrites'
+    ``where`` clauses and extents."""
+    derived, names = derived or {}, names or {}
+    if isinstance(e, (n.SizeVar, n.IndexVar, n.Ident)) and e.name in derived:
         return derived[e.name]
-    if isinstance(e, n.SizeVar):
-        return n.Ident(e.name, span=e.span)
-    return n.map_children(e, lambda x: underived(x, derived) if isinstance(x, n.Expr) else x)
+    if isinstance(e, (n.SizeVar, n.IndexVar)):
+        return n.Ident(names.get(e.name, e.name), span=e.span)
+    return n.map_children(e, lambda x: underived(x, derived, names) if isinstance(x, n.Expr) else x)
