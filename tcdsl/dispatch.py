@@ -243,7 +243,7 @@ class Kernel(CompiledKernel):
         """The binary for these sizes, their size tuple, and whether later
         calls with them may go straight to that binary (through a plan)."""
         key = tuple(sizes[s] for s in self._size_names)
-        if 0 in key and self._kind == "llvm":
+        if (0 in key or self._checks.as_written(sizes)) and self._kind == "llvm":
             return self._at_empty_size(), key, False
         if self.specialize == "never":
             self._hits[0] += 1

@@ -315,15 +315,30 @@ class _Checker:
                 may_a, must_a = self._condition(st, a, domain)
                 return (domain if must_a is None else domain - must_a), (None if may_a is domain else domain - may_a)
             case n.Binary(op=op) if op in _CMP:
+                c = self._sized(c)
+                head = params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars)) + "] : "
+
+                def where(text: str) -> isl.Set:
+                    guard = isl.Set.read_from_str(self.ctx, head + text + " }").align_params(st.domain.get_space().params())
+                    return self.domain(st, guard).align_params(domain.get_space().params()) & domain
                 try:
-                    text = (params_prefix(self.params) + "{ " + st.name + "[" + ", ".join(map(isl_name, st.vars))
-                            + "] : " + to_isl(c) + " }")
-                    guard = isl.Set.read_from_str(self.ctx, text).align_params(st.domain.get_space().params())
-                    guard = self.domain(st, guard).align_params(domain.get_space().params()) & domain
+                    guard = where(to_isl(c))
                     return guard, guard
                 except (NotAffine, isl.Error):
                     pass
+                try:  # quotients and remainders by a size, as variables bounded as they are (_abstracted)
+                    facts: list[tuple[str, str]] = []
+                    cond = to_isl(_abstracted(c, facts))
+                    names, known = ", ".join(v for v, _ in facts), " and ".join(f for _, f in facts)
+                    may = where(f"exists ({names} : {known} and {cond})")
+                    return may, domain - where(f"exists ({names} : {known} and not {cond})")
+                except (NotAffine, isl.Error):
+                    pass
         return domain, None
+
+    def _sized(self, e: n.Expr) -> n.Expr:
+        """``e`` as the checks read it (overridden for concrete sizes)."""
+        return e
 
     # ------------------------------------------------------- witnesses
     def _witness(self, bad: isl.Map, st: StmtInfo, tensor: str) -> str:
@@ -341,6 +356,30 @@ class _Checker:
         shape = ", ".join(_expr_text(e) for e in self.r.extent_exprs(tensor))
         return (f"for sizes {sizes or '(none)'}" + (f" at {', '.join(where)}" if where else "")
                 + f": {tensor}({index}), but '{tensor}' has size ({shape})")
+
+
+def _abstracted(e: n.Expr, facts: list[tuple[str, str]]) -> n.Expr:
+    """``e`` with each quotient ``a / S`` and remainder ``a % S`` by a
+    non-constant ``S`` (``p % W > 0``, ``e % D < D / 2``: not affine) as a
+    new variable, and in ``facts`` (its isl name, what is known of it):
+    ``0 <= a % S < S`` and ``a % S = a`` where ``0 <= a < S``, ``0 <= a / S
+    <= a`` for ``a >= 0``, ``a / S = 0`` exactly where ``a < S``; nothing
+    where ``S <= 0``.  A condition on the variables holds where the original
+    may hold, so ``p % W > 0 ? x(p - 1) : 0`` reads ``x`` at ``p >= 1``
+    only."""
+    if isinstance(e, n.Binary) and e.op in ("/", "%") and not (
+            isinstance(e.rhs, n.Const) and isinstance(e.rhs.value, int) and e.rhs.value > 0):
+        a, s = to_isl(_abstracted(e.lhs, facts)), to_isl(_abstracted(e.rhs, facts))
+        v = f"_q{len(facts)}"
+        if e.op == "%":
+            known = (f"({s} >= 1 and 0 <= {v} < {s} and ({a} < 0 or {v} <= {a})"
+                     f" and ({a} < 0 or {a} >= {s} or {v} = {a}))")
+        else:
+            known = (f"({s} >= 1 and (({a} >= 0 and 0 <= {v} <= {a} and ({v} <= 0 or {a} >= {s})"
+                     f" and ({v} >= 1 or {a} < {s})) or ({a} < 0 and {a} <= {v} < 0)))")
+        facts.append((v, f"({known} or {s} <= 0)"))
+        return n.IndexVar(v)
+    return n.map_children(e, lambda x: _abstracted(x, facts) if isinstance(x, n.Expr) else x)
 
 
 def _expr_text(e: n.Expr) -> str:
@@ -374,6 +413,15 @@ class _CallChecker(_Checker):
             if size is not None:
                 s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(self.ctx, size))
         return s
+
+    def _sized(self, e: n.Expr) -> n.Expr:
+        # with the sizes known, ``e % D`` is a remainder by a constant, which isl reads
+        if isinstance(e, n.SizeVar) and e.name in self.sizes:
+            return n.Const(int(self.sizes[e.name]))
+        return n.map_children(e, lambda x: self._sized(x) if isinstance(x, n.Expr) else x)
+
+    def _map(self, st: StmtInfo, domain: isl.Set, tensor: str, indices) -> isl.Map:
+        return super()._map(st, domain, tensor, tuple(self._sized(e) for e in indices))
 
     def extent_set(self, tensor: str) -> isl.Set:
         shape = self.shapes[tensor]

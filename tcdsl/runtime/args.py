@@ -268,12 +268,25 @@ class SizeChecks:
     proof for these sizes, polyhedral/bounds.py), and without one it is
     refused.  Sizes for which a read would leave its tensor (the signature's
     guards: polyhedral/bounds.py proved the reads for all other sizes) are
-    refused.  Each size tuple that passes is not checked again."""
+    refused, unless ``at_zero`` proves the program as written for them
+    (a guard over sizes is coarser than the proof at known sizes): such
+    calls run the program as written (:meth:`as_written`).  Each size tuple
+    that passes is not checked again."""
 
     def __init__(self, signature: Signature):
         self._tensors = [(e.name, compile_shapes([e.shape]), compile_values(e.parts)) for e in signature.extents]
         self._guards = [(compile_values((f"int({cond})",)), message) for cond, message in signature.guards]
         self._seen: set[tuple] = set()
+        self._as_written: set[tuple] = set()
+        # a call a guard names runs the program as written where the compiler's
+        # proof for its sizes holds (``e % D < D / 2 ? x(e + D / 2) : ...``
+        # with E = 8, D = 4): calls with such sizes take :meth:`as_written`
+        self.written_code = signature.target == "llvm"
+
+    def as_written(self, sizes: dict[str, int]) -> bool:
+        """Whether a call with these sizes (checked) needs the program as
+        written: a guard names its sizes, the proof for them holds."""
+        return bool(self._as_written) and tuple(sorted(sizes.items())) in self._as_written
 
     def check(self, sizes: dict[str, int], at_zero: Callable | None = None) -> None:
         """Raises TcShapeError for sizes out of range (see the class docstring);
@@ -302,9 +315,12 @@ class SizeChecks:
             at_zero(sizes, shapes)
         for cond, message in self._guards:
             if cond(sizes)[0]:
-                if at_zero is not None:
-                    at_zero(sizes, shapes)  # the compiler's proof for these sizes names an instance
-                raise TcShapeError(f"sizes {given}: {message} for these sizes")
+                if at_zero is None or not self.written_code:
+                    raise TcShapeError(f"sizes {given}: {message} for these sizes")
+                at_zero(sizes, shapes)  # raises, naming an instance, unless the program is in bounds here
+                self._as_written.add(key)  # the guard's sizes hold more than it reads: the program as written runs
+                break
         if len(self._seen) > 1024:
             self._seen.clear()
+            self._as_written.clear()
         self._seen.add(key)
