@@ -10,9 +10,11 @@ statement's domain) reads outside the tensor's extents:
 * a read is checked where it is evaluated: in the ``then`` branch of
   ``c ? a : b`` where ``c`` may hold, in the ``else`` branch where it may not,
   in the right operand of ``a && b`` where ``a`` may hold and of ``a || b``
-  where it may not (the affine comparisons of a condition decide; a
-  comparison with a tensor value may go either way):
-  ``i > 0 ? A(i - 1) : 0`` and ``i >= 1 && A(i - 1) > 0`` are in bounds;
+  where it may not (the affine comparisons of a condition decide, a
+  quotient or remainder by a size taken as a variable bounded as it is,
+  :func:`_abstracted`; a comparison with a tensor value may go either way):
+  ``i > 0 ? A(i - 1) : 0``, ``i >= 1 && A(i - 1) > 0`` and
+  ``p % W > 0 ? A(p - 1) : 0`` are in bounds;
 * a read that leaves its tensor for *every* size is an error
   (:class:`~tcdsl.errors.TcSemanticError`: ``A(i + 1) where i in 0:N``
   always reads ``A(N)``); one that leaves it for *some* sizes (TC's
@@ -21,7 +23,9 @@ statement's domain) reads outside the tensor's extents:
   from ``sample_point``, and the sizes for which it leaves are kept
   (``RangeInfo.size_guards``): a call with such sizes is refused with a
   :class:`~tcdsl.errors.TcShapeError` before the kernel runs
-  (runtime/args.py).  Under ``strict=True``
+  (runtime/args.py), unless :func:`check_call_sizes` proves the program as
+  written for the call's sizes (known sizes make ``e % D`` affine): then
+  the call runs the program as written.  Under ``strict=True``
   (``options={"strict_bounds": True}``) both are errors;
 * a write outside a declared output size (``-> (float(N) B)``) is an error;
   writes to tensors whose sizes are inferred are inside them by construction
@@ -156,6 +160,8 @@ def check_call_sizes(ranges: RangeInfo, sizes: dict[str, int], shapes: dict[str,
     ``shapes``: the compiled code leaves out conditions implied by sizes >= 1,
     so a statement unrelated to the empty size still runs, and may read or
     write an empty tensor (``where i in 0:1`` reading ``x(i, j)`` with N = 0).
+    Also at a call whose sizes a size guard names: with the sizes known, a
+    guard ``e % D < D / 2`` is affine and may prove the read.
     Raises TcShapeError for the first access that would leave its tensor."""
     checker = _CallChecker(ranges, sizes, shapes)
     for st in ranges.stmts:
