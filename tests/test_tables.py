@@ -629,3 +629,19 @@ def test_tables_whose_ranges_name_derived_sizes_are_kept():
         cs0 = np.cos(pid.astype(np.float64))  # d = 0: the power is 1
         want = cs0[..., None] * np.einsum("btf,cf->btc", g / (1 + np.exp(-g)), Wd)
         np.testing.assert_allclose(k(x, pid, Wg, Wd, NH=NH), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_costly_term_with_a_scalar_input_is_a_table():
+    # a temperature given as a scalar input (MoCo's InfoNCE gradient): the
+    # term was planned but never substituted (the scalar printed as tau() in
+    # one program and tau in the other), so exp ran once per (n, j, d)
+    src = "def f(float(N,Q) neg, float(Q,D) queue, float(N) mx, float tau) -> (dq) {\n" \
+          "  dq(n, d) +=! exp(neg(n, j) / tau - mx(n)) * queue(j, d)\n}"
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    assert "dq_tab = T.alloc_buffer((N, Q)" in k.script, k.script
+    assert all("dq_tab[" in line.split(" = ")[0] for line in k.script.splitlines() if "T.reinterpret(" in line)
+    rng = np.random.default_rng(0)
+    neg, queue, mx = rand(rng, 5, 7), rand(rng, 7, 3), rand(rng, 5)
+    tau = np.array(0.5, "float32")
+    ref = np.exp(neg.astype(np.float64) / 0.5 - mx[:, None]) @ queue
+    np.testing.assert_allclose(k(neg, queue, mx, tau), ref, rtol=1e-5)

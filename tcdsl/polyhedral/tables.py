@@ -414,8 +414,14 @@ def _spread(e: n.Expr, v: str) -> bool:
 
 
 def _text(e: n.Expr) -> str | None:
+    """``e`` as TC text, the same for the checked and the parsed program (a
+    scalar input is ``Access(tau, ())`` in one, ``tau`` in the other)."""
+    def plain(x):
+        if isinstance(x, n.Access) and not x.indices:
+            return n.Ident(x.tensor, span=x.span)
+        return n.map_children(x, lambda y: plain(y) if isinstance(y, n.Expr) else y)
     try:
-        return expr_to_tc(e)
+        return expr_to_tc(plain(e))
     except InternalError:  # (a node the printer does not know: matches nothing, no table)
         return None
 
