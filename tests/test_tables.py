@@ -645,3 +645,26 @@ def test_a_costly_term_with_a_scalar_input_is_a_table():
     tau = np.array(0.5, "float32")
     ref = np.exp(neg.astype(np.float64) / 0.5 - mx[:, None]) @ queue
     np.testing.assert_allclose(k(neg, queue, mx, tau), ref, rtol=1e-5)
+
+
+DFT = """def stft_pow(float(B,L) x, float(N) win) -> (P) {
+  re(b, t, f) +=! x(b, 160 * t + n) * win(n) * cos(6.2831853 * ((f * n) % N) / N) where f in 0:N/2+1
+  im(b, t, f) +=! x(b, 160 * t + n) * win(n) * sin(6.2831853 * ((f * n) % N) / N) where f in 0:N/2+1
+  P(b, t, f) = re(b, t, f) * re(b, t, f) + im(b, t, f) * im(b, t, f)
+}"""
+
+
+def test_a_sums_costly_term_of_indices_alone_is_a_table_in_the_sums_ranges():
+    # a DFT's basis, cos(2 pi (f n mod N) / N), computed per (b, t, f, n): 167 ms
+    # against 1.5 ms for torch's framed matmul; a table over (f, n) (the range of
+    # n inferred from win(n)), 2.8 ms one thread at (8, 16000, 400) on the Intel Xeon
+    k = tcdsl.compile(DFT, options={"disk_cache": False})
+    assert len(re.findall(r"_tab = T.alloc_buffer\(\(T.max\(N // 2 \+ 1, 0\), N\)", k.script)) == 2, k.script
+    assert all("_tab[" in line.split(" = ")[0] for line in k.script.splitlines() if "T.cos(" in line or "T.sin(" in line)
+    rng = np.random.default_rng(3)
+    for B, L, N in ((2, 700, 9), (1, 400, 400), (3, 165, 6)):
+        x, win = rng.standard_normal((B, L)), rng.random(N)
+        frames = np.lib.stride_tricks.sliding_window_view(x, N, axis=1)[:, ::160] * win
+        ref = np.abs(np.fft.rfft(frames, axis=-1)) ** 2
+        got = k(x.astype("float32"), win.astype("float32"))
+        np.testing.assert_allclose(got, ref, rtol=2e-3, atol=2e-3 * np.abs(ref).max())
