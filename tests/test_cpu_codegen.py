@@ -467,6 +467,31 @@ def test_gathered_rows_get_tiles_of_half_the_rows_and_twice_the_columns():
         np.testing.assert_allclose(k(idx, emb), emb[idx].mean(1), rtol=1e-5, atol=1e-6)
 
 
+def test_a_bag_beside_a_deeper_product_leaves_the_product_the_hosts_tiles():
+    """DeepFM: a bag ``s(b, k) +=! E(idx(b, f), k)`` fused with ``h1(b, o) +=!
+    W1(o, f, k) * E(idx(b, f), k)``, a product over (f, k) per output: the
+    product keeps the host's tiles (half the rows cost it 1.3x torch)."""
+    from tcdsl.driver import emit
+    from tcdsl.options import host_defaults
+
+    src = """def f(int32(B,F) idx, float(N,K) E, float(H,F,K) W1) -> (h1, s) {
+  s(b, k) +=! E(idx(b, f), k)
+  h1(b, o) +=! W1(o, f, k) * E(idx(b, f), k)
+}"""
+    d = host_defaults(False)
+    k = tcdsl.compile(src, options={"disk_cache": False})
+    tir = emit(k, "tir")
+    assert f"acc = T.alloc_buffer(({d['tile_rows']}, {d['tile_cols']}))" in tir, tir
+    assert f"acc = T.alloc_buffer(({max(1, d['tile_rows'] // 2)}, {2 * d['tile_cols']}))" not in tir, tir
+    rng = np.random.default_rng(6)
+    for B, F, K, N, H in [(1, 1, 1, 1, 1), (9, 3, 5, 11, 70), (5, 4, 16, 30, 9)]:
+        idx = rng.integers(0, N, (B, F)).astype(np.int32)
+        E, W1 = rng.standard_normal((N, K)).astype(np.float32), rng.standard_normal((H, F, K)).astype(np.float32)
+        h1, s = k(idx, E, W1)
+        np.testing.assert_allclose(s, E[idx].sum(1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(h1, E[idx].reshape(B, -1) @ W1.reshape(H, -1).T, rtol=1e-4, atol=1e-4)
+
+
 def test_looked_up_rows_of_a_projection_keep_the_hosts_tiles():
     """``emb(tok(b), i) * W(i, j)``: the gathered row stays while the reduction runs (a projection of
     looked-up rows, a matmul): the host's tile shape."""

@@ -324,6 +324,8 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             dims = _read_order(e, tuple(v for v in order if v in used), set(s.reduction_vars))
             reads = any(isinstance(x, n.Access) for x in n.walk(e))
             if not reads and set(dims) - set(lhs):  # (the sum's own variables: their inferred ranges)
+                if idx[-1] in dims:  # read along the vector loop, as a product's right side: that index last
+                    dims = tuple(v for v in dims if v not in idx) + tuple(v for v in dims if v in idx)
                 st = next(st for st in ranges.stmts if st.comp.span == s.span and st.comp.tensor == s.tensor)
                 tables.append(Table(e.span, dims, None, reciprocal, _text(e), st.where_ranges(dims)))
                 continue
