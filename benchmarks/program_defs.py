@@ -23035,3 +23035,1504 @@ def _r5_fno(torch, a, t, s):
     xc = torch.view_as_complex(t[0].view(B, I, M, 2))
     wc = torch.view_as_complex(t[1].view(I, O, M, 2))
     return {"complex einsum bix,iox->box": _nograd(torch, lambda: torch.view_as_real(torch.einsum("bix,iox->box", xc, wc)).reshape(B, O, 2 * M))}
+
+
+# ---- session 64: hunts (audio and speech, hand-written training steps, recommendation and time series)
+
+
+# -- audio and speech
+@program(name="wav2vec2 conv layer0 (K=10 s=5 from raw wave) + per-channel groupnorm + gelu erf", kind="speech", src="""
+# wav2vec 2.0 feature encoder, first layer: Conv1d(1, C, 10, stride=5, bias=False) on the raw waveform,
+# GroupNorm(C, C) (each channel normalised over time), exact GELU
+def w2v_conv0(float(B,L) wav, float(C,1,10) w, float(C) gam, float(C) bet) -> (y) {
+  h(b, c, t) +=! wav(b, 5 * t + k) * w(c, 0, k)
+  mu(b, c) +=! h(b, c, t) / ((L - 10) / 5 + 1)
+  var(b, c) +=! (h(b, c, t) - mu(b, c)) * (h(b, c, t) - mu(b, c)) / ((L - 10) / 5 + 1)
+  n(b, c, t) = (h(b, c, t) - mu(b, c)) * rsqrt(var(b, c) + 1e-5) * gam(c) + bet(c)
+  y(b, c, t) = 0.5 * n(b, c, t) * (1 + erf(n(b, c, t) * 0.70710678))
+}""", full=dict(B=4, L=16000, C=512), tiny=dict(B=3, L=37, C=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]), _w(r, s["C"], 1, 10), 1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"])])
+def _s64a_w2v_conv0(torch, a, t, s):
+    F = torch.nn.functional
+    wav, w, gam, bet = t
+    C = s["C"]
+
+    def run():
+        h = F.conv1d(wav[:, None, :], w, stride=5)
+        return F.gelu(F.group_norm(h, C, gam, bet, 1e-5))
+    return {"conv1d(stride 5) + group_norm + gelu": _nograd(torch, run)}
+
+
+@program(name="wav2vec2 conv layers K=3 s=2 then K=2 s=2 (no bias) + gelu", kind="speech", src="""
+# the later layers of the wav2vec 2.0 feature encoder: Conv1d(C, C, 3, stride=2) and Conv1d(C, C, 2, stride=2), GELU
+def w2v_convs(float(B,C,T) x, float(C,C,3) w1, float(C,C,2) w2) -> (y) {
+  a(b, o, t) +=! x(b, c, 2 * t + k) * w1(o, c, k)
+  a(b, o, t) = 0.5 * a(b, o, t) * (1 + erf(a(b, o, t) * 0.70710678))
+  y(b, o, t) +=! a(b, c, 2 * t + k) * w2(o, c, k)
+  y(b, o, t) = 0.5 * y(b, o, t) * (1 + erf(y(b, o, t) * 0.70710678))
+}""", full=dict(B=4, C=256, T=400), tiny=dict(B=3, C=5, T=13),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), _w(r, s["C"], s["C"], 3), _w(r, s["C"], s["C"], 2)])
+def _s64a_w2v_convs(torch, a, t, s):
+    F = torch.nn.functional
+    x, w1, w2 = t
+
+    def run():
+        return F.gelu(F.conv1d(F.gelu(F.conv1d(x, w1, stride=2)), w2, stride=2))
+    return {"conv1d(stride 2) + gelu x2": _nograd(torch, run)}
+
+
+@program(name="wav2vec2 positional conv (grouped K even pad K/2 drop last) channels-last + gelu + residual",
+         kind="speech", src="""
+# wav2vec 2.0 positional convolution: x (B, T, C), Conv1d(C, C, K, padding=K/2, groups=C/CG) with its
+# weight (C, CG, K), the extra last frame dropped (SamePad), GELU, added to x
+def w2v_posconv(float(B,T,C) x, float(C,CG,K) w, float(C) bias) -> (y) {
+  p(b, t, c) +=! (t + k - K / 2 >= 0 && t + k - K / 2 < T ? x(b, t + k - K / 2, (c / CG) * CG + i) : 0) * w(c, i, k) where t in 0:T, k in 0:K
+  p(b, t, c) = p(b, t, c) + bias(c)
+  y(b, t, c) = x(b, t, c) + 0.5 * p(b, t, c) * (1 + erf(p(b, t, c) * 0.70710678))
+}""", full=dict(B=2, T=200, C=256, CG=16, K=32), tiny=dict(B=2, T=7, C=6, CG=3, K=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]), (_w(r, s["C"], s["CG"], s["K"]) / np.sqrt(s["CG"])).astype(np.float32),
+                         0.1 * _n(r, s["C"])])
+def _s64a_w2v_posconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    G, K = s["C"] // s["CG"], s["K"]
+
+    def run():
+        p = F.conv1d(x.transpose(1, 2), w, bias, padding=K // 2, groups=G)[..., :-1]
+        return x + F.gelu(p).transpose(1, 2)
+    return {"grouped conv1d + gelu + residual": _nograd(torch, run)}
+
+
+@program(name="ecapa attentive statistics pooling (tanh attention per channel, softmax over time, mean+std)",
+         kind="speech", src="""
+# ECAPA-TDNN attentive statistics pooling without global context: channel-wise attention over time,
+# weighted mean and standard deviation (clamped at 1e-12 under the sqrt), concatenated (B, 2C)
+def asp(float(B,C,T) h, float(A,C) W1, float(A) b1, float(C,A) W2, float(C) b2) -> (out) {
+  a(b, j, t) +=! W1(j, c) * h(b, c, t)
+  a(b, j, t) = tanh(fmax(a(b, j, t) + b1(j), 0))
+  e(b, c, t) +=! W2(c, j) * a(b, j, t)
+  e(b, c, t) = e(b, c, t) + b2(c)
+  mx(b, c) max=! e(b, c, t)
+  p(b, c, t) = exp(e(b, c, t) - mx(b, c))
+  z(b, c) +=! p(b, c, t)
+  mu(b, c) +=! p(b, c, t) * h(b, c, t) / z(b, c)
+  sq(b, c) +=! p(b, c, t) * h(b, c, t) * h(b, c, t) / z(b, c)
+  out(b, c) = mu(b, c)
+  out(b, C + c) = sqrt(fmax(sq(b, c) - mu(b, c) * mu(b, c), 1e-12))
+}""", full=dict(B=8, C=512, T=200, A=128), tiny=dict(B=3, C=5, T=7, A=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), _w(r, s["A"], s["C"]), 0.1 * _n(r, s["A"]),
+                         _w(r, s["C"], s["A"]), 0.1 * _n(r, s["C"])])
+def _s64a_asp(torch, a, t, s):
+    F = torch.nn.functional
+    h, W1, b1, W2, b2 = t
+
+    def run():
+        att = torch.tanh(F.relu(F.conv1d(h, W1[:, :, None], b1)))
+        att = torch.softmax(F.conv1d(att, W2[:, :, None], b2), dim=2)
+        mu = (att * h).sum(2)
+        sd = torch.sqrt(((att * h * h).sum(2) - mu * mu).clamp(min=1e-12))
+        return torch.cat([mu, sd], 1)
+    return {"conv1d 1x1 x2 + softmax + weighted stats": _nograd(torch, run)}
+
+
+@program(name="res2net block (scale 4, chunk s read as x(b, s * W + c, t)) dilated K=3 conv per split, for s",
+         kind="speech", src="""
+# ECAPA Res2Net: the channels cut into 4 splits of W; split 0 passes, split s >= 1 is
+# relu(conv_{s}(x_s + y_{s-1}) + b) (conv K=3, dilation 2, same padding), split 1 without y_0
+def res2(float(B,4*W,T) x, float(3,W,W,3) w, float(3,W) bias) -> (y) {
+  for s in 4 {
+    if s == 0 { y(b, s, c, t) = x(b, c, t) where c in 0:W }
+    else if s == 1 {
+      y(b, s, o, t) +=! (t + 2 * k - 2 >= 0 && t + 2 * k - 2 < T ? x(b, W + c, t + 2 * k - 2) : 0) * w(0, o, c, k) where t in 0:T, k in 0:3, c in 0:W
+    } else {
+      y(b, s, o, t) +=! (t + 2 * k - 2 >= 0 && t + 2 * k - 2 < T ? x(b, s * W + c, t + 2 * k - 2) + y(b, s - 1, c, t + 2 * k - 2) : 0) * w(s - 1, o, c, k) where t in 0:T, k in 0:3, c in 0:W
+    }
+    if s > 0 { y(b, s, o, t) = fmax(y(b, s, o, t) + bias(s - 1, o), 0) }
+  }
+}""", full=dict(B=8, W=128, T=200), tiny=dict(B=2, W=3, T=7),
+    inputs=lambda r, s: [_n(r, s["B"], 4 * s["W"], s["T"]), (_w(r, 3, s["W"], s["W"], 3) / np.sqrt(3)).astype(np.float32),
+                         0.1 * _n(r, 3, s["W"])])
+def _s64a_res2(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+
+    def run():
+        xs = torch.chunk(x, 4, dim=1)
+        ys = [xs[0]]
+        for i in range(1, 4):
+            inp = xs[i] if i == 1 else xs[i] + ys[-1]
+            ys.append(F.relu(F.conv1d(inp, w[i - 1], bias[i - 1], padding=2, dilation=2)))
+        return torch.stack(ys, 1)
+    return {"chunk + conv1d loop + stack": _nograd(torch, run)}
+
+
+@program(name="wavenet layer with local conditioning (mel repeated by t / 16), gated, residual + skip 1x1",
+         kind="audio", src="""
+# one WaveNet vocoder layer: dilated (d=4) causal conv K=2 to 2R gate channels plus a 1x1 projection of the
+# mel frames repeated 16 times (nearest upsampling), tanh * sigmoid, then residual and skip 1x1 convs
+def wavenet_lc(float(B,R,T) x, float(B,M,TM) mel, float(2*R,R,2) Wd, float(2*R) bd, float(2*R,M) Wc,
+               float(R,R) Wr, float(R) br, float(S,R) Ws, float(S) bs) -> (res, skip) {
+  g(b, r, t) +=! (t + 4 * k - 4 >= 0 ? x(b, c, t + 4 * k - 4) : 0) * Wd(r, c, k) where t in 0:T, k in 0:2
+  g(b, r, t) += mel(b, m, t / 16) * Wc(r, m) where t in 0:T
+  z(b, c, t) = tanh(g(b, c, t) + bd(c)) * sigmoid(g(b, R + c, t) + bd(R + c)) where c in 0:R
+  res(b, c, t) +=! z(b, j, t) * Wr(c, j)
+  res(b, c, t) = res(b, c, t) + br(c) + x(b, c, t)
+  skip(b, q, t) +=! z(b, j, t) * Ws(q, j)
+  skip(b, q, t) = skip(b, q, t) + bs(q)
+}""", full=dict(B=2, R=64, T=2048, M=80, TM=128, S=128), tiny=dict(B=2, R=3, T=35, M=5, TM=3, S=5),
+    pick=lambda r: np.concatenate([np.asarray(r[0]), np.asarray(r[1])], 1),
+    inputs=lambda r, s: [_n(r, s["B"], s["R"], s["T"]), _n(r, s["B"], s["M"], s["TM"]),
+                         _w(r, 2 * s["R"], s["R"], 2), 0.1 * _n(r, 2 * s["R"]), _w(r, 2 * s["R"], s["M"]),
+                         _w(r, s["R"], s["R"]), 0.1 * _n(r, s["R"]), _w(r, s["S"], s["R"]), 0.1 * _n(r, s["S"])])
+def _s64a_wavenet_lc(torch, a, t, s):
+    F = torch.nn.functional
+    x, mel, Wd, bd, Wc, Wr, br, Ws, bs = t
+    R, T = s["R"], s["T"]
+
+    def run():
+        c = mel.repeat_interleave(16, dim=2)[..., :T]
+        g = F.conv1d(F.pad(x, (4, 0)), Wd, bd, dilation=4) + F.conv1d(c, Wc[:, :, None])
+        z = torch.tanh(g[:, :R]) * torch.sigmoid(g[:, R:])
+        return torch.cat([x + F.conv1d(z, Wr[:, :, None], br), F.conv1d(z, Ws[:, :, None], bs)], 1)
+    return {"conv1d dilated + repeat_interleave 1x1 + gated + 1x1 x2": _nograd(torch, run)}
+
+
+@program(name="low-frame-rate lstm (3 frames stacked: x(b, 3t + s, f) * Wih(r, s * F + f)), batch-first, (4H,3F)",
+         kind="rnn", src="""
+# a streaming acoustic model over stacked frames (x.reshape(B, T/3, 3F) fed to nn.LSTM(batch_first=True)):
+# step t reads frames 3t, 3t+1, 3t+2; gates i, f, g, o in PyTorch's (4H, in) layout, zero initial state
+def lfr_lstm(float(B,T,F) x, float(4*H,3*F) Wih, float(4*H,H) Whh, float(4*H) bih, float(4*H) bhh) -> (h) {
+  for t in T / 3 {
+    g(b, r) +=! x(b, 3 * t + s, f) * Wih(r, s * F + f) where s in 0:3
+    if t > 0 { g(b, r) += h(b, t - 1, k) * Whh(r, k) }
+    ig(b, j) = sigmoid(g(b, j) + bih(j) + bhh(j)) where j in 0:H
+    fg(b, j) = sigmoid(g(b, H + j) + bih(H + j) + bhh(H + j)) where j in 0:H
+    gg(b, j) = tanh(g(b, 2 * H + j) + bih(2 * H + j) + bhh(2 * H + j)) where j in 0:H
+    og(b, j) = sigmoid(g(b, 3 * H + j) + bih(3 * H + j) + bhh(3 * H + j)) where j in 0:H
+    if t == 0 { c(b, j) = ig(b, j) * gg(b, j) }
+    else      { c(b, j) = fg(b, j) * c(b, j) + ig(b, j) * gg(b, j) }
+    h(b, t, j) = og(b, j) * tanh(c(b, j))
+  }
+}""", full=dict(B=16, T=300, F=80, H=256), tiny=dict(B=3, T=10, F=5, H=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["F"]), _w(r, 4 * s["H"], 3 * s["F"]), _w(r, 4 * s["H"], s["H"]),
+                         0.1 * _n(r, 4 * s["H"]), 0.1 * _n(r, 4 * s["H"])])
+def _s64a_lfr_lstm(torch, a, t, s):
+    x, Wih, Whh, bih, bhh = t
+    B, T, F, H = s["B"], s["T"], s["F"], s["H"]
+    lstm = torch.nn.LSTM(3 * F, H, batch_first=True)
+    for p, v in zip([lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0], a[1:]):
+        _copy(torch, p, v)
+
+    def run():
+        n = T // 3
+        return lstm(x[:, :3 * n].reshape(B, n, 3 * F))[0]
+    return {"nn.LSTM(batch_first) on reshaped frames": _nograd(torch, run)}
+
+
+def _s64a_ctc_inputs(r, s):
+    logits = 2 * _n(r, s["B"], s["T"], s["V"])
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    lab = r.integers(1, s["V"], size=(s["B"], s["L"])).astype(np.int32)
+    lab[:, 1] = lab[:, 0]           # a repeated label: the skip transition is forbidden there
+    return [logp.astype(np.float32), lab]
+
+
+@program(name="ctc forced alignment (viterbi over blank-interleaved labels s / 2, back-pointers, backtrace loop)",
+         kind="sequence", src="""
+# CTC forced alignment (as torchaudio.functional.forced_align): max-product over the 2L+1 extended states
+# (even s: blank 0, odd s: label s / 2), stay / advance / skip (skip only onto a label that differs from the
+# one before), back-pointers; then the state path read back from the better of the last two states
+def ctc_align(float(B,T,V) logp, int32(B,L) lab) -> (st) {
+  em(b, t, s) = logp(b, t, s % 2 == 0 ? 0 : lab(b, s / 2)) where s in 0:2*L+1
+  for t in T {
+    if t == 0 {
+      al(b, t, s) = s < 2 ? em(b, 0, s) : -inf where s in 0:2*L+1
+      bp(b, t, s) = 0 where s in 0:2*L+1, b in 0:B
+    } else {
+      m1(b, s) = s >= 1 ? al(b, t - 1, s - 1) : -inf where s in 0:2*L+1
+      m2(b, s) = s >= 2 && s % 2 == 1 && lab(b, s / 2) != lab(b, s / 2 - 1) ? al(b, t - 1, s - 2) : -inf where s in 0:2*L+1
+      bp(b, t, s) = al(b, t - 1, s) >= max(m1(b, s), m2(b, s)) ? 0 : (m1(b, s) >= m2(b, s) ? 1 : 2) where s in 0:2*L+1
+      al(b, t, s) = max(al(b, t - 1, s), max(m1(b, s), m2(b, s))) + em(b, t, s) where s in 0:2*L+1
+    }
+  }
+  for u in T {
+    if u == 0 { st(b, T - 1 - u) = al(b, T - 1, 2 * L) > al(b, T - 1, 2 * L - 1) ? 2 * L : 2 * L - 1 }
+    else      { st(b, T - 1 - u) = st(b, T - u) - bp(b, T - u, st(b, T - u)) }
+  }
+}""", full=dict(B=16, T=200, V=32, L=40), tiny=dict(B=3, T=9, V=5, L=3), inputs=_s64a_ctc_inputs)
+def _s64a_ctc_align(torch, a, t, s):
+    logp, lab32 = t
+    B, T, L = s["B"], s["T"], s["L"]
+    S = 2 * L + 1
+    lab = lab32.long()
+    ninf = float("-inf")
+
+    def run():
+        ext = torch.zeros(B, S, dtype=torch.long)
+        ext[:, 1::2] = lab
+        em = logp.gather(2, ext[:, None, :].expand(B, T, S))
+        allow2 = torch.zeros(B, S, dtype=torch.bool)
+        allow2[:, 3::2] = lab[:, 1:] != lab[:, :-1]
+        al = torch.full((B, S), ninf)
+        al[:, :2] = em[:, 0, :2]
+        pad1 = torch.full((B, 1), ninf)
+        pad2 = torch.full((B, 2), ninf)
+        bps = []
+        for k in range(1, T):
+            p1 = torch.cat([pad1, al[:, :-1]], 1)
+            p2 = torch.where(allow2, torch.cat([pad2, al[:, :-2]], 1), ninf)
+            m12 = torch.maximum(p1, p2)
+            bps.append(torch.where(al >= m12, 0, torch.where(p1 >= p2, 1, 2)))
+            al = torch.maximum(al, m12) + em[:, k]
+        path = torch.empty(B, T, dtype=torch.long)
+        cur = torch.where(al[:, S - 1] > al[:, S - 2], S - 1, S - 2)
+        path[:, T - 1] = cur
+        for k in range(T - 1, 0, -1):
+            cur = cur - bps[k - 1].gather(1, cur[:, None])[:, 0]
+            path[:, k - 1] = cur
+        return path.int()
+    return {"torch loop (max/where/gather) + backtrace": _nograd(torch, run)}
+
+
+def _s64a_mel_fb(M, K, sr=16000):
+    hz = lambda m: 700 * (10 ** (m / 2595) - 1)
+    mel = lambda f: 2595 * np.log10(1 + f / 700)
+    pts = hz(np.linspace(mel(0), mel(sr / 2), M + 2))
+    freqs = np.linspace(0, sr / 2, K)
+    lo, ce, hi = pts[:-2, None], pts[1:-1, None], pts[2:, None]
+    fb = np.maximum(0, np.minimum((freqs - lo) / (ce - lo), (hi - freqs) / (hi - ce)))
+    return fb.astype(np.float32)
+
+
+@program(name="torchaudio melspectrogram layout: fb (K,M) over power (B,K,T) + amplitude_to_db top_db=80 per utterance",
+         kind="audio", src="""
+# torchaudio MelScale (fb of shape (n_freqs, n_mels)) on a power spectrogram (B, K, T), then AmplitudeToDB:
+# 10 log10(clamp(x, 1e-10)), clamped from below at the utterance's max - 80 dB
+def mel_db(float(B,K,T) P, float(K,M) fb) -> (db) {
+  mel(b, m, t) +=! fb(k, m) * P(b, k, t)
+  db(b, m, t) = 10 * log10(fmax(mel(b, m, t), 1e-10))
+  top(b) max=! db(b, m, t)
+  db(b, m, t) = fmax(db(b, m, t), top(b) - 80)
+}""", full=dict(B=16, K=201, T=400, M=80), tiny=dict(B=3, K=9, T=7, M=5),
+    inputs=lambda r, s: [np.exp(4 * _n(r, s["B"], s["K"], s["T"])).astype(np.float32),
+                         np.ascontiguousarray(_s64a_mel_fb(s["M"], s["K"]).T)])
+def _s64a_mel_db(torch, a, t, s):
+    P, fb = t
+
+    def run():
+        mel = torch.matmul(P.transpose(1, 2), fb).transpose(1, 2)
+        db = 10 * torch.log10(mel.clamp(min=1e-10))
+        return torch.maximum(db, db.amax(dim=(1, 2), keepdim=True) - 80)
+    return {"matmul + log10 + amax clamp": _nograd(torch, run)}
+
+
+@program(name="stft power spectrogram, frames x(b, 160 t + n) * hann, dft basis cos/sin((f n) % N) in the sum",
+         kind="audio", src="""
+# |STFT|^2 (n_fft N, hop 160, center=False) written as a DFT: each frame windowed, times cos and sin of
+# 2 pi ((f n) mod N) / N (the product reduced mod N to keep the angle small), f in 0:N/2+1
+def stft_pow(float(B,L) x, float(N) win) -> (P) {
+  re(b, t, f) +=! x(b, 160 * t + n) * win(n) * cos(6.2831853 * ((f * n) % N) / N) where f in 0:N/2+1
+  im(b, t, f) +=! x(b, 160 * t + n) * win(n) * sin(6.2831853 * ((f * n) % N) / N) where f in 0:N/2+1
+  P(b, t, f) = re(b, t, f) * re(b, t, f) + im(b, t, f) * im(b, t, f)
+}""", full=dict(B=8, L=16000, N=400), tiny=dict(B=3, L=329, N=10),
+    inputs=lambda r, s: [_n(r, s["B"], s["L"]),
+                         (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(s["N"]) / s["N"])).astype(np.float32)])
+def _s64a_stft_pow(torch, a, t, s):
+    x, win = t
+    N = s["N"]
+    n = torch.arange(N, dtype=torch.float64)
+    f = torch.arange(N // 2 + 1, dtype=torch.float64)
+    ang = 2 * np.pi * torch.outer(n, f) / N
+    Wc = (win.double()[:, None] * torch.cos(ang)).float()
+    Ws = (win.double()[:, None] * torch.sin(ang)).float()
+
+    def stft():
+        X = torch.stft(x, N, hop_length=160, window=win, center=False, return_complex=True)
+        return (X.real ** 2 + X.imag ** 2).transpose(1, 2)
+
+    def matmul():
+        fr = x.unfold(1, N, 160)
+        return (fr @ Wc) ** 2 + (fr @ Ws) ** 2
+    return {"torch.stft": _nograd(torch, stft), "unfold + dft matmul": _nograd(torch, matmul)}
+
+
+@program(name="kaldi tdnn-f layer channels-last (contexts {0,1} then {0,1}, relu, bn eval, bypass 0.66 x(t+1))",
+         kind="speech", src="""
+# a factored TDNN layer (Kaldi tdnnf-layer) on (B, T, C): a linear bottleneck over frames t, t+1, an affine
+# layer back over t, t+1, ReLU, batch norm (inference), and the bypass 0.66 * input at the aligned frame t+1
+def tdnnf(float(B,T,C) x, float(N,C,2) W1, float(C,N,2) W2, float(C) b2, float(C) bns, float(C) bnb) -> (y) {
+  z(b, t, n) +=! x(b, t + k, c) * W1(n, c, k)
+  u(b, t, o) +=! z(b, t + k, n) * W2(o, n, k)
+  u(b, t, o) = fmax(u(b, t, o) + b2(o), 0) * bns(o) + bnb(o)
+  y(b, t, o) = u(b, t, o) + 0.66 * x(b, t + 1, o)
+}""", full=dict(B=4, T=200, C=512, N=128), tiny=dict(B=3, T=7, C=5, N=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["C"]), _w(r, s["N"], s["C"], 2), _w(r, s["C"], s["N"], 2),
+                         0.1 * _n(r, s["C"]), 1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"])])
+def _s64a_tdnnf(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, W2, b2, bns, bnb = t
+
+    def run():
+        xc = x.transpose(1, 2)
+        u = F.relu(F.conv1d(F.conv1d(xc, W1), W2, b2)) * bns[:, None] + bnb[:, None]
+        return u.transpose(1, 2) + 0.66 * x[:, 1:-1]
+    return {"conv1d x2 on transposed + relu + affine + bypass": _nograd(torch, run)}
+
+
+@program(name="conformer conv module NCL, pointwise (2C,C,1) weights, GLU over channels, depthwise K=31, bn eval, swish",
+         kind="speech", src="""
+# the Conformer convolution module on (B, C, T) as torchaudio writes it after the layer norm: Conv1d(C, 2C, 1),
+# GLU(dim=1), depthwise Conv1d(C, C, 31, padding=15, groups=C), BatchNorm1d (inference), SiLU, Conv1d(C, C, 1)
+def conformer_ncl(float(B,C,T) x, float(2*C,C,1) W1, float(2*C) b1, float(C,1,31) Wd, float(C) bd,
+                  float(C) rm, float(C) rv, float(C) gam, float(C) bet, float(C,C,1) W2, float(C) b2) -> (y) {
+  a(b, r, t) +=! W1(r, c, 0) * x(b, c, t)
+  g(b, c, t) = (a(b, c, t) + b1(c)) * sigmoid(a(b, C + c, t) + b1(C + c)) where c in 0:C
+  d(b, c, t) +=! (t + k - 15 >= 0 && t + k - 15 < T ? g(b, c, t + k - 15) : 0) * Wd(c, 0, k) where t in 0:T, k in 0:31
+  n(b, c, t) = (d(b, c, t) + bd(c) - rm(c)) * rsqrt(rv(c) + 1e-5) * gam(c) + bet(c)
+  n(b, c, t) = n(b, c, t) * sigmoid(n(b, c, t))
+  y(b, o, t) +=! W2(o, c, 0) * n(b, c, t)
+  y(b, o, t) = y(b, o, t) + b2(o)
+}""", full=dict(B=8, C=256, T=256), tiny=dict(B=2, C=3, T=9),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["T"]), _w(r, 2 * s["C"], s["C"], 1), 0.1 * _n(r, 2 * s["C"]),
+                         _w(r, s["C"], 1, 31), 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"]),
+                         (0.5 + r.random(s["C"])).astype(np.float32), 1 + 0.1 * _n(r, s["C"]),
+                         0.1 * _n(r, s["C"]), _w(r, s["C"], s["C"], 1), 0.1 * _n(r, s["C"])])
+def _s64a_conformer_ncl(torch, a, t, s):
+    F = torch.nn.functional
+    x, W1, b1, Wd, bd, rm, rv, gam, bet, W2, b2 = t
+    C = s["C"]
+
+    def run():
+        h = F.glu(F.conv1d(x, W1, b1), dim=1)
+        h = F.conv1d(h, Wd, bd, padding=15, groups=C)
+        h = F.silu(F.batch_norm(h, rm, rv, gam, bet, False, 0.0, 1e-5))
+        return F.conv1d(h, W2, b2)
+    return {"conv1d + glu + depthwise conv1d + batch_norm + silu + conv1d": _nograd(torch, run)}
+
+
+@program(name="specaugment masks from int32 (start width) per utterance, freq and time bands, mean fill", kind="audio", src="""
+# SpecAugment on log-mel (B, F, T): one frequency band [f0, f0 + fw) and one time band [t0, t0 + tw) per
+# utterance (int32 tensors) replaced by the utterance's mean value
+def specaug(float(B,F,T) x, int32(B) f0, int32(B) fw, int32(B) t0, int32(B) tw) -> (y) {
+  mu(b) +=! x(b, f, t) / (F * T)
+  y(b, f, t) = (f >= f0(b) && f < f0(b) + fw(b)) || (t >= t0(b) && t < t0(b) + tw(b)) ? mu(b) : x(b, f, t)
+}""", full=dict(B=32, F=80, T=1000), tiny=dict(B=3, F=7, T=9),
+    inputs=lambda r, s: [_n(r, s["B"], s["F"], s["T"]), r.integers(0, s["F"] // 2, s["B"]).astype(np.int32),
+                         r.integers(0, s["F"] // 2, s["B"]).astype(np.int32),
+                         r.integers(0, s["T"] // 2, s["B"]).astype(np.int32),
+                         r.integers(0, s["T"] // 3, s["B"]).astype(np.int32)])
+def _s64a_specaug(torch, a, t, s):
+    x, f0, fw, t0, tw = t
+    fi = torch.arange(s["F"])[None, :, None]
+    ti = torch.arange(s["T"])[None, None, :]
+
+    def run():
+        mu = x.mean((1, 2), keepdim=True)
+        f0_, fw_, t0_, tw_ = (v.long()[:, None, None] for v in (f0, fw, t0, tw))
+        m = ((fi >= f0_) & (fi < f0_ + fw_)) | ((ti >= t0_) & (ti < t0_ + tw_))
+        return torch.where(m, mu, x)
+    return {"arange masks + where": _nograd(torch, run)}
+
+
+@program(name="streaming gru acoustic model, output layer + log_softmax inside the time loop, (3H,in), h0 given",
+         kind="rnn", src="""
+# a streaming GRU acoustic model that emits frame posteriors as it goes: per step the GRU cell (PyTorch's
+# r, z, n rows of (3H, I) / (3H, H), two biases), then logits over V classes and their log-softmax
+def gru_am(float(T,B,I) x, float(B,H) h0, float(3*H,I) Wih, float(3*H,H) Whh, float(3*H) bih, float(3*H) bhh,
+           float(V,H) Wo, float(V) bo) -> (lp) {
+  for t in T {
+    gi(b, r) +=! x(t, b, i) * Wih(r, i)
+    if t == 0 { gh(b, r) +=! h0(b, k) * Whh(r, k) }
+    else      { gh(b, r) +=! h(t - 1, b, k) * Whh(r, k) }
+    rg(b, j) = sigmoid(gi(b, j) + bih(j) + gh(b, j) + bhh(j)) where j in 0:H
+    zg(b, j) = sigmoid(gi(b, H + j) + bih(H + j) + gh(b, H + j) + bhh(H + j)) where j in 0:H
+    ng(b, j) = tanh(gi(b, 2 * H + j) + bih(2 * H + j) + rg(b, j) * (gh(b, 2 * H + j) + bhh(2 * H + j))) where j in 0:H
+    if t == 0 { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h0(b, j) }
+    else      { h(t, b, j) = (1 - zg(b, j)) * ng(b, j) + zg(b, j) * h(t - 1, b, j) }
+    lo(b, v) +=! h(t, b, j) * Wo(v, j)
+    lo(b, v) = lo(b, v) + bo(v)
+    mx(b) max=! lo(b, v)
+    se(b) +=! exp(lo(b, v) - mx(b))
+    lp(t, b, v) = lo(b, v) - mx(b) - log(se(b))
+  }
+}""", full=dict(T=100, B=16, I=80, H=256, V=64), tiny=dict(T=5, B=3, I=7, H=4, V=5),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["I"]), _n(r, s["B"], s["H"]), _w(r, 3 * s["H"], s["I"]),
+                         _w(r, 3 * s["H"], s["H"]), 0.1 * _n(r, 3 * s["H"]), 0.1 * _n(r, 3 * s["H"]),
+                         _w(r, s["V"], s["H"]), 0.1 * _n(r, s["V"])])
+def _s64a_gru_am(torch, a, t, s):
+    F = torch.nn.functional
+    x, h0, Wih, Whh, bih, bhh, Wo, bo = t
+    gru = torch.nn.GRU(s["I"], s["H"])
+    for p, v in zip([gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0], a[2:6]):
+        _copy(torch, p, v)
+
+    def run():
+        y = gru(x, h0[None])[0]
+        return F.log_softmax(F.linear(y, Wo, bo), -1)
+    return {"nn.GRU + linear + log_softmax": _nograd(torch, run)}
+
+
+@program(name="deepspeech2 lookahead row conv (future context 20, time-major, select at the end) + clipped relu",
+         kind="speech", src="""
+# DeepSpeech2 lookahead convolution on (T, B, C) activations: y(t) = sum_k w(k, c) x(t + k) over k in 0:21,
+# frames past the end read as zeros, then a clipped ReLU min(max(., 0), 20)
+def rowconv(float(T,B,C) x, float(21,C) w) -> (y) {
+  y(t, b, c) +=! (t + k < T ? x(t + k, b, c) : 0) * w(k, c) where t in 0:T, k in 0:21
+  y(t, b, c) = fmin(fmax(y(t, b, c), 0), 20)
+}""", full=dict(T=400, B=16, C=512), tiny=dict(T=23, B=3, C=5),
+    inputs=lambda r, s: [_n(r, s["T"], s["B"], s["C"]), _w(r, 21, s["C"]) * 0.3])
+def _s64a_rowconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, w = t
+    C = s["C"]
+
+    def run():
+        xc = x.permute(1, 2, 0)                                        # (B, C, T)
+        y = F.conv1d(F.pad(xc, (0, 20)), w.t()[:, None, :], groups=C)  # (B, C, T)
+        return F.hardtanh(y, 0, 20).permute(2, 0, 1)
+    return {"depthwise conv1d (pad right) + hardtanh": _nograd(torch, run)}
+
+
+# -- hand-written training steps (losses with their gradients, optimizers)
+def _s64b_s(x):
+    return np.array(x, np.float32)
+
+
+class _s64b_Cat:
+    """Several outputs of different shapes, compared as one flat vector (built only when compared)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __array__(self, dtype=None, copy=None):
+        flat = [np.asarray(x.detach().numpy() if hasattr(x, "detach") else x, np.float64).ravel() for x in self.parts]
+        return np.concatenate(flat) if dtype is None else np.concatenate(flat).astype(dtype)
+
+
+def _s64b_cat(contenders):
+    return {k: (lambda f: (lambda: _s64b_Cat(f())))(f) for k, f in contenders.items()}
+
+
+# 1. Adafactor (HF, scale_parameter=True, relative_step=False) on a 2-d weight
+_S64B_ADAFACTOR = """
+def adafactor(float(O,I) p, float(O,I) g, float(O) R, float(I) C, float b2, float lr, float wd, float clip)
+    -> (p1, R1, C1) {
+  rs(o) +=! g(o, i) * g(o, i) + 1e-30
+  cs(i) +=! g(o, i) * g(o, i) + 1e-30
+  R1(o) = b2 * R(o) + (1 - b2) * rs(o) / I
+  C1(i) = b2 * C(i) + (1 - b2) * cs(i) / O
+  rm +=! R1(o)
+  u(o, i) = g(o, i) * rsqrt(R1(o) * O / rm) * rsqrt(C1(i))
+  us +=! u(o, i) * u(o, i)
+  ps +=! p(o, i) * p(o, i)
+  step = lr * fmax(1e-3, sqrt(ps / (O * I)))
+  p1(o, i) = p(o, i) * (1 - wd * step) - step * u(o, i) / fmax(1.0, sqrt(us / (O * I)) / clip)
+}
+"""
+
+
+@program(name="adafactor factored second moment + update clip + relative scale", kind="optimizer",
+         src=_S64B_ADAFACTOR, full=dict(O=2048, I=1024), tiny=dict(O=5, I=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_w(r, s["O"], s["I"]), _n(r, s["O"], s["I"]) * 0.01,
+                              np.abs(_n(r, s["O"])) * 1e-4 + 1e-5, np.abs(_n(r, s["I"])) * 1e-4 + 1e-5,
+                              _s64b_s(0.99), _s64b_s(1e-2), _s64b_s(0.01), _s64b_s(1.0)])
+def _s64b_adafactor(torch, a, t, s):
+    p, g, R, C = t[:4]
+    b2, lr, wd, clip = (float(x) for x in a[4:])
+
+    def ops():
+        gsq = g * g + 1e-30
+        R1 = R * b2 + (1 - b2) * gsq.mean(-1)
+        C1 = C * b2 + (1 - b2) * gsq.mean(-2)
+        r = (R1 / R1.mean(-1, keepdim=True)).rsqrt_().unsqueeze(-1)
+        c = C1.rsqrt().unsqueeze(0)
+        u = g * r * c
+        u = u / (u.square().mean().sqrt() / clip).clamp_(min=1.0)
+        step = lr * max(1e-3, float(p.square().mean().sqrt()))
+        return p * (1 - wd * step) - step * u, R1, C1
+    return _s64b_cat({"torch ops": ops})
+
+
+# 2. DP-SGD on a linear layer: per-sample gradients, clipped per sample, noised, averaged
+_S64B_DPSGD = """
+def dpsgd(float(N,I) x, float(N,O) dy, float(O,I) W, float(O,I) noise, float clip, float sigma, float lr) -> (W1) {
+  gs(n, o, i) = dy(n, o) * x(n, i)
+  nrm(n) +=! gs(n, o, i) * gs(n, o, i)
+  c(n) = fmin(1.0, clip / (sqrt(nrm(n)) + 1e-6))
+  G(o, i) +=! c(n) * gs(n, o, i)
+  W1(o, i) = W(o, i) - lr * (G(o, i) + sigma * clip * noise(o, i)) / N
+}
+"""
+
+
+@program(name="dp-sgd linear layer: per-sample grads clipped per sample + gaussian noise", kind="optimizer",
+         src=_S64B_DPSGD, full=dict(N=64, I=512, O=256), tiny=dict(N=5, I=7, O=3),
+         inputs=lambda r, s: [_n(r, s["N"], s["I"]), _n(r, s["N"], s["O"]) * 0.1, _w(r, s["O"], s["I"]),
+                              _n(r, s["O"], s["I"]), _s64b_s(1.0), _s64b_s(0.5), _s64b_s(0.1)])
+def _s64b_dpsgd(torch, a, t, s):
+    x, dy, W, noise = t[:4]
+    clip, sigma, lr = (float(v) for v in a[4:])
+    N = s["N"]
+
+    def opacus():  # per-sample grads by einsum, as opacus does for nn.Linear
+        gs = torch.einsum("no,ni->noi", dy, x)
+        nrm = gs.flatten(1).norm(dim=1)
+        c = (clip / (nrm + 1e-6)).clamp(max=1.0)
+        G = torch.einsum("n,noi->oi", c, gs)
+        return W - lr * (G + sigma * clip * noise) / N
+    return {"torch einsum per-sample": opacus}
+
+
+# 3. softmax focal loss (multi-class, gamma scalar) and its gradient by hand
+_S64B_FOCAL = """
+def focal(float(N,C) z, int32(N) y, float gamma) -> (loss, dz) {
+  mx(n) max=! z(n, c)
+  e(n, c) = exp(z(n, c) - mx(n))
+  s(n) +=! e(n, c)
+  lp(n) = z(n, y(n)) - mx(n) - log(s(n))
+  pt(n) = exp(lp(n))
+  loss +=! -pow(1 - pt(n), gamma) * lp(n) / N
+  gl(n) = (gamma * pow(1 - pt(n), gamma - 1) * pt(n) * lp(n) - pow(1 - pt(n), gamma)) / N
+  dz(n, c) = gl(n) * ((c == y(n) ? 1.0 : 0.0) - e(n, c) / s(n))
+}
+"""
+
+
+@program(name="softmax focal loss + dlogits by hand (int32 labels)", kind="loss", src=_S64B_FOCAL,
+         full=dict(N=4096, C=1000), tiny=dict(N=7, C=5), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["N"], s["C"]) * 2, r.integers(0, s["C"], s["N"]).astype(np.int32), _s64b_s(2.0)])
+def _s64b_focal(torch, a, t, s):
+    z, y = t[0], t[1].long()
+    gamma = float(a[2])
+    F = torch.nn.functional
+
+    def autograd():
+        zz = z.detach().requires_grad_()
+        lp = F.log_softmax(zz, -1).gather(1, y[:, None])[:, 0]
+        loss = (-(1 - lp.exp()).pow(gamma) * lp).mean()
+        (dz,) = torch.autograd.grad(loss, [zz])
+        return loss.detach(), dz
+
+    def manual():
+        with torch.no_grad():
+            lsm = F.log_softmax(z, -1)
+            p = lsm.exp()
+            lp = lsm.gather(1, y[:, None])[:, 0]
+            pt = lp.exp()
+            loss = (-(1 - pt).pow(gamma) * lp).mean()
+            gl = (gamma * (1 - pt).pow(gamma - 1) * pt * lp - (1 - pt).pow(gamma)) / s["N"]
+            dz = -p
+            dz.scatter_add_(1, y[:, None], torch.ones_like(lp)[:, None])
+            return loss, dz.mul_(gl[:, None])
+    return _s64b_cat({"torch autograd": autograd, "torch manual": manual})
+
+
+# 4. CLIP symmetric InfoNCE: loss and gradients of both (normalised) embeddings
+_S64B_CLIPBWD = """
+def clip_bwd(float(N,D) a, float(N,D) b, float scale) -> (loss, da, db) {
+  L(i, j) +=! a(i, d) * b(j, d)
+  L(i, j) = scale * L(i, j)
+  rm(i) max=! L(i, j)
+  cm(j) max=! L(i, j)
+  rs(i) +=! exp(L(i, j) - rm(i))
+  cs(j) +=! exp(L(i, j) - cm(j))
+  loss +=! (rm(i) + log(rs(i)) + cm(i) + log(cs(i)) - 2 * L(i, i)) / (2 * N)
+  G(i, j) = (exp(L(i, j) - rm(i)) / rs(i) + exp(L(i, j) - cm(j)) / cs(j) - (i == j ? 2.0 : 0.0)) / (2 * N)
+  da(i, d) +=! scale * G(i, j) * b(j, d)
+  db(j, d) +=! scale * G(i, j) * a(i, d)
+}
+"""
+
+
+def _s64b_unit(r, n, d):
+    x = _n(r, n, d)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@program(name="clip symmetric infonce loss + grads of both towers", kind="loss", src=_S64B_CLIPBWD,
+         full=dict(N=1024, D=256), tiny=dict(N=7, D=5), pick=_s64b_Cat,
+         inputs=lambda r, s: [_s64b_unit(r, s["N"], s["D"]), _s64b_unit(r, s["N"], s["D"]), _s64b_s(14.0)])
+def _s64b_clipbwd(torch, a, t, s):
+    A, B = t[0], t[1]
+    scale = float(a[2])
+    F = torch.nn.functional
+    lab = torch.arange(s["N"])
+
+    def autograd():
+        aa, bb = A.detach().requires_grad_(), B.detach().requires_grad_()
+        L = scale * aa @ bb.t()
+        loss = (F.cross_entropy(L, lab) + F.cross_entropy(L.t(), lab)) / 2
+        da, db = torch.autograd.grad(loss, [aa, bb])
+        return loss.detach(), da, db
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 5. knowledge distillation (KL at temperature) + hard-label CE, gradient w.r.t. the student logits
+_S64B_KD = """
+def kd(float(B,V) s, float(B,V) t, int32(B) y, float tau, float alpha) -> (loss, ds) {
+  sm(b) max=! s(b, v) / tau
+  ss(b) +=! exp(s(b, v) / tau - sm(b))
+  tm(b) max=! t(b, v) / tau
+  ts(b) +=! exp(t(b, v) / tau - tm(b))
+  hm(b) max=! s(b, v)
+  hs(b) +=! exp(s(b, v) - hm(b))
+  kl(b) +=! exp(t(b, v) / tau - tm(b)) / ts(b)
+            * ((t(b, v) / tau - tm(b) - log(ts(b))) - (s(b, v) / tau - sm(b) - log(ss(b))))
+  loss +=! (alpha * tau * tau * kl(b) + (1 - alpha) * (hm(b) + log(hs(b)) - s(b, y(b)))) / B
+  ds(b, v) = (alpha * tau * (exp(s(b, v) / tau - sm(b)) / ss(b) - exp(t(b, v) / tau - tm(b)) / ts(b))
+             + (1 - alpha) * (exp(s(b, v) - hm(b)) / hs(b) - (v == y(b) ? 1.0 : 0.0))) / B
+}
+"""
+
+
+@program(name="distillation kl(tau) + hard ce: loss and dstudent", kind="loss", src=_S64B_KD,
+         full=dict(B=256, V=8192), tiny=dict(B=5, V=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["B"], s["V"]) * 3, _n(r, s["B"], s["V"]) * 3,
+                              r.integers(0, s["V"], s["B"]).astype(np.int32), _s64b_s(2.0), _s64b_s(0.7)])
+def _s64b_kd(torch, a, t, s):
+    S, T, y = t[0], t[1], t[2].long()
+    tau, alpha = float(a[3]), float(a[4])
+    F = torch.nn.functional
+
+    def autograd():
+        ss = S.detach().requires_grad_()
+        kl = F.kl_div(F.log_softmax(ss / tau, -1), F.log_softmax(T / tau, -1), log_target=True,
+                      reduction="batchmean")
+        loss = alpha * tau * tau * kl + (1 - alpha) * F.cross_entropy(ss, y)
+        (ds,) = torch.autograd.grad(loss, [ss])
+        return loss.detach(), ds
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 6. group norm backward by hand on a (N, G, K, H, W) view of NCHW
+_S64B_GNBWD = """
+def gn_bwd(float(N,G,K,H,W) x, float(N,G,K,H,W) dy, float(G,K) gamma, float eps) -> (dx, dgamma, dbeta) {
+  mu(n, g) +=! x(n, g, k, h, w) / (K * H * W)
+  var(n, g) +=! (x(n, g, k, h, w) - mu(n, g)) * (x(n, g, k, h, w) - mu(n, g)) / (K * H * W)
+  rstd(n, g) = rsqrt(var(n, g) + eps)
+  dbeta(g, k) +=! dy(n, g, k, h, w)
+  dgamma(g, k) +=! dy(n, g, k, h, w) * (x(n, g, k, h, w) - mu(n, g)) * rstd(n, g)
+  a1(n, g) +=! dy(n, g, k, h, w) * gamma(g, k) / (K * H * W)
+  a2(n, g) +=! dy(n, g, k, h, w) * gamma(g, k) * (x(n, g, k, h, w) - mu(n, g)) * rstd(n, g) / (K * H * W)
+  dx(n, g, k, h, w) = rstd(n, g) * (dy(n, g, k, h, w) * gamma(g, k) - a1(n, g)
+                                    - (x(n, g, k, h, w) - mu(n, g)) * rstd(n, g) * a2(n, g))
+}
+"""
+
+
+@program(name="group norm backward by hand (dx dgamma dbeta) on a 5-d view", kind="training",
+         src=_S64B_GNBWD, full=dict(N=16, G=32, K=8, H=28, W=28), tiny=dict(N=3, G=2, K=3, H=5, W=3), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["N"], s["G"], s["K"], s["H"], s["W"]) * 2 + 0.5,
+                              _n(r, s["N"], s["G"], s["K"], s["H"], s["W"]),
+                              1 + 0.1 * _n(r, s["G"], s["K"]), _s64b_s(1e-5)])
+def _s64b_gnbwd(torch, a, t, s):
+    x, dy, gamma = t[:3]
+    eps = float(a[3])
+    N, G, K, H, W = (s[k] for k in "NGKHW")
+    F = torch.nn.functional
+    x4, dy4, g1 = x.view(N, G * K, H, W), dy.view(N, G * K, H, W), gamma.reshape(-1)
+    beta = torch.zeros(G * K)
+
+    def autograd():
+        xx, gg, bb = x4.detach().requires_grad_(), g1.detach().requires_grad_(), beta.requires_grad_()
+        out = F.group_norm(xx, G, gg, bb, eps)
+        dx, dg, db = torch.autograd.grad(out, [xx, gg, bb], dy4)
+        return dx, dg, db
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 7. cross entropy over vocabulary chunks: online logsumexp in a for loop, then dlogits
+_S64B_CHUNKCE = """
+def chunked_ce(float(N,NC,CS) z, int32(N) y) -> (loss, dz) {
+  for c in NC {
+    cm(n) max=! z(n, c, k)
+    if c == 0 { m(c, n) = cm(n) } else { m(c, n) = fmax(m(c - 1, n), cm(n)) }
+    cs(n) +=! exp(z(n, c, k) - m(c, n))
+    if c == 0 { s(c, n) = cs(n) } else { s(c, n) = s(c - 1, n) * exp(m(c - 1, n) - m(c, n)) + cs(n) }
+  }
+  lse(n) = m(NC - 1, n) + log(s(NC - 1, n))
+  loss +=! (lse(n) - z(n, y(n) / CS, y(n) % CS)) / N
+  dz(n, c, k) = (exp(z(n, c, k) - lse(n)) - (c * CS + k == y(n) ? 1.0 : 0.0)) / N
+}
+"""
+
+
+@program(name="chunked online-logsumexp cross entropy (for over vocab chunks) + dlogits", kind="loss",
+         src=_S64B_CHUNKCE, full=dict(N=512, NC=16, CS=1024), tiny=dict(N=5, NC=3, CS=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["N"], s["NC"], s["CS"]) * 3,
+                              r.integers(0, s["NC"] * s["CS"], s["N"]).astype(np.int32)])
+def _s64b_chunkce(torch, a, t, s):
+    N = s["N"]
+    z, y = t[0].view(N, -1), t[1].long()
+    F = torch.nn.functional
+
+    def autograd():
+        zz = z.detach().requires_grad_()
+        loss = F.cross_entropy(zz, y)
+        (dz,) = torch.autograd.grad(loss, [zz])
+        return loss.detach(), dz
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 8. gradient accumulation over K micro-batches (for loop), then a Lion step with decoupled weight decay
+_S64B_LION = """
+def accum_lion(float(K,O,I) G, float(O,I) p, float(O,I) m, float lr, float b1, float b2, float wd) -> (p1, m1) {
+  for k in K {
+    acc(o, i) += G(k, o, i) / K
+  }
+  u(o, i) = b1 * m(o, i) + (1 - b1) * acc(o, i)
+  p1(o, i) = p(o, i) * (1 - lr * wd) - lr * (u(o, i) > 0 ? 1.0 : (u(o, i) < 0 ? -1.0 : 0.0))
+  m1(o, i) = b2 * m(o, i) + (1 - b2) * acc(o, i)
+}
+"""
+
+
+@program(name="grad accumulation over K micro-batches in a for loop + lion step", kind="optimizer",
+         src=_S64B_LION, full=dict(K=8, O=1024, I=1024), tiny=dict(K=3, O=5, I=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["K"], s["O"], s["I"]) * 0.01, _w(r, s["O"], s["I"]),
+                              _n(r, s["O"], s["I"]) * 0.01, _s64b_s(1e-4), _s64b_s(0.9), _s64b_s(0.99), _s64b_s(0.1)])
+def _s64b_lion(torch, a, t, s):
+    G, p, m = t[:3]
+    lr, b1, b2, wd = (float(x) for x in a[3:])
+
+    def ops():
+        with torch.no_grad():
+            acc = G.mean(0)
+            u = torch.lerp(acc, m, b1)
+            p1 = p * (1 - lr * wd) - lr * u.sign()
+            return p1, torch.lerp(acc, m, b2)
+    return _s64b_cat({"torch ops": ops})
+
+
+# 9. row-wise sparse adagrad on an embedding table (DLRM style): grads scattered by id, one state per row
+_S64B_RWADAGRAD = """
+def rowwise_adagrad(float(V,D) E, float(V) st, int32(N) ids, float(N,D) dy, float lr, float eps) -> (E1, st1) {
+  g(v, d) +=! ids(n) == v ? dy(n, d) : 0.0 where v in 0:V
+  gs(v) +=! g(v, d) * g(v, d)
+  st1(v) = st(v) + gs(v) / D
+  E1(v, d) = E(v, d) - lr * g(v, d) / (sqrt(st1(v)) + eps)
+}
+"""
+
+
+@program(name="row-wise sparse adagrad on an embedding table (scatter by int32 ids)", kind="optimizer",
+         src=_S64B_RWADAGRAD, full=dict(V=100000, D=64, N=4096), tiny=dict(V=7, D=5, N=9), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["V"], s["D"]) * 0.1, np.abs(_n(r, s["V"])) * 0.01,
+                              r.integers(0, s["V"], s["N"]).astype(np.int32), _n(r, s["N"], s["D"]) * 0.1,
+                              _s64b_s(0.05), _s64b_s(1e-8)])
+def _s64b_rwadagrad(torch, a, t, s):
+    E, st, ids, dy = t[:4]
+    lr, eps = float(a[4]), float(a[5])
+    idl = ids.long()
+
+    def dense():
+        with torch.no_grad():
+            g = torch.zeros_like(E).index_add_(0, idl, dy)
+            st1 = st + g.square().mean(1)
+            return E - lr * g / (st1.sqrt() + eps)[:, None], st1
+
+    def sparse():  # only the touched rows are computed, then written into copies
+        with torch.no_grad():
+            u, inv = torch.unique(idl, return_inverse=True)
+            g = torch.zeros(u.numel(), E.shape[1]).index_add_(0, inv, dy)
+            su = st[u] + g.square().mean(1)
+            E1, st1 = E.clone(), st.clone()
+            E1[u] = E[u] - lr * g / (su.sqrt() + eps)[:, None]
+            st1[u] = su
+            return E1, st1
+    return _s64b_cat({"torch dense": dense, "torch sparse rows": sparse})
+
+
+# 10. LARS with a trust ratio per output channel of a conv weight, momentum, then an EMA of the weights
+_S64B_LARS = """
+def lars_ema(float(O,C,KH,KW) w, float(O,C,KH,KW) g, float(O,C,KH,KW) buf, float(O,C,KH,KW) ema,
+             float lr, float mom, float wd, float eta, float decay) -> (w1, buf1, ema1) {
+  wn(o) +=! w(o, c, kh, kw) * w(o, c, kh, kw)
+  gn(o) +=! g(o, c, kh, kw) * g(o, c, kh, kw)
+  tr(o) = wn(o) > 0 && gn(o) > 0 ? eta * sqrt(wn(o)) / (sqrt(gn(o)) + wd * sqrt(wn(o))) : 1.0
+  buf1(o, c, kh, kw) = mom * buf(o, c, kh, kw) + lr * tr(o) * (g(o, c, kh, kw) + wd * w(o, c, kh, kw))
+  w1(o, c, kh, kw) = w(o, c, kh, kw) - buf1(o, c, kh, kw)
+  ema1(o, c, kh, kw) = decay * ema(o, c, kh, kw) + (1 - decay) * w1(o, c, kh, kw)
+}
+"""
+
+
+@program(name="lars per-output-channel trust on a conv weight + momentum + weight ema", kind="optimizer",
+         src=_S64B_LARS, full=dict(O=512, C=512, KH=3, KW=3), tiny=dict(O=5, C=3, KH=3, KW=3), pick=_s64b_Cat,
+         inputs=lambda r, s: [_w(r, s["O"], s["C"], s["KH"], s["KW"]),
+                              _n(r, s["O"], s["C"], s["KH"], s["KW"]) * 0.01,
+                              _n(r, s["O"], s["C"], s["KH"], s["KW"]) * 0.001,
+                              _w(r, s["O"], s["C"], s["KH"], s["KW"]),
+                              _s64b_s(0.1), _s64b_s(0.9), _s64b_s(1e-4), _s64b_s(1e-3), _s64b_s(0.999)])
+def _s64b_lars(torch, a, t, s):
+    w, g, buf, ema = t[:4]
+    lr, mom, wd, eta, decay = (float(x) for x in a[4:])
+
+    def ops():
+        with torch.no_grad():
+            wn = w.flatten(1).norm(dim=1)
+            gn = g.flatten(1).norm(dim=1)
+            tr = torch.where((wn > 0) & (gn > 0), eta * wn / (gn + wd * wn), torch.ones_like(wn))
+            buf1 = buf * mom + (lr * tr)[:, None, None, None] * (g + wd * w)
+            w1 = w - buf1
+            return w1, buf1, torch.lerp(w1, ema, decay)
+    return _s64b_cat({"torch ops": ops})
+
+
+# 11. contrastive (Hadsell) pair loss with margin, and the gradients of both sides
+_S64B_CONTRAST = """
+def contrastive(float(N,D) x1, float(N,D) x2, float(N) y, float margin) -> (loss, dx1, dx2) {
+  d2(n) +=! (x1(n, k) - x2(n, k)) * (x1(n, k) - x2(n, k))
+  d(n) = sqrt(d2(n) + 1e-12)
+  h(n) = fmax(margin - d(n), 0)
+  loss +=! (y(n) * d2(n) + (1 - y(n)) * h(n) * h(n)) / (2 * N)
+  coef(n) = (y(n) - (1 - y(n)) * h(n) / d(n)) / N
+  dx1(n, k) = coef(n) * (x1(n, k) - x2(n, k))
+  dx2(n, k) = -coef(n) * (x1(n, k) - x2(n, k))
+}
+"""
+
+
+@program(name="contrastive pair loss (hadsell margin) + grads of both inputs", kind="loss",
+         src=_S64B_CONTRAST, full=dict(N=16384, D=256), tiny=dict(N=9, D=5), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["N"], s["D"]) * 0.1, _n(r, s["N"], s["D"]) * 0.1,
+                              (r.random(s["N"]) > 0.5).astype(np.float32), _s64b_s(2.0)])
+def _s64b_contrast(torch, a, t, s):
+    x1, x2, y = t[:3]
+    margin = float(a[3])
+
+    def autograd():
+        a1, a2 = x1.detach().requires_grad_(), x2.detach().requires_grad_()
+        d2 = (a1 - a2).square().sum(1)
+        d = (d2 + 1e-12).sqrt()
+        loss = (y * d2 + (1 - y) * (margin - d).clamp(min=0).square()).mean() / 2
+        g1, g2 = torch.autograd.grad(loss, [a1, a2])
+        return loss.detach(), g1, g2
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 12. cross entropy on a (B, V, T) layout (torch's class dim 1), ignore_index -100, mean over kept, + dlogits
+_S64B_CEBVT = """
+def ce_bvt(float(B,V,T) z, int32(B,T) y) -> (loss, dz) {
+  mx(b, t) max=! z(b, v, t)
+  s(b, t) +=! exp(z(b, v, t) - mx(b, t))
+  ok(b, t) = y(b, t) != -100 ? 1.0 : 0.0
+  cnt +=! ok(b, t)
+  loss +=! ok(b, t) * (mx(b, t) + log(s(b, t)) - z(b, y(b, t), t)) / cnt
+  dz(b, v, t) = ok(b, t) * (exp(z(b, v, t) - mx(b, t)) / s(b, t) - (v == y(b, t) ? 1.0 : 0.0)) / cnt
+}
+"""
+
+
+def _s64b_cebvt_inputs(r, s):
+    y = r.integers(0, s["V"], (s["B"], s["T"])).astype(np.int32)
+    y[r.random(y.shape) < 0.1] = -100
+    return [_n(r, s["B"], s["V"], s["T"]) * 2, y]
+
+
+@program(name="cross entropy on (B V T) logits (class dim 1) ignore -100 + dlogits", kind="loss",
+         src=_S64B_CEBVT, full=dict(B=8, V=150, T=4096), tiny=dict(B=3, V=5, T=7), pick=_s64b_Cat,
+         inputs=_s64b_cebvt_inputs)
+def _s64b_cebvt(torch, a, t, s):
+    z, y = t[0], t[1].long()
+    F = torch.nn.functional
+
+    def autograd():
+        zz = z.detach().requires_grad_()
+        loss = F.cross_entropy(zz, y, ignore_index=-100)
+        (dz,) = torch.autograd.grad(loss, [zz])
+        return loss.detach(), dz
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 13. FaceNet semi-hard triplet loss (all anchor-positive pairs, semi-hard negative else hardest-far one)
+_S64B_SEMIHARD = """
+def semihard(float(N,D) e, int32(N) lab, float margin) -> (loss) {
+  sq(i) +=! e(i, d) * e(i, d)
+  dot(i, j) +=! e(i, d) * e(j, d)
+  dist(i, j) = sqrt(fmax(sq(i) + sq(j) - 2 * dot(i, j), 0) + 1e-12)
+  sh(i, j) min=! lab(k) != lab(i) && dist(i, k) > dist(i, j) ? dist(i, k) : inf
+  mxn(i) max=! lab(k) != lab(i) ? dist(i, k) : -inf
+  pos(i, j) = lab(j) == lab(i) && i != j ? 1.0 : 0.0
+  npos +=! pos(i, j)
+  loss +=! pos(i, j) * fmax(margin + dist(i, j) - (sh(i, j) < inf ? sh(i, j) : mxn(i)), 0) / npos
+}
+"""
+
+
+@program(name="semi-hard triplet loss (facenet mining over all triples)", kind="loss", src=_S64B_SEMIHARD,
+         full=dict(N=256, D=128), tiny=dict(N=9, D=5),
+         inputs=lambda r, s: [_s64b_unit(r, s["N"], s["D"]), r.integers(0, max(2, s["N"] // 8), s["N"]).astype(np.int32),
+                              _s64b_s(0.2)])
+def _s64b_semihard(torch, a, t, s):
+    e, lab = t[0], t[1]
+    margin = float(a[2])
+    N = s["N"]
+    eye = torch.eye(N, dtype=torch.bool)
+
+    def ops():
+        with torch.no_grad():
+            sq = (e * e).sum(1)
+            D = (torch.clamp(sq[:, None] + sq[None, :] - 2 * e @ e.t(), min=0) + 1e-12).sqrt()
+            same = lab[:, None] == lab[None, :]
+            neg = ~same
+            mask = neg[:, None, :] & (D[:, None, :] > D[:, :, None])
+            sh = torch.where(mask, D[:, None, :], torch.tensor(float("inf"))).amin(-1)
+            mxn = torch.where(neg, D, torch.tensor(float("-inf"))).amax(-1)
+            negd = torch.where(torch.isinf(sh), mxn[:, None].expand(N, N), sh)
+            pos = (same & ~eye).float()
+            return (pos * torch.clamp(margin + D - negd, min=0)).sum() / pos.sum()
+    return {"torch broadcast": ops}
+
+
+# 14. MoCo InfoNCE against a queue of negatives: loss and dq (positive logit separate, label 0)
+_S64B_MOCO = """
+def moco(float(N,D) q, float(N,D) k, float(Q,D) queue, float tau) -> (loss, dq) {
+  pos(n) +=! q(n, d) * k(n, d)
+  neg(n, j) +=! q(n, d) * queue(j, d)
+  mn(n) max=! neg(n, j)
+  mx(n) = fmax(pos(n), mn(n)) / tau
+  s(n) +=! exp(neg(n, j) / tau - mx(n))
+  z(n) = s(n) + exp(pos(n) / tau - mx(n))
+  loss +=! (mx(n) + log(z(n)) - pos(n) / tau) / N
+  dq(n, d) +=! exp(neg(n, j) / tau - mx(n)) / z(n) * queue(j, d) / (tau * N)
+  dq(n, d) += (exp(pos(n) / tau - mx(n)) / z(n) - 1) * k(n, d) / (tau * N)
+}
+"""
+
+
+@program(name="moco infonce vs a queue of negatives: loss + dq", kind="loss", src=_S64B_MOCO,
+         full=dict(N=256, D=128, Q=16384), tiny=dict(N=5, D=3, Q=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_s64b_unit(r, s["N"], s["D"]), _s64b_unit(r, s["N"], s["D"]), _s64b_unit(r, s["Q"], s["D"]),
+                              _s64b_s(0.07)])
+def _s64b_moco(torch, a, t, s):
+    q, k, queue = t[:3]
+    tau = float(a[3])
+    F = torch.nn.functional
+    lab = torch.zeros(s["N"], dtype=torch.long)
+
+    def autograd():
+        qq = q.detach().requires_grad_()
+        logits = torch.cat([(qq * k).sum(1, keepdim=True), qq @ queue.t()], 1) / tau
+        loss = F.cross_entropy(logits, lab)
+        (dq,) = torch.autograd.grad(loss, [qq])
+        return loss.detach(), dq
+    return _s64b_cat({"torch autograd": autograd})
+
+
+# 15. channels-first layer norm (ConvNeXt) backward by hand: normalised over C of (B, C, L)
+_S64B_LNCF = """
+def ln_cf_bwd(float(B,C,L) x, float(B,C,L) dy, float(C) w, float eps) -> (dx, dw, db) {
+  mu(b, l) +=! x(b, c, l) / C
+  var(b, l) +=! (x(b, c, l) - mu(b, l)) * (x(b, c, l) - mu(b, l)) / C
+  r(b, l) = rsqrt(var(b, l) + eps)
+  db(c) +=! dy(b, c, l)
+  dw(c) +=! dy(b, c, l) * (x(b, c, l) - mu(b, l)) * r(b, l)
+  a1(b, l) +=! dy(b, c, l) * w(c) / C
+  a2(b, l) +=! dy(b, c, l) * w(c) * (x(b, c, l) - mu(b, l)) * r(b, l) / C
+  dx(b, c, l) = r(b, l) * (dy(b, c, l) * w(c) - a1(b, l) - (x(b, c, l) - mu(b, l)) * r(b, l) * a2(b, l))
+}
+"""
+
+
+@program(name="channels-first layer norm (convnext) backward by hand on (B C L)", kind="training",
+         src=_S64B_LNCF, full=dict(B=16, C=96, L=3136), tiny=dict(B=3, C=5, L=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["B"], s["C"], s["L"]) + 0.3, _n(r, s["B"], s["C"], s["L"]),
+                              1 + 0.1 * _n(r, s["C"]), _s64b_s(1e-6)])
+def _s64b_lncf(torch, a, t, s):
+    x, dy, w = t[:3]
+    eps = float(a[3])
+    F = torch.nn.functional
+    bias = torch.zeros(s["C"])
+
+    def convnext():  # the ConvNeXt LayerNorm(data_format="channels_first") module's formula, autograd
+        xx, ww, bb = x.detach().requires_grad_(), w.detach().requires_grad_(), bias.requires_grad_()
+        u = xx.mean(1, keepdim=True)
+        v = (xx - u).pow(2).mean(1, keepdim=True)
+        y = ww[:, None] * ((xx - u) / torch.sqrt(v + eps)) + bb[:, None]
+        return torch.autograd.grad(y, [xx, ww, bb], dy)
+
+    def permuted():  # permute to channels last, F.layer_norm, autograd
+        xx, ww, bb = x.detach().requires_grad_(), w.detach().requires_grad_(), bias.requires_grad_()
+        y = F.layer_norm(xx.transpose(1, 2), (s["C"],), ww, bb, eps).transpose(1, 2)
+        return torch.autograd.grad(y, [xx, ww, bb], dy)
+    return _s64b_cat({"torch convnext formula": convnext, "torch permute + layer_norm": permuted})
+
+
+# 16. Adam per parameter group (stacked (L, N)): int32 step per group, warmup + cosine lr computed in the kernel
+_S64B_ADAMSCHED = """
+def adam_sched(float(L,N) p, float(L,N) g, float(L,N) m, float(L,N) v, int32(L) step,
+               float base, float b1, float b2, float eps, float wd, int32 warm, int32 total) -> (p1, m1, v1) {
+  lr(l) = step(l) < warm ? base * float(step(l) + 1) / float(warm)
+        : base * 0.5 * (1 + cos(3.14159265 * float(step(l) - warm) / float(total - warm)))
+  bc1(l) = 1 - pow(b1, float(step(l) + 1))
+  bc2(l) = 1 - pow(b2, float(step(l) + 1))
+  m1(l, i) = b1 * m(l, i) + (1 - b1) * g(l, i)
+  v1(l, i) = b2 * v(l, i) + (1 - b2) * g(l, i) * g(l, i)
+  p1(l, i) = p(l, i) * (1 - lr(l) * wd) - lr(l) / bc1(l) * m1(l, i) / (sqrt(v1(l, i) / bc2(l)) + eps)
+}
+"""
+
+
+@program(name="adamw per param group with int32 steps and warmup-cosine lr in kernel", kind="optimizer",
+         src=_S64B_ADAMSCHED, full=dict(L=6, N=400000), tiny=dict(L=3, N=7), pick=_s64b_Cat,
+         inputs=lambda r, s: [_n(r, s["L"], s["N"]) * 0.1, _n(r, s["L"], s["N"]) * 0.01,
+                              _n(r, s["L"], s["N"]) * 0.001, np.abs(_n(r, s["L"], s["N"])) * 1e-5,
+                              (np.arange(s["L"]) * 700 + 3).astype(np.int32),
+                              _s64b_s(1e-3), _s64b_s(0.9), _s64b_s(0.999), _s64b_s(1e-8), _s64b_s(0.05),
+                              np.array(1000, np.int32), np.array(10000, np.int32)])
+def _s64b_adamsched(torch, a, t, s):
+    p, g, m, v, step = t[:5]
+    base, b1, b2, eps, wd = (float(x) for x in a[5:10])
+    warm, total = int(a[10]), int(a[11])
+
+    def ops():
+        with torch.no_grad():
+            st = step.double()
+            lr = torch.where(st < warm, base * (st + 1) / warm,
+                             base * 0.5 * (1 + torch.cos(3.14159265 * (st - warm) / (total - warm)))).float()[:, None]
+            bc1 = (1 - b1 ** (st + 1)).float()[:, None]
+            bc2 = (1 - b2 ** (st + 1)).float()[:, None]
+            m1 = torch.lerp(m, g, 1 - b1)
+            v1 = v * b2 + (1 - b2) * g * g
+            return p * (1 - lr * wd) - lr / bc1 * m1 / ((v1 / bc2).sqrt() + eps), m1, v1
+    return _s64b_cat({"torch ops": ops})
+
+
+# -- recommendation, tabular, time series
+def _s64c_cat(*xs):
+    if hasattr(xs[0], "detach"):
+        import torch
+        return torch.cat([x.reshape(-1).float() for x in xs])
+    return np.concatenate([np.asarray(x, np.float32).reshape(-1) for x in xs])
+
+
+def _s64c_f(x):
+    return np.array(x, np.float32)
+
+
+@program(name="xdeepfm cin: x0 outer x_k summed by W(o h m), for l in L, sum-pooled logit", kind="mlp", src="""
+def cin(float(B,F,D) x0, float(H,F,F) W1, float(L,H,H,F) W, float(H) wo1, float(L,H) wo) -> (logit) {
+  x(b, o, d) +=! W1(o, h, m) * x0(b, h, d) * x0(b, m, d)
+  logit(b) +=! wo1(o) * x(b, o, d)
+  for l in L {
+    xn(b, o, d) +=! W(l, o, h, m) * x(b, h, d) * x0(b, m, d)
+    x(b, o, d) = xn(b, o, d)
+    logit(b) += wo(l, o) * x(b, o, d)
+  }
+}""", full=dict(B=512, F=16, D=16, H=32, L=2), tiny=dict(B=3, F=5, D=3, H=4, L=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["F"], s["D"]), _w(r, s["H"], s["F"], s["F"]) / float(np.sqrt(s["F"])),
+                        _w(r, s["L"], s["H"], s["H"], s["F"]) / float(np.sqrt(s["H"])), _w(r, s["H"]), _w(r, s["L"], s["H"])])
+def _s64c_cin(torch, a, t, s):
+    x0, W1, W, wo1, wo = t
+    B, F, D = x0.shape
+    H = W1.shape[0]
+
+    def run():
+        z = (x0[:, :, None, :] * x0[:, None, :, :]).reshape(B, F * F, D)
+        x = torch.matmul(W1.reshape(H, F * F), z)
+        logit = x.sum(-1) @ wo1
+        for l in range(W.shape[0]):
+            z = (x[:, :, None, :] * x0[:, None, :, :]).reshape(B, H * F, D)
+            x = torch.matmul(W[l].reshape(H, H * F), z)
+            logit = logit + x.sum(-1) @ wo[l]
+        return logit
+
+    def gemm():
+        xd = x0.transpose(1, 2)                                     # (B, D, F)
+        z = (xd[:, :, :, None] * xd[:, :, None, :]).reshape(B * D, F * F)
+        x = z @ W1.reshape(H, F * F).t()                             # (B*D, H)
+        logit = x.reshape(B, D, H).sum(1) @ wo1
+        for l in range(W.shape[0]):
+            z = (x.reshape(B * D, H, 1) * xd.reshape(B * D, 1, F)).reshape(B * D, H * F)
+            x = z @ W[l].reshape(H, H * F).t()
+            logit = logit + x.reshape(B, D, H).sum(1) @ wo[l]
+        return logit
+    return {"torch outer + matmul": _nograd(torch, run), "torch (b d) rows, one gemm per layer": _nograd(torch, gemm)}
+
+
+@program(name="attentional fm (afm): pair products, relu attention mlp, softmax over i<j pairs by -inf select", kind="attention", src="""
+def afm(float(B,F,K) e, float(A,K) Wa, float(A) ba, float(A) hv, float(K) p) -> (y) {
+  att(b, i, j, a) +=! Wa(a, k) * e(b, i, k) * e(b, j, k)
+  sc(b, i, j) +=! hv(a) * max(att(b, i, j, a) + ba(a), 0)
+  m(b) max=! j > i ? sc(b, i, j) : -inf
+  ex(b, i, j) = j > i ? exp(sc(b, i, j) - m(b)) : 0
+  z(b) +=! ex(b, i, j)
+  y(b) +=! ex(b, i, j) * e(b, i, k) * e(b, j, k) * p(k)
+  y(b) = y(b) / z(b)
+}""", full=dict(B=1024, F=24, K=16, A=16), tiny=dict(B=3, F=5, K=3, A=4),
+   inputs=lambda r, s: [_n(r, s["B"], s["F"], s["K"]), _w(r, s["A"], s["K"]), 0.1 * _n(r, s["A"]), _w(r, s["A"]), _w(r, s["K"])])
+def _s64c_afm(torch, a, t, s):
+    F_ = torch.nn.functional
+    e, Wa, ba, hv, p = t
+    F = e.shape[1]
+    ii, jj = torch.triu_indices(F, F, 1)
+
+    def run():
+        pp = e[:, ii] * e[:, jj]
+        sc = F_.relu(F_.linear(pp, Wa, ba)) @ hv
+        w = torch.softmax(sc, 1)
+        return (w[:, :, None] * pp).sum(1) @ p
+
+    def run2():
+        pp = e[:, ii] * e[:, jj]
+        sc = F_.relu(F_.linear(pp, Wa, ba)) @ hv
+        w = torch.softmax(sc, 1)
+        return torch.bmm(w[:, None, :], pp @ p[:, None]).reshape(-1)
+    return {"torch triu pairs": _nograd(torch, run), "torch triu pairs, bmm pooling": _nograd(torch, run2)}
+
+
+@program(name="field-aware fm (ffm): int32 feature ids, V(feat, field, k), pairs j>i by select, + linear", kind="matmul", src="""
+def ffm(int32(B,F) idx, float(B,F) val, float(N,F,K) V, float(N) w, float w0) -> (y) {
+  lin(b) +=! w(idx(b, f)) * val(b, f)
+  pair(b) +=! j > i ? V(idx(b, i), j, k) * V(idx(b, j), i, k) * val(b, i) * val(b, j) : 0
+  y(b) = w0 + lin(b) + pair(b)
+}""", full=dict(B=4096, F=24, K=8, N=100000), tiny=dict(B=3, F=5, K=3, N=17),
+   inputs=lambda r, s: [r.integers(0, s["N"], (s["B"], s["F"])).astype(np.int32), r.random((s["B"], s["F"])).astype(np.float32),
+                        0.1 * _n(r, s["N"], s["F"], s["K"]), 0.1 * _n(r, s["N"]), _s64c_f(0.3)])
+def _s64c_ffm(torch, a, t, s):
+    idx, val, V, w, w0 = t
+    F = idx.shape[1]
+    mask = torch.triu(torch.ones(F, F), 1)
+    ii = idx.long()
+
+    def run():
+        Vi = V[ii] * val[:, :, None, None]          # (B, i, field j, K)
+        inter = (Vi * Vi.transpose(1, 2)).sum(-1)   # (B, i, j): V(idx_i, j) . V(idx_j, i)
+        return float(w0) + (w[ii] * val).sum(1) + (inter * mask).sum((1, 2))
+    return {"torch gather (B,F,F,K)": _nograd(torch, run)}
+
+
+@program(name="tabnet attentive mask: fc * prior, sparsemax by bisection (for it in 0:24) + exact support, prior update", kind="mlp", src="""
+def tabnet_mask(float(B,H) a, float(F,H) Wa, float(B,F) prior, float gamma) -> (M, P) {
+  z(b, f) +=! Wa(f, h) * a(b, h)
+  z(b, f) = z(b, f) * prior(b, f)
+  zmax(b) max=! z(b, f)
+  lo(b) = zmax(b) - 1
+  hi(b) = zmax(b)
+  for it in 0:24 {
+    tau(b) = 0.5 * (lo(b) + hi(b))
+    s(b) +=! max(z(b, f) - tau(b), 0)
+    lo(b) = s(b) > 1 ? tau(b) : lo(b)
+    hi(b) = s(b) > 1 ? hi(b) : tau(b)
+  }
+  cnt(b) +=! z(b, f) > tau(b) ? 1.0 : 0.0
+  sz(b) +=! z(b, f) > tau(b) ? z(b, f) : 0.0
+  M(b, f) = max(z(b, f) - (sz(b) - 1) / cnt(b), 0)
+  P(b, f) = prior(b, f) * (gamma - M(b, f))
+}""", full=dict(B=8192, H=64, F=128), tiny=dict(B=3, H=5, F=7),
+   pick=lambda r: _s64c_cat(*r),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"]), _w(r, s["F"], s["H"]), (0.5 + r.random((s["B"], s["F"]))).astype(np.float32), _s64c_f(1.3)])
+def _s64c_tabnet(torch, a, t, s):
+    x, Wa, prior, gamma = t
+    F = Wa.shape[0]
+    kk = torch.arange(1, F + 1, dtype=torch.float32)
+
+    def run():
+        z = (x @ Wa.t()) * prior
+        zs, _ = z.sort(1, descending=True)
+        cs = zs.cumsum(1) - 1
+        kz = (zs * kk > cs).sum(1, keepdim=True)
+        tau = cs.gather(1, kz - 1) / kz
+        M = torch.clamp(z - tau, min=0)
+        return _s64c_cat(M, prior * (float(gamma) - M))
+    return {"torch sort sparsemax": _nograd(torch, run)}
+
+
+@program(name="n-beats generic stack: for n in NB blocks, 3 relu fc + backcast/forecast heads, residual r -= backcast", kind="mlp", src="""
+def nbeats(float(B,Lb) x, float(NB,H,Lb) W1, float(NB,H) b1, float(NB,H,H) W2, float(NB,H) b2, float(NB,H,H) W3, float(NB,H) b3,
+           float(NB,Lb,H) Wb, float(NB,Lf,H) Wf) -> (fc, r) {
+  r(b, i) = x(b, i)
+  fc(b, j) = 0 where b in 0:B, j in 0:Lf
+  for n in NB {
+    h1(b, k) +=! W1(n, k, i) * r(b, i)
+    h1(b, k) = max(h1(b, k) + b1(n, k), 0)
+    h2(b, k) +=! W2(n, k, i) * h1(b, i)
+    h2(b, k) = max(h2(b, k) + b2(n, k), 0)
+    h3(b, k) +=! W3(n, k, i) * h2(b, i)
+    h3(b, k) = max(h3(b, k) + b3(n, k), 0)
+    bc(b, i) +=! Wb(n, i, k) * h3(b, k)
+    r(b, i) = r(b, i) - bc(b, i)
+    fc(b, j) += Wf(n, j, k) * h3(b, k)
+  }
+}""", full=dict(B=256, Lb=168, Lf=24, H=256, NB=4), tiny=dict(B=3, Lb=7, Lf=3, H=5, NB=2),
+   pick=lambda r: _s64c_cat(*r),
+   inputs=lambda r, s: [_n(r, s["B"], s["Lb"]), _w(r, s["NB"], s["H"], s["Lb"]), 0.1 * _n(r, s["NB"], s["H"]),
+                        _w(r, s["NB"], s["H"], s["H"]), 0.1 * _n(r, s["NB"], s["H"]), _w(r, s["NB"], s["H"], s["H"]),
+                        0.1 * _n(r, s["NB"], s["H"]), _w(r, s["NB"], s["Lb"], s["H"]), _w(r, s["NB"], s["Lf"], s["H"])])
+def _s64c_nbeats(torch, a, t, s):
+    F_ = torch.nn.functional
+    x, W1, b1, W2, b2, W3, b3, Wb, Wf = t
+
+    def run():
+        r = x
+        fc = None
+        for n in range(W1.shape[0]):
+            h = F_.relu(F_.linear(r, W1[n], b1[n]))
+            h = F_.relu(F_.linear(h, W2[n], b2[n]))
+            h = F_.relu(F_.linear(h, W3[n], b3[n]))
+            r = r - F_.linear(h, Wb[n])
+            f = F_.linear(h, Wf[n])
+            fc = f if fc is None else fc + f
+        return _s64c_cat(fc, r)
+    return {"torch F.linear loop": _nograd(torch, run)}
+
+
+@program(name="n-beats interpretable heads: polynomial trend basis pow(j/F, p) + fourier basis (q/2 harmonic, q%2 cos|sin), F free", kind="mlp", src="""
+def nbeats_interp(float(B,L) x, float(H,L) W1, float(H) b1, float(P,H) Wt, float(Q,H) Ws) -> (fc) {
+  h(b, k) +=! W1(k, i) * x(b, i)
+  h(b, k) = max(h(b, k) + b1(k), 0)
+  tt(b, p) +=! Wt(p, k) * h(b, k)
+  st(b, q) +=! Ws(q, k) * h(b, k)
+  fc(b, j) +=! tt(b, p) * pow(float(j) / F, float(p)) where j in 0:F
+  fc(b, j) += st(b, q) * (q % 2 == 0 ? cos(6.2831853 * float(q / 2) * float(j) / F) : sin(6.2831853 * float(q / 2 + 1) * float(j) / F))
+}""", full=dict(B=4096, L=168, H=512, P=4, Q=16, F=24), tiny=dict(B=3, L=7, H=5, P=3, Q=5, F=4), free=("F",),
+   inputs=lambda r, s: [_n(r, s["B"], s["L"]), _w(r, s["H"], s["L"]), 0.1 * _n(r, s["H"]), _w(r, s["P"], s["H"]), _w(r, s["Q"], s["H"])])
+def _s64c_nbeats_i(torch, a, t, s):
+    F_ = torch.nn.functional
+    x, W1, b1, Wt, Ws = t
+    F, P, Q = s["F"], Wt.shape[0], Ws.shape[0]
+    j = torch.arange(F, dtype=torch.float32) / F
+    Tb = j[None, :] ** torch.arange(P, dtype=torch.float32)[:, None]
+    q = torch.arange(Q)
+    Sb = torch.where((q % 2 == 0)[:, None], torch.cos(6.2831853 * (q // 2).float()[:, None] * j[None]),
+                     torch.sin(6.2831853 * (q // 2 + 1).float()[:, None] * j[None]))
+    Tb = Tb.contiguous(); Sb = Sb.contiguous()
+
+    def run():
+        h = F_.relu(F_.linear(x, W1, b1))
+        return F_.linear(h, Wt) @ Tb + F_.linear(h, Ws) @ Sb
+    return {"torch linear + basis matmuls": _nograd(torch, run)}
+
+
+@program(name="tft variable selection: per-variable grn (elu, glu gate, layer norm), softmax over V from flat linear, weighted sum", kind="mlp", src="""
+def tft_vsn(float(B,V,D) x, float(V,D,D) W2, float(V,D,D) W1, float(V,D,D) Wg, float(V,D,D) Wl, float(V,V,D) Ws) -> (out) {
+  e(b, v, k) +=! W2(v, k, d) * x(b, v, d)
+  e(b, v, k) = e(b, v, k) > 0 ? e(b, v, k) : exp(e(b, v, k)) - 1
+  g(b, v, k) +=! W1(v, k, d) * e(b, v, d)
+  gl(b, v, k) +=! Wg(v, k, d) * g(b, v, d)
+  gv(b, v, k) +=! Wl(v, k, d) * g(b, v, d)
+  a(b, v, k) = x(b, v, k) + sigmoid(gl(b, v, k)) * gv(b, v, k)
+  mu(b, v) +=! a(b, v, k) / D
+  var(b, v) +=! (a(b, v, k) - mu(b, v)) * (a(b, v, k) - mu(b, v)) / D
+  y(b, v, k) = (a(b, v, k) - mu(b, v)) * rsqrt(var(b, v) + 1e-5)
+  s(b, v) +=! Ws(v, u, d) * x(b, u, d)
+  sm(b) max=! s(b, v)
+  ex(b, v) = exp(s(b, v) - sm(b))
+  z(b) +=! ex(b, v)
+  out(b, k) +=! ex(b, v) / z(b) * y(b, v, k)
+}""", full=dict(B=1024, V=10, D=64), tiny=dict(B=3, V=4, D=5),
+   inputs=lambda r, s: [_n(r, s["B"], s["V"], s["D"])] + [_w(r, s["V"], s["D"], s["D"]) for _ in range(4)]
+                       + [(_w(r, s["V"], s["V"], s["D"]) / np.float32(np.sqrt(s["V"]))).astype(np.float32)])
+def _s64c_tft(torch, a, t, s):
+    F_ = torch.nn.functional
+    x, W2, W1, Wg, Wl, Ws = t
+    B, V, D = x.shape
+    Wsf = Ws.reshape(V, V * D)
+
+    def run():
+        xv = x.transpose(0, 1)                       # (V, B, D)
+        e = F_.elu(torch.bmm(xv, W2.transpose(1, 2)))
+        g = torch.bmm(e, W1.transpose(1, 2))
+        a_ = xv + torch.sigmoid(torch.bmm(g, Wg.transpose(1, 2))) * torch.bmm(g, Wl.transpose(1, 2))
+        y = F_.layer_norm(a_, (D,), eps=1e-5)
+        w = torch.softmax(F_.linear(x.reshape(B, V * D), Wsf), 1)   # (B, V)
+        return torch.einsum("bv,vbk->bk", w, y)
+    return {"torch bmm per variable": _nograd(torch, run)}
+
+
+@program(name="deepar lstm: lag target in, covariates, gaussian head (softplus sigma), sampling-free decoding feeds mu back for t >= T", kind="rnn", src="""
+def deepar(float(T,B) z, float(S,B,C) cov, float(4*H) wz, float(4*H,C) Wc, float(4*H,H) U, float(4*H) bias,
+           float(H) wmu, float(H) wsig) -> (mu, sig) {
+  for t in S {
+    g(b, r) +=! Wc(r, c) * cov(t, b, c)
+    g(b, r) = g(b, r) + bias(r) + wz(r) * (t == 0 ? 0 : (t <= T ? z(t - 1, b) : mu(t - 1, b)))
+    if t > 0 { g(b, r) += U(r, k) * h(t - 1, b, k) }
+    cell(t, b, j) = sigmoid(g(b, H + j)) * (t > 0 ? cell(t - 1, b, j) : 0) + sigmoid(g(b, j)) * tanh(g(b, 2 * H + j)) where j in 0:H
+    h(t, b, j) = sigmoid(g(b, 3 * H + j)) * tanh(cell(t, b, j))
+    mu(t, b) +=! wmu(j) * h(t, b, j)
+    sig(t, b) +=! wsig(j) * h(t, b, j)
+    sig(t, b) = log(1 + exp(sig(t, b)))
+  }
+}""", full=dict(T=168, S=192, B=64, C=8, H=64), tiny=dict(T=4, S=7, B=3, C=2, H=5),
+   pick=lambda r: _s64c_cat(*r),
+   inputs=lambda r, s: [_n(r, s["T"], s["B"]), _n(r, s["S"], s["B"], s["C"]), _w(r, 4 * s["H"], 1)[:, 0].copy(),
+                        _w(r, 4 * s["H"], s["C"]), _w(r, 4 * s["H"], s["H"]), 0.1 * _n(r, 4 * s["H"]), _w(r, s["H"]), _w(r, s["H"])])
+def _s64c_deepar(torch, a, t, s):
+    F_ = torch.nn.functional
+    z, cov, wz, Wc, U, bias, wmu, wsig = t
+    T, S, H = s["T"], s["S"], s["H"]
+    B = z.shape[0 + 1]
+    cell = torch.nn.LSTMCell(Wc.shape[1] + 1, H)
+    _copy(torch, cell.weight_ih, np.concatenate([a[2][:, None], a[3]], 1))
+    _copy(torch, cell.weight_hh, a[4]); _copy(torch, cell.bias_ih, a[5]); _copy(torch, cell.bias_hh, np.zeros(4 * H, np.float32))
+    head = torch.stack([wmu, wsig])
+
+    def run():
+        h = torch.zeros(B, H); c = torch.zeros(B, H)
+        lag = torch.zeros(B)
+        mus, sigs = [], []
+        for k in range(S):
+            h, c = cell(torch.cat([lag[:, None], cov[k]], 1), (h, c))
+            o = h @ head.t()
+            mu = o[:, 0]
+            mus.append(mu); sigs.append(F_.softplus(o[:, 1]))
+            lag = z[k] if k < T else mu
+        return _s64c_cat(torch.stack(mus), torch.stack(sigs))
+    return {"torch LSTMCell loop": _nograd(torch, run)}
+
+
+@program(name="holt-winters multiplicative, damped trend phi, time-major (T,B), seasons init sea0(M,B), horizon-M forecast with pow(phi)", kind="finance", src="""
+def hw_mult(float(T,B) y, float(B) l0, float(B) b0, float(M,B) sea0, float alpha, float beta, float gamma, float phi) -> (lev, tr, sea, fc) {
+  for t in T {
+    if t == 0 {
+      lev(t, b) = alpha * y(t, b) / sea0(t, b) + (1 - alpha) * (l0(b) + phi * b0(b))
+      tr(t, b) = beta * (lev(t, b) - l0(b)) + (1 - beta) * phi * b0(b)
+      sea(t, b) = gamma * y(t, b) / (l0(b) + phi * b0(b)) + (1 - gamma) * sea0(t, b)
+    } else {
+      lev(t, b) = alpha * y(t, b) / (t >= M ? sea(t - M, b) : sea0(t, b)) + (1 - alpha) * (lev(t - 1, b) + phi * tr(t - 1, b))
+      tr(t, b) = beta * (lev(t, b) - lev(t - 1, b)) + (1 - beta) * phi * tr(t - 1, b)
+      sea(t, b) = gamma * y(t, b) / (lev(t - 1, b) + phi * tr(t - 1, b)) + (1 - gamma) * (t >= M ? sea(t - M, b) : sea0(t, b))
+    }
+  }
+  fc(h, b) = (lev(T - 1, b) + phi * (1 - pow(phi, float(h + 1))) / (1 - phi) * tr(T - 1, b)) * sea(T - M + h, b) where h in 0:M
+}""", full=dict(T=336, B=8192, M=24), tiny=dict(T=11, B=3, M=3),
+   pick=lambda r: _s64c_cat(*r),
+   inputs=lambda r, s: [(10 * (1 + 0.2 * np.sin(2 * np.pi * np.arange(s["T"]) / s["M"]))[:, None]
+                          * (1 + 0.05 * _n(r, s["T"], s["B"]))).astype(np.float32),
+                         (10 + _n(r, s["B"])).astype(np.float32), 0.01 * _n(r, s["B"]),
+                         (1 + 0.2 * np.sin(2 * np.pi * np.arange(s["M"]) / s["M"])[:, None] + 0.01 * _n(r, s["M"], s["B"])).astype(np.float32),
+                         _s64c_f(0.3), _s64c_f(0.05), _s64c_f(0.2), _s64c_f(0.9)])
+def _s64c_hw(torch, a, t, s):
+    y, l0, b0, sea0 = t[:4]
+    alpha, beta, gamma, phi = (float(x) for x in a[4:])
+    M, T = s["M"], s["T"]
+
+    def run():
+        l, b = l0, b0
+        sea = list(sea0)
+        levs, trs = [], []
+        for k in range(T):
+            base = l + phi * b
+            ln = alpha * y[k] / sea[k] + (1 - alpha) * base
+            b = beta * (ln - l) + (1 - beta) * phi * b
+            sea.append(gamma * y[k] / base + (1 - gamma) * sea[k])
+            l = ln
+            levs.append(l); trs.append(b)
+        hh = torch.arange(M, dtype=torch.float32)
+        damp = phi * (1 - phi ** (hh + 1)) / (1 - phi)
+        S_ = torch.stack(sea[M:])
+        fc = (l[None] + damp[:, None] * b[None]) * S_[T - M:]
+        return _s64c_cat(torch.stack(levs), torch.stack(trs), S_, fc)
+    return {"python loop over T on (B,) rows": _nograd(torch, run)}
+
+
+@program(name="local linear trend kalman filter + rts smoother (2x2 closed form), (B,T) series, forward then backward for loop", kind="finance", src="""
+def llt_rts(float(B,T) y, float ql, float qs, float r, float p0) -> (sl, ss) {
+  for t in T {
+    if t == 0 {
+      pl(b, t) = 0 * y(b, t)
+      ps(b, t) = 0 * y(b, t)
+      pa(b, t) = p0 + 0 * y(b, t)
+      pc(b, t) = 0 * y(b, t)
+      pd(b, t) = p0 + 0 * y(b, t)
+    } else {
+      pl(b, t) = fl(b, t - 1) + fs(b, t - 1)
+      ps(b, t) = fs(b, t - 1)
+      pa(b, t) = fa(b, t - 1) + 2 * fc(b, t - 1) + fd(b, t - 1) + ql
+      pc(b, t) = fc(b, t - 1) + fd(b, t - 1)
+      pd(b, t) = fd(b, t - 1) + qs
+    }
+    k0(b) = pa(b, t) / (pa(b, t) + r)
+    k1(b) = pc(b, t) / (pa(b, t) + r)
+    fl(b, t) = pl(b, t) + k0(b) * (y(b, t) - pl(b, t))
+    fs(b, t) = ps(b, t) + k1(b) * (y(b, t) - pl(b, t))
+    fa(b, t) = (1 - k0(b)) * pa(b, t)
+    fc(b, t) = (1 - k0(b)) * pc(b, t)
+    fd(b, t) = pd(b, t) - k1(b) * pc(b, t)
+  }
+  for u in T {
+    if u == 0 {
+      sl(b, T - 1 - u) = fl(b, T - 1 - u)
+      ss(b, T - 1 - u) = fs(b, T - 1 - u)
+    } else {
+      det(b) = pa(b, T - u) * pd(b, T - u) - pc(b, T - u) * pc(b, T - u)
+      g00(b) = ((fa(b, T - 1 - u) + fc(b, T - 1 - u)) * pd(b, T - u) - fc(b, T - 1 - u) * pc(b, T - u)) / det(b)
+      g01(b) = (fc(b, T - 1 - u) * pa(b, T - u) - (fa(b, T - 1 - u) + fc(b, T - 1 - u)) * pc(b, T - u)) / det(b)
+      g10(b) = ((fc(b, T - 1 - u) + fd(b, T - 1 - u)) * pd(b, T - u) - fd(b, T - 1 - u) * pc(b, T - u)) / det(b)
+      g11(b) = (fd(b, T - 1 - u) * pa(b, T - u) - (fc(b, T - 1 - u) + fd(b, T - 1 - u)) * pc(b, T - u)) / det(b)
+      sl(b, T - 1 - u) = fl(b, T - 1 - u) + g00(b) * (sl(b, T - u) - pl(b, T - u)) + g01(b) * (ss(b, T - u) - ps(b, T - u))
+      ss(b, T - 1 - u) = fs(b, T - 1 - u) + g10(b) * (sl(b, T - u) - pl(b, T - u)) + g11(b) * (ss(b, T - u) - ps(b, T - u))
+    }
+  }
+}""", full=dict(B=4096, T=128), tiny=dict(B=3, T=7),
+   pick=lambda r: _s64c_cat(*r),
+   inputs=lambda r, s: [np.cumsum(np.cumsum(0.05 * _n(r, s["B"], s["T"]), 1) + 0.3 * _n(r, s["B"], s["T"]), 1).astype(np.float32),
+                        _s64c_f(0.1), _s64c_f(0.01), _s64c_f(0.5), _s64c_f(10.0)])
+def _s64c_rts(torch, a, t, s):
+    y = t[0]
+    ql, qs, r, p0 = (float(x) for x in a[1:])
+    B, T = y.shape
+
+    def run():
+        yt = y.t()
+        z = torch.zeros(B)
+        P = {"l": [], "s": [], "a": [], "c": [], "d": []}
+        Fl, Fs, Fa, Fc, Fd = [], [], [], [], []
+        for k in range(T):
+            if k == 0:
+                pl, ps, pa, pc, pd = z, z, z + p0, z, z + p0
+            else:
+                pl = Fl[-1] + Fs[-1]; ps = Fs[-1]
+                pa = Fa[-1] + 2 * Fc[-1] + Fd[-1] + ql; pc = Fc[-1] + Fd[-1]; pd = Fd[-1] + qs
+            for n, v in zip("lsacd", (pl, ps, pa, pc, pd)):
+                P[n].append(v)
+            S_ = pa + r; k0 = pa / S_; k1 = pc / S_; v = yt[k] - pl
+            Fl.append(pl + k0 * v); Fs.append(ps + k1 * v)
+            Fa.append((1 - k0) * pa); Fc.append((1 - k0) * pc); Fd.append(pd - k1 * pc)
+        sl = [None] * T; ss = [None] * T
+        sl[-1], ss[-1] = Fl[-1], Fs[-1]
+        for k in range(T - 2, -1, -1):
+            A, C, D = P["a"][k + 1], P["c"][k + 1], P["d"][k + 1]
+            det = A * D - C * C
+            a_, c_, d_ = Fa[k], Fc[k], Fd[k]
+            g00 = ((a_ + c_) * D - c_ * C) / det; g01 = (c_ * A - (a_ + c_) * C) / det
+            g10 = ((c_ + d_) * D - d_ * C) / det; g11 = (d_ * A - (c_ + d_) * C) / det
+            e0 = sl[k + 1] - P["l"][k + 1]; e1 = ss[k + 1] - P["s"][k + 1]
+            sl[k] = Fl[k] + g00 * e0 + g01 * e1
+            ss[k] = Fs[k] + g10 * e0 + g11 * e1
+        return _s64c_cat(torch.stack(sl, 1), torch.stack(ss, 1))
+    return {"python loops over T on (B,) rows": _nograd(torch, run)}
+
+
+@program(name="deepfm: shared int32-id embedding, fm sum-square + first order, mlp on flattened (F K) embeddings via W1(o f k) gather, sigmoid", kind="mlp", src="""
+def deepfm(int32(B,F) idx, float(N,K) E, float(N) w, float(H,F,K) W1, float(H) b1, float(H,H) W2, float(H) b2, float(H) wo, float bo) -> (p) {
+  s(b, k) +=! E(idx(b, f), k)
+  q(b) +=! E(idx(b, f), k) * E(idx(b, f), k)
+  fm(b) +=! s(b, k) * s(b, k)
+  lin(b) +=! w(idx(b, f))
+  h1(b, o) +=! W1(o, f, k) * E(idx(b, f), k)
+  h1(b, o) = max(h1(b, o) + b1(o), 0)
+  h2(b, o) +=! W2(o, i) * h1(b, i)
+  h2(b, o) = max(h2(b, o) + b2(o), 0)
+  dnn(b) +=! wo(o) * h2(b, o)
+  p(b) = sigmoid(lin(b) + 0.5 * (fm(b) - q(b)) + dnn(b) + bo)
+}""", full=dict(B=2048, F=26, K=16, N=100000, H=400), tiny=dict(B=3, F=5, K=3, N=17, H=7),
+   inputs=lambda r, s: [r.integers(0, s["N"], (s["B"], s["F"])).astype(np.int32), 0.1 * _n(r, s["N"], s["K"]), 0.1 * _n(r, s["N"]),
+                        _w(r, s["H"], s["F"] * s["K"]).reshape(s["H"], s["F"], s["K"]), 0.1 * _n(r, s["H"]), _w(r, s["H"], s["H"]),
+                        0.1 * _n(r, s["H"]), _w(r, s["H"]), _s64c_f(0.1)])
+def _s64c_deepfm(torch, a, t, s):
+    F_ = torch.nn.functional
+    idx, E, w, W1, b1, W2, b2, wo, bo = t
+    B, F = idx.shape
+    ii = idx.long()
+    W1f = W1.reshape(W1.shape[0], -1)
+
+    def run():
+        e = E[ii]                                   # (B, F, K)
+        sm = e.sum(1)
+        fm = 0.5 * ((sm * sm).sum(1) - (e * e).sum((1, 2)))
+        h = F_.relu(F_.linear(e.reshape(B, -1), W1f, b1))
+        h = F_.relu(F_.linear(h, W2, b2))
+        return torch.sigmoid(w[ii].sum(1) + fm + h @ wo + float(bo))
+    return {"torch gather + linears": _nograd(torch, run)}
