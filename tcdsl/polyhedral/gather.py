@@ -33,6 +33,11 @@ per tap; the copy then splits the digits only, each such index spanning its
 dimension: ``x_g(n, i1, i2, g, ci) = x(n, i1, i2, g * CG + ci)``, read at
 ``x_g(n, h + kh - 1, w + kw - 1, g, ci)`` (affine: the padding pass pads it).
 
+A concatenation inside a sum, a select on a reduction variable between
+reads of two tensors at the same shifted indices (a U-Net up-block's
+``torch.cat`` inside its convolution's padding), is copied once the same
+way (:func:`_concatenated`).
+
 The values summed and their order are unchanged (results bit-identical).
 The driver keeps the rewrite only when every statement of the program runs
 the instances it ran before and every tensor keeps its extents
@@ -66,6 +71,7 @@ class Gather:
     # for it (an affine index of several terms, ``h + kh - 1``: the copy spans
     # that whole dimension), or None: the variable itself
     positions: tuple = ()
+    select: bool = False  # ``span`` is a select of two reads (a concatenation), copied whole (:func:`_concatenated`)
 
 
 def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, list[Gather]]:
@@ -99,9 +105,11 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
     found_scatter = scatter.find(st) if st is not None else None
     picks = {v for v, _ in found_scatter.picks} if found_scatter is not None else set()
     lhs -= picks
-    found: list[Gather] = []
+    found: list[Gather] = [] if loops or st is None else _concatenated(s, st, lhs, lets, taken)
+    inside = {x.span for g in found for sel in n.walk(s.rhs) if isinstance(sel, n.Select) and sel.span == g.span
+              for x in n.walk(sel)}
     for a in n.walk(s.rhs):
-        if not isinstance(a, n.Access) or a.span is None or any(g.span == a.span for g in found):
+        if not isinstance(a, n.Access) or a.span is None or any(g.span == a.span for g in found) or a.span in inside:
             continue  # (a ``where`` value used several times is one read: one copy)
         indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
         strided = not indirect and not loops and _strided(a, s)
@@ -162,6 +170,61 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
             taken.add(copies[key])
         found.append(Gather(a.span, variables, copies[key], bounds, top=True))
     return found
+
+
+def _concatenated(s: n.Comprehension, st, lhs: set[str], lets: set[str], taken: set[str]) -> list[Gather]:
+    """The concatenations in the sum ``s`` to copy first: a select on one
+    reduction variable ``c`` between reads of two tensors (not ``s``'s) at
+    the same indices but the one of ``c``, with an index of several terms
+    among them (a U-Net up-block's ``torch.cat`` inside its convolution's
+    padding, ``c < C1 ? u(b, i + kh - 1, j + kw - 1, c) : s(b, i + kh - 1, j
+    + kw - 1, c - C1)``: the select and both reads once per tap and output
+    channel, 60x torch's ``cat`` then ``conv2d``).  The copy spans such an
+    index's values (``cat(b, i1, i2, c) = c < C1 ? u(b, i1, i2, c) : s(b,
+    i1, i2, c - C1)``, their ranges inferred from the reads) and the sum
+    reads ``cat(b, i + kh - 1, j + kw - 1, c)``, a padded convolution."""
+    out: list[Gather] = []
+    names = _names_of(s) | taken
+    for e in n.walk(s.rhs):
+        if not (isinstance(e, n.Select) and e.span is not None and isinstance(e.then, n.Access)
+                and isinstance(e.other, n.Access) and e.then.tensor != e.other.tensor
+                and len(e.then.indices) == len(e.other.indices) and s.tensor not in (e.then.tensor, e.other.tensor)):
+            continue
+        cond = _names_of(e.cond)
+        if len(cond) != 1 or not cond <= set(s.reduction_vars) or _names_of(e) & lets:
+            continue
+        (c,) = cond
+        variables: list[str] = []
+        positions: list[int | None] = []
+        for p, (x, y) in enumerate(zip(e.then.indices, e.other.indices)):
+            if c in _names_of(x) or c in _names_of(y):
+                if _names_of(x) != {c} or _names_of(y) != {c} \
+                        or c in variables:
+                    break
+                variables.append(c)
+                positions.append(None)
+            elif expr_to_tc(x) != expr_to_tc(y) or any(isinstance(z, n.Access) for z in n.walk(x)):
+                break
+            elif isinstance(x, n.IndexVar):
+                variables.append(x.name)
+                positions.append(None)
+            elif _names_of(x) and not _not_affine(x):
+                v = _fresh(f"i{p}", names)
+                names.add(v)
+                variables.append(v)
+                positions.append(p)
+            else:
+                break
+        else:
+            if c in variables and any(q is not None for q in positions) and len(set(variables)) == len(variables) \
+                    and lhs - set(variables):
+                given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+                bounds = tuple(w for w in s.wheres if isinstance(w, n.RangeConstraint) and w.var == c) \
+                    or st.where_ranges([c], given)
+                name = _fresh(s.tensor + "_cat", taken)
+                taken.add(name)
+                out.append(Gather(e.span, tuple(variables), name, bounds, positions=tuple(positions), select=True))
+    return out
 
 
 def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st) -> Gather | None:
@@ -286,6 +349,15 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 continue
             rhs = s.rhs
             for g in gathers:
+                if g.select:
+                    sel = next((x for x in n.walk(rhs) if x.span == g.span and isinstance(x, n.Select)), None)
+                    if sel is None or not (_is_read(sel.then) and _is_read(sel.other)):
+                        return None
+                    copy, passed = _concatenation(sel, g)
+                    out.append(n.Comprehension(g.name, tuple(n.Ident(v, span=g.span) for v in g.variables), "=",
+                                               copy, wheres=g.bounds, span=g.span))
+                    rhs = _replaced(rhs, g.span, n.Call(g.name, passed, span=g.span), select=True)
+                    continue
                 read = next((x for x in n.walk(rhs) if x.span == g.span and _is_read(x)), None)
                 if read is None:
                     return None  # (not found in the parsed statement: the program as written)
@@ -326,11 +398,27 @@ def _is_read(e: n.Node) -> bool:
     return isinstance(e, (n.Call, n.Access))
 
 
-def _replaced(e: n.Node, span, new: n.Expr) -> n.Node:
-    """``e`` with the read at ``span`` replaced by ``new``."""
-    if _is_read(e) and e.span == span:
+def _replaced(e: n.Node, span, new: n.Expr, select: bool = False) -> n.Node:
+    """``e`` with the read (``select``: the select) at ``span`` replaced by ``new``."""
+    if (isinstance(e, n.Select) if select else _is_read(e)) and e.span == span:
         return new
-    return n.map_children(e, lambda c: _replaced(c, span, new))
+    return n.map_children(e, lambda c: _replaced(c, span, new, select))
+
+
+def _concatenation(sel: n.Select, g: Gather) -> tuple[n.Expr, tuple]:
+    """The copy's value (``sel`` with its reads' indices at ``g.positions``
+    named by the copy's variables) and the indices the sum reads it at."""
+    def named(read):
+        field = "args" if isinstance(read, n.Call) else "indices"
+        args = list(getattr(read, field))
+        for v, q in zip(g.variables, g.positions):
+            if q is not None:
+                args[q] = n.Ident(v, span=g.span)
+        return replace(read, **{field: tuple(args)})
+    field = "args" if isinstance(sel.then, n.Call) else "indices"
+    given = getattr(sel.then, field)
+    passed = tuple(given[q] if q is not None else n.Ident(v, span=g.span) for v, q in zip(g.variables, g.positions))
+    return replace(sel, then=named(sel.then), other=named(sel.other)), passed
 
 
 def _not_affine(e: n.Expr) -> bool:
