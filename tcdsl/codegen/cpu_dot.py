@@ -33,7 +33,7 @@ from tvm import sym, tirx
 from ..polyhedral import isl_ast
 from ..polyhedral.isl_ast import iterator, loop_ids
 from ..sema import types as ty
-from .cpu_reduce import _tree
+from .cpu_reduce import _lanes_combined
 from .expr import INDEX
 from .lower import coefficient, has_node, is_if_then_else, loads, uses
 from .scratch import STACK
@@ -142,7 +142,7 @@ def dot_tile(tile, r0, nr: int) -> tirx.Stmt:
     step = vector(tirx.BufferStore(acc, combine(tirx.BufferLoad(acc, [r, v]), value), [r, v]))
     main = tirx.For(kq, 0, tirx.floordiv(ext, lanes), tirx.ForKind.SERIAL, step)
     _, idx, _, _ = parts(r, init)
-    total = _tree([tirx.BufferLoad(acc, [r, tirx.const(i, INDEX)]) for i in range(lanes)], combine)
+    total = _lanes_combined(acc, lanes, combine, r)
     s = low.stmts[isl_ast.statement(tile.call)]
     before = tirx.BufferLoad(buf, idx) if s.name not in tile.gen.fresh else \
         tirx.const(ty.identity(s.info.comp.reduction, str(buf.dtype)), buf.dtype)  # (cpu_strips.folded_init)

@@ -85,9 +85,27 @@ def _lanes_init(acc: tirx.Buffer, name: str, lanes: int, reduction: str) -> tirx
     return tirx.For(lane, 0, lanes, tirx.ForKind.VECTORIZED, tirx.BufferStore(acc, ident, [lane]))
 
 
-def _lanes_combined(acc: tirx.Buffer, lanes: int, combine) -> tirx.PrimExpr:
-    """The partial accumulators combined by a balanced tree."""
-    return _tree([tirx.BufferLoad(acc, [tirx.const(i, INDEX)]) for i in range(lanes)], combine)
+def _lanes_combined(acc: tirx.Buffer, lanes: int, combine, row=None) -> tirx.PrimExpr:
+    """The partial accumulators (of ``row`` of a 2-d ``acc``) combined by a
+    balanced tree: a float vector's halves added as vectors, lane ``i`` with
+    lane ``i + lanes / 2`` (four vector steps for 16 lanes; each lane
+    extracted and added alone cost 15 scalar additions per sum: 5 ns for a
+    sum of 16 floats, 3x ``torch.pdist`` at D = 16)."""
+    at = [] if row is None else [row]
+    if lanes < 2 or lanes & (lanes - 1) or not str(acc.dtype).startswith("float"):
+        return _tree([tirx.BufferLoad(acc, at + [tirx.const(i, INDEX)]) for i in range(lanes)], combine)
+    value = tirx.BufferLoad(acc, at + [tirx.Ramp(tirx.const(0, INDEX), tirx.const(1, INDEX), lanes)])
+    bound, width = [], lanes
+    while width > 1:
+        half = width // 2
+        x = tirx.Var(f"{acc.name}_{width}", f"{acc.dtype}x{width}")
+        bound.append((x, value))
+        value = combine(tirx.Shuffle([x], [tirx.const(i, "int32") for i in range(half)]),
+                        tirx.Shuffle([x], [tirx.const(i, "int32") for i in range(half, width)]))
+        width = half
+    for x, v in reversed(bound):
+        value = tirx.Let(x, v, value)
+    return value
 
 
 def _elsewhere(a: list, b: list, loop_vars) -> bool:
