@@ -24536,3 +24536,979 @@ def _s64c_deepfm(torch, a, t, s):
         h = F_.relu(F_.linear(h, W2, b2))
         return torch.sigmoid(w[ii].sum(1) + fm + h @ wo + float(bo))
     return {"torch gather + linears": _nograd(torch, run)}
+
+
+# ---- session 64: hunts (vision transformers and detection, numerical kernels ported from NumPy/SciPy)
+
+@program(name="convnext block nhwc: dw7x7 pad select + bias, layernorm eps 1e-6, mlp 4x gelu(erf), layer scale, residual",
+         kind="conv", src="""
+def convnext_block(float(N,H,W,C) x, float(7,7,C) dw, float(C) dwb, float(C) g, float(C) bt,
+                   float(C4,C) W1, float(C4) b1, float(C,C4) W2, float(C) b2, float(C) ls) -> (y) {
+  d(n, h, w, c) +=! (h + kh - 3 >= 0 && h + kh - 3 < H && w + kw - 3 >= 0 && w + kw - 3 < W
+                     ? x(n, h + kh - 3, w + kw - 3, c) : 0) * dw(kh, kw, c)
+      where kh in 0:7, kw in 0:7, h in 0:H, w in 0:W
+  d(n, h, w, c) = d(n, h, w, c) + dwb(c)
+  mu(n, h, w) +=! d(n, h, w, c) / C
+  var(n, h, w) +=! (d(n, h, w, c) - mu(n, h, w)) * (d(n, h, w, c) - mu(n, h, w)) / C
+  ln(n, h, w, c) = (d(n, h, w, c) - mu(n, h, w)) * rsqrt(var(n, h, w) + 1e-6) * g(c) + bt(c)
+  u(n, h, w, j) +=! ln(n, h, w, c) * W1(j, c)
+  u(n, h, w, j) = 0.5 * a * (1 + erf(a * 0.70710678)) where a = u(n, h, w, j) + b1(j)
+  y(n, h, w, c) +=! u(n, h, w, j) * W2(c, j)
+  y(n, h, w, c) = x(n, h, w, c) + ls(c) * (y(n, h, w, c) + b2(c))
+}""", full=dict(N=2, H=28, W=28, C=192, C4=768), tiny=dict(N=2, H=5, W=7, C=3, C4=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), _w(r, 7, 7, s["C"]) * 0.3, _n(r, s["C"]) * 0.1,
+                         1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"]), _w(r, s["C4"], s["C"]), 0.1 * _n(r, s["C4"]),
+                         _w(r, s["C"], s["C4"]), 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"])])
+def _s64d_convnext(torch, a, t, s):
+    F = torch.nn.functional
+    x, dw, dwb, g, bt, W1, b1, W2, b2, ls = t
+    C = s["C"]
+    wd = dw.permute(2, 0, 1).unsqueeze(1).contiguous()              # (C, 1, 7, 7)
+
+    def run():
+        h = F.conv2d(x.permute(0, 3, 1, 2), wd, dwb, padding=3, groups=C).permute(0, 2, 3, 1)
+        h = F.layer_norm(h, (C,), g, bt, 1e-6)
+        h = F.linear(F.gelu(F.linear(h, W1, b1)), W2, b2)
+        return x + ls * h
+    return {"timm convnext block (conv2d groups=C, permutes, layer_norm, linear, gelu)": _nograd(torch, run)}
+
+
+@program(name="efficientnet mbconv: expand 1x1 bn swish, dw3x3 pad select bn swish, squeeze-excite, project bn, residual",
+         kind="conv", src="""
+def mbconv(float(N,C,H,W) x, float(E,C) We, float(E) s1, float(E) t1, float(E,3,3) dw, float(E) s2, float(E) t2,
+           float(R,E) Wr, float(R) br, float(E,R) Wx, float(E) bx, float(C,E) Wp, float(C) s3, float(C) t3) -> (y) {
+  a(n, e, h, w) +=! We(e, c) * x(n, c, h, w)
+  a(n, e, h, w) = v * sigmoid(v) where v = a(n, e, h, w) * s1(e) + t1(e)
+  d(n, e, h, w) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+                     ? a(n, e, h + kh - 1, w + kw - 1) : 0) * dw(e, kh, kw) where kh in 0:3, kw in 0:3, h in 0:H, w in 0:W
+  d(n, e, h, w) = v * sigmoid(v) where v = d(n, e, h, w) * s2(e) + t2(e)
+  p(n, e) +=! d(n, e, h, w) / (H * W)
+  r(n, j) +=! Wr(j, e) * p(n, e)
+  r(n, j) = v * sigmoid(v) where v = r(n, j) + br(j)
+  sc(n, e) +=! Wx(e, j) * r(n, j)
+  sc(n, e) = sigmoid(sc(n, e) + bx(e))
+  y(n, c, h, w) +=! Wp(c, e) * d(n, e, h, w) * sc(n, e)
+  y(n, c, h, w) = x(n, c, h, w) + y(n, c, h, w) * s3(c) + t3(c)
+}""", full=dict(N=8, C=40, H=28, W=28, E=240, R=10), tiny=dict(N=2, C=3, H=5, W=7, E=5, R=2),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _w(r, s["E"], s["C"]), 1 + 0.1 * _n(r, s["E"]),
+                         0.1 * _n(r, s["E"]), _w(r, s["E"], 3, 3) * 0.3, 1 + 0.1 * _n(r, s["E"]), 0.1 * _n(r, s["E"]),
+                         _w(r, s["R"], s["E"]), 0.1 * _n(r, s["R"]), _w(r, s["E"], s["R"]), 0.1 * _n(r, s["E"]),
+                         _w(r, s["C"], s["E"]), 1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"])])
+def _s64d_mbconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, We, s1, t1, dw, s2, t2, Wr, br, Wx, bx, Wp, s3, t3 = t
+    E = s["E"]
+    We4, dw4, Wp4 = We[:, :, None, None], dw[:, None], Wp[:, :, None, None]
+    c = lambda v: v[None, :, None, None]
+
+    def run():
+        h = F.silu(F.conv2d(x, We4) * c(s1) + c(t1))
+        h = F.silu(F.conv2d(h, dw4, padding=1, groups=E) * c(s2) + c(t2))
+        se = F.silu(F.linear(h.mean((2, 3)), Wr, br))
+        h = h * torch.sigmoid(F.linear(se, Wx, bx))[:, :, None, None]
+        return x + F.conv2d(h, Wp4) * c(s3) + c(t3)
+    return {"conv2d 1x1 / groups=E / SE linear / conv2d 1x1 (bn folded)": _nograd(torch, run)}
+
+
+@program(name="swin patch merging: 2x2 gather by channel block q / C (x0 x1 x2 x3 order), layernorm 4C, linear 4C to 2C",
+         kind="norm", src="""
+def patch_merge(float(B,H,W,C) x, float(C4) g, float(C4) bt, float(O,C4) Wr) -> (y) {
+  m(b, i, j, q) = x(b, 2 * i + (q / C) % 2, 2 * j + q / (2 * C), q % C) where i in 0:H/2, j in 0:W/2, q in 0:4*C
+  mu(b, i, j) +=! m(b, i, j, q) / (4 * C)
+  var(b, i, j) +=! (m(b, i, j, q) - mu(b, i, j)) * (m(b, i, j, q) - mu(b, i, j)) / (4 * C)
+  ln(b, i, j, q) = (m(b, i, j, q) - mu(b, i, j)) * rsqrt(var(b, i, j) + 1e-5) * g(q) + bt(q)
+  y(b, i, j, o) +=! ln(b, i, j, q) * Wr(o, q)
+}""", full=dict(B=8, H=56, W=56, C=96, C4=384, O=192), tiny=dict(B=2, H=6, W=10, C=3, C4=12, O=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"], s["C"]), 1 + 0.1 * _n(r, s["C4"]), 0.1 * _n(r, s["C4"]),
+                         _w(r, s["O"], s["C4"])])
+def _s64d_merge(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, bt, Wr = t
+
+    def run():
+        x0, x1 = x[:, 0::2, 0::2], x[:, 1::2, 0::2]
+        x2, x3 = x[:, 0::2, 1::2], x[:, 1::2, 1::2]
+        m = torch.cat([x0, x1, x2, x3], -1)
+        return F.linear(F.layer_norm(m, (4 * s["C"],), g, bt, 1e-5), Wr)
+    return {"timm PatchMerging (strided slices, cat, layer_norm, linear)": _nograd(torch, run)}
+
+
+@program(name="yolov5 detect-head decode: (B, A*NO, H, W) raw, sigmoid, grid xy * stride, (2s)^2 anchors, rows a*H*W + h*W + w",
+         kind="detection", src="""
+def yolo_decode(float(B,CH,H,W) p, float(A,2) anc, float stride) -> (out) {
+  out(b, r, o) = o == 0 ? (2 * s - 0.5 + float(r % W)) * stride
+               : o == 1 ? (2 * s - 0.5 + float((r / W) % H)) * stride
+               : o < 4  ? 4 * s * s * anc(r / (H * W), o - 2)
+               : s
+      where r in 0:A*H*W, o in 0:CH/A, s = sigmoid(p(b, (r / (H * W)) * (CH / A) + o, (r / W) % H, r % W))
+}""", full=dict(B=16, A=3, NO=85, H=40, W=40), tiny=dict(B=2, A=3, NO=7, H=3, W=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["A"] * s["NO"], s["H"], s["W"]),
+                         r.uniform(10, 100, (s["A"], 2)).astype(np.float32), np.array(16.0, np.float32)])
+def _s64d_yolo(torch, a, t, s):
+    p, anc, stride = t
+    B, A, NO, H, W = s["B"], s["A"], s["NO"], s["H"], s["W"]
+    yv, xv = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing="ij")
+    grid = torch.stack((xv, yv), 2).expand(1, A, H, W, 2) - 0.5
+    ag = anc.view(1, A, 1, 1, 2).expand(1, A, H, W, 2)
+
+    def run():
+        y = p.view(B, A, NO, H, W).permute(0, 1, 3, 4, 2).contiguous().sigmoid()
+        xy, wh, conf = y.split((2, 2, NO - 4), 4)
+        xy = (xy * 2 + grid) * stride
+        wh = (wh * 2) ** 2 * ag
+        return torch.cat((xy, wh, conf), 4).view(B, A * H * W, NO)
+    return {"yolov5 Detect._make_grid + decode (view, permute, sigmoid, split, cat)": _nograd(torch, run)}
+
+
+@program(name="ciou loss (yolov5 bbox_iou CIoU=True) on matched xywh boxes, atan aspect term, alpha no-grad, mean",
+         kind="loss", src="""
+def ciou_loss(float(N,4) p, float(N,4) t) -> (loss) {
+  l(n) = 1 - (iou - (rho2 / c2 + v * v / (v - iou + 1.0000001)))
+      where px1 = p(n, 0) - p(n, 2) / 2, px2 = p(n, 0) + p(n, 2) / 2,
+            py1 = p(n, 1) - p(n, 3) / 2, py2 = p(n, 1) + p(n, 3) / 2,
+            tx1 = t(n, 0) - t(n, 2) / 2, tx2 = t(n, 0) + t(n, 2) / 2,
+            ty1 = t(n, 1) - t(n, 3) / 2, ty2 = t(n, 1) + t(n, 3) / 2,
+            w1 = px2 - px1, h1 = py2 - py1 + 1e-7, w2 = tx2 - tx1, h2 = ty2 - ty1 + 1e-7,
+            inter = max(min(px2, tx2) - max(px1, tx1), 0) * max(min(py2, ty2) - max(py1, ty1), 0),
+            iou = inter / (w1 * h1 + w2 * h2 - inter + 1e-7),
+            cw = max(px2, tx2) - min(px1, tx1), ch = max(py2, ty2) - min(py1, ty1),
+            c2 = cw * cw + ch * ch + 1e-7,
+            rho2 = ((tx1 + tx2 - px1 - px2) * (tx1 + tx2 - px1 - px2) + (ty1 + ty2 - py1 - py2) * (ty1 + ty2 - py1 - py2)) / 4,
+            v = 0.40528473 * (atan(w2 / h2) - atan(w1 / h1)) * (atan(w2 / h2) - atan(w1 / h1))
+  loss +=! l(n) / N
+}""", full=dict(N=262144), tiny=dict(N=7),
+    inputs=lambda r, s: [np.concatenate([r.uniform(0, 64, (s["N"], 2)), r.uniform(1, 32, (s["N"], 2))], 1).astype(np.float32),
+                         np.concatenate([r.uniform(0, 64, (s["N"], 2)), r.uniform(1, 32, (s["N"], 2))], 1).astype(np.float32)])
+def _s64d_ciou(torch, a, t, s):
+    import math
+    p, tt = t
+
+    def run():
+        eps = 1e-7
+        (x1, y1, w1, h1), (x2, y2, w2, h2) = p.chunk(4, -1), tt.chunk(4, -1)
+        w1_, h1_, w2_, h2_ = w1 / 2, h1 / 2, w2 / 2, h2 / 2
+        b1_x1, b1_x2, b1_y1, b1_y2 = x1 - w1_, x1 + w1_, y1 - h1_, y1 + h1_
+        b2_x1, b2_x2, b2_y1, b2_y2 = x2 - w2_, x2 + w2_, y2 - h2_, y2 + h2_
+        w1, h1 = b1_x2 - b1_x1, b1_y2 - b1_y1 + eps
+        w2, h2 = b2_x2 - b2_x1, b2_y2 - b2_y1 + eps
+        inter = (b1_x2.minimum(b2_x2) - b1_x1.maximum(b2_x1)).clamp(0) * \
+                (b1_y2.minimum(b2_y2) - b1_y1.maximum(b2_y1)).clamp(0)
+        union = w1 * h1 + w2 * h2 - inter + eps
+        iou = inter / union
+        cw = b1_x2.maximum(b2_x2) - b1_x1.minimum(b2_x1)
+        ch = b1_y2.maximum(b2_y2) - b1_y1.minimum(b2_y1)
+        c2 = cw ** 2 + ch ** 2 + eps
+        rho2 = ((b2_x1 + b2_x2 - b1_x1 - b1_x2) ** 2 + (b2_y1 + b2_y2 - b1_y1 - b1_y2) ** 2) / 4
+        v = (4 / math.pi ** 2) * (torch.atan(w2 / h2) - torch.atan(w1 / h1)).pow(2)
+        alpha = v / (v - iou + (1 + eps))
+        return (1.0 - (iou - (rho2 / c2 + v * alpha))).mean()
+    return {"yolov5 bbox_iou(xywh, CIoU) + mean": _nograd(torch, run)}
+
+
+@program(name="distribution focal loss (gfl / yolov8 dfl): log-softmax over R bins, int32(target) and +1 gathered, linear weights",
+         kind="loss", src="""
+def dfl(float(N,4,R) pd, float(N,4) tg) -> (loss) {
+  mx(n, k) max=! pd(n, k, r)
+  se(n, k) +=! exp(pd(n, k, r) - mx(n, k))
+  l(n, k) = (ls - pd(n, k, tl)) * (float(tl) + 1 - tg(n, k)) + (ls - pd(n, k, tl + 1)) * (tg(n, k) - float(tl))
+      where tl = int32(tg(n, k)), ls = log(se(n, k)) + mx(n, k)
+  loss +=! l(n, k) / (4 * N)
+}""", full=dict(N=65536, R=16), tiny=dict(N=5, R=7),
+    inputs=lambda r, s: [_n(r, s["N"], 4, s["R"]), r.uniform(0, s["R"] - 1.01, (s["N"], 4)).astype(np.float32)])
+def _s64d_dfl(torch, a, t, s):
+    F = torch.nn.functional
+    pd, tg = t
+    R = s["R"]
+
+    def run():
+        tl = tg.long(); tr = tl + 1
+        wl = tr - tg; wr = 1 - wl
+        return (F.cross_entropy(pd.view(-1, R), tl.view(-1), reduction="none").view(tl.shape) * wl
+                + F.cross_entropy(pd.view(-1, R), tr.view(-1), reduction="none").view(tl.shape) * wr).mean()
+    return {"ultralytics DFLoss (two cross_entropy, mean)": _nograd(torch, run)}
+
+
+@program(name="fpn top-down level: lateral 1x1 on c5 and c4, nearest 2x upsample of p5 (y / 2) + add, 3x3 output conv pad select",
+         kind="conv", src="""
+def fpn_level(float(N,CA,2*H,2*W) c4, float(N,CB,H,W) c5, float(F,CA) L4, float(F) b4, float(F,CB) L5, float(F) b5,
+              float(F,F,3,3) Wo, float(F) bo) -> (p5, p4) {
+  p5(n, f, h, w) +=! L5(f, c) * c5(n, c, h, w)
+  p5(n, f, h, w) = p5(n, f, h, w) + b5(f)
+  m4(n, f, y, x) +=! L4(f, c) * c4(n, c, y, x)
+  m4(n, f, y, x) = m4(n, f, y, x) + b4(f) + p5(n, f, y / 2, x / 2)
+  p4(n, g, y, x) +=! (y + kh - 1 >= 0 && y + kh - 1 < 2 * H && x + kw - 1 >= 0 && x + kw - 1 < 2 * W
+                      ? m4(n, f, y + kh - 1, x + kw - 1) : 0) * Wo(g, f, kh, kw) where kh in 0:3, kw in 0:3, y in 0:2*H, x in 0:2*W
+  p4(n, g, y, x) = p4(n, g, y, x) + bo(g)
+}""", full=dict(N=2, CA=256, CB=512, H=20, W=20, F=128), tiny=dict(N=2, CA=3, CB=5, H=3, W=2, F=4),
+    inputs=lambda r, s: [_n(r, s["N"], s["CA"], 2 * s["H"], 2 * s["W"]), _n(r, s["N"], s["CB"], s["H"], s["W"]),
+                         _w(r, s["F"], s["CA"]), 0.1 * _n(r, s["F"]), _w(r, s["F"], s["CB"]), 0.1 * _n(r, s["F"]),
+                         _w(r, s["F"], s["F"], 3, 3) / 3, 0.1 * _n(r, s["F"])], pick=lambda r: r[1])
+def _s64d_fpn(torch, a, t, s):
+    F = torch.nn.functional
+    c4, c5, L4, b4, L5, b5, Wo, bo = t
+
+    def run():
+        p5 = F.conv2d(c5, L5[:, :, None, None], b5)
+        m4 = F.conv2d(c4, L4[:, :, None, None], b4) + F.interpolate(p5, scale_factor=2, mode="nearest")
+        return F.conv2d(m4, Wo, bo, padding=1)
+    return {"torchvision FPN inner/layer blocks (conv2d, interpolate nearest)": _nograd(torch, run)}
+
+
+@program(name="convnext-v2 global response norm (grn) channels-last: l2 over h w, / channel mean, gamma beta, residual",
+         kind="norm", src="""
+def grn(float(N,H,W,C) x, float(C) g, float(C) bt) -> (y) {
+  gx(n, c) +=! x(n, h, w, c) * x(n, h, w, c)
+  gx(n, c) = sqrt(gx(n, c))
+  mn(n) +=! gx(n, c) / C
+  y(n, h, w, c) = g(c) * (x(n, h, w, c) * (gx(n, c) / (mn(n) + 1e-6))) + bt(c) + x(n, h, w, c)
+}""", full=dict(N=8, H=28, W=28, C=768), tiny=dict(N=2, H=3, W=5, C=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"])])
+def _s64d_grn(torch, a, t, s):
+    x, g, bt = t
+
+    def run():
+        Gx = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+        Nx = Gx / (Gx.mean(dim=-1, keepdim=True) + 1e-6)
+        return g * (x * Nx) + bt + x
+    return {"ConvNeXt-V2 GRN (torch.norm, mean)": _nograd(torch, run)}
+
+
+@program(name="roi align (torchvision aligned=True, sampling 2x2, 7x7 bins), rois (K,5) with batch index, clamped bilinear corners",
+         kind="detection", src="""
+def roi_align(float(N,C,H,W) f, float(K,5) rois, float scale) -> (out) {
+  out(k, c, ph, pw) +=! (yy < -1.0 || yy > float(H) || xx < -1.0 || xx > float(W)) ? 0 :
+        ((1 - ly) * (1 - lx) * f(bi, c, ya, xa) + (1 - ly) * lx * f(bi, c, ya, xb)
+         + ly * (1 - lx) * f(bi, c, yb, xa) + ly * lx * f(bi, c, yb, xb)) / 4
+      where ph in 0:7, pw in 0:7, iy in 0:2, ix in 0:2,
+            bi = int32(rois(k, 0)),
+            sx = rois(k, 1) * scale - 0.5, sy = rois(k, 2) * scale - 0.5,
+            bw = (rois(k, 3) * scale - 0.5 - sx) / 7, bh = (rois(k, 4) * scale - 0.5 - sy) / 7,
+            yy = sy + float(ph) * bh + (float(iy) + 0.5) * bh / 2,
+            xx = sx + float(pw) * bw + (float(ix) + 0.5) * bw / 2,
+            yc = max(yy, 0.0), xc = max(xx, 0.0),
+            ya = min(int32(yc), H - 1), xa = min(int32(xc), W - 1),
+            yb = min(int32(yc) + 1, H - 1), xb = min(int32(xc) + 1, W - 1),
+            ly = min(yc, float(H - 1)) - float(ya), lx = min(xc, float(W - 1)) - float(xa)
+}""", full=dict(N=2, C=256, H=50, W=50, K=256), tiny=dict(N=2, C=3, H=9, W=11, K=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"]), _s64d_rois(r, s), np.array(1 / 16, np.float32)])
+def _s64d_roi(torch, a, t, s):
+    f, rois, scale = t
+    N, C, H, W = f.shape
+    sc = float(scale)
+
+    def run():
+        bi = rois[:, 0].long()
+        sx, sy = rois[:, 1] * sc - 0.5, rois[:, 2] * sc - 0.5
+        bw, bh = (rois[:, 3] * sc - 0.5 - sx) / 7, (rois[:, 4] * sc - 0.5 - sy) / 7
+        g = (torch.arange(7.0)[:, None] + (torch.arange(2.0)[None, :] + 0.5) / 2).reshape(14)
+        yy = sy[:, None] + g[None] * bh[:, None]                              # (K, 14)
+        xx = sx[:, None] + g[None] * bw[:, None]
+
+        def axis(v, L):
+            ok = (v >= -1) & (v <= L)
+            vc = v.clamp(min=0)
+            v0 = vc.long().clamp(max=L - 1)
+            v1 = (vc.long() + 1).clamp(max=L - 1)
+            l = vc.clamp(max=L - 1) - v0
+            return ok, v0, v1, l
+        oky, y0, y1, ly = axis(yy, H)
+        okx, x0, x1, lx = axis(xx, W)
+        K = rois.shape[0]
+        kk = bi[:, None, None]
+
+        def g2(yi, xi):                                                      # (K, C, 14, 14)
+            return f[kk, :, yi[:, :, None], xi[:, None, :]].permute(0, 3, 1, 2)
+        hy, hx = (1 - ly)[:, None, :, None], (1 - lx)[:, None, None, :]
+        ly_, lx_ = ly[:, None, :, None], lx[:, None, None, :]
+        v = hy * hx * g2(y0, x0) + hy * lx_ * g2(y0, x1) + ly_ * hx * g2(y1, x0) + ly_ * lx_ * g2(y1, x1)
+        v = v * (oky[:, None, :, None] & okx[:, None, None, :])
+        return v.view(K, C, 7, 2, 7, 2).mean((3, 5))
+    return {"roi_align in torch (gather of 4 corners, mask, mean of 2x2 samples)": _nograd(torch, run)}
+
+
+def _s64d_rois(r, s):
+    K, H, W = s["K"], s["H"] * 16, s["W"] * 16
+    x1 = r.uniform(-20, W - 10, K); y1 = r.uniform(-20, H - 10, K)
+    x2 = x1 + r.uniform(4, W / 2, K); y2 = y1 + r.uniform(4, H / 2, K)
+    return np.stack([r.integers(0, s["N"], K).astype(np.float64), x1, y1, x2, y2], 1).astype(np.float32)
+
+
+@program(name="swin sw-msa with % wraparound (roll -3 as (y + H - 3) % H), region ids by selects, mask -100, relative bias (169, NH)",
+         kind="attention", src="""
+def swin_sw(float(B,H,W,NH,D) q, float(B,H,W,NH,D) k, float(B,H,W,NH,D) v, float(169,NH) table) -> (o) {
+  s(b, y, x, n, j) +=! q(b, y, x, n, d) * k(b, (ky + 3) % H, (kx + 3) % W, n, d) * rsqrt(float(D))
+      where j in 0:49, ry = (y + H - 3) % H, rx = (x + W - 3) % W, ky = 7 * (ry / 7) + j / 7, kx = 7 * (rx / 7) + j % 7
+  s(b, y, x, n, j) = s(b, y, x, n, j) + table((ry % 7 - j / 7 + 6) * 13 + rx % 7 - j % 7 + 6, n)
+      + ((ry < H - 7 ? 0 : ry < H - 3 ? 1 : 2) != (ky < H - 7 ? 0 : ky < H - 3 ? 1 : 2)
+         || (rx < W - 7 ? 0 : rx < W - 3 ? 1 : 2) != (kx < W - 7 ? 0 : kx < W - 3 ? 1 : 2) ? -100.0 : 0.0)
+      where ry = (y + H - 3) % H, rx = (x + W - 3) % W, ky = 7 * (ry / 7) + j / 7, kx = 7 * (rx / 7) + j % 7
+  mx(b, y, x, n) max=! s(b, y, x, n, j)
+  e(b, y, x, n, j) = exp(s(b, y, x, n, j) - mx(b, y, x, n))
+  z(b, y, x, n) +=! e(b, y, x, n, j)
+  o(b, y, x, n, c) +=! e(b, y, x, n, j) * v(b, (7 * (ry / 7) + j / 7 + 3) % H, (7 * (rx / 7) + j % 7 + 3) % W, n, c) / z(b, y, x, n)
+      where ry = (y + H - 3) % H, rx = (x + W - 3) % W
+}""", full=dict(B=1, H=56, W=56, NH=3, D=32), tiny=dict(B=2, H=7, W=14, NH=3, D=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"], s["NH"], s["D"]) for _ in range(3)] + [_n(r, 169, s["NH"])])
+def _s64d_swin_sw(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, table = t
+    B, H, W, NH, D = s["B"], s["H"], s["W"], s["NH"], s["D"]
+    GH, GW = H // 7, W // 7
+    ii, jj = torch.meshgrid(torch.arange(7), torch.arange(7), indexing="ij")
+    pos = torch.stack([ii.flatten(), jj.flatten()])
+    rel = pos[:, :, None] - pos[:, None, :] + 6
+    index = rel[0] * 13 + rel[1]
+    img = torch.zeros(1, H, W, 1)
+    cnt = 0
+    for hs in (slice(0, -7), slice(-7, -3), slice(-3, None)):
+        for ws in (slice(0, -7), slice(-7, -3), slice(-3, None)):
+            img[:, hs, ws, :] = cnt; cnt += 1
+    mw = img.view(1, GH, 7, GW, 7, 1).permute(0, 1, 3, 2, 4, 5).reshape(-1, 49)
+    mask = (mw[:, None, :] - mw[:, :, None])
+    mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)   # (nW, 49, 49)
+
+    def win(x):
+        x = torch.roll(x, shifts=(-3, -3), dims=(1, 2))
+        return x.view(B, GH, 7, GW, 7, NH, D).permute(0, 1, 3, 5, 2, 4, 6).reshape(B, GH * GW, NH, 49, D)
+
+    def run():
+        bias = table[index].permute(2, 0, 1)                                   # (NH, 49, 49)
+        m = bias[None, None] + mask[None, :, None]                               # (1, nW, NH, 49, 49)
+        o = F.scaled_dot_product_attention(win(q), win(k), win(v), attn_mask=m)
+        o = o.view(B, GH, GW, NH, 7, 7, D).permute(0, 1, 4, 2, 5, 3, 6).reshape(B, H, W, NH, D)
+        return torch.roll(o, shifts=(3, 3), dims=(1, 2))
+    return {"timm swin SW-MSA (roll, window partition, sdpa(bias + mask), reverse, roll back)": _nograd(torch, run)}
+
+
+@program(name="convnext downsample: layernorm2d channels-first (reduce over C of NCHW), conv 2x2 stride 2 + bias",
+         kind="conv", src="""
+def convnext_down(float(N,C,2*H,2*W) x, float(C) g, float(C) bt, float(O,C,2,2) Wd, float(O) bd) -> (y) {
+  mu(n, h, w) +=! x(n, c, h, w) / C
+  var(n, h, w) +=! (x(n, c, h, w) - mu(n, h, w)) * (x(n, c, h, w) - mu(n, h, w)) / C
+  ln(n, c, h, w) = (x(n, c, h, w) - mu(n, h, w)) * rsqrt(var(n, h, w) + 1e-6) * g(c) + bt(c)
+  y(n, o, i, j) +=! ln(n, c, 2 * i + kh, 2 * j + kw) * Wd(o, c, kh, kw)
+  y(n, o, i, j) = y(n, o, i, j) + bd(o)
+}""", full=dict(N=8, C=96, H=28, W=28, O=192), tiny=dict(N=2, C=3, H=3, W=2, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], 2 * s["H"], 2 * s["W"]), 1 + 0.1 * _n(r, s["C"]), 0.1 * _n(r, s["C"]),
+                         _w(r, s["O"], s["C"], 2, 2) / 2, 0.1 * _n(r, s["O"])])
+def _s64d_cnxdown(torch, a, t, s):
+    F = torch.nn.functional
+    x, g, bt, Wd, bd = t
+
+    def run():
+        h = F.layer_norm(x.permute(0, 2, 3, 1), (s["C"],), g, bt, 1e-6).permute(0, 3, 1, 2)
+        return F.conv2d(h, Wd, bd, stride=2)
+    return {"timm LayerNorm2d (permute, layer_norm, permute) + conv2d(2, stride 2)": _nograd(torch, run)}
+
+
+@program(name="swin/convnext patchify stem: conv 4x4 stride 4 NCHW image to NHWC tokens + bias, layernorm over E",
+         kind="conv", src="""
+def stem(float(N,3,4*H,4*W) img, float(E,3,4,4) Wp, float(E) bp, float(E) g, float(E) bt) -> (y) {
+  p(n, h, w, e) +=! img(n, c, 4 * h + i, 4 * w + j) * Wp(e, c, i, j)
+  p(n, h, w, e) = p(n, h, w, e) + bp(e)
+  mu(n, h, w) +=! p(n, h, w, e) / E
+  var(n, h, w) +=! (p(n, h, w, e) - mu(n, h, w)) * (p(n, h, w, e) - mu(n, h, w)) / E
+  y(n, h, w, e) = (p(n, h, w, e) - mu(n, h, w)) * rsqrt(var(n, h, w) + 1e-5) * g(e) + bt(e)
+}""", full=dict(N=16, H=56, W=56, E=96), tiny=dict(N=2, H=3, W=5, E=7),
+    inputs=lambda r, s: [_n(r, s["N"], 3, 4 * s["H"], 4 * s["W"]), _w(r, s["E"], 3, 4, 4) / 4, 0.1 * _n(r, s["E"]),
+                         1 + 0.1 * _n(r, s["E"]), 0.1 * _n(r, s["E"])])
+def _s64d_stem(torch, a, t, s):
+    F = torch.nn.functional
+    img, Wp, bp, g, bt = t
+
+    def run():
+        return F.layer_norm(F.conv2d(img, Wp, bp, stride=4).permute(0, 2, 3, 1), (s["E"],), g, bt, 1e-5)
+    return {"timm PatchEmbed(4) + norm (conv2d stride 4, permute, layer_norm)": _nograd(torch, run)}
+
+
+@program(name="deformable detr attention, one level: bilinear zeros-padded samples at loc * W - 0.5, floor corners, weighted by aw",
+         kind="attention", src="""
+def msda(float(B,H,W,NH,D) val, float(B,Q,NH,P,2) loc, float(B,Q,NH,P) aw) -> (out) {
+  out(b, q, n, d) +=! aw(b, q, n, p) * (
+        (ya >= 0 && ya < H && xa >= 0 && xa < W ? (1 - ly) * (1 - lx) * val(b, ya, xa, n, d) : 0)
+      + (ya >= 0 && ya < H && xa + 1 >= 0 && xa + 1 < W ? (1 - ly) * lx * val(b, ya, xa + 1, n, d) : 0)
+      + (ya + 1 >= 0 && ya + 1 < H && xa >= 0 && xa < W ? ly * (1 - lx) * val(b, ya + 1, xa, n, d) : 0)
+      + (ya + 1 >= 0 && ya + 1 < H && xa + 1 >= 0 && xa + 1 < W ? ly * lx * val(b, ya + 1, xa + 1, n, d) : 0))
+      where px = loc(b, q, n, p, 0) * W - 0.5, py = loc(b, q, n, p, 1) * H - 0.5,
+            xa = int32(floor(px)), ya = int32(floor(py)), lx = px - floor(px), ly = py - floor(py)
+}""", full=dict(B=2, H=48, W=48, NH=8, D=32, Q=2304, P=4), tiny=dict(B=2, H=5, W=7, NH=3, D=5, Q=6, P=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"], s["NH"], s["D"]),
+                         r.uniform(-0.05, 1.05, (s["B"], s["Q"], s["NH"], s["P"], 2)).astype(np.float32),
+                         r.dirichlet(np.ones(s["P"]), (s["B"], s["Q"], s["NH"])).astype(np.float32)])
+def _s64d_msda(torch, a, t, s):
+    F = torch.nn.functional
+    val, loc, aw = t
+    B, H, W, NH, D, Q, P = (s[k] for k in ("B", "H", "W", "NH", "D", "Q", "P"))
+
+    def run():
+        v = val.flatten(3).permute(0, 2, 3, 1)                    # (B, NH, HW, D) -> see below
+        v = val.view(B, H * W, NH * D).transpose(1, 2).reshape(B * NH, D, H, W)
+        grid = (2 * loc - 1).transpose(1, 2).flatten(0, 1)         # (B*NH, Q, P, 2)
+        sv = F.grid_sample(v, grid, mode="bilinear", padding_mode="zeros", align_corners=False)  # (B*NH, D, Q, P)
+        w = aw.transpose(1, 2).reshape(B * NH, 1, Q, P)
+        o = (sv * w).sum(-1).view(B, NH * D, Q).transpose(1, 2)
+        return o.reshape(B, Q, NH, D)
+    return {"multi_scale_deformable_attn_pytorch (grid_sample, weighted sum)": _nograd(torch, run)}
+
+
+@program(name="centernet peak extraction: sigmoid heatmap, 3x3 max pool with -inf pad select, keep where max == value",
+         kind="detection", src="""
+def peaks(float(N,C,H,W) hm) -> (keep) {
+  s(n, c, h, w) = sigmoid(hm(n, c, h, w))
+  mx(n, c, h, w) max=! (h + i - 1 >= 0 && h + i - 1 < H && w + j - 1 >= 0 && w + j - 1 < W
+                        ? s(n, c, h + i - 1, w + j - 1) : -inf) where i in 0:3, j in 0:3, h in 0:H, w in 0:W
+  keep(n, c, h, w) = mx(n, c, h, w) == s(n, c, h, w) ? s(n, c, h, w) : 0
+}""", full=dict(N=4, C=80, H=128, W=128), tiny=dict(N=2, C=3, H=5, W=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["H"], s["W"])])
+def _s64d_peaks(torch, a, t, s):
+    F = torch.nn.functional
+    hm, = t
+
+    def run():
+        heat = torch.sigmoid(hm)
+        hmax = F.max_pool2d(heat, 3, stride=1, padding=1)
+        return heat * (hmax == heat).float()
+    return {"centernet _nms (sigmoid, max_pool2d 3 pad 1, ==)": _nograd(torch, run)}
+
+
+@program(name="centernet gaussian target render: per-object gaussian (free H W), max over objects of the class (select on int32 cls)",
+         kind="detection", src="""
+def render(float(B,K,3) obj, int32(B,K) cls) -> (hm) {
+  g(b, k, y, x) = exp(-((float(x) - obj(b, k, 0)) * (float(x) - obj(b, k, 0)) + (float(y) - obj(b, k, 1)) * (float(y) - obj(b, k, 1)))
+                      / (2 * obj(b, k, 2) * obj(b, k, 2))) where y in 0:H, x in 0:W
+  hm(b, c, y, x) max=! cls(b, k) == c ? g(b, k, y, x) : 0 where c in 0:C
+}""", full=dict(B=8, K=16, C=80, H=128, W=128), tiny=dict(B=2, K=3, C=5, H=7, W=9), free=("C", "H", "W"),
+    inputs=lambda r, s: [np.stack([r.uniform(0, s["W"], (s["B"], s["K"])), r.uniform(0, s["H"], (s["B"], s["K"])),
+                                   r.uniform(1, 8, (s["B"], s["K"]))], -1).astype(np.float32),
+                         r.integers(0, s["C"], (s["B"], s["K"])).astype(np.int32)])
+def _s64d_render(torch, a, t, s):
+    obj, cls = t
+    B, K, C, H, W = (s[k] for k in ("B", "K", "C", "H", "W"))
+    ys = torch.arange(H, dtype=torch.float32)[:, None]
+    xs = torch.arange(W, dtype=torch.float32)[None, :]
+
+    def run():
+        cx, cy, sg = (obj[..., i][..., None, None] for i in range(3))
+        g = torch.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * sg * sg))         # (B, K, H, W)
+        hm = torch.zeros(B, C, H * W)
+        idx = cls.long()[:, :, None].expand(B, K, H * W)
+        return hm.scatter_reduce_(1, idx, g.view(B, K, H * W), "amax", include_self=True).view(B, C, H, W)
+    return {"vectorised gaussians + scatter_reduce amax into class channels": _nograd(torch, run)}
+
+
+@program(name="max-iou anchor assigner (retinanet, low-quality matches): iou(b a g), max and argmax over gts, best anchor per gt",
+         kind="detection", src="""
+def assign(float(A,4) anc, float(B,G,4) gt) -> (lab, idx) {
+  iou(b, a, g) = it / ((anc(a, 2) - anc(a, 0)) * (anc(a, 3) - anc(a, 1)) + (gt(b, g, 2) - gt(b, g, 0)) * (gt(b, g, 3) - gt(b, g, 1)) - it)
+      where it = max(min(anc(a, 2), gt(b, g, 2)) - max(anc(a, 0), gt(b, g, 0)), 0)
+               * max(min(anc(a, 3), gt(b, g, 3)) - max(anc(a, 1), gt(b, g, 1)), 0)
+  mx(b, a) max=! iou(b, a, g)
+  idx(b, a) argmax=! iou(b, a, g)
+  best(b, g) max=! iou(b, a, g)
+  low(b, a) max=! iou(b, a, g) == best(b, g) ? 1.0 : 0.0
+  lab(b, a) = mx(b, a) >= 0.5 || low(b, a) > 0 ? 1 : mx(b, a) < 0.4 ? 0 : -1
+}""", full=dict(A=49152, B=4, G=20), tiny=dict(A=7, B=2, G=3),
+    inputs=lambda r, s: [_s64d_boxes(r, (s["A"],), 512), _s64d_boxes(r, (s["B"], s["G"]), 512)], pick=lambda r: r[0])
+def _s64d_assign(torch, a, t, s):
+    anc, gt = t
+
+    def run():
+        area1 = (anc[:, 2] - anc[:, 0]) * (anc[:, 3] - anc[:, 1])
+        area2 = (gt[..., 2] - gt[..., 0]) * (gt[..., 3] - gt[..., 1])
+        lt = torch.max(anc[None, :, None, :2], gt[:, None, :, :2])
+        rb = torch.min(anc[None, :, None, 2:], gt[:, None, :, 2:])
+        wh = (rb - lt).clamp(min=0)
+        inter = wh[..., 0] * wh[..., 1]
+        iou = inter / (area1[None, :, None] + area2[:, None, :] - inter)      # (B, A, G)
+        mx, _ = iou.max(2)
+        best, _ = iou.max(1)
+        low = (iou == best[:, None, :]).any(2)
+        lab = torch.full(mx.shape, -1, dtype=torch.int32)
+        lab[mx < 0.4] = 0
+        lab[(mx >= 0.5) | low] = 1
+        return lab
+    return {"torchvision box_iou + Matcher(0.5, 0.4, allow_low_quality_matches)": _nograd(torch, run)}
+
+
+def _s64d_boxes(r, shape, size):
+    c = r.uniform(0, size, shape + (2,)); wh = r.uniform(8, size / 3, shape + (2,))
+    return np.concatenate([c - wh / 2, c + wh / 2], -1).astype(np.float32)
+
+
+@program(name="mobilenetv3 depthwise 5x5 stride 2 pad 2 channels-last (select on 2 i + kh - 2) + bias + hardswish",
+         kind="conv", src="""
+def dw5s2(float(N,H,W,C) x, float(5,5,C) k, float(C) bias) -> (y) {
+  y(n, i, j, c) +=! (2 * i + kh - 2 >= 0 && 2 * i + kh - 2 < H && 2 * j + kw - 2 >= 0 && 2 * j + kw - 2 < W
+                     ? x(n, 2 * i + kh - 2, 2 * j + kw - 2, c) : 0) * k(kh, kw, c)
+      where kh in 0:5, kw in 0:5, i in 0:(H+1)/2, j in 0:(W+1)/2
+  y(n, i, j, c) = v * min(max(v + 3, 0), 6) / 6 where v = y(n, i, j, c) + bias(c)
+}""", full=dict(N=32, H=56, W=56, C=72), tiny=dict(N=2, H=7, W=6, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["H"], s["W"], s["C"]), _w(r, 5, 5, s["C"]) * 0.4, 0.1 * _n(r, s["C"])])
+def _s64d_dw5s2(torch, a, t, s):
+    F = torch.nn.functional
+    x, k, bias = t
+    wk = k.permute(2, 0, 1).unsqueeze(1).contiguous()
+
+    def run():
+        return F.hardswish(F.conv2d(x.permute(0, 3, 1, 2), wk, bias, stride=2, padding=2, groups=s["C"])).permute(0, 2, 3, 1)
+    return {"conv2d groups=C stride 2 on the channels-last view + hardswish": _nograd(torch, run)}
+
+
+@program(name="eva-02 2d axial rope on vit tokens (cls kept), row p / GW and col p % GW, interleaved pairs, sin cos in kernel",
+         kind="attention", src="""
+def rope2d(float(B,NH,L,4*F) x, float(F) fr) -> (float(B,NH,1+GH*GW,4*F) y) {
+  y(b, n, t, e) = t == 0 ? x(b, n, t, e)
+      : e % 2 == 0 ? x(b, n, t, e) * cos(th) - x(b, n, t, e + 1) * sin(th)
+                   : x(b, n, t, e) * cos(th) + x(b, n, t, e - 1) * sin(th)
+      where e in 0:4*F, t in 0:1+GH*GW, th = float(e < 2 * F ? (t - 1) / GW : (t - 1) % GW) * fr((e % (2 * F)) / 2)
+}""", full=dict(B=32, NH=12, GH=14, GW=14, L=197, F=16), tiny=dict(B=2, NH=3, GH=3, GW=3, L=10, F=2), free=("GH", "GW"),
+    inputs=lambda r, s: [_n(r, s["B"], s["NH"], s["L"], 4 * s["F"]),
+                         (10000.0 ** (-np.arange(s["F"]) / s["F"])).astype(np.float32)])
+def _s64d_rope(torch, a, t, s):
+    x, fr = t
+    GW, L = s["GW"], s["L"]
+    p = torch.arange(L - 1)
+    row, col = (p // GW).float(), (p % GW).float()
+    th = torch.cat([row[:, None] * fr[None], col[:, None] * fr[None]], 1)      # (L-1, 2F)
+    th = th.repeat_interleave(2, 1)                                             # (L-1, 4F)
+    cos, sin = th.cos(), th.sin()
+
+    def rot(v):
+        v = v.unflatten(-1, (-1, 2))
+        return torch.stack((-v[..., 1], v[..., 0]), -1).flatten(-2)
+
+    def run():
+        xt = x[:, :, 1:]
+        return torch.cat([x[:, :, :1], xt * cos + rot(xt) * sin], 2)
+    return {"eva VisionRotaryEmbeddingFast (precomputed cos/sin buffers, rotate interleaved, cat cls)": _nograd(torch, run)}
+
+
+@program(name="fcos decode: points (p % W + 0.5) stride from flat p, exp(ltrb) stride boxes, sqrt(sigmoid cls * sigmoid ctr) max argmax",
+         kind="detection", src="""
+def fcos(float(B,NC,H,W) cls, float(B,4,H,W) reg, float(B,1,H,W) ctr, float stride) -> (score, label, box) {
+  sc(b, p, c) = sqrt(sigmoid(cls(b, c, p / W, p % W)) * sigmoid(ctr(b, 0, p / W, p % W))) where p in 0:H*W
+  score(b, p) max=! sc(b, p, c)
+  label(b, p) argmax=! sc(b, p, c)
+  box(b, p, i) = (float(i % 2 == 0 ? p % W : p / W) + 0.5) * stride
+                 + (i < 2 ? -1.0 : 1.0) * exp(reg(b, i, p / W, p % W)) * stride where p in 0:H*W
+}""", full=dict(B=8, NC=80, H=100, W=152), tiny=dict(B=2, NC=5, H=3, W=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["NC"], s["H"], s["W"]), 0.5 * _n(r, s["B"], 4, s["H"], s["W"]),
+                         _n(r, s["B"], 1, s["H"], s["W"]), np.array(8.0, np.float32)],
+    pick=lambda r: np.concatenate([np.asarray(r[0]).ravel(), np.asarray(r[2]).ravel()]))
+def _s64d_fcos(torch, a, t, s):
+    cls, reg, ctr, stride = t
+    H, W = s["H"], s["W"]
+    st = float(stride)
+    ys, xs = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing="ij")
+    pts = torch.stack([xs.reshape(-1), ys.reshape(-1)], -1) * st + st / 2          # (HW, 2)
+
+    def run():
+        sc = (cls.sigmoid() * ctr.sigmoid()).sqrt().flatten(2).transpose(1, 2)        # (B, HW, NC)
+        score, label = sc.max(-1)
+        d = reg.exp().flatten(2).transpose(1, 2) * st                                 # (B, HW, 4)
+        box = torch.cat([pts - d[..., :2], pts + d[..., 2:]], -1)
+        return torch.cat([score.flatten(), box.flatten()])
+    return {"mmdet FCOSHead._predict_by_feat_single-like (sigmoid, sqrt, permute, max, exp, cat)": _nograd(torch, run)}
+
+
+def _s64e_csr(rng, N, L):
+    lens = rng.integers(1, L + 1, N)
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    nnz = int(ptr[-1])
+    col = rng.integers(0, N, nnz).astype(np.int32)
+    val = (rng.standard_normal(nnz) / np.sqrt(L)).astype(np.float32)
+    dg = (np.add.reduceat(np.abs(val), ptr[:-1]) + 1.0).astype(np.float32)
+    return [ptr, col, val, dg, _n(rng, N)]
+
+
+@program(name="jacobi sweeps on a csr matrix read ell-style up to L per row from int32 indptr (S and L free)",
+         kind="scientific", src="""
+def jacobi_csr(int32(N + 1) ptr, int32(NNZ) col, float(NNZ) val, float(N) dg, float(N) rhs) -> (x) {
+  for t in S {
+    if t == 0 { x(t, i) = rhs(i) / dg(i) }
+    else {
+      ax(i) +=! j < ptr(i + 1) - ptr(i) ? val(ptr(i) + j) * x(t - 1, col(ptr(i) + j)) : 0.0 where i in 0:N, j in 0:L
+      x(t, i) = (rhs(i) - ax(i)) / dg(i)
+    }
+  }
+}
+""", full=dict(N=65536, L=16, S=16), tiny=dict(N=7, L=3, S=3), free=("S", "L"),
+    pick=lambda r: r[-1],
+    inputs=lambda r, s: _s64e_csr(r, s["N"], s["L"]))
+def _s64e_jacobi_csr(torch, a, t, s):
+    ptr, col, val, dg, rhs = t
+    N = s["N"]
+    A = torch.sparse_csr_tensor(ptr.long(), col.long(), val, (N, N))
+    rows = torch.repeat_interleave(torch.arange(N), (ptr[1:] - ptr[:-1]).long())
+    cl = col.long()
+
+    def csr():
+        x = rhs / dg
+        for _ in range(s["S"] - 1):
+            x = (rhs - torch.mv(A, x)) / dg
+        return x
+
+    def index_add():
+        x = rhs / dg
+        for _ in range(s["S"] - 1):
+            x = (rhs - torch.zeros(N).index_add_(0, rows, val * x[cl])) / dg
+        return x
+    return {"torch.sparse_csr_tensor mv loop": _nograd(torch, csr), "gather + index_add_ loop": _nograd(torch, index_add)}
+
+
+def _s64e_lap_conv(torch, v):
+    k = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]])[None, None]
+    return torch.nn.functional.conv2d(v[:, None], k, padding=1)[:, 0]
+
+
+@program(name="heat 2d explicit on flattened (B, H*W) rows, neighbours by p % W and p >= W guards, zero ghosts, S steps (free)",
+         kind="scientific", src="""
+def heat_flat(float(B, N) u0, float alpha) -> (float(B, H, W) u) {
+  v(b, p) = u0(b, p)
+  for t in S {
+    lap(b, p) = (p % W > 0 ? v(b, p - 1) : 0.0) + (p % W < W - 1 ? v(b, p + 1) : 0.0)
+              + (p >= W ? v(b, p - W) : 0.0) + (p + W < N ? v(b, p + W) : 0.0) - 4.0 * v(b, p) where p in 0:N
+    v(b, p) = v(b, p) + alpha * lap(b, p)
+  }
+  u(b, i, j) = v(b, i * W + j) where i in 0:H, j in 0:W
+}
+""", full=dict(B=8, H=256, W=256, S=32), tiny=dict(B=2, H=5, W=3, S=3), free=("S", "H", "W"),
+    inputs=lambda r, s: [r.random((s["B"], s["H"] * s["W"])).astype(np.float32), np.array(0.2, np.float32)])
+def _s64e_heat_flat(torch, a, t, s):
+    u0, alpha = t
+    B, H, W = s["B"], s["H"], s["W"]
+
+    def conv():
+        v = u0.view(B, H, W)
+        for _ in range(s["S"]):
+            v = v + alpha * _s64e_lap_conv(torch, v)
+        return v
+
+    def slices():
+        v = u0.view(B, H, W)
+        for _ in range(s["S"]):
+            p = torch.nn.functional.pad(v, (1, 1, 1, 1))
+            v = v + alpha * (p[:, 1:-1, :-2] + p[:, 1:-1, 2:] + p[:, :-2, 1:-1] + p[:, 2:, 1:-1] - 4.0 * v)
+        return v
+    return {"F.conv2d laplacian loop": _nograd(torch, conv), "F.pad + slices loop": _nograd(torch, slices)}
+
+
+@program(name="matrix-free conjugate gradient for 2-d poisson on flat (B, H*W) grids, 5-point stencil by p % W guards, per-grid alpha beta (S free)",
+         kind="scientific", src="""
+def cg_poisson_flat(float(B, N) f) -> (float(B, H, W) u, res) {
+  x(b, p) = 0.0 where exists f(b, p)
+  r(b, p) = f(b, p)
+  d(b, p) = f(b, p)
+  rr(b) +=! f(b, p) * f(b, p)
+  for t in S {
+    q(b, p) = 4.0 * d(b, p) - (p % W > 0 ? d(b, p - 1) : 0.0) - (p % W < W - 1 ? d(b, p + 1) : 0.0)
+              - (p >= W ? d(b, p - W) : 0.0) - (p + W < N ? d(b, p + W) : 0.0) where p in 0:N
+    dq(b) +=! d(b, p) * q(b, p)
+    x(b, p) = x(b, p) + rr(b) / dq(b) * d(b, p)
+    r(b, p) = r(b, p) - rr(b) / dq(b) * q(b, p)
+    rn(b) +=! r(b, p) * r(b, p)
+    d(b, p) = r(b, p) + rn(b) / rr(b) * d(b, p)
+    rr(b) = rn(b)
+    res(t, b) = sqrt(rn(b))
+  }
+  u(b, i, j) = x(b, i * W + j) where i in 0:H, j in 0:W
+}
+""", full=dict(B=4, H=256, W=256, S=32), tiny=dict(B=2, H=5, W=3, S=4), free=("S", "H", "W"),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel()]),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"] * s["W"])])
+def _s64e_cg_flat(torch, a, t, s):
+    (f,) = t
+    B, H, W = s["B"], s["H"], s["W"]
+
+    def run():
+        fb = f.view(B, H, W)
+        x = torch.zeros_like(fb)
+        r = fb.clone()
+        d = fb.clone()
+        rr = (r * r).sum((1, 2))
+        res = []
+        for _ in range(s["S"]):
+            q = -_s64e_lap_conv(torch, d)
+            alpha = (rr / (d * q).sum((1, 2)))[:, None, None]
+            x = x + alpha * d
+            r = r - alpha * q
+            rn = (r * r).sum((1, 2))
+            d = r + (rn / rr)[:, None, None] * d
+            rr = rn
+            res.append(rn.sqrt())
+        return torch.cat([x.reshape(-1), torch.stack(res).reshape(-1)])
+    return {"F.conv2d stencil cg loop": _nograd(torch, run)}
+
+
+@program(name="all-pairs shortest paths by repeated min-plus squaring, min=! over m, every squaring kept (Q free)",
+         kind="graph", src="""
+def apsp_minplus(float(N, N) w) -> (d) {
+  for s in Q {
+    if s == 0 { d(s, i, j) min=! w(i, m) + w(m, j) }
+    else      { d(s, i, j) min=! d(s - 1, i, m) + d(s - 1, m, j) }
+  }
+}
+""", full=dict(N=256, Q=4), tiny=dict(N=7, Q=3), free=("Q",),
+    pick=lambda r: r[-1],
+    inputs=lambda r, s: [(lambda w: (np.fill_diagonal(w, 0.0), w)[1])(r.uniform(1, 100, (s["N"], s["N"])).astype(np.float32))])
+def _s64e_apsp(torch, a, t, s):
+    (w,) = t
+
+    def broadcast():
+        d = w
+        for _ in range(s["Q"]):
+            d = (d[:, :, None] + d[None, :, :]).amin(1)
+        return d
+
+    def rows():
+        d = w
+        for _ in range(s["Q"]):
+            d = torch.stack([(d[i][:, None] + d).amin(0) for i in range(d.shape[0])])
+        return d
+    return {"broadcast add + amin loop": _nograd(torch, broadcast), "per-row add + amin": _nograd(torch, rows)}
+
+
+@program(name="transitive closure (warshall) of a uint8 adjacency, for k in N, r = r || r(i,k) && r(k,j) in place",
+         kind="graph", src="""
+def closure(uint8(N, N) a) -> (r) {
+  r(i, j) = a(i, j)
+  for k in N {
+    r(i, j) = uint8(r(i, j) != 0 || r(i, k) != 0 && r(k, j) != 0)
+  }
+}
+""", full=dict(N=512), tiny=dict(N=7),
+    inputs=lambda r, s: [(r.random((s["N"], s["N"])) < 1.2 / s["N"]).astype(np.uint8)])
+def _s64e_closure(torch, a, t, s):
+    (adj,) = t
+
+    def loop():
+        r = adj.bool()
+        for k in range(s["N"]):
+            r = r | (r[:, k:k + 1] & r[k:k + 1, :])
+        return r.to(torch.uint8)
+    return {"torch bool loop over k": _nograd(torch, loop)}
+
+
+@program(name="inverse-cdf sampling: row cumsum in-statement, searchsorted by bisection for it in LOG (free), int32 lo/hi",
+         kind="scientific", src="""
+def invcdf(float(B, N) w, float(B, M) u) -> (lo) {
+  c(b, n) = w(b, n)
+  c(b, n) = w(b, n) + (n > 0 ? c(b, n - 1) : 0.0)
+  lo(b, m) = 0 where exists u(b, m)
+  hi(b, m) = N where exists u(b, m)
+  for it in LOG {
+    mid(b, m) = (lo(b, m) + hi(b, m)) / 2
+    go(b, m) = lo(b, m) < hi(b, m) && c(b, mid(b, m)) < u(b, m) * c(b, N - 1)
+    lo(b, m) = go(b, m) ? mid(b, m) + 1 : lo(b, m)
+    hi(b, m) = go(b, m) ? hi(b, m) : mid(b, m)
+  }
+}
+""", full=dict(B=64, N=4096, M=4096, LOG=13), tiny=dict(B=3, N=7, M=5, LOG=4), free=("LOG",),
+    inputs=lambda r, s: [r.integers(1, 17, (s["B"], s["N"])).astype(np.float32), r.random((s["B"], s["M"])).astype(np.float32)])
+def _s64e_invcdf(torch, a, t, s):
+    w, u = t
+
+    def run():
+        c = torch.cumsum(w, 1)
+        return torch.searchsorted(c, u * c[:, -1:]).to(torch.int32)
+    return {"torch.cumsum + torch.searchsorted": _nograd(torch, run)}
+
+
+@program(name="stream compaction of positive entries per row: running count in-statement, scatter by position, counts",
+         kind="scientific", src="""
+def compact(float(B, N) x) -> (out, cnt) {
+  pos(b, i) = x(b, i) > 0 ? 1 : 0
+  pos(b, i) = (i > 0 ? pos(b, i - 1) : 0) + (x(b, i) > 0 ? 1 : 0)
+  out(b, j) +=! x(b, i) > 0 && pos(b, i) - 1 == j ? x(b, i) : 0.0 where j in 0:N
+  cnt(b) = pos(b, N - 1)
+}
+""", full=dict(B=64, N=4096), tiny=dict(B=3, N=7),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].astype(np.float32)]),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"])])
+def _s64e_compact(torch, a, t, s):
+    (x,) = t
+    B, N = s["B"], s["N"]
+
+    def run():
+        m = x > 0
+        pos = torch.cumsum(m, 1) - 1
+        out = torch.zeros(B, N + 1).scatter_(1, torch.where(m, pos, N), x)[:, :N]
+        return torch.cat([out.reshape(-1), m.sum(1).float()])
+    return {"cumsum + scatter_": _nograd(torch, run)}
+
+
+@program(name="segmented cumsum along rows, restarting where a uint8 flag is set (in-statement running sum with a data select)",
+         kind="scientific", src="""
+def segcumsum(float(B, N) x, uint8(B, N) flag) -> (s) {
+  s(b, i) = x(b, i)
+  s(b, i) = x(b, i) + (i > 0 && flag(b, i) == 0 ? s(b, i - 1) : 0.0)
+}
+""", full=dict(B=256, N=4096), tiny=dict(B=3, N=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"]), (r.random((s["B"], s["N"])) < 0.05).astype(np.uint8)])
+def _s64e_segcumsum(torch, a, t, s):
+    x, flag = t
+    N = s["N"]
+    ar = torch.arange(N)
+
+    def run():
+        c = torch.cumsum(x, 1)
+        st = torch.cummax(torch.where(flag.bool(), ar, 0), 1).values
+        return c - c.gather(1, st) + x.gather(1, st)
+
+    def loop():
+        out = torch.empty_like(x)
+        acc = torch.zeros(x.shape[0])
+        keep = flag == 0
+        for i in range(N):
+            acc = torch.where(keep[:, i], acc, 0.0) + x[:, i] if i else x[:, 0].clone()
+            out[:, i] = acc
+        return out
+    return {"cumsum - cumsum at segment start (cummax)": _nograd(torch, run), "python loop over columns": _nograd(torch, loop)}
+
+
+@program(name="histogram2d of (N, 2) points in [0,1)^2 into NX x NY bins (free), floor bin ids, two-condition masked sum",
+         kind="scientific", src="""
+def hist2d(float(N, 2) pts) -> (float(NX, NY) h) {
+  bx(n) = int32(floor(pts(n, 0) * NX))
+  by(n) = int32(floor(pts(n, 1) * NY))
+  h(i, j) +=! bx(n) == i && by(n) == j ? 1.0 : 0.0 where i in 0:NX, j in 0:NY
+}
+""", full=dict(N=1 << 18, NX=64, NY=64), tiny=dict(N=11, NX=3, NY=5), free=("NX", "NY"),
+    inputs=lambda r, s: [r.random((s["N"], 2)).astype(np.float32)])
+def _s64e_hist2d(torch, a, t, s):
+    (pts,) = t
+    NX, NY = s["NX"], s["NY"]
+
+    def bincount():
+        bx = torch.floor(pts[:, 0] * NX).long()
+        by = torch.floor(pts[:, 1] * NY).long()
+        return torch.bincount(bx * NY + by, minlength=NX * NY).view(NX, NY).float()
+
+    def histdd():
+        return torch.histogramdd(pts, bins=[NX, NY], range=[0.0, 1.0, 0.0, 1.0]).hist
+    return {"floor ids + torch.bincount": _nograd(torch, bincount), "torch.histogramdd": _nograd(torch, histdd)}
+
+
+@program(name="condensed pairwise distances (scipy pdist): pair (i, j) from k by the float64 sqrt formula, gathered rows",
+         kind="scientific", src="""
+def pdist_condensed(float(N, D) x) -> (dist) {
+  ii(k) = N - 2 - int32(floor(sqrt(float64(-8 * k + 4 * N * (N - 1) - 7)) / 2.0 - 0.5)) where k in 0:P
+  jj(k) = k + ii(k) + 1 - N * (N - 1) / 2 + (N - ii(k)) * (N - ii(k) - 1) / 2
+  sq(k) +=! (x(ii(k), d) - x(jj(k), d)) * (x(ii(k), d) - x(jj(k), d))
+  dist(k) = sqrt(sq(k))
+}
+""", full=dict(N=2048, D=16, P=2048 * 2047 // 2), tiny=dict(N=7, D=3, P=21), free=("P",),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"])])
+def _s64e_pdist(torch, a, t, s):
+    (x,) = t
+    return {"torch.pdist": _nograd(torch, lambda: torch.pdist(x))}
+
+
+@program(name="game of life on flattened uint8 (B, H*W) cells, 8 guarded neighbour reads by p % W and p >= W, S steps (free)",
+         kind="scientific", src="""
+def life_flat(uint8(B, N) c0) -> (uint8(B, H, W) cells) {
+  c(b, p) = c0(b, p)
+  for t in S {
+    n(b, p) = (p % W > 0 && p >= W ? c(b, p - W - 1) : 0) + (p >= W ? c(b, p - W) : 0)
+            + (p % W < W - 1 && p >= W ? c(b, p - W + 1) : 0) + (p % W > 0 ? c(b, p - 1) : 0)
+            + (p % W < W - 1 ? c(b, p + 1) : 0) + (p % W > 0 && p + W < N ? c(b, p + W - 1) : 0)
+            + (p + W < N ? c(b, p + W) : 0) + (p % W < W - 1 && p + W < N ? c(b, p + W + 1) : 0) where p in 0:N
+    c(b, p) = uint8(n(b, p) == 3 || c(b, p) != 0 && n(b, p) == 2)
+  }
+  cells(b, i, j) = c(b, i * W + j) where i in 0:H, j in 0:W
+}
+""", full=dict(B=8, H=256, W=256, S=32), tiny=dict(B=2, H=5, W=7, S=3), free=("S", "H", "W"),
+    inputs=lambda r, s: [(r.random((s["B"], s["H"] * s["W"])) < 0.3).astype(np.uint8)])
+def _s64e_life_flat(torch, a, t, s):
+    (c0,) = t
+    B, H, W = s["B"], s["H"], s["W"]
+    k = torch.ones(1, 1, 3, 3)
+    k[0, 0, 1, 1] = 0.0
+
+    def slices():
+        c = c0.view(B, H, W)
+        for _ in range(s["S"]):
+            p = torch.nn.functional.pad(c, (1, 1, 1, 1))
+            n = (p[:, :-2, :-2] + p[:, :-2, 1:-1] + p[:, :-2, 2:] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]
+                 + p[:, 2:, :-2] + p[:, 2:, 1:-1] + p[:, 2:, 2:])
+            c = ((n == 3) | ((c != 0) & (n == 2))).to(torch.uint8)
+        return c
+
+    def conv():
+        c = c0.view(B, H, W).float()
+        for _ in range(s["S"]):
+            n = torch.nn.functional.conv2d(c[:, None], k, padding=1)[:, 0]
+            c = ((n == 3) | ((c != 0) & (n == 2))).float()
+        return c.to(torch.uint8)
+    return {"uint8 F.pad + 8 slices loop": _nograd(torch, slices), "float F.conv2d loop": _nograd(torch, conv)}
+
+
+@program(name="running max along rows with the index where it occurred (torch.cummax), two in-statement scans, int32 index",
+         kind="scientific", src="""
+def cummax_idx(float(B, N) x) -> (m, at) {
+  m(b, i) = x(b, i)
+  m(b, i) = i > 0 ? max(m(b, i - 1), x(b, i)) : x(b, i)
+  at(b, i) = 0 where exists x(b, i)
+  at(b, i) = i > 0 && x(b, i) < m(b, i - 1) ? at(b, i - 1) : i
+}
+""", full=dict(B=256, N=4096), tiny=dict(B=3, N=7),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1].ravel().astype(np.float32)]),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"])])
+def _s64e_cummax(torch, a, t, s):
+    (x,) = t
+
+    def run():
+        v, i = torch.cummax(x, 1)
+        return torch.cat([v.reshape(-1), i.reshape(-1).float()])
+    return {"torch.cummax": _nograd(torch, run)}
+
+
+@program(name="csr spmm Y = A X, rows read ell-style up to L from int32 indptr, gathered X rows (L free)",
+         kind="scientific", src="""
+def spmm_csr(int32(N + 1) ptr, int32(NNZ) col, float(NNZ) val, float(M, F) X) -> (Y) {
+  Y(i, f) +=! j < ptr(i + 1) - ptr(i) ? val(ptr(i) + j) * X(col(ptr(i) + j), f) : 0.0 where i in 0:N, j in 0:L
+}
+""", full=dict(N=16384, L=16, F=64), tiny=dict(N=7, L=3, F=5), free=("L",),
+    inputs=lambda r, s: _s64e_csr(r, s["N"], s["L"])[:3] + [_n(r, s["N"], s["F"])])
+def _s64e_spmm(torch, a, t, s):
+    ptr, col, val, X = t
+    N = s["N"]
+    A = torch.sparse_csr_tensor(ptr.long(), col.long(), val, (N, N))
+    rows = torch.repeat_interleave(torch.arange(N), (ptr[1:] - ptr[:-1]).long())
+    cl = col.long()
+    return {"torch.sparse_csr_tensor @ X": _nograd(torch, lambda: A @ X),
+            "gather + index_add_": _nograd(torch, lambda: torch.zeros(N, s["F"]).index_add_(0, rows, val[:, None] * X[cl]))}
+
+
+def _s64e_lattice(rng, N):
+    n = round(N ** (1 / 3))
+    g = np.stack(np.meshgrid(*[np.arange(n)] * 3, indexing="ij"), -1).reshape(-1, 3) * 1.1
+    return [(g + rng.uniform(-0.05, 0.05, g.shape)).astype(np.float32), np.array(1.1 * n, np.float32), np.array(2.5, np.float32)]
+
+
+@program(name="lennard-jones forces and energy, minimum image by round() in a periodic box, cutoff select, all pairs",
+         kind="physics", src="""
+def lj_forces(float(N, 3) x, float box, float rc) -> (f, epot) {
+  r2(i, j) +=! e * e where e = x(i, d) - x(j, d) - box * round((x(i, d) - x(j, d)) / box)
+  inv6(i, j) = i != j && r2(i, j) < rc * rc ? 1.0 / (r2(i, j) * r2(i, j) * r2(i, j)) : 0.0
+  g(i, j) = i != j && r2(i, j) < rc * rc ? 24.0 * inv6(i, j) * (2.0 * inv6(i, j) - 1.0) / r2(i, j) : 0.0
+  f(i, d) +=! g(i, j) * (x(i, d) - x(j, d) - box * round((x(i, d) - x(j, d)) / box))
+  epot +=! 2.0 * inv6(i, j) * (inv6(i, j) - 1.0)
+}
+""", full=dict(N=1000), tiny=dict(N=8),
+    pick=lambda r: np.concatenate([r[0].ravel(), np.ravel(r[1])]),
+    inputs=lambda r, s: _s64e_lattice(r, s["N"]))
+def _s64e_lj(torch, a, t, s):
+    x, box, rc = t
+    eye = torch.eye(x.shape[0], dtype=torch.bool)
+
+    def run():
+        dx = x[:, None, :] - x[None, :, :]
+        dx = dx - box * torch.round(dx / box)
+        r2 = (dx * dx).sum(-1)
+        m = (r2 < rc * rc) & ~eye
+        inv6 = torch.where(m, 1.0 / (r2 * r2 * r2), 0.0)
+        g = torch.where(m, 24.0 * inv6 * (2.0 * inv6 - 1.0) / r2, 0.0)
+        f = (g[:, :, None] * dx).sum(1)
+        return torch.cat([f.reshape(-1), (2.0 * inv6 * (inv6 - 1.0)).sum().reshape(1)])
+    return {"broadcast (N,N,3) torch": _nograd(torch, run)}
