@@ -25512,3 +25512,49 @@ def _s64e_lj(torch, a, t, s):
         f = (g[:, :, None] * dx).sum(1)
         return torch.cat([f.reshape(-1), (2.0 * inv6 * (inv6 - 1.0)).sum().reshape(1)])
     return {"broadcast (N,N,3) torch": _nograd(torch, run)}
+
+
+# ---- session 64: concatenation inside a convolution, rotate-half on flat heads
+@program(name="unet up-block NHWC: bilinear 2x align_corners=True by computed int32 indices, concat select inside conv3x3", kind="conv", src="""
+def upbl(float(B,H,W,C1) d, float(B,2 * H,2 * W,C2) s, float(O,C1 + C2,3,3) w, float(O) bias) -> (y) {
+  u(b, i, j, c) = (1 - ay) * ((1 - ax) * d(b, r0, x0, c) + ax * d(b, r0, x1, c))
+                 + ay * ((1 - ax) * d(b, r1, x0, c) + ax * d(b, r1, x1, c))
+     where i in 0:2 * H, j in 0:2 * W,
+           sy = float(i) * (H - 1) / (2 * H - 1), r0 = int32(sy), r1 = min(r0 + 1, H - 1), ay = sy - float(r0),
+           sx = float(j) * (W - 1) / (2 * W - 1), x0 = int32(sx), x1 = min(x0 + 1, W - 1), ax = sx - float(x0)
+  y(b, i, j, o) +=! (i + kh - 1 >= 0 && i + kh - 1 < 2 * H && j + kw - 1 >= 0 && j + kw - 1 < 2 * W
+                     ? (c < C1 ? u(b, i + kh - 1, j + kw - 1, c) : s(b, i + kh - 1, j + kw - 1, c - C1)) : 0) * w(o, c, kh, kw)
+     where i in 0:2 * H, j in 0:2 * W, kh in 0:3, kw in 0:3, c in 0:C1 + C2
+  y(b, i, j, o) = fmax(y(b, i, j, o) + bias(o), 0)
+}""", full=dict(B=2, H=32, W=32, C1=64, C2=32, O=32), tiny=dict(B=1, H=3, W=4, C1=3, C2=2, O=3),
+   inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"], s["C1"]), _n(r, s["B"], 2 * s["H"], 2 * s["W"], s["C2"]),
+                        _w(r, s["O"], s["C1"] + s["C2"], 3, 3) / 3, _n(r, s["O"]) * 0.1])
+def _s64_upbl(torch, a, t, s):
+    F = torch.nn.functional
+    d, sk, w, bias = t
+
+    def f():
+        u = F.interpolate(d.permute(0, 3, 1, 2), scale_factor=2, mode="bilinear", align_corners=True)
+        c = torch.cat([u, sk.permute(0, 3, 1, 2)], 1)
+        return F.relu(F.conv2d(c, w, bias, padding=1)).permute(0, 2, 3, 1)
+    return {"interpolate + cat + conv2d (channels_last views)": _nograd(torch, f)}
+
+
+@program(name="rotate-half rotary embedding on flat heads (B, T, NH * D): e % D < D / 2 guard, D a size", kind="elementwise", src="""
+def rope_flat(float(B,T,E) x, float(T,D) cs, float(T,D) sn) -> (y) {
+  y(b, t, e) = x(b, t, e) * cs(t, e % D)
+             + (e % D < D / 2 ? -x(b, t, e + D / 2) : x(b, t, e - D / 2)) * sn(t, e % D)
+      where e in 0:E
+}""", full=dict(B=8, T=512, E=16 * 64, D=64), tiny=dict(B=1, T=3, E=6, D=2),
+   inputs=lambda r, s: [_n(r, s["B"], s["T"], s["E"]), np.cos(_n(r, s["T"], s["D"])), np.sin(_n(r, s["T"], s["D"]))])
+def _s64_rope_flat(torch, a, t, s):
+    x, cs, sn = t
+    B, T, E, D = s["B"], s["T"], s["E"], s["D"]
+    half = D // 2
+    c, n = cs[:, None, :], sn[:, None, :]
+
+    def run():
+        xh = x.view(B, T, E // D, D)
+        rot = torch.cat((-xh[..., half:], xh[..., :half]), -1)
+        return (xh * c + rot * n).view(B, T, E)
+    return {"torch (view heads, rotate_half)": _nograd(torch, run)}
