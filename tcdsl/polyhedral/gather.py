@@ -36,7 +36,10 @@ dimension: ``x_g(n, i1, i2, g, ci) = x(n, i1, i2, g * CG + ci)``, read at
 A concatenation inside a sum, a select on a reduction variable between
 reads of two tensors at the same shifted indices (a U-Net up-block's
 ``torch.cat`` inside its convolution's padding), is copied once the same
-way (:func:`_concatenated`).
+way (:func:`_concatenated`), and so is an input's read at a quotient by a
+constant along the sum's vector loop (a nearest upsample fused into a
+convolution, ``x(b, c, (i + kh - 1) / 2, (j + kw - 1) / 2)``: the copy is
+the upsampled input, :func:`_upsampled`).
 
 The values summed and their order are unchanged (results bit-identical).
 The driver keeps the rewrite only when every statement of the program runs
@@ -72,6 +75,7 @@ class Gather:
     # that whole dimension), or None: the variable itself
     positions: tuple = ()
     select: bool = False  # ``span`` is a select of two reads (a concatenation), copied whole (:func:`_concatenated`)
+    divisors: tuple = ()  # per variable, K where the read's index at its position is ``e / K`` (:func:`_upsampled`)
 
 
 def plan(checked: CheckedDef, ranges: RangeInfo | None = None) -> dict[object, list[Gather]]:
@@ -113,6 +117,11 @@ def _gathers(s: n.Comprehension, st, loops: frozenset, inputs: dict, taken: set[
             continue  # (a ``where`` value used several times is one read: one copy)
         indirect = any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i))
         strided = not indirect and not loops and _strided(a, s)
+        up = None if indirect or loops or st is None or a.tensor not in inputs or _names_of(a) & lets \
+            else _upsampled(a, s, inputs[a.tensor], lhs, taken, st)
+        if up is not None:
+            found.append(up)
+            continue
         if not indirect and not strided and not (any(_not_affine(i) for i in a.indices) and st is not None
                                                  and all(_digits(i, s, st) for i in a.indices if _not_affine(i))):
             continue
@@ -225,6 +234,56 @@ def _concatenated(s: n.Comprehension, st, lhs: set[str], lets: set[str], taken: 
                 taken.add(name)
                 out.append(Gather(e.span, tuple(variables), name, bounds, positions=tuple(positions), select=True))
     return out
+
+
+def _upsampled(a: n.Access, s: n.Comprehension, dims: tuple, lhs: set[str], taken: set[str], st) -> Gather | None:
+    """The copy of an input's read at a quotient by a constant along the
+    sum's vector loop (its last written index), reused across another of
+    its indices: a nearest 2x upsample fused into a convolution, ``x(b, c,
+    (i + kh - 1) / 2, (j + kw - 1) / 2) * w(o, c, kh, kw)``, loads each
+    lane's element alone (a gather per multiply-add: 9.5x torch's
+    ``interpolate`` then ``conv2d``).  The copy is the upsampled input,
+    ``x_g(b, c, i2, i3) = x(b, c, i2 / 2, i3 / 2)`` over ``0:2 * H``, ``0:2 *
+    W``, read at ``x_g(b, c, i + kh - 1, j + kw - 1)`` (affine: the padding
+    pass pads it).  None where the read is no such."""
+    order = [x.name for x in s.indices if isinstance(x, (n.IndexVar, n.Ident))]
+    if not order or len(order) != len(s.indices) or len(dims) != len(a.indices) \
+            or any(isinstance(x, n.Access) for i in a.indices for x in n.walk(i)) or s.tensor == a.tensor:
+        return None
+    names = _names_of(s) | taken
+    # (a transposed convolution's ``(i - kh) % 2 == 0 ? x(.., (i - kh) / 2) : 0``: the parity split's)
+    parity = {expr_to_tc(x.lhs) for x in n.walk(s.rhs) if isinstance(x, n.Binary) and x.op == "%"}
+    variables, positions, divisors, extra, spread = [], [], [], [], False
+    for p, i in enumerate(a.indices):
+        if isinstance(i, n.IndexVar):
+            variables.append(i.name)
+            positions.append(None)
+            divisors.append(None)
+            continue
+        k = None
+        if isinstance(i, n.Binary) and i.op == "/" and isinstance(i.rhs, n.Const) and isinstance(i.rhs.value, int) \
+                and i.rhs.value >= 2:
+            k, i = i.rhs.value, i.lhs
+        if not _names_of(i) or _not_affine(i) or not isinstance(dims[p], (str, int)) or n.linear(i) is None \
+                or expr_to_tc(i) in parity:
+            return None
+        spread |= k is not None and order[-1] in _names_of(i)
+        v = _fresh(f"i{p}", names)
+        names.add(v)
+        variables.append(v)
+        positions.append(p)
+        divisors.append(k)
+        hi = _extent(dims[p]) if k is None else n.Binary("*", n.Const(value=k), _extent(dims[p]))
+        extra.append(n.RangeConstraint(v, n.Const(value=0), hi))
+    used = _names_of(a)
+    if not spread or len(set(variables)) != len(variables) or not (lhs - used):
+        return None
+    given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
+    own = [v for v, q in zip(variables, positions) if q is None]
+    name = _fresh(a.tensor + "_g", taken)
+    taken.add(name)
+    return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
+                  positions=tuple(positions), divisors=tuple(divisors))
 
 
 def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st) -> Gather | None:
@@ -366,10 +425,13 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 if g.positions:  # (whole dimensions: the copy reads them at its variables)
                     field = "args" if isinstance(read, n.Call) else "indices"
                     args = list(getattr(read, field))
-                    passed = tuple(args[q] if q is not None else x for x, q in zip(idx, g.positions))
-                    for v, q in zip(g.variables, g.positions):
+                    ks = g.divisors or (None,) * len(g.positions)
+                    passed = tuple(x if q is None else args[q].lhs if k else args[q]
+                                   for x, q, k in zip(idx, g.positions, ks))
+                    for v, q, k in zip(g.variables, g.positions, ks):
                         if q is not None:
-                            args[q] = n.Ident(v, span=g.span)
+                            args[q] = n.Ident(v, span=g.span) if not k else \
+                                n.Binary("/", n.Ident(v, span=g.span), n.Const(value=k), span=g.span)
                     read = replace(read, **{field: tuple(args)})
                 if g.top:
                     top.setdefault(g.name, n.Comprehension(g.name, idx, "=", read, wheres=g.bounds, span=g.span))
