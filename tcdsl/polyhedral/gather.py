@@ -275,15 +275,21 @@ def _upsampled(a: n.Access, s: n.Comprehension, dims: tuple, lhs: set[str], take
         divisors.append(k)
         hi = _extent(dims[p]) if k is None else n.Binary("*", n.Const(value=k), _extent(dims[p]))
         extra.append(n.RangeConstraint(v, n.Const(value=0), hi))
-    used = _names_of(a)
-    if not spread or len(set(variables)) != len(variables) or not (lhs - used):
+    if not spread or len(set(variables)) != len(variables) or not (lhs - _names_of(a)):
         return None
+    return _copy_of(a, s, st, taken, variables, positions, extra, tuple(divisors))
+
+
+def _copy_of(a: n.Access, s: n.Comprehension, st, taken: set[str], variables: list, positions: list,
+             extra: list, divisors: tuple = ()) -> Gather:
+    """The copy of ``a`` over ``variables``: those the read has as its own
+    indices (``positions`` None) in the sum's ranges, the others in ``extra``."""
     given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
     own = [v for v, q in zip(variables, positions) if q is None]
     name = _fresh(a.tensor + "_g", taken)
     taken.add(name)
     return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
-                  positions=tuple(positions), divisors=tuple(divisors))
+                  positions=tuple(positions), divisors=divisors)
 
 
 def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st) -> Gather | None:
@@ -325,12 +331,7 @@ def _reshaped(a: n.Access, s: n.Comprehension, dims: tuple, taken: set[str], st)
             extra.append(n.RangeConstraint(v, n.Const(value=0), _extent(dims[p])))
     if len(set(variables)) != len(variables):
         return None
-    given = {w.var for w in s.wheres if isinstance(w, n.RangeConstraint)}
-    own = [v for v, p in zip(variables, positions) if p is None]
-    name = _fresh(a.tensor + "_g", taken)
-    taken.add(name)
-    return Gather(a.span, tuple(variables), name, st.where_ranges(own, given) + tuple(extra),
-                  positions=tuple(positions))
+    return _copy_of(a, s, st, taken, variables, positions, extra)
 
 
 def _strided(a: n.Access, s: n.Comprehension) -> bool:
