@@ -326,8 +326,9 @@ def plan(checked, ranges) -> dict[object, list[Table]]:
             if not reads and set(dims) - set(lhs):  # (the sum's own variables: their inferred ranges)
                 if idx[-1] in dims:  # read along the vector loop, as a product's right side: that index last
                     dims = tuple(v for v in dims if v not in idx) + tuple(v for v in dims if v in idx)
-                st = next(st for st in ranges.stmts if st.comp.span == s.span and st.comp.tensor == s.tensor)
-                tables.append(Table(e.span, dims, None, reciprocal, _text(e), st.where_ranges(dims)))
+                st = next((st for st in ranges.stmts if st.comp.span == s.span and st.comp.tensor == s.tensor), None)
+                if st is not None and set(dims) <= set(st.ranges):
+                    tables.append(Table(e.span, dims, None, reciprocal, _text(e), st.where_ranges(dims)))
                 continue
             extents = None if reads else tuple(_parsed(dims_all[lhs.index(v)], {}, checked.derived) for v in dims)
             tables.append(Table(e.span, dims, extents, reciprocal, _text(e)))
