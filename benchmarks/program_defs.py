@@ -26702,3 +26702,466 @@ def _s64g_m2g(torch, a, t, s):
             ys.append(torch.einsum("bhpn,bhn->bhp", S, Ch[:, i]))
         return torch.stack(ys, 1) + x * Dsk[:, None]
     return {"torch loop": _nograd(torch, run)}
+
+
+# ---- session 64: hunts (PyTorch tensor library ops, LLM inference kernels)
+@program(name="im2col 3x3 pad 1 as a temporary (unfold) then gemm with (O, C*9) weight", kind="conv", src="""
+def im2col_conv(float(B,C,H,W) x, float(O,C,3,3) w) -> (y) {
+  col(b, c, kh, kw, h, v) = (h + kh - 1 >= 0 && h + kh - 1 < H && v + kw - 1 >= 0 && v + kw - 1 < W) ? x(b, c, h + kh - 1, v + kw - 1) : 0
+      where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+  y(b, o, h, v) +=! w(o, c, kh, kw) * col(b, c, kh, kw, h, v)
+}""", full=dict(B=8, C=32, H=32, W=32, O=64), tiny=dict(B=2, C=3, H=5, W=7, O=4),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"]), _w(rng, s["O"], s["C"], 3, 3)])
+def _s64h_im2col(torch, a, t, s):
+    F = torch.nn.functional
+    x, w = t
+    def run():
+        col = F.unfold(x, 3, padding=1)                      # (B, C*9, H*W)
+        return (w.reshape(w.shape[0], -1) @ col).reshape(x.shape[0], w.shape[0], x.shape[2], x.shape[3])
+    return {"F.unfold + matmul": _nograd(torch, run), "F.conv2d": _nograd(torch, lambda: F.conv2d(x, w, padding=1))}
+
+
+@program(name="col2im (F.fold 3x3 pad 1) overlap-add of per-patch columns, gather form", kind="conv", src="""
+def col2im(float(B,C,3,3,H,W) cols) -> (y) {
+  y(b, c, h, v) +=! (h + 1 - kh >= 0 && h + 1 - kh < H && v + 1 - kw >= 0 && v + 1 - kw < W) ? cols(b, c, kh, kw, h + 1 - kh, v + 1 - kw) : 0
+      where h in 0:H, v in 0:W, kh in 0:3, kw in 0:3
+}""", full=dict(B=8, C=64, H=32, W=32), tiny=dict(B=2, C=3, H=5, W=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], 3, 3, s["H"], s["W"])])
+def _s64h_col2im(torch, a, t, s):
+    F = torch.nn.functional
+    (cols,) = t
+    B, C, H, W = s["B"], s["C"], s["H"], s["W"]
+    return {"F.fold": _nograd(torch, lambda: F.fold(cols.reshape(B, C * 9, H * W), (H, W), 3, padding=1))}
+
+
+@program(name="pixel_unshuffle r=2 fused into a 1x1 conv (space-to-depth stem)", kind="conv", src="""
+def s2d(float(B,C,H,W) x, float(O,4 * C) w, float(O) bias) -> (y) {
+  y(b, o, h, v) +=! x(b, c, 2 * h + i, 2 * v + j) * w(o, 4 * c + 2 * i + j) where h in 0:H / 2, v in 0:W / 2, i in 0:2, j in 0:2
+  y(b, o, h, v) = max(y(b, o, h, v) + bias(o), 0)
+}""", full=dict(B=4, C=16, H=64, W=64, O=64), tiny=dict(B=2, C=3, H=6, W=10, O=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"]), _w(rng, s["O"], 4 * s["C"]), _n(rng, s["O"])])
+def _s64h_s2d(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, bias = t
+    return {"pixel_unshuffle + conv1x1 + relu": _nograd(torch, lambda: F.relu(
+        F.conv2d(F.pixel_unshuffle(x, 2), w[:, :, None, None], bias)))}
+
+
+@program(name="torch.roll by (3 -5) on H and W with % wrap, residual add and scale", kind="elementwise", src="""
+def roll2d(float(B,C,H,W) x, float(C) g) -> (y) {
+  y(b, c, h, v) = x(b, c, h, v) + g(c) * x(b, c, (h + H - 3) % H, (v + 5) % W)
+}""", full=dict(B=16, C=64, H=56, W=56), tiny=dict(B=2, C=3, H=5, W=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"]), _n(rng, s["C"])])
+def _s64h_roll(torch, a, t, s):
+    x, g = t
+    return {"torch.roll": _nograd(torch, lambda: x + g[:, None, None] * torch.roll(x, (3, -5), (2, 3)))}
+
+
+@program(name="dice loss with one_hot int64 targets (B H W) -> (B C H W), softmax over classes", kind="loss", src="""
+def dice(float(B,C,H,W) logit, int64(B,H,W) tgt) -> (loss) {
+  mx(b, h, v) max=! logit(b, c, h, v)
+  e(b, c, h, v) = exp(logit(b, c, h, v) - mx(b, h, v))
+  s(b, h, v) +=! e(b, c, h, v)
+  inter(c) +=! tgt(b, h, v) == c ? e(b, c, h, v) / s(b, h, v) : 0
+  psum(c) +=! e(b, c, h, v) / s(b, h, v)
+  tsum(c) +=! tgt(b, h, v) == c ? 1.0 : 0.0 where c in 0:C
+  loss +=! 1 - (2 * inter(c) + 1) / (psum(c) + tsum(c) + 1)
+  loss = loss / C
+}""", full=dict(B=8, C=8, H=128, W=128), tiny=dict(B=2, C=3, H=5, W=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"]), rng.integers(0, s["C"], (s["B"], s["H"], s["W"])).astype(np.int64)])
+def _s64h_dice(torch, a, t, s):
+    F = torch.nn.functional
+    logit, tgt = t
+    def run():
+        p = logit.softmax(1)
+        oh = F.one_hot(tgt, s["C"]).permute(0, 3, 1, 2).float()
+        inter = (p * oh).sum((0, 2, 3)); den = p.sum((0, 2, 3)) + oh.sum((0, 2, 3))
+        return (1 - (2 * inter + 1) / (den + 1)).mean()
+    return {"softmax + one_hot dice": _nograd(torch, run)}
+
+
+def _s64h_bag_inputs(rng, s):
+    lens = rng.integers(1, s["L"] + 1, s["B"])
+    off = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    idx = rng.integers(0, s["V"], int(off[-1])).astype(np.int32)
+    return [idx, off, _n(rng, s["V"], s["E"])]
+
+
+@program(name="embedding_bag max mode over int32 offsets (variable bag lengths)", kind="embedding", src="""
+def bagmax(int32(N) idx, int32(B + 1) off, float(V,E) emb) -> (y) {
+  y(b, e) max=! l < off(b + 1) - off(b) ? emb(idx(off(b) + l), e) : -inf where l in 0:L
+}""", full=dict(B=4096, L=40, V=100000, E=64), tiny=dict(B=4, L=3, V=7, E=3), free=("L",),
+         inputs=_s64h_bag_inputs)
+def _s64h_bagmax(torch, a, t, s):
+    F = torch.nn.functional
+    idx, off, emb = t
+    idx64, off64 = idx.long(), off[:-1].long()
+    return {"F.embedding_bag(max)": _nograd(torch, lambda: F.embedding_bag(idx64, emb, off64, mode="max"))}
+
+
+@program(name="bucketize continuous feature (right=True) by sorted boundaries, then embedding lookup and sum", kind="embedding", src="""
+def bucket_emb(float(N,F) x, float(F,K) bnd, float(F,K + 1,D) emb) -> (y, bk) {
+  bk(n, f) +=! int32(x(n, f) >= bnd(f, k))
+  y(n, d) +=! emb(f, bk(n, f), d)
+}""", full=dict(N=8192, F=16, K=31, D=64), tiny=dict(N=5, F=3, K=4, D=3),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["F"]), np.sort(_n(rng, s["F"], s["K"]), 1), _n(rng, s["F"], s["K"] + 1, s["D"])],
+         pick=lambda r: r[0])
+def _s64h_bucket(torch, a, t, s):
+    x, bnd, emb = t
+    ar = torch.arange(s["F"])
+    def run():
+        bk = torch.stack([torch.bucketize(x[:, f].contiguous(), bnd[f], right=True) for f in range(s["F"])], 1)
+        return emb[ar[None, :], bk].sum(1)
+    return {"torch.bucketize + gather": _nograd(torch, run)}
+
+
+@program(name="fastspeech length regulator: repeat_interleave by int32 durations, frames padded to TF", kind="embedding", src="""
+def lenreg(float(B,P,D) h, int32(B,P) dur) -> (y) {
+  cum(b, p) +=! q <= p ? dur(b, q) : 0 where p in 0:P, q in 0:P
+  src(b, f) +=! int32(cum(b, p) <= f) where f in 0:TF
+  y(b, f, d) = src(b, f) < P ? h(b, src(b, f), d) : 0
+}""", full=dict(B=16, P=128, D=256, TF=1024), tiny=dict(B=2, P=5, D=3, TF=17), free=("TF",),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["P"], s["D"]), rng.integers(0, 2 * s["TF"] // s["P"] + 1, (s["B"], s["P"])).astype(np.int32)])
+def _s64h_lenreg(torch, a, t, s):
+    h, dur = t
+    TF = s["TF"]
+    def run():
+        out = h.new_zeros(s["B"], TF, s["D"])
+        for b in range(s["B"]):
+            r = torch.repeat_interleave(h[b], dur[b].long(), 0)[:TF]
+            out[b, :r.shape[0]] = r
+        return out
+    return {"repeat_interleave per batch": _nograd(torch, run)}
+
+
+@program(name="stick-breaking weights (dirichlet process) with an exclusive cumprod of 1 - v", kind="scan", src="""
+def stick(float(B,K) logit) -> (w) {
+  v(b, k) = sigmoid(logit(b, k))
+  for k in K {
+    if k == 0 { rem(b, k) = 1.0 where b in 0:B }
+    else { rem(b, k) = rem(b, k - 1) * (1 - v(b, k - 1)) }
+  }
+  w(b, k) = v(b, k) * rem(b, k)
+}""", full=dict(B=4096, K=256), tiny=dict(B=3, K=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["K"])])
+def _s64h_stick(torch, a, t, s):
+    (logit,) = t
+    def run():
+        v = torch.sigmoid(logit)
+        rem = torch.cumprod(torch.cat([torch.ones_like(v[:, :1]), 1 - v[:, :-1]], 1), 1)
+        return v * rem
+    return {"torch.cumprod": _nograd(torch, run)}
+
+
+@program(name="ppo clipped loss: gather log_softmax at int64 actions (B T), ratio to old logp, clamp", kind="loss", src="""
+def ppo(float(B,T,V) logit, int64(B,T) act, float(B,T) oldlp, float(B,T) adv) -> (loss) {
+  mx(b, t) max=! logit(b, t, v)
+  se(b, t) +=! exp(logit(b, t, v) - mx(b, t))
+  r(b, t) = exp(logit(b, t, act(b, t)) - mx(b, t) - log(se(b, t)) - oldlp(b, t))
+  loss +=! -min(r(b, t) * adv(b, t), min(max(r(b, t), 0.8), 1.2) * adv(b, t))
+  loss = loss / (B * T)
+}""", full=dict(B=64, T=128, V=512), tiny=dict(B=2, T=3, V=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["V"]), rng.integers(0, s["V"], (s["B"], s["T"])).astype(np.int64),
+                                _n(rng, s["B"], s["T"]) - 3, _n(rng, s["B"], s["T"])])
+def _s64h_ppo(torch, a, t, s):
+    logit, act, oldlp, adv = t
+    def run():
+        lp = logit.log_softmax(-1).gather(-1, act[..., None])[..., 0]
+        r = torch.exp(lp - oldlp)
+        return -torch.min(r * adv, r.clamp(0.8, 1.2) * adv).mean()
+    return {"log_softmax + gather": _nograd(torch, run)}
+
+
+@program(name="total variation loss via torch.diff on H and W (anisotropic l1, mean per diff)", kind="loss", src="""
+def tv(float(B,C,H,W) x) -> (loss) {
+  dh +=! fabs(x(b, c, h + 1, v) - x(b, c, h, v))
+  dw +=! fabs(x(b, c, h, v + 1) - x(b, c, h, v))
+  loss = dh / (B * C * (H - 1) * W) + dw / (B * C * H * (W - 1))
+}""", full=dict(B=8, C=3, H=256, W=256), tiny=dict(B=2, C=3, H=5, W=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["C"], s["H"], s["W"])])
+def _s64h_tv(torch, a, t, s):
+    (x,) = t
+    return {"torch.diff": _nograd(torch, lambda: torch.diff(x, dim=2).abs().mean() + torch.diff(x, dim=3).abs().mean())}
+
+
+@program(name="scatter_mean graph readout: index_add by int32 graph id then divide by bincount", kind="graph", src="""
+def segmean(float(N,D) x, int32(N) gid) -> (y) {
+  agg(g, d) +=! gid(n) == g ? x(n, d) : 0 where g in 0:G
+  cnt(g) +=! gid(n) == g ? 1.0 : 0.0 where g in 0:G
+  y(g, d) = agg(g, d) / max(cnt(g), 1.0)
+}""", full=dict(N=65536, D=128, G=512), tiny=dict(N=7, D=3, G=4), free=("G",),
+         inputs=lambda rng, s: [_n(rng, s["N"], s["D"]), np.sort(rng.integers(0, s["G"], s["N"])).astype(np.int32)])
+def _s64h_segmean(torch, a, t, s):
+    x, gid = t
+    g64 = gid.long()
+    def run():
+        agg = x.new_zeros(s["G"], s["D"]).index_add_(0, g64, x)
+        cnt = torch.bincount(g64, minlength=s["G"]).clamp(min=1).to(x.dtype)
+        return agg / cnt[:, None]
+    return {"index_add_ + bincount": _nograd(torch, run)}
+
+
+@program(name="returns-to-go: flip cumsum flip over time (B T) with done mask reset, reversed for loop", kind="scan", src="""
+def rtg(float(B,T) r, float(B,T) notdone) -> (g) {
+  for t in T {
+    if t == 0 { g(b, T - 1 - t) = r(b, T - 1 - t) where b in 0:B }
+    else { g(b, T - 1 - t) = r(b, T - 1 - t) + notdone(b, T - 1 - t) * g(b, T - t) }
+  }
+}""", full=dict(B=2048, T=512), tiny=dict(B=3, T=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"]), (rng.random((s["B"], s["T"])) > 0.05).astype(np.float32)])
+def _s64h_rtg(torch, a, t, s):
+    r, nd = t
+    def run():
+        # segmented reverse cumsum: reverse cumsum minus the running value at the last reset, via cumprod of notdone
+        out = torch.empty_like(r); acc = torch.zeros_like(r[:, 0])
+        for k in range(s["T"] - 1, -1, -1):
+            acc = r[:, k] + (nd[:, k] * acc if k < s["T"] - 1 else 0)
+            out[:, k] = acc
+        return out
+    return {"torch loop over T": _nograd(torch, run)}
+
+
+@program(name="sliding-window causal mask (tril and triu offset -W) masked_fill -inf then softmax on scores", kind="attention", src="""
+def band(float(B,H,S,S) sc, int32 wn) -> (p) {
+  m(b, h, i) max=! (j <= i && i - j < wn) ? sc(b, h, i, j) : -inf
+  e(b, h, i, j) = (j <= i && i - j < wn) ? exp(sc(b, h, i, j) - m(b, h, i)) : 0
+  z(b, h, i) +=! e(b, h, i, j)
+  p(b, h, i, j) = e(b, h, i, j) / z(b, h, i)
+}""", full=dict(B=4, H=8, S=512, WN=64), tiny=dict(B=2, H=3, S=7, WN=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["H"], s["S"], s["S"]), np.array(s["WN"], np.int32)])
+def _s64h_band(torch, a, t, s):
+    sc, _ = t
+    S, WN = s["S"], s["WN"]
+    one = torch.ones(S, S, dtype=torch.bool)
+    keep = torch.tril(one) & torch.triu(one, -(WN - 1))
+    return {"masked_fill + softmax": _nograd(torch, lambda: sc.masked_fill(~keep, float("-inf")).softmax(-1))}
+
+def _s64i_lens(r, B, L):
+    l = r.integers(1, L + 1, B).astype(np.int32)
+    l[0] = L
+    return l
+
+
+@program(name="paged gqa decode, head-major blocks (NB,KV,BS,D), kv head h / G, int32 block table + lens", kind="llm", src="""
+def s9_paged_gqa(float(B,H,D) q, float(NB,KV,BS,D) kc, float(NB,KV,BS,D) vc, int32(B,MB) bt, int32(B) lens) -> (o) {
+  s(b, h, m, j) +=! q(b, h, d) * kc(bt(b, m), h / (H / KV), j, d) where h in 0:H
+  mx(b, h) max=! m * BS + j < lens(b) ? s(b, h, m, j) : -inf
+  e(b, h, m, j) = m * BS + j < lens(b) ? exp((s(b, h, m, j) - mx(b, h)) * rsqrt(float(D))) : 0
+  z(b, h) +=! e(b, h, m, j)
+  o(b, h, d) +=! e(b, h, m, j) * vc(bt(b, m), h / (H / KV), j, d)
+  o(b, h, d) = o(b, h, d) / z(b, h)
+}
+""", full=dict(B=8, H=32, KV=8, D=128, NB=512, BS=16, MB=48), tiny=dict(B=3, H=4, KV=2, D=3, NB=9, BS=2, MB=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["D"]), _n(r, s["NB"], s["KV"], s["BS"], s["D"]),
+                         _n(r, s["NB"], s["KV"], s["BS"], s["D"]),
+                         r.permutation(s["NB"])[:s["B"] * s["MB"]].reshape(s["B"], s["MB"]).astype(np.int32),
+                         _s64i_lens(r, s["B"], s["MB"] * s["BS"])])
+def _s64i_paged_gqa(torch, a, t, s):
+    F = torch.nn.functional
+    q, kc, vc, bt, lens = t
+    B, H, KV, D, BS, MB = s["B"], s["H"], s["KV"], s["D"], s["BS"], s["MB"]
+    G = H // KV
+
+    def fwd():
+        idx = bt.long()
+        k = kc[idx].permute(0, 2, 1, 3, 4).reshape(B, KV, MB * BS, D)
+        v = vc[idx].permute(0, 2, 1, 3, 4).reshape(B, KV, MB * BS, D)
+        k = k.repeat_interleave(G, 1); v = v.repeat_interleave(G, 1)
+        mask = (torch.arange(MB * BS) < lens.unsqueeze(1)).view(B, 1, 1, MB * BS)
+        return F.scaled_dot_product_attention(q.unsqueeze(2), k, v, attn_mask=mask).squeeze(2)
+    return {"torch gather + repeat_interleave + sdpa": _nograd(torch, fwd)}
+
+
+@program(name="rope from cos/sin cache tables (P,D/2) looked up by int32 position ids, q and k of gqa (B,T,H,D)/(B,T,KV,D)", kind="elementwise", src="""
+def s9_rope_cache(float(B,T,H,D) q, float(B,T,KV,D) k, float(P,R) cosc, float(P,R) sinc, int32(B,T) pos) -> (qo, ko) {
+  qo(b, t, h, i) = i < R ? q(b, t, h, i) * cosc(pos(b, t), i) - q(b, t, h, i + R) * sinc(pos(b, t), i)
+                         : q(b, t, h, i) * cosc(pos(b, t), i - R) + q(b, t, h, i - R) * sinc(pos(b, t), i - R) where i in 0:D
+  ko(b, t, h, i) = i < R ? k(b, t, h, i) * cosc(pos(b, t), i) - k(b, t, h, i + R) * sinc(pos(b, t), i)
+                         : k(b, t, h, i) * cosc(pos(b, t), i - R) + k(b, t, h, i - R) * sinc(pos(b, t), i - R) where i in 0:D
+}
+""", full=dict(B=4, T=512, H=32, KV=8, D=128, P=4096, R=64), tiny=dict(B=3, T=5, H=4, KV=2, D=6, P=11, R=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["H"], s["D"]), _n(r, s["B"], s["T"], s["KV"], s["D"]),
+                         np.cos(np.arange(s["P"])[:, None] * 10000.0 ** (-np.arange(s["R"]) / s["R"])).astype(np.float32),
+                         np.sin(np.arange(s["P"])[:, None] * 10000.0 ** (-np.arange(s["R"]) / s["R"])).astype(np.float32),
+                         r.integers(0, s["P"], (s["B"], s["T"])).astype(np.int32)], pick=lambda r: r[0])
+def _s64i_rope_cache(torch, a, t, s):
+    q, k, cc, sc, pos = t
+
+    def run():
+        c = cc[pos.long()]; sn = sc[pos.long()]
+        c = torch.cat([c, c], -1).unsqueeze(2); sn = torch.cat([sn, sn], -1).unsqueeze(2)
+        def rot(x):
+            x1, x2 = x.chunk(2, -1)
+            return x * c + torch.cat([-x2, x1], -1) * sn
+        return rot(q)
+    return {"hf apply_rotary_pos_emb (index cache, rotate_half)": run}
+
+
+@program(name="uint8 weight-only linear, zero point 128, per-group scales (N,K/GS), dequant inside the sum", kind="llm", src="""
+def s9_u8_group_linear(float(M,K) x, uint8(N,K) Wq, float(N,NG) sc) -> (y) {
+  y(m, n) +=! x(m, k) * ((float(Wq(n, k)) - 128.0) * sc(n, k / (K / NG)))
+}
+""", full=dict(M=8, K=4096, N=4096, NG=32), tiny=dict(M=3, K=12, N=5, NG=3),
+    inputs=lambda r, s: [_n(r, s["M"], s["K"]), r.integers(0, 256, (s["N"], s["K"])).astype(np.uint8),
+                         (r.uniform(0.5, 1.5, (s["N"], s["NG"])) / (64 * np.sqrt(s["K"]))).astype(np.float32)])
+def _s64i_u8g(torch, a, t, s):
+    F = torch.nn.functional
+    x, wq, sc = t
+    N, K, NG = s["N"], s["K"], s["NG"]
+
+    def fwd():
+        w = ((wq.float() - 128.0).view(N, NG, K // NG) * sc.unsqueeze(-1)).view(N, K)
+        return F.linear(x, w)
+    return {"torch dequant + F.linear": _nograd(torch, fwd)}
+
+
+@program(name="int8 weight-only linear, per-group scales, group sums then scale (y = sum_g sc * sum_k x q)", kind="llm", src="""
+def s9_i8_group_linear2(float(M,K) x, int8(N,K) Wq, float(N,NG) sc) -> (y) {
+  part(m, n, g) +=! x(m, g * (K / NG) + kk) * float(Wq(n, g * (K / NG) + kk)) where kk in 0:K / NG, g in 0:NG
+  y(m, n) +=! part(m, n, g) * sc(n, g)
+}
+""", full=dict(M=8, K=4096, N=4096, NG=32), tiny=dict(M=3, K=12, N=5, NG=3),
+    inputs=lambda r, s: [_n(r, s["M"], s["K"]), r.integers(-127, 128, (s["N"], s["K"])).astype(np.int8),
+                         (r.uniform(0.5, 1.5, (s["N"], s["NG"])) / (64 * np.sqrt(s["K"]))).astype(np.float32)])
+def _s64i_i8g(torch, a, t, s):
+    F = torch.nn.functional
+    x, wq, sc = t
+    N, K, NG = s["N"], s["K"], s["NG"]
+
+    def fwd():
+        w = (wq.float().view(N, NG, K // NG) * sc.unsqueeze(-1)).view(N, K)
+        return F.linear(x, w)
+    return {"torch dequant + F.linear": _nograd(torch, fwd)}
+
+
+@program(name="residual add + rms norm + per-token symmetric int8 quant (smoothquant act), int8 codes and scale out", kind="llm", src="""
+def s9_add_rms_quant(float(N,C) x, float(N,C) res, float(C) w) -> (r, int8(N,C) qo, sc) {
+  r(n, c) = x(n, c) + res(n, c)
+  ss(n) +=! r(n, c) * r(n, c)
+  y(n, c) = r(n, c) * rsqrt(ss(n) / C + 1e-6) * w(c)
+  am(n) max=! fabs(y(n, c))
+  sc(n) = max(am(n), 1e-8) / 127.0
+  qo(n, c) = int8(max(-127.0, min(127.0, round(y(n, c) / sc(n)))))
+}
+""", full=dict(N=2048, C=4096), tiny=dict(N=3, C=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"]), _n(r, s["N"], s["C"]), (1 + 0.1 * r.standard_normal(s["C"])).astype(np.float32)],
+    pick=lambda r: r[2])
+def _s64i_arq(torch, a, t, s):
+    x, res, w = t
+
+    def fwd():
+        r = x + res
+        y = r * torch.rsqrt(r.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+        sc = y.abs().amax(-1).clamp_min(1e-8) / 127.0
+        return sc
+    return {"torch add + rms + amax": _nograd(torch, fwd)}
+
+
+@program(name="logits processor: hf repetition penalty (divide pos / multiply neg) from int32 history, temperature, top-k threshold by K max passes in a for loop, softmax", kind="llm", src="""
+def s9_logits_proc(float(B,V) lg, int32(B,S) hist, float pen, float temp) -> (p) {
+  seen(b, v) max=! hist(b, j) == v ? 1.0 : 0.0 where v in 0:V
+  l(b, v) = (seen(b, v) > 0.5 ? (lg(b, v) > 0 ? lg(b, v) / pen : lg(b, v) * pen) : lg(b, v)) / temp
+  for i in K {
+    if i == 0 { thr(b) max=! l(b, v) }
+    else { nxt(b) max=! l(b, v) < thr(b) ? l(b, v) : -inf
+           thr(b) = nxt(b) }
+  }
+  mx(b) max=! l(b, v)
+  e(b, v) = l(b, v) >= thr(b) ? exp(l(b, v) - mx(b)) : 0
+  z(b) +=! e(b, v)
+  p(b, v) = e(b, v) / z(b)
+}
+""", full=dict(B=16, V=32000, S=256, K=20), tiny=dict(B=3, V=11, S=5, K=3), free=("K",),
+    inputs=lambda r, s: [_n(r, s["B"], s["V"]), r.integers(0, s["V"], (s["B"], s["S"])).astype(np.int32),
+                         np.array(1.3, np.float32), np.array(0.7, np.float32)])
+def _s64i_lp(torch, a, t, s):
+    lg, hist, pen, temp = t
+    K = s["K"]
+
+    def fwd():
+        sc = torch.gather(lg, 1, hist.long())
+        sc = torch.where(sc > 0, sc / pen, sc * pen)
+        l = lg.scatter(1, hist.long(), sc) / temp
+        kth = torch.topk(l, K, -1).values[:, -1:]
+        l = l.masked_fill(l < kth, -float("inf"))
+        return torch.softmax(l, -1)
+    return {"hf RepetitionPenalty + Temperature + TopK warpers": _nograd(torch, fwd)}
+
+
+def _s64i_spec_in(r, s):
+    lg = _n(r, s["B"], s["S1"], s["V"])
+    d = lg[:, :s["S"]].argmax(-1).astype(np.int32)
+    bad = r.random(d.shape) < 0.3
+    d[bad] = r.integers(0, s["V"], bad.sum())
+    return [lg, d]
+
+
+@program(name="greedy speculative acceptance: target argmax over (B,S+1,V) vs int32 draft tokens, accepted prefix by running product, bonus token", kind="llm", src="""
+def s9_spec_greedy(float(B,S1,V) lg, int32(B,S) draft) -> (int32(B) nacc, int32(B) nxt) {
+  mx(b, i) max=! lg(b, i, v)
+  am(b, i) min=! lg(b, i, v) == mx(b, i) ? v : V
+  ok(b, i) = am(b, i) == draft(b, i) ? 1 : 0 where i in 0:S
+  run(b, i) = ok(b, i)
+  run(b, i) = ok(b, i) * (i > 0 ? run(b, i - 1) : 1)
+  nacc(b) +=! run(b, i)
+  nxt(b) +=! i == nacc(b) ? am(b, i) : 0 where i in 0:S1
+}
+""", full=dict(B=32, S=4, S1=5, V=32000), tiny=dict(B=4, S=3, S1=4, V=7),
+    inputs=lambda r, s: _s64i_spec_in(r, s))
+def _s64i_spec(torch, a, t, s):
+    lg, draft = t
+    S = s["S"]
+
+    def fwd():
+        am = lg.argmax(-1).int()
+        ok = (am[:, :S] == draft).int()
+        nacc = ok.cumprod(1).sum(1).int()
+        nxt = am.gather(1, nacc.long().unsqueeze(1)).squeeze(1).int()
+        return nacc, nxt
+    return {"torch argmax + cumprod + gather": _nograd(torch, fwd)}
+
+
+@program(name="gqa decode over a seq-major (B,L,KV,D) cache, flat heads h / G, gemma-2 tanh logit softcap, int32 lens", kind="llm", src="""
+def s9_gqa_softcap(float(B,H,D) q, float(B,L,KV,D) kc, float(B,L,KV,D) vc, int32(B) lens, float cap) -> (o) {
+  s(b, h, t) +=! q(b, h, d) * kc(b, t, h / (H / KV), d) where h in 0:H
+  c(b, h, t) = cap * tanh(s(b, h, t) * rsqrt(float(D)) / cap)
+  mx(b, h) max=! t < lens(b) ? c(b, h, t) : -inf
+  e(b, h, t) = t < lens(b) ? exp(c(b, h, t) - mx(b, h)) : 0
+  z(b, h) +=! e(b, h, t)
+  o(b, h, d) +=! e(b, h, t) * vc(b, t, h / (H / KV), d) / z(b, h)
+}
+""", full=dict(B=8, H=32, KV=8, D=128, L=1024), tiny=dict(B=3, H=4, KV=2, D=3, L=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["D"]), _n(r, s["B"], s["L"], s["KV"], s["D"]),
+                         _n(r, s["B"], s["L"], s["KV"], s["D"]), _s64i_lens(r, s["B"], s["L"]), np.array(50.0, np.float32)])
+def _s64i_gqa_sc(torch, a, t, s):
+    q, kc, vc, lens, cap = t
+    B, H, KV, D, L = s["B"], s["H"], s["KV"], s["D"], s["L"]
+    G = H // KV
+
+    def fwd():
+        qq = q.view(B, KV, G, D)
+        sc = torch.einsum("bcgd,btcd->bcgt", qq, kc) / D ** 0.5
+        sc = cap * torch.tanh(sc / cap)
+        mask = torch.arange(L) < lens.view(B, 1, 1, 1)
+        p = torch.softmax(sc.masked_fill(~mask, -float("inf")), -1)
+        return torch.einsum("bcgt,btcd->bcgd", p, vc).reshape(B, H, D)
+    return {"torch einsum + softcap + softmax": _nograd(torch, fwd)}
+
+
+@program(name="paged kv-cache write (vllm reshape_and_cache) as a gather: int32 slot mapping inverted per block slot by max=! over tokens", kind="llm", src="""
+def s9_paged_write(float(NB,BS,H,D) kc, float(N,H,D) knew, int32(N) slot) -> (kout) {
+  src(nb, j) max=! slot(n) == nb * BS + j ? n : -1 where nb in 0:NB, j in 0:BS
+  kout(nb, j, h, d) = src(nb, j) >= 0 ? knew(src(nb, j), h, d) : kc(nb, j, h, d)
+}
+""", full=dict(NB=1024, BS=16, H=8, D=128, N=256), tiny=dict(NB=5, BS=2, H=3, D=3, N=4),
+    inputs=lambda r, s: [_n(r, s["NB"], s["BS"], s["H"], s["D"]), _n(r, s["N"], s["H"], s["D"]),
+                         r.permutation(s["NB"] * s["BS"])[:s["N"]].astype(np.int32)])
+def _s64i_pw(torch, a, t, s):
+    kc, kn, slot = t
+    NB, BS, H, D = s["NB"], s["BS"], s["H"], s["D"]
+
+    def fwd():
+        out = kc.clone()
+        out.view(NB * BS, H, D).index_copy_(0, slot.long(), kn)
+        return out
+    return {"torch clone + index_copy_": _nograd(torch, fwd)}
