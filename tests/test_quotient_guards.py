@@ -61,8 +61,7 @@ def _rotate_ref(x, c, s):
     E, D = x.shape[-1], c.shape[-1]
     h = D // 2
     xr = x.reshape(*x.shape[:-1], E // D, D)
-    rot = np.concatenate([-xr[..., h:], xr[..., :h]], -1).reshape(x.shape) if D % 2 == 0 else None
-    assert rot is not None
+    rot = np.concatenate([-xr[..., h:], xr[..., :h]], -1).reshape(x.shape)  # (D even)
     return x * np.tile(c, (1, E // D))[None] + rot * np.tile(s, (1, E // D))[None]
 
 

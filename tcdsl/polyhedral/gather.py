@@ -424,16 +424,7 @@ def rewrite(d: n.Def, p: dict[object, list[Gather]]) -> n.Def:
                 idx = tuple(n.Ident(v, span=g.span) for v in g.variables)
                 passed = idx
                 if g.positions:  # (whole dimensions: the copy reads them at its variables)
-                    field = "args" if isinstance(read, n.Call) else "indices"
-                    args = list(getattr(read, field))
-                    ks = g.divisors or (None,) * len(g.positions)
-                    passed = tuple(x if q is None else args[q].lhs if k else args[q]
-                                   for x, q, k in zip(idx, g.positions, ks))
-                    for v, q, k in zip(g.variables, g.positions, ks):
-                        if q is not None:
-                            args[q] = n.Ident(v, span=g.span) if not k else \
-                                n.Binary("/", n.Ident(v, span=g.span), n.Const(value=k), span=g.span)
-                    read = replace(read, **{field: tuple(args)})
+                    read, passed = _named(read, g)
                 if g.top:
                     top.setdefault(g.name, n.Comprehension(g.name, idx, "=", read, wheres=g.bounds, span=g.span))
                 else:
@@ -468,20 +459,27 @@ def _replaced(e: n.Node, span, new: n.Expr, select: bool = False) -> n.Node:
     return n.map_children(e, lambda c: _replaced(c, span, new, select))
 
 
+def _named(read: n.Expr, g: Gather) -> tuple[n.Expr, tuple]:
+    """``read`` with its indices at ``g.positions`` named by the copy's
+    variables (``v / K`` where ``g.divisors`` has ``K``: an upsampled copy),
+    and the indices the sum reads the copy at."""
+    field = "args" if isinstance(read, n.Call) else "indices"
+    args = list(getattr(read, field))
+    ks = g.divisors or (None,) * len(g.positions)
+    passed = tuple(n.Ident(v, span=g.span) if q is None else args[q].lhs if k else args[q]
+                   for v, q, k in zip(g.variables, g.positions, ks))
+    for v, q, k in zip(g.variables, g.positions, ks):
+        if q is not None:
+            args[q] = n.Ident(v, span=g.span) if not k else \
+                n.Binary("/", n.Ident(v, span=g.span), n.Const(value=k), span=g.span)
+    return replace(read, **{field: tuple(args)}), passed
+
+
 def _concatenation(sel: n.Select, g: Gather) -> tuple[n.Expr, tuple]:
-    """The copy's value (``sel`` with its reads' indices at ``g.positions``
-    named by the copy's variables) and the indices the sum reads it at."""
-    def named(read):
-        field = "args" if isinstance(read, n.Call) else "indices"
-        args = list(getattr(read, field))
-        for v, q in zip(g.variables, g.positions):
-            if q is not None:
-                args[q] = n.Ident(v, span=g.span)
-        return replace(read, **{field: tuple(args)})
-    field = "args" if isinstance(sel.then, n.Call) else "indices"
-    given = getattr(sel.then, field)
-    passed = tuple(given[q] if q is not None else n.Ident(v, span=g.span) for v, q in zip(g.variables, g.positions))
-    return replace(sel, then=named(sel.then), other=named(sel.other)), passed
+    """The copy's value (``sel`` with both reads' indices named, :func:`_named`)
+    and the indices the sum reads it at."""
+    then, passed = _named(sel.then, g)
+    return replace(sel, then=then, other=_named(sel.other, g)[0]), passed
 
 
 def _not_affine(e: n.Expr) -> bool:
