@@ -249,6 +249,29 @@ def test_convolution_tiles_rows_of_an_inner_parallel_loop():
         np.testing.assert_allclose(k(I, W), conv2d_valid(I.astype(np.float64), W), rtol=1e-5, atol=1e-5)
 
 
+PADDED_CONV = """def conv(float(B, C, H, W) x, float(O, C, 3, 3) w) -> (y) {
+  y(b, o, i, j) +=! (i + kh - 1 >= 0 && i + kh - 1 < H && j + kw - 1 >= 0 && j + kw - 1 < W
+                     ? x(b, c, i + kh - 1, j + kw - 1) : 0) * w(o, c, kh, kw)
+    where i in 0:H, j in 0:W, kh in 0:3, kw in 0:3
+}"""
+
+
+def test_batch_and_chunks_of_channels_share_the_parallel_loop():
+    """A convolution's batch loop holds register tiles whose rows are the
+    output channels: one parallel loop runs over the pairs (image, chunk of
+    channels), so at batch 1 every thread gets channels (the batch loop alone
+    gave batch 1 one core)."""
+    k = tcdsl.compile(PADDED_CONV)
+    m = re.search(r"for (c\d)_pair in T\.parallel\(T\.max\(B, 0\) \* \(\(T\.max\(O, 0\) \+ (\w+) - 1\) // \2\)\):"
+                  r"\s+c\d: T\.let\[T\.int32\] = \1_pair // .*\s+\1_chunk: T\.let\[T\.int32\] = \1_pair % ", k.script)
+    assert m, "no parallel loop over (image, chunk of channels)"
+    rng = np.random.default_rng(11)
+    for B, C, H, W, O in [(1, 3, 9, 20, 37), (3, 5, 7, 17, 9), (2, 1, 1, 1, 1), (1, 4, 5, 33, 64)]:
+        x, w = rand(rng, B, C, H, W), rand(rng, O, C, 3, 3)
+        padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        np.testing.assert_allclose(k(x, w), conv2d_valid(padded, w), rtol=1e-5, atol=1e-5)
+
+
 def test_source_code_formats():
     k = tcdsl.compile("def f(float(N) A) -> (B) { B(i) = A(i) * 2 }")
     assert "define" in k.source_code("ll")

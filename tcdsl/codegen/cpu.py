@@ -42,7 +42,7 @@ from .cpu_reduce import vector_reduction
 from .cpu_scalar_sums import scalar_nest
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, nested_steps, step_rows, steps_wrap, stride_one_stores, strided_rows
-from .cpu_strips import branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
+from .cpu_strips import batch_rows, branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
@@ -354,17 +354,18 @@ class ChunkedLoop:
                         rows = tirx.max(extent, 0) * tirx.max(inner_extent, 0)
                         return tirx.SeqStmt(declarations(views) + [self._chunks(inner_body, name, init, rows)])
             if not self.has_micro(body, name):
-                return None
+                return batch_rows(self, node, name, init, extent)
         else:
             rows = step_rows(self, node, name, init, extent)
             if rows is not None:
                 return rows
         return self._chunks(body, name, init, extent)
 
-    def _chunks(self, body: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr) -> tirx.Stmt:
-        m = self.m
+    def _chunks(self, body: isl.AstNode, name: str, init: tirx.PrimExpr, extent: tirx.PrimExpr,
+                outer: tuple | None = None) -> tirx.Stmt:  # outer: (var, first, extent) of a batch (batch_rows)
+        m, n_outer = self.m, tirx.max(outer[2], 0) if outer else 1
         extent = tirx.max(extent, 0)
-        per_thread = tirx.floordiv(tirx.floordiv(extent + m.tile_rows - 1, m.tile_rows) + m.threads - 1, m.threads)
+        per_thread = tirx.floordiv(tirx.floordiv(extent + m.tile_rows - 1, m.tile_rows) * n_outer + m.threads - 1, m.threads)
         # as many chunks per thread as chunk_rows requires, of equal size (in
         # whole tiles), so that every thread gets as many
         tiles = max(m.chunk_rows // m.tile_rows, 1)
@@ -378,7 +379,7 @@ class ChunkedLoop:
             # every thread gets rows, which run in the leftover tiles, rather
             # than one thread them all; with a few tiles more than threads
             # (12 rows, 4-row tiles, 2 threads) 6 and 6 rows, not 8 and 4
-            chunk = tirx.min(chunk, tirx.max(tirx.floordiv(extent + m.threads - 1, m.threads), 1))
+            chunk = tirx.min(chunk, tirx.max(tirx.floordiv(extent * n_outer + m.threads - 1, m.threads), 1))
         ch = tirx.Var(name + "_chunk", INDEX)
         # the chunk's size, first row and row count, bound once (cpu_strips.opaque_size)
         lo, rows = tirx.Var(name + "_lo", INDEX), tirx.Var(name + "_rows", INDEX)
@@ -396,7 +397,12 @@ class ChunkedLoop:
         if self.wrap is not None and not isl_ast.has(body, isl_ast.is_loop) and strided_rows(inner, name + "_r"):
             inner = self._row_blocks(body, name, lo, rows)
         kind = tirx.ForKind.PARALLEL if m.parallel else tirx.ForKind.SERIAL
-        out = tirx.For(ch, 0, tirx.floordiv(extent + chunk - 1, chunk), kind, tirx.SeqStmt(bind + [inner]))
+        count = tirx.floordiv(extent + chunk - 1, chunk)
+        if outer is not None:  # one loop over (batch, chunk) pairs
+            p = tirx.Var(name + "_pair", INDEX)
+            pair = [tirx.Bind(outer[0], outer[1] + tirx.floordiv(p, count)), tirx.Bind(ch, tirx.floormod(p, count))]
+            return seq(around + [tirx.For(p, 0, n_outer * count, kind, tirx.SeqStmt(pair + bind + [inner]))])
+        out = tirx.For(ch, 0, count, kind, tirx.SeqStmt(bind + [inner]))
         return seq(around + [few_rows(self, body, name, init, extent, out, chunk)])
 
     def _row_blocks(self, body: isl.AstNode, name: str, lo, rows) -> tirx.Stmt:

@@ -131,6 +131,24 @@ def few_rows(loop, body: isl.AstNode, name: str, init, extent, chunked: tirx.Stm
     return tirx.IfThenElse(few, alt, chunked)
 
 
+def batch_rows(loop, node: isl.AstNode, name: str, init, extent) -> tirx.Stmt | None:
+    """The outermost parallel loop ``node`` (a batch) whose body is a parallel
+    loop of register tiles' rows (a convolution's output channels: ``for b {
+    for o { tiles over o``), as one parallel loop over the pairs (batch, chunk
+    of rows); None otherwise.  ``loop``: the ``cpu.ChunkedLoop``.  The batch
+    loop alone ran at batch 1 on one core (a 3x3 convolution of 64 channels
+    at 64 x 64, batch 1: 1.85 -> 0.95 ms on two cores)."""
+    inner, mark = strip_marks(node.for_get_body())
+    if inner.get_type() != NT.for_ or mark != "par" or loop.low.loop_step(inner) != 1:
+        return None
+    b = tirx.Var(name, INDEX)
+    with loop.low.bound({name: b}):
+        i_init, i_extent = loop.low.loop_range(inner)
+        if uses(i_init, b) or uses(i_extent, b) or not loop.has_micro(inner.for_get_body(), iterator(inner)):
+            return None
+        return loop._chunks(inner.for_get_body(), iterator(inner), i_init, i_extent, (b, init, extent))
+
+
 def opaque(name: str, binds: list) -> list[tirx.Stmt]:
     """Statements binding each variable of ``binds`` [(var, value)] to its
     value through a local array, which TVM's simplifier does not see through
