@@ -4,6 +4,8 @@ NumPy's, 0 by a size of 0; a flat index's digits read through it; the
 division is a multiplication in the generated code."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tvm
@@ -72,3 +74,26 @@ def test_a_flat_index_reads_its_digits(mode):
 def test_cuda_keeps_the_division():
     from tcdsl.codegen.lower import ProgramLowering
     assert ProgramLowering.size_divisions is False
+
+
+GROUP_SCALED = """def gl(float(M,K) x, float(N,K) w, float(N,NG) sc, float(G) off) -> (y) {
+  y(m, n) +=! x(m, k) * (w(n, k) * sc(n, k / (K / NG)) + off(k % G))
+}"""
+
+
+@pytest.mark.parametrize("M,K,N,NG,G", [(3, 4096, 5, 32, 7), (2, 60, 3, 4, 16), (4, 50, 5, 5, 3), (1, 96, 2, 3, 97),
+                                         (2, 40, 3, 40, 1), (2, 17, 2, 1, 5)])
+def test_vector_lanes_of_one_quotient_read_one_scale(M, K, N, NG, G):
+    """A read at a quotient by a size along the vector loop (a per-group
+    scale, ``k / (K / NG)``) is one scalar where the vector's lanes share
+    their quotient, a test per vector (groups of 128, 15, 10 elements, of
+    one, remainders alongside); the numbers are NumPy's either way."""
+    k = tcdsl.compile(GROUP_SCALED, options=OPTS)
+    # the test, per vector: its first and last lane's quotients are equal
+    assert re.search(r"if T\.Cast\(\"int32\", T\.Cast\(\"uint64\", [^\n]*\) \* div\d_m >> div\d_s\) == T\.Cast\(", k.script)
+    rng = np.random.default_rng(K)
+    x, w = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((N, K)).astype(np.float32)
+    sc, off = rng.uniform(0.5, 1.5, (N, NG)).astype(np.float32), rng.standard_normal(G).astype(np.float32)
+    D, k_used = K // NG, np.arange(K)
+    wd = w.astype(np.float64) * sc.astype(np.float64)[:, k_used // D] + off.astype(np.float64)[k_used % G]
+    np.testing.assert_allclose(k(x, w, sc, off), x.astype(np.float64) @ wd.T, rtol=1e-4, atol=1e-4)

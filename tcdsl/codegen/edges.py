@@ -29,12 +29,17 @@ import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
+from . import divisors
+
 _ORDINARY = (tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL)
 
 
 def versioned(func: tirx.PrimFunc) -> tirx.PrimFunc:
-    """``func`` with its clamped vector reads plain where they are inside."""
-    return func.with_body(tvm_ffi.structural_map(func.body, [(tirx.For, _version)]))
+    """``func`` with its clamped vector reads plain where they are inside, and
+    its vector lanes' quotients by a size one scalar where they are equal
+    (divisors.runs)."""
+    body = tvm_ffi.structural_map(func.body, [(tirx.For, divisors.runs)])
+    return func.with_body(tvm_ffi.structural_map(body, [(tirx.For, _version)]))
 
 
 def _vars(e) -> list:
