@@ -18,6 +18,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..options import FUSION
+from .unskew import unskewed
 from ..sema.affine import isl_name, params_prefix
 from ..syntax import nodes as n
 from . import bounded, branches
@@ -279,7 +280,7 @@ def _finish(sched: isl.Schedule, stride_one: isl.UnionMap) -> isl.ScheduleNode:
     """Split the bands, sink the vector loops, mark par/seq."""
     # Hand-written walks rather than isl's node callbacks: an exception inside
     # an islpy callback is swallowed and can corrupt the process.
-    root = _split(sched.get_root())
+    root = unskewed(_split(sched.get_root()))
     root = _lift_wide_bands(root, stride_one)
     root = _sink_vector_bands(root, stride_one)
     return mark_bands(root)
