@@ -22,7 +22,6 @@ TUBELET = """def tub(float(B,C,T,H,W) x, float(E,C,2,4,4) w) -> (tok) {
 
 def _reference(x, w):
     B, C, T, H, W = x.shape
-    E = w.shape[0]
     x = x[:, :, :T // 2 * 2, :H // 4 * 4, :W // 4 * 4].astype(np.float64)
     p = x.reshape(B, C, T // 2, 2, H // 4, 4, W // 4, 4)
     return np.einsum("bctuihjw,ecuhw->btije", p, w.astype(np.float64))
