@@ -42,7 +42,7 @@ from .cpu_reduce import vector_reduction
 from .cpu_scalar_sums import scalar_nest
 from .cpu_scatter import scatter_kernel
 from .cpu_steps import STEP_ROWS, WithBody, branch_loop, nested_steps, step_rows, steps_wrap, stride_one_stores, strided_rows
-from .cpu_strips import batch_rows, branches_as_selects, few_rows, nonempty_vectors, opaque_size, strip_blocks
+from .cpu_strips import batch_rows, branches_as_selects, few_rows, nonempty_vectors, opaque, opaque_size, strip_blocks
 from .cpu_tiles import RegisterTiles, accumulates_privately, packed_loop, runs_in_one_step, transposed_loop
 from .tile_checks import gathers, panels_shared_across, wide_elements
 from .cpu_transpose import transposed_pair
@@ -400,7 +400,7 @@ class ChunkedLoop:
         count = tirx.floordiv(extent + chunk - 1, chunk)
         if outer is not None:  # one loop over (batch, chunk) pairs
             p = tirx.Var(name + "_pair", INDEX)
-            pair = [tirx.Bind(outer[0], outer[1] + tirx.floordiv(p, count)), tirx.Bind(ch, tirx.floormod(p, count))]
+            pair = opaque(name + "_pr", [(outer[0], outer[1] + tirx.floordiv(p, count)), (ch, tirx.floormod(p, count))])
             return seq(around + [tirx.For(p, 0, n_outer * count, kind, tirx.SeqStmt(pair + bind + [inner]))])
         out = tirx.For(ch, 0, count, kind, tirx.SeqStmt(bind + [inner]))
         return seq(around + [few_rows(self, body, name, init, extent, out, chunk)])
