@@ -27165,3 +27165,1128 @@ def _s64i_pw(torch, a, t, s):
         out.view(NB * BS, H, D).index_copy_(0, slot.long(), kn)
         return out
     return {"torch clone + index_copy_": _nograd(torch, fwd)}
+
+
+# ---------------------------------------------------------------- classical ML as tensor programs
+
+@program(name="tsne joint p: per-point beta gaussian affinities from the dot expansion; zero diagonal; row-normalised then (P + P^T) / 2N",
+         kind="ml", src="""
+def tsne_p(float(N,D) X, float(N) beta) -> (P) {
+  sq(i) +=! X(i, d) * X(i, d)
+  g(i, j) +=! X(i, d) * X(j, d)
+  e(i, j) = i == j ? 0.0 : exp(-beta(i) * (sq(i) + sq(j) - 2 * g(i, j)))
+  z(i) +=! e(i, j)
+  P(i, j) = (e(i, j) / z(i) + e(j, i) / z(j)) / (2 * N)
+}
+""", full=dict(N=2048, D=64), tiny=dict(N=7, D=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), (r.random(s["N"]).astype(np.float32) * 0.5 + 0.5) / s["D"]])
+def _s65_zz1(torch, a, t, s):
+    X, beta = t
+    N = s["N"]
+
+    def run():
+        sq = (X * X).sum(1)
+        d2 = sq[:, None] + sq[None, :] - 2 * (X @ X.t())
+        e = torch.exp(-beta[:, None] * d2)
+        e.fill_diagonal_(0)
+        P = e / e.sum(1, keepdim=True)
+        return (P + P.t()) / (2 * N)
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="tsne gradient: student-t kernel on an (N x E) embedding; global Z; 4 sum (p - q) w (yi - yj); kl over p > 0",
+         kind="ml", src="""
+def tsne_grad(float(N,N) P, float(N,E) Y) -> (grad, kl) {
+  d2(i, j) +=! (Y(i, e) - Y(j, e)) * (Y(i, e) - Y(j, e))
+  w(i, j) = i == j ? 0.0 : 1 / (1 + d2(i, j))
+  Z +=! w(i, j)
+  grad(i, e) +=! 4 * (P(i, j) - w(i, j) / Z) * w(i, j) * (Y(i, e) - Y(j, e))
+  kl +=! P(i, j) > 0 ? P(i, j) * log(P(i, j) * Z / w(i, j)) : 0.0
+}
+""", full=dict(N=2048, E=2), tiny=dict(N=7, E=2),
+    pick=lambda r: np.concatenate([r[0].ravel(), np.atleast_1d(r[1])]),
+    inputs=lambda r, s: [(lambda p: ((p + p.T) / (2 * p.sum())).astype(np.float32))(
+                             (lambda q: q * (1 - np.eye(s["N"], dtype=np.float32)))(r.random((s["N"], s["N"])).astype(np.float32))),
+                         _n(r, s["N"], s["E"])])
+def _s65_zz2(torch, a, t, s):
+    P, Y = t
+
+    def run():
+        d2 = torch.cdist(Y, Y).pow(2)
+        w = 1 / (1 + d2)
+        w.fill_diagonal_(0)
+        Z = w.sum()
+        pq = (P - w / Z) * w
+        grad = 4 * (pq.sum(1, keepdim=True) * Y - pq @ Y)
+        mask = P > 0
+        kl = (P[mask] * torch.log(P[mask] * Z / w[mask])).sum()
+        return torch.cat([grad.reshape(-1), kl.reshape(1)])
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="umap fuzzy graph: exp(-max(d - rho 0) / sigma) over an int32 knn table scattered dense; fuzzy union w + w^T - w w^T",
+         kind="ml", src="""
+def umap_graph(int32(N,K) knn, float(N,K) dist, float(N) rho, float(N) sigma) -> (G) {
+  m(i, k) = exp(-fmax(dist(i, k) - rho(i), 0.0) / sigma(i))
+  W(i, j) +=! knn(i, k) == j ? m(i, k) : 0.0 where j in 0:N
+  G(i, j) = W(i, j) + W(j, i) - W(i, j) * W(j, i)
+}
+""", full=dict(N=2048, K=15), tiny=dict(N=7, K=3),
+    inputs=lambda r, s: [np.stack([r.permutation(s["N"])[:s["K"]] for _ in range(s["N"])]).astype(np.int32),
+                         np.sort(r.random((s["N"], s["K"])).astype(np.float32) * 3, axis=1),
+                         r.random(s["N"]).astype(np.float32),
+                         r.random(s["N"]).astype(np.float32) + 0.5])
+def _s65_zz3(torch, a, t, s):
+    knn, dist, rho, sigma = t
+    N = s["N"]
+    idx = knn.long()
+
+    def run():
+        m = torch.exp(-(dist - rho[:, None]).clamp_min(0) / sigma[:, None])
+        W = torch.zeros(N, N).scatter_(1, idx, m)
+        Wt = W.t()
+        return W + Wt - W * Wt
+    return {"torch scatter": _nograd(torch, run)}
+
+
+@program(name="polynomial kernel (gamma x.y + c0)^3 by pow; kernel-pca double centring by row and total means",
+         kind="ml", src="""
+def kpca_center(float(N,D) X, float gamma, float c0) -> (Kc) {
+  g(i, j) +=! X(i, d) * X(j, d)
+  Kx(i, j) = pow(gamma * g(i, j) + c0, 3.0)
+  rm(i) +=! Kx(i, j) / N
+  tm +=! rm(i) / N
+  Kc(i, j) = Kx(i, j) - rm(i) - rm(j) + tm
+}
+""", full=dict(N=2048, D=64), tiny=dict(N=7, D=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), np.array(1.0 / s["D"], np.float32), np.array(0.5, np.float32)])
+def _s65_zz4(torch, a, t, s):
+    X, gamma, c0 = a
+    X = t[0]
+    gamma, c0 = float(gamma), float(c0)
+
+    def run():
+        K = (gamma * (X @ X.t()) + c0) ** 3
+        rm = K.mean(1)
+        return K - rm[:, None] - rm[None, :] + rm.mean()
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="weighted knn monitor: cosine sims to a feature bank; K rounds of max/argmax + mask in a for loop; exp(s / tau) votes by int32 labels",
+         kind="ml", src="""
+def knn_vote(float(B,D) q, float(M,D) bank, int32(M) lab, float tau) -> (votes, pred) {
+  qn(b) +=! q(b, d) * q(b, d)
+  bn(m) +=! bank(m, d) * bank(m, d)
+  sim(b, m) +=! q(b, d) * bank(m, d)
+  sim(b, m) = sim(b, m) * rsqrt(qn(b)) * rsqrt(bn(m))
+  votes(b, c) = 0.0 where b in 0:B, c in 0:C
+  for r in K {
+    best(b) argmax=! sim(b, m)
+    top(b) max=! sim(b, m)
+    votes(b, c) = votes(b, c) + (lab(best(b)) == c ? exp(top(b) / tau) : 0.0)
+    sim(b, m) = m == best(b) ? -inf : sim(b, m)
+  }
+  pred(b) argmax=! votes(b, c)
+}
+""", full=dict(B=256, M=8192, D=128, C=10, K=20), tiny=dict(B=3, M=11, D=5, C=3, K=4), free=("C", "K"),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["B"], s["D"]), _n(r, s["M"], s["D"]),
+                         r.integers(0, s["C"], s["M"]).astype(np.int32), np.array(0.07, np.float32)])
+def _s65_zz5(torch, a, t, s):
+    q, bank, lab, _ = t
+    tau = float(a[3])
+    C, K = s["C"], s["K"]
+    F = torch.nn.functional
+    labl = lab.long()
+
+    def run():
+        sim = F.normalize(q, dim=1) @ F.normalize(bank, dim=1).t()
+        top, idx = sim.topk(K, dim=1)
+        w = torch.exp(top / tau)
+        votes = torch.zeros(q.shape[0], C).scatter_add_(1, labl[idx], w)
+        return votes
+    return {"torch topk": _nograd(torch, run)}
+
+
+@program(name="ridge normal equations X^T X + lam I and X^T y; gauss-jordan over pivots in a for loop (pivot row copied first)",
+         kind="ml", src="""
+def ridge_ne(float(N,D) X, float(N) y, float lam) -> (w) {
+  A(i, j) +=! X(n, i) * X(n, j)
+  A(i, j) = A(i, j) + (i == j ? lam : 0.0)
+  w(i) +=! X(n, i) * y(n)
+  for p in D {
+    piv = A(p, p)
+    f(i) = A(i, p)
+    row(j) = A(p, j) / piv
+    rp = w(p) / piv
+    A(i, j) = i == p ? row(j) : A(i, j) - f(i) * row(j)
+    w(i) = i == p ? rp : w(i) - f(i) * rp
+  }
+}
+""", full=dict(N=4096, D=256), tiny=dict(N=9, D=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["N"]), np.array(1.0, np.float32)])
+def _s65_zz6(torch, a, t, s):
+    X, y, _ = t
+    lam = float(a[2])
+    D = s["D"]
+
+    def run():
+        A = X.t() @ X + lam * torch.eye(D)
+        return torch.linalg.solve(A, X.t() @ y)
+    return {"torch.linalg.solve": _nograd(torch, run)}
+
+
+@program(name="spherical gaussian mixture em over S iterations (free): log-sum-exp e-step; weights/means/variances m-step; mean ll per step",
+         kind="ml", src="""
+def gmm_em(float(N,D) X, float(K,D) mu0, float(K) var0, float(K) pi0) -> (mu, var, ll) {
+  mu(k, d) = mu0(k, d)
+  var(k) = var0(k)
+  logpi(k) = log(pi0(k))
+  xx(n) +=! X(n, d) * X(n, d)
+  for it in S {
+    mm(k) +=! mu(k, d) * mu(k, d)
+    xm(n, k) +=! X(n, d) * mu(k, d)
+    lp(n, k) = logpi(k) - 0.5 * D * log(2 * 3.14159265 * var(k)) - 0.5 * (xx(n) - 2 * xm(n, k) + mm(k)) / var(k)
+    mx(n) max=! lp(n, k)
+    se(n) +=! exp(lp(n, k) - mx(n))
+    ll(it) +=! (mx(n) + log(se(n))) / N
+    resp(n, k) = exp(lp(n, k) - mx(n)) / se(n)
+    nk(k) +=! resp(n, k)
+    mu(k, d) +=! resp(n, k) * X(n, d) / nk(k)
+    ss(k) +=! resp(n, k) * (X(n, d) - mu(k, d)) * (X(n, d) - mu(k, d))
+    var(k) = ss(k) / (nk(k) * D) + 1e-6
+    logpi(k) = log(nk(k) / N)
+  }
+}
+""", full=dict(N=8192, D=16, K=8, S=10), tiny=dict(N=9, D=3, K=2, S=3), free=("S",),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1], r[2]]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]) + np.repeat(_n(r, s["K"], s["D"]) * 3, -(-s["N"] // s["K"]), 0)[:s["N"]],
+                         _n(r, s["K"], s["D"]) * 2, np.ones(s["K"], np.float32) * 4,
+                         np.ones(s["K"], np.float32) / s["K"]])
+def _s65_zz7(torch, a, t, s):
+    X, mu0, var0, pi0 = t
+    N, D, S = s["N"], s["D"], s["S"]
+
+    def run():
+        mu, var, logpi = mu0.clone(), var0.clone(), torch.log(pi0)
+        xx = (X * X).sum(1, keepdim=True)
+        lls = []
+        for _ in range(S):
+            d2 = xx - 2 * X @ mu.t() + (mu * mu).sum(1)
+            lp = logpi - 0.5 * D * torch.log(2 * 3.14159265 * var) - 0.5 * d2 / var
+            lse = torch.logsumexp(lp, 1, keepdim=True)
+            lls.append(lse.mean().reshape(1))
+            resp = torch.exp(lp - lse)
+            nk = resp.sum(0)
+            mu = (resp.t() @ X) / nk[:, None]
+            ss = (resp * ((X * X).sum(1, keepdim=True) - 2 * X @ mu.t() + (mu * mu).sum(1))).sum(0)
+            var = ss / (nk * D) + 1e-6
+            logpi = torch.log(nk / N)
+        return torch.cat([mu.reshape(-1), var, torch.cat(lls)])
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="pca top-K by power iteration with deflation: nested for loops over components and steps (K S free); centring inside the covariance sum",
+         kind="ml", src="""
+def pca_deflate(float(N,D) X, float(K,D) V0) -> (V, ev) {
+  mean(d) +=! X(n, d) / N
+  C(i, j) +=! (X(n, i) - mean(i)) * (X(n, j) - mean(j)) / (N - 1)
+  for c in K {
+    v(i) = V0(c, i)
+    for s in S {
+      u(i) +=! C(i, j) * v(j)
+      nrm +=! u(i) * u(i)
+      v(i) = u(i) * rsqrt(nrm)
+    }
+    Cv(i) +=! C(i, j) * v(j)
+    ev(c) +=! v(i) * Cv(i)
+    V(c, i) = v(i)
+    C(i, j) = C(i, j) - ev(c) * v(i) * v(j)
+  }
+}
+""", full=dict(N=4096, D=256, K=8, S=30), tiny=dict(N=9, D=5, K=3, S=4), free=("S",),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1]]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]) * np.geomspace(4, 0.2, s["D"], dtype=np.float32), _w(r, s["K"], s["D"])])
+def _s65_zz8(torch, a, t, s):
+    X, V0 = t
+    K, S = s["K"], s["S"]
+
+    def run():
+        C = torch.cov(X.t())
+        V, ev = [], []
+        for c in range(K):
+            v = V0[c]
+            for _ in range(S):
+                u = C @ v
+                v = u / torch.linalg.vector_norm(u)
+            e = v @ (C @ v)
+            V.append(v); ev.append(e.reshape(1))
+            C = C - e * torch.outer(v, v)
+        return torch.cat([torch.stack(V).reshape(-1), torch.cat(ev)])
+    return {"torch.cov + loops": _nograd(torch, run)}
+
+
+@program(name="logistic regression newton/irls pieces: p = sigmoid(Xw); gradient X^T(p - y) + lam w; hessian X^T diag(p(1-p)) X + lam I",
+         kind="ml", src="""
+def irls(float(N,D) X, float(N) y, float(D) w, float lam) -> (g, H) {
+  z(n) +=! X(n, d) * w(d)
+  p(n) = sigmoid(z(n))
+  g(d) +=! X(n, d) * (p(n) - y(n))
+  g(d) = g(d) + lam * w(d)
+  H(i, j) +=! X(n, i) * p(n) * (1 - p(n)) * X(n, j)
+  H(i, j) = H(i, j) + (i == j ? lam : 0.0)
+}
+""", full=dict(N=8192, D=128), tiny=dict(N=9, D=5),
+    pick=lambda r: np.concatenate([r[0], r[1].ravel()]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), (r.random(s["N"]) > 0.5).astype(np.float32), _w(r, s["D"]),
+                         np.array(0.1, np.float32)])
+def _s65_zz9(torch, a, t, s):
+    X, y, w, _ = t
+    lam = float(a[3])
+    D = s["D"]
+
+    def run():
+        p = torch.sigmoid(X @ w)
+        g = X.t() @ (p - y) + lam * w
+        H = X.t() @ (X * (p * (1 - p))[:, None]) + lam * torch.eye(D)
+        return torch.cat([g, H.reshape(-1)])
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="multinomial naive bayes fit + predict: class counts by int32 label select (C free); laplace alpha; log prior; test jll; argmax",
+         kind="ml", src="""
+def mnb(float(N,V) Xtr, int32(N) ytr, float(M,V) Xte, float alpha) -> (jll, pred) {
+  cnt(c, v) +=! ytr(n) == c ? Xtr(n, v) : 0.0 where c in 0:C
+  nc(c) +=! ytr(n) == c ? 1.0 : 0.0 where c in 0:C
+  tot(c) +=! cnt(c, v)
+  logth(c, v) = log((cnt(c, v) + alpha) / (tot(c) + alpha * V))
+  jll(m, c) +=! Xte(m, v) * logth(c, v)
+  jll(m, c) = jll(m, c) + log(nc(c) / N)
+  pred(m) argmax=! jll(m, c)
+}
+""", full=dict(N=4096, V=2048, M=1024, C=20), tiny=dict(N=9, V=5, M=3, C=3), free=("C",),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [r.poisson(0.5, (s["N"], s["V"])).astype(np.float32),
+                         (np.arange(s["N"]) % s["C"]).astype(np.int32),
+                         r.poisson(0.5, (s["M"], s["V"])).astype(np.float32), np.array(1.0, np.float32)])
+def _s65_zz10(torch, a, t, s):
+    Xtr, ytr, Xte, _ = t
+    alpha = float(a[3])
+    C, N, V = s["C"], s["N"], s["V"]
+    F = torch.nn.functional
+
+    def run():
+        Y = F.one_hot(ytr.long(), C).float()
+        cnt = Y.t() @ Xtr
+        logth = torch.log((cnt + alpha) / (cnt.sum(1, keepdim=True) + alpha * V))
+        return Xte @ logth.t() + torch.log(Y.sum(0) / N)
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="qda log posterior: per-class mahalanobis forms with (C x D x D) precisions; diff tensor (N x C x D); log-det; prior; log-softmax",
+         kind="ml", src="""
+def qda(float(N,D) X, float(C,D) mu, float(C,D,D) prec, float(C) logdet, float(C) logprior) -> (post) {
+  diff(n, c, d) = X(n, d) - mu(c, d)
+  pd(n, c, e) +=! diff(n, c, d) * prec(c, d, e)
+  q(n, c) +=! pd(n, c, e) * diff(n, c, e)
+  s(n, c) = logprior(c) - 0.5 * logdet(c) - 0.5 * q(n, c)
+  mx(n) max=! s(n, c)
+  z(n) +=! exp(s(n, c) - mx(n))
+  post(n, c) = s(n, c) - mx(n) - log(z(n))
+}
+""", full=dict(N=4096, D=64, C=8), tiny=dict(N=7, D=5, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["C"], s["D"]) * 0.5,
+                         (lambda A: (np.einsum("cij,ckj->cik", A, A) / s["D"] + np.eye(s["D"])).astype(np.float32))(_n(r, s["C"], s["D"], s["D"])),
+                         _n(r, s["C"]), np.log(np.ones(s["C"], np.float32) / s["C"])])
+def _s65_zz11(torch, a, t, s):
+    X, mu, prec, logdet, logprior = t
+
+    def run():
+        diff = X[:, None, :] - mu[None]
+        pd = torch.einsum("ncd,cde->nce", diff, prec)
+        q = (pd * diff).sum(-1)
+        return torch.log_softmax(logprior - 0.5 * logdet - 0.5 * q, dim=1)
+    return {"torch einsum": _nograd(torch, run)}
+
+
+@program(name="tsne perplexity calibration: S bisection steps (free) on per-row beta; entropy from exp(-beta d2); lo/hi bounds by selects",
+         kind="ml", src="""
+def tsne_beta(float(N,D) X, float logperp) -> (beta, H) {
+  sq(i) +=! X(i, d) * X(i, d)
+  g(i, j) +=! X(i, d) * X(j, d)
+  d2(i, j) = i == j ? 0.0 : fmax(sq(i) + sq(j) - 2 * g(i, j), 0.0)
+  beta(i) = 1.0 where i in 0:N
+  lo(i) = 0.0 where i in 0:N
+  hi(i) = 1e30 where i in 0:N
+  for s in S {
+    e(i, j) = i == j ? 0.0 : exp(-beta(i) * d2(i, j))
+    z(i) +=! e(i, j)
+    ed(i) +=! e(i, j) * d2(i, j)
+    H(i) = log(z(i)) + beta(i) * ed(i) / z(i)
+    lo(i) = H(i) > logperp ? beta(i) : lo(i)
+    hi(i) = H(i) > logperp ? hi(i) : beta(i)
+    beta(i) = hi(i) >= 1e30 ? beta(i) * 2 : (lo(i) + hi(i)) / 2
+  }
+}
+""", full=dict(N=1024, D=32, S=30), tiny=dict(N=7, D=5, S=4), free=("S",),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [(_n(r, s["N"], s["D"]) / np.sqrt(s["D"])).astype(np.float32), np.array(np.log(min(30.0, s["N"] / 3)), np.float32)])
+def _s65_zz12(torch, a, t, s):
+    X, _ = t
+    logperp = float(a[1])
+    N, S = s["N"], s["S"]
+
+    def run():
+        sq = (X * X).sum(1)
+        d2 = (sq[:, None] + sq[None, :] - 2 * X @ X.t()).clamp_min(0)
+        d2.fill_diagonal_(0)
+        offd = 1 - torch.eye(N)
+        beta = torch.ones(N); lo = torch.zeros(N); hi = torch.full((N,), 1e30)
+        for _ in range(S):
+            e = torch.exp(-beta[:, None] * d2) * offd
+            z = e.sum(1)
+            H = torch.log(z) + beta * (e * d2).sum(1) / z
+            up = H > logperp
+            lo = torch.where(up, beta, lo)
+            hi = torch.where(up, hi, beta)
+            beta = torch.where(hi >= 1e30, beta * 2, (lo + hi) / 2)
+        return beta
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="softmax regression mini-batch sgd with momentum: W (C x D); contiguous batches x(bt * BS + i; d); E epochs x NB batches nested loops",
+         kind="ml", src="""
+def softmax_sgd(float(N,D) X, int32(N) y, float(C,D) W0, float lr, float mom) -> (W, bias, loss) {
+  W(c, d) = W0(c, d)
+  bias(c) = 0.0 where c in 0:C
+  vW(c, d) = 0.0 where c in 0:C, d in 0:D
+  vb(c) = 0.0 where c in 0:C
+  for ep in E {
+    for bt in NB {
+      z(i, c) +=! X(bt * BS + i, d) * W(c, d) where i in 0:BS
+      z(i, c) = z(i, c) + bias(c)
+      mx(i) max=! z(i, c)
+      se(i) +=! exp(z(i, c) - mx(i))
+      zy(i) +=! y(bt * BS + i) == c ? z(i, c) : 0.0
+      loss(ep, bt) +=! (mx(i) + log(se(i)) - zy(i)) / BS
+      gz(i, c) = (exp(z(i, c) - mx(i)) / se(i) - (y(bt * BS + i) == c ? 1.0 : 0.0)) / BS
+      gW(c, d) +=! gz(i, c) * X(bt * BS + i, d)
+      gb(c) +=! gz(i, c)
+      vW(c, d) = mom * vW(c, d) + gW(c, d)
+      vb(c) = mom * vb(c) + gb(c)
+      W(c, d) = W(c, d) - lr * vW(c, d)
+      bias(c) = bias(c) - lr * vb(c)
+    }
+  }
+}
+""", full=dict(N=8192, D=128, C=10, E=2, NB=32, BS=256), tiny=dict(N=15, D=5, C=3, E=2, NB=3, BS=5), free=("E", "NB", "BS"),
+    pick=lambda r: np.concatenate([r[0].ravel(), r[1], r[2].ravel()]),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["C"], s["N"]).astype(np.int32), _w(r, s["C"], s["D"]),
+                         np.array(0.1, np.float32), np.array(0.9, np.float32)])
+def _s65_zz14(torch, a, t, s):
+    X, y, W0, _, _ = t
+    lr, mom = float(a[3]), float(a[4])
+    E, NB, BS, C = s["E"], s["NB"], s["BS"], s["C"]
+    F = torch.nn.functional
+    yl = y.long()
+
+    def run():
+        W = W0.clone(); b = torch.zeros(C); vW = torch.zeros_like(W); vb = torch.zeros(C); losses = []
+        for ep in range(E):
+            for bt in range(NB):
+                xb = X[bt * BS:(bt + 1) * BS]; yb = yl[bt * BS:(bt + 1) * BS]
+                z = F.linear(xb, W, b)
+                losses.append(F.cross_entropy(z, yb).reshape(1))
+                gz = (torch.softmax(z, 1) - F.one_hot(yb, C)) / BS
+                vW = mom * vW + gz.t() @ xb
+                vb = mom * vb + gz.sum(0)
+                W = W - lr * vW
+                b = b - lr * vb
+        return torch.cat([W.reshape(-1), b, torch.cat(losses)])
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="gaussian mean shift over S iterations (free): every point moved to the kernel-weighted mean of the data; distances of state to data",
+         kind="ml", src="""
+def mean_shift(float(N,D) X, float bw) -> (Y) {
+  Y(i, d) = X(i, d)
+  xx(j) +=! X(j, d) * X(j, d)
+  for s in S {
+    yy(i) +=! Y(i, d) * Y(i, d)
+    yx(i, j) +=! Y(i, d) * X(j, d)
+    k(i, j) = exp(-(yy(i) + xx(j) - 2 * yx(i, j)) / (2 * bw * bw))
+    ks(i) +=! k(i, j)
+    Y(i, d) +=! k(i, j) * X(j, d) / ks(i)
+  }
+}
+""", full=dict(N=2048, D=8, S=10), tiny=dict(N=7, D=3, S=3), free=("S",),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]) * 0.5 + np.repeat(_n(r, 4, s["D"]) * 3, -(-s["N"] // 4), 0)[:s["N"]],
+                         np.array(1.0, np.float32)])
+def _s65_zz16(torch, a, t, s):
+    X, _ = t
+    bw = float(a[1])
+    S = s["S"]
+
+    def run():
+        Y = X.clone()
+        xx = (X * X).sum(1)
+        for _ in range(S):
+            d2 = (Y * Y).sum(1, keepdim=True) + xx - 2 * Y @ X.t()
+            k = torch.exp(-d2 / (2 * bw * bw))
+            Y = (k @ X) / k.sum(1, keepdim=True)
+        return Y
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="lda pooled within-class covariance: class means by label select; centring by mu(y(n) i) gathered inside the (D x D) sum",
+         kind="ml", src="""
+def lda_cov(float(N,D) X, int32(N) y) -> (Sw, mu) {
+  cnt(c) +=! y(n) == c ? 1.0 : 0.0 where c in 0:C
+  mu(c, i) +=! y(n) == c ? X(n, i) : 0.0 where c in 0:C
+  mu(c, i) = mu(c, i) / cnt(c)
+  Sw(i, j) +=! (X(n, i) - mu(y(n), i)) * (X(n, j) - mu(y(n), j)) / (N - C)
+}
+""", full=dict(N=8192, D=128, C=10), tiny=dict(N=9, D=5, C=3), free=("C",),
+    pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), (np.arange(s["N"]) % s["C"]).astype(np.int32)])
+def _s65_zz18(torch, a, t, s):
+    X, y = t
+    C, N = s["C"], s["N"]
+    F = torch.nn.functional
+    yl = y.long()
+
+    def run():
+        Y = F.one_hot(yl, C).float()
+        mu = (Y.t() @ X) / Y.sum(0)[:, None]
+        Xc = X - mu[yl]
+        return Xc.t() @ Xc / (N - C)
+    return {"torch": _nograd(torch, run)}
+
+
+@program(name="ard rbf gp kernel: s2 exp(-0.5 sum_d (x_id - z_jd)^2 / l_d^2) written as the direct sum of squared scaled differences",
+         kind="ml", src="""
+def ard_rbf(float(N,D) X, float(M,D) Z, float(D) ls, float s2) -> (K) {
+  K(i, j) +=! (X(i, d) - Z(j, d)) * (X(i, d) - Z(j, d)) / (ls(d) * ls(d))
+  K(i, j) = s2 * exp(-0.5 * K(i, j))
+}
+""", full=dict(N=2048, M=1024, D=32), tiny=dict(N=7, M=5, D=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _n(r, s["M"], s["D"]),
+                         (r.random(s["D"]) * 2 + 2).astype(np.float32) * np.sqrt(s["D"] / 8, dtype=np.float32),
+                         np.array(1.5, np.float32)])
+def _s65_zz19(torch, a, t, s):
+    X, Z, ls, _ = t
+    s2 = float(a[3])
+
+    def run():
+        return s2 * torch.exp(-0.5 * torch.cdist(X / ls, Z / ls).pow(2))
+    return {"torch cdist": _nograd(torch, run)}
+
+
+def _s65_t2_f(x):
+    return np.array(x, np.float32)
+
+
+def _s65_t2_pick(r):
+    return np.concatenate([np.ravel(np.asarray(x)).astype(np.float32) for x in r])
+
+
+def _s65_t2_cat(torch, *xs):
+    return torch.cat([x.reshape(-1).float() for x in xs])
+
+
+def _s65_t2_done(rng, *shape, p=0.02):
+    return (rng.random(shape) < p).astype(np.float32)
+
+
+# V-trace (IMPALA) targets, (T, B), truncated importance weights, reversed loop
+@program(name="vtrace targets impala reversed loop", kind="rl", src="""
+def t2_vtrace(float(T,B) logp, float(T,B) mlogp, float(T,B) rew, float(T,B) val, float(B) boot,
+              float(T,B) done, float gamma) -> (vs, pg_adv) {
+  rho(t, b) = min(exp(logp(t, b) - mlogp(t, b)), 1.0)
+  for s in T {
+    if s == 0 {
+      acc(T - 1 - s, b) = rho(T - 1 - s, b) * (rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b)) * boot(b) - val(T - 1 - s, b))
+    } else {
+      acc(T - 1 - s, b) = rho(T - 1 - s, b) * (rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b)) * val(T - s, b) - val(T - 1 - s, b))
+                          + gamma * (1 - done(T - 1 - s, b)) * rho(T - 1 - s, b) * acc(T - s, b)
+    }
+  }
+  vs(t, b) = val(t, b) + acc(t, b)
+  pg_adv(t, b) = rho(t, b) * (rew(t, b) + gamma * (1 - done(t, b)) * (t + 1 < T ? vs(t + 1, b) : boot(b)) - val(t, b)) where t in 0:T
+}""", full=dict(T=256, B=1024), tiny=dict(T=7, B=3),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"]) * 0.5, _n(rng, s["T"], s["B"]) * 0.5, _n(rng, s["T"], s["B"]),
+                                _n(rng, s["T"], s["B"]), _n(rng, s["B"]), _s65_t2_done(rng, s["T"], s["B"]), _s65_t2_f(0.99)],
+         pick=_s65_t2_pick)
+def _s65_t2_vtrace(torch, a, t, s):
+    logp, mlogp, rew, val, boot, done, gamma = t
+    g = float(gamma)
+
+    def loop():
+        rho = (logp - mlogp).exp().clamp(max=1.0)
+        nd = 1 - done
+        delta = rho * (rew + g * nd * torch.cat([val[1:], boot[None]]) - val)
+        cf = g * nd * rho
+        acc = torch.empty_like(rew)
+        last = torch.zeros_like(boot)
+        for i in range(rew.shape[0] - 1, -1, -1):
+            last = delta[i] + cf[i] * last
+            acc[i] = last
+        vs = val + acc
+        pg = rho * (rew + g * nd * torch.cat([vs[1:], boot[None]]) - val)
+        return _s65_t2_cat(torch, vs, pg)
+    return {"torch loop": loop}
+
+
+# Retrace(lambda) Q targets, softmax target policy expectation over actions
+@program(name="retrace q targets softmax expectation", kind="rl", src="""
+def t2_retrace(float(T + 1, B, A) q, float(T + 1, B, A) lg, int32(T, B) act, float(T, B) mlogp, float(T, B) rew,
+               float(T, B) done, float gamma, float lam) -> (qret) {
+  mx(t, b) max=! lg(t, b, a)
+  se(t, b) +=! exp(lg(t, b, a) - mx(t, b))
+  ev(t, b) +=! exp(lg(t, b, a) - mx(t, b)) / se(t, b) * q(t, b, a)
+  c(t, b) = lam * min(1.0, exp(lg(t, b, act(t, b)) - mx(t, b) - log(se(t, b)) - mlogp(t, b)))
+  qa(t, b) = q(t, b, act(t, b))
+  for s in T {
+    if s == 0 {
+      qret(T - 1 - s, b) = rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b)) * ev(T - s, b)
+    } else {
+      qret(T - 1 - s, b) = rew(T - 1 - s, b) + gamma * (1 - done(T - 1 - s, b))
+                           * (ev(T - s, b) + c(T - s, b) * (qret(T - s, b) - qa(T - s, b)))
+    }
+  }
+}""", full=dict(T=128, B=256, A=18), tiny=dict(T=5, B=3, A=4),
+         inputs=lambda rng, s: [_n(rng, s["T"] + 1, s["B"], s["A"]), _n(rng, s["T"] + 1, s["B"], s["A"]),
+                                rng.integers(0, s["A"], (s["T"], s["B"])).astype(np.int32),
+                                -np.abs(_n(rng, s["T"], s["B"])) - 1.0, _n(rng, s["T"], s["B"]),
+                                _s65_t2_done(rng, s["T"], s["B"]), _s65_t2_f(0.99), _s65_t2_f(0.95)])
+def _s65_t2_retrace(torch, a, t, s):
+    q, lg, act, mlogp, rew, done, gamma, lam = t
+    g, l = float(gamma), float(lam)
+    T = s["T"]
+
+    def loop():
+        lp = torch.log_softmax(lg, -1)
+        ev = (lp.exp() * q).sum(-1)
+        a64 = act.long()[..., None]
+        c = l * (lp[:T].gather(-1, a64).squeeze(-1) - mlogp).exp().clamp(max=1.0)
+        qa = q[:T].gather(-1, a64).squeeze(-1)
+        gn = g * (1 - done)
+        out = torch.empty_like(rew)
+        last = rew[T - 1] + gn[T - 1] * ev[T]
+        out[T - 1] = last
+        for i in range(T - 2, -1, -1):
+            last = rew[i] + gn[i] * (ev[i + 1] + c[i + 1] * (last - qa[i + 1]))
+            out[i] = last
+        return out
+    return {"torch loop": loop}
+
+
+# value iteration on B grid worlds, 4 moves with slip, walls clamp, K sweeps (free), greedy policy
+@program(name="gridworld value iteration slip 4 moves", kind="rl", src="""
+def t2_grid_vi(float(B,H,W) R, float(B,H,W) term, float gamma) -> (V, pi) {
+  V(b, i, j) = 0.0 where exists R(b, i, j)
+  for it in K {
+    nv(b, a, i, j) = a == 0 ? (i > 0 ? V(b, i - 1, j) : V(b, i, j))
+                   : (a == 1 ? (i + 1 < H ? V(b, i + 1, j) : V(b, i, j))
+                   : (a == 2 ? (j > 0 ? V(b, i, j - 1) : V(b, i, j))
+                   : (j + 1 < W ? V(b, i, j + 1) : V(b, i, j)))) where a in 0:4, i in 0:H, j in 0:W
+    q(b, a, i, j) = R(b, i, j) + gamma * (1 - term(b, i, j))
+                    * (0.8 * nv(b, a, i, j) + 0.1 * nv(b, (a + 2) % 4, i, j) + 0.1 * nv(b, 3 - a, i, j))
+    V(b, i, j) max=! q(b, a, i, j)
+  }
+  pi(b, i, j) argmax=! q(b, a, i, j)
+}""", full=dict(B=16, H=64, W=64, K=40), tiny=dict(B=2, H=5, W=7, K=4), free=("K",),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["H"], s["W"]) * 0.1, _s65_t2_done(rng, s["B"], s["H"], s["W"], p=0.05),
+                                _s65_t2_f(0.95)], pick=_s65_t2_pick)
+def _s65_t2_grid_vi(torch, a, t, s):
+    R, term, gamma = t
+    F = torch.nn.functional
+    g = float(gamma)
+
+    def loop():
+        V = torch.zeros_like(R)
+        gt = g * (1 - term)
+        for _ in range(s["K"]):
+            P = F.pad(V[:, None], (1, 1, 1, 1), mode="replicate")[:, 0]
+            nv = torch.stack([P[:, :-2, 1:-1], P[:, 2:, 1:-1], P[:, 1:-1, :-2], P[:, 1:-1, 2:]], 1)
+            q = R[:, None] + gt[:, None] * (0.8 * nv + 0.1 * nv[:, [2, 3, 0, 1]] + 0.1 * nv[:, [3, 2, 1, 0]])
+            V = q.amax(1)
+        return _s65_t2_cat(torch, V, q.argmax(1))
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# discrete SAC: twin-Q soft target, critic, actor and temperature losses
+@program(name="discrete sac losses twin q soft target", kind="rl", src="""
+def t2_sac_discrete(float(B,A) q1, float(B,A) q2, float(B,A) tq1, float(B,A) tq2, float(B,A) lg, float(B,A) nlg,
+                    int32(B) act, float(B) rew, float(B) done, float gamma, float log_alpha, float target_ent)
+    -> (y, closs, aloss, tloss) {
+  nmx(b) max=! nlg(b, a)
+  nse(b) +=! exp(nlg(b, a) - nmx(b))
+  nlse(b) = nmx(b) + log(nse(b))
+  vn(b) +=! exp(nlg(b, a) - nlse(b)) * (min(tq1(b, a), tq2(b, a)) - exp(log_alpha) * (nlg(b, a) - nlse(b)))
+  y(b) = rew(b) + gamma * (1 - done(b)) * vn(b)
+  closs +=! 0.5 * ((q1(b, act(b)) - y(b)) * (q1(b, act(b)) - y(b)) + (q2(b, act(b)) - y(b)) * (q2(b, act(b)) - y(b))) / B
+  mx(b) max=! lg(b, a)
+  se(b) +=! exp(lg(b, a) - mx(b))
+  lse(b) = mx(b) + log(se(b))
+  aloss +=! exp(lg(b, a) - lse(b)) * (exp(log_alpha) * (lg(b, a) - lse(b)) - min(q1(b, a), q2(b, a))) / B
+  ent(b) +=! -exp(lg(b, a) - lse(b)) * (lg(b, a) - lse(b))
+  tloss +=! log_alpha * (ent(b) - target_ent) / B
+}""", full=dict(B=65536, A=18), tiny=dict(B=7, A=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["A"]) for _ in range(6)]
+                               + [rng.integers(0, s["A"], s["B"]).astype(np.int32), _n(rng, s["B"]),
+                                  _s65_t2_done(rng, s["B"], p=0.05), _s65_t2_f(0.99), _s65_t2_f(-1.5), _s65_t2_f(2.0)],
+         pick=_s65_t2_pick)
+def _s65_t2_sac(torch, a, t, s):
+    q1, q2, tq1, tq2, lg, nlg, act, rew, done, gamma, log_alpha, tent = t
+    g, la, te = float(gamma), float(log_alpha), float(tent)
+    al = float(np.exp(np.float32(la)))
+
+    def run():
+        nlp = torch.log_softmax(nlg, -1)
+        vn = (nlp.exp() * (torch.min(tq1, tq2) - al * nlp)).sum(-1)
+        y = rew + g * (1 - done) * vn
+        a64 = act.long()[:, None]
+        qa1, qa2 = q1.gather(1, a64).squeeze(1), q2.gather(1, a64).squeeze(1)
+        closs = 0.5 * (((qa1 - y) ** 2).mean() + ((qa2 - y) ** 2).mean())
+        lp = torch.log_softmax(lg, -1)
+        p = lp.exp()
+        aloss = (p * (al * lp - torch.min(q1, q2))).sum(-1).mean()
+        ent = -(p * lp).sum(-1)
+        tloss = (la * (ent - te)).mean()
+        return _s65_t2_cat(torch, y, closs, aloss, tloss)
+    return {"torch": run}
+
+
+# lambda returns, time-last (B, T) with (B, T + 1) values, normalised advantages
+@program(name="lambda returns time-last normalised adv", kind="rl", src="""
+def t2_lambda_returns(float(B,T) rew, float(B,T + 1) val, float(B,T) done, float gamma, float lam) -> (G, advn) {
+  for s in T {
+    if s == 0 {
+      G(b, T - 1 - s) = rew(b, T - 1 - s) + gamma * (1 - done(b, T - 1 - s)) * val(b, T - s)
+    } else {
+      G(b, T - 1 - s) = rew(b, T - 1 - s) + gamma * (1 - done(b, T - 1 - s))
+                        * ((1 - lam) * val(b, T - s) + lam * G(b, T - s))
+    }
+  }
+  adv(b, t) = G(b, t) - val(b, t)
+  m +=! adv(b, t) / (B * T)
+  var +=! (adv(b, t) - m) * (adv(b, t) - m) / (B * T - 1)
+  advn(b, t) = (adv(b, t) - m) / (sqrt(var) + 1e-8)
+}""", full=dict(B=256, T=512), tiny=dict(B=3, T=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"]), _n(rng, s["B"], s["T"] + 1), _s65_t2_done(rng, s["B"], s["T"]),
+                                _s65_t2_f(0.99), _s65_t2_f(0.9)], pick=_s65_t2_pick)
+def _s65_t2_lret(torch, a, t, s):
+    rew, val, done, gamma, lam = t
+    g, l = float(gamma), float(lam)
+
+    def loop():
+        T = rew.shape[1]
+        gn = g * (1 - done)
+        base = rew + gn * (1 - l) * val[:, 1:]
+        G = torch.empty_like(rew)
+        last = rew[:, T - 1] + gn[:, T - 1] * val[:, T]
+        G[:, T - 1] = last
+        for i in range(T - 2, -1, -1):
+            last = base[:, i] + gn[:, i] * l * last
+            G[:, i] = last
+        adv = G - val[:, :T]
+        return _s65_t2_cat(torch, G, (adv - adv.mean()) / (adv.std() + 1e-8))
+    return {"torch loop": loop}
+
+
+# n-step returns over a window of N (free) steps, bootstrapped, truncated at the rollout end
+@program(name="n-step returns window pow gamma", kind="rl", src="""
+def t2_nstep(float(B,T) rew, float(B,T) val, float(B) boot, float gamma) -> (G) {
+  G(b, t) +=! (t + k < T ? pow(gamma, float(k)) * rew(b, t + k) : 0.0) where k in 0:N, t in 0:T
+  G(b, t) = G(b, t) + (t + N < T ? pow(gamma, float(N)) * val(b, t + N) : pow(gamma, float(T - t)) * boot(b)) where t in 0:T
+}""", full=dict(B=512, T=1024, N=16), tiny=dict(B=3, T=7, N=3), free=("N",),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"]), _n(rng, s["B"], s["T"]), _n(rng, s["B"]), _s65_t2_f(0.97)])
+def _s65_t2_nstep(torch, a, t, s):
+    rew, val, boot, gamma = t
+    F = torch.nn.functional
+    N = s["N"]
+    g = float(gamma)
+
+    def run():
+        B, T = rew.shape
+        gk = torch.tensor([g ** k for k in range(N)], dtype=torch.float32)
+        G = F.pad(rew, (0, N - 1)).unfold(1, N, 1) @ gk
+        ext = torch.cat([val, boot[:, None].expand(B, N)], 1)[:, N:N + T]
+        tt = torch.arange(T)
+        pw = torch.where(tt + N < T, torch.full((T,), g ** N), torch.tensor(g, dtype=torch.float64).pow(T - tt).float())
+        return G + pw * ext
+    return {"torch": _nograd(torch, run)}
+
+
+# PPO with a diagonal gaussian policy: log-prob summed over action dims, entropy, clipped value loss
+@program(name="ppo gaussian policy clipped value loss", kind="rl", src="""
+def t2_ppo_gauss(float(B,A) mu, float(A) log_std, float(B,A) act, float(B) logp_old, float(B) adv, float(B) v,
+                 float(B) v_old, float(B) ret, float clip, float ent_coef) -> (loss, approx_kl) {
+  logp(b) +=! -0.5 * (act(b, a) - mu(b, a)) * (act(b, a) - mu(b, a)) * exp(-2 * log_std(a)) - log_std(a) - 0.9189385332
+  ent +=! log_std(a) + 1.4189385332
+  ratio(b) = exp(logp(b) - logp_old(b))
+  pg +=! -min(ratio(b) * adv(b), min(max(ratio(b), 1 - clip), 1 + clip) * adv(b)) / B
+  vc(b) = v_old(b) + min(max(v(b) - v_old(b), -clip), clip)
+  vl +=! 0.5 * max((v(b) - ret(b)) * (v(b) - ret(b)), (vc(b) - ret(b)) * (vc(b) - ret(b))) / B
+  loss = pg + 0.5 * vl - ent_coef * ent
+  approx_kl +=! ((ratio(b) - 1) - (logp(b) - logp_old(b))) / B
+}""", full=dict(B=262144, A=6), tiny=dict(B=7, A=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["A"]), _n(rng, s["A"]) * 0.3 - 0.5, _n(rng, s["B"], s["A"]),
+                                _n(rng, s["B"]) - 5.0, _n(rng, s["B"]), _n(rng, s["B"]), _n(rng, s["B"]), _n(rng, s["B"]),
+                                _s65_t2_f(0.2), _s65_t2_f(0.01)], pick=_s65_t2_pick)
+def _s65_t2_ppog(torch, a, t, s):
+    mu, log_std, act, logp_old, adv, v, v_old, ret, clip, ent_coef = t
+    c, ec = float(clip), float(ent_coef)
+
+    def run():
+        dist = torch.distributions.Normal(mu, log_std.exp())
+        logp = dist.log_prob(act).sum(-1)
+        ent = (log_std + 0.5 + 0.5 * np.log(2 * np.pi)).sum()
+        ratio = (logp - logp_old).exp()
+        pg = -torch.min(ratio * adv, ratio.clamp(1 - c, 1 + c) * adv).mean()
+        vc = v_old + (v - v_old).clamp(-c, c)
+        vl = 0.5 * torch.max((v - ret) ** 2, (vc - ret) ** 2).mean()
+        kl = ((ratio - 1) - (logp - logp_old)).mean()
+        return _s65_t2_cat(torch, pg + 0.5 * vl - ec * ent, kl)
+    return {"torch": _nograd(torch, run)}
+
+
+# REINFORCE with a baseline: reversed-loop returns, log-softmax at int32 actions, entropy bonus, one loss
+@program(name="reinforce fused returns logp entropy loss", kind="rl", src="""
+def t2_reinforce(float(T,B,A) logits, int32(T,B) act, float(T,B) rew, float gamma, float beta) -> (loss, ret) {
+  for s in T {
+    if s == 0 { ret(T - 1 - s, b) = rew(T - 1 - s, b) }
+    else      { ret(T - 1 - s, b) = rew(T - 1 - s, b) + gamma * ret(T - s, b) }
+  }
+  mx(t, b) max=! logits(t, b, a)
+  se(t, b) +=! exp(logits(t, b, a) - mx(t, b))
+  lse(t, b) = mx(t, b) + log(se(t, b))
+  ent(t, b) +=! -exp(logits(t, b, a) - lse(t, b)) * (logits(t, b, a) - lse(t, b))
+  rm(b) +=! ret(t, b) / T
+  loss +=! -((logits(t, b, act(t, b)) - lse(t, b)) * (ret(t, b) - rm(b)) + beta * ent(t, b)) / (T * B)
+}""", full=dict(T=128, B=64, A=512), tiny=dict(T=5, B=3, A=7),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["A"]), rng.integers(0, s["A"], (s["T"], s["B"])).astype(np.int32),
+                                _n(rng, s["T"], s["B"]), _s65_t2_f(0.99), _s65_t2_f(0.01)], pick=_s65_t2_pick)
+def _s65_t2_reinforce(torch, a, t, s):
+    logits, act, rew, gamma, beta = t
+    g, be = float(gamma), float(beta)
+
+    def run():
+        T = rew.shape[0]
+        ret = torch.empty_like(rew)
+        last = rew[T - 1]
+        ret[T - 1] = last
+        for i in range(T - 2, -1, -1):
+            last = rew[i] + g * last
+            ret[i] = last
+        lp = torch.log_softmax(logits, -1)
+        ent = -(lp.exp() * lp).sum(-1)
+        la = lp.gather(-1, act.long()[..., None]).squeeze(-1)
+        loss = -(la * (ret - ret.mean(0)) + be * ent).mean()
+        return _s65_t2_cat(torch, loss, ret)
+    return {"torch": _nograd(torch, run)}
+
+
+# Smith-Waterman local alignment (linear gap), int32 sequences, substitution matrix, anti-diagonal loop
+@program(name="smith-waterman local alignment antidiagonal", kind="dp", src="""
+def t2_smith_waterman(int32(B,N) x, int32(B,M) y, float(V,V) sub, float gap) -> (best) {
+  H(d, b, i) = 0.0 where d in 0:N + M + 1, b in 0:B, i in 0:N + 1
+  for d in 2:N + M + 1 {
+    H(d, b, i) = (i >= 1 && d - i >= 1 && d - i <= M)
+                 ? max(max(0.0, H(d - 2, b, i - 1) + sub(x(b, i - 1), y(b, d - i - 1))),
+                       max(H(d - 1, b, i - 1), H(d - 1, b, i)) - gap)
+                 : 0.0 where i in 0:N + 1, b in 0:B
+  }
+  best(b) max=! H(d, b, i)
+}""", full=dict(B=64, N=128, M=128, V=20), tiny=dict(B=3, N=5, M=7, V=4),
+         inputs=lambda rng, s: [rng.integers(0, s["V"], (s["B"], s["N"])).astype(np.int32),
+                                rng.integers(0, s["V"], (s["B"], s["M"])).astype(np.int32),
+                                (np.where(np.eye(s["V"]) > 0, 2.0, -1.0) + 0.1 * _n(rng, s["V"], s["V"])).astype(np.float32),
+                                _s65_t2_f(1.5)])
+def _s65_t2_sw(torch, a, t, s):
+    x, y, sub, gap = t
+    gp = float(gap)
+    B, N, M = s["B"], s["N"], s["M"]
+
+    def loop():
+        S = sub[x.long()[:, :, None], y.long()[:, None, :]]
+        H = torch.zeros(B, N + 1, M + 1)
+        for d in range(2, N + M + 1):
+            ii = torch.arange(max(1, d - M), min(N, d - 1) + 1)
+            jj = d - ii
+            h = torch.maximum(H[:, ii - 1, jj - 1] + S[:, ii - 1, jj - 1],
+                              torch.maximum(H[:, ii - 1, jj], H[:, ii, jj - 1]) - gp).clamp(min=0)
+            H[:, ii, jj] = h
+        return H.amax((1, 2))
+    return {"torch loop": _nograd(torch, loop)}
+
+
+# double DQN with dueling heads: online argmax, target evaluation, huber loss
+@program(name="double dqn dueling heads target", kind="rl", src="""
+def t2_ddqn(float(B,D) f, float(B,D) nf, float(A,D) Wa, float(A) ba, float(D) wv, float bv,
+            float(A,D) Wat, float(A) bat, float(D) wvt, float bvt, int32(B) act, float(B) rew, float(B) done,
+            float gamma) -> (td, loss) {
+  adv(b, a) +=! f(b, d) * Wa(a, d)
+  v(b) +=! f(b, d) * wv(d)
+  am(b) +=! (adv(b, a) + ba(a)) / A
+  q(b) = v(b) + bv + adv(b, act(b)) + ba(act(b)) - am(b)
+  nadv(b, a) +=! nf(b, d) * Wa(a, d)
+  astar(b) argmax=! nadv(b, a) + ba(a)
+  tadv(b, a) +=! nf(b, d) * Wat(a, d)
+  tv(b) +=! nf(b, d) * wvt(d)
+  tam(b) +=! (tadv(b, a) + bat(a)) / A
+  tq(b) = tv(b) + bvt + tadv(b, astar(b)) + bat(astar(b)) - tam(b)
+  td(b) = q(b) - (rew(b) + gamma * (1 - done(b)) * tq(b))
+  loss +=! (fabs(td(b)) < 1 ? 0.5 * td(b) * td(b) : fabs(td(b)) - 0.5) / B
+}""", full=dict(B=8192, D=256, A=18), tiny=dict(B=7, D=5, A=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["D"]), _n(rng, s["B"], s["D"]), _w(rng, s["A"], s["D"]),
+                                _n(rng, s["A"]) * 0.1, _w(rng, 1, s["D"])[0], _s65_t2_f(0.1), _w(rng, s["A"], s["D"]),
+                                _n(rng, s["A"]) * 0.1, _w(rng, 1, s["D"])[0], _s65_t2_f(-0.1),
+                                rng.integers(0, s["A"], s["B"]).astype(np.int32), _n(rng, s["B"]),
+                                _s65_t2_done(rng, s["B"], p=0.05), _s65_t2_f(0.99)], pick=_s65_t2_pick)
+def _s65_t2_ddqn(torch, a, t, s):
+    f, nf, Wa, ba, wv, bv, Wat, bat, wvt, bvt, act, rew, done, gamma = t
+    F = torch.nn.functional
+    g = float(gamma)
+    Wo = torch.cat([Wa, wv[None]]); bo = torch.cat([ba, bv.reshape(1)])
+    Wt = torch.cat([Wat, wvt[None]]); bt = torch.cat([bat, bvt.reshape(1)])
+
+    def run():
+        o = F.linear(torch.cat([f, nf]), Wo, bo)
+        B = f.shape[0]
+        A = Wa.shape[0]
+        qo = o[:, -1:] + o[:, :A] - o[:, :A].mean(1, keepdim=True)
+        q = qo[:B].gather(1, act.long()[:, None]).squeeze(1)
+        astar = qo[B:].argmax(1, keepdim=True)
+        ot = F.linear(nf, Wt, bt)
+        tq = (ot[:, -1:] + ot[:, :A] - ot[:, :A].mean(1, keepdim=True)).gather(1, astar).squeeze(1)
+        td = q - (rew + g * (1 - done) * tq)
+        return _s65_t2_cat(torch, td, F.smooth_l1_loss(td, torch.zeros_like(td)))
+    return {"torch": _nograd(torch, run)}
+
+
+# ---------------------------------------------------------------- video and 3-D models
+
+@program(name="r(2+1)d block: spatial 1x3x3 pad conv (M x C x 3 x 3) + relu then temporal 3x1x1 pad conv (O x M x 3)", kind="conv", src="""
+def r21d(float(N,C,D,H,W) x, float(M,C,3,3) ws, float(O,M,3) wt) -> (y) {
+  s(n, m, d, h, w) +=! (h + kh - 1 >= 0 && h + kh - 1 < H && w + kw - 1 >= 0 && w + kw - 1 < W
+                        ? x(n, c, d, h + kh - 1, w + kw - 1) : 0) * ws(m, c, kh, kw) where h in 0:H, w in 0:W, kh in 0:3, kw in 0:3
+  s(n, m, d, h, w) = fmax(s(n, m, d, h, w), 0)
+  y(n, o, d, h, w) +=! (d + kt - 1 >= 0 && d + kt - 1 < D ? s(n, m, d + kt - 1, h, w) : 0) * wt(o, m, kt)
+    where d in 0:D, kt in 0:3
+}""", full=dict(N=2, C=16, D=8, H=28, W=28, M=32, O=32), tiny=dict(N=1, C=3, D=5, H=4, W=7, M=3, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["D"], s["H"], s["W"]),
+                         (_n(r, s["M"], s["C"], 3, 3) / np.sqrt(9 * s["C"])).astype(np.float32),
+                         (_n(r, s["O"], s["M"], 3) / np.sqrt(3 * s["M"])).astype(np.float32)])
+def _s65_v3_r21d(torch, a, t, s):
+    F = torch.nn.functional
+    x, ws, wt = t
+    w1, w2 = ws[:, :, None], wt[:, :, :, None, None]
+    return {"F.conv3d x2": _nograd(torch, lambda: F.conv3d(F.relu(F.conv3d(x, w1, padding=(0, 1, 1))), w2, padding=(1, 0, 0)))}
+
+
+@program(name="temporal shift module (N x T x C x H x W): 1/8 channels from t+1 and 1/8 from t-1 fused into a 1x1 conv", kind="conv", src="""
+def tsm(float(N,T,C,H,W) x, float(O,C) w) -> (y) {
+  y(n, t, o, h, v) +=! w(o, c) * (c < C / 8 ? (t + 1 < T ? x(n, t + 1, c, h, v) : 0)
+                                  : c < C / 4 ? (t > 0 ? x(n, t - 1, c, h, v) : 0) : x(n, t, c, h, v))
+    where t in 0:T
+}""", full=dict(N=4, T=8, C=64, H=28, W=28, O=64), tiny=dict(N=1, T=3, C=16, H=3, W=5, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["T"], s["C"], s["H"], s["W"]), _w(r, s["O"], s["C"])])
+def _s65_v3_tsm(torch, a, t, s):
+    F = torch.nn.functional
+    x, w = t
+    N, T, C, H, W = x.shape
+    f = C // 8
+    def run():
+        out = torch.zeros_like(x)
+        out[:, :-1, :f] = x[:, 1:, :f]
+        out[:, 1:, f:2 * f] = x[:, :-1, f:2 * f]
+        out[:, :, 2 * f:] = x[:, :, 2 * f:]
+        return F.conv2d(out.view(N * T, C, H, W), w[:, :, None, None]).view(N, T, -1, H, W)
+    return {"tsm shift + conv2d 1x1": _nograd(torch, run)}
+
+
+@program(name="max pool 3d k3 s2 pad 1 (-inf select) NCDHW", kind="pool", src="""
+def mp3(float(N,C,D,H,W) x) -> (y) {
+  y(n, c, d, h, w) max=! (zd >= 0 && zd < D && zh >= 0 && zh < H && zw >= 0 && zw < W ? x(n, c, zd, zh, zw) : -inf)
+    where d in 0:(D + 1) / 2, h in 0:(H + 1) / 2, w in 0:(W + 1) / 2, kd in 0:3, kh in 0:3, kw in 0:3,
+          zd = 2 * d + kd - 1, zh = 2 * h + kh - 1, zw = 2 * w + kw - 1
+}""", full=dict(N=2, C=64, D=16, H=56, W=56), tiny=dict(N=1, C=3, D=5, H=7, W=6),
+    inputs=lambda r, s: [_n(r, s["N"], s["C"], s["D"], s["H"], s["W"])])
+def _s65_v3_mp3(torch, a, t, s):
+    F = torch.nn.functional
+    return {"F.max_pool3d": _nograd(torch, lambda: F.max_pool3d(t[0], 3, 2, 1))}
+
+
+@program(name="avg pool 3d 2x2x2 stride 2 channels-last (N x D x H x W x C)", kind="pool", src="""
+def ap3(float(N,D,H,W,C) x) -> (y) {
+  y(n, d, h, w, c) +=! x(n, 2 * d + kd, 2 * h + kh, 2 * w + kw, c) where kd in 0:2, kh in 0:2, kw in 0:2
+  y(n, d, h, w, c) = y(n, d, h, w, c) * 0.125
+}""", full=dict(N=2, D=16, H=56, W=56, C=64), tiny=dict(N=1, D=5, H=7, W=6, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"], s["H"], s["W"], s["C"])])
+def _s65_v3_ap3(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+    return {"F.avg_pool3d channels_last_3d": _nograd(torch, lambda: F.avg_pool3d(x.permute(0, 4, 1, 2, 3), 2, 2).permute(0, 2, 3, 4, 1))}
+
+
+@program(name="timesformer divided attention time part: q k v per head (NH x DH x E); softmax over frames per patch", kind="attention", src="""
+def time_attn(float(B,T,P,E) x, float(NH,DH,E) Wq, float(NH,DH,E) Wk, float(NH,DH,E) Wv) -> (o) {
+  q(b, t, p, h, d) +=! x(b, t, p, i) * Wq(h, d, i)
+  k(b, t, p, h, d) +=! x(b, t, p, i) * Wk(h, d, i)
+  v(b, t, p, h, d) +=! x(b, t, p, i) * Wv(h, d, i)
+  s(b, p, h, t, u) +=! q(b, t, p, h, d) * k(b, u, p, h, d)
+  s(b, p, h, t, u) = s(b, p, h, t, u) * rsqrt(float(DH))
+  m(b, p, h, t) max=! s(b, p, h, t, u)
+  e(b, p, h, t, u) = exp(s(b, p, h, t, u) - m(b, p, h, t))
+  z(b, p, h, t) +=! e(b, p, h, t, u)
+  o(b, t, p, h, d) +=! e(b, p, h, t, u) * v(b, u, p, h, d) / z(b, p, h, t)
+}""", full=dict(B=2, T=8, P=64, E=256, NH=8, DH=32), tiny=dict(B=1, T=3, P=5, E=6, NH=2, DH=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["T"], s["P"], s["E"])] + [_w(r, s["NH"], s["DH"], s["E"]) for _ in range(3)])
+def _s65_v3_tattn(torch, a, t, s):
+    F = torch.nn.functional
+    x, Wq, Wk, Wv = t
+    B, T, P, E = x.shape
+    NH, DH = s["NH"], s["DH"]
+    W = torch.cat([Wq.reshape(NH * DH, E), Wk.reshape(NH * DH, E), Wv.reshape(NH * DH, E)])
+    def run():
+        qkv = F.linear(x, W).view(B, T, P, 3, NH, DH).permute(3, 0, 2, 4, 1, 5)  # 3 B P NH T DH
+        o = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2])
+        return o.permute(0, 3, 1, 2, 4)  # B T P NH DH
+    return {"linear + sdpa": _nograd(torch, run)}
+
+
+@program(name="stereo correlation cost volume over disparities (free Dm) + soft-argmin disparity", kind="conv", src="""
+def stereo(float(B,C,H,W) fl, float(B,C,H,W) fr) -> (cost, disp) {
+  cost(b, k, h, w) +=! (w - k >= 0 ? fl(b, c, h, w) * fr(b, c, h, w - k) : 0) where k in 0:Dm, w in 0:W
+  cost(b, k, h, w) = cost(b, k, h, w) / C
+  mx(b, h, w) max=! cost(b, k, h, w)
+  e(b, k, h, w) = exp(cost(b, k, h, w) - mx(b, h, w))
+  z(b, h, w) +=! e(b, k, h, w)
+  disp(b, h, w) +=! float(k) * e(b, k, h, w) / z(b, h, w)
+}""", full=dict(B=2, C=32, H=64, W=128, Dm=48), tiny=dict(B=1, C=3, H=3, W=7, Dm=5), free=("Dm",),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _n(r, s["B"], s["C"], s["H"], s["W"])],
+    pick=lambda r: r[1])
+def _s65_v3_stereo(torch, a, t, s):
+    fl, fr = t
+    Dm = s["Dm"]
+    def run():
+        B, C, H, W = fl.shape
+        cost = fl.new_zeros(B, Dm, H, W)
+        for k in range(Dm):
+            if k == 0:
+                cost[:, 0] = (fl * fr).mean(1)
+            else:
+                cost[:, k, :, k:] = (fl[:, :, :, k:] * fr[:, :, :, :-k]).mean(1)
+        p = torch.softmax(cost, 1)
+        d = torch.arange(Dm, dtype=fl.dtype).view(1, Dm, 1, 1)
+        return (p * d).sum(1)
+    return {"loop over disparities + softmax": _nograd(torch, run)}
+
+
+@program(name="pointpillars vfe: masked mean per voxel; [p; p - mean] linear (O x 7) + relu; masked max over points", kind="pointcloud", src="""
+def vfe(float(V,P,4) pts, int32(V) cnt, float(O,7) W) -> (y) {
+  mean(v, j) +=! (p < cnt(v) ? pts(v, p, j) : 0) where j in 0:3
+  mean(v, j) = mean(v, j) / fmax(float(cnt(v)), 1)
+  f(v, p, o) +=! W(o, j) * pts(v, p, j)
+  f(v, p, o) += W(o, 4 + j) * (pts(v, p, j) - mean(v, j)) where j in 0:3
+  y(v, o) max=! (p < cnt(v) ? fmax(f(v, p, o), 0) : 0)
+}""", full=dict(V=12000, P=32, O=64), tiny=dict(V=7, P=5, O=3),
+    inputs=lambda r, s: [_n(r, s["V"], s["P"], 4), r.integers(1, s["P"] + 1, s["V"]).astype(np.int32), _w(r, s["O"], 7)])
+def _s65_v3_vfe(torch, a, t, s):
+    F = torch.nn.functional
+    pts, cnt, W = t
+    P = s["P"]
+    def run():
+        mask = (torch.arange(P)[None, :] < cnt[:, None]).to(pts.dtype)[:, :, None]
+        mean = (pts[:, :, :3] * mask).sum(1, keepdim=True) / cnt.clamp(min=1).to(pts.dtype)[:, None, None]
+        feat = torch.cat([pts, pts[:, :, :3] - mean], -1)
+        h = F.relu(F.linear(feat, W)) * mask
+        return h.max(1).values
+    return {"torch vfe": _nograd(torch, run)}
+
+
+@program(name="depthwise conv3d 3x3x3 pad 1 channels-last (N x D x H x W x C) with weight (C x 3 x 3 x 3) (x3d)", kind="conv", src="""
+def dw3(float(N,D,H,W,C) x, float(C,3,3,3) w) -> (y) {
+  y(n, d, h, v, c) +=! (zd >= 0 && zd < D && zh >= 0 && zh < H && zw >= 0 && zw < W ? x(n, zd, zh, zw, c) : 0) * w(c, kd, kh, kw)
+    where d in 0:D, h in 0:H, v in 0:W, kd in 0:3, kh in 0:3, kw in 0:3, zd = d + kd - 1, zh = h + kh - 1, zw = v + kw - 1
+}""", full=dict(N=2, D=16, H=28, W=28, C=96), tiny=dict(N=1, D=3, H=5, W=4, C=7),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"], s["H"], s["W"], s["C"]), _w(r, s["C"], 3, 3, 27)[:, :, :, :3].copy()])
+def _s65_v3_dw3(torch, a, t, s):
+    F = torch.nn.functional
+    x, w = t
+    C = s["C"]
+    xc = x.permute(0, 4, 1, 2, 3)
+    xcc = xc.contiguous()
+    return {"F.conv3d groups=C (channels_last_3d)": _nograd(torch, lambda: F.conv3d(xc, w[:, None], padding=1, groups=C).permute(0, 2, 3, 4, 1)),
+            "F.conv3d groups=C (contiguous)": _nograd(torch, lambda: F.conv3d(xcc, w[:, None], padding=1, groups=C).permute(0, 2, 3, 4, 1))}
+
+
+@program(name="conv3d 3x3x3 stride 2 pad 1 channels-last (N x D x H x W x C) with weight (3 x 3 x 3 x C x O)", kind="conv", src="""
+def s65_c3s2(float(N,D,H,W,C) x, float(3,3,3,C,O) w) -> (y) {
+  y(n, d, h, v, o) +=! (zd >= 0 && zd < D && zh >= 0 && zh < H && zw >= 0 && zw < W ? x(n, zd, zh, zw, c) : 0) * w(kd, kh, kw, c, o)
+    where d in 0:(D + 1) / 2, h in 0:(H + 1) / 2, v in 0:(W + 1) / 2, kd in 0:3, kh in 0:3, kw in 0:3, zd = 2 * d + kd - 1, zh = 2 * h + kh - 1, zw = 2 * v + kw - 1
+}""", full=dict(N=2, D=16, H=32, W=32, C=32, O=64), tiny=dict(N=1, D=5, H=6, W=7, C=3, O=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"], s["H"], s["W"], s["C"]),
+                         (_n(r, 3, 3, 3, s["C"], s["O"]) / np.sqrt(27 * s["C"])).astype(np.float32)])
+def _s65_v3_c3s2(torch, a, t, s):
+    F = torch.nn.functional
+    x, w = t
+    wt = w.permute(4, 3, 0, 1, 2).contiguous()
+    xc = x.permute(0, 4, 1, 2, 3)
+    xcc = xc.contiguous()
+    return {"F.conv3d channels_last_3d": _nograd(torch, lambda: F.conv3d(xc, wt, stride=2, padding=1).permute(0, 2, 3, 4, 1)),
+            "F.conv3d contiguous": _nograd(torch, lambda: F.conv3d(xcc, wt, stride=2, padding=1).permute(0, 2, 3, 4, 1))}
+
+
+@program(name="vivit tubelet embedding 2x16x16 to flat tokens (B x TT*GH*GW x E) + bias by div/mod token index", kind="conv", src="""
+def tubelet(float(B,3,2*TT,16*GH,16*GW) x, float(E,3,2,16,16) w, float(E) bias) -> (tok) {
+  tok(b, n, e) +=! x(b, c, 2 * (n / (GH * GW)) + kt, 16 * (n / GW % GH) + kh, 16 * (n % GW) + kw) * w(e, c, kt, kh, kw)
+    where n in 0:TT * GH * GW
+  tok(b, n, e) = tok(b, n, e) + bias(e)
+}""", full=dict(B=1, TT=8, GH=7, GW=7, E=192), tiny=dict(B=1, TT=2, GH=3, GW=2, E=5),
+    inputs=lambda r, s: [_n(r, s["B"], 3, 2 * s["TT"], 16 * s["GH"], 16 * s["GW"]),
+                         (_n(r, s["E"], 3, 2, 16, 16) / np.sqrt(1536)).astype(np.float32), _w(r, s["E"])])
+def _s65_v3_tubelet(torch, a, t, s):
+    F = torch.nn.functional
+    x, w, b = t
+    return {"F.conv3d stride=k + flatten": _nograd(torch, lambda: F.conv3d(x, w, b, stride=(2, 16, 16)).flatten(2).transpose(1, 2))}
+
+
+@program(name="optical flow backward warp: bilinear sample at (w + u; h + v); zeros outside; chained where", kind="flow", src="""
+def warp(float(B,C,H,W) img, float(B,2,H,W) flow) -> (out) {
+  out(b, c, h, w) = (ty >= 0 && ty < H && tx >= 0 && tx < W ? img(b, c, ty, tx) : 0) * (1 - ax) * (1 - ay)
+                  + (ty >= 0 && ty < H && tx + 1 >= 0 && tx + 1 < W ? img(b, c, ty, tx + 1) : 0) * ax * (1 - ay)
+                  + (ty + 1 >= 0 && ty + 1 < H && tx >= 0 && tx < W ? img(b, c, ty + 1, tx) : 0) * (1 - ax) * ay
+                  + (ty + 1 >= 0 && ty + 1 < H && tx + 1 >= 0 && tx + 1 < W ? img(b, c, ty + 1, tx + 1) : 0) * ax * ay
+    where fx = float(w) + flow(b, 0, h, w), fy = float(h) + flow(b, 1, h, w),
+          tx = int32(floor(fx)), ty = int32(floor(fy)), ax = fx - floor(fx), ay = fy - floor(fy)
+}""", full=dict(B=4, C=64, H=64, W=96), tiny=dict(B=1, C=3, H=5, W=7),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), (3 * _n(r, s["B"], 2, s["H"], s["W"])).astype(np.float32)])
+def _s65_v3_warp(torch, a, t, s):
+    F = torch.nn.functional
+    img, flow = t
+    B, C, H, W = img.shape
+    gy, gx = torch.meshgrid(torch.arange(H, dtype=img.dtype), torch.arange(W, dtype=img.dtype), indexing="ij")
+    def run():
+        x = gx + flow[:, 0]
+        y = gy + flow[:, 1]
+        grid = torch.stack([2 * x / (W - 1) - 1, 2 * y / (H - 1) - 1], -1)
+        return F.grid_sample(img, grid, mode="bilinear", padding_mode="zeros", align_corners=True)
+    return {"F.grid_sample": _nograd(torch, run)}
+
+
+@program(name="raft all-pairs correlation volume (B x H x W x H x W) / sqrt(C) from NCHW features", kind="flow", src="""
+def allpairs(float(B,C,H,W) f1, float(B,C,H,W) f2) -> (corr) {
+  corr(b, h, w, u, v) +=! f1(b, c, h, w) * f2(b, c, u, v)
+  corr(b, h, w, u, v) = corr(b, h, w, u, v) * rsqrt(float(C))
+}""", full=dict(B=1, C=128, H=32, W=48), tiny=dict(B=1, C=3, H=3, W=5),
+    inputs=lambda r, s: [_n(r, s["B"], s["C"], s["H"], s["W"]), _n(r, s["B"], s["C"], s["H"], s["W"])])
+def _s65_v3_allpairs(torch, a, t, s):
+    f1, f2 = t
+    B, C, H, W = f1.shape
+    def run():
+        c = torch.matmul(f1.view(B, C, H * W).transpose(1, 2), f2.view(B, C, H * W))
+        return (c / C ** 0.5).view(B, H, W, H, W)
+    return {"matmul (raft CorrBlock)": _nograd(torch, run)}
