@@ -137,7 +137,7 @@ def batch_rows(loop, node: isl.AstNode, name: str, init, extent) -> tirx.Stmt | 
     for o { tiles over o``), as one parallel loop over the pairs (batch, chunk
     of rows); None otherwise.  ``loop``: the ``cpu.ChunkedLoop``.  The batch
     loop alone ran at batch 1 on one core (a 3x3 convolution of 64 channels
-    at 64 x 64, batch 1: 1.85 -> 0.95 ms on two cores)."""
+    at 64 x 64, batch 1: 2.1-2.2 -> 1.1 ms on two cores, ``F.conv2d`` 1.0-1.1)."""
     inner, mark = strip_marks(node.for_get_body())
     if inner.get_type() != NT.for_ or mark != "par" or loop.low.loop_step(inner) != 1:
         return None
