@@ -175,3 +175,19 @@ def test_cli_specializes_with_the_derived_size(tmp_path, capsys):
     path.write_text(FLAT)
     assert main(["compile", str(path), "--specialize", "after-scheduling", "--sizes", "N=2,K=3,V=4"]) == 0
     assert 'y: T.Buffer((2, 12), "float32"' in capsys.readouterr().out
+
+
+def test_a_quotient_of_a_dimension_by_a_size_in_a_where_range():
+    """``x.2 / KT`` in a where range is ``T / KT`` (``x``'s dimension 2 is
+    declared ``T``): a derived size like it, not 'not a size expression'."""
+    src = """def f(float(B,C,T) x, float(C,KT) w) -> (y) {
+  y(b, c, t) +=! x(b, c, KT * t + k) * w(c, k) where t in 0:%s / KT
+}"""
+    by_dim, by_name = (tcdsl.compile(src % e, options={"disk_cache": False}) for e in ("x.2", "T"))
+    rng = np.random.default_rng(5)
+    for B, C, T, KT in [(2, 3, 11, 3), (1, 1, 4, 4), (1, 2, 5, 7)]:
+        x, w = rng.random((B, C, T), np.float32), rng.random((C, KT), np.float32)
+        n = T // KT
+        want = np.einsum("bctk,ck->bct", x[:, :, :n * KT].reshape(B, C, n, KT).astype(np.float64), w)
+        np.testing.assert_allclose(by_dim(x, w), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(by_dim(x, w), by_name(x, w))

@@ -206,9 +206,16 @@ def derive_sizes(d: n.Def) -> tuple[n.Def, dict[str, n.Expr]]:
               for x in t.dims if isinstance(x, str)}
     derived: dict[str, n.Expr] = {}
     names: dict[str, str] = {}  # TC text -> name
+    dims = {p.name: p.type.dims for p in d.params if p.type is not None and p.type.dims is not None}
+
+    def plain(e: n.Expr) -> n.Expr:  # ``X.k`` of a dimension declared by a size's name: that name
+        if isinstance(e, n.DimSize) and 0 <= e.dim < len(dims.get(e.tensor, ())) and isinstance(dims[e.tensor][e.dim], str):
+            return n.Ident(dims[e.tensor][e.dim], span=e.span)
+        return n.map_children(e, lambda x: plain(x) if isinstance(x, n.Expr) else x)
 
     def replace_in(e: n.Expr, bound: set[str]) -> n.Expr:
-        if _nonaffine(e, bound):
+        if _nonaffine(plain(e), bound):
+            e = plain(e)
             text = expr_to_tc(e)
             if text not in names:
                 name = base = ("s" if _spelling(e)[0].isdigit() else "") + _spelling(e)
