@@ -18,11 +18,9 @@ the quotient and the remainder are 0, as NumPy's (:func:`intarith._sized_divisio
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import tvm
-import tvm_ffi
-from tvm import sym, tirx
+from tvm import tirx
 
 from ..syntax import nodes as n
 from .intarith import dtype_of
@@ -102,74 +100,3 @@ def bind(divs: dict, body: tirx.Stmt) -> tirx.Stmt:
                 tirx.Bind(m, tirx.BufferLoad(cells, [2 * i])), tirx.Bind(s, tirx.BufferLoad(cells, [2 * i + 1]))]
     return tirx.SeqStmt(out + [body])
 
-
-def runs(f: tirx.For) -> tirx.For:
-    """The loop ``f`` (serial or parallel) with two bodies where a vector loop
-    inside divides by a size (:func:`divide`, the quotient ``q`` of an index
-    ``x`` that moves with the vector's lanes, not with another loop inside
-    ``f``): where ``x``'s first and last values have one quotient, ``q`` is
-    that one value (a scalar read broadcast: a per-group scale
-    ``sc(n, k / (K / NG))`` along ``k``), else the lanes' quotients as before
-    (a gather).  Without it each lane's quotient, a 64-bit multiplication,
-    and the gather cost 15x a read of ``sc(n, k / 128)``."""
-    if f.kind not in (tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL):
-        return f
-    vector, inner, doms = set(), set(), {}
-
-    def loop(g):
-        inner.add(g.loop_var)
-        if g.kind == tirx.ForKind.VECTORIZED:
-            vector.add(g.loop_var)
-        if g.kind in (tirx.ForKind.VECTORIZED, tirx.ForKind.UNROLLED) and (g.step is None or _one(g.step)):
-            doms[g.loop_var] = sym.IntervalSet(g.min, g.min + g.extent - 1)
-        return g
-
-    def bind(b):
-        inner.add(b.var)
-        return b
-    tvm_ffi.structural_map(f.body, [(tirx.For, loop), (tirx.Bind, bind)])
-    if not vector:
-        return f
-    an, sites = sym.Analyzer(), []
-
-    def visit(e):
-        if not is_quotient(e):
-            return e
-        x = e.value.a.a.value  # Cast(t, (Cast(uint64, x) * m) >> s)
-        names = {v for v in _vars(x) if v in inner}
-        if f.loop_var not in _vars(x) or not names & vector or names - set(doms):
-            return e
-        span = an.int_set(x, {v: doms[v] for v in names})
-        lo, hi = span.min_value, span.max_value
-        if "inf" in str(lo) or "inf" in str(hi) or any(v in inner for v in _vars(lo) + _vars(hi)):
-            return e
-        sites.append((e, _at(e, lo), _at(e, hi)))
-        return e
-    def load(ld):  # (quotients in the indices of reads only: a gather)
-        for i in ld.indices:
-            tvm_ffi.structural_map(i, [(tirx.Cast, visit)])
-        return ld
-    tvm_ffi.structural_map(f.body, [(tvm.ir.TensorLoad, load)])
-    if not sites:
-        return f
-    cond = functools.reduce(tirx.And, [tirx.EQ(a, b) for _, a, b in sites])
-    fast = tvm_ffi.structural_map(f.body, [(tirx.Cast, lambda e: next(
-        (a for s, a, _ in sites if tvm_ffi.structural_equal(s, e)), e))])
-    body = tirx.IfThenElse(cond, fast, f.body)
-    return tirx.For(f.loop_var, f.min, f.extent, f.kind, body, f.thread_binding, f.annotations, f.step)
-
-
-def _at(q, x) -> tirx.PrimExpr:
-    """The quotient ``q`` (made by :func:`divide`) of the index ``x`` instead."""
-    mul = q.value.a
-    return tirx.Cast(q.ty, tirx.shift_right(tirx.Cast("uint64", x) * mul.b, q.value.b))
-
-
-def _one(e) -> bool:
-    return isinstance(e, tirx.IntImm) and e.value == 1
-
-
-def _vars(e) -> list:
-    out: list = []
-    tvm_ffi.structural_map(e, [(tirx.Var, lambda v: out.append(v) or v)])
-    return out

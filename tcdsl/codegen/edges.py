@@ -22,14 +22,20 @@ the second body would gather as the first does.
 Rotary embedding of (2, 1024, 16, 128): 6.7-7.1 -> 4.9 ms; a WaveNet stack
 of 8 layers (2, 64, 2048), dilations from a table: 106 -> 25-27 ms (Intel
 Xeon, 2 threads, ``benchmarks/programs.py --only "rope,wavenet"``).
+
+The same versioning serves a read at a quotient by a size along a vector
+loop (:func:`quotient_runs`): where the vector's lanes share the quotient,
+one scalar read instead of a multiplication per lane and a gather.
 """
 from __future__ import annotations
+
+import functools
 
 import tvm
 import tvm_ffi
 from tvm import sym, tirx
 
-from . import divisors
+from .divisors import is_quotient
 
 _ORDINARY = (tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL)
 
@@ -37,8 +43,8 @@ _ORDINARY = (tirx.ForKind.SERIAL, tirx.ForKind.PARALLEL)
 def versioned(func: tirx.PrimFunc) -> tirx.PrimFunc:
     """``func`` with its clamped vector reads plain where they are inside, and
     its vector lanes' quotients by a size one scalar where they are equal
-    (divisors.runs)."""
-    body = tvm_ffi.structural_map(func.body, [(tirx.For, divisors.runs)])
+    (:func:`quotient_runs`)."""
+    body = tvm_ffi.structural_map(func.body, [(tirx.For, quotient_runs)])
     return func.with_body(tvm_ffi.structural_map(body, [(tirx.For, _version)]))
 
 
@@ -192,3 +198,54 @@ def _unrolled(body) -> set:
         return f
     tvm_ffi.structural_map(body, [(tirx.For, loop)])
     return out
+
+
+def quotient_runs(f: tirx.For) -> tirx.For:
+    """The loop ``f`` (serial or parallel) with two bodies where a vector loop
+    inside reads at a quotient by a size (divisors.divide: the quotient ``q``
+    of an index ``x`` that moves with the vector's lanes, and the unrolled
+    loops', not with another loop inside ``f``): where ``x``'s first and last
+    values have one quotient, ``q`` is that one value (a scalar read
+    broadcast: a per-group scale ``sc(n, k / (K / NG))`` along ``k``), else
+    the lanes' quotients as before (a gather).  Without it each lane's
+    quotient, a 64-bit multiplication, and the gather cost 15x a read of
+    ``sc(n, k / 128)``.  Only quotients in the indices of reads (code size)."""
+    if f.kind not in _ORDINARY:
+        return f
+    doms, vector, bound = _inner(f.body)
+    if not vector:
+        return f
+    lanes = vector | _unrolled(f.body)
+    an, sites = sym.Analyzer(), []
+
+    def visit(e):
+        if not is_quotient(e):
+            return e
+        x = e.value.a.a.value  # Cast(t, (Cast(uint64, x) * m) >> s)
+        names = set(_vars(x)) & bound
+        if f.loop_var not in _vars(x) or not names & vector or names - lanes or names - set(doms):
+            return e
+        span = an.int_set(x, {v: doms[v] for v in names})
+        lo, hi = span.min_value, span.max_value
+        if "inf" in str(lo) or "inf" in str(hi) or _uses(lo, bound) or _uses(hi, bound):
+            return e
+        sites.append((e, _quotient_at(e, lo), _quotient_at(e, hi)))
+        return e
+
+    def load(ld):
+        for i in ld.indices:
+            tvm_ffi.structural_map(i, [(tirx.Cast, visit)])
+        return ld
+    tvm_ffi.structural_map(f.body, [(tvm.ir.TensorLoad, load)])
+    if not sites:
+        return f
+    cond = functools.reduce(tirx.And, [tirx.EQ(a, b) for _, a, b in sites])
+    fast = tvm_ffi.structural_map(f.body, [(tirx.Cast, lambda e: next(
+        (a for s, a, _ in sites if tvm_ffi.structural_equal(s, e)), e))])
+    body = tirx.IfThenElse(cond, fast, f.body)
+    return tirx.For(f.loop_var, f.min, f.extent, f.kind, body, f.thread_binding, f.annotations, f.step)
+
+
+def _quotient_at(q, x) -> tirx.PrimExpr:
+    """The quotient ``q`` (made by divisors.divide) of the index ``x`` instead."""
+    return tirx.Cast(q.ty, tirx.shift_right(tirx.Cast("uint64", x) * q.value.a.b, q.value.b))
