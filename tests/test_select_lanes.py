@@ -61,10 +61,19 @@ def test_a_lane_dependent_select_is_a_vector_select():
     assert any("T.Select(" in line for line in body) and not any("if_then_else" in line for line in body), body
 
 
-def test_a_read_at_a_clamped_index_keeps_its_if_then_else():
+def test_a_read_at_a_clamped_index_is_a_vector_select_that_keeps_its_clamp():
+    """The side's read is clamped through a conversion TVM's simplifier does
+    not see through (codegen/expr.py rule 3): the select's condition cannot
+    make the clamp redundant, and the select is computed in every lane."""
     script = tcdsl.compile(DELAYED, options=OPTS).script
-    stores = [line for line in script.splitlines() if re.match(r"\s*y(_rows)?\[", line)]
-    assert stores and all("T.if_then_else(" in line and "T.Select(" not in line for line in stores), stores
+    body = _vector_lines(script)
+    stores = [line for line in body if re.match(r"\s*y(_rows)?\[", line)]
+    assert stores and all("T.Select(" in line for line in stores), stores
+    # a lane's condition is never an if_then_else's (only the tensor's nonemptiness is)
+    nonempty = 'if_then_else(T.reinterpret("int32", T.reinterpret("float32", T_1)) > 0,'
+    assert all(line.count("if_then_else(") == line.count(nonempty) for line in stores), stores
+    # where the vector's reads may leave x, they are clamped into it
+    assert any("T.max(T.min(" in line for line in stores), stores
     k = tcdsl.compile(DELAYED, options=OPTS)
     rng = np.random.default_rng(2)
     x = rand(rng, 3, 20)
@@ -157,3 +166,71 @@ def test_a_division_by_data_under_its_condition_does_not_trap():
         c[0] = 0
         want = np.where(c > 0, np.floor_divide(s, np.where(c > 0, c, 1)) + np.mod(s, np.where(c > 0, c, 1)), -1)
         np.testing.assert_array_equal(k(s, c), want.astype(np.int32))
+
+
+# a bilinear sample at data-dependent positions, zeros outside the image (optical flow's backward warp)
+WARP = """def f(float(B,C,H,W) img, float(B,2,H,W) flow) -> (out) {
+  out(b, c, h, w) = (ty >= 0 && ty < H && tx >= 0 && tx < W ? img(b, c, ty, tx) : 0) * (1 - ax) * (1 - ay)
+                  + (ty >= 0 && ty < H && tx + 1 >= 0 && tx + 1 < W ? img(b, c, ty, tx + 1) : 0) * ax * (1 - ay)
+                  + (ty + 1 >= 0 && ty + 1 < H && tx >= 0 && tx < W ? img(b, c, ty + 1, tx) : 0) * (1 - ax) * ay
+                  + (ty + 1 >= 0 && ty + 1 < H && tx + 1 >= 0 && tx + 1 < W ? img(b, c, ty + 1, tx + 1) : 0) * ax * ay
+    where fx = float(w) + flow(b, 0, h, w), fy = float(h) + flow(b, 1, h, w),
+          tx = int32(floor(fx)), ty = int32(floor(fy)), ax = fx - floor(fx), ay = fy - floor(fy)
+}"""
+# a lookup in a table of its own size, which may be empty
+LOOKUP = """def f(int32(N) idx, float(M) tab) -> (y) {
+  y(i) = idx(i) >= 0 && idx(i) < M ? tab(idx(i)) : -1
+}"""
+
+
+def test_gathers_under_selects_are_vector_selects():
+    """Reads at data-dependent indices under a lane's condition: their
+    clamps are hidden from TVM's simplifier (codegen/expr.py rule 3), so the
+    selects are computed in every lane rather than lane by lane."""
+    body = _vector_lines(tcdsl.compile(WARP, options=OPTS).script)
+    stores = [line for line in body if re.match(r"\s*out\[", line)]
+    assert stores and all(line.count("T.Select(") == 4 for line in stores), stores
+    # the only if_then_else left tests the image's sizes, the same in every lane
+    assert all(line.count("if_then_else(") == line.count('if_then_else(T.reinterpret("int32", T.reinterpret('
+                                                          '"float32", H)) > 0 and') for line in stores), stores
+
+
+def _warp(img, flow):
+    B, C, H, W = img.shape
+    fx = np.arange(W)[None, None, :] + flow[:, 0].astype(np.float64)
+    fy = np.arange(H)[None, :, None] + flow[:, 1].astype(np.float64)
+    x0, y0 = np.floor(fx).astype(int), np.floor(fy).astype(int)
+    ax, ay = fx - x0, fy - y0
+    out = np.zeros((B, C, H, W))
+    for dy, dx, wt in [(0, 0, (1 - ax) * (1 - ay)), (0, 1, ax * (1 - ay)), (1, 0, (1 - ax) * ay), (1, 1, ax * ay)]:
+        ys, xs = y0 + dy, x0 + dx
+        ok = (ys >= 0) & (ys < H) & (xs >= 0) & (xs < W)
+        for b in range(B):
+            v = img[b][:, np.clip(ys[b], 0, H - 1), np.clip(xs[b], 0, W - 1)]
+            out[b] += np.where(ok[b], v, 0) * wt[b]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["never", "after-scheduling"])
+def test_gathers_under_selects_match_numpy(mode):
+    rng = np.random.default_rng(5)
+    warp = tcdsl.compile(WARP, specialize=mode, options=OPTS)
+    for B, C, H, W in [(1, 1, 1, 1), (2, 3, 5, 17), (1, 2, 7, 40)]:
+        img = rand(rng, B, C, H, W)
+        flow = (4 * rng.standard_normal((B, 2, H, W))).astype(np.float32)
+        flow[0, 0, 0, 0] = 1e9  # far outside: the read is clamped, the select gives 0
+        np.testing.assert_allclose(warp(img, flow), _warp(img, flow), rtol=1e-4, atol=1e-4)
+    lookup = tcdsl.compile(LOOKUP, specialize=mode, options=OPTS)
+    for N, M in [(1, 1), (33, 5), (17, 0)]:
+        idx = rng.integers(-3, M + 3, N).astype(np.int32)
+        tab = rand(rng, M)
+        want = np.where((idx >= 0) & (idx < M), tab[np.clip(idx, 0, max(M - 1, 0))] if M else 0, -1)
+        np.testing.assert_array_equal(lookup(idx, tab), want.astype(np.float32))
+
+
+def test_gathers_under_selects_stay_inside_their_tensors():
+    cases = [{"id": f"warp:{i}", "source": WARP, "sizes": sizes, "seed": i, "options": OPTS}
+             for i, sizes in enumerate([{"B": 1, "C": 1, "H": 1, "W": 1}, {"B": 2, "C": 3, "H": 5, "W": 19}])]
+    cases += [{"id": f"lookup:{i}", "source": LOOKUP, "sizes": sizes, "seed": i, "options": OPTS}
+              for i, sizes in enumerate([{"N": 17, "M": 0}, {"N": 33, "M": 1}, {"N": 40, "M": 7}])]
+    guard.assert_all_work(cases)

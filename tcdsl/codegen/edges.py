@@ -63,15 +63,30 @@ def _is_const(e, value: int) -> bool:
 
 
 def _clamp(m: tirx.Max):
-    """(x, top) when ``m`` is ``max(min(x, top), 0)``, ``x`` without the
-    float64 round trip of a guarded read (codegen/expr.py ``_index``)."""
+    """(x, top) when ``m`` is ``max(min(x, top), 0)``, ``x`` and ``top``
+    without the round trips that hide them from TVM's simplifier (a guarded
+    read's float64, a gathered read's reinterpretation: codegen/expr.py
+    ``_index``)."""
     if not isinstance(m.a, tirx.Min) or not _is_const(m.b, 0):
         return None
-    x, top = m.a.a, m.a.b
+    x, top = _bare(m.a.a), m.a.b
+    if isinstance(top, tirx.Sub) and _is_const(top.b, 1):
+        top = _bare(top.a) - 1
+    return (x, top) if str(x.ty) == "int32" else None
+
+
+def _bare(x):
+    """``x`` without a round trip through float64 or a float32's bits."""
     if isinstance(x, tirx.Cast) and str(x.ty) == "int32" and isinstance(x.value, tirx.Cast) \
             and str(x.value.ty) == "float64":
-        x = x.value.value
-    return (x, top) if str(x.ty) == "int32" else None
+        return x.value.value
+    if _is_reinterpret(x) and _is_reinterpret(x.args[0]) and str(x.args[0].args[0].ty) == "int32":
+        return x.args[0].args[0]
+    return x
+
+
+def _is_reinterpret(x) -> bool:
+    return isinstance(x, tvm.ir.expr.Call) and getattr(x.op, "name", "") == "tirx.reinterpret"
 
 
 def _wrapped(x):
