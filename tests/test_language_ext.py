@@ -414,6 +414,52 @@ def test_the_hint_skips_a_dimension_read_at_a_quotient():
     assert "'la' has elements no statement writes" in msg and "'where s in 0:(2 * L) + 1' would widen it" in msg, msg
 
 
+UPDATE = """def upd(float(N) e, float(N) u0) -> (u) {
+  u(i) = u0(i)
+  u(i) = u(i) + (i > 0 ? e(i - 1) : 5)
+}"""
+
+
+def test_an_update_narrowed_under_a_select_warns():
+    """An update of a tensor written before: narrowed to [1, N) by its read
+    under '?:', it leaves ``u(0)`` as the first statement wrote it -- no
+    element is unwritten, yet the update meant every one.  The warning says
+    so; with the where clause NumPy agrees."""
+    (msg,) = _warnings(UPDATE)
+    assert msg.startswith("<string>:3:5: this update of 'u' skips elements it would update with a wider range "
+                          "(for sizes N="), msg
+    assert ": u(0)), which keep their earlier values: range inference gives 'i' the range [1, N) here" in msg, msg
+    assert msg.endswith("'where i in 0:N' would widen it\n  u(i) = u(i) + (i > 0 ? e(i - 1) : 5)\n    ^"), msg
+    e, u0 = rand(5), rand(5)
+    # as written (TC's rule), u(0) keeps u0(0)
+    check(UPDATE, [e, u0], np.concatenate([u0[:1], u0[1:] + e[:-1]]).astype(np.float32))
+    fixed = UPDATE.replace(": 5)\n", ": 5) where i in 0:N\n")
+    assert _warnings(fixed) == []
+    check(fixed, [e, u0], (u0 + np.concatenate([[5], e[:-1]])).astype(np.float32))
+    # an accumulation (+= without '!') into the tensor, and a 2-D update whose dimension is read at a quotient
+    acc = UPDATE.replace("u(i) = u(i) + (i > 0 ? e(i - 1) : 5)", "u(i) += i > 0 ? e(i - 1) : 5")
+    (msg,) = _warnings(acc)
+    assert "this update of 'u' skips elements" in msg and "'where i in 0:N' would widen it" in msg, msg
+    prolong = """def pro(float(M, W) g, float(2 * M + 1, W) u0) -> (u) {
+  u(i, j) = u0(i, j)
+  u(i, j) = u(i, j) + (i % 2 == 1 ? g(i / 2, j) : 0.5 * ((i / 2 > 0 ? g(i / 2 - 1, j) : 0) + (i / 2 < M ? g(i / 2, j) : 0)))
+}"""
+    (msg,) = _warnings(prolong)
+    assert "this update of 'u' skips elements" in msg and "range inference gives 'i' the range [" in msg, msg
+
+
+def test_an_in_place_scan_that_adds_zero_where_narrowed_does_not_warn():
+    """``cs(b, f) = cs(b, f) + (f > 0 ? cs(b, f - 1) : 0)``: where the read
+    narrows ``f`` away the update would add 0, so nothing is lost."""
+    src = """def scan(float(B,F) x) -> (cs) {
+  cs(b, f) = x(b, f)
+  for f1 in F { cs(b, f) = cs(b, f) + (f > 0 && f == f1 ? cs(b, f - 1) : 0) }
+}"""
+    assert _warnings(src) == []
+    x = rand(3, 6)
+    check(src, [x], np.cumsum(x, axis=1, dtype=np.float64).astype(np.float32), atol=1e-5)
+
+
 def test_a_read_on_the_right_of_or_and_and_warns_as_under_a_select():
     """``||`` and ``&&`` evaluate their right side only where the left does
     not decide, so ``i == 0 || A(i - 1) > 0`` is a guard like ``?:``: the read

@@ -4,7 +4,7 @@
 ``build_model`` (beside ``check_bounds``) and returns what it found, also
 issued as :class:`~tcdsl.errors.TcWarning`.  TC's rule stays: every read
 constrains the range of its variables, also a read under ``c ? a : b``.
-Two of its consequences are easy to miss, and each gets a located warning
+Three of its consequences are easy to miss, and each gets a located warning
 that shows the inferred range and the ``where`` clause that would widen it:
 
 * a reduction variable whose range ends up smaller than a dimension it
@@ -14,7 +14,12 @@ that shows the inferred range and the ``where`` clause that would widen it:
 * an output element that no statement writes, where a statement's lhs
   variable was narrowed by inference and would write it with a wider range
   (a recurrence ``alpha(t, s) = ... alpha(t - 1, s - 1) ...`` that never
-  writes ``alpha(t, 0)``).
+  writes ``alpha(t, 0)``);
+* an element that an update of a tensor written before skips, where its lhs
+  variable was narrowed so: ``u(i) = u(i) + (i > 0 ? e(i - 1) : 5)`` after
+  ``u(i) = u0(i)`` updates ``u(i)`` for ``i`` in ``[1, N)`` only, and
+  ``u(0)`` keeps the value before the update (a multigrid prolongation's
+  correction that missed the first rows and the last).
 
 Variables with a ``where`` range are what the user asked for and are not
 reported; neither are holes no narrowed variable explains (``for t in 1:N``
@@ -75,7 +80,8 @@ def check_narrowing(model: Model) -> list[Narrowing]:
     found: list[Narrowing] = []
     for st in r.stmts:
         found += _reduction(r, st)
-    found += _holes(model)
+    holes = _holes(model)
+    found += holes + _skipped(model, {f.span for f in holes})
     for f in found:
         warnings.warn(TcWarning(f.message), stacklevel=caller_level())
     return found
@@ -218,6 +224,76 @@ def _blame(r: RangeInfo, program, tensor: str, hole: isl.Set) -> list[Narrowing]
                     f"{fix} would widen it")
             return [Narrowing(e.span or st.comp.span, what)]
     return []
+
+
+# ------------------------------------------------------- skipped updates
+def _updates(st: StmtInfo) -> bool:
+    """``st`` updates the values its tensor holds: an accumulation without
+    ``!``, or ``=`` reading the element it writes (``u(i) = u(i) + ...``)."""
+    c = st.comp
+    if c.reduction is not None:
+        return not c.initializes
+    return any(_own(c, a) for a in n.walk(c.rhs))
+
+
+def _own(c: n.Comprehension, e: n.Expr) -> bool:
+    """``e`` reads the element ``c`` writes."""
+    return isinstance(e, n.Access) and e.tensor == c.tensor and \
+        [expr_to_tc(x) for x in e.indices] == [expr_to_tc(x) for x in c.indices]
+
+
+def _neutral_elsewhere(c: n.Comprehension) -> bool:
+    """The update adds ``c ? a : 0`` (or multiplies by ``c ? a : 1``): where
+    the condition leaves out the read that narrows, it changes nothing (an
+    in-place scan, ``ii(i, j) = ii(i, j) + (i > 0 ? ii(i - 1, j) : 0)``)."""
+    term, op = c.rhs, c.reduction
+    if op is None and isinstance(term, n.Binary) and term.op in ("+", "*"):
+        op, term = term.op, term.rhs if _own(c, term.lhs) else term.lhs if _own(c, term.rhs) else None
+    if op not in ("+", "*") or not isinstance(term, n.Select):
+        return False
+    unit = 0 if op == "+" else 1
+    return any(isinstance(x, n.Const) and x.value == unit for x in (term.then, term.other))
+
+
+def _skipped(model: Model, reported: set) -> list[Narrowing]:
+    """Updates whose narrowed lhs variable, widened, would update elements of
+    their tensor that they skip (elements no statement writes are holes,
+    reported as such)."""
+    r = model.ranges
+    program = None
+    out = []
+    for st in r.stmts:
+        spans = {st.comp.span} | {e.span for e in st.comp.indices}
+        if not _updates(st) or spans & reported or _neutral_elsewhere(st.comp):
+            continue
+        given, loops = _where_vars(st), tuple(lp.var for lp in st.loops)
+        for d, e in enumerate(st.comp.indices):
+            v = lhs_index_var(e, loops)
+            if v is None or v in given or v in st.comp.reduction_vars or _guarded_read(st, v) is None:
+                continue
+            try:
+                program = program or program_schedule(model)
+                written = program.statement_writes(st.name) if program is not None else None
+                if written is None:
+                    break
+                whole = box(r, st.comp.tensor)
+                widened = written.eliminate(isl.dim_type.set, d, 1).align_params(whole.get_space())
+                skipped = (widened & whole.align_params(widened.get_space())).subtract(
+                    written.align_params(widened.get_space()))
+                if skipped.is_empty():
+                    continue
+            except (isl.Error, NotAffine):
+                break  # not analysable: no warning
+            tensor = st.comp.tensor
+            size = _intended(r, _guarded_read(st, v), v) or _bound_text(_at_large_sizes(r.extent_exprs(tensor)[d]))
+            fix = f"'where {v} in 0:{size}'" if isinstance(e, n.IndexVar) else f"a where clause on '{v}'"
+            what = (f"this update of '{tensor}' skips elements it would update with a wider range "
+                    f"({_sizes(r, skipped, tensor)}), which keep their earlier values: range inference gives "
+                    f"'{v}' the range {_range_text(st, v)} here, and {_rule(st, _guarded_read(st, v))}; "
+                    f"{fix} would widen it")
+            out.append(Narrowing(e.span or st.comp.span, what))
+            break
+    return out
 
 
 # ----------------------------------------------------------------- helpers
