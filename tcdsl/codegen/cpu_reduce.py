@@ -121,10 +121,10 @@ def _arg_parts(value, buf, idx):
     """``(e at j, e at the index held, comparison)`` of an arg-reduction's
     lowered value, ``held < 0 ? j : (e(j) < e(held) ? j : held)``
     (sema/sizes.py ``arg_reduction``), or None."""
-    inner = value.args[2] if is_if_then_else(value) else None
+    inner = value.args[2] if is_if_then_else(value) else value.false_value if isinstance(value, tirx.Select) else None
     if is_if_then_else(inner):
         better = inner.args[0]
-    elif isinstance(inner, tirx.Select):  # (codegen/expr.py rule 3: its sides read nothing clamped)
+    elif isinstance(inner, tirx.Select):  # (codegen/expr.py rule 3: its clamped read is a gather's)
         better = inner.condition
     else:
         return None
