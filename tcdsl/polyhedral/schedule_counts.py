@@ -292,9 +292,12 @@ def _has_band(node: isl.ScheduleNode) -> bool:
 
 
 def _steps_inside(root: isl.ScheduleNode) -> bool:
-    """The schedule's outermost mark is PARALLEL_STEPS (see _mark_steps)."""
+    """The schedule's outermost mark is PARALLEL_STEPS (see _mark_steps), under
+    STEPS_DEEP where the steps of two loops run inside."""
     NT = isl.schedule_node_type
     node = root.child(0) if root.get_type() == NT.domain else root
+    if node.get_type() == NT.mark and node.mark_get_id().get_name() == STEPS_DEEP:
+        node = node.child(0)
     return node.get_type() == NT.mark and node.mark_get_id().get_name() == PARALLEL_STEPS
 
 
