@@ -208,7 +208,20 @@ class Kernel(CompiledKernel):
         if disk_only:
             return None
         backend = self.backend(sizes)
-        executable, library = targets.build(backend.func, self.target), None
+        try:
+            executable = targets.build(backend.func, self.target)
+        except targets.TvmFailure:
+            if not self.options.schedule.split_selects:
+                raise
+            # TVM's passes failed on this code (its simplifier folded a floor division by a
+            # pyramid's reflected row index to one by 0, a case of split selects' pieces): the
+            # kernel is built without the split, from then on
+            self.options = dataclasses.replace(
+                self.options, schedule=dataclasses.replace(self.options.schedule, split_selects=False))
+            self._symbolic_schedules = None
+            backend = self.backend(sizes)
+            executable = targets.build(backend.func, self.target)
+        library = None
         if disk is not None:
             fixed, size_params = {**self.fixed, **(sizes or {})}, tuple(backend.signature.sizes)
             path = cache.store(*disk, lambda path: targets.export(executable, path),

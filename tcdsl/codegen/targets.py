@@ -67,6 +67,9 @@ def target_kind(target: tvm.target.Target) -> str:
     return str(target.kind.name)
 
 
+TvmFailure = tvm.error.InternalError  # a check inside TVM's passes failed
+
+
 def build(func: tirx.PrimFunc, target: tvm.target.Target):
     """Compile one PrimFunc; returns the ``tvm.runtime.Executable``."""
     func = scratch.scratch_bindings(func, cpu=target_kind(target) != "cuda")
