@@ -595,4 +595,6 @@ def _serial_outside(node: isl.AstNode) -> bool:
             return False
         return isl_ast.has(bare.for_get_body(), lambda x: isl_ast.is_parallel_mark(x)
                            and strip_marks(x)[0].get_type() == NT.for_)
+    if mark in (PARALLEL, PARALLEL_STEPS) and bare.get_type() == NT.block:  # (a loop split around i == p)
+        return any(x.get_type() != NT.for_ and _serial_outside(x) for x in isl_ast.below(bare))
     return any(_serial_outside(x) for x in isl_ast.below(bare))

@@ -303,7 +303,11 @@ class AstLowering:
             other = self.node(node.if_get_else_node(), parallel_ok, None) if node.if_has_else_node() else None
             return tirx.IfThenElse(self._cond(node.if_get_cond()), then, other)
         if t == NT.block:
-            return seq([self.node(x, parallel_ok, None) for x in isl_ast.children(node)])
+            # under a parallel mark, the pieces of its loop that isl split around a value (a select's
+            # ``i == p`` split off, polyhedral/split.py): each piece is a parallel loop
+            inner = mark if mark == isl_ast.PARALLEL else None
+            return seq([self.node(x, parallel_ok, inner if x.get_type() == NT.for_ else None)
+                        for x in isl_ast.children(node)])
         if t == NT.mark:
             return self.node(node.mark_get_node(), parallel_ok, isl_ast.mark(node))
         if t == NT.user:

@@ -27,7 +27,7 @@ from .schedule_batch import at_one_value, heads_fused
 from .schedule_counts import (PARALLEL, PARALLEL_STEPS, SERIAL, STEPS_DEEP, steps_independent, _contracts, _extent, _formula_statements,  # noqa: F401
                               _narrow_parallel_statements, written_in_steps, _stores_across_rows, _stride_one, _params,
                               _has_reduction, _leading_parallel, _parallel_per_step, _parallel_statements, _reduction_reads, _short_rows, _steps_inside,
-                              _tiled_statements, _top_parallel, _vector_statements, _walks)
+                              _tiled_statements, _top_parallel, _vector_statements, _walks, _fused_across_rows)
 
 # The ``fusion`` option: which schedule a kernel inside a sequential ``for``
 # gets.  "auto": the one of the next two whose statements end in more
@@ -194,6 +194,17 @@ def _schedule_kernel(k: Kernel, fix: isl.Set | None, fusion: str = "auto") -> is
             red = _reductions(k) if fix is None else None
             if (_vector_statements(other, stride_one, red), _parallel_statements(other)) > (
                     _vector_statements(root, stride_one, red), _parallel_statements(root)):
+                root = other
+        elif fusion == "auto" and _fused_across_rows(root, stride_one):
+            # isl fused a statement over the columns with an update of a matrix
+            # over (rows, columns), the columns outermost: the update's inner
+            # loop walks the rows (a Gauss-Jordan step, ``row(j) = A(p, j) /
+            # piv`` and ``A(i, j) = ... - f(i) * row(j)``): a nest per
+            # component, where more statements end in vector loops
+            other = _finish(_compute(sc, True), stride_one)
+            red = _reductions(k) if fix is None else None
+            if _vector_statements(other, stride_one, red) > _vector_statements(root, stride_one, red) \
+                    and _parallel_statements(other) >= _parallel_statements(root):
                 root = other
         if fusion == "auto" and len(k.stmts) > 1 and _products(k):
             # isl fused a matmul into the rows of the statements around it

@@ -291,6 +291,31 @@ def _has_band(node: isl.ScheduleNode) -> bool:
     return any(_has_band(node.child(c)) for c in range(node.n_children()))
 
 
+def _fused_across_rows(root: isl.ScheduleNode, stride_one: isl.UnionMap) -> bool:
+    """Some statement of two or more dimensions has its stride-one dimension
+    as a loop that holds another of its loops: its innermost loop walks
+    across rows (isl fused it with a statement over the columns alone)."""
+    NT = isl.schedule_node_type
+
+    def iterated_below(node: isl.ScheduleNode, dom: isl.Set) -> bool:
+        if node.get_type() == NT.band and _iterates(
+                isl.UnionMap.from_multi_union_pw_aff(node.band_get_partial_schedule()), dom):
+            return True
+        return any(iterated_below(node.child(c), dom) for c in range(node.n_children()))
+
+    def visit(node: isl.ScheduleNode) -> bool:
+        if node.get_type() == NT.band and node.band_n_member() == 1 and _has_band(node.child(0)):
+            umap = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+            dl = node.get_domain().get_set_list()
+            for dom in (dl.get_at(i) for i in range(dl.n_set())):
+                own = umap.intersect_domain(isl.UnionSet.from_set(dom))
+                if dom.dim(isl.dim_type.set) >= 2 and not own.is_empty() and own.is_subset(stride_one) \
+                        and iterated_below(node.child(0), dom):
+                    return True
+        return any(visit(node.child(c)) for c in range(node.n_children()))
+    return visit(root)
+
+
 def _steps_inside(root: isl.ScheduleNode) -> bool:
     """The schedule's outermost mark is PARALLEL_STEPS (see _mark_steps), under
     STEPS_DEEP where the steps of two loops run inside."""
