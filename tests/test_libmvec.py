@@ -1,5 +1,6 @@
 """Vector lanes of libm functions through glibc's libmvec (codegen/vecmath.py):
-``sin``, ``cos``, ``tan``, ``exp2``, ``log10`` and ``pow`` of a vector loop are
+``sin``, ``cos``, ``tan``, ``exp2``, ``log10`` and ``pow`` (of a constant exponent
+too) of a vector loop are
 one call of the vector variant per vector (not one libm call per lane),
 accurate against NumPy in float64 over the whole float range, special values
 as libm; a float64 vector wider than the variant is cut into its parts; a
@@ -70,6 +71,25 @@ def test_log10_of_doubles_and_pow_of_floats():
     y, p = k(x, a, b)
     np.testing.assert_allclose(y, np.log10(x), rtol=1e-15)
     np.testing.assert_allclose(p, a.astype(np.float64) ** b, rtol=2e-6)
+
+
+def test_pow_of_a_constant_exponent_in_vector_lanes():
+    """``pow(v, 2.4)`` (a gamma curve): the constant exponent that no product
+    or square root computes was one libm call per lane; it is the vector
+    variant, within an ulp of NumPy's float32 ``power``, special values as
+    libm's (a negative base NaN, 0 and inf kept)."""
+    k = tcdsl.compile("def f(float(N) x) -> (y) {\n  y(i) = pow(x(i), 2.4)\n}", options=NO_CACHE)
+    assert any(c.startswith("_ZGV") and c.endswith("vv_powf") for c in _calls(k)), _calls(k)
+    rng = np.random.default_rng(4)
+    x = np.concatenate([rng.random(5000) * 4, np.exp(rng.uniform(-80, 30, 5000)),
+                        [0.0, -0.0, np.inf, np.nan, -1.0, 1e-30, 1e30, 1.0]]).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.power(x, np.float32(2.4))
+    got = k(x)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    fin = ~np.isnan(want)
+    ulp = np.abs(got[fin].view(np.int32).astype(np.int64) - want[fin].view(np.int32).astype(np.int64))
+    assert ulp.max() <= 1, (ulp.max(), x[fin][ulp.argmax()])
 
 
 def test_a_cached_kernel_links_libmvec_in_a_new_process(tmp_path):

@@ -59,6 +59,8 @@ _OWNED = {
     "tirx.atanh": ("atanh", 1), "tirx.erf": ("erf", 1), "tirx.log1p": ("log1p", 1),
     "tirx.asin": ("asin", 1), "tirx.acos": ("acos", 1), "tirx.atan": ("atan", 1),
     "tirx.asinh": ("asinh", 1), "tirx.acosh": ("acosh", 1), "tirx.atan2": ("atan2", 2),
+    # (a constant exponent that formulas.pow_ leaves to libm: a gamma curve's pow(v, 2.4))
+    "tirx.pow": ("pow", 2),
 }
 _FUNCTIONS.update(_OWNED)
 # libm symbol -> intrinsic, for the calls that codegen/mathlib.py emits as libm's
