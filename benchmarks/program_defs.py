@@ -28290,3 +28290,2204 @@ def _s65_v3_allpairs(torch, a, t, s):
         c = torch.matmul(f1.view(B, C, H * W).transpose(1, 2), f2.view(B, C, H * W))
         return (c / C ** 0.5).view(B, H, W, H, W)
     return {"matmul (raft CorrBlock)": _nograd(torch, run)}
+
+
+# ---- session 66: hunts (recommendation and tabular models, graph networks and point clouds, simulation in loops)
+# ---------------------------------------------------------------- u1: recsys / tabular
+
+@program(name="qr compositional embedding bag (ids / M and ids % M; multiplicative); per field", kind="recsys", src="""
+def qr_emb(int32(B,F,L) ids, float(F,Q,D) Eq, float(F,M,D) Er) -> (y) {
+  y(b, f, d) +=! Eq(f, ids(b, f, l) / M, d) * Er(f, ids(b, f, l) % M, d)
+}""", full=dict(B=1024, F=26, L=4, Q=1000, M=64, D=64), tiny=dict(B=3, F=5, L=3, Q=7, M=5, D=3),
+         inputs=lambda rng, s: [rng.integers(0, s["Q"] * s["M"], (s["B"], s["F"], s["L"])).astype(np.int32),
+                                _n(rng, s["F"], s["Q"], s["D"]), _n(rng, s["F"], s["M"], s["D"])])
+def _s66a_qr(torch, a, t, s):
+    ids, Eq, Er = t
+    fi = torch.arange(s["F"])[None, :, None]
+    M = s["M"]
+    def run():
+        il = ids.long()
+        return (Eq[fi, il // M] * Er[fi, il % M]).sum(2)
+    return {"torch gather": _nograd(torch, run)}
+
+
+@program(name="din attention unit: gathered history + target; [h t h-t h*t] mlp; length-masked weighted sum", kind="recsys", src="""
+def din(int32(B,L) hist, int32(B) tid, int32(B) ln, float(V,D) E, float(A,4*D) W1, float(A) b1, float(A) w2) -> (pool) {
+  h(b, l, d) = E(hist(b, l), d)
+  tg(b, d) = E(tid(b), d)
+  a(b, l, k) +=! W1(k, d) * h(b, l, d) + W1(k, D + d) * tg(b, d) + W1(k, 2 * D + d) * (h(b, l, d) - tg(b, d)) + W1(k, 3 * D + d) * h(b, l, d) * tg(b, d)
+  a(b, l, k) = sigmoid(a(b, l, k) + b1(k))
+  s(b, l) +=! a(b, l, k) * w2(k)
+  pool(b, d) +=! l < ln(b) ? s(b, l) * h(b, l, d) : 0
+}""", full=dict(B=256, L=100, V=100000, D=32, A=80), tiny=dict(B=3, L=5, V=11, D=3, A=7),
+         inputs=lambda rng, s: [rng.integers(0, s["V"], (s["B"], s["L"])).astype(np.int32),
+                                rng.integers(0, s["V"], (s["B"],)).astype(np.int32),
+                                rng.integers(1, s["L"] + 1, (s["B"],)).astype(np.int32),
+                                _n(rng, s["V"], s["D"]), _w(rng, s["A"], 4 * s["D"]), _n(rng, s["A"]) * 0.1, _w(rng, s["A"])])
+def _s66a_din(torch, a, t, s):
+    hist, tid, ln, E, W1, b1, w2 = t
+    F = torch.nn.functional
+    L = s["L"]
+    def run():
+        h = E[hist.long()]
+        tg = E[tid.long()][:, None, :].expand_as(h)
+        a_ = torch.sigmoid(F.linear(torch.cat([h, tg, h - tg, h * tg], -1), W1, b1))
+        sc = (a_ @ w2) * (torch.arange(L)[None, :] < ln[:, None].long())
+        return torch.bmm(sc[:, None, :], h)[:, 0]
+    return {"torch cat + linear + bmm": _nograd(torch, run)}
+
+
+@program(name="mmoe: E relu experts (E H I); per-task softmax gates over experts; mixed towers to sigmoid logits", kind="recsys", src="""
+def mmoe(float(B,I) x, float(E,H,I) We, float(E,H) be, float(T,E,I) Wg, float(T,H) wt, float(T) bt) -> (p) {
+  ex(e, b, h) +=! We(e, h, i) * x(b, i)
+  ex(e, b, h) = max(ex(e, b, h) + be(e, h), 0)
+  g(t, b, e) +=! Wg(t, e, i) * x(b, i)
+  gm(t, b) max=! g(t, b, e)
+  g(t, b, e) = exp(g(t, b, e) - gm(t, b))
+  gs(t, b) +=! g(t, b, e)
+  mix(t, b, h) +=! g(t, b, e) * ex(e, b, h)
+  lg(t, b) +=! mix(t, b, h) * wt(t, h)
+  p(t, b) = sigmoid(lg(t, b) / gs(t, b) + bt(t))
+}""", full=dict(B=1024, I=256, E=8, H=128, T=2), tiny=dict(B=5, I=7, E=3, H=5, T=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["I"]), _w(rng, s["E"], s["H"], s["I"]), _n(rng, s["E"], s["H"]) * 0.1,
+                                _w(rng, s["T"], s["E"], s["I"]), _w(rng, s["T"], s["H"]), _n(rng, s["T"]) * 0.1])
+def _s66a_mmoe(torch, a, t, s):
+    x, We, be, Wg, wt, bt = t
+    F = torch.nn.functional
+    E, H, T = s["E"], s["H"], s["T"]
+    Wf, bf, Wgf = We.reshape(E * H, -1), be.reshape(-1), Wg.reshape(T * E, -1)
+    def run():
+        ex = F.relu(F.linear(x, Wf, bf)).view(-1, E, H)
+        g = torch.softmax(F.linear(x, Wgf).view(-1, T, E), -1)
+        mix = torch.bmm(g, ex)
+        return torch.sigmoid((mix * wt).sum(-1) + bt).t()
+    return {"torch linear + bmm": _nograd(torch, run)}
+
+
+def _s66a_tree_inputs(rng, s):
+    R, NN, NF, D = s["R"], s["NN"], s["NF"], s["D"]
+    nint = 2 ** D - 1
+    idx = np.arange(NN)
+    left = np.where(idx < nint, 2 * idx + 1, idx).astype(np.int32)
+    right = np.where(idx < nint, 2 * idx + 2, idx).astype(np.int32)
+    return [_n(rng, s["B"], NF), rng.integers(0, NF, (R, NN)).astype(np.int32), _n(rng, R, NN) * 0.5,
+            np.ascontiguousarray(np.broadcast_to(left, (R, NN))), np.ascontiguousarray(np.broadcast_to(right, (R, NN))),
+            _n(rng, R, NN)]
+
+
+@program(name="decision forest traversal (sklearn arrays feat/thr/left/right/value); node ids updated in place for d in D", kind="tabular", src="""
+def forest(float(B,NF) x, int32(R,NN) feat, float(R,NN) thr, int32(R,NN) left, int32(R,NN) right, float(R,NN) val) -> (y) {
+  node(b, r) = 0 where b in 0:B, r in 0:R
+  for d in D {
+    node(b, r) = x(b, feat(r, node(b, r))) <= thr(r, node(b, r)) ? left(r, node(b, r)) : right(r, node(b, r))
+  }
+  y(b) +=! val(r, node(b, r))
+}""", full=dict(B=4096, NF=64, R=100, NN=511, D=8), tiny=dict(B=5, NF=7, R=3, NN=15, D=3), free=("D",),
+         inputs=_s66a_tree_inputs)
+def _s66a_forest(torch, a, t, s):
+    x, feat, thr, left, right, val = t
+    ar = torch.arange(s["R"])[None, :]
+    fl, ll, rl = feat.long(), left.long(), right.long()
+    def run():
+        node = torch.zeros(s["B"], s["R"], dtype=torch.long)
+        for _ in range(s["D"]):
+            go = x.gather(1, fl[ar, node]) <= thr[ar, node]
+            node = torch.where(go, ll[ar, node], rl[ar, node])
+        return val[ar, node].sum(1)
+    return {"torch gather loop": _nograd(torch, run)}
+
+
+@program(name="gbdt split finding: grad/hess histograms of int32 bins (K free); prefix sums; split gain; best bin", kind="tabular", src="""
+def split(int32(N,F) bins, float(N) g, float(N) hs) -> (gain, best) {
+  G(f, k) +=! bins(n, f) == k ? g(n) : 0.0 where k in 0:K
+  H(f, k) +=! bins(n, f) == k ? hs(n) : 0.0 where k in 0:K
+  GL(f, k) +=! j <= k ? G(f, j) : 0.0 where k in 0:K, j in 0:K
+  HL(f, k) +=! j <= k ? H(f, j) : 0.0 where k in 0:K, j in 0:K
+  GT(f) +=! G(f, k)
+  HT(f) +=! H(f, k)
+  gain(f, k) = GL(f, k) * GL(f, k) / (HL(f, k) + 1.0) + (GT(f) - GL(f, k)) * (GT(f) - GL(f, k)) / (HT(f) - HL(f, k) + 1.0) - GT(f) * GT(f) / (HT(f) + 1.0)
+  best(f) argmax=! gain(f, k)
+}""", full=dict(N=65536, F=28, K=256), tiny=dict(N=37, F=3, K=5), free=("K",),
+         inputs=lambda rng, s: [rng.integers(0, s["K"], (s["N"], s["F"])).astype(np.int32), _n(rng, s["N"]),
+                                (rng.random(s["N"]) + 0.1).astype(np.float32)],
+         pick=lambda r: r[0])
+def _s66a_split(torch, a, t, s):
+    bins, g, hs = t
+    N, F, K = s["N"], s["F"], s["K"]
+    def run():
+        idx = (bins.long() + torch.arange(F)[None, :] * K).reshape(-1)
+        G = torch.bincount(idx, weights=g[:, None].expand(N, F).reshape(-1), minlength=F * K).view(F, K).float()
+        H = torch.bincount(idx, weights=hs[:, None].expand(N, F).reshape(-1), minlength=F * K).view(F, K).float()
+        GL, HL = G.cumsum(1), H.cumsum(1)
+        GT, HT = GL[:, -1:], HL[:, -1:]
+        return GL * GL / (HL + 1) + (GT - GL) ** 2 / (HT - HL + 1) - GT * GT / (HT + 1)
+    return {"torch bincount + cumsum": _nograd(torch, run)}
+
+
+@program(name="ft-transformer tokenizer: cls + numeric x*W+b + categorical offset lookups; layout by left offsets; layer norm", kind="tabular", src="""
+def ft_tok(float(B,FN) xn, int32(B,FC) xc, int32(FC) off, float(FN,D) Wn, float(FN,D) bn, float(V,D) Ec, float(FC,D) bc, float(D) cls, float(D) gam, float(D) bet) -> (y) {
+  tok(b, j, d) = cls(d) where b in 0:B, j in 0:1
+  tok(b, 1 + f, d) = xn(b, f) * Wn(f, d) + bn(f, d)
+  tok(b, 1 + FN + c, d) = Ec(xc(b, c) + off(c), d) + bc(c, d)
+  mu(b, j) +=! tok(b, j, d) / D
+  var(b, j) +=! (tok(b, j, d) - mu(b, j)) * (tok(b, j, d) - mu(b, j)) / D
+  y(b, j, d) = (tok(b, j, d) - mu(b, j)) * rsqrt(var(b, j) + 1e-5) * gam(d) + bet(d)
+}""", full=dict(B=1024, FN=16, FC=8, V=800, D=192), tiny=dict(B=3, FN=5, FC=3, V=13, D=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["FN"]),
+                                rng.integers(0, s["V"] // s["FC"], (s["B"], s["FC"])).astype(np.int32),
+                                (np.arange(s["FC"]) * (s["V"] // s["FC"])).astype(np.int32),
+                                _w(rng, s["FN"], s["D"]), _n(rng, s["FN"], s["D"]) * 0.1, _n(rng, s["V"], s["D"]),
+                                _n(rng, s["FC"], s["D"]) * 0.1, _n(rng, s["D"]), 1 + 0.1 * _n(rng, s["D"]), 0.1 * _n(rng, s["D"])])
+def _s66a_ft(torch, a, t, s):
+    xn, xc, off, Wn, bn, Ec, bc, cls, gam, bet = t
+    F = torch.nn.functional
+    B, D = s["B"], s["D"]
+    def run():
+        num = xn[:, :, None] * Wn + bn
+        cat = Ec[(xc + off).long()] + bc
+        tok = torch.cat([cls.expand(B, 1, D), num, cat], 1)
+        return F.layer_norm(tok, (D,), gam, bet, 1e-5)
+    return {"torch cat + layer_norm": _nograd(torch, run)}
+
+
+@program(name="autoint interacting layer: per-head q k v over fields (B F D); softmax over fields; relu(o + residual proj)", kind="recsys", src="""
+def autoint(float(B,F,D) e, float(NH,DK,D) Wq, float(NH,DK,D) Wk, float(NH,DK,D) Wv, float(NH,DK,D) Wr) -> (y) {
+  q(b, h, f, k) +=! e(b, f, d) * Wq(h, k, d)
+  kk(b, h, f, k) +=! e(b, f, d) * Wk(h, k, d)
+  v(b, h, f, k) +=! e(b, f, d) * Wv(h, k, d)
+  s(b, h, f, g) +=! q(b, h, f, k) * kk(b, h, g, k)
+  m(b, h, f) max=! s(b, h, f, g)
+  p(b, h, f, g) = exp(s(b, h, f, g) - m(b, h, f))
+  z(b, h, f) +=! p(b, h, f, g)
+  o(b, h, f, k) +=! p(b, h, f, g) * v(b, h, g, k)
+  r(b, h, f, k) +=! e(b, f, d) * Wr(h, k, d)
+  y(b, f, h, k) = max(o(b, h, f, k) / z(b, h, f) + r(b, h, f, k), 0)
+}""", full=dict(B=1024, F=39, D=16, NH=2, DK=32), tiny=dict(B=3, F=5, D=7, NH=2, DK=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["F"], s["D"])] + [_w(rng, s["NH"], s["DK"], s["D"]) for _ in range(4)])
+def _s66a_autoint(torch, a, t, s):
+    e, Wq, Wk, Wv, Wr = t
+    F = torch.nn.functional
+    B, Fn, NH, DK = s["B"], s["F"], s["NH"], s["DK"]
+    W = torch.cat([Wq, Wk, Wv, Wr]).reshape(4 * NH * DK, -1)
+    def run():
+        q, k, v, r = F.linear(e, W).view(B, Fn, 4, NH, DK).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, scale=1.0)
+        return F.relu(o + r).permute(0, 2, 1, 3)
+    return {"torch linear + sdpa": _nograd(torch, run)}
+
+
+@program(name="fibinet: senet squeeze-excite field weights; field-each bilinear v_i W_i * v_j for j > i", kind="recsys", src="""
+def fibinet(float(B,F,K) e, float(R,F) W1, float(F,R) W2, float(F,K,K) Wb) -> (p) {
+  z(b, f) +=! e(b, f, k) / K
+  a(b, r) +=! W1(r, f) * z(b, f)
+  a(b, r) = max(a(b, r), 0)
+  s(b, f) +=! W2(f, r) * a(b, r)
+  s(b, f) = max(s(b, f), 0)
+  v(b, f, k) = e(b, f, k) * s(b, f)
+  q(b, i, k) +=! v(b, i, m) * Wb(i, m, k)
+  p(b, i, j, k) = j > i ? q(b, i, k) * v(b, j, k) : 0
+}""", full=dict(B=512, F=26, K=16, R=9), tiny=dict(B=3, F=5, K=3, R=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["F"], s["K"]), _w(rng, s["R"], s["F"]), _w(rng, s["F"], s["R"]),
+                                _w(rng, s["F"], s["K"], s["K"])])
+def _s66a_fibinet(torch, a, t, s):
+    e, W1, W2, Wb = t
+    F = torch.nn.functional
+    Fn = s["F"]
+    mask = torch.triu(torch.ones(Fn, Fn), 1)[None, :, :, None]
+    def run():
+        z = e.mean(2)
+        sc = F.relu(F.linear(F.relu(F.linear(z, W1)), W2))
+        v = e * sc[:, :, None]
+        q = torch.einsum("bim,imk->bik", v, Wb)
+        return q[:, :, None, :] * v[:, None, :, :] * mask
+    return {"torch einsum + mask": _nograd(torch, run)}
+
+
+@program(name="bpr loss with NS sampled negatives per user (int32 ids) and the gradient of the user rows", kind="recsys", src="""
+def bpr(int32(B) u, int32(B) ip, int32(B,NS) ineg, float(NU,D) U, float(NI,D) It) -> (loss, du) {
+  xp(b) +=! U(u(b), d) * It(ip(b), d)
+  xn(b, s) +=! U(u(b), d) * It(ineg(b, s), d)
+  sg(b, s) = sigmoid(xn(b, s) - xp(b))
+  loss() +=! -log(sigmoid(xp(b) - xn(b, s))) / (B * NS)
+  du(b, d) +=! sg(b, s) * (It(ineg(b, s), d) - It(ip(b), d)) / (B * NS)
+}""", full=dict(B=4096, NS=16, D=64, NU=100000, NI=50000), tiny=dict(B=5, NS=3, D=7, NU=11, NI=13),
+         inputs=lambda rng, s: [rng.integers(0, s["NU"], (s["B"],)).astype(np.int32), rng.integers(0, s["NI"], (s["B"],)).astype(np.int32),
+                                rng.integers(0, s["NI"], (s["B"], s["NS"])).astype(np.int32),
+                                _n(rng, s["NU"], s["D"]) * 0.3, _n(rng, s["NI"], s["D"]) * 0.3],
+         pick=lambda r: r[1])
+def _s66a_bpr(torch, a, t, s):
+    u, ip, ineg, U, It = t
+    F = torch.nn.functional
+    n = s["B"] * s["NS"]
+    def run():
+        eu = U[u.long()].detach().requires_grad_()
+        ep, en = It[ip.long()], It[ineg.long()]
+        xp = (eu * ep).sum(-1)
+        xn = torch.einsum("bd,bsd->bs", eu, en)
+        loss = -F.logsigmoid(xp[:, None] - xn).sum() / n
+        loss.backward()
+        return eu.grad
+    def manual():
+        eu, ep, en = U[u.long()], It[ip.long()], It[ineg.long()]
+        xp = (eu * ep).sum(-1)
+        xn = torch.bmm(en, eu[:, :, None])[:, :, 0]
+        sg = torch.sigmoid(xn - xp[:, None])
+        return (torch.bmm(sg[:, None, :], en)[:, 0] - sg.sum(1, keepdim=True) * ep) / n
+    return {"torch autograd": run, "torch manual": _nograd(torch, manual)}
+
+
+@program(name="dien augru over a batch-first behaviour sequence (B L D); attention score scales the update gate", kind="recsys", src="""
+def augru(float(B,L,D) x, float(B,L) att, float(H,D) Wr, float(H,D) Wz, float(H,D) Wn, float(H,H) Ur, float(H,H) Uz, float(H,H) Un, float(3,H) bx) -> (h) {
+  for t in L {
+    r(b, j) +=! x(b, t, i) * Wr(j, i)
+    z(b, j) +=! x(b, t, i) * Wz(j, i)
+    n(b, j) +=! x(b, t, i) * Wn(j, i)
+    if t > 0 {
+      r(b, j) += h(b, t - 1, k) * Ur(j, k)
+      z(b, j) += h(b, t - 1, k) * Uz(j, k)
+      hn(b, j) +=! h(b, t - 1, k) * Un(j, k)
+    }
+    u(b, j) = att(b, t) * sigmoid(z(b, j) + bx(1, j))
+    h(b, t, j) = (1 - u(b, j)) * (t > 0 ? h(b, t - 1, j) : 0) + u(b, j) * tanh(n(b, j) + bx(2, j) + (t > 0 ? sigmoid(r(b, j) + bx(0, j)) * hn(b, j) : 0))
+  }
+}""", full=dict(B=256, L=50, D=64, H=64), tiny=dict(B=3, L=5, D=7, H=5),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["L"], s["D"]), rng.random((s["B"], s["L"])).astype(np.float32)]
+                               + [_w(rng, s["H"], s["D"]) for _ in range(3)] + [_w(rng, s["H"], s["H"]) for _ in range(3)]
+                               + [_n(rng, 3, s["H"]) * 0.1])
+def _s66a_augru(torch, a, t, s):
+    F = torch.nn.functional
+    x, att, Wr, Wz, Wn, Ur, Uz, Un, bx = t
+    Wx = torch.cat([Wr, Wz, Wn]); Uh = torch.cat([Ur, Uz, Un]); H = s["H"]; bxf = bx.reshape(-1)
+    def loop():
+        xp = F.linear(x, Wx, bxf)
+        h = None; out = []
+        for k in range(s["L"]):
+            xr, xz, xn = xp[:, k].split(H, -1)
+            a_ = att[:, k, None]
+            if h is None:
+                u = a_ * torch.sigmoid(xz); h = u * torch.tanh(xn)
+            else:
+                hr, hz, hn = F.linear(h, Uh).split(H, -1)
+                u = a_ * torch.sigmoid(xz + hz)
+                h = (1 - u) * h + u * torch.tanh(xn + torch.sigmoid(xr + hr) * hn)
+            out.append(h)
+        return torch.stack(out, 1)
+    return {"torch loop": _nograd(torch, loop)}
+
+
+@program(name="top-K retrieval: user-item scores then K passes of argmax=! with the picked item masked to -inf (K free)", kind="recsys", src="""
+def topk(float(B,D) U, float(N,D) It) -> (val, idx) {
+  s(b, n) +=! U(b, d) * It(n, d)
+  for k in K {
+    idx(b, k) argmax=! s(b, n)
+    val(b, k) = s(b, idx(b, k))
+    s(b, n) = n == idx(b, k) ? -inf : s(b, n)
+  }
+}""", full=dict(B=256, N=20000, D=64, K=10), tiny=dict(B=3, N=13, D=5, K=3), free=("K",),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["D"]), _n(rng, s["N"], s["D"])], pick=lambda r: r[0])
+def _s66a_topk(torch, a, t, s):
+    U, It = t
+    return {"torch matmul + topk": _nograd(torch, lambda: (U @ It.t()).topk(s["K"], 1).values)}
+
+
+def _s66a_rel(rng, s):
+    r = rng.integers(0, 5, (s["B"], s["L"])).astype(np.float32)
+    r[:, 0] = 3
+    return r
+
+
+@program(name="lambdarank lambdas: ranks by pairwise counting (ties by position); delta ndcg; ranknet sigmoid", kind="recsys", src="""
+def lambdarank(float(B,L) s, float(B,L) rel) -> (lam) {
+  rk(b, i) +=! (s(b, j) > s(b, i) || (s(b, j) == s(b, i) && j < i)) ? 1.0 : 0.0
+  irk(b, i) +=! (rel(b, j) > rel(b, i) || (rel(b, j) == rel(b, i) && j < i)) ? 1.0 : 0.0
+  gn(b, i) = exp2(rel(b, i)) - 1
+  disc(b, i) = 1 / log2(rk(b, i) + 2)
+  idcg(b) +=! gn(b, i) / log2(irk(b, i) + 2)
+  lam(b, i) +=! rel(b, i) > rel(b, j) ? -sigmoid(s(b, j) - s(b, i)) * fabs((gn(b, i) - gn(b, j)) * (disc(b, i) - disc(b, j))) / idcg(b)
+             : (rel(b, i) < rel(b, j) ? sigmoid(s(b, i) - s(b, j)) * fabs((gn(b, i) - gn(b, j)) * (disc(b, i) - disc(b, j))) / idcg(b) : 0.0)
+}""", full=dict(B=1024, L=100), tiny=dict(B=3, L=7),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["L"]), _s66a_rel(rng, s)])
+def _s66a_lambda(torch, a, t, s):
+    sc, rel = t
+    B, L = s["B"], s["L"]
+    pos = torch.arange(L, dtype=torch.float32).expand(B, L)
+    def ranks(v):
+        o = torch.argsort(v, dim=1, descending=True, stable=True)
+        return torch.empty_like(pos).scatter_(1, o, pos)
+    def run():
+        gn = torch.exp2(rel) - 1
+        disc = 1 / torch.log2(ranks(sc) + 2)
+        idcg = (gn / torch.log2(ranks(rel) + 2)).sum(1)
+        dd = ((gn[:, :, None] - gn[:, None, :]) * (disc[:, :, None] - disc[:, None, :])).abs() / idcg[:, None, None]
+        sd = sc[:, :, None] - sc[:, None, :]
+        gt = (rel[:, :, None] > rel[:, None, :]).float(); lt = (rel[:, :, None] < rel[:, None, :]).float()
+        return (-torch.sigmoid(-sd) * gt * dd + torch.sigmoid(sd) * lt * dd).sum(2)
+    return {"torch argsort + pairwise": _nograd(torch, run)}
+
+
+@program(name="wide cross-product features: int64 raw ids hashed per field pair j > i into a (V) weight table; sigmoid", kind="recsys", src="""
+def wide(int64(B,F) raw, float(V) w, float bias) -> (p) {
+  lg(b) +=! j > i ? w((raw(b, i) * 1000003 + raw(b, j) * 31 + i) % V) : 0.0
+  p(b) = sigmoid(lg(b) + bias)
+}""", full=dict(B=4096, F=26, V=1 << 20), tiny=dict(B=5, F=5, V=17),
+         inputs=lambda rng, s: [rng.integers(0, 1 << 30, (s["B"], s["F"])).astype(np.int64), _n(rng, s["V"]) * 0.1,
+                                np.array(0.1, np.float32)])
+def _s66a_wide(torch, a, t, s):
+    raw, w, bias = t
+    Fn, V = s["F"], s["V"]
+    ii, jj = torch.triu_indices(Fn, Fn, 1)
+    def run():
+        h = (raw[:, ii] * 1000003 + raw[:, jj] * 31 + ii) % V
+        return torch.sigmoid(w[h].sum(1) + bias)
+    return {"torch triu pairs gather": _nograd(torch, run)}
+
+
+@program(name="tabnet attentive steps: sparsemax by pairwise counting; prior relaxation; masked features; relu transformer (for st in S)", kind="tabular", src="""
+def tabnet(float(B,F) x, float(F,NA) W0, float(S,NA,F) Wa, float(S,F,NA) Wf, float gamma) -> (out, msk) {
+  h(b, k) +=! x(b, f) * W0(f, k)
+  prior(b, f) = 1.0 where b in 0:B, f in 0:F
+  out(b, k) = 0.0 where b in 0:B, k in 0:NA
+  for st in S {
+    z(b, f) +=! h(b, k) * Wa(st, k, f)
+    z(b, f) = z(b, f) * prior(b, f)
+    cnt(b, i) +=! z(b, j) >= z(b, i) ? 1.0 : 0.0
+    cs(b, i) +=! z(b, j) >= z(b, i) ? z(b, j) : 0.0
+    ks(b) +=! 1 + cnt(b, i) * z(b, i) > cs(b, i) ? 1.0 : 0.0
+    ss(b) +=! 1 + cnt(b, i) * z(b, i) > cs(b, i) ? z(b, i) : 0.0
+    msk(st, b, f) = max(z(b, f) - (ss(b) - 1) / ks(b), 0)
+    prior(b, f) = prior(b, f) * (gamma - msk(st, b, f))
+    h(b, k) +=! msk(st, b, f) * x(b, f) * Wf(st, f, k)
+    h(b, k) = max(h(b, k), 0)
+    out(b, k) = out(b, k) + h(b, k)
+  }
+}""", full=dict(B=4096, F=64, NA=32, S=3), tiny=dict(B=3, F=7, NA=5, S=2),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["F"]), _w(rng, s["F"], s["NA"]), _w(rng, s["S"], s["NA"], s["F"]),
+                                _w(rng, s["S"], s["F"], s["NA"]), np.array(1.3, np.float32)],
+         pick=lambda r: r[0])
+def _s66a_tabnet(torch, a, t, s):
+    x, W0, Wa, Wf, gamma = t
+    F_ = s["F"]
+    ar = torch.arange(1, F_ + 1, dtype=torch.float32)
+    def sparsemax(z):
+        zs = z.sort(1, descending=True).values
+        cz = zs.cumsum(1)
+        sup = (1 + ar * zs > cz)
+        k = sup.sum(1, keepdim=True)
+        tau = (cz.gather(1, k - 1) - 1) / k
+        return torch.clamp(z - tau, min=0)
+    def run():
+        h = x @ W0; prior = torch.ones_like(x); out = torch.zeros_like(h)
+        for st in range(s["S"]):
+            z = (h @ Wa[st]) * prior
+            m = sparsemax(z)
+            prior = prior * (gamma - m)
+            h = torch.relu((m * x) @ Wf[st])
+            out = out + h
+        return out
+    return {"torch sort sparsemax loop": _nograd(torch, run)}
+
+# ---------------- u2: graph neural networks and point clouds ----------------
+
+def _s66b_f32(x):
+    return np.array(x, np.float32)
+
+
+def _s66b_adj(r, N, p, loops=True):
+    up = np.triu(r.random((N, N)) < p, 1)
+    A = (up | up.T)
+    if loops:
+        A = A | np.eye(N, dtype=bool)
+    return A.astype(np.float32)
+
+
+def _s66b_knn(r, B, N, K):
+    return r.integers(0, N, (B, N, K)).astype(np.int32)
+
+
+@program(name="dgcnn edgeconv channels-last: int32 knn idx (B N K); W (O 2C) on [x_j - x_i ; x_i]; leaky 0.2; max over K",
+         kind="graph", src="""
+def dgcnn_edgeconv(float(B,N,C) x, int32(B,N,K) idx, float(O,2*C) W) -> (y) {
+  h(b, n, k, o) +=! W(o, c) * (x(b, idx(b, n, k), c) - x(b, n, c)) + W(o, C + c) * x(b, n, c)
+  y(b, n, o) max=! v > 0 ? v : 0.2 * v where v = h(b, n, k, o)
+}
+""", full=dict(B=4, N=1024, K=16, C=64, O=64), tiny=dict(B=2, N=7, K=3, C=5, O=3),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["C"]), _s66b_knn(r, s["B"], s["N"], s["K"]),
+                         _w(r, s["O"], 2 * s["C"])])
+def _s66b_edgeconv(torch, a, t, s):
+    F = torch.nn.functional
+    x, idx, W = t
+    B, N, C = x.shape
+    K = idx.shape[2]
+    bi = torch.arange(B)[:, None, None]
+
+    def naive():
+        xj = x[bi, idx.long()]
+        xi = x[:, :, None, :].expand(-1, -1, K, -1)
+        return F.leaky_relu(F.linear(torch.cat([xj - xi, xi], -1), W), 0.2).amax(2)
+
+    def split():
+        P = F.linear(x, W[:, :C])
+        Q = F.linear(x, W[:, C:] - W[:, :C])
+        return F.leaky_relu(P[bi, idx.long()] + Q[:, :, None, :], 0.2).amax(2)
+    return {"gather + cat + F.linear + leaky_relu + amax": _nograd(torch, naive),
+            "split weight: F.linear then gather + amax": _nograd(torch, split)}
+
+
+@program(name="gatv2 dense adjacency mask: per-head a^T leaky(Wl x_j + Wr x_i) scores softmax over neighbours",
+         kind="graph", src="""
+def gatv2_dense(float(N,D) x, float(N,N) A, float(H,C,D) Wl, float(H,C,D) Wr, float(H,C) att) -> (out) {
+  gl(n, h, c) +=! x(n, d) * Wl(h, c, d)
+  gr(n, h, c) +=! x(n, d) * Wr(h, c, d)
+  e(i, j, h) +=! att(h, c) * (v > 0 ? v : 0.2 * v) where v = gl(j, h, c) + gr(i, h, c)
+  sc(i, j, h) = A(i, j) > 0 ? e(i, j, h) : -inf
+  mx(i, h) max=! sc(i, j, h)
+  p(i, j, h) = exp(sc(i, j, h) - mx(i, h))
+  den(i, h) +=! p(i, j, h)
+  out(i, h, c) +=! p(i, j, h) * gl(j, h, c)
+  out(i, h, c) = out(i, h, c) / den(i, h)
+}
+""", full=dict(N=384, D=64, H=4, C=16), tiny=dict(N=7, D=5, H=3, C=3),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), _s66b_adj(r, s["N"], 0.05 if s["N"] > 100 else 0.3),
+                         _w(r, s["H"], s["C"], s["D"]), _w(r, s["H"], s["C"], s["D"]), _w(r, s["H"], s["C"])])
+def _s66b_gatv2(torch, a, t, s):
+    F = torch.nn.functional
+    x, A, Wl, Wr, att = t
+    H, C, D = Wl.shape
+
+    def run():
+        gl = F.linear(x, Wl.reshape(H * C, D)).view(-1, H, C)
+        gr = F.linear(x, Wr.reshape(H * C, D)).view(-1, H, C)
+        e = (F.leaky_relu(gl[None, :] + gr[:, None], 0.2) * att).sum(-1)  # (i, j, h)
+        e = e.masked_fill(A[:, :, None] <= 0, float("-inf"))
+        p = torch.softmax(e, 1)
+        return torch.einsum("ijh,jhc->ihc", p, gl)
+    return {"broadcast leaky_relu + masked softmax + einsum": _nograd(torch, run)}
+
+
+@program(name="appnp K propagation steps (K free) with sym-normalized A+I built in-program from 0/1 adjacency",
+         kind="graph", src="""
+def appnp(float(N,N) A, float(N,D) h0, float alpha) -> (z) {
+  deg(i) +=! A(i, j)
+  dinv(i) = rsqrt(deg(i) + 1.0)
+  An(i, j) = dinv(i) * (A(i, j) + (i == j ? 1.0 : 0.0)) * dinv(j)
+  z(i, d) = h0(i, d)
+  for k in K {
+    m(i, d) +=! An(i, j) * z(j, d)
+    z(i, d) = (1 - alpha) * m(i, d) + alpha * h0(i, d)
+  }
+}
+""", full=dict(N=1024, D=64, K=10), tiny=dict(N=7, D=3, K=3), free=("K",),
+    inputs=lambda r, s: [_s66b_adj(r, s["N"], 0.01 if s["N"] > 100 else 0.3, loops=False), _n(r, s["N"], s["D"]),
+                         _s66b_f32(0.1)])
+def _s66b_appnp(torch, a, t, s):
+    A, h0 = t[0], t[1]
+    alpha = float(a[2])
+    K = s["K"]
+
+    def run():
+        dinv = (A.sum(1) + 1).rsqrt()
+        An = dinv[:, None] * (A + torch.eye(A.shape[0])) * dinv[None, :]
+        z = h0
+        for _ in range(K):
+            z = torch.addmm(h0, An, z, beta=alpha, alpha=1 - alpha)
+        return z
+    return {"normalize + K addmm": _nograd(torch, run)}
+
+
+@program(name="diffpool on padded batched graphs: gnn embed relu + masked softmax assignment + S^T Z and S^T A S",
+         kind="graph", src="""
+def diffpool(float(B,N,N) A, float(B,N,D) x, float(B,N) mask, float(S,D) Wp, float(F,D) We) -> (xp, ap) {
+  ax(b, i, d) +=! A(b, i, j) * x(b, j, d)
+  z(b, i, f) +=! ax(b, i, d) * We(f, d)
+  z(b, i, f) = fmax(z(b, i, f), 0.0)
+  l(b, i, s) +=! ax(b, i, d) * Wp(s, d)
+  mx(b, i) max=! l(b, i, s)
+  e(b, i, s) = exp(l(b, i, s) - mx(b, i))
+  den(b, i) +=! e(b, i, s)
+  sa(b, i, s) = mask(b, i) * e(b, i, s) / den(b, i)
+  xp(b, s, f) +=! sa(b, i, s) * z(b, i, f)
+  asg(b, i, q) +=! A(b, i, j) * sa(b, j, q)
+  ap(b, s, q) +=! sa(b, i, s) * asg(b, i, q)
+}
+""", full=dict(B=32, N=128, D=64, F=64, S=16), tiny=dict(B=2, N=7, D=3, F=5, S=3),
+    pick=lambda r: np.concatenate([np.asarray(r[0]), np.asarray(r[1])], -1),
+    inputs=lambda r, s: (lambda m: [_s66b_adj(r, s["N"], 0.1)[None] * m[:, :, None] * m[:, None, :],
+                                    _n(r, s["B"], s["N"], s["D"]) * m[:, :, None], m,
+                                    _w(r, s["S"], s["D"]), _w(r, s["F"], s["D"])])(
+        (np.arange(s["N"])[None, :] < r.integers(s["N"] // 2, s["N"] + 1, s["B"])[:, None]).astype(np.float32)))
+def _s66b_diffpool(torch, a, t, s):
+    F = torch.nn.functional
+    A, x, mask, Wp, We = t
+
+    def run():
+        ax = torch.bmm(A, x)
+        z = F.relu(F.linear(ax, We))
+        sa = torch.softmax(F.linear(ax, Wp), -1) * mask[:, :, None]
+        xp = torch.bmm(sa.transpose(1, 2), z)
+        ap = torch.bmm(sa.transpose(1, 2), torch.bmm(A, sa))
+        return torch.cat([xp, ap], -1)
+    return {"bmm + F.linear + softmax": _nograd(torch, run)}
+
+
+@program(name="pointnet++ set abstraction: int32 centroid + group idx; [xyz - centroid ; feat] 2-layer mlp relu; max over K",
+         kind="pointcloud", src="""
+def sa_group(float(B,N,3) xyz, float(B,N,C) feat, int32(B,S) cidx, int32(B,S,K) gidx,
+             float(H1,3+C) W1, float(H1) b1, float(H2,H1) W2, float(H2) b2) -> (out) {
+  h1(b, s, k, o) +=! W1(o, 3 + c) * feat(b, gidx(b, s, k), c)
+  h1(b, s, k, o) += W1(o, d) * (xyz(b, gidx(b, s, k), d) - xyz(b, cidx(b, s), d))
+  h1(b, s, k, o) = fmax(h1(b, s, k, o) + b1(o), 0.0)
+  h2(b, s, k, p) +=! W2(p, o) * h1(b, s, k, o)
+  out(b, s, p) max=! fmax(h2(b, s, k, p) + b2(p), 0.0)
+}
+""", full=dict(B=4, N=1024, S=256, K=32, C=64, H1=64, H2=128), tiny=dict(B=2, N=9, S=3, K=5, C=4, H1=3, H2=5),
+    inputs=lambda r, s: [r.random((s["B"], s["N"], 3)).astype(np.float32), _n(r, s["B"], s["N"], s["C"]),
+                         r.integers(0, s["N"], (s["B"], s["S"])).astype(np.int32),
+                         r.integers(0, s["N"], (s["B"], s["S"], s["K"])).astype(np.int32),
+                         _w(r, s["H1"], 3 + s["C"]), _n(r, s["H1"]) * 0.1, _w(r, s["H2"], s["H1"]), _n(r, s["H2"]) * 0.1])
+def _s66b_sa(torch, a, t, s):
+    F = torch.nn.functional
+    xyz, feat, cidx, gidx, W1, b1, W2, b2 = t
+    B = xyz.shape[0]
+    bi = torch.arange(B)
+
+    def run():
+        g = gidx.long()
+        cen = xyz[bi[:, None], cidx.long()]                     # (B,S,3)
+        rel = xyz[bi[:, None, None], g] - cen[:, :, None, :]    # (B,S,K,3)
+        grp = torch.cat([rel, feat[bi[:, None, None], g]], -1)
+        h = F.relu(F.linear(F.relu(F.linear(grp, W1, b1)), W2, b2))
+        return h.amax(2)
+    return {"gather + cat + 2x F.linear + amax": _nograd(torch, run)}
+
+
+@program(name="gine layer on int32 edge list: relu(x_src + ea We^T + be) scatter-add by dst then mlp on x + agg",
+         kind="graph", src="""
+def gine(float(N,D) x, int32(E) src, int32(E) dst, float(E,C) ea, float(D,C) We, float(D) be,
+         float(H,D) W1, float(H) b1, float(D,H) W2, float(D) b2) -> (y) {
+  ep(e, d) +=! ea(e, c) * We(d, c)
+  msg(e, d) = fmax(x(src(e), d) + ep(e, d) + be(d), 0.0)
+  agg(n, d) +=! dst(e) == n ? msg(e, d) : 0.0 where n in 0:N
+  hid(n, k) +=! W1(k, d) * (agg(n, d) + x(n, d))
+  hid(n, k) = fmax(hid(n, k) + b1(k), 0.0)
+  y(n, o) +=! hid(n, k) * W2(o, k)
+  y(n, o) = y(n, o) + b2(o)
+}
+""", full=dict(N=8192, E=65536, D=64, C=16, H=128), tiny=dict(N=7, E=11, D=3, C=2, H=5),
+    inputs=lambda r, s: [_n(r, s["N"], s["D"]), r.integers(0, s["N"], s["E"]).astype(np.int32),
+                         r.integers(0, s["N"], s["E"]).astype(np.int32), _n(r, s["E"], s["C"]),
+                         _w(r, s["D"], s["C"]), _n(r, s["D"]) * 0.1, _w(r, s["H"], s["D"]), _n(r, s["H"]) * 0.1,
+                         _w(r, s["D"], s["H"]), _n(r, s["D"]) * 0.1])
+def _s66b_gine(torch, a, t, s):
+    F = torch.nn.functional
+    x, src, dst, ea, We, be, W1, b1, W2, b2 = t
+
+    def run():
+        msg = F.relu(x[src.long()] + F.linear(ea, We, be))
+        agg = torch.zeros_like(x).index_add_(0, dst.long(), msg)
+        return F.linear(F.relu(F.linear(x + agg, W1, b1)), W2, b2)
+    return {"gather + F.linear + index_add_ + mlp": _nograd(torch, run)}
+
+
+@program(name="rgcn basis decomposition on dense per-relation adjacency (R N N): mean-normalized + root + relu",
+         kind="graph", src="""
+def rgcn_basis(float(R,N,N) A, float(N,D) x, float(R,NB) comp, float(NB,D,O) V, float(D,O) Wroot, float(O) bias) -> (y) {
+  W(r, d, o) +=! comp(r, q) * V(q, d, o)
+  deg(r, i) +=! A(r, i, j)
+  ax(r, i, d) +=! A(r, i, j) * x(j, d)
+  y(i, o) +=! ax(r, i, d) * W(r, d, o) / fmax(deg(r, i), 1.0)
+  y(i, o) += x(i, d) * Wroot(d, o)
+  y(i, o) = fmax(y(i, o) + bias(o), 0.0)
+}
+""", full=dict(R=8, N=512, D=64, O=64, NB=4), tiny=dict(R=3, N=7, D=3, O=5, NB=2),
+    inputs=lambda r, s: [np.stack([_s66b_adj(r, s["N"], 0.02 if s["N"] > 100 else 0.3, loops=False)
+                                   for _ in range(s["R"])]), _n(r, s["N"], s["D"]), _w(r, s["R"], s["NB"]),
+                         _w(r, s["NB"], s["D"], s["O"]), _w(r, s["D"], s["O"]), _n(r, s["O"]) * 0.1])
+def _s66b_rgcn(torch, a, t, s):
+    A, x, comp, V, Wroot, bias = t
+    R, NB = comp.shape
+
+    def run():
+        W = (comp @ V.reshape(NB, -1)).view(R, *V.shape[1:])
+        ax = torch.matmul(A, x) / A.sum(-1, keepdim=True).clamp_min(1)
+        return torch.relu(torch.einsum("rid,rdo->io", ax, W) + x @ Wroot + bias)
+    return {"matmul + einsum": _nograd(torch, run)}
+
+
+@program(name="graphormer attention: int32 shortest-path table gathers per-head bias (P H); node padding mask; softmax",
+         kind="graph", src="""
+def graphormer_attn(float(B,H,N,Dh) q, float(B,H,N,Dh) k, float(B,H,N,Dh) v, int32(B,N,N) spd,
+                    float(P,H) tab, float(B,N) mask) -> (o) {
+  s(b, h, i, j) +=! q(b, h, i, d) * k(b, h, j, d)
+  s(b, h, i, j) = mask(b, j) > 0 ? s(b, h, i, j) * rsqrt(float(Dh)) + tab(spd(b, i, j), h) : -inf
+  mx(b, h, i) max=! s(b, h, i, j)
+  p(b, h, i, j) = exp(s(b, h, i, j) - mx(b, h, i))
+  den(b, h, i) +=! p(b, h, i, j)
+  o(b, h, i, d) +=! p(b, h, i, j) * v(b, h, j, d)
+  o(b, h, i, d) = o(b, h, i, d) / den(b, h, i)
+}
+""", full=dict(B=8, H=8, N=128, Dh=32, P=16), tiny=dict(B=2, H=3, N=7, Dh=5, P=4),
+    inputs=lambda r, s: [_n(r, s["B"], s["H"], s["N"], s["Dh"]) for _ in range(3)]
+    + [r.integers(0, s["P"], (s["B"], s["N"], s["N"])).astype(np.int32), _n(r, s["P"], s["H"]),
+       (np.arange(s["N"])[None, :] < r.integers(1, s["N"] + 1, s["B"])[:, None]).astype(np.float32)])
+def _s66b_graphormer(torch, a, t, s):
+    F = torch.nn.functional
+    q, k, v, spd, tab, mask = t
+
+    def run():
+        bias = tab[spd.long()].permute(0, 3, 1, 2)   # (B,H,N,N)
+        bias = bias.masked_fill(mask[:, None, None, :] <= 0, float("-inf"))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return {"gather bias + sdpa float mask": _nograd(torch, run)}
+
+
+@program(name="set transformer pma: learned seeds attend over padded sets (int32 lengths) multihead + rff residual",
+         kind="set", src="""
+def pma(float(B,N,D) x, int32(B) len, float(M,D) seed, float(D,D) Wq, float(D,D) Wk, float(D,D) Wv,
+        float(D,D) Wo, float(D) bo) -> (out) {
+  qh(m, h, c) +=! seed(m, e) * Wq(h * DH + c, e) where h in 0:NH, c in 0:DH
+  kh(b, n, h, c) +=! x(b, n, e) * Wk(h * DH + c, e) where h in 0:NH, c in 0:DH
+  vh(b, n, h, c) +=! x(b, n, e) * Wv(h * DH + c, e) where h in 0:NH, c in 0:DH
+  sc(b, m, h, n) +=! qh(m, h, c) * kh(b, n, h, c)
+  sc(b, m, h, n) = n < len(b) ? sc(b, m, h, n) * rsqrt(float(DH)) : -inf
+  mx(b, m, h) max=! sc(b, m, h, n)
+  p(b, m, h, n) = exp(sc(b, m, h, n) - mx(b, m, h))
+  den(b, m, h) +=! p(b, m, h, n)
+  att(b, m, h, c) +=! p(b, m, h, n) * vh(b, n, h, c)
+  hcat(b, m, j) = qh(m, j / DH, j % DH) + att(b, m, j / DH, j % DH) / den(b, m, j / DH) where j in 0:D
+  ff(b, m, o) +=! hcat(b, m, j) * Wo(o, j)
+  out(b, m, o) = hcat(b, m, o) + fmax(ff(b, m, o) + bo(o), 0.0)
+}
+""", full=dict(B=64, N=256, D=128, M=4, NH=4, DH=32), tiny=dict(B=3, N=7, D=6, M=2, NH=2, DH=3), free=("NH", "DH"),
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["D"]), r.integers(1, s["N"] + 1, s["B"]).astype(np.int32),
+                         _n(r, s["M"], s["D"])] + [_w(r, s["D"], s["D"]) for _ in range(4)] + [_n(r, s["D"]) * 0.1])
+def _s66b_pma(torch, a, t, s):
+    F = torch.nn.functional
+    x, ln, seed, Wq, Wk, Wv, Wo, bo = t
+    B, N, D = x.shape
+    NH, DH, M = s["NH"], s["DH"], s["M"]
+
+    def run():
+        q = F.linear(seed, Wq).view(M, NH, DH).transpose(0, 1)[None].expand(B, -1, -1, -1)
+        kk = F.linear(x, Wk).view(B, N, NH, DH).transpose(1, 2)
+        vv = F.linear(x, Wv).view(B, N, NH, DH).transpose(1, 2)
+        keep = (torch.arange(N)[None, :] < ln[:, None].long())[:, None, None, :]
+        o = F.scaled_dot_product_attention(q, kk, vv, attn_mask=keep)
+        h = q + o
+        h = h.transpose(1, 2).reshape(B, M, D)
+        return h + F.relu(F.linear(h, Wo, bo))
+    return {"F.linear + sdpa bool mask + rff": _nograd(torch, run)}
+
+
+@program(name="schnet cfconv on dense pairs: gaussian rbf of distances -> 2-layer filter net (shifted softplus) x cosine cutoff",
+         kind="pointcloud", src="""
+def schnet_cfconv(float(B,N,3) pos, float(B,N,F) h, float(G) mu, float(F,G) Wf1, float(F) bf1,
+                  float(F,F) Wf2, float(F) bf2, float gamma, float rc) -> (out) {
+  d2(b, i, j) +=! (pos(b, i, c) - pos(b, j, c)) * (pos(b, i, c) - pos(b, j, c))
+  dist(b, i, j) = sqrt(d2(b, i, j))
+  rbf(b, i, j, g) = exp(-gamma * (dist(b, i, j) - mu(g)) * (dist(b, i, j) - mu(g)))
+  f1(b, i, j, f) +=! rbf(b, i, j, g) * Wf1(f, g)
+  f1(b, i, j, f) = log(1 + exp(f1(b, i, j, f) + bf1(f))) - log(2.0)
+  f2(b, i, j, f) +=! f1(b, i, j, k) * Wf2(f, k)
+  cut(b, i, j) = i != j && dist(b, i, j) < rc ? 0.5 * (cos(3.14159265 * dist(b, i, j) / rc) + 1) : 0.0
+  out(b, i, f) +=! h(b, j, f) * (f2(b, i, j, f) + bf2(f)) * cut(b, i, j)
+}
+""", full=dict(B=4, N=64, F=64, G=50), tiny=dict(B=2, N=5, F=3, G=7),
+    inputs=lambda r, s: [(r.random((s["B"], s["N"], 3)) * 6).astype(np.float32), _n(r, s["B"], s["N"], s["F"]),
+                         np.linspace(0, 5, s["G"]).astype(np.float32), _w(r, s["F"], s["G"]), _n(r, s["F"]) * 0.1,
+                         _w(r, s["F"], s["F"]), _n(r, s["F"]) * 0.1, _s66b_f32(10.0), _s66b_f32(5.0)])
+def _s66b_schnet(torch, a, t, s):
+    F = torch.nn.functional
+    pos, h, mu, Wf1, bf1, Wf2, bf2 = t[:7]
+    gamma, rc = float(a[7]), float(a[8])
+    N = pos.shape[1]
+
+    def run():
+        dist = torch.cdist(pos, pos, compute_mode="donot_use_mm_for_euclid_dist")
+        rbf = torch.exp(-gamma * (dist[..., None] - mu) ** 2)
+        W = F.linear(F.softplus(F.linear(rbf, Wf1, bf1)) - np.log(2.0), Wf2, bf2)
+        C = 0.5 * (torch.cos(dist * np.pi / rc) + 1) * (dist < rc) * (1 - torch.eye(N))
+        return torch.einsum("bjf,bijf->bif", h, W * C[..., None])
+    return {"cdist + rbf + 2x F.linear + einsum": _nograd(torch, run)}
+
+
+@program(name="point transformer vector attention over int32 knn: gamma mlp(q_i - k_j + pos) softmax over K per channel",
+         kind="pointcloud", src="""
+def pt_layer(float(B,N,3) p, float(B,N,D) x, int32(B,N,K) idx, float(D,D) Wq, float(D,D) Wk, float(D,D) Wv,
+             float(D,3) Wp1, float(D) bp1, float(D,D) Wp2, float(D,D) Wg1, float(D,D) Wg2) -> (y) {
+  q(b, n, c) +=! x(b, n, e) * Wq(c, e)
+  kk(b, n, c) +=! x(b, n, e) * Wk(c, e)
+  v(b, n, c) +=! x(b, n, e) * Wv(c, e)
+  pe1(b, n, k, c) +=! Wp1(c, d) * (p(b, n, d) - p(b, idx(b, n, k), d))
+  pe1(b, n, k, c) = fmax(pe1(b, n, k, c) + bp1(c), 0.0)
+  pe(b, n, k, c) +=! pe1(b, n, k, e) * Wp2(c, e)
+  g1(b, n, k, c) +=! Wg1(c, e) * (q(b, n, e) - kk(b, idx(b, n, k), e) + pe(b, n, k, e))
+  g1(b, n, k, c) = fmax(g1(b, n, k, c), 0.0)
+  g(b, n, k, c) +=! g1(b, n, k, e) * Wg2(c, e)
+  mx(b, n, c) max=! g(b, n, k, c)
+  w(b, n, k, c) = exp(g(b, n, k, c) - mx(b, n, c))
+  den(b, n, c) +=! w(b, n, k, c)
+  y(b, n, c) +=! w(b, n, k, c) * (v(b, idx(b, n, k), c) + pe(b, n, k, c))
+  y(b, n, c) = y(b, n, c) / den(b, n, c)
+}
+""", full=dict(B=2, N=1024, K=16, D=64), tiny=dict(B=2, N=7, K=3, D=5),
+    inputs=lambda r, s: [r.random((s["B"], s["N"], 3)).astype(np.float32), _n(r, s["B"], s["N"], s["D"]),
+                         _s66b_knn(r, s["B"], s["N"], s["K"])] + [_w(r, s["D"], s["D"]) for _ in range(3)]
+    + [_w(r, s["D"], 3), _n(r, s["D"]) * 0.1, _w(r, s["D"], s["D"]), _w(r, s["D"], s["D"]), _w(r, s["D"], s["D"])])
+def _s66b_pt(torch, a, t, s):
+    F = torch.nn.functional
+    p, x, idx, Wq, Wk, Wv, Wp1, bp1, Wp2, Wg1, Wg2 = t
+    B = p.shape[0]
+    bi = torch.arange(B)[:, None, None]
+
+    def run():
+        g = idx.long()
+        q, k, v = F.linear(x, Wq), F.linear(x, Wk), F.linear(x, Wv)
+        pe = F.linear(F.relu(F.linear(p[:, :, None, :] - p[bi, g], Wp1, bp1)), Wp2)
+        gam = F.linear(F.relu(F.linear(q[:, :, None, :] - k[bi, g] + pe, Wg1)), Wg2)
+        w = torch.softmax(gam, 2)
+        return (w * (v[bi, g] + pe)).sum(2)
+    return {"gather + F.linear mlps + softmax(dim K)": _nograd(torch, run)}
+
+
+@program(name="kpconv rigid: linear kernel-point influence max(0 1 - |rel - kp| / sigma) over int32 neighbours then (P C O) weights",
+         kind="pointcloud", src="""
+def kpconv(float(B,N,3) p, float(B,N,C) x, int32(B,N,K) idx, float(P,3) kp, float(P,C,O) W, float sigma) -> (y) {
+  d2(b, n, k, q) +=! (p(b, idx(b, n, k), d) - p(b, n, d) - kp(q, d)) * (p(b, idx(b, n, k), d) - p(b, n, d) - kp(q, d))
+  infl(b, n, k, q) = fmax(1.0 - sqrt(d2(b, n, k, q)) / sigma, 0.0)
+  wf(b, n, q, c) +=! infl(b, n, k, q) * x(b, idx(b, n, k), c)
+  y(b, n, o) +=! wf(b, n, q, c) * W(q, c, o)
+}
+""", full=dict(B=4, N=2048, K=16, P=15, C=32, O=64), tiny=dict(B=2, N=7, K=3, P=5, C=3, O=4),
+    inputs=lambda r, s: [r.random((s["B"], s["N"], 3)).astype(np.float32), _n(r, s["B"], s["N"], s["C"]),
+                         _s66b_knn(r, s["B"], s["N"], s["K"]), ((r.random((s["P"], 3)) - 0.5) * 0.4).astype(np.float32),
+                         _w(r, s["P"], s["C"], s["O"]), _s66b_f32(0.3)])
+def _s66b_kpconv(torch, a, t, s):
+    p, x, idx, kp, W = t[:5]
+    sigma = float(a[5])
+    B = p.shape[0]
+    bi = torch.arange(B)[:, None, None]
+
+    def run():
+        g = idx.long()
+        rel = p[bi, g] - p[:, :, None, :]                                # (B,N,K,3)
+        dist = (rel[:, :, :, None, :] - kp).square().sum(-1).sqrt()     # (B,N,K,P)
+        infl = torch.clamp(1 - dist / sigma, min=0)
+        wf = torch.einsum("bnkp,bnkc->bnpc", infl, x[bi, g])
+        return wf.flatten(2) @ W.reshape(-1, W.shape[2])
+    return {"gather + influence + einsum + matmul": _nograd(torch, run)}
+
+
+@program(name="dense batched gcn x2 (pyg DenseGCNConv: A+I sym norm per graph) with node mask then masked mean readout",
+         kind="graph", src="""
+def dense_gcn2(float(B,N,N) A, float(B,N,D) x, float(B,N) mask, float(D,H) W1, float(H) b1, float(H,H) W2,
+               float(H) b2) -> (g) {
+  deg(b, i) +=! A(b, i, j)
+  dinv(b, i) = rsqrt(fmax(deg(b, i) + 1.0, 1.0))
+  xw(b, i, h) +=! x(b, i, d) * W1(d, h)
+  a1(b, i, h) +=! dinv(b, i) * (A(b, i, j) + (i == j ? 1.0 : 0.0)) * dinv(b, j) * xw(b, j, h)
+  h1(b, i, h) = mask(b, i) * fmax(a1(b, i, h) + b1(h), 0.0)
+  hw(b, i, h) +=! h1(b, i, e) * W2(e, h)
+  a2(b, i, h) +=! dinv(b, i) * (A(b, i, j) + (i == j ? 1.0 : 0.0)) * dinv(b, j) * hw(b, j, h)
+  g(b, h) +=! mask(b, i) * fmax(a2(b, i, h) + b2(h), 0.0)
+  cnt(b) +=! mask(b, i)
+  g(b, h) = g(b, h) / fmax(cnt(b), 1.0)
+}
+""", full=dict(B=64, N=64, D=32, H=64), tiny=dict(B=3, N=7, D=3, H=5),
+    inputs=lambda r, s: (lambda m: [np.stack([_s66b_adj(r, s["N"], 0.15, loops=False) for _ in range(s["B"])])
+                                    * m[:, :, None] * m[:, None, :],
+                                    _n(r, s["B"], s["N"], s["D"]) * m[:, :, None], m,
+                                    _w(r, s["D"], s["H"]), _n(r, s["H"]) * 0.1, _w(r, s["H"], s["H"]), _n(r, s["H"]) * 0.1])(
+        (np.arange(s["N"])[None, :] < r.integers(s["N"] // 2, s["N"] + 1, s["B"])[:, None]).astype(np.float32)))
+def _s66b_dgcn(torch, a, t, s):
+    A, x, mask, W1, b1, W2, b2 = t
+    N = A.shape[1]
+
+    def run():
+        Ah = A + torch.eye(N)
+        dinv = Ah.sum(-1).clamp(min=1).rsqrt()
+        An = dinv[:, :, None] * Ah * dinv[:, None, :]
+        h = torch.relu(An @ (x @ W1) + b1) * mask[..., None]
+        h = torch.relu(An @ (h @ W2) + b2) * mask[..., None]
+        return h.sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
+    return {"dense normalize + matmul x2 + masked mean": _nograd(torch, run)}
+
+
+@program(name="graphconv max aggregator on dense 0/1 adjacency: max over neighbours (-inf masked) then lin root + lin nbr",
+         kind="graph", src="""
+def max_agg(float(N,N) A, float(N,D) x, float(O,D) Wr, float(O,D) Wn, float(O) b) -> (y) {
+  m(i, d) max=! A(i, j) > 0 ? x(j, d) : -inf
+  m(i, d) = m(i, d) == -inf ? 0.0 : m(i, d)
+  y(i, o) +=! x(i, d) * Wr(o, d) + m(i, d) * Wn(o, d)
+  y(i, o) = y(i, o) + b(o)
+}
+""", full=dict(N=1024, D=64, O=64), tiny=dict(N=7, D=3, O=5),
+    inputs=lambda r, s: [_s66b_adj(r, s["N"], 0.01 if s["N"] > 100 else 0.2, loops=False), _n(r, s["N"], s["D"]),
+                         _w(r, s["O"], s["D"]), _w(r, s["O"], s["D"]), _n(r, s["O"]) * 0.1])
+def _s66b_maxagg(torch, a, t, s):
+    F = torch.nn.functional
+    A, x, Wr, Wn, b = t
+    nz = A.nonzero()
+    src, dst = nz[:, 1], nz[:, 0]
+
+    def dense():
+        m = torch.where(A[:, :, None] > 0, x[None, :, :], float("-inf")).amax(1)
+        m = torch.where(torch.isinf(m), 0.0, m)
+        return F.linear(x, Wr, b) + F.linear(m, Wn)
+
+    def scatter():
+        m = torch.full_like(x, float("-inf")).scatter_reduce_(0, dst[:, None].expand(-1, x.shape[1]), x[src], "amax")
+        m = torch.where(torch.isinf(m), 0.0, m)
+        return F.linear(x, Wr, b) + F.linear(m, Wn)
+    return {"dense where + amax": _nograd(torch, dense), "edge list (precomputed) scatter_reduce amax": _nograd(torch, scatter)}
+
+
+@program(name="dgcnn dynamic graph: knn by K argmax rounds on -||xi - xj||^2 (for loop K free) then edgeconv max over the picked",
+         kind="pointcloud", src="""
+def dgcnn_dyn(float(B,N,C) x, float(O,2*C) W) -> (y, idx) {
+  inner(b, i, j) +=! x(b, i, c) * x(b, j, c)
+  sq(b, i) +=! x(b, i, c) * x(b, i, c)
+  nd(b, i, j) = 2 * inner(b, i, j) - sq(b, i) - sq(b, j)
+  for k in K {
+    idx(b, i, k) argmax=! nd(b, i, j)
+    nd(b, i, j) = j == idx(b, i, k) ? -inf : nd(b, i, j)
+  }
+  h(b, n, q, o) +=! W(o, c) * (x(b, idx(b, n, q), c) - x(b, n, c)) + W(o, C + c) * x(b, n, c)
+  y(b, n, o) max=! v > 0 ? v : 0.2 * v where v = h(b, n, q, o)
+}
+""", full=dict(B=4, N=512, C=64, K=16, O=64), tiny=dict(B=2, N=9, C=5, K=3, O=3), free=("K",), pick=lambda r: r[0],
+    inputs=lambda r, s: [_n(r, s["B"], s["N"], s["C"]), _w(r, s["O"], 2 * s["C"])])
+def _s66b_dyn(torch, a, t, s):
+    F = torch.nn.functional
+    x, W = t
+    B, N, C = x.shape
+    K = s["K"]
+    bi = torch.arange(B)[:, None, None]
+
+    def run():
+        inner = x @ x.transpose(1, 2)
+        sq = (x * x).sum(-1)
+        nd = 2 * inner - sq[:, :, None] - sq[:, None, :]
+        idx = nd.topk(K, -1).indices
+        P = F.linear(x, W[:, :C])
+        Q = F.linear(x, W[:, C:] - W[:, :C])
+        return F.leaky_relu(P[bi, idx] + Q[:, :, None, :], 0.2).amax(2)
+    return {"pairwise + topk + split-weight edgeconv": _nograd(torch, run)}
+
+def _s66c_f32(x):
+    return np.array(x, np.float32)
+
+
+# ---------------------------------------------------------------- u3: scientific computing / simulation
+
+@program(name="lattice boltzmann d2q9 bgk; periodic streaming through int32 cx(q) cy(q) offsets; S steps (free)",
+         kind="scientific", src="""
+def lbm(float(9,B,H,W) f0, int32(9) cx, int32(9) cy, float(9) wq, float omega) -> (f) {
+  f(q, b, i, j) = f0(q, b, i, j)
+  for t in S {
+    fs(q, b, i, j) = f(q, b, (i - cy(q) + H) % H, (j - cx(q) + W) % W) where i in 0:H, j in 0:W
+    rho(b, i, j) +=! fs(q, b, i, j)
+    mx(b, i, j) +=! fs(q, b, i, j) * cx(q)
+    my(b, i, j) +=! fs(q, b, i, j) * cy(q)
+    vx(b, i, j) = mx(b, i, j) / rho(b, i, j)
+    vy(b, i, j) = my(b, i, j) / rho(b, i, j)
+    f(q, b, i, j) = fs(q, b, i, j) - omega * (fs(q, b, i, j) - wq(q) * rho(b, i, j) * (1 + cu + 0.5 * cu * cu - 1.5 * (vx(b, i, j) * vx(b, i, j) + vy(b, i, j) * vy(b, i, j)))) where cu = 3 * (cx(q) * vx(b, i, j) + cy(q) * vy(b, i, j))
+  }
+}
+""", full=dict(B=2, H=256, W=256, S=8), tiny=dict(B=2, H=5, W=7, S=3), free=("S",),
+         inputs=lambda r, s: [(np.array([4/9] + [1/9] * 4 + [1/36] * 4, np.float32)[:, None, None, None]
+                               * (1 + 0.05 * r.standard_normal((9, s["B"], s["H"], s["W"])))).astype(np.float32),
+                              np.array([0, 1, 0, -1, 0, 1, -1, -1, 1], np.int32),
+                              np.array([0, 0, 1, 0, -1, 1, 1, -1, -1], np.int32),
+                              np.array([4/9] + [1/9] * 4 + [1/36] * 4, np.float32), _s66c_f32(1.2)])
+def _s66c_lbm(torch, a, t, s):
+    f0, cx, cy, wq = t[0], a[1], a[2], t[3]
+    om = float(a[4])
+    cxf = torch.from_numpy(cx.astype(np.float32))[:, None, None, None]
+    cyf = torch.from_numpy(cy.astype(np.float32))[:, None, None, None]
+    w4 = wq[:, None, None, None]
+
+    def run():
+        f = f0.clone()
+        for _ in range(s["S"]):
+            fs = torch.stack([torch.roll(f[q], shifts=(int(cy[q]), int(cx[q])), dims=(1, 2)) for q in range(9)])
+            rho = fs.sum(0)
+            vx = (fs * cxf).sum(0) / rho
+            vy = (fs * cyf).sum(0) / rho
+            cu = 3 * (cxf * vx + cyf * vy)
+            feq = w4 * rho * (1 + cu + 0.5 * cu * cu - 1.5 * (vx * vx + vy * vy))
+            f = fs - om * (fs - feq)
+        return f
+    return {"torch roll loop": _nograd(torch, run)}
+
+
+@program(name="fdtd 2-d tmz yee scheme; staggered hx (W-1) hy (H-1); pec walls by where ranges; point source src(t)",
+         kind="scientific", src="""
+def fdtd(float(B,H,W) e0, float(T) src, float ce, float ch) -> (ez) {
+  ez(b, i, j) = e0(b, i, j)
+  for t in T {
+    hx(b, i, j) = hx(b, i, j) - ch * (ez(b, i, j + 1) - ez(b, i, j))
+    hy(b, i, j) = hy(b, i, j) + ch * (ez(b, i + 1, j) - ez(b, i, j))
+    ez(b, i, j) = ez(b, i, j) + ce * (hy(b, i, j) - hy(b, i - 1, j) - hx(b, i, j) + hx(b, i, j - 1)) + (i == H / 2 && j == W / 2 ? src(t) : 0) where i in 1:H-1, j in 1:W-1
+  }
+}
+""", full=dict(B=2, H=384, W=384, T=10), tiny=dict(B=2, H=5, W=7, T=4),
+         inputs=lambda r, s: [0.1 * _n(r, s["B"], s["H"], s["W"]), np.sin(0.3 * np.arange(s["T"])).astype(np.float32),
+                              _s66c_f32(0.5), _s66c_f32(0.5)])
+def _s66c_fdtd(torch, a, t, s):
+    e0, src = t[0], a[1]
+    ce, ch = float(a[2]), float(a[3])
+    B, H, W = s["B"], s["H"], s["W"]
+
+    def run():
+        ez = e0.clone()
+        hx = torch.zeros(B, H, W - 1); hy = torch.zeros(B, H - 1, W)
+        for k in range(s["T"]):
+            hx -= ch * (ez[:, :, 1:] - ez[:, :, :-1])
+            hy += ch * (ez[:, 1:, :] - ez[:, :-1, :])
+            ez[:, 1:-1, 1:-1] += ce * (hy[:, 1:, 1:-1] - hy[:, :-1, 1:-1] - hx[:, 1:-1, 1:] + hx[:, 1:-1, :-1])
+            ez[:, H // 2, W // 2] += float(src[k])
+        return ez
+    return {"torch slices": _nograd(torch, run)}
+
+
+@program(name="shallow water 1-d lax-friedrichs; periodic (% N); fluxes as per-step temporaries; S steps (free)",
+         kind="scientific", src="""
+def swe(float(B,N) h0, float(B,N) m0, float g, float r) -> (h, m) {
+  h(b, i) = h0(b, i)
+  m(b, i) = m0(b, i)
+  for t in S {
+    fm(b, i) = m(b, i) * m(b, i) / h(b, i) + 0.5 * g * h(b, i) * h(b, i)
+    hn(b, i) = 0.5 * (h(b, (i + 1) % N) + h(b, (i + N - 1) % N)) - r * (m(b, (i + 1) % N) - m(b, (i + N - 1) % N)) where i in 0:N
+    mn(b, i) = 0.5 * (m(b, (i + 1) % N) + m(b, (i + N - 1) % N)) - r * (fm(b, (i + 1) % N) - fm(b, (i + N - 1) % N)) where i in 0:N
+    h(b, i) = hn(b, i)
+    m(b, i) = mn(b, i)
+  }
+}
+""", full=dict(B=64, N=4096, S=20), tiny=dict(B=3, N=7, S=3), free=("S",),
+         inputs=lambda r, s: [(1 + 0.1 * r.random((s["B"], s["N"]))).astype(np.float32), 0.05 * _n(r, s["B"], s["N"]),
+                              _s66c_f32(9.81), _s66c_f32(0.05)],
+         pick=lambda r: np.stack(r))
+def _s66c_swe(torch, a, t, s):
+    h0, m0 = t[0], t[1]
+    g, rr = float(a[2]), float(a[3])
+
+    def run():
+        h, m = h0.clone(), m0.clone()
+        for _ in range(s["S"]):
+            fm = m * m / h + 0.5 * g * h * h
+            hp, hm = torch.roll(h, -1, 1), torch.roll(h, 1, 1)
+            mp, mm = torch.roll(m, -1, 1), torch.roll(m, 1, 1)
+            fp, fmm = torch.roll(fm, -1, 1), torch.roll(fm, 1, 1)
+            h, m = 0.5 * (hp + hm) - rr * (mp - mm), 0.5 * (mp + mm) - rr * (fp - fmm)
+        return torch.stack((h, m))
+    return {"torch roll loop": _nograd(torch, run)}
+
+
+@program(name="kuramoto oscillators; all-pairs sin(th_j - th_i) coupling; euler; batch of ensembles; S steps (free)",
+         kind="scientific", src="""
+def kuramoto(float(B,N) th0, float(N) omega, float kc, float dt) -> (th) {
+  th(b, i) = th0(b, i)
+  for t in S {
+    c(b, i) +=! sin(th(b, j) - th(b, i))
+    th(b, i) = th(b, i) + dt * (omega(i) + kc / N * c(b, i))
+  }
+}
+""", full=dict(B=4, N=512, S=5), tiny=dict(B=2, N=7, S=3), free=("S",),
+         inputs=lambda r, s: [(2 * np.pi * r.random((s["B"], s["N"]))).astype(np.float32), _n(r, s["N"]),
+                              _s66c_f32(1.5), _s66c_f32(0.05)])
+def _s66c_kuramoto(torch, a, t, s):
+    th0, om = t[0], t[1]
+    kc, dt = float(a[2]), float(a[3])
+    N = s["N"]
+
+    def run():
+        th = th0.clone()
+        for _ in range(s["S"]):
+            c = torch.sin(th[:, None, :] - th[:, :, None]).sum(-1)
+            th = th + dt * (om + kc / N * c)
+        return th
+
+    def run_trig():
+        th = th0.clone()
+        for _ in range(s["S"]):
+            sn, cs = torch.sin(th), torch.cos(th)
+            # sum_j sin(th_j - th_i) = cos(th_i) sum sin(th_j) - sin(th_i) sum cos(th_j)
+            c = cs * sn.sum(-1, keepdim=True) - sn * cs.sum(-1, keepdim=True)
+            th = th + dt * (om + kc / N * c)
+        return th
+    return {"torch all pairs": _nograd(torch, run)}
+
+
+@program(name="two-grid cycle for 2-d poisson: weighted jacobi; full-weighting restriction r(2c+1); bilinear prolongation by %2 selects; C cycles (free)",
+         kind="scientific", src="""
+def twogrid(float(B, 2 * M + 1, 2 * M + 1) f, float(B, 2 * M + 1, 2 * M + 1) u0) -> (u) {
+  u(b, i, j) = u0(b, i, j)
+  for cyc in C {
+    for s1 in 0:2 {
+      un(b, i, j) = 0.2 * u(b, i, j) + 0.2 * ((i > 0 ? u(b, i - 1, j) : 0) + (i < 2 * M ? u(b, i + 1, j) : 0) + (j > 0 ? u(b, i, j - 1) : 0) + (j < 2 * M ? u(b, i, j + 1) : 0) + f(b, i, j)) where i in 0:2 * M + 1, j in 0:2 * M + 1
+      u(b, i, j) = un(b, i, j)
+    }
+    r(b, i, j) = f(b, i, j) - 4 * u(b, i, j) + (i > 0 ? u(b, i - 1, j) : 0) + (i < 2 * M ? u(b, i + 1, j) : 0) + (j > 0 ? u(b, i, j - 1) : 0) + (j < 2 * M ? u(b, i, j + 1) : 0) where i in 0:2 * M + 1, j in 0:2 * M + 1
+    rc(b, c, d) = (4 * r(b, 2 * c + 1, 2 * d + 1) + 2 * (r(b, 2 * c, 2 * d + 1) + r(b, 2 * c + 2, 2 * d + 1) + r(b, 2 * c + 1, 2 * d) + r(b, 2 * c + 1, 2 * d + 2)) + r(b, 2 * c, 2 * d) + r(b, 2 * c + 2, 2 * d) + r(b, 2 * c, 2 * d + 2) + r(b, 2 * c + 2, 2 * d + 2)) / 16 where c in 0:M, d in 0:M
+    for s2 in 0:10 {
+      if s2 == 0 { e(b, c, d) = 0.8 * rc(b, c, d) }
+      else {
+        en(b, c, d) = 0.2 * e(b, c, d) + 0.2 * ((c > 0 ? e(b, c - 1, d) : 0) + (c < M - 1 ? e(b, c + 1, d) : 0) + (d > 0 ? e(b, c, d - 1) : 0) + (d < M - 1 ? e(b, c, d + 1) : 0) + 4 * rc(b, c, d)) where c in 0:M, d in 0:M
+        e(b, c, d) = en(b, c, d)
+      }
+    }
+    g(b, c, j) = j % 2 == 1 && j / 2 < M ? e(b, c, j / 2) : 0.5 * ((j / 2 > 0 ? e(b, c, j / 2 - 1) : 0) + (j / 2 < M ? e(b, c, j / 2) : 0)) where c in 0:M, j in 0:2 * M + 1
+    u(b, i, j) = u(b, i, j) + (i % 2 == 1 && i / 2 < M ? g(b, i / 2, j) : 0.5 * ((i / 2 > 0 ? g(b, i / 2 - 1, j) : 0) + (i / 2 < M ? g(b, i / 2, j) : 0))) where i in 0:2 * M + 1
+    for s3 in 0:2 {
+      un(b, i, j) = 0.2 * u(b, i, j) + 0.2 * ((i > 0 ? u(b, i - 1, j) : 0) + (i < 2 * M ? u(b, i + 1, j) : 0) + (j > 0 ? u(b, i, j - 1) : 0) + (j < 2 * M ? u(b, i, j + 1) : 0) + f(b, i, j)) where i in 0:2 * M + 1, j in 0:2 * M + 1
+      u(b, i, j) = un(b, i, j)
+    }
+  }
+}
+""", full=dict(B=8, M=127, C=2), tiny=dict(B=2, M=2, C=2), free=("C",),
+         inputs=lambda r, s: [0.01 * _n(r, s["B"], 2 * s["M"] + 1, 2 * s["M"] + 1), np.zeros((s["B"], 2 * s["M"] + 1, 2 * s["M"] + 1), np.float32)])
+def _s66c_twogrid(torch, a, t, s):
+    F = torch.nn.functional
+    f, u0 = t[0], t[1]
+
+    def nb(z):
+        p = F.pad(z, (1, 1, 1, 1))
+        return p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:]
+
+    def prolong_last(e):  # (.., M) -> (.., 2M+1)
+        sh = list(e.shape); sh[-1] = 2 * sh[-1] + 1
+        g = e.new_zeros(sh)
+        g[..., 1::2] = e
+        ep = F.pad(e, (1, 1))
+        g[..., 0::2] = 0.5 * (ep[..., :-1] + ep[..., 1:])
+        return g
+
+    def run():
+        u = u0.clone()
+        for _ in range(s["C"]):
+            for _ in range(2):
+                u = 0.2 * u + 0.2 * (nb(u) + f)
+            r = f - 4 * u + nb(u)
+            rc = (4 * r[:, 1::2, 1::2] + 2 * (r[:, 0:-1:2, 1::2] + r[:, 2::2, 1::2] + r[:, 1::2, 0:-1:2] + r[:, 1::2, 2::2])
+                  + r[:, 0:-1:2, 0:-1:2] + r[:, 2::2, 0:-1:2] + r[:, 0:-1:2, 2::2] + r[:, 2::2, 2::2]) / 16
+            e = 0.8 * rc
+            for _ in range(9):
+                e = 0.2 * e + 0.2 * (nb(e) + 4 * rc)
+            g = prolong_last(e)                       # (B, M, 2M+1)
+            ef = prolong_last(g.transpose(1, 2)).transpose(1, 2)
+            u = u + ef
+            for _ in range(2):
+                u = 0.2 * u + 0.2 * (nb(u) + f)
+        return u
+    return {"torch pad/slices": _nograd(torch, run)}
+
+
+@program(name="matrix-free conjugate gradient on the 5-point laplacian (zero dirichlet selects); per-grid alpha beta; K iterations (free)",
+         kind="scientific", src="""
+def cg_stencil(float(B,H,W) rhs) -> (x) {
+  r(b, i, j) = rhs(b, i, j)
+  p(b, i, j) = rhs(b, i, j)
+  rr(b) +=! rhs(b, i, j) * rhs(b, i, j)
+  for k in K {
+    ap(b, i, j) = 4 * p(b, i, j) - (i > 0 ? p(b, i - 1, j) : 0) - (i < H - 1 ? p(b, i + 1, j) : 0) - (j > 0 ? p(b, i, j - 1) : 0) - (j < W - 1 ? p(b, i, j + 1) : 0) where i in 0:H, j in 0:W
+    pap(b) +=! p(b, i, j) * ap(b, i, j)
+    alpha(b) = rr(b) / pap(b)
+    x(b, i, j) = x(b, i, j) + alpha(b) * p(b, i, j)
+    r(b, i, j) = r(b, i, j) - alpha(b) * ap(b, i, j)
+    rrn(b) +=! r(b, i, j) * r(b, i, j)
+    p(b, i, j) = r(b, i, j) + rrn(b) / rr(b) * p(b, i, j)
+    rr(b) = rrn(b)
+  }
+}
+""", full=dict(B=8, H=256, W=256, K=10), tiny=dict(B=2, H=5, W=3, K=4), free=("K",),
+         inputs=lambda r, s: [_n(r, s["B"], s["H"], s["W"])])
+def _s66c_cg(torch, a, t, s):
+    F = torch.nn.functional
+    rhs = t[0]
+
+    def lap(z):
+        p = F.pad(z, (1, 1, 1, 1))
+        return 4 * z - (p[:, :-2, 1:-1] + p[:, 2:, 1:-1] + p[:, 1:-1, :-2] + p[:, 1:-1, 2:])
+
+    def run():
+        x = torch.zeros_like(rhs); r = rhs.clone(); p = rhs.clone()
+        rr = (rhs * rhs).sum((1, 2))
+        for _ in range(s["K"]):
+            ap = lap(p)
+            alpha = rr / (p * ap).sum((1, 2))
+            x = x + alpha[:, None, None] * p
+            r = r - alpha[:, None, None] * ap
+            rrn = (r * r).sum((1, 2))
+            p = r + (rrn / rr)[:, None, None] * p
+            rr = rrn
+        return x
+    return {"torch pad loop": _nograd(torch, run)}
+
+
+@program(name="elementary cellular automaton on a ring; int32 cells; rule table rule(4l + 2c + r); history (S free)",
+         kind="scientific", src="""
+def eca(int32(B,N) s0, int32(8) rule) -> (s) {
+  for t in S {
+    if t == 0 { s(t, b, i) = s0(b, i) }
+    else { s(t, b, i) = rule(4 * s(t - 1, b, (i + N - 1) % N) + 2 * s(t - 1, b, i) + s(t - 1, b, (i + 1) % N)) }
+  }
+}
+""", full=dict(B=64, N=4096, S=32), tiny=dict(B=3, N=7, S=4), free=("S",),
+         inputs=lambda r, s: [(r.random((s["B"], s["N"])) < 0.5).astype(np.int32),
+                              np.array([(110 >> k) & 1 for k in range(8)], np.int32)])
+def _s66c_eca(torch, a, t, s):
+    s0, rule = t[0], t[1]
+
+    def run():
+        out = [s0]
+        c = s0
+        for _ in range(s["S"] - 1):
+            idx = 4 * torch.roll(c, 1, 1) + 2 * c + torch.roll(c, -1, 1)
+            c = rule[idx]
+            out.append(c)
+        return torch.stack(out)
+    return {"torch roll + gather": _nograd(torch, run)}
+
+
+@program(name="izhikevich spiking network; synaptic matvec of the previous step's spikes; reset by selects; T steps",
+         kind="scientific", src="""
+def izh(float(T,N) I, float(N,N) Wsyn, float(N) a, float(N) bb, float(N) c, float(N) d) -> (spk) {
+  v(n) = -65.0 where exists a(n)
+  u(n) = -65.0 * bb(n)
+  for t in T {
+    if t > 0 { syn(n) +=! Wsyn(n, m) * spk(t - 1, m) }
+    vv(n) = v(n) + 0.04 * v(n) * v(n) + 5 * v(n) + 140 - u(n) + I(t, n) + (t > 0 ? syn(n) : 0)
+    spk(t, n) = vv(n) >= 30 ? 1.0 : 0.0
+    u(n) = vv(n) >= 30 ? u(n) + d(n) : u(n) + a(n) * (bb(n) * vv(n) - u(n))
+    v(n) = vv(n) >= 30 ? c(n) : vv(n)
+  }
+}
+""", full=dict(T=100, N=1024), tiny=dict(T=6, N=7),
+         inputs=lambda r, s: [(5 * r.standard_normal((s["T"], s["N"]))).astype(np.float32),
+                              (0.01 * r.random((s["N"], s["N"]))).astype(np.float32),
+                              np.full(s["N"], 0.02, np.float32), np.full(s["N"], 0.2, np.float32),
+                              (-65 + 15 * r.random(s["N"]) ** 2).astype(np.float32),
+                              (8 - 6 * r.random(s["N"]) ** 2).astype(np.float32)])
+def _s66c_izh(torch, a, t, s):
+    I, Wsyn, av, bv, cv, dv = t
+
+    def run():
+        v = torch.full((s["N"],), -65.0); u = -65.0 * bv
+        out = []
+        for k in range(s["T"]):
+            vv = v + 0.04 * v * v + 5 * v + 140 - u + I[k]
+            if k > 0:
+                vv = vv + Wsyn @ out[-1]
+            fired = vv >= 30
+            out.append(fired.float())
+            u = torch.where(fired, u + dv, u + av * (bv * vv - u))
+            v = torch.where(fired, cv, vv)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+@program(name="crank-nicolson 1-d heat; thomas solve inside the time loop (for k in N forward; reversed writes u(b; N-1-k)); S steps (free)",
+         kind="scientific", src="""
+def cn_heat(float(B,N) u0, float r) -> (u) {
+  for k in N {
+    if k == 0 { cp(k) = -r / (2 + 2 * r) }
+    else { cp(k) = -r / (2 + 2 * r + r * cp(k - 1)) }
+  }
+  u(b, i) = u0(b, i)
+  for t in S {
+    dd(b, i) = r * ((i > 0 ? u(b, i - 1) : 0) + (i < N - 1 ? u(b, i + 1) : 0)) + (2 - 2 * r) * u(b, i) where i in 0:N
+    for k in N {
+      if k == 0 { dp(b, k) = dd(b, k) / (2 + 2 * r) }
+      else { dp(b, k) = (dd(b, k) + r * dp(b, k - 1)) / (2 + 2 * r + r * cp(k - 1)) }
+    }
+    for k in N {
+      if k == 0 { u(b, N - 1 - k) = dp(b, N - 1 - k) }
+      else { u(b, N - 1 - k) = dp(b, N - 1 - k) - cp(N - 1 - k) * u(b, N - k) }
+    }
+  }
+}
+""", full=dict(B=128, N=256, S=20), tiny=dict(B=3, N=7, S=3), free=("S",),
+         inputs=lambda r, s: [_n(r, s["B"], s["N"]), _s66c_f32(0.8)])
+def _s66c_cn(torch, a, t, s):
+    u0 = t[0]
+    r = float(a[1]); N = s["N"]
+
+    def run():
+        A = torch.diag(torch.full((N,), 2 + 2 * r)) - r * torch.diag(torch.ones(N - 1), 1) - r * torch.diag(torch.ones(N - 1), -1)
+        Ainv_t = torch.linalg.inv(A).T.contiguous()
+        u = u0.clone()
+        z = torch.zeros(u.shape[0], 1)
+        for _ in range(s["S"]):
+            d = r * (torch.cat((z, u[:, :-1]), 1) + torch.cat((u[:, 1:], z), 1)) + (2 - 2 * r) * u
+            u = d @ Ainv_t
+        return u
+    return {"torch dense inverse": _nograd(torch, run)}
+
+
+@program(name="vicsek flocking; all-pairs minimum-image neighbours (round); atan2 of summed headings + noise; fmod wrap; S steps",
+         kind="scientific", src="""
+def vicsek(float(N) px0, float(N) py0, float(N) th0, float(S,N) noise, float L, float rad, float v0, float eta) -> (x, y, th) {
+  x(n) = px0(n)
+  y(n) = py0(n)
+  th(n) = th0(n)
+  for t in S {
+    sx(n) +=! (hx * hx + hy * hy < rad * rad ? cos(th(m)) : 0) where hx = x(m) - x(n) - L * round((x(m) - x(n)) / L), hy = y(m) - y(n) - L * round((y(m) - y(n)) / L)
+    sy(n) +=! (hx * hx + hy * hy < rad * rad ? sin(th(m)) : 0) where hx = x(m) - x(n) - L * round((x(m) - x(n)) / L), hy = y(m) - y(n) - L * round((y(m) - y(n)) / L)
+    th(n) = atan2(sy(n), sx(n)) + eta * noise(t, n)
+    x(n) = fmod(x(n) + v0 * cos(th(n)) + L, L)
+    y(n) = fmod(y(n) + v0 * sin(th(n)) + L, L)
+  }
+}
+""", full=dict(N=1024, S=4), tiny=dict(N=9, S=3),
+         inputs=lambda r, s: [(10 * r.random(s["N"])).astype(np.float32), (10 * r.random(s["N"])).astype(np.float32),
+                              (2 * np.pi * r.random(s["N"]) - np.pi).astype(np.float32),
+                              (r.random((s["S"], s["N"])) - 0.5).astype(np.float32),
+                              _s66c_f32(10.0), _s66c_f32(3.0), _s66c_f32(0.3), _s66c_f32(0.5)],
+         pick=lambda r: np.stack(r))
+def _s66c_vicsek(torch, a, t, s):
+    x0, y0, th0, noise = t[:4]
+    L, rad, v0, eta = (float(z) for z in a[4:])
+
+    def run():
+        x, y, th = x0.clone(), y0.clone(), th0.clone()
+        for k in range(s["S"]):
+            dx = x[None, :] - x[:, None]; dx = dx - L * torch.round(dx / L)
+            dy = y[None, :] - y[:, None]; dy = dy - L * torch.round(dy / L)
+            nbr = (dx * dx + dy * dy < rad * rad).float()
+            sx = nbr @ torch.cos(th); sy = nbr @ torch.sin(th)
+            th = torch.atan2(sy, sx) + eta * noise[k]
+            x = torch.fmod(x + v0 * torch.cos(th) + L, L)
+            y = torch.fmod(y + v0 * torch.sin(th) + L, L)
+        return torch.stack((x, y, th))
+    return {"torch all pairs": _nograd(torch, run)}
+
+
+@program(name="electrostatic 1-d particle-in-cell loop: cic deposit by select sums; field by running-sum scan; cic gather through int32 cells; push; S steps",
+         kind="scientific", src="""
+def pic1d(float(P) x0, float(P) v0, float L, float dt, float qm) -> (x, v) {
+  x(p) = x0(p)
+  v(p) = v0(p)
+  for t in S {
+    cell(p) = int32(floor(x(p) * G / L)) % G
+    frac(p) = x(p) * G / L - floor(x(p) * G / L)
+    rho(g) +=! cell(p) == g ? 1 - frac(p) : 0.0 where g in 0:G
+    rho2(g) +=! (cell(p) + 1) % G == g ? frac(p) : 0.0 where g in 0:G
+    mean +=! (rho(g) + rho2(g)) / G
+    E(g) = (rho(g) + rho2(g) - mean) * (L / G) + (g > 0 ? E(g - 1) : 0) where g in 0:G
+    ep(p) = (1 - frac(p)) * E(cell(p)) + frac(p) * E((cell(p) + 1) % G)
+    v(p) = v(p) + qm * dt * ep(p)
+    x(p) = fmod(x(p) + dt * v(p) + L, L)
+  }
+}
+""", full=dict(P=200000, G=1024, S=10), tiny=dict(P=13, G=5, S=3), free=("S", "G"),
+         inputs=lambda r, s: [(10 * r.random(s["P"])).astype(np.float32), (0.1 * r.standard_normal(s["P"])).astype(np.float32),
+                              _s66c_f32(10.0), _s66c_f32(0.1), _s66c_f32(-0.01)],
+         pick=lambda r: np.stack(r))
+def _s66c_pic(torch, a, t, s):
+    x0, v0 = t[0], t[1]
+    L, dt, qm = (float(z) for z in a[2:])
+    G = s["G"]
+
+    def run():
+        x, v = x0.clone(), v0.clone()
+        for _ in range(s["S"]):
+            xs = x * G / L
+            fl = torch.floor(xs)
+            cell = fl.long() % G
+            frac = xs - fl
+            nxt = (cell + 1) % G
+            rho = torch.bincount(cell, 1 - frac, G) + torch.bincount(nxt, frac, G)
+            E = torch.cumsum(rho - rho.mean(), 0) * (L / G)
+            ep = (1 - frac) * E[cell] + frac * E[nxt]
+            v = v + qm * dt * ep
+            x = torch.fmod(x + dt * v + L, L)
+        return torch.stack((x, v))
+    return {"torch bincount loop": _nograd(torch, run)}
+
+
+@program(name="batched lu with partial pivoting: argmax=! pivot row; row swap by selects through pv(b); copied pivot row/column; rank-1 trailing update; for k in N",
+         kind="scientific", src="""
+def lu_pp(float(B,N,N) A0) -> (A) {
+  A(b, i, j) = A0(b, i, j)
+  for k in N {
+    pv(b) argmax=! fabs(A(b, i, k)) where i in k:N
+    rk(b, j) = A(b, k, j)
+    rp(b, j) = A(b, pv(b), j)
+    A(b, i, j) = i == k ? rp(b, j) : (i == pv(b) ? rk(b, j) : A(b, i, j))
+    l(b, i) = A(b, i, k) / rp(b, k) where i in k+1:N
+    A(b, i, k) = l(b, i) where i in k+1:N
+    A(b, i, j) = A(b, i, j) - l(b, i) * rp(b, j) where i in k+1:N, j in k+1:N
+  }
+}
+""", full=dict(B=256, N=64), tiny=dict(B=3, N=5),
+         inputs=lambda r, s: [_n(r, s["B"], s["N"], s["N"])])
+def _s66c_lu(torch, a, t, s):
+    A0 = t[0]
+    return {"torch.linalg.lu_factor": _nograd(torch, lambda: torch.linalg.lu_factor(A0)[0])}
+
+
+# ---- session 66: hunts (image processing and classic vision, probabilistic inference in loops)
+_s66d_SOBEL = np.array([[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]], np.float32)
+
+
+@program(name="harris corner response NCHW: sobel taps input (zero pad selects); 3x3 structure tensor box sums; det - k tr^2",
+         kind="vision", src="""
+def harris(float(N,C,H,W) x, float(3,3) sx, float k) -> (R) {
+  gx(n, c, i, j) +=! (i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? x(n, c, i + a - 1, j + b - 1) : 0) * sx(a, b) where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  gy(n, c, i, j) +=! (i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? x(n, c, i + a - 1, j + b - 1) : 0) * sx(b, a) where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  sxx(n, c, i, j) +=! i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? gx(n, c, i + a - 1, j + b - 1) * gx(n, c, i + a - 1, j + b - 1) : 0 where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  syy(n, c, i, j) +=! i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? gy(n, c, i + a - 1, j + b - 1) * gy(n, c, i + a - 1, j + b - 1) : 0 where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  sxy(n, c, i, j) +=! i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? gx(n, c, i + a - 1, j + b - 1) * gy(n, c, i + a - 1, j + b - 1) : 0 where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  R(n, c, i, j) = sxx(n, c, i, j) * syy(n, c, i, j) - sxy(n, c, i, j) * sxy(n, c, i, j)
+                  - k * (sxx(n, c, i, j) + syy(n, c, i, j)) * (sxx(n, c, i, j) + syy(n, c, i, j))
+}
+""", full=dict(N=4, C=3, H=256, W=256), tiny=dict(N=1, C=2, H=5, W=7),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32), _s66d_SOBEL.copy(), np.array(0.04, np.float32)])
+def _s66d_harris(torch, a, t, s):
+    F = torch.nn.functional
+    x, sx, k = t
+    N, C, H, W = x.shape
+    wts = torch.stack([sx, sx.t()])[:, None]
+
+    def run():
+        g = F.conv2d(x.reshape(N * C, 1, H, W), wts, padding=1)
+        gx, gy = g[:, 0:1], g[:, 1:2]
+        prods = torch.cat([gx * gx, gy * gy, gx * gy], 1)
+        S = F.avg_pool2d(prods, 3, 1, 1, divisor_override=1)
+        sxx, syy, sxy = S[:, 0], S[:, 1], S[:, 2]
+        tr = sxx + syy
+        return (sxx * syy - sxy * sxy - k * tr * tr).reshape(N, C, H, W)
+    return {"torch conv2d sobel + avg_pool2d(divisor 1)": _nograd(torch, run)}
+
+
+@program(name="bilateral filter 5x5 NCHW: spatial taps input; range gaussian; replicate borders by clamped where-bound reads",
+         kind="vision", src="""
+def bilateral(float(N,C,H,W) x, float(5,5) gs, float inv2s2) -> (y) {
+  num(n, c, i, j) +=! gs(a, b) * exp(-(v - x(n, c, i, j)) * (v - x(n, c, i, j)) * inv2s2) * v
+      where v = x(n, c, min(max(i + a - 2, 0), H - 1), min(max(j + b - 2, 0), W - 1))
+  den(n, c, i, j) +=! gs(a, b) * exp(-(v - x(n, c, i, j)) * (v - x(n, c, i, j)) * inv2s2)
+      where v = x(n, c, min(max(i + a - 2, 0), H - 1), min(max(j + b - 2, 0), W - 1))
+  y(n, c, i, j) = num(n, c, i, j) / den(n, c, i, j)
+}
+""", full=dict(N=2, C=3, H=256, W=256), tiny=dict(N=1, C=2, H=5, W=7),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32),
+                         np.exp(-((np.arange(5)[:, None] - 2.0) ** 2 + (np.arange(5)[None, :] - 2.0) ** 2) / 4.5).astype(np.float32),
+                         np.array(1 / (2 * 0.1 ** 2), np.float32)])
+def _s66d_bilateral(torch, a, t, s):
+    F = torch.nn.functional
+    x, gs, k = t
+
+    def run():
+        p = F.pad(x, (2, 2, 2, 2), mode="replicate").unfold(2, 5, 1).unfold(3, 5, 1)
+        d = p - x[..., None, None]
+        w = gs * torch.exp(-d * d * k)
+        return (w * p).sum((-1, -2)) / w.sum((-1, -2))
+    return {"torch replicate pad + unfold": _nograd(torch, run)}
+
+
+@program(name="guided filter (he) gray guide (N;H;W) channels-last input (N;H;W;C); clipped box means radius R (free)",
+         kind="vision", src="""
+def guided(float(N,H,W) I, float(N,H,W,C) p, float eps) -> (q) {
+  cnt(i, j) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? 1.0 : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  mI(n, i, j) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? I(n, i + a - R, j + b - R) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  mII(n, i, j) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? I(n, i + a - R, j + b - R) * I(n, i + a - R, j + b - R) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  mp(n, i, j, c) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? p(n, i + a - R, j + b - R, c) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  mIp(n, i, j, c) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? I(n, i + a - R, j + b - R) * p(n, i + a - R, j + b - R, c) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  A(n, i, j, c) = (mIp(n, i, j, c) / cnt(i, j) - mI(n, i, j) * mp(n, i, j, c) / (cnt(i, j) * cnt(i, j)))
+                / (mII(n, i, j) / cnt(i, j) - mI(n, i, j) * mI(n, i, j) / (cnt(i, j) * cnt(i, j)) + eps)
+  Bc(n, i, j, c) = mp(n, i, j, c) / cnt(i, j) - A(n, i, j, c) * mI(n, i, j) / cnt(i, j)
+  mA(n, i, j, c) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? A(n, i + a - R, j + b - R, c) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  mB(n, i, j, c) +=! i + a - R >= 0 && i + a - R < H && j + b - R >= 0 && j + b - R < W ? Bc(n, i + a - R, j + b - R, c) : 0.0
+      where i in 0:H, j in 0:W, a in 0:2*R+1, b in 0:2*R+1
+  q(n, i, j, c) = (mA(n, i, j, c) * I(n, i, j) + mB(n, i, j, c)) / cnt(i, j)
+}
+""", full=dict(N=2, H=256, W=256, C=3, R=4), tiny=dict(N=1, H=5, W=7, C=3, R=1), free=("R",),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"]), np.float32), r.random((s["N"], s["H"], s["W"], s["C"]), np.float32),
+                         np.array(1e-2, np.float32)])
+def _s66d_guided(torch, a, t, s):
+    F = torch.nn.functional
+    I, p, eps = t
+    R = s["R"]
+
+    def box(z):
+        return F.avg_pool2d(z, 2 * R + 1, 1, R, count_include_pad=False)
+
+    def run():
+        Ii = I[:, None]
+        pc = p.permute(0, 3, 1, 2)
+        mI, mII = box(Ii), box(Ii * Ii)
+        mp, mIp = box(pc), box(Ii * pc)
+        A = (mIp - mI * mp) / (mII - mI * mI + eps)
+        B = mp - A * mI
+        return (box(A) * Ii + box(B)).permute(0, 2, 3, 1)
+    return {"torch avg_pool2d(count_include_pad=False) boxes": _nograd(torch, run)}
+
+
+@program(name="canny nms + double threshold: sobel taps input; direction sectors by integer ratio tests; 4-way neighbour select",
+         kind="vision", src="""
+def canny_nms(float(N,H,W) x, float(3,3) sx, float lo, float hi) -> (e) {
+  gx(n, i, j) +=! (i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? x(n, i + a - 1, j + b - 1) : 0) * sx(a, b) where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  gy(n, i, j) +=! (i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W ? x(n, i + a - 1, j + b - 1) : 0) * sx(b, a) where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  m(n, i, j) = sqrt(gx(n, i, j) * gx(n, i, j) + gy(n, i, j) * gy(n, i, j))
+  d(n, i, j) = int32(12 * fabs(gy(n, i, j)) <= 5 * fabs(gx(n, i, j)) ? 0
+                   : 12 * fabs(gx(n, i, j)) <= 5 * fabs(gy(n, i, j)) ? 2
+                   : gx(n, i, j) * gy(n, i, j) > 0 ? 1 : 3)
+  nm(n, i, j) = d(n, i, j) == 0 ? max(j > 0 ? m(n, i, j - 1) : 0, j + 1 < W ? m(n, i, j + 1) : 0)
+              : d(n, i, j) == 2 ? max(i > 0 ? m(n, i - 1, j) : 0, i + 1 < H ? m(n, i + 1, j) : 0)
+              : d(n, i, j) == 1 ? max(i > 0 && j > 0 ? m(n, i - 1, j - 1) : 0, i + 1 < H && j + 1 < W ? m(n, i + 1, j + 1) : 0)
+              : max(i > 0 && j + 1 < W ? m(n, i - 1, j + 1) : 0, i + 1 < H && j > 0 ? m(n, i + 1, j - 1) : 0)
+      where i in 0:H, j in 0:W
+  e(n, i, j) = m(n, i, j) >= nm(n, i, j) ? (m(n, i, j) >= hi ? 1.0 : (m(n, i, j) >= lo ? 0.5 : 0.0)) : 0.0
+}
+""", full=dict(N=8, H=512, W=512), tiny=dict(N=2, H=5, W=7),
+    inputs=lambda r, s: [r.integers(0, 256, (s["N"], s["H"], s["W"])).astype(np.float32), _s66d_SOBEL.copy(),
+                         np.array(300.0, np.float32), np.array(600.0, np.float32)])
+def _s66d_canny(torch, a, t, s):
+    F = torch.nn.functional
+    x, sx, lo, hi = t
+    wts = torch.stack([sx, sx.t()])[:, None]
+
+    def run():
+        g = F.conv2d(x[:, None], wts, padding=1)
+        gx, gy = g[:, 0], g[:, 1]
+        m = torch.sqrt(gx * gx + gy * gy)
+        ax, ay = gx.abs(), gy.abs()
+        d = torch.where(12 * ay <= 5 * ax, 0, torch.where(12 * ax <= 5 * ay, 2, torch.where(gx * gy > 0, 1, 3)))
+        mp = F.pad(m, (1, 1, 1, 1))
+        H, W = m.shape[1:]
+        sl = lambda di, dj: mp[:, 1 + di:1 + di + H, 1 + dj:1 + dj + W]
+        n0 = torch.maximum(sl(0, -1), sl(0, 1))
+        n2 = torch.maximum(sl(-1, 0), sl(1, 0))
+        n1 = torch.maximum(sl(-1, -1), sl(1, 1))
+        n3 = torch.maximum(sl(-1, 1), sl(1, -1))
+        nm = torch.where(d == 0, n0, torch.where(d == 2, n2, torch.where(d == 1, n1, n3)))
+        val = torch.where(m >= hi, 1.0, torch.where(m >= lo, 0.5, 0.0))
+        return torch.where(m >= nm, val, 0.0)
+    return {"torch conv2d + pad slices + where": _nograd(torch, run)}
+
+
+@program(name="rgb to hsv channels-last (N;H;W;3) -> (N;H;W;3); hue by nested selects on the max channel",
+         kind="vision", src="""
+def rgb2hsv(float(N,H,W,3) x) -> (y) {
+  mx(n, i, j) = max(max(x(n, i, j, 0), x(n, i, j, 1)), x(n, i, j, 2))
+  mn(n, i, j) = min(min(x(n, i, j, 0), x(n, i, j, 1)), x(n, i, j, 2))
+  y(n, i, j, c) = c == 2 ? mx(n, i, j)
+                : c == 1 ? (mx(n, i, j) > 0 ? (mx(n, i, j) - mn(n, i, j)) / mx(n, i, j) : 0.0)
+                : (h < 0 ? h + 6.0 : h) / 6.0
+      where dl = mx(n, i, j) - mn(n, i, j),
+            h = dl == 0 ? 0.0
+              : mx(n, i, j) == x(n, i, j, 0) ? (x(n, i, j, 1) - x(n, i, j, 2)) / dl
+              : mx(n, i, j) == x(n, i, j, 1) ? 2.0 + (x(n, i, j, 2) - x(n, i, j, 0)) / dl
+              : 4.0 + (x(n, i, j, 0) - x(n, i, j, 1)) / dl,
+            c in 0:3
+}
+""", full=dict(N=8, H=512, W=512), tiny=dict(N=2, H=3, W=5),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"], 3), np.float32)])
+def _s66d_hsv(torch, a, t, s):
+    x = t[0]
+
+    def run():
+        r, g, b = x.unbind(-1)
+        mx = torch.maximum(torch.maximum(r, g), b)
+        mn = torch.minimum(torch.minimum(r, g), b)
+        dl = mx - mn
+        h = torch.where(mx == r, (g - b) / dl, torch.where(mx == g, 2 + (b - r) / dl, 4 + (r - g) / dl))
+        h = torch.where(dl == 0, 0.0, h)
+        h = torch.where(h < 0, h + 6, h) / 6
+        sat = torch.where(mx > 0, dl / mx, 0.0)
+        return torch.stack([h, sat, mx], -1)
+    return {"torch elementwise (kornia style)": _nograd(torch, run)}
+
+
+@program(name="morphological closing channels-last (N;H;W;C); 3x3 cross element as a select on taps; -inf/+inf borders",
+         kind="vision", src="""
+def closing_cross(float(N,H,W,C) x) -> (y) {
+  dl(n, i, j, c) max=! (a == 1 || b == 1) && i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W
+                       ? x(n, i + a - 1, j + b - 1, c) : -inf where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+  y(n, i, j, c) min=! (a == 1 || b == 1) && i + a - 1 >= 0 && i + a - 1 < H && j + b - 1 >= 0 && j + b - 1 < W
+                       ? dl(n, i + a - 1, j + b - 1, c) : inf where i in 0:H, j in 0:W, a in 0:3, b in 0:3
+}
+""", full=dict(N=4, H=256, W=256, C=16), tiny=dict(N=1, H=5, W=7, C=3),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"], s["C"]), np.float32)])
+def _s66d_closing(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+    H, W = x.shape[1:3]
+
+    def cross(z, fill, op):
+        zp = F.pad(z, (0, 0, 1, 1, 1, 1), value=fill)
+        out = zp[:, 1:1 + H, 1:1 + W]
+        for di, dj in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+            out = op(out, zp[:, 1 + di:1 + di + H, 1 + dj:1 + dj + W])
+        return out
+
+    def run():
+        return cross(cross(x, -float("inf"), torch.maximum), float("inf"), torch.minimum)
+    return {"torch pad + 5 shifted max/min (nhwc)": _nograd(torch, run)}
+
+
+@program(name="local binary pattern codes (8 neighbours; bit table int32(3;3)) + per-channel 256-bin histogram NCHW",
+         kind="vision", src="""
+def lbp_hist(float(N,C,H,W) x, int32(3,3) bit) -> (hist) {
+  code(n, c, i, j) +=! x(n, c, i + a, j + b) >= x(n, c, i + 1, j + 1) ? bit(a, b) : 0 where i in 0:H-2, j in 0:W-2
+  hist(n, c, v) +=! code(n, c, i, j) == v ? 1.0 : 0.0 where v in 0:256
+}
+""", full=dict(N=4, C=3, H=512, W=512), tiny=dict(N=1, C=2, H=5, W=7),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32),
+                         np.array([[1, 2, 4], [128, 0, 8], [64, 32, 16]], np.int32)])
+def _s66d_lbp(torch, a, t, s):
+    x, bit = t
+    N, C, H, W = x.shape
+
+    def run():
+        xc = x[:, :, 1:H - 1, 1:W - 1]
+        code = torch.zeros(xc.shape, dtype=torch.int64)
+        for p in range(3):
+            for q in range(3):
+                if p == 1 and q == 1:
+                    continue
+                code += (x[:, :, p:p + H - 2, q:q + W - 2] >= xc).long() * int(bit[p, q])
+        off = (torch.arange(N * C) * 256).view(N, C, 1, 1)
+        return torch.bincount((code + off).flatten(), minlength=N * C * 256).view(N, C, 256).float()
+    return {"torch shifted compares + bincount": _nograd(torch, run)}
+
+
+def _s66d_cubic_w(A=-0.75):
+    return A
+
+
+@program(name="bicubic upsample 2x NCHW (a=-0.75; half-pixel; clamped taps); weight tables by where-bound floor; 4x4 taps",
+         kind="vision", src="""
+def bicubic2x(float(N,C,H,W) x) -> (y) {
+  wy(o, a) = a == 0 ? ((-0.75 * (t + 1) + 3.75) * (t + 1) - 6.0) * (t + 1) + 3.0
+           : a == 1 ? ((1.25 * t - 2.25) * t) * t + 1.0
+           : a == 2 ? ((1.25 * (1 - t) - 2.25) * (1 - t)) * (1 - t) + 1.0
+           : ((-0.75 * (2 - t) + 3.75) * (2 - t) - 6.0) * (2 - t) + 3.0
+      where s = (float(o) + 0.5) * 0.5 - 0.5, t = s - floor(s), o in 0:2*H, a in 0:4
+  wx(o, a) = a == 0 ? ((-0.75 * (t + 1) + 3.75) * (t + 1) - 6.0) * (t + 1) + 3.0
+           : a == 1 ? ((1.25 * t - 2.25) * t) * t + 1.0
+           : a == 2 ? ((1.25 * (1 - t) - 2.25) * (1 - t)) * (1 - t) + 1.0
+           : ((-0.75 * (2 - t) + 3.75) * (2 - t) - 6.0) * (2 - t) + 3.0
+      where s = (float(o) + 0.5) * 0.5 - 0.5, t = s - floor(s), o in 0:2*W, a in 0:4
+  y(n, c, oi, oj) +=! wy(oi, a) * wx(oj, b)
+      * x(n, c, min(max(int32(floor((float(oi) + 0.5) * 0.5 - 0.5)) - 1 + a, 0), H - 1),
+                min(max(int32(floor((float(oj) + 0.5) * 0.5 - 0.5)) - 1 + b, 0), W - 1))
+}
+""", full=dict(N=4, C=3, H=256, W=256), tiny=dict(N=1, C=2, H=5, W=7),
+    inputs=lambda r, s: [r.random((s["N"], s["C"], s["H"], s["W"]), np.float32)])
+def _s66d_bicubic(torch, a, t, s):
+    F = torch.nn.functional
+    x = t[0]
+    return {"torch F.interpolate bicubic": _nograd(torch, lambda: F.interpolate(x, scale_factor=2, mode="bicubic", align_corners=False))}
+
+
+_s66d_RGB2XYZ = np.array([[0.412453, 0.357580, 0.180423], [0.212671, 0.715160, 0.072169], [0.019334, 0.119193, 0.950227]], np.float32)
+
+
+@program(name="srgb to cie lab NCHW: pow gamma linearisation; 3x3 matrix as a reduction; cbrt piecewise f; white point select",
+         kind="vision", src="""
+def rgb2lab(float(N,3,H,W) x, float(3,3) M) -> (lab) {
+  lin(n, c, i, j) = v > 0.04045 ? pow((v + 0.055) / 1.055, 2.4) : v / 12.92 where v = x(n, c, i, j)
+  xyz(n, k, i, j) +=! M(k, c) * lin(n, c, i, j)
+  f(n, k, i, j) = u > 0.008856 ? cbrt(u) : 7.787 * u + 4.0 / 29.0
+      where u = xyz(n, k, i, j) / (k == 0 ? 0.950456 : (k == 1 ? 1.0 : 1.088754))
+  lab(n, c, i, j) = c == 0 ? 116.0 * f(n, 1, i, j) - 16.0
+                  : c == 1 ? 500.0 * (f(n, 0, i, j) - f(n, 1, i, j))
+                  : 200.0 * (f(n, 1, i, j) - f(n, 2, i, j)) where c in 0:3
+}
+""", full=dict(N=8, H=512, W=512), tiny=dict(N=2, H=3, W=5),
+    inputs=lambda r, s: [r.random((s["N"], 3, s["H"], s["W"]), np.float32), _s66d_RGB2XYZ.copy()])
+def _s66d_lab(torch, a, t, s):
+    x, M = t
+    wp = torch.tensor([0.950456, 1.0, 1.088754]).view(1, 3, 1, 1)
+
+    def run():
+        lin = torch.where(x > 0.04045, torch.pow((x + 0.055) / 1.055, 2.4), x / 12.92)
+        xyz = torch.einsum("kc,nchw->nkhw", M, lin) / wp
+        f = torch.where(xyz > 0.008856, torch.pow(xyz, 1 / 3), 7.787 * xyz + 4 / 29)
+        fx, fy, fz = f.unbind(1)
+        return torch.stack([116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)], 1)
+    return {"torch elementwise + einsum": _nograd(torch, run)}
+
+
+@program(name="otsu threshold per uint8 image: int32 256-bin histogram; in-place int scans; float64 between-class variance argmax; mask",
+         kind="vision", src="""
+def otsu(uint8(N,H,W) img) -> (mask, th) {
+  hist(n, v) +=! int32(img(n, i, j)) == v ? 1 : 0 where v in 0:256
+  c0(n, v) = hist(n, v)
+  c0(n, v) = c0(n, v) + (v > 0 ? c0(n, v - 1) : 0)
+  s0(n, v) = v * hist(n, v)
+  s0(n, v) = s0(n, v) + (v > 0 ? s0(n, v - 1) : 0)
+  sb(n, v) = c0(n, v) > 0 && c0(n, v) < H * W
+             ? (float64(s0(n, 255)) * float64(c0(n, v)) - float64(s0(n, v)) * float64(H * W))
+               * (float64(s0(n, 255)) * float64(c0(n, v)) - float64(s0(n, v)) * float64(H * W))
+               / (float64(c0(n, v)) * float64(H * W - c0(n, v)))
+             : float64(0)
+  th(n) argmax=! sb(n, v)
+  mask(n, i, j) = int32(img(n, i, j)) > th(n) ? 1.0 : 0.0
+}
+""", full=dict(N=16, H=512, W=512), tiny=dict(N=3, H=5, W=7), pick=lambda r: r[1],
+    inputs=lambda r, s: [np.clip(r.normal(100, 40, (s["N"], s["H"], s["W"])) + (r.random((s["N"], s["H"], s["W"])) > 0.6) * 90, 0, 255).astype(np.uint8)])
+def _s66d_otsu(torch, a, t, s):
+    img = t[0]
+    N, H, W = img.shape
+
+    def run():
+        off = (torch.arange(N) * 256).view(N, 1)
+        hist = torch.bincount((img.view(N, -1).long() + off).flatten(), minlength=N * 256).view(N, 256)
+        c0 = hist.cumsum(1)
+        s0 = (hist * torch.arange(256)).cumsum(1)
+        T = float(H * W)
+        c0d, s0d = c0.double(), s0.double()
+        num = s0d[:, 255:256] * c0d - s0d * T
+        sb = torch.where((c0 > 0) & (c0 < H * W), num * num / (c0d * (T - c0d)), 0.0)
+        return sb.argmax(1).int()
+    return {"torch bincount + cumsum + argmax": _nograd(torch, run)}
+
+
+@program(name="pyrdown channels-last (N;H;W;C): 5-tap binomial separable; stride 2; reflect-101 borders by nested selects in indices",
+         kind="vision", src="""
+def pyrdown(float(N,H,W,C) x, float(5) g) -> (y) {
+  r(n, i, j, c) +=! g(a) * x(n, (2 * i + a - 2 < 0 ? 2 - 2 * i - a : (2 * i + a - 2 >= H ? 2 * H - 2 * i - a : 2 * i + a - 2)), j, c)
+      where i in 0:(H + 1) / 2
+  y(n, i, j, c) +=! g(b) * r(n, i, (2 * j + b - 2 < 0 ? 2 - 2 * j - b : (2 * j + b - 2 >= W ? 2 * W - 2 * j - b : 2 * j + b - 2)), c)
+      where j in 0:(W + 1) / 2
+}
+""", full=dict(N=8, H=512, W=512, C=3), tiny=dict(N=1, H=5, W=7, C=3),
+    inputs=lambda r, s: [r.random((s["N"], s["H"], s["W"], s["C"]), np.float32), np.array([1, 4, 6, 4, 1], np.float32) / 16])
+def _s66d_pyrdown(torch, a, t, s):
+    F = torch.nn.functional
+    x, g = t
+    C = x.shape[3]
+    k2 = (g[:, None] * g[None, :]).expand(C, 1, 5, 5).contiguous()
+
+    def run():
+        xc = x.permute(0, 3, 1, 2)
+        return F.conv2d(F.pad(xc, (2, 2, 2, 2), mode="reflect"), k2, stride=2, groups=C).permute(0, 2, 3, 1)
+    return {"torch reflect pad + depthwise conv2d stride 2": _nograd(torch, run)}
+
+# ============================================================ pm2: probabilistic models, sequential inference
+
+def _s66e_cat(torch, *xs):
+    return torch.cat([x.reshape(-1).to(torch.float32) for x in xs])
+
+
+def _s66e_np(*xs):
+    return np.concatenate([np.asarray(x).reshape(-1).astype(np.float32) for x in xs])
+
+
+# 1 --------------------------------------------------------- bootstrap particle filter, systematic resampling
+@program(name="bootstrap particle filter in double systematic resampling by counting cdf < threshold", kind="sequence", src="""
+def pf(double(T,B) y, double(T,B,P) noise, double(T,B) u, double(B,P) x0, double a, double sig, double r) -> (xm, ll) {
+  for t in T {
+    if t == 0 { x(b, p) = a * x0(b, p) + sig * noise(t, b, p) }
+    else      { x(b, p) = a * xr(b, p) + sig * noise(t, b, p) }
+    lw(b, p) = -0.5 * (y(t, b) - x(b, p)) * (y(t, b) - x(b, p)) / r
+    m(b) max=! lw(b, p)
+    w(b, p) = exp(lw(b, p) - m(b))
+    s(b) +=! w(b, p)
+    ll(t, b) = m(b) + log(s(b) / P)
+    xm(t, b) +=! w(b, p) * x(b, p) / s(b)
+    c(b, p) = w(b, p) / s(b)
+    c(b, p) = c(b, p) + (p > 0 ? c(b, p - 1) : 0)
+    idx(b, p) +=! c(b, k) < (p + u(t, b)) / P ? 1 : 0 where p in 0:P
+    xr(b, p) = x(b, min(idx(b, p), P - 1))
+  }
+}""", full=dict(T=64, B=16, P=256), tiny=dict(T=5, B=3, P=7),
+         inputs=lambda rng, s: [x.astype(np.float64) for x in [_n(rng, s["T"], s["B"]), _n(rng, s["T"], s["B"], s["P"]),
+                                rng.random((s["T"], s["B"])), _n(rng, s["B"], s["P"]),
+                                np.array(0.9), np.array(0.5), np.array(1.0)]],
+         pick=lambda r: _s66e_np(r[0], r[1]))
+def _s66e_pf(torch, a, t, s):
+    y, noise, u, x0, al, sig, r = t
+    T, B, P = s["T"], s["B"], s["P"]
+    ar = torch.arange(P, dtype=torch.float64)
+
+    def run():
+        xm, ll, xr = [], [], None
+        x = al * x0 + sig * noise[0]
+        for k in range(T):
+            if k > 0:
+                x = al * xr + sig * noise[k]
+            lw = -0.5 * (y[k][:, None] - x) ** 2 / r
+            m = lw.max(1).values
+            w = torch.exp(lw - m[:, None]); sm = w.sum(1)
+            ll.append(m + torch.log(sm / P)); xm.append((w * x).sum(1) / sm)
+            c = torch.cumsum(w / sm[:, None], 1)
+            idx = torch.searchsorted(c, (ar[None] + u[k][:, None]) / P).clamp(max=P - 1)
+            xr = torch.gather(x, 1, idx)
+        return _s66e_cat(torch, torch.stack(xm), torch.stack(ll))
+    return {"torch loop (searchsorted)": _nograd(torch, run)}
+
+
+# 2 --------------------------------------------------------- ising checkerboard gibbs, in place, periodic
+def _s66e_ising_in(rng, s):
+    B, H, W, S = s["B"], s["H"], s["W"], s["S"]
+    return [np.where(rng.random((B, H, W)) < 0.5, 1.0, -1.0).astype(np.float32),
+            rng.random((S, 2, B, H, W)).astype(np.float32), np.array(0.4, np.float32), np.array(0.05, np.float32)]
+
+
+@program(name="ising checkerboard gibbs sweeps in place with periodic modulo neighbours", kind="sequence", src="""
+def ising(float(B,H,W) s0, float(S,2,B,H,W) u, float beta, float hf) -> (s, mag) {
+  s(b, i, j) = s0(b, i, j)
+  for t in S {
+    s(b, i, j) = (i + j) % 2 == 0 ? (u(t, 0, b, i, j) < sigmoid(2 * beta * (s(b, (i + 1) % H, j) + s(b, (i + H - 1) % H, j) + s(b, i, (j + 1) % W) + s(b, i, (j + W - 1) % W) + hf)) ? 1.0 : -1.0) : s(b, i, j)
+    s(b, i, j) = (i + j) % 2 == 1 ? (u(t, 1, b, i, j) < sigmoid(2 * beta * (s(b, (i + 1) % H, j) + s(b, (i + H - 1) % H, j) + s(b, i, (j + 1) % W) + s(b, i, (j + W - 1) % W) + hf)) ? 1.0 : -1.0) : s(b, i, j)
+    mag(t, b) +=! s(b, i, j) / (H * W)
+  }
+}""", full=dict(B=16, H=64, W=64, S=40), tiny=dict(B=3, H=4, W=6, S=3), inputs=_s66e_ising_in,
+         pick=lambda r: _s66e_np(r[0], r[1]))
+def _s66e_ising(torch, a, t, s):
+    s0, u, beta, hf = t
+    H, W = s["H"], s["W"]
+    par = (torch.arange(H)[:, None] + torch.arange(W)[None]) % 2
+    masks = [par == 0, par == 1]
+
+    def run():
+        x = s0.clone(); mags = []
+        for k in range(s["S"]):
+            for c in (0, 1):
+                nb = x.roll(1, 1) + x.roll(-1, 1) + x.roll(1, 2) + x.roll(-1, 2)
+                p = torch.sigmoid(2 * beta * (nb + hf))
+                new = torch.where(u[k, c] < p, 1.0, -1.0)
+                x = torch.where(masks[c], new, x)
+            mags.append(x.mean((1, 2)))
+        return _s66e_cat(torch, x, torch.stack(mags))
+    return {"torch loop (roll)": _nograd(torch, run)}
+
+
+# 3 --------------------------------------------------------- coordinate gibbs for a gaussian (precision form)
+def _s66e_spd(rng, D):
+    A = rng.standard_normal((D, D)) / np.sqrt(D)
+    return (A @ A.T + np.eye(D)).astype(np.float32)
+
+
+@program(name="coordinate-wise gibbs for a gaussian in precision form with nested for over coordinates", kind="sequence", src="""
+def gibbs_mvn(float(D,D) Q, float(D) mu, float(C,D) x0, float(S,D,C) z) -> (X) {
+  x(c, d) = x0(c, d)
+  for s in S {
+    for i in D {
+      r(c) +=! Q(i, j) * (x(c, j) - mu(j))
+      x(c, d) = d == i ? mu(i) - (r(c) - Q(i, i) * (x(c, i) - mu(i))) / Q(i, i) + z(s, i, c) / sqrt(Q(i, i)) : x(c, d)
+    }
+    X(s, c, d) = x(c, d)
+  }
+}""", full=dict(D=32, C=256, S=16), tiny=dict(D=5, C=3, S=3),
+         inputs=lambda rng, s: [_s66e_spd(rng, s["D"]), _n(rng, s["D"]), _n(rng, s["C"], s["D"]),
+                                _n(rng, s["S"], s["D"], s["C"])])
+def _s66e_gmvn(torch, a, t, s):
+    Q, mu, x0, z = t
+
+    def run():
+        x = x0.clone(); out = []
+        for k in range(s["S"]):
+            for i in range(s["D"]):
+                r = (x - mu) @ Q[i]
+                x[:, i] = mu[i] - (r - Q[i, i] * (x[:, i] - mu[i])) / Q[i, i] + z[k, i] / Q[i, i].sqrt()
+            out.append(x.clone())
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 4 --------------------------------------------------------- baum-welch, gaussian emissions, (B,T) layout, one em step
+def _s66e_bw_in(rng, s):
+    K = s["K"]
+    A = rng.random((K, K)) + np.eye(K) * K
+    A = (A / A.sum(1, keepdims=True)).astype(np.float32)
+    pi = np.full(K, 1.0 / K, np.float32)
+    mu = np.linspace(-2, 2, K).astype(np.float32)
+    var = (0.5 + rng.random(K)).astype(np.float32)
+    return [(_n(rng, s["B"], s["T"]) * 1.5).astype(np.float32), A, pi, mu, var]
+
+
+@program(name="baum-welch em step gaussian emissions scaled alpha beta (B T K) layout", kind="sequence", src="""
+def bw_gauss(float(B,T) y, float(K,K) A, float(K) pi, float(K) mu, float(K) var) -> (An, mun, varn, ll) {
+  le(b, t, k) = exp(-0.5 * (y(b, t) - mu(k)) * (y(b, t) - mu(k)) / var(k)) / sqrt(6.2831853 * var(k))
+  for t in T {
+    if t == 0 { al(b, t, k) = pi(k) * le(b, t, k) }
+    else      { al(b, t, k) +=! al(b, t - 1, i) * A(i, k) * le(b, t, k) }
+    c(b, t) +=! al(b, t, k)
+    al(b, t, k) = al(b, t, k) / c(b, t)
+  }
+  for s in T {
+    if s == 0 { be(b, T - 1 - s, k) = 1.0 where b in 0:B, k in 0:K }
+    else      { be(b, T - 1 - s, i) +=! A(i, k) * le(b, T - s, k) * be(b, T - s, k) / c(b, T - s) }
+  }
+  g(b, t, k) = al(b, t, k) * be(b, t, k)
+  xi(i, k) +=! al(b, t - 1, i) * A(i, k) * le(b, t, k) * be(b, t, k) / c(b, t) where t in 1:T
+  gs(i) +=! g(b, t, i) where t in 0:T-1
+  An(i, k) = xi(i, k) / gs(i)
+  gk(k) +=! g(b, t, k)
+  mun(k) +=! g(b, t, k) * y(b, t)
+  mun(k) = mun(k) / gk(k)
+  varn(k) +=! g(b, t, k) * (y(b, t) - mun(k)) * (y(b, t) - mun(k))
+  varn(k) = varn(k) / gk(k)
+  ll +=! log(c(b, t))
+}""", full=dict(B=64, T=128, K=16), tiny=dict(B=3, T=5, K=3), inputs=_s66e_bw_in,
+         pick=lambda r: _s66e_np(*r))
+def _s66e_bw(torch, a, t, s):
+    y, A, pi, mu, var = t
+    T = s["T"]
+
+    def run():
+        le = torch.exp(-0.5 * (y[:, :, None] - mu) ** 2 / var) / torch.sqrt(6.2831853 * var)
+        al = [None] * T; cs = [None] * T; be = [None] * T
+        x = pi * le[:, 0]
+        for k in range(T):
+            if k > 0:
+                x = (al[k - 1] @ A) * le[:, k]
+            cs[k] = x.sum(1); al[k] = x / cs[k][:, None]
+        be[T - 1] = torch.ones_like(al[0])
+        for k in range(T - 2, -1, -1):
+            be[k] = (le[:, k + 1] * be[k + 1] / cs[k + 1][:, None]) @ A.T
+        al = torch.stack(al, 1); be = torch.stack(be, 1); c = torch.stack(cs, 1)
+        g = al * be
+        xi = torch.einsum("bti,bto->io", al[:, :-1], le[:, 1:] * be[:, 1:] / c[:, 1:, None]) * A
+        An = xi / g[:, :-1].sum((0, 1))[:, None]
+        gk = g.sum((0, 1))
+        mun = (g * y[:, :, None]).sum((0, 1)) / gk
+        varn = (g * (y[:, :, None] - mun) ** 2).sum((0, 1)) / gk
+        return _s66e_cat(torch, An, mun, varn, torch.log(c).sum())
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 5 --------------------------------------------------------- steady-state kalman filter + rts smoother, given gains
+@program(name="steady-state kalman filter then rts smoother with given gains K and J", kind="sequence", src="""
+def ss_smoother(float(T,B,M) y, float(N,N) A, float(N,M) K, float(M,N) Hm, float(N,N) J, float(B,N) x0) -> (xs) {
+  for t in T {
+    if t == 0 { xp(b, i) +=! A(i, j) * x0(b, j) }
+    else      { xp(b, i) +=! A(i, j) * xf(t - 1, b, j) }
+    hx(b, m) +=! Hm(m, j) * xp(b, j)
+    inn(b, m) = y(t, b, m) - hx(b, m)
+    xf(t, b, i) = xp(b, i)
+    xf(t, b, i) += K(i, m) * inn(b, m)
+  }
+  for s in T {
+    if s == 0 { xs(T - 1 - s, b, i) = xf(T - 1 - s, b, i) }
+    else {
+      d(b, i) +=! A(i, j) * xf(T - 1 - s, b, j)
+      e(b, i) = xs(T - s, b, i) - d(b, i)
+      xs(T - 1 - s, b, i) = xf(T - 1 - s, b, i)
+      xs(T - 1 - s, b, i) += J(i, j) * e(b, j)
+    }
+  }
+}""", full=dict(T=256, B=64, M=4, N=16), tiny=dict(T=5, B=3, M=2, N=3),
+         inputs=lambda rng, s: [_n(rng, s["T"], s["B"], s["M"]), (_w(rng, s["N"], s["N"]) * 0.7).astype(np.float32),
+                                (_w(rng, s["N"], s["M"]) * 0.5).astype(np.float32), _w(rng, s["M"], s["N"]),
+                                (_w(rng, s["N"], s["N"]) * 0.5).astype(np.float32), _n(rng, s["B"], s["N"])])
+def _s66e_ss(torch, a, t, s):
+    y, A, K, Hm, J, x0 = t
+    T = s["T"]
+
+    def run():
+        xf = []; x = x0
+        for k in range(T):
+            xp = x @ A.T
+            x = xp + (y[k] - xp @ Hm.T) @ K.T
+            xf.append(x)
+        xs = [None] * T; xs[T - 1] = xf[T - 1]
+        for k in range(T - 2, -1, -1):
+            xs[k] = xf[k] + (xs[k + 1] - xf[k] @ A.T) @ J.T
+        return torch.stack(xs)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 6 --------------------------------------------------------- crf marginals + expected transition counts
+@program(name="linear-chain crf node marginals and expected transition counts (B T K) log space", kind="sequence", src="""
+def crf_marg(float(B,T,K) un, float(K,K) tr) -> (logZ, ptr, pun) {
+  for t in T {
+    if t == 0 { a(b, t, k) = un(b, t, k) }
+    else {
+      mx(b, k) max=! a(b, t - 1, i) + tr(i, k)
+      se(b, k) +=! exp(a(b, t - 1, i) + tr(i, k) - mx(b, k))
+      a(b, t, k) = un(b, t, k) + mx(b, k) + log(se(b, k))
+    }
+  }
+  for s in T {
+    if s == 0 { be(b, T - 1 - s, k) = 0.0 where b in 0:B, k in 0:K }
+    else {
+      mb(b, i) max=! tr(i, k) + un(b, T - s, k) + be(b, T - s, k)
+      sb(b, i) +=! exp(tr(i, k) + un(b, T - s, k) + be(b, T - s, k) - mb(b, i))
+      be(b, T - 1 - s, i) = mb(b, i) + log(sb(b, i))
+    }
+  }
+  zm(b) max=! a(b, T - 1, k)
+  zs(b) +=! exp(a(b, T - 1, k) - zm(b))
+  lz(b) = zm(b) + log(zs(b))
+  logZ +=! lz(b)
+  pun(b, t, k) = exp(a(b, t, k) + be(b, t, k) - lz(b))
+  ptr(i, k) +=! exp(a(b, t - 1, i) + tr(i, k) + un(b, t, k) + be(b, t, k) - lz(b)) where t in 1:T
+}""", full=dict(B=32, T=128, K=32), tiny=dict(B=3, T=5, K=3),
+         inputs=lambda rng, s: [_n(rng, s["B"], s["T"], s["K"]), (_n(rng, s["K"], s["K"]) * 0.5).astype(np.float32)],
+         pick=lambda r: _s66e_np(*r))
+def _s66e_crf(torch, a, t, s):
+    un, tr = t
+    T = s["T"]
+
+    def run():
+        al = [un[:, 0]]
+        for k in range(1, T):
+            al.append(un[:, k] + torch.logsumexp(al[-1][:, :, None] + tr, 1))
+        be = [None] * T; be[T - 1] = torch.zeros_like(al[0])
+        for k in range(T - 2, -1, -1):
+            be[k] = torch.logsumexp(tr + (un[:, k + 1] + be[k + 1])[:, None, :], 2)
+        al = torch.stack(al, 1); be = torch.stack(be, 1)
+        lz = torch.logsumexp(al[:, -1], 1)
+        pun = torch.exp(al + be - lz[:, None, None])
+        ptr = torch.exp(al[:, :-1, :, None] + tr + (un + be)[:, 1:, None, :] - lz[:, None, None, None]).sum((0, 1))
+        return _s66e_cat(torch, lz.sum(), ptr, pun)
+    return {"torch loop (logsumexp)": _nograd(torch, run)}
+
+
+# 7 --------------------------------------------------------- gmm em, full 2x2 covariances, closed-form inverse
+def _s66e_gmm_in(rng, s):
+    N, K = s["N"], s["K"]
+    cent = rng.standard_normal((K, 2)) * 3
+    X = (cent[rng.integers(0, K, N)] + rng.standard_normal((N, 2))).astype(np.float32)
+    m0 = X[rng.choice(N, K, replace=False)].astype(np.float32)
+    c0 = np.tile(np.array([1.0, 0.0, 1.0], np.float32), (K, 1))
+    return [X, np.full(K, 1.0 / K, np.float32), m0, c0]
+
+
+@program(name="gmm em iterations 2-d points full covariance stored (sxx sxy syy)", kind="em", src="""
+def gmm2d(float(N,2) X, float(K) w0, float(K,2) m0, float(K,3) c0) -> (w, m, cv, ll) {
+  w(k) = w0(k)
+  m(k, d) = m0(k, d)
+  cv(k, e) = c0(k, e)
+  for it in S {
+    det(k) = cv(k, 0) * cv(k, 2) - cv(k, 1) * cv(k, 1)
+    dx(n, k) = X(n, 0) - m(k, 0)
+    dy(n, k) = X(n, 1) - m(k, 1)
+    lp(n, k) = log(w(k)) - 0.5 * log(det(k)) - 1.8378770664 - 0.5 * (cv(k, 2) * dx(n, k) * dx(n, k) - 2 * cv(k, 1) * dx(n, k) * dy(n, k) + cv(k, 0) * dy(n, k) * dy(n, k)) / det(k)
+    mx(n) max=! lp(n, k)
+    se(n) +=! exp(lp(n, k) - mx(n))
+    r(n, k) = exp(lp(n, k) - mx(n)) / se(n)
+    ll(it) +=! (mx(n) + log(se(n))) / N
+    nk(k) +=! r(n, k)
+    w(k) = nk(k) / N
+    m(k, d) +=! r(n, k) * X(n, d)
+    m(k, d) = m(k, d) / nk(k)
+    ex(n, k) = X(n, 0) - m(k, 0)
+    ey(n, k) = X(n, 1) - m(k, 1)
+    cv(k, e) +=! r(n, k) * (e == 0 ? ex(n, k) * ex(n, k) : (e == 1 ? ex(n, k) * ey(n, k) : ey(n, k) * ey(n, k))) / nk(k) where e in 0:3
+    cv(k, e) = cv(k, e) + (e == 1 ? 0.0 : 0.0001)
+  }
+}""", full=dict(N=8192, K=8, S=10), tiny=dict(N=7, K=3, S=3), inputs=_s66e_gmm_in, free=("S",),
+         pick=lambda r: _s66e_np(*r))
+def _s66e_gmm(torch, a, t, s):
+    X, w0, m0, c0 = t
+    N = s["N"]
+
+    def run():
+        w, m, cv = w0.clone(), m0.clone(), c0.clone(); lls = []
+        for _ in range(s["S"]):
+            det = cv[:, 0] * cv[:, 2] - cv[:, 1] ** 2
+            dx = X[:, :1] - m[:, 0]; dy = X[:, 1:] - m[:, 1]
+            lp = torch.log(w) - 0.5 * torch.log(det) - 1.8378770664 - 0.5 * (
+                cv[:, 2] * dx * dx - 2 * cv[:, 1] * dx * dy + cv[:, 0] * dy * dy) / det
+            lse = torch.logsumexp(lp, 1)
+            r = torch.exp(lp - lse[:, None])
+            lls.append(lse.mean())
+            nk = r.sum(0); w = nk / N
+            m = (r.T @ X) / nk[:, None]
+            ex = X[:, :1] - m[:, 0]; ey = X[:, 1:] - m[:, 1]
+            cv = torch.stack([(r * ex * ex).sum(0), (r * ex * ey).sum(0), (r * ey * ey).sum(0)], 1) / nk[:, None]
+            cv = cv + torch.tensor([1e-4, 0.0, 1e-4])
+        return _s66e_cat(torch, w, m, cv, torch.stack(lls))
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 8 --------------------------------------------------------- IMM filter
+def _s66e_imm_in(rng, s):
+    B, K, T = s["B"], s["K"], s["T"]
+    P = rng.random((K, K)) + np.eye(K) * 4 * K
+    P = (P / P.sum(1, keepdims=True)).astype(np.float32)
+    return [_n(rng, T, B), P, np.linspace(0.8, 1.0, K).astype(np.float32), np.geomspace(0.01, 1.0, K).astype(np.float32),
+            np.array(0.5, np.float32), np.full((B, K), 1.0 / K, np.float32), _n(rng, B, K), np.ones((B, K), np.float32)]
+
+
+@program(name="interacting multiple model filter K scalar kalman modes mixing and mode probabilities", kind="sequence", src="""
+def imm(float(T,B) z, float(K,K) P, float(K) a, float(K) q, float r, float(B,K) mu0, float(B,K) x0, float(B,K) v0) -> (xe, lik) {
+  mu(b, k) = mu0(b, k)
+  x(b, k) = x0(b, k)
+  v(b, k) = v0(b, k)
+  for t in T {
+    cb(b, j) +=! P(i, j) * mu(b, i)
+    xm(b, j) +=! P(i, j) * mu(b, i) * x(b, i) / cb(b, j)
+    vm(b, j) +=! P(i, j) * mu(b, i) * (v(b, i) + (x(b, i) - xm(b, j)) * (x(b, i) - xm(b, j))) / cb(b, j)
+    xp(b, j) = a(j) * xm(b, j)
+    vp(b, j) = a(j) * a(j) * vm(b, j) + q(j)
+    sv(b, j) = vp(b, j) + r
+    nu(b, j) = z(t, b) - xp(b, j)
+    x(b, j) = xp(b, j) + vp(b, j) / sv(b, j) * nu(b, j)
+    v(b, j) = vp(b, j) - vp(b, j) * vp(b, j) / sv(b, j)
+    L(b, j) = exp(-0.5 * nu(b, j) * nu(b, j) / sv(b, j)) / sqrt(6.2831853 * sv(b, j))
+    cn(b) +=! L(b, j) * cb(b, j)
+    mu(b, j) = L(b, j) * cb(b, j) / cn(b)
+    lik(t, b) = log(cn(b))
+    xe(t, b) +=! mu(b, j) * x(b, j)
+  }
+}""", full=dict(T=100, B=512, K=4), tiny=dict(T=5, B=3, K=3), inputs=_s66e_imm_in,
+         pick=lambda r: _s66e_np(*r))
+def _s66e_imm(torch, a, t, s):
+    z, P, al, q, r, mu0, x0, v0 = t
+
+    def run():
+        mu, x, v = mu0, x0, v0; xe, lik = [], []
+        for k in range(s["T"]):
+            cb = mu @ P
+            wm = P[None] * mu[:, :, None] / cb[:, None, :]          # (b, i, j)
+            xm = (wm * x[:, :, None]).sum(1)
+            vm = (wm * (v[:, :, None] + (x[:, :, None] - xm[:, None, :]) ** 2)).sum(1)
+            xp = al * xm; vp = al * al * vm + q; sv = vp + r
+            nu = z[k][:, None] - xp
+            x = xp + vp / sv * nu; v = vp - vp * vp / sv
+            L = torch.exp(-0.5 * nu * nu / sv) / torch.sqrt(6.2831853 * sv)
+            cn = (L * cb).sum(1); mu = L * cb / cn[:, None]
+            lik.append(torch.log(cn)); xe.append((mu * x).sum(1))
+        return _s66e_cat(torch, torch.stack(xe), torch.stack(lik))
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 9 --------------------------------------------------------- random-walk metropolis for bayesian logistic regression
+def _s66e_mh_in(rng, s):
+    N, D, C, T = s["N"], s["D"], s["C"], s["T"]
+    X = (_n(rng, N, D) / np.sqrt(D)).astype(np.float32)
+    wt = _n(rng, D)
+    yl = (rng.random(N) < 1 / (1 + np.exp(-X @ wt))).astype(np.float32)
+    return [X, yl, (_n(rng, C, D) * 0.1).astype(np.float32), _n(rng, T, C, D), rng.random((T, C)).astype(np.float32),
+            np.array(0.05, np.float32), np.array(1.0, np.float32)]
+
+
+@program(name="random-walk metropolis chains for bayesian logistic regression accept by select", kind="mcmc", src="""
+def mh_logreg(float(N,D) X, float(N) yl, float(C,D) w0, float(T,C,D) eps, float(T,C) u, float step, float prior) -> (W, acc) {
+  w(c, d) = w0(c, d)
+  f(c, n) +=! X(n, d) * w(c, d)
+  lp(c) +=! yl(n) * f(c, n) - log(1 + exp(f(c, n)))
+  lp(c) += -0.5 * prior * w(c, d) * w(c, d)
+  for t in T {
+    wp(c, d) = w(c, d) + step * eps(t, c, d)
+    fp(c, n) +=! X(n, d) * wp(c, d)
+    lq(c) +=! yl(n) * fp(c, n) - log(1 + exp(fp(c, n)))
+    lq(c) += -0.5 * prior * wp(c, d) * wp(c, d)
+    ac(c) = log(u(t, c)) < lq(c) - lp(c) ? 1.0 : 0.0
+    w(c, d) = ac(c) > 0.5 ? wp(c, d) : w(c, d)
+    lp(c) = ac(c) > 0.5 ? lq(c) : lp(c)
+    W(t, c, d) = w(c, d)
+    acc(t, c) = ac(c)
+  }
+}""", full=dict(N=1024, D=16, C=64, T=100), tiny=dict(N=7, D=3, C=5, T=4), inputs=_s66e_mh_in,
+         pick=lambda r: _s66e_np(*r))
+def _s66e_mh(torch, a, t, s):
+    X, yl, w0, eps, u, step, prior = t
+    F = torch.nn.functional
+
+    def logp(w):
+        f = w @ X.T
+        return (yl * f - F.softplus(f)).sum(1) - 0.5 * prior * (w * w).sum(1)
+
+    def run():
+        w = w0; lp = logp(w); Ws, accs = [], []
+        for k in range(s["T"]):
+            wp = w + step * eps[k]
+            lq = logp(wp)
+            ac = torch.log(u[k]) < lq - lp
+            w = torch.where(ac[:, None], wp, w); lp = torch.where(ac, lq, lp)
+            Ws.append(w); accs.append(ac.float())
+        return _s66e_cat(torch, torch.stack(Ws), torch.stack(accs))
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 10 -------------------------------------------------------- HMC with L leapfrog steps (free), gaussian target
+@program(name="hmc chains L leapfrog steps nested loop gaussian target metropolis correction", kind="mcmc", src="""
+def hmc(float(D,D) Q, float(C,D) x0, float(S,C,D) p0, float(S,C) u, float eps) -> (X) {
+  x(c, d) = x0(c, d)
+  for s in S {
+    p(c, d) = p0(s, c, d)
+    q(c, d) = x(c, d)
+    g(c, d) +=! Q(d, e) * q(c, e)
+    H0(c) +=! 0.5 * p(c, d) * p(c, d) + 0.5 * q(c, d) * g(c, d)
+    for l in L {
+      p(c, d) = p(c, d) - 0.5 * eps * g(c, d)
+      q(c, d) = q(c, d) + eps * p(c, d)
+      g(c, d) +=! Q(d, e) * q(c, e)
+      p(c, d) = p(c, d) - 0.5 * eps * g(c, d)
+    }
+    H1(c) +=! 0.5 * p(c, d) * p(c, d) + 0.5 * q(c, d) * g(c, d)
+    x(c, d) = log(u(s, c)) < H0(c) - H1(c) ? q(c, d) : x(c, d)
+    X(s, c, d) = x(c, d)
+  }
+}""", full=dict(D=64, C=128, S=20, L=10), tiny=dict(D=5, C=3, S=3, L=3), free=("L",),
+         inputs=lambda rng, s: [_s66e_spd(rng, s["D"]), _n(rng, s["C"], s["D"]), _n(rng, s["S"], s["C"], s["D"]),
+                                rng.random((s["S"], s["C"])).astype(np.float32), np.array(0.1, np.float32)])
+def _s66e_hmc(torch, a, t, s):
+    Q, x0, p0, u, eps = t
+
+    def run():
+        x = x0; out = []
+        for k in range(s["S"]):
+            p = p0[k]; q = x; g = q @ Q.T
+            H0 = 0.5 * (p * p).sum(1) + 0.5 * (q * g).sum(1)
+            for _ in range(s["L"]):
+                p = p - 0.5 * eps * g
+                q = q + eps * p
+                g = q @ Q.T
+                p = p - 0.5 * eps * g
+            H1 = 0.5 * (p * p).sum(1) + 0.5 * (q * g).sum(1)
+            x = torch.where((torch.log(u[k]) < H0 - H1)[:, None], q, x)
+            out.append(x)
+        return torch.stack(out)
+    return {"torch loop": _nograd(torch, run)}
+
+
+# 11 -------------------------------------------------------- hmm forward filtering backward sampling (ffbs)
+def _s66e_ffbs_in(rng, s):
+    T, B, K = s["T"], s["B"], s["K"]
+    A = rng.random((K, K)) + np.eye(K) * K
+    A = (A / A.sum(1, keepdims=True)).astype(np.float32)
+    return [np.exp(_n(rng, T, B, K)).astype(np.float32), A, np.full(K, 1.0 / K, np.float32),
+            rng.random((T, B)).astype(np.float32)]
+
+
+@program(name="hmm forward filtering backward sampling from given uniforms int32 states gathered in reversed loop", kind="sequence", src="""
+def ffbs(float(T,B,K) le, float(K,K) A, float(K) pi, float(T,B) u) -> (z) {
+  for t in T {
+    if t == 0 { al(t, b, k) = pi(k) * le(t, b, k) }
+    else      { al(t, b, k) +=! al(t - 1, b, i) * A(i, k) * le(t, b, k) }
+    c(t, b) +=! al(t, b, k)
+    al(t, b, k) = al(t, b, k) / c(t, b)
+  }
+  for s in T {
+    if s == 0 { pw(b, k) = al(T - 1, b, k) }
+    else      { pw(b, k) = al(T - 1 - s, b, k) * A(k, z(T - s, b)) }
+    pn(b) +=! pw(b, k)
+    cd(b, k) = pw(b, k) / pn(b) + (k > 0 ? cd(b, k - 1) : 0)
+    z(T - 1 - s, b) +=! cd(b, k) < u(T - 1 - s, b) ? 1 : 0
+    z(T - 1 - s, b) = min(z(T - 1 - s, b), K - 1)
+  }
+}""", full=dict(T=256, B=64, K=16), tiny=dict(T=5, B=3, K=3), inputs=_s66e_ffbs_in)
+def _s66e_ffbs(torch, a, t, s):
+    le, A, pi, u = t
+    T, K = s["T"], s["K"]
+
+    def run():
+        al = []
+        x = pi * le[0]
+        for k in range(T):
+            if k > 0:
+                x = (al[-1] @ A) * le[k]
+            al.append(x / x.sum(1, keepdim=True))
+        z = [None] * T; zn = None
+        for k in range(T - 1, -1, -1):
+            pw = al[k] if zn is None else al[k] * A[:, zn].T
+            cd = torch.cumsum(pw / pw.sum(1, keepdim=True), 1)
+            zn = (cd < u[k][:, None]).sum(1).clamp(max=K - 1)
+            z[k] = zn
+        return torch.stack(z).to(torch.int32)
+    return {"torch loop": _nograd(torch, run)}
