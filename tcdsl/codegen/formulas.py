@@ -312,8 +312,8 @@ def pow_(x: "tirx.PrimExpr", y: "tirx.PrimExpr", dtype: str) -> "tirx.PrimExpr":
     +-2.5 a square root in float64 (:func:`_half_power`).
     Another constant exponent calls
     libm's ``pow`` directly (TVM warns on every ``tirx.pow`` of a constant
-    3 or more), which a CPU build takes into vector lanes (codegen/vecmath.py,
-    libmvec's ``powf``); a computed one is ``tirx.pow``."""
+    3 or more), which a CPU build takes into vector lanes below 3
+    (codegen/vecmath.py, libmvec's ``powf``); a computed one is ``tirx.pow``."""
     n = y.value if isinstance(y, (tirx.FloatImm, tirx.IntImm)) else None
     if n is None:
         return tirx.pow(x, y)
