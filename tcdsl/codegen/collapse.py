@@ -367,10 +367,7 @@ def parallel_pair(low, node: isl.AstNode, name: str, init, extent, rows) -> tirx
     outer_v, inner_v = tirx.Var(name, INDEX), tirx.Var(iterator(inner), INDEX)
     with low.bound({name: outer_v}):
         body = low.body_with(inner, iterator(inner), inner_v, False)
-    # divided by at least 1: where a branch of the sizes makes the extent 0 (the loop is empty),
-    # TVM's simplifier would fold a division by it to a division by the constant 0, which it rejects
-    every = tirx.max(i_extent, 1)
-    bind = [tirx.Bind(outer_v, init + tirx.floordiv(r, every)), tirx.Bind(inner_v, i_init + tirx.floormod(r, every))]
+    bind = [tirx.Bind(outer_v, init + tirx.floordiv(r, n_in)), tirx.Bind(inner_v, i_init + tirx.floormod(r, n_in))]
     return tirx.For(r, 0, tirx.max(extent, 0) * n_in, tirx.ForKind.PARALLEL, tirx.SeqStmt(bind + [body]))
 
 
